@@ -1,0 +1,273 @@
+//! Customers, users, API keys, scopes and the principal a request acts as.
+
+use crate::error::DomainError;
+use hmac::{Hmac, KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+use time::OffsetDateTime;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Environment {
+    Test,
+    Production,
+}
+
+impl Environment {
+    pub fn parse(value: &str) -> Option<Environment> {
+        match value {
+            "test" => Some(Environment::Test),
+            "production" => Some(Environment::Production),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Environment::Test => "test",
+            Environment::Production => "production",
+        }
+    }
+
+    /// Secret keys announce their environment in their prefix, so a leaked key's reach is
+    /// obvious and a key can be refused before any lookup.
+    pub fn key_prefix(self) -> &'static str {
+        match self {
+            Environment::Test => "sk_test_",
+            Environment::Production => "sk_live_",
+        }
+    }
+
+    fn of_key(secret: &str) -> Option<Environment> {
+        [Environment::Test, Environment::Production]
+            .into_iter()
+            .find(|env| secret.starts_with(env.key_prefix()))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Scope {
+    #[serde(rename = "operations:read")]
+    OperationsRead,
+    #[serde(rename = "operations:write")]
+    OperationsWrite,
+    #[serde(rename = "operations:approve")]
+    OperationsApprove,
+    #[serde(rename = "workflows:manage")]
+    WorkflowsManage,
+    #[serde(rename = "webhooks:manage")]
+    WebhooksManage,
+    #[serde(rename = "users:manage")]
+    UsersManage,
+    /// Platform operators only: implies every other scope, for every customer.
+    #[serde(rename = "admin")]
+    Admin,
+}
+
+impl Scope {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::OperationsRead => "operations:read",
+            Scope::OperationsWrite => "operations:write",
+            Scope::OperationsApprove => "operations:approve",
+            Scope::WorkflowsManage => "workflows:manage",
+            Scope::WebhooksManage => "webhooks:manage",
+            Scope::UsersManage => "users:manage",
+            Scope::Admin => "admin",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Maker,
+    Approver,
+    Admin,
+    Viewer,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Maker => "maker",
+            Role::Approver => "approver",
+            Role::Admin => "admin",
+            Role::Viewer => "viewer",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Customer {
+    pub id: String,
+    pub object: String,
+    pub name: String,
+    pub status: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct User {
+    pub id: String,
+    pub object: String,
+    pub customer_id: String,
+    pub name: String,
+    pub email: String,
+    pub roles: Vec<Role>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApiKey {
+    pub id: String,
+    pub object: String,
+    /// `None` for platform (PSP operator) keys.
+    pub customer_id: Option<String>,
+    pub user_id: Option<String>,
+    pub environment: Environment,
+    pub scopes: Vec<Scope>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub expires_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub revoked_at: Option<OffsetDateTime>,
+    /// Peppered hash of the secret; the secret itself is never stored.
+    #[serde(skip_serializing)]
+    pub secret_hash: String,
+}
+
+/// Hashes secrets with a server-side pepper (HMAC-SHA256), so a copy of the store alone does not
+/// allow checking guessed keys.
+#[derive(Clone)]
+pub struct KeyHasher {
+    pepper: Vec<u8>,
+}
+
+impl KeyHasher {
+    pub fn new(pepper: impl Into<Vec<u8>>) -> KeyHasher {
+        KeyHasher {
+            pepper: pepper.into(),
+        }
+    }
+
+    pub fn hash(&self, secret: &str) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.pepper).expect("HMAC takes any key");
+        mac.update(secret.as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    }
+}
+
+/// A new random secret key for `environment`: the prefix and 192 random bits in hex.
+pub fn new_secret(environment: Environment) -> String {
+    let mut random = [0u8; 24];
+    rand::fill(&mut random);
+    format!("{}{}", environment.key_prefix(), hex::encode(random))
+}
+
+/// Checks a presented secret's shape before looking it up: wrong-environment keys are refused
+/// without touching the store.
+pub fn check_secret_shape(secret: &str, environment: Environment) -> Result<(), DomainError> {
+    match Environment::of_key(secret) {
+        Some(env) if env == environment => Ok(()),
+        Some(_) => Err(DomainError::unauthenticated(
+            "api_key_wrong_environment",
+            format!(
+                "This key belongs to the other environment; this service runs the {} environment.",
+                environment.as_str()
+            ),
+        )),
+        None => Err(invalid_api_key()),
+    }
+}
+
+pub fn invalid_api_key() -> DomainError {
+    DomainError::unauthenticated("invalid_api_key", "Invalid API key provided.")
+}
+
+/// Who a request acts as: resolved from its API key (and the key's user, if any).
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub key: ApiKey,
+    pub user: Option<User>,
+}
+
+impl Principal {
+    pub fn is_platform(&self) -> bool {
+        self.key.customer_id.is_none()
+    }
+
+    pub fn has_scope(&self, scope: Scope) -> bool {
+        self.key.scopes.contains(&Scope::Admin) || self.key.scopes.contains(&scope)
+    }
+
+    pub fn require(&self, scope: Scope) -> Result<(), DomainError> {
+        if self.has_scope(scope) {
+            Ok(())
+        } else {
+            Err(DomainError::forbidden(
+                "missing_scope",
+                format!("This API key lacks the '{}' scope.", scope.name()),
+            ))
+        }
+    }
+
+    /// Whether this principal may see or act on `customer_id`'s resources. Callers answer
+    /// "not found" when it may not, so other customers' ids are never confirmed to exist.
+    pub fn can_access(&self, customer_id: &str) -> bool {
+        self.key.customer_id.as_deref().is_none_or(|own| own == customer_id)
+    }
+
+    /// Key under which idempotency keys are remembered: per customer (or the platform).
+    pub fn idempotency_scope(&self) -> String {
+        format!(
+            "{}:{}",
+            self.key.environment.as_str(),
+            self.key.customer_id.as_deref().unwrap_or("platform")
+        )
+    }
+
+    /// The id recorded as creator and as actor: the user if the key has one, else the key.
+    pub fn actor(&self) -> crate::cause::Actor {
+        use crate::cause::{Actor, ActorType};
+        match &self.user {
+            Some(user) => Actor {
+                kind: ActorType::User,
+                id: user.id.clone(),
+            },
+            None => Actor {
+                kind: ActorType::ApiKey,
+                id: self.key.id.clone(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_depend_on_pepper_and_secret() {
+        let a = KeyHasher::new(b"pepper-a".to_vec());
+        let b = KeyHasher::new(b"pepper-b".to_vec());
+        assert_eq!(a.hash("sk_test_x"), a.hash("sk_test_x"));
+        assert_ne!(a.hash("sk_test_x"), b.hash("sk_test_x"));
+        assert_ne!(a.hash("sk_test_x"), a.hash("sk_test_y"));
+    }
+
+    #[test]
+    fn secrets_carry_their_environment() {
+        let test_key = new_secret(Environment::Test);
+        assert!(test_key.starts_with("sk_test_") && test_key.len() == 8 + 48);
+        assert!(check_secret_shape(&test_key, Environment::Test).is_ok());
+        let refused = check_secret_shape(&test_key, Environment::Production).unwrap_err();
+        assert!(matches!(refused, DomainError::Unauthenticated { code: "api_key_wrong_environment", .. }));
+        let live_key = new_secret(Environment::Production);
+        assert!(check_secret_shape(&live_key, Environment::Production).is_ok());
+        assert!(check_secret_shape("pk_test_abc", Environment::Test).is_err());
+    }
+}

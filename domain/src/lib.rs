@@ -1,0 +1,19 @@
+//! The payment operations service's business rules.
+//!
+//! This crate knows nothing of HTTP, SQLite or AWS. Use cases in [`service`] talk to the
+//! outside world only through the traits in [`ports`]; `ops-infra` implements them.
+
+pub mod auth;
+pub mod cause;
+pub mod error;
+pub mod ids;
+pub mod idempotency;
+pub mod money;
+pub mod operation;
+pub mod ports;
+pub mod service;
+pub mod transaction;
+pub mod validate;
+pub mod workflow;
+
+pub use error::DomainError;

@@ -1,0 +1,350 @@
+//! Operations, their items, and the operation state machine.
+
+use crate::cause::Cause;
+use crate::error::DomainError;
+use crate::money::{Amount, Currency};
+use crate::workflow::ApprovalRequirement;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use time::OffsetDateTime;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationType {
+    Payout,
+    Collection,
+    Transfer,
+}
+
+impl OperationType {
+    pub const ALL: [OperationType; 3] = [
+        OperationType::Payout,
+        OperationType::Collection,
+        OperationType::Transfer,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperationType::Payout => "payout",
+            OperationType::Collection => "collection",
+            OperationType::Transfer => "transfer",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<OperationType> {
+        Self::ALL.into_iter().find(|t| t.as_str() == value)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationStatus {
+    PendingApproval,
+    Approved,
+    Rejected,
+    Cancelled,
+    Processing,
+    Completed,
+    PartiallyCompleted,
+    Failed,
+    NeedsAttention,
+}
+
+impl OperationStatus {
+    pub const ALL: [OperationStatus; 9] = [
+        OperationStatus::PendingApproval,
+        OperationStatus::Approved,
+        OperationStatus::Rejected,
+        OperationStatus::Cancelled,
+        OperationStatus::Processing,
+        OperationStatus::Completed,
+        OperationStatus::PartiallyCompleted,
+        OperationStatus::Failed,
+        OperationStatus::NeedsAttention,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperationStatus::PendingApproval => "pending_approval",
+            OperationStatus::Approved => "approved",
+            OperationStatus::Rejected => "rejected",
+            OperationStatus::Cancelled => "cancelled",
+            OperationStatus::Processing => "processing",
+            OperationStatus::Completed => "completed",
+            OperationStatus::PartiallyCompleted => "partially_completed",
+            OperationStatus::Failed => "failed",
+            OperationStatus::NeedsAttention => "needs_attention",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<OperationStatus> {
+        Self::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+
+    pub fn is_final(self) -> bool {
+        use OperationStatus::*;
+        matches!(self, Completed | PartiallyCompleted | Failed | Rejected | Cancelled)
+    }
+
+    /// The whole operation state machine (DESIGN §4) in one table.
+    pub fn can_become(self, to: OperationStatus) -> bool {
+        use OperationStatus::*;
+        matches!(
+            (self, to),
+            (PendingApproval, Approved | Rejected | Cancelled)
+                | (Approved, Processing | Cancelled)
+                | (Processing, Completed | PartiallyCompleted | Failed | NeedsAttention)
+                | (NeedsAttention, Processing | Completed | PartiallyCompleted | Failed)
+        )
+    }
+}
+
+/// A change of an operation's status. Each variant names its target and carries its cause,
+/// so no transition can be expressed without one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OperationTransition {
+    Approve(Cause),
+    Reject(Cause),
+    Cancel(Cause),
+    StartProcessing(Cause),
+    Complete(Cause),
+    CompletePartially(Cause),
+    Fail(Cause),
+    FlagForAttention(Cause),
+}
+
+impl OperationTransition {
+    pub fn target(&self) -> OperationStatus {
+        use OperationStatus::*;
+        match self {
+            OperationTransition::Approve(_) => Approved,
+            OperationTransition::Reject(_) => Rejected,
+            OperationTransition::Cancel(_) => Cancelled,
+            OperationTransition::StartProcessing(_) => Processing,
+            OperationTransition::Complete(_) => Completed,
+            OperationTransition::CompletePartially(_) => PartiallyCompleted,
+            OperationTransition::Fail(_) => Failed,
+            OperationTransition::FlagForAttention(_) => NeedsAttention,
+        }
+    }
+
+    pub fn into_cause(self) -> Cause {
+        match self {
+            OperationTransition::Approve(c)
+            | OperationTransition::Reject(c)
+            | OperationTransition::Cancel(c)
+            | OperationTransition::StartProcessing(c)
+            | OperationTransition::Complete(c)
+            | OperationTransition::CompletePartially(c)
+            | OperationTransition::Fail(c)
+            | OperationTransition::FlagForAttention(c) => c,
+        }
+    }
+}
+
+/// What a transition did; becomes the audit entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusChange {
+    pub from: Option<OperationStatus>,
+    pub to: OperationStatus,
+    pub cause: Cause,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Beneficiary {
+    pub id_type: String,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Destination {
+    pub rail: String,
+    pub account: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    pub id: String,
+    pub beneficiary: Beneficiary,
+    pub destination: Destination,
+    pub amount: Amount,
+    pub reference: Option<String>,
+    /// Set when the operation is approved and its transactions are made.
+    pub transaction_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Approved,
+    Rejected,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Approval {
+    pub user_id: String,
+    pub decision: Decision,
+    pub comment: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Operation {
+    pub id: String,
+    pub object: String,
+    pub customer_id: String,
+    #[serde(rename = "type")]
+    pub kind: OperationType,
+    pub currency: Currency,
+    pub items: Vec<Item>,
+    pub workflow: String,
+    pub status: OperationStatus,
+    pub cause: Cause,
+    pub total_amount: i64,
+    /// What the workflow asked for when the operation was created; later workflow edits do
+    /// not move it.
+    pub approval_requirement: Option<ApprovalRequirement>,
+    pub approvals: Vec<Approval>,
+    pub created_by: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    pub metadata: BTreeMap<String, String>,
+    pub environment: crate::auth::Environment,
+    /// Optimistic-concurrency counter: every stored change bumps it.
+    pub version: u64,
+}
+
+impl Operation {
+    /// Moves the operation to the transition's target if the state machine allows it.
+    pub fn apply(&mut self, transition: OperationTransition) -> Result<StatusChange, DomainError> {
+        let to = transition.target();
+        if !self.status.can_become(to) {
+            return Err(DomainError::invalid_state(
+                "invalid_transition",
+                format!(
+                    "Operation {} is {}; it cannot become {}.",
+                    self.id,
+                    self.status.as_str(),
+                    to.as_str()
+                ),
+            ));
+        }
+        let from = self.status;
+        let cause = transition.into_cause();
+        self.status = to;
+        self.updated_at = cause.at;
+        self.cause = cause.clone();
+        Ok(StatusChange {
+            from: Some(from),
+            to,
+            cause,
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::cause::Actor;
+
+    pub fn cause(code: &str) -> Cause {
+        Cause::new(code, code, Actor::system(), OffsetDateTime::UNIX_EPOCH)
+    }
+
+    fn all_transitions() -> Vec<OperationTransition> {
+        use OperationTransition::*;
+        vec![
+            Approve(cause("a")),
+            Reject(cause("r")),
+            Cancel(cause("c")),
+            StartProcessing(cause("p")),
+            Complete(cause("d")),
+            CompletePartially(cause("pc")),
+            Fail(cause("f")),
+            FlagForAttention(cause("n")),
+        ]
+    }
+
+    pub fn operation_in(status: OperationStatus) -> Operation {
+        Operation {
+            id: "op_1".into(),
+            object: "operation".into(),
+            customer_id: "cus_1".into(),
+            kind: OperationType::Payout,
+            currency: Currency::parse("CLP").unwrap(),
+            items: vec![],
+            workflow: "auto".into(),
+            status,
+            cause: cause("created"),
+            total_amount: 0,
+            approval_requirement: None,
+            approvals: vec![],
+            created_by: "usr_1".into(),
+            created_at: OffsetDateTime::UNIX_EPOCH,
+            updated_at: OffsetDateTime::UNIX_EPOCH,
+            metadata: BTreeMap::new(),
+            environment: crate::auth::Environment::Test,
+            version: 0,
+        }
+    }
+
+    #[test]
+    fn every_allowed_and_refused_transition() {
+        use OperationStatus::*;
+        let allowed: &[(OperationStatus, OperationStatus)] = &[
+            (PendingApproval, Approved),
+            (PendingApproval, Rejected),
+            (PendingApproval, Cancelled),
+            (Approved, Processing),
+            (Approved, Cancelled),
+            (Processing, Completed),
+            (Processing, PartiallyCompleted),
+            (Processing, Failed),
+            (Processing, NeedsAttention),
+            (NeedsAttention, Processing),
+            (NeedsAttention, Completed),
+            (NeedsAttention, PartiallyCompleted),
+            (NeedsAttention, Failed),
+        ];
+        let mut checked = 0;
+        for from in OperationStatus::ALL {
+            for transition in all_transitions() {
+                let to = transition.target();
+                let code = transition.clone().into_cause().code;
+                let mut op = operation_in(from);
+                let result = op.apply(transition);
+                if allowed.contains(&(from, to)) {
+                    let change = result.unwrap_or_else(|e| panic!("{from:?} -> {to:?}: {e}"));
+                    assert_eq!((change.from, change.to), (Some(from), to));
+                    assert_eq!(op.status, to);
+                    assert_eq!(op.cause.code, code, "the cause is recorded on the operation");
+                } else {
+                    let err = result.expect_err(&format!("{from:?} -> {to:?} must be refused"));
+                    assert!(matches!(err, DomainError::InvalidState { .. }));
+                    assert_eq!(op.status, from, "a refused transition changes nothing");
+                }
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 9 * 8);
+    }
+
+    #[test]
+    fn final_states_have_no_way_out() {
+        for from in OperationStatus::ALL.into_iter().filter(|s| s.is_final()) {
+            assert!(OperationStatus::ALL.iter().all(|to| !from.can_become(*to)), "{from:?}");
+        }
+    }
+
+    #[test]
+    fn statuses_round_trip_through_their_names() {
+        for status in OperationStatus::ALL {
+            assert_eq!(OperationStatus::parse(status.as_str()), Some(status));
+            let json = serde_json::to_string(&status).unwrap();
+            assert_eq!(json, format!("\"{}\"", status.as_str()));
+        }
+    }
+}

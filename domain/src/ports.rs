@@ -1,0 +1,121 @@
+//! Ports: what the use cases need from the outside world. `ops-infra` implements each one
+//! twice (embedded for local mode, AWS for the cloud) and runs one conformance suite on both.
+
+use crate::auth::{ApiKey, Customer, User};
+use crate::cause::Cause;
+use crate::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse};
+use crate::operation::{Operation, OperationStatus, OperationType};
+use crate::workflow::{Workflow, WorkflowOwner};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+pub trait Clock: Send + Sync {
+    fn now(&self) -> OffsetDateTime;
+}
+
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> OffsetDateTime {
+        OffsetDateTime::now_utc()
+    }
+}
+
+/// One audit entry: a state change (or a recorded decision) with its cause.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub entity_type: String,
+    pub entity_id: String,
+    /// The operation the entry belongs to, so its history is one lookup.
+    pub operation_id: Option<String>,
+    /// `created`, `status_changed`, `approval_recorded`, `updated`, `rotated`, `revoked` …
+    pub action: String,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub cause: Cause,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+}
+
+/// One write of a [`Changeset`]. Conditions are part of the write so a store can check them
+/// inside its transaction (SQLite) or as condition expressions (DynamoDB).
+#[derive(Debug, Clone)]
+pub enum Write {
+    InsertCustomer(Customer),
+    InsertUser(User),
+    /// Insert, or replace the stored key of the same id.
+    PutApiKey(ApiKey),
+    InsertOperation(Operation),
+    /// Replace the stored operation if its version is still `operation.version - 1`.
+    UpdateOperation(Operation),
+    /// Insert (version 1) or replace the stored definition if its version is still
+    /// `workflow.version - 1`.
+    PutWorkflow(Workflow),
+    Audit(AuditEntry),
+    /// Completes a claimed idempotency key with the response the client was sent.
+    CompleteIdempotency {
+        scope: String,
+        key: String,
+        response: StoredResponse,
+    },
+}
+
+/// Writes that land together or not at all: entity, audit entries and the idempotency record.
+#[derive(Debug, Clone, Default)]
+pub struct Changeset {
+    pub writes: Vec<Write>,
+}
+
+impl Changeset {
+    pub fn push(&mut self, write: Write) -> &mut Self {
+        self.writes.push(write);
+        self
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StoreError {
+    /// A write's condition failed (a concurrent change won); nothing was written.
+    #[error("a concurrent change won")]
+    Conflict,
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl From<StoreError> for crate::DomainError {
+    fn from(error: StoreError) -> Self {
+        crate::DomainError::Store(error.to_string())
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct OperationQuery {
+    pub customer_id: Option<String>,
+    pub status: Option<OperationStatus>,
+    pub kind: Option<OperationType>,
+    /// Only operations with a smaller (older) id.
+    pub starting_after: Option<String>,
+    pub limit: usize,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync {
+    async fn commit(&self, changes: Changeset) -> Result<(), StoreError>;
+
+    async fn customer(&self, id: &str) -> Result<Option<Customer>, StoreError>;
+    async fn user(&self, id: &str) -> Result<Option<User>, StoreError>;
+    async fn api_key(&self, id: &str) -> Result<Option<ApiKey>, StoreError>;
+    async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, StoreError>;
+    async fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError>;
+    /// Newest first, at most `query.limit`.
+    async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError>;
+    /// Every audit entry of an operation and its transactions, oldest first.
+    async fn operation_history(&self, operation_id: &str) -> Result<Vec<AuditEntry>, StoreError>;
+    async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError>;
+
+    /// Claims an idempotency key before any effect; see [`ClaimOutcome`].
+    async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError>;
+    /// Gives up a claim whose request failed before writing anything.
+    async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), StoreError>;
+}

@@ -1,0 +1,380 @@
+//! Approval workflows: ordered rules, first match wins (DESIGN §5).
+
+use crate::auth::Role;
+use crate::error::DomainError;
+use crate::money::Currency;
+use crate::operation::OperationType;
+use serde::{Deserialize, Serialize};
+
+/// An inclusive range; either end may be open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Range {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gte: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lte: Option<i64>,
+}
+
+impl Range {
+    fn contains(&self, value: i64) -> bool {
+        self.gte.is_none_or(|min| value >= min) && self.lte.is_none_or(|max| value <= max)
+    }
+}
+
+/// When a rule applies. Every condition given must hold; an absent condition always holds.
+/// List conditions on items (`rail`, `beneficiary_id_type`, `item_amount`) hold when **any**
+/// item matches, so "any item above X needs approval" is one rule.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conditions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_amount: Option<Range>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_amount: Option<Range>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_count: Option<Range>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<Vec<Currency>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rail: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
+    pub kind: Option<Vec<OperationType>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beneficiary_id_type: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRequirement {
+    pub count: u8,
+    pub role: Role,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Action {
+    Approve,
+    Reject { reason: String },
+    RequireApprovals { count: u8, role: Role },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    #[serde(default)]
+    pub when: Conditions,
+    pub then: Action,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowDefinition {
+    #[serde(default)]
+    pub description: Option<String>,
+    pub rules: Vec<Rule>,
+}
+
+/// Who a stored definition belongs to; a customer's overrides the platform's of the same name,
+/// which overrides the built-in one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type", content = "id")]
+pub enum WorkflowOwner {
+    Builtin,
+    Platform,
+    Customer(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Workflow {
+    pub name: String,
+    pub object: String,
+    pub owner: WorkflowOwner,
+    #[serde(flatten)]
+    pub definition: WorkflowDefinition,
+    pub version: u64,
+}
+
+pub const MAX_RULES: usize = 50;
+
+/// The facts a workflow looks at.
+pub struct Facts<'a> {
+    pub kind: OperationType,
+    pub currency: &'a Currency,
+    pub total_amount: i64,
+    /// (amount, rail, beneficiary id_type) per item.
+    pub items: Vec<(i64, &'a str, &'a str)>,
+}
+
+/// The outcome of running a workflow over a new operation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Approve { rule: usize },
+    Reject { rule: Option<usize>, reason: String },
+    RequireApprovals { rule: usize, requirement: ApprovalRequirement },
+}
+
+impl Conditions {
+    fn hold_for(&self, facts: &Facts) -> bool {
+        let in_list = |list: &Option<Vec<String>>, value: &str| {
+            list.as_ref().is_none_or(|l| l.iter().any(|v| v == value))
+        };
+        self.total_amount.is_none_or(|r| r.contains(facts.total_amount))
+            && self.item_count.is_none_or(|r| r.contains(facts.items.len() as i64))
+            && self.item_amount.is_none_or(|r| facts.items.iter().any(|i| r.contains(i.0)))
+            && self.currency.as_ref().is_none_or(|l| l.contains(facts.currency))
+            && self.kind.as_ref().is_none_or(|l| l.contains(&facts.kind))
+            && (self.rail.is_none() || facts.items.iter().any(|i| in_list(&self.rail, i.1)))
+            && (self.beneficiary_id_type.is_none()
+                || facts.items.iter().any(|i| in_list(&self.beneficiary_id_type, i.2)))
+    }
+}
+
+impl WorkflowDefinition {
+    /// First matching rule wins. No match rejects: money never moves on a rule nobody wrote.
+    pub fn evaluate(&self, facts: &Facts) -> Verdict {
+        match self.rules.iter().enumerate().find(|(_, r)| r.when.hold_for(facts)) {
+            Some((rule, r)) => match &r.then {
+                Action::Approve => Verdict::Approve { rule },
+                Action::Reject { reason } => Verdict::Reject {
+                    rule: Some(rule),
+                    reason: reason.clone(),
+                },
+                Action::RequireApprovals { count, role } => Verdict::RequireApprovals {
+                    rule,
+                    requirement: ApprovalRequirement {
+                        count: *count,
+                        role: *role,
+                    },
+                },
+            },
+            None => Verdict::Reject {
+                rule: None,
+                reason: "no rule of the workflow matched the operation".into(),
+            },
+        }
+    }
+
+    /// Checks a definition before it is stored; errors name the offending field.
+    pub fn validate(&self) -> Result<(), DomainError> {
+        if self.rules.is_empty() {
+            return Err(DomainError::invalid("rules", "parameter_invalid_empty", "A workflow needs at least one rule."));
+        }
+        if self.rules.len() > MAX_RULES {
+            return Err(DomainError::invalid("rules", "too_many_rules", format!("A workflow has at most {MAX_RULES} rules.")));
+        }
+        if self.description.as_ref().is_some_and(|d| d.chars().count() > 500) {
+            return Err(DomainError::invalid("description", "string_too_long", "description is at most 500 characters."));
+        }
+        for (i, rule) in self.rules.iter().enumerate() {
+            let when = &rule.when;
+            for (name, range) in [
+                ("total_amount", when.total_amount),
+                ("item_amount", when.item_amount),
+                ("item_count", when.item_count),
+            ] {
+                if let Some(Range { gte: Some(min), lte: Some(max) }) = range {
+                    if min > max {
+                        return Err(DomainError::invalid(
+                            format!("rules[{i}].when.{name}"),
+                            "invalid_range",
+                            "gte must not be greater than lte.",
+                        ));
+                    }
+                }
+            }
+            for (name, list) in [("rail", &when.rail), ("beneficiary_id_type", &when.beneficiary_id_type)] {
+                if list.as_ref().is_some_and(|l| l.is_empty() || l.iter().any(|v| v.is_empty() || v.len() > 64)) {
+                    return Err(DomainError::invalid(
+                        format!("rules[{i}].when.{name}"),
+                        "invalid_list",
+                        "Give a non-empty list of non-empty values (at most 64 characters each).",
+                    ));
+                }
+            }
+            match &rule.then {
+                Action::RequireApprovals { count, .. } if !(1..=10).contains(count) => {
+                    return Err(DomainError::invalid(
+                        format!("rules[{i}].then.count"),
+                        "invalid_count",
+                        "count must be between 1 and 10.",
+                    ));
+                }
+                Action::Reject { reason } if reason.trim().is_empty() || reason.len() > 500 => {
+                    return Err(DomainError::invalid(
+                        format!("rules[{i}].then.reason"),
+                        "invalid_reason",
+                        "A reject rule needs a reason of 1 to 500 characters.",
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The built-in workflows: `auto` approves any valid operation; `two_step` needs one approval
+/// (a second signature) by an `approver` other than the creator.
+pub fn builtin(name: &str) -> Option<WorkflowDefinition> {
+    let then = match name {
+        "auto" => Action::Approve,
+        "two_step" => Action::RequireApprovals {
+            count: 1,
+            role: Role::Approver,
+        },
+        _ => return None,
+    };
+    Some(WorkflowDefinition {
+        description: Some(match name {
+            "auto" => "Approves every valid operation.".into(),
+            _ => "One approval by a user with role approver, other than the creator.".into(),
+        }),
+        rules: vec![Rule {
+            when: Conditions::default(),
+            then,
+        }],
+    })
+}
+
+/// Workflow names: lowercase letters, digits, `_` and `-`, 1 to 64 characters.
+pub fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clp() -> Currency {
+        Currency::parse("CLP").unwrap()
+    }
+
+    fn facts<'a>(currency: &'a Currency, items: Vec<(i64, &'a str, &'a str)>) -> Facts<'a> {
+        Facts {
+            kind: OperationType::Payout,
+            currency,
+            total_amount: items.iter().map(|i| i.0).sum(),
+            items,
+        }
+    }
+
+    fn rule(when: serde_json::Value, then: Action) -> Rule {
+        Rule {
+            when: serde_json::from_value(when).unwrap(),
+            then,
+        }
+    }
+
+    fn first_rule_matches(when: serde_json::Value, facts: &Facts) -> bool {
+        let definition = WorkflowDefinition {
+            description: None,
+            rules: vec![rule(when, Action::Approve)],
+        };
+        matches!(definition.evaluate(facts), Verdict::Approve { rule: 0 })
+    }
+
+    #[test]
+    fn every_condition_kind_matches_and_misses() {
+        let clp = clp();
+        let f = facts(&clp, vec![(100, "psp-local:sandbox", "RUT"), (900, "psp-local:spei", "DNI")]);
+        let cases = [
+            (serde_json::json!({"total_amount": {"gte": 1000}}), true),
+            (serde_json::json!({"total_amount": {"gte": 1001}}), false),
+            (serde_json::json!({"total_amount": {"lte": 999}}), false),
+            (serde_json::json!({"item_amount": {"gte": 500}}), true),
+            (serde_json::json!({"item_amount": {"gte": 901}}), false),
+            (serde_json::json!({"item_count": {"gte": 2, "lte": 2}}), true),
+            (serde_json::json!({"item_count": {"gte": 3}}), false),
+            (serde_json::json!({"currency": ["CLP", "USD"]}), true),
+            (serde_json::json!({"currency": ["USD"]}), false),
+            (serde_json::json!({"rail": ["psp-local:spei"]}), true),
+            (serde_json::json!({"rail": ["psp-local:other"]}), false),
+            (serde_json::json!({"type": ["payout"]}), true),
+            (serde_json::json!({"type": ["collection"]}), false),
+            (serde_json::json!({"beneficiary_id_type": ["DNI"]}), true),
+            (serde_json::json!({"beneficiary_id_type": ["PASSPORT"]}), false),
+            (serde_json::json!({}), true),
+            (serde_json::json!({"currency": ["CLP"], "total_amount": {"gte": 5000}}), false),
+        ];
+        for (when, expected) in cases {
+            assert_eq!(first_rule_matches(when.clone(), &f), expected, "{when}");
+        }
+    }
+
+    #[test]
+    fn first_matching_rule_wins_and_each_action_gives_its_verdict() {
+        let clp = clp();
+        let definition = WorkflowDefinition {
+            description: None,
+            rules: vec![
+                rule(serde_json::json!({"total_amount": {"gte": 1_000_000}}), Action::Reject { reason: "too large".into() }),
+                rule(serde_json::json!({"total_amount": {"gte": 10_000}}), Action::RequireApprovals { count: 2, role: Role::Approver }),
+                rule(serde_json::json!({}), Action::Approve),
+            ],
+        };
+        assert_eq!(
+            definition.evaluate(&facts(&clp, vec![(2_000_000, "r", "x")])),
+            Verdict::Reject { rule: Some(0), reason: "too large".into() }
+        );
+        assert_eq!(
+            definition.evaluate(&facts(&clp, vec![(20_000, "r", "x")])),
+            Verdict::RequireApprovals { rule: 1, requirement: ApprovalRequirement { count: 2, role: Role::Approver } }
+        );
+        assert_eq!(definition.evaluate(&facts(&clp, vec![(5, "r", "x")])), Verdict::Approve { rule: 2 });
+    }
+
+    #[test]
+    fn no_matching_rule_rejects() {
+        let clp = clp();
+        let definition = WorkflowDefinition {
+            description: None,
+            rules: vec![rule(serde_json::json!({"currency": ["USD"]}), Action::Approve)],
+        };
+        assert!(matches!(definition.evaluate(&facts(&clp, vec![(5, "r", "x")])), Verdict::Reject { rule: None, .. }));
+    }
+
+    #[test]
+    fn builtins_approve_or_ask_for_one_approver() {
+        let clp = clp();
+        let f = facts(&clp, vec![(5, "r", "x")]);
+        assert_eq!(builtin("auto").unwrap().evaluate(&f), Verdict::Approve { rule: 0 });
+        assert_eq!(
+            builtin("two_step").unwrap().evaluate(&f),
+            Verdict::RequireApprovals { rule: 0, requirement: ApprovalRequirement { count: 1, role: Role::Approver } }
+        );
+        assert!(builtin("three_step").is_none());
+    }
+
+    #[test]
+    fn invalid_definitions_name_the_field() {
+        let bad = |json: serde_json::Value| -> String {
+            let def: WorkflowDefinition = serde_json::from_value(json).unwrap();
+            match def.validate().unwrap_err() {
+                DomainError::InvalidRequest { param, .. } => param.unwrap(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(bad(serde_json::json!({"rules": []})), "rules");
+        assert_eq!(
+            bad(serde_json::json!({"rules": [{"then": {"action": "approve"}}, {"when": {"total_amount": {"gte": 5, "lte": 1}}, "then": {"action": "approve"}}]})),
+            "rules[1].when.total_amount"
+        );
+        assert_eq!(
+            bad(serde_json::json!({"rules": [{"then": {"action": "require_approvals", "count": 0, "role": "approver"}}]})),
+            "rules[0].then.count"
+        );
+        assert_eq!(bad(serde_json::json!({"rules": [{"then": {"action": "reject", "reason": " "}}]})), "rules[0].then.reason");
+        assert_eq!(bad(serde_json::json!({"rules": [{"when": {"rail": []}, "then": {"action": "approve"}}]})), "rules[0].when.rail");
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(valid_name("two_step") && valid_name("big-payouts-2"));
+        assert!(!valid_name("") && !valid_name("Two") && !valid_name("a b") && !valid_name(&"x".repeat(65)));
+    }
+}
