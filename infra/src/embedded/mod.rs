@@ -1,0 +1,3 @@
+mod sqlite_store;
+
+pub use sqlite_store::SqliteStore;

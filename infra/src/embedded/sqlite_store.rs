@@ -1,0 +1,316 @@
+//! The store port on a SQLite file. Each entity is one JSON document plus the columns its
+//! lookups need; a changeset is one `BEGIN IMMEDIATE … COMMIT`.
+
+use async_trait::async_trait;
+use ops_domain::auth::{ApiKey, Customer, User};
+use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse, CLAIM_TIMEOUT, RETENTION};
+use ops_domain::operation::Operation;
+use ops_domain::ports::{AuditEntry, Changeset, OperationQuery, Store, StoreError, Write};
+use ops_domain::workflow::{Workflow, WorkflowOwner};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use serde::de::DeserializeOwned;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS customers (id TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, secret_hash TEXT NOT NULL UNIQUE, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS operations (
+    id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, status TEXT NOT NULL, type TEXT NOT NULL,
+    version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS operations_by_customer ON operations (customer_id, id);
+CREATE INDEX IF NOT EXISTS operations_by_status ON operations (status, id);
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, entity_id TEXT NOT NULL, operation_id TEXT, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_by_operation ON audit (operation_id, seq);
+CREATE TABLE IF NOT EXISTS workflows (
+    owner TEXT NOT NULL, name TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (owner, name));
+CREATE TABLE IF NOT EXISTS idempotency (
+    scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
+    status INTEGER, response BLOB, locked_until INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+    PRIMARY KEY (scope, key));
+CREATE INDEX IF NOT EXISTS idempotency_by_expiry ON idempotency (expires_at);
+";
+
+#[derive(Clone)]
+pub struct SqliteStore {
+    connection: Arc<Mutex<Connection>>,
+}
+
+/// A condition of the changeset failed: roll back and report a conflict.
+struct ConditionFailed;
+
+enum TxError {
+    Condition,
+    Sql(rusqlite::Error),
+}
+
+impl From<rusqlite::Error> for TxError {
+    fn from(e: rusqlite::Error) -> Self {
+        match e {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => TxError::Condition,
+            other => TxError::Sql(other),
+        }
+    }
+}
+
+impl From<ConditionFailed> for TxError {
+    fn from(_: ConditionFailed) -> Self {
+        TxError::Condition
+    }
+}
+
+fn unavailable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("domain objects always serialize")
+}
+
+fn owner_key(owner: &WorkflowOwner) -> String {
+    match owner {
+        WorkflowOwner::Builtin => "builtin".into(),
+        WorkflowOwner::Platform => "platform".into(),
+        WorkflowOwner::Customer(id) => format!("customer:{id}"),
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file at `path`.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(unavailable)?;
+        }
+        let connection = Connection::open(path).map_err(unavailable)?;
+        // WAL lets readers run beside the writer; FULL sync makes an acknowledged write
+        // survive a crash of the machine, not only of the process.
+        connection
+            .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;")
+            .map_err(unavailable)?;
+        connection.execute_batch(SCHEMA).map_err(unavailable)?;
+        Ok(SqliteStore { connection: Arc::new(Mutex::new(connection)) })
+    }
+
+    /// Runs `work` on the connection off the async runtime.
+    async fn with<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let connection = self.connection.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = connection.lock().unwrap_or_else(|e| e.into_inner());
+            work(&mut guard)
+        })
+        .await
+        .map_err(unavailable)?
+    }
+
+    async fn document<T>(&self, sql: &'static str, key: String) -> Result<Option<T>, StoreError>
+    where
+        T: DeserializeOwned + Send + 'static,
+    {
+        self.with(move |c| {
+            let body: Option<String> = c.query_row(sql, [key], |row| row.get(0)).optional().map_err(unavailable)?;
+            body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
+        })
+        .await
+    }
+}
+
+fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
+    match write {
+        Write::InsertCustomer(c) => {
+            tx.execute("INSERT INTO customers (id, body) VALUES (?1, ?2)", params![c.id, json(c)])?;
+        }
+        Write::InsertUser(u) => {
+            tx.execute("INSERT INTO users (id, customer_id, body) VALUES (?1, ?2, ?3)", params![u.id, u.customer_id, json(u)])?;
+        }
+        Write::PutApiKey(k) => {
+            // The hash is not part of the JSON a client sees, so it is kept beside it.
+            let mut body = serde_json::to_value(k).expect("serializes");
+            body["secret_hash"] = k.secret_hash.clone().into();
+            tx.execute(
+                "INSERT INTO api_keys (id, secret_hash, body) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (id) DO UPDATE SET body = excluded.body",
+                params![k.id, k.secret_hash, body.to_string()],
+            )?;
+        }
+        Write::InsertOperation(op) => {
+            tx.execute(
+                "INSERT INTO operations (id, customer_id, status, type, version, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![op.id, op.customer_id, op.status.as_str(), op.kind.as_str(), op.version as i64, json(op)],
+            )?;
+        }
+        Write::UpdateOperation(op) => {
+            let changed = tx.execute(
+                "UPDATE operations SET status = ?2, version = ?3, body = ?4 WHERE id = ?1 AND version = ?5",
+                params![op.id, op.status.as_str(), op.version as i64, json(op), op.version as i64 - 1],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
+        Write::PutWorkflow(w) => {
+            let changed = tx.execute(
+                "INSERT INTO workflows (owner, name, version, body) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (owner, name) DO UPDATE SET version = excluded.version, body = excluded.body
+                 WHERE workflows.version = excluded.version - 1",
+                params![owner_key(&w.owner), w.name, w.version as i64, json(w)],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
+        Write::Audit(entry) => {
+            tx.execute(
+                "INSERT INTO audit (entity_id, operation_id, body) VALUES (?1, ?2, ?3)",
+                params![entry.entity_id, entry.operation_id, json(entry)],
+            )?;
+        }
+        Write::CompleteIdempotency { scope, key, response } => {
+            let changed = tx.execute(
+                "UPDATE idempotency SET status = ?3, response = ?4 WHERE scope = ?1 AND key = ?2 AND status IS NULL",
+                params![scope, key, response.status, response.body],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn commit(&self, changes: Changeset) -> Result<(), StoreError> {
+        self.with(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
+            for write in &changes.writes {
+                match apply(&tx, write) {
+                    Ok(()) => {}
+                    Err(TxError::Condition) => return Err(StoreError::Conflict),
+                    Err(TxError::Sql(e)) => return Err(unavailable(e)),
+                }
+            }
+            tx.commit().map_err(unavailable)
+        })
+        .await
+    }
+
+    async fn customer(&self, id: &str) -> Result<Option<Customer>, StoreError> {
+        self.document("SELECT body FROM customers WHERE id = ?1", id.into()).await
+    }
+
+    async fn user(&self, id: &str) -> Result<Option<User>, StoreError> {
+        self.document("SELECT body FROM users WHERE id = ?1", id.into()).await
+    }
+
+    async fn api_key(&self, id: &str) -> Result<Option<ApiKey>, StoreError> {
+        self.document("SELECT body FROM api_keys WHERE id = ?1", id.into()).await
+    }
+
+    async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, StoreError> {
+        self.document("SELECT body FROM api_keys WHERE secret_hash = ?1", secret_hash.into()).await
+    }
+
+    async fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError> {
+        self.document("SELECT body FROM operations WHERE id = ?1", id.into()).await
+    }
+
+    async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError> {
+        let query = query.clone();
+        self.with(move |c| {
+            let mut statement = c
+                .prepare_cached(
+                    "SELECT body FROM operations
+                     WHERE (?1 IS NULL OR customer_id = ?1) AND (?2 IS NULL OR status = ?2)
+                       AND (?3 IS NULL OR type = ?3) AND (?4 IS NULL OR id < ?4)
+                     ORDER BY id DESC LIMIT ?5",
+                )
+                .map_err(unavailable)?;
+            let rows = statement
+                .query_map(
+                    params![query.customer_id, query.status.map(|s| s.as_str()), query.kind.map(|k| k.as_str()), query.starting_after, query.limit as i64],
+                    |row| row.get::<_, String>(0),
+                )
+                .map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable)).collect()
+        })
+        .await
+    }
+
+    async fn operation_history(&self, operation_id: &str) -> Result<Vec<AuditEntry>, StoreError> {
+        let operation_id = operation_id.to_owned();
+        self.with(move |c| {
+            let mut statement = c.prepare_cached("SELECT body FROM audit WHERE operation_id = ?1 ORDER BY seq").map_err(unavailable)?;
+            let rows = statement.query_map([operation_id], |row| row.get::<_, String>(0)).map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable)).collect()
+        })
+        .await
+    }
+
+    async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError> {
+        let (owner, name) = (owner_key(owner), name.to_owned());
+        self.with(move |c| {
+            let body: Option<String> = c
+                .query_row("SELECT body FROM workflows WHERE owner = ?1 AND name = ?2", params![owner, name], |row| row.get(0))
+                .optional()
+                .map_err(unavailable)?;
+            body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
+        })
+        .await
+    }
+
+    async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
+        let claim = claim.clone();
+        self.with(move |c| {
+            let now = claim.now.unix_timestamp();
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
+            // Forget records past their retention, and claims whose request died before
+            // committing anything.
+            tx.execute(
+                "DELETE FROM idempotency WHERE scope = ?1 AND key = ?2 AND (expires_at <= ?3 OR (status IS NULL AND locked_until <= ?3))",
+                params![claim.scope, claim.key, now],
+            )
+            .map_err(unavailable)?;
+            let existing: Option<(String, Option<u16>, Option<Vec<u8>>)> = tx
+                .query_row(
+                    "SELECT fingerprint, status, response FROM idempotency WHERE scope = ?1 AND key = ?2",
+                    params![claim.scope, claim.key],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                )
+                .optional()
+                .map_err(unavailable)?;
+            let outcome = match existing {
+                Some((fingerprint, _, _)) if fingerprint != claim.fingerprint => ClaimOutcome::Mismatch,
+                Some((_, Some(status), Some(body))) => ClaimOutcome::Replay(StoredResponse { status, body }),
+                Some(_) => ClaimOutcome::InFlight,
+                None => {
+                    tx.execute(
+                        "INSERT INTO idempotency (scope, key, fingerprint, locked_until, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                        params![claim.scope, claim.key, claim.fingerprint, now + CLAIM_TIMEOUT.whole_seconds(), now + RETENTION.whole_seconds()],
+                    )
+                    .map_err(unavailable)?;
+                    ClaimOutcome::Claimed
+                }
+            };
+            tx.commit().map_err(unavailable)?;
+            Ok(outcome)
+        })
+        .await
+    }
+
+    async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+        let (scope, key) = (scope.to_owned(), key.to_owned());
+        self.with(move |c| {
+            c.execute("DELETE FROM idempotency WHERE scope = ?1 AND key = ?2 AND status IS NULL", params![scope, key])
+                .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+    }
+}
