@@ -218,7 +218,10 @@ impl Principal {
     /// Whether this principal may see or act on `customer_id`'s resources. Callers answer
     /// "not found" when it may not, so other customers' ids are never confirmed to exist.
     pub fn can_access(&self, customer_id: &str) -> bool {
-        self.key.customer_id.as_deref().is_none_or(|own| own == customer_id)
+        self.key
+            .customer_id
+            .as_deref()
+            .is_none_or(|own| own == customer_id)
     }
 
     /// Key under which idempotency keys are remembered: per customer (or the platform).
@@ -265,7 +268,13 @@ mod tests {
         assert!(test_key.starts_with("sk_test_") && test_key.len() == 8 + 48);
         assert!(check_secret_shape(&test_key, Environment::Test).is_ok());
         let refused = check_secret_shape(&test_key, Environment::Production).unwrap_err();
-        assert!(matches!(refused, DomainError::Unauthenticated { code: "api_key_wrong_environment", .. }));
+        assert!(matches!(
+            refused,
+            DomainError::Unauthenticated {
+                code: "api_key_wrong_environment",
+                ..
+            }
+        ));
         let live_key = new_secret(Environment::Production);
         assert!(check_secret_shape(&live_key, Environment::Production).is_ok());
         assert!(check_secret_shape("pk_test_abc", Environment::Test).is_err());

@@ -59,7 +59,11 @@ impl IdGenerator for UlidGenerator {
             Ok(ulid) => ulid,
             Err(overflow) => overflow.commit_overflow_increment(),
         };
-        format!("{}_{}", kind.prefix(), ulid.to_string().to_ascii_lowercase())
+        format!(
+            "{}_{}",
+            kind.prefix(),
+            ulid.to_string().to_ascii_lowercase()
+        )
     }
 }
 

@@ -6,8 +6,8 @@
 pub mod auth;
 pub mod cause;
 pub mod error;
-pub mod ids;
 pub mod idempotency;
+pub mod ids;
 pub mod money;
 pub mod operation;
 pub mod ports;

@@ -87,13 +87,19 @@ mod tests {
         assert!(Amount::new(-5).is_none());
         assert!(Amount::new(MAX_ITEM_AMOUNT + 1).is_none());
         assert_eq!(Amount::new(1).map(Amount::minor_units), Some(1));
-        assert_eq!(Amount::new(MAX_ITEM_AMOUNT).map(Amount::minor_units), Some(MAX_ITEM_AMOUNT));
+        assert_eq!(
+            Amount::new(MAX_ITEM_AMOUNT).map(Amount::minor_units),
+            Some(MAX_ITEM_AMOUNT)
+        );
     }
 
     #[test]
     fn totals_add_up_and_overflow_is_detected() {
         let a = Amount::new(MAX_ITEM_AMOUNT).unwrap();
-        assert_eq!(total([a, Amount::new(1).unwrap()]), Some(MAX_ITEM_AMOUNT + 1));
+        assert_eq!(
+            total([a, Amount::new(1).unwrap()]),
+            Some(MAX_ITEM_AMOUNT + 1)
+        );
         assert_eq!(total(std::iter::repeat_n(a, 10_000_000)), None);
     }
 

@@ -38,6 +38,33 @@ pub struct AuditEntry {
     pub at: OffsetDateTime,
 }
 
+impl AuditEntry {
+    pub fn new(entity_type: &str, entity_id: &str, action: &str, cause: Cause) -> AuditEntry {
+        AuditEntry {
+            entity_type: entity_type.into(),
+            entity_id: entity_id.into(),
+            operation_id: None,
+            action: action.into(),
+            from: None,
+            to: None,
+            at: cause.at,
+            cause,
+        }
+    }
+
+    /// An entry about an operation (or one of its transactions): part of its history.
+    pub fn of_operation(mut self, operation_id: &str) -> AuditEntry {
+        self.operation_id = Some(operation_id.into());
+        self
+    }
+
+    pub fn moving(mut self, from: Option<&str>, to: &str) -> AuditEntry {
+        self.from = from.map(Into::into);
+        self.to = Some(to.into());
+        self
+    }
+}
+
 /// One write of a [`Changeset`]. Conditions are part of the write so a store can check them
 /// inside its transaction (SQLite) or as condition expressions (DynamoDB).
 #[derive(Debug, Clone)]
@@ -112,10 +139,17 @@ pub trait Store: Send + Sync {
     async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError>;
     /// Every audit entry of an operation and its transactions, oldest first.
     async fn operation_history(&self, operation_id: &str) -> Result<Vec<AuditEntry>, StoreError>;
-    async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError>;
+    async fn workflow(
+        &self,
+        owner: &WorkflowOwner,
+        name: &str,
+    ) -> Result<Option<Workflow>, StoreError>;
 
     /// Claims an idempotency key before any effect; see [`ClaimOutcome`].
-    async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError>;
+    async fn claim_idempotency_key(
+        &self,
+        claim: &IdempotencyClaim,
+    ) -> Result<ClaimOutcome, StoreError>;
     /// Gives up a claim whose request failed before writing anything.
     async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), StoreError>;
 }

@@ -7,7 +7,9 @@ use crate::error::DomainError;
 use crate::idempotency::{StoredResponse, Ticket};
 use crate::ids::{IdGenerator, IdKind};
 use crate::money;
-use crate::operation::{Approval, Decision, Item, Operation, OperationStatus, OperationTransition, StatusChange};
+use crate::operation::{
+    Approval, Decision, Item, Operation, OperationStatus, OperationTransition, StatusChange,
+};
 use crate::ports::{AuditEntry, Changeset, Clock, OperationQuery, Store, StoreError, Write};
 use crate::validate::{self, CreateApiKey, CreateCustomer, CreateOperation, CreateUser};
 use crate::workflow::{self, Facts, Verdict, Workflow, WorkflowDefinition, WorkflowOwner};
@@ -68,31 +70,29 @@ impl Service {
         self.clock.now()
     }
 
-    fn audit(&self, entity_type: &str, entity_id: &str, operation_id: Option<&str>, action: &str, from: Option<&str>, to: Option<&str>, cause: Cause) -> Write {
-        Write::Audit(AuditEntry {
-            entity_type: entity_type.into(),
-            entity_id: entity_id.into(),
-            operation_id: operation_id.map(Into::into),
-            action: action.into(),
-            from: from.map(Into::into),
-            to: to.map(Into::into),
-            at: cause.at,
-            cause,
-        })
-    }
-
     /// Commits `changes`, completing `ticket` (if any) with `status` and `stored_body` in the
     /// same transaction, so an effect and its idempotency record land together.
-    async fn commit_created(&self, mut changes: Changeset, ticket: Option<Ticket>, stored_body: Vec<u8>) -> Result<(), DomainError> {
+    async fn commit_created(
+        &self,
+        mut changes: Changeset,
+        ticket: Option<Ticket>,
+        stored_body: Vec<u8>,
+    ) -> Result<(), DomainError> {
         if let Some(ticket) = ticket {
             changes.push(Write::CompleteIdempotency {
                 scope: ticket.scope,
                 key: ticket.key,
-                response: StoredResponse { status: 201, body: stored_body },
+                response: StoredResponse {
+                    status: 201,
+                    body: stored_body,
+                },
             });
         }
         self.store.commit(changes).await.map_err(|e| match e {
-            StoreError::Conflict => DomainError::invalid_state("conflict", "A concurrent request changed this resource; retry."),
+            StoreError::Conflict => DomainError::invalid_state(
+                "conflict",
+                "A concurrent request changed this resource; retry.",
+            ),
             other => other.into(),
         })
     }
@@ -103,7 +103,11 @@ impl Service {
     pub async fn bootstrap_admin_key(&self, secret: &str) -> Result<(), DomainError> {
         auth::check_secret_shape(secret, self.environment)?;
         if secret.len() < 32 {
-            return Err(DomainError::invalid("OPS_BOOTSTRAP_ADMIN_KEY", "key_too_short", "The bootstrap key must be at least 32 characters."));
+            return Err(DomainError::invalid(
+                "OPS_BOOTSTRAP_ADMIN_KEY",
+                "key_too_short",
+                "The bootstrap key must be at least 32 characters.",
+            ));
         }
         let secret_hash = self.hasher.hash(secret);
         if self.store.api_key_by_hash(&secret_hash).await?.is_some() {
@@ -122,33 +126,65 @@ impl Service {
             revoked_at: None,
             secret_hash,
         };
-        let cause = Cause::new("bootstrap_admin_key", "Created from OPS_BOOTSTRAP_ADMIN_KEY at start-up", Actor::system(), now);
+        let cause = Cause::new(
+            "bootstrap_admin_key",
+            "Created from OPS_BOOTSTRAP_ADMIN_KEY at start-up",
+            Actor::system(),
+            now,
+        );
         let mut changes = Changeset::default();
-        changes.push(self.audit("api_key", &key.id, None, "created", None, None, cause));
+        changes.push(Write::Audit(AuditEntry::new(
+            "api_key", &key.id, "created", cause,
+        )));
         changes.push(Write::PutApiKey(key));
         self.commit_created(changes, None, vec![]).await
     }
 
     /// Resolves a bearer secret to the principal it stands for.
     pub async fn authenticate(&self, secret: Option<&str>) -> Result<Principal, DomainError> {
-        let secret = secret.ok_or_else(|| DomainError::unauthenticated("missing_api_key", "Send your API key as 'Authorization: Bearer <key>'."))?;
+        let secret = secret.ok_or_else(|| {
+            DomainError::unauthenticated(
+                "missing_api_key",
+                "Send your API key as 'Authorization: Bearer <key>'.",
+            )
+        })?;
         auth::check_secret_shape(secret, self.environment)?;
-        let key = self.store.api_key_by_hash(&self.hasher.hash(secret)).await?.ok_or_else(auth::invalid_api_key)?;
+        let key = self
+            .store
+            .api_key_by_hash(&self.hasher.hash(secret))
+            .await?
+            .ok_or_else(auth::invalid_api_key)?;
         let now = self.now();
         if key.revoked_at.is_some() || key.environment != self.environment {
-            return Err(DomainError::unauthenticated("api_key_revoked", "This API key was revoked."));
+            return Err(DomainError::unauthenticated(
+                "api_key_revoked",
+                "This API key was revoked.",
+            ));
         }
         if key.expires_at.is_some_and(|at| at <= now) {
-            return Err(DomainError::unauthenticated("api_key_expired", "This API key has expired."));
+            return Err(DomainError::unauthenticated(
+                "api_key_expired",
+                "This API key has expired.",
+            ));
         }
         let user = match &key.user_id {
-            Some(id) => Some(self.store.user(id).await?.ok_or_else(auth::invalid_api_key)?),
+            Some(id) => Some(
+                self.store
+                    .user(id)
+                    .await?
+                    .ok_or_else(auth::invalid_api_key)?,
+            ),
             None => None,
         };
         Ok(Principal { key, user })
     }
 
-    pub async fn create_customer(&self, principal: &Principal, command: CreateCustomer, ticket: Option<Ticket>) -> Result<Vec<u8>, DomainError> {
+    pub async fn create_customer(
+        &self,
+        principal: &Principal,
+        command: CreateCustomer,
+        ticket: Option<Ticket>,
+    ) -> Result<Vec<u8>, DomainError> {
         require_platform_admin(principal)?;
         let name = validate::required_text(command.name, "name", 200)?;
         let now = self.now();
@@ -160,15 +196,30 @@ impl Service {
             created_at: now,
         };
         let body = to_json(&customer);
-        let cause = Cause::new("customer_created", "Customer created", principal.actor(), now);
+        let cause = Cause::new(
+            "customer_created",
+            "Customer created",
+            principal.actor(),
+            now,
+        );
         let mut changes = Changeset::default();
-        changes.push(self.audit("customer", &customer.id, None, "created", None, Some("active"), cause));
+        changes.push(Write::Audit(AuditEntry::new(
+            "customer",
+            &customer.id,
+            "created",
+            cause,
+        )));
         changes.push(Write::InsertCustomer(customer));
         self.commit_created(changes, ticket, body.clone()).await?;
         Ok(body)
     }
 
-    async fn visible_customer(&self, principal: &Principal, id: &str, param: &str) -> Result<Customer, DomainError> {
+    async fn visible_customer(
+        &self,
+        principal: &Principal,
+        id: &str,
+        param: &str,
+    ) -> Result<Customer, DomainError> {
         let not_found = || DomainError::InvalidRequest {
             code: "resource_missing",
             param: Some(param.into()),
@@ -180,9 +231,17 @@ impl Service {
         self.store.customer(id).await?.ok_or_else(not_found)
     }
 
-    pub async fn create_user(&self, principal: &Principal, customer_id: &str, command: CreateUser, ticket: Option<Ticket>) -> Result<Vec<u8>, DomainError> {
+    pub async fn create_user(
+        &self,
+        principal: &Principal,
+        customer_id: &str,
+        command: CreateUser,
+        ticket: Option<Ticket>,
+    ) -> Result<Vec<u8>, DomainError> {
         principal.require(Scope::UsersManage)?;
-        let customer = self.visible_customer(principal, customer_id, "customer_id").await?;
+        let customer = self
+            .visible_customer(principal, customer_id, "customer_id")
+            .await?;
         let (name, email, roles) = command.validate()?;
         let now = self.now();
         let user = User {
@@ -197,30 +256,57 @@ impl Service {
         let body = to_json(&user);
         let cause = Cause::new("user_created", "User created", principal.actor(), now);
         let mut changes = Changeset::default();
-        changes.push(self.audit("user", &user.id, None, "created", None, None, cause));
+        changes.push(Write::Audit(AuditEntry::new(
+            "user", &user.id, "created", cause,
+        )));
         changes.push(Write::InsertUser(user));
         self.commit_created(changes, ticket, body.clone()).await?;
         Ok(body)
     }
 
-    pub async fn create_api_key(&self, principal: &Principal, command: CreateApiKey, ticket: Option<Ticket>) -> Result<Vec<u8>, DomainError> {
+    pub async fn create_api_key(
+        &self,
+        principal: &Principal,
+        command: CreateApiKey,
+        ticket: Option<Ticket>,
+    ) -> Result<Vec<u8>, DomainError> {
         principal.require(Scope::UsersManage)?;
-        let scopes = command.scopes.ok_or_else(|| DomainError::missing("scopes"))?;
+        let scopes = command
+            .scopes
+            .ok_or_else(|| DomainError::missing("scopes"))?;
         if scopes.is_empty() {
-            return Err(DomainError::invalid("scopes", "parameter_invalid_empty", "Give at least one scope."));
+            return Err(DomainError::invalid(
+                "scopes",
+                "parameter_invalid_empty",
+                "Give at least one scope.",
+            ));
         }
         let customer_id = match (command.customer_id, &principal.key.customer_id) {
-            (Some(id), _) => Some(self.visible_customer(principal, &id, "customer_id").await?.id),
+            (Some(id), _) => Some(
+                self.visible_customer(principal, &id, "customer_id")
+                    .await?
+                    .id,
+            ),
             (None, Some(own)) => Some(own.clone()),
             (None, None) => None,
         };
         if let Some(customer_id) = &customer_id {
             if let Some(i) = scopes.iter().position(|s| *s == Scope::Admin) {
-                return Err(DomainError::invalid(format!("scopes[{i}]"), "scope_not_grantable", "The admin scope is for platform keys only."));
+                return Err(DomainError::invalid(
+                    format!("scopes[{i}]"),
+                    "scope_not_grantable",
+                    "The admin scope is for platform keys only.",
+                ));
             }
             // A customer's key can hand out only what it holds itself.
             if let Some(i) = scopes.iter().position(|s| !principal.has_scope(*s)) {
-                return Err(DomainError::forbidden("scope_not_grantable", format!("This key cannot grant '{}' (scopes[{i}]) because it lacks it.", scopes[i].name())));
+                return Err(DomainError::forbidden(
+                    "scope_not_grantable",
+                    format!(
+                        "This key cannot grant '{}' (scopes[{i}]) because it lacks it.",
+                        scopes[i].name()
+                    ),
+                ));
             }
             debug_assert!(principal.can_access(customer_id));
         }
@@ -255,16 +341,29 @@ impl Service {
             secret_hash: self.hasher.hash(&secret),
         };
         let cause = Cause::new("api_key_created", "API key created", principal.actor(), now);
-        self.issue_key(key, &secret, cause, Changeset::default(), ticket).await
+        self.issue_key(key, &secret, cause, Changeset::default(), ticket)
+            .await
     }
 
     /// Stores a new key and answers with its secret, once. The idempotency record keeps the
     /// response with the secret withheld: secrets are never stored.
-    async fn issue_key(&self, key: ApiKey, secret: &str, cause: Cause, mut changes: Changeset, ticket: Option<Ticket>) -> Result<Vec<u8>, DomainError> {
+    async fn issue_key(
+        &self,
+        key: ApiKey,
+        secret: &str,
+        cause: Cause,
+        mut changes: Changeset,
+        ticket: Option<Ticket>,
+    ) -> Result<Vec<u8>, DomainError> {
         let body = to_json(&ApiKeyWithSecret { key: &key, secret });
         let withheld = format!("{}…withheld", self.environment.key_prefix());
-        let stored = to_json(&ApiKeyWithSecret { key: &key, secret: &withheld });
-        changes.push(self.audit("api_key", &key.id, None, "created", None, None, cause));
+        let stored = to_json(&ApiKeyWithSecret {
+            key: &key,
+            secret: &withheld,
+        });
+        changes.push(Write::Audit(AuditEntry::new(
+            "api_key", &key.id, "created", cause,
+        )));
         changes.push(Write::PutApiKey(key));
         self.commit_created(changes, ticket, stored).await?;
         Ok(body)
@@ -288,17 +387,35 @@ impl Service {
         Ok(key)
     }
 
-    pub async fn rotate_api_key(&self, principal: &Principal, id: &str, command: validate::RotateApiKey, ticket: Option<Ticket>) -> Result<Vec<u8>, DomainError> {
+    pub async fn rotate_api_key(
+        &self,
+        principal: &Principal,
+        id: &str,
+        command: validate::RotateApiKey,
+        ticket: Option<Ticket>,
+    ) -> Result<Vec<u8>, DomainError> {
         let mut old = self.manageable_key(principal, id).await?;
         let now = self.now();
         if old.revoked_at.is_some() || old.expires_at.is_some_and(|at| at <= now) {
-            return Err(DomainError::invalid_state("api_key_inactive", "A revoked or expired key cannot be rotated."));
+            return Err(DomainError::invalid_state(
+                "api_key_inactive",
+                "A revoked or expired key cannot be rotated.",
+            ));
         }
         let overlap = match command.expires_in {
             None => DEFAULT_ROTATION_OVERLAP,
-            Some(seconds) if (0..=MAX_ROTATION_OVERLAP.whole_seconds()).contains(&seconds) => Duration::seconds(seconds),
+            Some(seconds) if (0..=MAX_ROTATION_OVERLAP.whole_seconds()).contains(&seconds) => {
+                Duration::seconds(seconds)
+            }
             Some(_) => {
-                return Err(DomainError::invalid("expires_in", "out_of_range", format!("expires_in is 0 to {} seconds.", MAX_ROTATION_OVERLAP.whole_seconds())));
+                return Err(DomainError::invalid(
+                    "expires_in",
+                    "out_of_range",
+                    format!(
+                        "expires_in is 0 to {} seconds.",
+                        MAX_ROTATION_OVERLAP.whole_seconds()
+                    ),
+                ));
             }
         };
         let ends = now + overlap;
@@ -311,21 +428,38 @@ impl Service {
             secret_hash: self.hasher.hash(&secret),
             ..old.clone()
         };
-        let cause = Cause::new("api_key_rotated", format!("Rotated from {}", old.id), principal.actor(), now);
+        let cause = Cause::new(
+            "api_key_rotated",
+            format!("Rotated from {}", old.id),
+            principal.actor(),
+            now,
+        );
         let mut changes = Changeset::default();
-        changes.push(self.audit("api_key", &old.id, None, "rotated", None, None, cause.clone()));
+        changes.push(Write::Audit(AuditEntry::new(
+            "api_key",
+            &old.id,
+            "rotated",
+            cause.clone(),
+        )));
         changes.push(Write::PutApiKey(old));
-        self.issue_key(new_key, &secret, cause, changes, ticket).await
+        self.issue_key(new_key, &secret, cause, changes, ticket)
+            .await
     }
 
-    pub async fn revoke_api_key(&self, principal: &Principal, id: &str) -> Result<ApiKey, DomainError> {
+    pub async fn revoke_api_key(
+        &self,
+        principal: &Principal,
+        id: &str,
+    ) -> Result<ApiKey, DomainError> {
         let mut key = self.manageable_key(principal, id).await?;
         if key.revoked_at.is_none() {
             let now = self.now();
             key.revoked_at = Some(now);
             let cause = Cause::new("api_key_revoked", "API key revoked", principal.actor(), now);
             let mut changes = Changeset::default();
-            changes.push(self.audit("api_key", &key.id, None, "revoked", None, None, cause));
+            changes.push(Write::Audit(AuditEntry::new(
+                "api_key", &key.id, "revoked", cause,
+            )));
             changes.push(Write::PutApiKey(key.clone()));
             self.store.commit(changes).await?;
         }
@@ -336,9 +470,17 @@ impl Service {
 
     /// The definition `name` resolves to for `customer_id`: the customer's own, else the
     /// platform's, else the built-in one.
-    pub async fn resolve_workflow(&self, customer_id: Option<&str>, name: &str) -> Result<Option<Workflow>, DomainError> {
+    pub async fn resolve_workflow(
+        &self,
+        customer_id: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Workflow>, DomainError> {
         if let Some(customer) = customer_id {
-            if let Some(found) = self.store.workflow(&WorkflowOwner::Customer(customer.into()), name).await? {
+            if let Some(found) = self
+                .store
+                .workflow(&WorkflowOwner::Customer(customer.into()), name)
+                .await?
+            {
                 return Ok(Some(found));
             }
         }
@@ -354,19 +496,35 @@ impl Service {
         }))
     }
 
-    pub async fn get_workflow(&self, principal: &Principal, name: &str) -> Result<Workflow, DomainError> {
+    pub async fn get_workflow(
+        &self,
+        principal: &Principal,
+        name: &str,
+    ) -> Result<Workflow, DomainError> {
         principal.require(Scope::OperationsRead)?;
         let found = match workflow::valid_name(name) {
-            true => self.resolve_workflow(principal.key.customer_id.as_deref(), name).await?,
+            true => {
+                self.resolve_workflow(principal.key.customer_id.as_deref(), name)
+                    .await?
+            }
             false => None,
         };
         found.ok_or_else(|| DomainError::not_found("workflow", name))
     }
 
-    pub async fn put_workflow(&self, principal: &Principal, name: &str, definition: WorkflowDefinition) -> Result<Workflow, DomainError> {
+    pub async fn put_workflow(
+        &self,
+        principal: &Principal,
+        name: &str,
+        definition: WorkflowDefinition,
+    ) -> Result<Workflow, DomainError> {
         principal.require(Scope::WorkflowsManage)?;
         if !workflow::valid_name(name) {
-            return Err(DomainError::invalid("name", "invalid_workflow_name", "Workflow names are 1-64 lowercase letters, digits, '_' or '-'."));
+            return Err(DomainError::invalid(
+                "name",
+                "invalid_workflow_name",
+                "Workflow names are 1-64 lowercase letters, digits, '_' or '-'.",
+            ));
         }
         definition.validate()?;
         let owner = match &principal.key.customer_id {
@@ -382,11 +540,22 @@ impl Service {
             version: current.as_ref().map_or(1, |w| w.version + 1),
         };
         let now = self.now();
-        let cause = Cause::new("workflow_saved", format!("Workflow {name} saved as version {}", saved.version), principal.actor(), now);
-        let action = if current.is_some() { "updated" } else { "created" };
+        let cause = Cause::new(
+            "workflow_saved",
+            format!("Workflow {name} saved as version {}", saved.version),
+            principal.actor(),
+            now,
+        );
+        let action = if current.is_some() {
+            "updated"
+        } else {
+            "created"
+        };
         let entity = format!("{}:{name}", owner_label(&saved.owner));
         let mut changes = Changeset::default();
-        changes.push(self.audit("workflow", &entity, None, action, None, None, cause));
+        changes.push(Write::Audit(AuditEntry::new(
+            "workflow", &entity, action, cause,
+        )));
         changes.push(Write::PutWorkflow(saved.clone()));
         self.commit_created(changes, None, vec![]).await?;
         Ok(saved)
@@ -394,46 +563,100 @@ impl Service {
 
     // ---- Operations -------------------------------------------------------------------
 
-    pub async fn create_operation(&self, principal: &Principal, command: CreateOperation, ticket: Option<Ticket>) -> Result<Vec<u8>, DomainError> {
+    pub async fn create_operation(
+        &self,
+        principal: &Principal,
+        command: CreateOperation,
+        ticket: Option<Ticket>,
+    ) -> Result<Vec<u8>, DomainError> {
         principal.require(Scope::OperationsWrite)?;
         let valid = command.validate(&self.rails)?;
         let customer_id = match (&valid.customer_id, &principal.key.customer_id) {
-            (Some(id), _) => self.visible_customer(principal, id, "customer_id").await?.id,
+            (Some(id), _) => {
+                self.visible_customer(principal, id, "customer_id")
+                    .await?
+                    .id
+            }
             (None, Some(own)) => own.clone(),
             (None, None) => return Err(DomainError::missing("customer_id")),
         };
         let workflow = self
             .resolve_workflow(Some(&customer_id), &valid.workflow)
             .await?
-            .ok_or_else(|| DomainError::invalid("workflow", "unknown_workflow", format!("No workflow named '{}'.", valid.workflow)))?;
-        let total_amount = money::total(valid.items.iter().map(|i| i.amount))
-            .ok_or_else(|| DomainError::invalid("items", "total_too_large", "The items' total overflows."))?;
+            .ok_or_else(|| {
+                DomainError::invalid(
+                    "workflow",
+                    "unknown_workflow",
+                    format!("No workflow named '{}'.", valid.workflow),
+                )
+            })?;
+        let total_amount = money::total(valid.items.iter().map(|i| i.amount)).ok_or_else(|| {
+            DomainError::invalid("items", "total_too_large", "The items' total overflows.")
+        })?;
         let facts = Facts {
             kind: valid.kind,
             currency: &valid.currency,
             total_amount,
-            items: valid.items.iter().map(|i| (i.amount.minor_units(), i.destination.rail.as_str(), i.beneficiary.id_type.as_str())).collect(),
+            items: valid
+                .items
+                .iter()
+                .map(|i| {
+                    (
+                        i.amount.minor_units(),
+                        i.destination.rail.as_str(),
+                        i.beneficiary.id_type.as_str(),
+                    )
+                })
+                .collect(),
         };
         let verdict = workflow.definition.evaluate(&facts);
         let now = self.now();
-        let decided_by = Actor { kind: crate::cause::ActorType::System, id: format!("workflow:{}", workflow.name) };
-        let rule_name = |rule: Option<usize>| rule.map_or("no rule".to_string(), |r| format!("rule {r}"));
+        let decided_by = Actor {
+            kind: crate::cause::ActorType::System,
+            id: format!("workflow:{}", workflow.name),
+        };
+        let rule_name =
+            |rule: Option<usize>| rule.map_or("no rule".to_string(), |r| format!("rule {r}"));
         let (status, cause, approval_requirement) = match verdict {
             Verdict::Approve { rule } => (
                 OperationStatus::Approved,
-                Cause::new("workflow_approved", format!("Approved by workflow {} ({})", workflow.name, rule_name(Some(rule))), decided_by, now),
+                Cause::new(
+                    "workflow_approved",
+                    format!(
+                        "Approved by workflow {} ({})",
+                        workflow.name,
+                        rule_name(Some(rule))
+                    ),
+                    decided_by,
+                    now,
+                ),
                 None,
             ),
             Verdict::Reject { rule, reason } => (
                 OperationStatus::Rejected,
-                Cause::new("workflow_rejected", format!("Rejected by workflow {} ({}): {reason}", workflow.name, rule_name(rule)), decided_by, now),
+                Cause::new(
+                    "workflow_rejected",
+                    format!(
+                        "Rejected by workflow {} ({}): {reason}",
+                        workflow.name,
+                        rule_name(rule)
+                    ),
+                    decided_by,
+                    now,
+                ),
                 None,
             ),
             Verdict::RequireApprovals { rule, requirement } => (
                 OperationStatus::PendingApproval,
                 Cause::new(
                     "approval_required",
-                    format!("Workflow {} ({}) requires {} approval(s) by role {}", workflow.name, rule_name(Some(rule)), requirement.count, requirement.role.name()),
+                    format!(
+                        "Workflow {} ({}) requires {} approval(s) by role {}",
+                        workflow.name,
+                        rule_name(Some(rule)),
+                        requirement.count,
+                        requirement.role.name()
+                    ),
                     decided_by,
                     now,
                 ),
@@ -473,18 +696,30 @@ impl Service {
         };
         let body = to_json(&operation);
         let mut changes = Changeset::default();
-        changes.push(self.audit("operation", &operation.id, Some(&operation.id), "created", None, Some(status.as_str()), cause));
+        changes.push(Write::Audit(
+            AuditEntry::new("operation", &operation.id, "created", cause)
+                .of_operation(&operation.id)
+                .moving(None, status.as_str()),
+        ));
         changes.push(Write::InsertOperation(operation));
         self.commit_created(changes, ticket, body.clone()).await?;
         Ok(body)
     }
 
-    pub async fn get_operation(&self, principal: &Principal, id: &str) -> Result<Operation, DomainError> {
+    pub async fn get_operation(
+        &self,
+        principal: &Principal,
+        id: &str,
+    ) -> Result<Operation, DomainError> {
         principal.require(Scope::OperationsRead)?;
         self.visible_operation(principal, id).await
     }
 
-    async fn visible_operation(&self, principal: &Principal, id: &str) -> Result<Operation, DomainError> {
+    async fn visible_operation(
+        &self,
+        principal: &Principal,
+        id: &str,
+    ) -> Result<Operation, DomainError> {
         let found = match IdKind::Operation.matches(id) {
             true => self.store.operation(id).await?,
             false => None,
@@ -494,11 +729,19 @@ impl Service {
             .ok_or_else(|| DomainError::not_found("operation", id))
     }
 
-    pub async fn list_operations(&self, principal: &Principal, mut query: OperationQuery) -> Result<Page<Operation>, DomainError> {
+    pub async fn list_operations(
+        &self,
+        principal: &Principal,
+        mut query: OperationQuery,
+    ) -> Result<Page<Operation>, DomainError> {
         principal.require(Scope::OperationsRead)?;
         if let Some(own) = &principal.key.customer_id {
             if query.customer_id.as_ref().is_some_and(|asked| asked != own) {
-                return Ok(Page { object: "list", data: vec![], has_more: false });
+                return Ok(Page {
+                    object: "list",
+                    data: vec![],
+                    has_more: false,
+                });
             }
             query.customer_id = Some(own.clone());
         }
@@ -507,36 +750,75 @@ impl Service {
         let mut data = self.store.operations(&query).await?;
         let has_more = data.len() > limit;
         data.truncate(limit);
-        Ok(Page { object: "list", data, has_more })
+        Ok(Page {
+            object: "list",
+            data,
+            has_more,
+        })
     }
 
-    pub async fn operation_history(&self, principal: &Principal, id: &str) -> Result<Page<HistoryEntry>, DomainError> {
+    pub async fn operation_history(
+        &self,
+        principal: &Principal,
+        id: &str,
+    ) -> Result<Page<HistoryEntry>, DomainError> {
         let operation = self.get_operation(principal, id).await?;
         let data = self
             .store
             .operation_history(&operation.id)
             .await?
             .into_iter()
-            .map(|e| HistoryEntry { entity_type: e.entity_type, entity_id: e.entity_id, action: e.action, from: e.from, to: e.to, cause: e.cause, at: e.at })
+            .map(|e| HistoryEntry {
+                entity_type: e.entity_type,
+                entity_id: e.entity_id,
+                action: e.action,
+                from: e.from,
+                to: e.to,
+                cause: e.cause,
+                at: e.at,
+            })
             .collect();
-        Ok(Page { object: "list", data, has_more: false })
+        Ok(Page {
+            object: "list",
+            data,
+            has_more: false,
+        })
     }
 
-    pub async fn approve_operation(&self, principal: &Principal, id: &str, command: validate::Approve) -> Result<Operation, DomainError> {
+    pub async fn approve_operation(
+        &self,
+        principal: &Principal,
+        id: &str,
+        command: validate::Approve,
+    ) -> Result<Operation, DomainError> {
         let comment = validate::optional_text(command.comment, "comment", 500)?;
-        self.decide(principal, id, Decision::Approved, comment).await
+        self.decide(principal, id, Decision::Approved, comment)
+            .await
     }
 
-    pub async fn reject_operation(&self, principal: &Principal, id: &str, command: validate::Reject) -> Result<Operation, DomainError> {
+    pub async fn reject_operation(
+        &self,
+        principal: &Principal,
+        id: &str,
+        command: validate::Reject,
+    ) -> Result<Operation, DomainError> {
         let reason = validate::required_text(command.reason, "reason", 500)?;
-        self.decide(principal, id, Decision::Rejected, Some(reason)).await
+        self.decide(principal, id, Decision::Rejected, Some(reason))
+            .await
     }
 
-    pub async fn cancel_operation(&self, principal: &Principal, id: &str, command: validate::Cancel) -> Result<Operation, DomainError> {
+    pub async fn cancel_operation(
+        &self,
+        principal: &Principal,
+        id: &str,
+        command: validate::Cancel,
+    ) -> Result<Operation, DomainError> {
         principal.require(Scope::OperationsWrite)?;
         let reason = validate::optional_text(command.reason, "reason", 500)?;
         self.change_operation(principal, id, |operation, now| {
-            let message = reason.clone().unwrap_or_else(|| "Cancelled on request".into());
+            let message = reason
+                .clone()
+                .unwrap_or_else(|| "Cancelled on request".into());
             let cause = Cause::new("cancelled_on_request", message, principal.actor(), now);
             let change = operation.apply(OperationTransition::Cancel(cause))?;
             Ok(Some(change))
@@ -544,16 +826,29 @@ impl Service {
         .await
     }
 
-    async fn decide(&self, principal: &Principal, id: &str, decision: Decision, comment: Option<String>) -> Result<Operation, DomainError> {
+    async fn decide(
+        &self,
+        principal: &Principal,
+        id: &str,
+        decision: Decision,
+        comment: Option<String>,
+    ) -> Result<Operation, DomainError> {
         principal.require(Scope::OperationsApprove)?;
-        self.change_operation(principal, id, |operation, now| record_decision(operation, principal, decision, comment.clone(), now))
-            .await
+        self.change_operation(principal, id, |operation, now| {
+            record_decision(operation, principal, decision, comment.clone(), now)
+        })
+        .await
     }
 
     /// Loads, changes and stores an operation with its audit entry, retrying when a
     /// concurrent change won the race (the retry sees the winner's state, so a losing
     /// approve-versus-cancel gets its 409 from the state machine).
-    async fn change_operation<F>(&self, principal: &Principal, id: &str, change: F) -> Result<Operation, DomainError>
+    async fn change_operation<F>(
+        &self,
+        principal: &Principal,
+        id: &str,
+        change: F,
+    ) -> Result<Operation, DomainError>
     where
         F: Fn(&mut Operation, OffsetDateTime) -> Result<Option<StatusChange>, DomainError>,
     {
@@ -565,23 +860,40 @@ impl Service {
             operation.version += 1;
             operation.updated_at = now;
             let entry = match status_change {
-                Some(c) => self.audit("operation", &operation.id, Some(&operation.id), "status_changed", c.from.map(|s| s.as_str()), Some(c.to.as_str()), c.cause),
+                Some(c) => AuditEntry::new("operation", &operation.id, "status_changed", c.cause)
+                    .moving(c.from.map(|s| s.as_str()), c.to.as_str()),
                 None => {
-                    let approval = operation.approvals.last().expect("a decision without a status change is an approval");
-                    let cause = Cause::new("approval_recorded", format!("Approval recorded ({} of {})", operation.approvals.len(), operation.approval_requirement.map_or(1, |r| r.count)), principal.actor(), approval.at);
-                    self.audit("operation", &operation.id, Some(&operation.id), "approval_recorded", Some(previous.as_str()), Some(previous.as_str()), cause)
+                    let approval = operation
+                        .approvals
+                        .last()
+                        .expect("a decision without a status change is an approval");
+                    let cause = Cause::new(
+                        "approval_recorded",
+                        format!(
+                            "Approval recorded ({} of {})",
+                            operation.approvals.len(),
+                            operation.approval_requirement.map_or(1, |r| r.count)
+                        ),
+                        principal.actor(),
+                        approval.at,
+                    );
+                    AuditEntry::new("operation", &operation.id, "approval_recorded", cause)
+                        .moving(Some(previous.as_str()), previous.as_str())
                 }
             };
             let mut changes = Changeset::default();
             changes.push(Write::UpdateOperation(operation.clone()));
-            changes.push(entry);
+            changes.push(Write::Audit(entry.of_operation(&operation.id)));
             match self.store.commit(changes).await {
                 Ok(()) => return Ok(operation),
                 Err(StoreError::Conflict) => continue,
                 Err(other) => return Err(other.into()),
             }
         }
-        Err(DomainError::invalid_state("conflict", "The operation is changing too fast; retry."))
+        Err(DomainError::invalid_state(
+            "conflict",
+            "The operation is changing too fast; retry.",
+        ))
     }
 }
 
@@ -589,7 +901,10 @@ fn require_platform_admin(principal: &Principal) -> Result<(), DomainError> {
     if principal.is_platform() && principal.has_scope(Scope::Admin) {
         Ok(())
     } else {
-        Err(DomainError::forbidden("platform_admin_required", "Only a platform admin key can do this."))
+        Err(DomainError::forbidden(
+            "platform_admin_required",
+            "Only a platform admin key can do this.",
+        ))
     }
 }
 
@@ -604,42 +919,94 @@ fn owner_label(owner: &WorkflowOwner) -> String {
 /// The four-eyes rules: a decision is signed by a user holding the required role, never the
 /// operation's creator, at most once per user; one rejection rejects; enough distinct
 /// approvals approve.
-pub fn record_decision(operation: &mut Operation, principal: &Principal, decision: Decision, comment: Option<String>, now: OffsetDateTime) -> Result<Option<StatusChange>, DomainError> {
+pub fn record_decision(
+    operation: &mut Operation,
+    principal: &Principal,
+    decision: Decision,
+    comment: Option<String>,
+    now: OffsetDateTime,
+) -> Result<Option<StatusChange>, DomainError> {
     if operation.status != OperationStatus::PendingApproval {
         return Err(DomainError::invalid_state(
             "operation_not_pending_approval",
-            format!("Operation {} is {}; only operations pending approval take decisions.", operation.id, operation.status.as_str()),
+            format!(
+                "Operation {} is {}; only operations pending approval take decisions.",
+                operation.id,
+                operation.status.as_str()
+            ),
         ));
     }
-    let user = principal
-        .user
-        .as_ref()
-        .ok_or_else(|| DomainError::forbidden("user_required", "Decisions are signed by a user: use an API key that belongs to a user."))?;
+    let user = principal.user.as_ref().ok_or_else(|| {
+        DomainError::forbidden(
+            "user_required",
+            "Decisions are signed by a user: use an API key that belongs to a user.",
+        )
+    })?;
     if user.id == operation.created_by || principal.key.id == operation.created_by {
-        return Err(DomainError::forbidden("self_approval_forbidden", "The creator of an operation cannot decide on it."));
+        return Err(DomainError::forbidden(
+            "self_approval_forbidden",
+            "The creator of an operation cannot decide on it.",
+        ));
     }
-    let requirement = operation.approval_requirement.ok_or_else(|| DomainError::invalid_state("no_approval_required", "This operation needs no approval."))?;
+    let requirement = operation.approval_requirement.ok_or_else(|| {
+        DomainError::invalid_state("no_approval_required", "This operation needs no approval.")
+    })?;
     if !user.roles.contains(&requirement.role) {
-        return Err(DomainError::forbidden("role_required", format!("Deciding on this operation needs the role '{}'.", requirement.role.name())));
+        return Err(DomainError::forbidden(
+            "role_required",
+            format!(
+                "Deciding on this operation needs the role '{}'.",
+                requirement.role.name()
+            ),
+        ));
     }
     if operation.approvals.iter().any(|a| a.user_id == user.id) {
-        return Err(DomainError::invalid_state("already_decided", "This user has already decided on this operation."));
+        return Err(DomainError::invalid_state(
+            "already_decided",
+            "This user has already decided on this operation.",
+        ));
     }
-    operation.approvals.push(Approval { user_id: user.id.clone(), decision, comment: comment.clone(), at: now });
+    operation.approvals.push(Approval {
+        user_id: user.id.clone(),
+        decision,
+        comment: comment.clone(),
+        at: now,
+    });
     let actor = principal.actor();
     match decision {
         Decision::Rejected => {
             let reason = comment.unwrap_or_default();
-            let cause = Cause::new("rejected_by_approver", format!("Rejected by {}: {reason}", user.id), actor, now);
-            operation.apply(OperationTransition::Reject(cause)).map(Some)
+            let cause = Cause::new(
+                "rejected_by_approver",
+                format!("Rejected by {}: {reason}", user.id),
+                actor,
+                now,
+            );
+            operation
+                .apply(OperationTransition::Reject(cause))
+                .map(Some)
         }
         Decision::Approved => {
-            let approvals = operation.approvals.iter().filter(|a| a.decision == Decision::Approved).count();
+            let approvals = operation
+                .approvals
+                .iter()
+                .filter(|a| a.decision == Decision::Approved)
+                .count();
             if approvals < requirement.count as usize {
                 return Ok(None);
             }
-            let cause = Cause::new("approved_by_approver", format!("Approved by {} ({approvals} of {} approval(s))", user.id, requirement.count), actor, now);
-            operation.apply(OperationTransition::Approve(cause)).map(Some)
+            let cause = Cause::new(
+                "approved_by_approver",
+                format!(
+                    "Approved by {} ({approvals} of {} approval(s))",
+                    user.id, requirement.count
+                ),
+                actor,
+                now,
+            );
+            operation
+                .apply(OperationTransition::Approve(cause))
+                .map(Some)
         }
     }
 }
@@ -666,14 +1033,25 @@ mod four_eyes_tests {
                 revoked_at: None,
                 secret_hash: String::new(),
             },
-            user: Some(User { id: user_id.into(), object: "user".into(), customer_id: "cus_1".into(), name: "n".into(), email: "e@x.io".into(), roles: roles.to_vec(), created_at: at }),
+            user: Some(User {
+                id: user_id.into(),
+                object: "user".into(),
+                customer_id: "cus_1".into(),
+                name: "n".into(),
+                email: "e@x.io".into(),
+                roles: roles.to_vec(),
+                created_at: at,
+            }),
         }
     }
 
     fn pending(count: u8) -> Operation {
         let mut op = operation_in(OperationStatus::PendingApproval);
         op.created_by = "usr_maker".into();
-        op.approval_requirement = Some(ApprovalRequirement { count, role: Role::Approver });
+        op.approval_requirement = Some(ApprovalRequirement {
+            count,
+            role: Role::Approver,
+        });
         op
     }
 
@@ -690,14 +1068,32 @@ mod four_eyes_tests {
     fn the_creator_never_approves_their_own_operation() {
         let mut op = pending(1);
         let maker_with_approver_role = principal("usr_maker", &[Role::Maker, Role::Approver]);
-        assert_eq!(code(record_decision(&mut op, &maker_with_approver_role, Decision::Approved, None, NOW)), "self_approval_forbidden");
+        assert_eq!(
+            code(record_decision(
+                &mut op,
+                &maker_with_approver_role,
+                Decision::Approved,
+                None,
+                NOW
+            )),
+            "self_approval_forbidden"
+        );
         assert!(op.approvals.is_empty() && op.status == OperationStatus::PendingApproval);
     }
 
     #[test]
     fn the_required_role_is_needed() {
         let mut op = pending(1);
-        assert_eq!(code(record_decision(&mut op, &principal("usr_viewer", &[Role::Viewer]), Decision::Approved, None, NOW)), "role_required");
+        assert_eq!(
+            code(record_decision(
+                &mut op,
+                &principal("usr_viewer", &[Role::Viewer]),
+                Decision::Approved,
+                None,
+                NOW
+            )),
+            "role_required"
+        );
     }
 
     #[test]
@@ -705,13 +1101,30 @@ mod four_eyes_tests {
         let mut op = pending(1);
         let mut keyonly = principal("usr_x", &[Role::Approver]);
         keyonly.user = None;
-        assert_eq!(code(record_decision(&mut op, &keyonly, Decision::Approved, None, NOW)), "user_required");
+        assert_eq!(
+            code(record_decision(
+                &mut op,
+                &keyonly,
+                Decision::Approved,
+                None,
+                NOW
+            )),
+            "user_required"
+        );
     }
 
     #[test]
     fn one_approval_completes_a_single_signature_requirement() {
         let mut op = pending(1);
-        let change = record_decision(&mut op, &principal("usr_a", &[Role::Approver]), Decision::Approved, Some("ok".into()), NOW).unwrap().unwrap();
+        let change = record_decision(
+            &mut op,
+            &principal("usr_a", &[Role::Approver]),
+            Decision::Approved,
+            Some("ok".into()),
+            NOW,
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(change.to, OperationStatus::Approved);
         assert_eq!(change.cause.code, "approved_by_approver");
         assert_eq!(op.approvals.len(), 1);
@@ -721,21 +1134,68 @@ mod four_eyes_tests {
     fn two_distinct_approvers_are_needed_for_two_and_nobody_approves_twice() {
         let mut op = pending(2);
         let a = principal("usr_a", &[Role::Approver]);
-        assert_eq!(record_decision(&mut op, &a, Decision::Approved, None, NOW).unwrap(), None);
+        assert_eq!(
+            record_decision(&mut op, &a, Decision::Approved, None, NOW).unwrap(),
+            None
+        );
         assert_eq!(op.status, OperationStatus::PendingApproval);
-        assert_eq!(code(record_decision(&mut op, &a, Decision::Approved, None, NOW)), "already_decided");
-        assert_eq!(code(record_decision(&mut op, &a, Decision::Rejected, Some("no".into()), NOW)), "already_decided");
-        let change = record_decision(&mut op, &principal("usr_b", &[Role::Approver]), Decision::Approved, None, NOW).unwrap().unwrap();
+        assert_eq!(
+            code(record_decision(&mut op, &a, Decision::Approved, None, NOW)),
+            "already_decided"
+        );
+        assert_eq!(
+            code(record_decision(
+                &mut op,
+                &a,
+                Decision::Rejected,
+                Some("no".into()),
+                NOW
+            )),
+            "already_decided"
+        );
+        let change = record_decision(
+            &mut op,
+            &principal("usr_b", &[Role::Approver]),
+            Decision::Approved,
+            None,
+            NOW,
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(change.to, OperationStatus::Approved);
     }
 
     #[test]
     fn one_rejection_rejects_even_after_an_approval() {
         let mut op = pending(2);
-        record_decision(&mut op, &principal("usr_a", &[Role::Approver]), Decision::Approved, None, NOW).unwrap();
-        let change = record_decision(&mut op, &principal("usr_b", &[Role::Approver]), Decision::Rejected, Some("wrong account".into()), NOW).unwrap().unwrap();
+        record_decision(
+            &mut op,
+            &principal("usr_a", &[Role::Approver]),
+            Decision::Approved,
+            None,
+            NOW,
+        )
+        .unwrap();
+        let change = record_decision(
+            &mut op,
+            &principal("usr_b", &[Role::Approver]),
+            Decision::Rejected,
+            Some("wrong account".into()),
+            NOW,
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(change.to, OperationStatus::Rejected);
         assert!(change.cause.message.contains("wrong account"));
-        assert_eq!(code(record_decision(&mut op, &principal("usr_c", &[Role::Approver]), Decision::Approved, None, NOW)), "operation_not_pending_approval");
+        assert_eq!(
+            code(record_decision(
+                &mut op,
+                &principal("usr_c", &[Role::Approver]),
+                Decision::Approved,
+                None,
+                NOW
+            )),
+            "operation_not_pending_approval"
+        );
     }
 }

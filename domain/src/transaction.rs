@@ -64,7 +64,11 @@ mod tests {
         ];
         for from in TransactionStatus::ALL {
             for to in TransactionStatus::ALL {
-                assert_eq!(from.can_become(to), allowed.contains(&(from, to)), "{from:?} -> {to:?}");
+                assert_eq!(
+                    from.can_become(to),
+                    allowed.contains(&(from, to)),
+                    "{from:?} -> {to:?}"
+                );
             }
         }
         // The rule that keeps money from moving twice: nothing leads from unknown back to

@@ -68,16 +68,28 @@ pub struct ValidItem {
 }
 
 /// A required string field: present, not blank, at most `max` characters.
-pub fn required_text(value: Option<String>, param: &str, max: usize) -> Result<String, DomainError> {
+pub fn required_text(
+    value: Option<String>,
+    param: &str,
+    max: usize,
+) -> Result<String, DomainError> {
     let value = value.ok_or_else(|| DomainError::missing(param))?;
     if value.trim().is_empty() {
-        return Err(DomainError::invalid(param, "parameter_invalid_empty", format!("{param} must not be empty.")));
+        return Err(DomainError::invalid(
+            param,
+            "parameter_invalid_empty",
+            format!("{param} must not be empty."),
+        ));
     }
     check_length(&value, param, max)?;
     Ok(value)
 }
 
-pub fn optional_text(value: Option<String>, param: &str, max: usize) -> Result<Option<String>, DomainError> {
+pub fn optional_text(
+    value: Option<String>,
+    param: &str,
+    max: usize,
+) -> Result<Option<String>, DomainError> {
     if let Some(value) = &value {
         check_length(value, param, max)?;
     }
@@ -86,10 +98,18 @@ pub fn optional_text(value: Option<String>, param: &str, max: usize) -> Result<O
 
 fn check_length(value: &str, param: &str, max: usize) -> Result<(), DomainError> {
     if value.chars().count() > max {
-        return Err(DomainError::invalid(param, "string_too_long", format!("{param} is at most {max} characters.")));
+        return Err(DomainError::invalid(
+            param,
+            "string_too_long",
+            format!("{param} is at most {max} characters."),
+        ));
     }
     if value.chars().any(|c| c.is_control()) {
-        return Err(DomainError::invalid(param, "invalid_characters", format!("{param} must not contain control characters.")));
+        return Err(DomainError::invalid(
+            param,
+            "invalid_characters",
+            format!("{param} must not contain control characters."),
+        ));
     }
     Ok(())
 }
@@ -98,7 +118,9 @@ fn check_length(value: &str, param: &str, max: usize) -> Result<(), DomainError>
 pub fn valid_rail_id(rail: &str) -> bool {
     rail.strip_prefix("psp-local:").is_some_and(|name| {
         (1..=64).contains(&name.len())
-            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
     })
 }
 
@@ -107,7 +129,13 @@ impl CreateOperation {
         let customer_id = optional_text(self.customer_id, "customer_id", 64)?;
         let kind_name = required_text(self.kind, "type", 32)?;
         let kind = OperationType::parse(&kind_name).ok_or_else(|| {
-            DomainError::invalid("type", "invalid_type", format!("Unknown operation type '{kind_name}'; use payout, collection or transfer."))
+            DomainError::invalid(
+                "type",
+                "invalid_type",
+                format!(
+                    "Unknown operation type '{kind_name}'; use payout, collection or transfer."
+                ),
+            )
         })?;
         let currency_code = required_text(self.currency, "currency", 3)?;
         let currency = Currency::parse(&currency_code).ok_or_else(|| {
@@ -115,14 +143,26 @@ impl CreateOperation {
         })?;
         let workflow = required_text(self.workflow, "workflow", 64)?;
         if !crate::workflow::valid_name(&workflow) {
-            return Err(DomainError::invalid("workflow", "invalid_workflow", "Workflow names are 1-64 lowercase letters, digits, '_' or '-'."));
+            return Err(DomainError::invalid(
+                "workflow",
+                "invalid_workflow",
+                "Workflow names are 1-64 lowercase letters, digits, '_' or '-'.",
+            ));
         }
         let inputs = self.items.ok_or_else(|| DomainError::missing("items"))?;
         if inputs.is_empty() {
-            return Err(DomainError::invalid("items", "parameter_invalid_empty", "An operation needs at least one item."));
+            return Err(DomainError::invalid(
+                "items",
+                "parameter_invalid_empty",
+                "An operation needs at least one item.",
+            ));
         }
         if inputs.len() > MAX_ITEMS {
-            return Err(DomainError::invalid("items", "too_many_items", format!("An operation has at most {MAX_ITEMS} items.")));
+            return Err(DomainError::invalid(
+                "items",
+                "too_many_items",
+                format!("An operation has at most {MAX_ITEMS} items."),
+            ));
         }
         let items = inputs
             .into_iter()
@@ -130,37 +170,76 @@ impl CreateOperation {
             .map(|(i, item)| item.validate(&format!("items[{i}]"), known_rails))
             .collect::<Result<Vec<_>, _>>()?;
         let metadata = validate_metadata(self.metadata.unwrap_or_default())?;
-        Ok(ValidOperation { customer_id, kind, currency, items, workflow, metadata })
+        Ok(ValidOperation {
+            customer_id,
+            kind,
+            currency,
+            items,
+            workflow,
+            metadata,
+        })
     }
 }
 
 impl ItemInput {
     fn validate(self, at: &str, known_rails: &BTreeSet<String>) -> Result<ValidItem, DomainError> {
-        let beneficiary = self.beneficiary.ok_or_else(|| DomainError::missing(format!("{at}.beneficiary")))?;
+        let beneficiary = self
+            .beneficiary
+            .ok_or_else(|| DomainError::missing(format!("{at}.beneficiary")))?;
         let id_type_param = format!("{at}.beneficiary.id_type");
         let id_type = required_text(beneficiary.id_type, &id_type_param, 16)?;
-        if !id_type.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-            return Err(DomainError::invalid(id_type_param, "invalid_id_type", "id_type is a short code of letters, digits, '_' or '-'."));
+        if !id_type
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(DomainError::invalid(
+                id_type_param,
+                "invalid_id_type",
+                "id_type is a short code of letters, digits, '_' or '-'.",
+            ));
         }
         let beneficiary_id = required_text(beneficiary.id, &format!("{at}.beneficiary.id"), 64)?;
-        let destination = self.destination.ok_or_else(|| DomainError::missing(format!("{at}.destination")))?;
+        let destination = self
+            .destination
+            .ok_or_else(|| DomainError::missing(format!("{at}.destination")))?;
         let rail_param = format!("{at}.destination.rail");
         let rail = required_text(destination.rail, &rail_param, 80)?;
         if !valid_rail_id(&rail) {
-            return Err(DomainError::invalid(rail_param, "invalid_rail", format!("'{rail}' is not a rail id of the form psp-local:<rail_name>.")));
+            return Err(DomainError::invalid(
+                rail_param,
+                "invalid_rail",
+                format!("'{rail}' is not a rail id of the form psp-local:<rail_name>."),
+            ));
         }
         if !known_rails.contains(&rail) {
-            return Err(DomainError::invalid(rail_param, "unknown_rail", format!("No adapter serves rail '{rail}'.")));
+            return Err(DomainError::invalid(
+                rail_param,
+                "unknown_rail",
+                format!("No adapter serves rail '{rail}'."),
+            ));
         }
-        let account = required_text(destination.account, &format!("{at}.destination.account"), 64)?;
+        let account = required_text(
+            destination.account,
+            &format!("{at}.destination.account"),
+            64,
+        )?;
         let amount_param = format!("{at}.amount");
-        let raw_amount = self.amount.ok_or_else(|| DomainError::missing(&amount_param))?;
+        let raw_amount = self
+            .amount
+            .ok_or_else(|| DomainError::missing(&amount_param))?;
         let amount = Amount::new(raw_amount).ok_or_else(|| {
-            DomainError::invalid(amount_param, "amount_out_of_range", format!("amount is an integer in minor units from 1 to {MAX_ITEM_AMOUNT}."))
+            DomainError::invalid(
+                amount_param,
+                "amount_out_of_range",
+                format!("amount is an integer in minor units from 1 to {MAX_ITEM_AMOUNT}."),
+            )
         })?;
         let reference = optional_text(self.reference, &format!("{at}.reference"), 140)?;
         Ok(ValidItem {
-            beneficiary: Beneficiary { id_type, id: beneficiary_id },
+            beneficiary: Beneficiary {
+                id_type,
+                id: beneficiary_id,
+            },
             destination: Destination { rail, account },
             amount,
             reference,
@@ -168,13 +247,23 @@ impl ItemInput {
     }
 }
 
-fn validate_metadata(metadata: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, DomainError> {
+fn validate_metadata(
+    metadata: BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, DomainError> {
     if metadata.len() > MAX_METADATA_KEYS {
-        return Err(DomainError::invalid("metadata", "too_many_keys", format!("metadata has at most {MAX_METADATA_KEYS} keys.")));
+        return Err(DomainError::invalid(
+            "metadata",
+            "too_many_keys",
+            format!("metadata has at most {MAX_METADATA_KEYS} keys."),
+        ));
     }
     for (key, value) in &metadata {
         if key.is_empty() || key.chars().count() > 40 {
-            return Err(DomainError::invalid(format!("metadata[{key}]"), "invalid_metadata_key", "metadata keys are 1 to 40 characters."));
+            return Err(DomainError::invalid(
+                format!("metadata[{key}]"),
+                "invalid_metadata_key",
+                "metadata keys are 1 to 40 characters.",
+            ));
         }
         check_length(value, &format!("metadata[{key}]"), 500)?;
     }
@@ -199,15 +288,27 @@ impl CreateUser {
     pub fn validate(self) -> Result<(String, String, Vec<Role>), DomainError> {
         let name = required_text(self.name, "name", 200)?;
         let email = required_text(self.email, "email", 254)?;
-        let well_formed = email
-            .split_once('@')
-            .is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.') && !email.contains(char::is_whitespace));
+        let well_formed = email.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty()
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !domain.ends_with('.')
+                && !email.contains(char::is_whitespace)
+        });
         if !well_formed {
-            return Err(DomainError::invalid("email", "invalid_email", format!("'{email}' is not an email address.")));
+            return Err(DomainError::invalid(
+                "email",
+                "invalid_email",
+                format!("'{email}' is not an email address."),
+            ));
         }
         let roles = self.roles.ok_or_else(|| DomainError::missing("roles"))?;
         if roles.is_empty() {
-            return Err(DomainError::invalid("roles", "parameter_invalid_empty", "Give at least one role: maker, approver, admin or viewer."));
+            return Err(DomainError::invalid(
+                "roles",
+                "parameter_invalid_empty",
+                "Give at least one role: maker, approver, admin or viewer.",
+            ));
         }
         let mut unique = roles.clone();
         unique.sort_by_key(|r| r.name());
@@ -277,7 +378,11 @@ mod tests {
         let mut body = valid();
         let mut at = &mut body;
         for (i, key) in path.iter().enumerate() {
-            let next = if let Ok(index) = key.parse::<usize>() { &mut at[index] } else { &mut at[*key] };
+            let next = if let Ok(index) = key.parse::<usize>() {
+                &mut at[index]
+            } else {
+                &mut at[*key]
+            };
             if i == path.len() - 1 {
                 *next = value.clone();
                 break;
@@ -303,14 +408,41 @@ mod tests {
             (with(&["workflow"], json!("Two Step")), "workflow"),
             (with(&["items"], json!([])), "items"),
             (with(&["items", "0", "amount"], json!(0)), "items[0].amount"),
-            (with(&["items", "0", "amount"], json!(-1)), "items[0].amount"),
-            (with(&["items", "0", "amount"], json!(MAX_ITEM_AMOUNT + 1)), "items[0].amount"),
-            (with(&["items", "0", "destination", "rail"], json!("swift")), "items[0].destination.rail"),
-            (with(&["items", "0", "destination", "rail"], json!("psp-local:mars")), "items[0].destination.rail"),
-            (with(&["items", "0", "destination", "account"], json!("")), "items[0].destination.account"),
-            (with(&["items", "0", "beneficiary", "id_type"], json!("R U T")), "items[0].beneficiary.id_type"),
-            (with(&["items", "0", "reference"], json!("x".repeat(141))), "items[0].reference"),
-            (with(&["metadata"], json!({"k": "v".repeat(501)})), "metadata[k]"),
+            (
+                with(&["items", "0", "amount"], json!(-1)),
+                "items[0].amount",
+            ),
+            (
+                with(&["items", "0", "amount"], json!(MAX_ITEM_AMOUNT + 1)),
+                "items[0].amount",
+            ),
+            (
+                with(&["items", "0", "destination", "rail"], json!("swift")),
+                "items[0].destination.rail",
+            ),
+            (
+                with(
+                    &["items", "0", "destination", "rail"],
+                    json!("psp-local:mars"),
+                ),
+                "items[0].destination.rail",
+            ),
+            (
+                with(&["items", "0", "destination", "account"], json!("")),
+                "items[0].destination.account",
+            ),
+            (
+                with(&["items", "0", "beneficiary", "id_type"], json!("R U T")),
+                "items[0].beneficiary.id_type",
+            ),
+            (
+                with(&["items", "0", "reference"], json!("x".repeat(141))),
+                "items[0].reference",
+            ),
+            (
+                with(&["metadata"], json!({"k": "v".repeat(501)})),
+                "metadata[k]",
+            ),
         ];
         for (body, param) in cases {
             assert_eq!(param_of(body.clone()), param, "{body}");
@@ -323,11 +455,20 @@ mod tests {
     #[test]
     fn emails_and_roles_are_checked() {
         let user = |email: &str, roles: serde_json::Value| -> Result<_, DomainError> {
-            serde_json::from_value::<CreateUser>(json!({"name": "Ana", "email": email, "roles": roles})).unwrap().validate()
+            serde_json::from_value::<CreateUser>(
+                json!({"name": "Ana", "email": email, "roles": roles}),
+            )
+            .unwrap()
+            .validate()
         };
         assert!(user("ana@example.com", json!(["maker"])).is_ok());
         assert!(user("ana.example.com", json!(["maker"])).is_err());
         assert!(user("ana@example.com", json!([])).is_err());
-        assert_eq!(user("ana@example.com", json!(["maker", "maker"])).unwrap().2, vec![Role::Maker]);
+        assert_eq!(
+            user("ana@example.com", json!(["maker", "maker"]))
+                .unwrap()
+                .2,
+            vec![Role::Maker]
+        );
     }
 }

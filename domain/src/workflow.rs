@@ -110,9 +110,17 @@ pub struct Facts<'a> {
 /// The outcome of running a workflow over a new operation.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    Approve { rule: usize },
-    Reject { rule: Option<usize>, reason: String },
-    RequireApprovals { rule: usize, requirement: ApprovalRequirement },
+    Approve {
+        rule: usize,
+    },
+    Reject {
+        rule: Option<usize>,
+        reason: String,
+    },
+    RequireApprovals {
+        rule: usize,
+        requirement: ApprovalRequirement,
+    },
 }
 
 impl Conditions {
@@ -120,21 +128,37 @@ impl Conditions {
         let in_list = |list: &Option<Vec<String>>, value: &str| {
             list.as_ref().is_none_or(|l| l.iter().any(|v| v == value))
         };
-        self.total_amount.is_none_or(|r| r.contains(facts.total_amount))
-            && self.item_count.is_none_or(|r| r.contains(facts.items.len() as i64))
-            && self.item_amount.is_none_or(|r| facts.items.iter().any(|i| r.contains(i.0)))
-            && self.currency.as_ref().is_none_or(|l| l.contains(facts.currency))
+        self.total_amount
+            .is_none_or(|r| r.contains(facts.total_amount))
+            && self
+                .item_count
+                .is_none_or(|r| r.contains(facts.items.len() as i64))
+            && self
+                .item_amount
+                .is_none_or(|r| facts.items.iter().any(|i| r.contains(i.0)))
+            && self
+                .currency
+                .as_ref()
+                .is_none_or(|l| l.contains(facts.currency))
             && self.kind.as_ref().is_none_or(|l| l.contains(&facts.kind))
             && (self.rail.is_none() || facts.items.iter().any(|i| in_list(&self.rail, i.1)))
             && (self.beneficiary_id_type.is_none()
-                || facts.items.iter().any(|i| in_list(&self.beneficiary_id_type, i.2)))
+                || facts
+                    .items
+                    .iter()
+                    .any(|i| in_list(&self.beneficiary_id_type, i.2)))
     }
 }
 
 impl WorkflowDefinition {
     /// First matching rule wins. No match rejects: money never moves on a rule nobody wrote.
     pub fn evaluate(&self, facts: &Facts) -> Verdict {
-        match self.rules.iter().enumerate().find(|(_, r)| r.when.hold_for(facts)) {
+        match self
+            .rules
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.when.hold_for(facts))
+        {
             Some((rule, r)) => match &r.then {
                 Action::Approve => Verdict::Approve { rule },
                 Action::Reject { reason } => Verdict::Reject {
@@ -159,13 +183,29 @@ impl WorkflowDefinition {
     /// Checks a definition before it is stored; errors name the offending field.
     pub fn validate(&self) -> Result<(), DomainError> {
         if self.rules.is_empty() {
-            return Err(DomainError::invalid("rules", "parameter_invalid_empty", "A workflow needs at least one rule."));
+            return Err(DomainError::invalid(
+                "rules",
+                "parameter_invalid_empty",
+                "A workflow needs at least one rule.",
+            ));
         }
         if self.rules.len() > MAX_RULES {
-            return Err(DomainError::invalid("rules", "too_many_rules", format!("A workflow has at most {MAX_RULES} rules.")));
+            return Err(DomainError::invalid(
+                "rules",
+                "too_many_rules",
+                format!("A workflow has at most {MAX_RULES} rules."),
+            ));
         }
-        if self.description.as_ref().is_some_and(|d| d.chars().count() > 500) {
-            return Err(DomainError::invalid("description", "string_too_long", "description is at most 500 characters."));
+        if self
+            .description
+            .as_ref()
+            .is_some_and(|d| d.chars().count() > 500)
+        {
+            return Err(DomainError::invalid(
+                "description",
+                "string_too_long",
+                "description is at most 500 characters.",
+            ));
         }
         for (i, rule) in self.rules.iter().enumerate() {
             let when = &rule.when;
@@ -174,7 +214,11 @@ impl WorkflowDefinition {
                 ("item_amount", when.item_amount),
                 ("item_count", when.item_count),
             ] {
-                if let Some(Range { gte: Some(min), lte: Some(max) }) = range {
+                if let Some(Range {
+                    gte: Some(min),
+                    lte: Some(max),
+                }) = range
+                {
                     if min > max {
                         return Err(DomainError::invalid(
                             format!("rules[{i}].when.{name}"),
@@ -184,8 +228,14 @@ impl WorkflowDefinition {
                     }
                 }
             }
-            for (name, list) in [("rail", &when.rail), ("beneficiary_id_type", &when.beneficiary_id_type)] {
-                if list.as_ref().is_some_and(|l| l.is_empty() || l.iter().any(|v| v.is_empty() || v.len() > 64)) {
+            for (name, list) in [
+                ("rail", &when.rail),
+                ("beneficiary_id_type", &when.beneficiary_id_type),
+            ] {
+                if list
+                    .as_ref()
+                    .is_some_and(|l| l.is_empty() || l.iter().any(|v| v.is_empty() || v.len() > 64))
+                {
                     return Err(DomainError::invalid(
                         format!("rules[{i}].when.{name}"),
                         "invalid_list",
@@ -281,14 +331,23 @@ mod tests {
     #[test]
     fn every_condition_kind_matches_and_misses() {
         let clp = clp();
-        let f = facts(&clp, vec![(100, "psp-local:sandbox", "RUT"), (900, "psp-local:spei", "DNI")]);
+        let f = facts(
+            &clp,
+            vec![
+                (100, "psp-local:sandbox", "RUT"),
+                (900, "psp-local:spei", "DNI"),
+            ],
+        );
         let cases = [
             (serde_json::json!({"total_amount": {"gte": 1000}}), true),
             (serde_json::json!({"total_amount": {"gte": 1001}}), false),
             (serde_json::json!({"total_amount": {"lte": 999}}), false),
             (serde_json::json!({"item_amount": {"gte": 500}}), true),
             (serde_json::json!({"item_amount": {"gte": 901}}), false),
-            (serde_json::json!({"item_count": {"gte": 2, "lte": 2}}), true),
+            (
+                serde_json::json!({"item_count": {"gte": 2, "lte": 2}}),
+                true,
+            ),
             (serde_json::json!({"item_count": {"gte": 3}}), false),
             (serde_json::json!({"currency": ["CLP", "USD"]}), true),
             (serde_json::json!({"currency": ["USD"]}), false),
@@ -297,9 +356,15 @@ mod tests {
             (serde_json::json!({"type": ["payout"]}), true),
             (serde_json::json!({"type": ["collection"]}), false),
             (serde_json::json!({"beneficiary_id_type": ["DNI"]}), true),
-            (serde_json::json!({"beneficiary_id_type": ["PASSPORT"]}), false),
+            (
+                serde_json::json!({"beneficiary_id_type": ["PASSPORT"]}),
+                false,
+            ),
             (serde_json::json!({}), true),
-            (serde_json::json!({"currency": ["CLP"], "total_amount": {"gte": 5000}}), false),
+            (
+                serde_json::json!({"currency": ["CLP"], "total_amount": {"gte": 5000}}),
+                false,
+            ),
         ];
         for (when, expected) in cases {
             assert_eq!(first_rule_matches(when.clone(), &f), expected, "{when}");
@@ -312,20 +377,43 @@ mod tests {
         let definition = WorkflowDefinition {
             description: None,
             rules: vec![
-                rule(serde_json::json!({"total_amount": {"gte": 1_000_000}}), Action::Reject { reason: "too large".into() }),
-                rule(serde_json::json!({"total_amount": {"gte": 10_000}}), Action::RequireApprovals { count: 2, role: Role::Approver }),
+                rule(
+                    serde_json::json!({"total_amount": {"gte": 1_000_000}}),
+                    Action::Reject {
+                        reason: "too large".into(),
+                    },
+                ),
+                rule(
+                    serde_json::json!({"total_amount": {"gte": 10_000}}),
+                    Action::RequireApprovals {
+                        count: 2,
+                        role: Role::Approver,
+                    },
+                ),
                 rule(serde_json::json!({}), Action::Approve),
             ],
         };
         assert_eq!(
             definition.evaluate(&facts(&clp, vec![(2_000_000, "r", "x")])),
-            Verdict::Reject { rule: Some(0), reason: "too large".into() }
+            Verdict::Reject {
+                rule: Some(0),
+                reason: "too large".into()
+            }
         );
         assert_eq!(
             definition.evaluate(&facts(&clp, vec![(20_000, "r", "x")])),
-            Verdict::RequireApprovals { rule: 1, requirement: ApprovalRequirement { count: 2, role: Role::Approver } }
+            Verdict::RequireApprovals {
+                rule: 1,
+                requirement: ApprovalRequirement {
+                    count: 2,
+                    role: Role::Approver
+                }
+            }
         );
-        assert_eq!(definition.evaluate(&facts(&clp, vec![(5, "r", "x")])), Verdict::Approve { rule: 2 });
+        assert_eq!(
+            definition.evaluate(&facts(&clp, vec![(5, "r", "x")])),
+            Verdict::Approve { rule: 2 }
+        );
     }
 
     #[test]
@@ -333,19 +421,34 @@ mod tests {
         let clp = clp();
         let definition = WorkflowDefinition {
             description: None,
-            rules: vec![rule(serde_json::json!({"currency": ["USD"]}), Action::Approve)],
+            rules: vec![rule(
+                serde_json::json!({"currency": ["USD"]}),
+                Action::Approve,
+            )],
         };
-        assert!(matches!(definition.evaluate(&facts(&clp, vec![(5, "r", "x")])), Verdict::Reject { rule: None, .. }));
+        assert!(matches!(
+            definition.evaluate(&facts(&clp, vec![(5, "r", "x")])),
+            Verdict::Reject { rule: None, .. }
+        ));
     }
 
     #[test]
     fn builtins_approve_or_ask_for_one_approver() {
         let clp = clp();
         let f = facts(&clp, vec![(5, "r", "x")]);
-        assert_eq!(builtin("auto").unwrap().evaluate(&f), Verdict::Approve { rule: 0 });
+        assert_eq!(
+            builtin("auto").unwrap().evaluate(&f),
+            Verdict::Approve { rule: 0 }
+        );
         assert_eq!(
             builtin("two_step").unwrap().evaluate(&f),
-            Verdict::RequireApprovals { rule: 0, requirement: ApprovalRequirement { count: 1, role: Role::Approver } }
+            Verdict::RequireApprovals {
+                rule: 0,
+                requirement: ApprovalRequirement {
+                    count: 1,
+                    role: Role::Approver
+                }
+            }
         );
         assert!(builtin("three_step").is_none());
     }
@@ -361,20 +464,37 @@ mod tests {
         };
         assert_eq!(bad(serde_json::json!({"rules": []})), "rules");
         assert_eq!(
-            bad(serde_json::json!({"rules": [{"then": {"action": "approve"}}, {"when": {"total_amount": {"gte": 5, "lte": 1}}, "then": {"action": "approve"}}]})),
+            bad(
+                serde_json::json!({"rules": [{"then": {"action": "approve"}}, {"when": {"total_amount": {"gte": 5, "lte": 1}}, "then": {"action": "approve"}}]})
+            ),
             "rules[1].when.total_amount"
         );
         assert_eq!(
-            bad(serde_json::json!({"rules": [{"then": {"action": "require_approvals", "count": 0, "role": "approver"}}]})),
+            bad(
+                serde_json::json!({"rules": [{"then": {"action": "require_approvals", "count": 0, "role": "approver"}}]})
+            ),
             "rules[0].then.count"
         );
-        assert_eq!(bad(serde_json::json!({"rules": [{"then": {"action": "reject", "reason": " "}}]})), "rules[0].then.reason");
-        assert_eq!(bad(serde_json::json!({"rules": [{"when": {"rail": []}, "then": {"action": "approve"}}]})), "rules[0].when.rail");
+        assert_eq!(
+            bad(serde_json::json!({"rules": [{"then": {"action": "reject", "reason": " "}}]})),
+            "rules[0].then.reason"
+        );
+        assert_eq!(
+            bad(
+                serde_json::json!({"rules": [{"when": {"rail": []}, "then": {"action": "approve"}}]})
+            ),
+            "rules[0].when.rail"
+        );
     }
 
     #[test]
     fn names_are_checked() {
         assert!(valid_name("two_step") && valid_name("big-payouts-2"));
-        assert!(!valid_name("") && !valid_name("Two") && !valid_name("a b") && !valid_name(&"x".repeat(65)));
+        assert!(
+            !valid_name("")
+                && !valid_name("Two")
+                && !valid_name("a b")
+                && !valid_name(&"x".repeat(65))
+        );
     }
 }

@@ -64,58 +64,116 @@ pub async fn run_all(store: Arc<dyn Store>) {
 
 async fn entity_and_audit_land_together(store: &dyn Store) {
     let op = operation("op_a1", "cus_a", OperationStatus::Approved);
-    store.commit(changes(vec![Write::InsertOperation(op.clone()), audit("op_a1", "approved")])).await.unwrap();
+    store
+        .commit(changes(vec![
+            Write::InsertOperation(op.clone()),
+            audit("op_a1", "approved"),
+        ]))
+        .await
+        .unwrap();
     assert_eq!(store.operation("op_a1").await.unwrap(), Some(op.clone()));
 
     // A failing condition anywhere in the changeset writes nothing at all.
     let mut stale = op.clone();
     stale.status = OperationStatus::Cancelled; // version 1 again: the stored one is already 1
-    let result = store.commit(changes(vec![audit("op_a1", "cancelled"), Write::UpdateOperation(stale)])).await;
+    let result = store
+        .commit(changes(vec![
+            audit("op_a1", "cancelled"),
+            Write::UpdateOperation(stale),
+        ]))
+        .await;
     assert_eq!(result, Err(StoreError::Conflict));
     assert_eq!(store.operation("op_a1").await.unwrap(), Some(op.clone()));
     let history = store.operation_history("op_a1").await.unwrap();
-    assert_eq!(history.len(), 1, "the refused changeset left no audit entry");
+    assert_eq!(
+        history.len(),
+        1,
+        "the refused changeset left no audit entry"
+    );
 
     // Inserting an id twice is a conflict, not an overwrite.
-    let again = store.commit(changes(vec![Write::InsertOperation(op)])).await;
+    let again = store
+        .commit(changes(vec![Write::InsertOperation(op)]))
+        .await;
     assert_eq!(again, Err(StoreError::Conflict));
 }
 
 async fn lists_are_newest_first_filtered_and_paged(store: &dyn Store) {
     for i in 0..5 {
-        let status = if i % 2 == 0 { OperationStatus::PendingApproval } else { OperationStatus::Rejected };
+        let status = if i % 2 == 0 {
+            OperationStatus::PendingApproval
+        } else {
+            OperationStatus::Rejected
+        };
         let op = operation(&format!("op_l{i}"), "cus_l", status);
-        store.commit(changes(vec![Write::InsertOperation(op)])).await.unwrap();
+        store
+            .commit(changes(vec![Write::InsertOperation(op)]))
+            .await
+            .unwrap();
     }
     let ids = |ops: Vec<Operation>| ops.into_iter().map(|o| o.id).collect::<Vec<_>>();
-    let query = OperationQuery { customer_id: Some("cus_l".into()), limit: 3, ..Default::default() };
-    assert_eq!(ids(store.operations(&query).await.unwrap()), ["op_l4", "op_l3", "op_l2"]);
-    let next = OperationQuery { starting_after: Some("op_l2".into()), ..query.clone() };
-    assert_eq!(ids(store.operations(&next).await.unwrap()), ["op_l1", "op_l0"]);
-    let pending = OperationQuery { status: Some(OperationStatus::PendingApproval), ..query.clone() };
-    assert_eq!(ids(store.operations(&pending).await.unwrap()), ["op_l4", "op_l2", "op_l0"]);
-    let other = OperationQuery { customer_id: Some("cus_other".into()), ..query };
+    let query = OperationQuery {
+        customer_id: Some("cus_l".into()),
+        limit: 3,
+        ..Default::default()
+    };
+    assert_eq!(
+        ids(store.operations(&query).await.unwrap()),
+        ["op_l4", "op_l3", "op_l2"]
+    );
+    let next = OperationQuery {
+        starting_after: Some("op_l2".into()),
+        ..query.clone()
+    };
+    assert_eq!(
+        ids(store.operations(&next).await.unwrap()),
+        ["op_l1", "op_l0"]
+    );
+    let pending = OperationQuery {
+        status: Some(OperationStatus::PendingApproval),
+        ..query.clone()
+    };
+    assert_eq!(
+        ids(store.operations(&pending).await.unwrap()),
+        ["op_l4", "op_l2", "op_l0"]
+    );
+    let other = OperationQuery {
+        customer_id: Some("cus_other".into()),
+        ..query
+    };
     assert!(store.operations(&other).await.unwrap().is_empty());
 }
 
 async fn concurrent_conflicting_updates_have_one_winner(store: Arc<dyn Store>) {
     let op = operation("op_c1", "cus_c", OperationStatus::PendingApproval);
-    store.commit(changes(vec![Write::InsertOperation(op.clone())])).await.unwrap();
-    let contenders = [OperationStatus::Approved, OperationStatus::Cancelled, OperationStatus::Rejected]
-        .into_iter()
-        .cycle()
-        .take(12)
-        .map(|status| {
-            let store = store.clone();
-            let mut next = op.clone();
-            next.status = status;
-            next.version = 2;
-            tokio::spawn(async move {
-                let result = store.commit(changes(vec![Write::UpdateOperation(next), audit("op_c1", status.as_str())])).await;
-                (status, result)
-            })
+    store
+        .commit(changes(vec![Write::InsertOperation(op.clone())]))
+        .await
+        .unwrap();
+    let contenders = [
+        OperationStatus::Approved,
+        OperationStatus::Cancelled,
+        OperationStatus::Rejected,
+    ]
+    .into_iter()
+    .cycle()
+    .take(12)
+    .map(|status| {
+        let store = store.clone();
+        let mut next = op.clone();
+        next.status = status;
+        next.version = 2;
+        tokio::spawn(async move {
+            let result = store
+                .commit(changes(vec![
+                    Write::UpdateOperation(next),
+                    audit("op_c1", status.as_str()),
+                ]))
+                .await;
+            (status, result)
         })
-        .collect::<Vec<_>>();
+    })
+    .collect::<Vec<_>>();
     let mut winners = vec![];
     for contender in contenders {
         let (status, result) = contender.await.unwrap();
@@ -127,33 +185,108 @@ async fn concurrent_conflicting_updates_have_one_winner(store: Arc<dyn Store>) {
     assert_eq!(winners.len(), 1, "exactly one concurrent update wins");
     let stored = store.operation("op_c1").await.unwrap().unwrap();
     assert_eq!(stored.status, winners[0]);
-    assert_eq!(store.operation_history("op_c1").await.unwrap().len(), 1, "only the winner's audit entry");
+    assert_eq!(
+        store.operation_history("op_c1").await.unwrap().len(),
+        1,
+        "only the winner's audit entry"
+    );
 }
 
 async fn idempotency_claims(store: &dyn Store) {
     let now = OffsetDateTime::UNIX_EPOCH + time::Duration::days(10_000);
-    let claim = |fingerprint: &str, at: OffsetDateTime| IdempotencyClaim { scope: "test:cus_i".into(), key: "k1".into(), fingerprint: fingerprint.into(), now: at };
-    assert_eq!(store.claim_idempotency_key(&claim("f1", now)).await.unwrap(), ClaimOutcome::Claimed);
-    assert_eq!(store.claim_idempotency_key(&claim("f1", now)).await.unwrap(), ClaimOutcome::InFlight);
-    assert_eq!(store.claim_idempotency_key(&claim("f2", now)).await.unwrap(), ClaimOutcome::Mismatch);
+    let claim = |fingerprint: &str, at: OffsetDateTime| IdempotencyClaim {
+        scope: "test:cus_i".into(),
+        key: "k1".into(),
+        fingerprint: fingerprint.into(),
+        now: at,
+    };
+    assert_eq!(
+        store
+            .claim_idempotency_key(&claim("f1", now))
+            .await
+            .unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert_eq!(
+        store
+            .claim_idempotency_key(&claim("f1", now))
+            .await
+            .unwrap(),
+        ClaimOutcome::InFlight
+    );
+    assert_eq!(
+        store
+            .claim_idempotency_key(&claim("f2", now))
+            .await
+            .unwrap(),
+        ClaimOutcome::Mismatch
+    );
 
-    let response = StoredResponse { status: 201, body: b"{\"id\":\"op_1\"}".to_vec() };
-    let complete = Write::CompleteIdempotency { scope: "test:cus_i".into(), key: "k1".into(), response: response.clone() };
+    let response = StoredResponse {
+        status: 201,
+        body: b"{\"id\":\"op_1\"}".to_vec(),
+    };
+    let complete = Write::CompleteIdempotency {
+        scope: "test:cus_i".into(),
+        key: "k1".into(),
+        response: response.clone(),
+    };
     store.commit(changes(vec![complete.clone()])).await.unwrap();
-    assert_eq!(store.claim_idempotency_key(&claim("f1", now)).await.unwrap(), ClaimOutcome::Replay(response.clone()));
+    assert_eq!(
+        store
+            .claim_idempotency_key(&claim("f1", now))
+            .await
+            .unwrap(),
+        ClaimOutcome::Replay(response.clone())
+    );
     // Completing twice is refused: one key, one effect.
-    assert_eq!(store.commit(changes(vec![complete])).await, Err(StoreError::Conflict));
+    assert_eq!(
+        store.commit(changes(vec![complete])).await,
+        Err(StoreError::Conflict)
+    );
     // Still remembered after 23 hours, forgotten after the retention period.
     let later = now + time::Duration::hours(23);
-    assert_eq!(store.claim_idempotency_key(&claim("f1", later)).await.unwrap(), ClaimOutcome::Replay(response));
+    assert_eq!(
+        store
+            .claim_idempotency_key(&claim("f1", later))
+            .await
+            .unwrap(),
+        ClaimOutcome::Replay(response)
+    );
     let much_later = now + time::Duration::hours(25);
-    assert_eq!(store.claim_idempotency_key(&claim("f2", much_later)).await.unwrap(), ClaimOutcome::Claimed);
+    assert_eq!(
+        store
+            .claim_idempotency_key(&claim("f2", much_later))
+            .await
+            .unwrap(),
+        ClaimOutcome::Claimed
+    );
 
     // A released claim (its request failed before any effect) can be claimed afresh, and a
     // claim abandoned by a dead process is taken over after its timeout.
-    let other = |at: OffsetDateTime| IdempotencyClaim { scope: "test:cus_i".into(), key: "k2".into(), fingerprint: "f".into(), now: at };
-    assert_eq!(store.claim_idempotency_key(&other(now)).await.unwrap(), ClaimOutcome::Claimed);
-    store.release_idempotency_key("test:cus_i", "k2").await.unwrap();
-    assert_eq!(store.claim_idempotency_key(&other(now)).await.unwrap(), ClaimOutcome::Claimed);
-    assert_eq!(store.claim_idempotency_key(&other(now + time::Duration::seconds(61))).await.unwrap(), ClaimOutcome::Claimed);
+    let other = |at: OffsetDateTime| IdempotencyClaim {
+        scope: "test:cus_i".into(),
+        key: "k2".into(),
+        fingerprint: "f".into(),
+        now: at,
+    };
+    assert_eq!(
+        store.claim_idempotency_key(&other(now)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    store
+        .release_idempotency_key("test:cus_i", "k2")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.claim_idempotency_key(&other(now)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert_eq!(
+        store
+            .claim_idempotency_key(&other(now + time::Duration::seconds(61)))
+            .await
+            .unwrap(),
+        ClaimOutcome::Claimed
+    );
 }

@@ -1,1 +1,7 @@
+//! API tests: every one starts the real local server (`spawn_app`) and speaks HTTP to it.
 
+mod auth;
+mod idempotency;
+mod operations;
+mod validation;
+mod workflows;

@@ -1,1 +1,223 @@
+//! `spawn_app()`: the real local server on a random port with a fresh data directory, and a
+//! small client for driving it over HTTP.
 
+use ops_local::{Config, Server};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub const ADMIN_KEY: &str = "sk_test_platform_admin_for_tests_0000000000";
+
+pub struct TestApp {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub data_dir: Arc<tempfile::TempDir>,
+    server: Server,
+}
+
+/// What the server answered.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub bytes: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.bytes)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.bytes)))
+    }
+
+    pub fn id(&self) -> String {
+        self.json()["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no id in {}", self.json()))
+            .to_owned()
+    }
+
+    /// Asserts an error of the DESIGN shape and returns its `error` object.
+    pub fn error(&self, status: u16) -> Value {
+        let body = self.json();
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "unexpected status; body: {body}"
+        );
+        let error = body["error"].clone();
+        for field in ["type", "code", "message", "request_id"] {
+            assert!(error[field].is_string(), "error without {field}: {body}");
+        }
+        error
+    }
+}
+
+pub fn config(data_dir: PathBuf) -> Config {
+    Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir,
+        environment: "test".into(),
+        bootstrap_admin_key: Some(ADMIN_KEY.into()),
+        api_key_pepper: None,
+        rails: vec!["psp-local:sandbox".into()],
+    }
+}
+
+pub async fn spawn_app() -> TestApp {
+    let data_dir = Arc::new(tempfile::tempdir().expect("temp dir"));
+    start(data_dir).await
+}
+
+async fn start(data_dir: Arc<tempfile::TempDir>) -> TestApp {
+    let server = ops_local::start(config(data_dir.path().to_path_buf()))
+        .await
+        .expect("server starts");
+    TestApp {
+        base: format!("http://{}", server.address),
+        client: reqwest::Client::new(),
+        data_dir,
+        server,
+    }
+}
+
+/// A customer with one user per role set, each with a key bound to that user.
+pub struct Customer {
+    pub id: String,
+    /// Key with every customer scope but no user.
+    pub key: String,
+}
+
+pub struct Member {
+    pub user_id: String,
+    pub key: String,
+}
+
+pub const CUSTOMER_SCOPES: [&str; 5] = [
+    "operations:read",
+    "operations:write",
+    "operations:approve",
+    "workflows:manage",
+    "users:manage",
+];
+
+impl TestApp {
+    /// Stops the server (as a crash would: no shutdown hook runs) and starts a new one on the
+    /// same data directory.
+    pub async fn restart(self) -> TestApp {
+        self.server.task.abort();
+        let _ = self.server.task.await;
+        start(self.data_dir).await
+    }
+
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        idempotency_key: Option<&str>,
+        body: Option<&Value>,
+    ) -> Reply {
+        let mut request = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        if let Some(idempotency_key) = idempotency_key {
+            request = request.header("Idempotency-Key", idempotency_key);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.expect("request sent");
+        Reply {
+            status: response.status(),
+            headers: response.headers().clone(),
+            bytes: response.bytes().await.expect("body").to_vec(),
+        }
+    }
+
+    pub async fn get(&self, path: &str, key: &str) -> Reply {
+        self.send(Method::GET, path, Some(key), None, None).await
+    }
+
+    /// POST with a fresh idempotency key.
+    pub async fn post(&self, path: &str, key: &str, body: Value) -> Reply {
+        let idempotency_key = format!("test-{}", rand_suffix());
+        self.send(
+            Method::POST,
+            path,
+            Some(key),
+            Some(&idempotency_key),
+            Some(&body),
+        )
+        .await
+    }
+
+    pub async fn create_customer(&self) -> Customer {
+        let customer = self
+            .post("/v1/customers", ADMIN_KEY, json!({"name": "Acme Payroll"}))
+            .await;
+        assert_eq!(customer.status, 201, "{}", customer.json());
+        let id = customer.id();
+        let key = self
+            .post(
+                "/v1/api_keys",
+                ADMIN_KEY,
+                json!({"customer_id": id, "scopes": CUSTOMER_SCOPES}),
+            )
+            .await;
+        assert_eq!(key.status, 201, "{}", key.json());
+        Customer {
+            id,
+            key: key.json()["secret"].as_str().unwrap().to_owned(),
+        }
+    }
+
+    pub async fn add_member(&self, customer: &Customer, roles: &[&str], scopes: &[&str]) -> Member {
+        let user = self
+            .post(
+                &format!("/v1/customers/{}/users", customer.id),
+                &customer.key,
+                json!({"name": "Member", "email": "member@acme.example", "roles": roles}),
+            )
+            .await;
+        assert_eq!(user.status, 201, "{}", user.json());
+        let user_id = user.id();
+        let key = self
+            .post(
+                "/v1/api_keys",
+                &customer.key,
+                json!({"user_id": user_id, "scopes": scopes}),
+            )
+            .await;
+        assert_eq!(key.status, 201, "{}", key.json());
+        Member {
+            user_id,
+            key: key.json()["secret"].as_str().unwrap().to_owned(),
+        }
+    }
+}
+
+pub fn rand_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A valid payout for `customer_id` through `workflow`.
+pub fn payout(customer_id: &str, workflow: &str, amounts: &[i64]) -> Value {
+    let items: Vec<Value> = amounts
+        .iter()
+        .enumerate()
+        .map(|(i, amount)| {
+            json!({"beneficiary": {"id_type": "RUT", "id": format!("7654321-{i}")},
+                   "destination": {"rail": "psp-local:sandbox", "account": format!("00012345{i}")},
+                   "amount": amount, "reference": format!("salary {i}")})
+        })
+        .collect();
+    json!({"customer_id": customer_id, "type": "payout", "currency": "CLP", "workflow": workflow, "items": items})
+}

@@ -3,7 +3,9 @@
 
 use async_trait::async_trait;
 use ops_domain::auth::{ApiKey, Customer, User};
-use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse, CLAIM_TIMEOUT, RETENTION};
+use ops_domain::idempotency::{
+    ClaimOutcome, IdempotencyClaim, StoredResponse, CLAIM_TIMEOUT, RETENTION,
+};
 use ops_domain::operation::Operation;
 use ops_domain::ports::{AuditEntry, Changeset, OperationQuery, Store, StoreError, Write};
 use ops_domain::workflow::{Workflow, WorkflowOwner};
@@ -50,7 +52,11 @@ enum TxError {
 impl From<rusqlite::Error> for TxError {
     fn from(e: rusqlite::Error) -> Self {
         match e {
-            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => TxError::Condition,
+            rusqlite::Error::SqliteFailure(f, _)
+                if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                TxError::Condition
+            }
             other => TxError::Sql(other),
         }
     }
@@ -91,7 +97,9 @@ impl SqliteStore {
             .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;")
             .map_err(unavailable)?;
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
-        Ok(SqliteStore { connection: Arc::new(Mutex::new(connection)) })
+        Ok(SqliteStore {
+            connection: Arc::new(Mutex::new(connection)),
+        })
     }
 
     /// Runs `work` on the connection off the async runtime.
@@ -114,8 +122,12 @@ impl SqliteStore {
         T: DeserializeOwned + Send + 'static,
     {
         self.with(move |c| {
-            let body: Option<String> = c.query_row(sql, [key], |row| row.get(0)).optional().map_err(unavailable)?;
-            body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
+            let body: Option<String> = c
+                .query_row(sql, [key], |row| row.get(0))
+                .optional()
+                .map_err(unavailable)?;
+            body.map(|b| serde_json::from_str(&b).map_err(unavailable))
+                .transpose()
         })
         .await
     }
@@ -124,10 +136,16 @@ impl SqliteStore {
 fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
     match write {
         Write::InsertCustomer(c) => {
-            tx.execute("INSERT INTO customers (id, body) VALUES (?1, ?2)", params![c.id, json(c)])?;
+            tx.execute(
+                "INSERT INTO customers (id, body) VALUES (?1, ?2)",
+                params![c.id, json(c)],
+            )?;
         }
         Write::InsertUser(u) => {
-            tx.execute("INSERT INTO users (id, customer_id, body) VALUES (?1, ?2, ?3)", params![u.id, u.customer_id, json(u)])?;
+            tx.execute(
+                "INSERT INTO users (id, customer_id, body) VALUES (?1, ?2, ?3)",
+                params![u.id, u.customer_id, json(u)],
+            )?;
         }
         Write::PutApiKey(k) => {
             // The hash is not part of the JSON a client sees, so it is kept beside it.
@@ -171,7 +189,11 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
                 params![entry.entity_id, entry.operation_id, json(entry)],
             )?;
         }
-        Write::CompleteIdempotency { scope, key, response } => {
+        Write::CompleteIdempotency {
+            scope,
+            key,
+            response,
+        } => {
             let changed = tx.execute(
                 "UPDATE idempotency SET status = ?3, response = ?4 WHERE scope = ?1 AND key = ?2 AND status IS NULL",
                 params![scope, key, response.status, response.body],
@@ -188,7 +210,9 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
 impl Store for SqliteStore {
     async fn commit(&self, changes: Changeset) -> Result<(), StoreError> {
         self.with(move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(unavailable)?;
             for write in &changes.writes {
                 match apply(&tx, write) {
                     Ok(()) => {}
@@ -202,23 +226,31 @@ impl Store for SqliteStore {
     }
 
     async fn customer(&self, id: &str) -> Result<Option<Customer>, StoreError> {
-        self.document("SELECT body FROM customers WHERE id = ?1", id.into()).await
+        self.document("SELECT body FROM customers WHERE id = ?1", id.into())
+            .await
     }
 
     async fn user(&self, id: &str) -> Result<Option<User>, StoreError> {
-        self.document("SELECT body FROM users WHERE id = ?1", id.into()).await
+        self.document("SELECT body FROM users WHERE id = ?1", id.into())
+            .await
     }
 
     async fn api_key(&self, id: &str) -> Result<Option<ApiKey>, StoreError> {
-        self.document("SELECT body FROM api_keys WHERE id = ?1", id.into()).await
+        self.document("SELECT body FROM api_keys WHERE id = ?1", id.into())
+            .await
     }
 
     async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, StoreError> {
-        self.document("SELECT body FROM api_keys WHERE secret_hash = ?1", secret_hash.into()).await
+        self.document(
+            "SELECT body FROM api_keys WHERE secret_hash = ?1",
+            secret_hash.into(),
+        )
+        .await
     }
 
     async fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError> {
-        self.document("SELECT body FROM operations WHERE id = ?1", id.into()).await
+        self.document("SELECT body FROM operations WHERE id = ?1", id.into())
+            .await
     }
 
     async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError> {
@@ -234,11 +266,18 @@ impl Store for SqliteStore {
                 .map_err(unavailable)?;
             let rows = statement
                 .query_map(
-                    params![query.customer_id, query.status.map(|s| s.as_str()), query.kind.map(|k| k.as_str()), query.starting_after, query.limit as i64],
+                    params![
+                        query.customer_id,
+                        query.status.map(|s| s.as_str()),
+                        query.kind.map(|k| k.as_str()),
+                        query.starting_after,
+                        query.limit as i64
+                    ],
                     |row| row.get::<_, String>(0),
                 )
                 .map_err(unavailable)?;
-            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable)).collect()
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
+                .collect()
         })
         .await
     }
@@ -246,26 +285,43 @@ impl Store for SqliteStore {
     async fn operation_history(&self, operation_id: &str) -> Result<Vec<AuditEntry>, StoreError> {
         let operation_id = operation_id.to_owned();
         self.with(move |c| {
-            let mut statement = c.prepare_cached("SELECT body FROM audit WHERE operation_id = ?1 ORDER BY seq").map_err(unavailable)?;
-            let rows = statement.query_map([operation_id], |row| row.get::<_, String>(0)).map_err(unavailable)?;
-            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable)).collect()
+            let mut statement = c
+                .prepare_cached("SELECT body FROM audit WHERE operation_id = ?1 ORDER BY seq")
+                .map_err(unavailable)?;
+            let rows = statement
+                .query_map([operation_id], |row| row.get::<_, String>(0))
+                .map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
+                .collect()
         })
         .await
     }
 
-    async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError> {
+    async fn workflow(
+        &self,
+        owner: &WorkflowOwner,
+        name: &str,
+    ) -> Result<Option<Workflow>, StoreError> {
         let (owner, name) = (owner_key(owner), name.to_owned());
         self.with(move |c| {
             let body: Option<String> = c
-                .query_row("SELECT body FROM workflows WHERE owner = ?1 AND name = ?2", params![owner, name], |row| row.get(0))
+                .query_row(
+                    "SELECT body FROM workflows WHERE owner = ?1 AND name = ?2",
+                    params![owner, name],
+                    |row| row.get(0),
+                )
                 .optional()
                 .map_err(unavailable)?;
-            body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
+            body.map(|b| serde_json::from_str(&b).map_err(unavailable))
+                .transpose()
         })
         .await
     }
 
-    async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
+    async fn claim_idempotency_key(
+        &self,
+        claim: &IdempotencyClaim,
+    ) -> Result<ClaimOutcome, StoreError> {
         let claim = claim.clone();
         self.with(move |c| {
             let now = claim.now.unix_timestamp();
@@ -307,8 +363,11 @@ impl Store for SqliteStore {
     async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
         let (scope, key) = (scope.to_owned(), key.to_owned());
         self.with(move |c| {
-            c.execute("DELETE FROM idempotency WHERE scope = ?1 AND key = ?2 AND status IS NULL", params![scope, key])
-                .map_err(unavailable)?;
+            c.execute(
+                "DELETE FROM idempotency WHERE scope = ?1 AND key = ?2 AND status IS NULL",
+                params![scope, key],
+            )
+            .map_err(unavailable)?;
             Ok(())
         })
         .await

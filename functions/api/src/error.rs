@@ -1,0 +1,152 @@
+//! The one place where errors become HTTP responses (DESIGN §3 error shape).
+
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use ops_domain::ids::{IdGenerator, IdKind, UlidGenerator};
+use ops_domain::DomainError;
+use serde_json::json;
+use std::sync::LazyLock;
+
+tokio::task_local! {
+    static REQUEST_ID: String;
+}
+
+static REQUEST_IDS: LazyLock<UlidGenerator> = LazyLock::new(UlidGenerator::default);
+
+/// Gives every request an id, echoed in the `Request-Id` header and in error bodies, so a
+/// customer's support ticket points at one log line.
+pub async fn with_request_id(request: Request, next: Next) -> Response {
+    let id = REQUEST_IDS.new_id(IdKind::Request);
+    let mut response = REQUEST_ID.scope(id.clone(), next.run(request)).await;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("request-id", value);
+    }
+    response
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    #[error("The request body is larger than {limit} bytes.")]
+    BodyTooLarge { limit: usize },
+    #[error("The request body is not valid JSON: {0}")]
+    InvalidJson(String),
+    #[error("Send JSON bodies with 'Content-Type: application/json'.")]
+    UnsupportedMediaType,
+    #[error("Unrecognized request URL ({0}).")]
+    UnknownRoute(String),
+    #[error("This URL does not accept this method.")]
+    MethodNotAllowed,
+}
+
+impl ApiError {
+    /// (status, type, code, param)
+    fn parts(&self) -> (StatusCode, &'static str, &'static str, Option<&str>) {
+        use DomainError as D;
+        match self {
+            ApiError::Domain(error) => match error {
+                D::InvalidRequest {
+                    code: "resource_missing",
+                    param,
+                    ..
+                } => (
+                    StatusCode::NOT_FOUND,
+                    "invalid_request_error",
+                    "resource_missing",
+                    param.as_deref(),
+                ),
+                D::InvalidRequest { code, param, .. } => (
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    code,
+                    param.as_deref(),
+                ),
+                D::NotFound { .. } => (
+                    StatusCode::NOT_FOUND,
+                    "invalid_request_error",
+                    "resource_missing",
+                    None,
+                ),
+                D::Unauthenticated { code, .. } => {
+                    (StatusCode::UNAUTHORIZED, "authentication_error", code, None)
+                }
+                D::Forbidden { code, .. } => {
+                    (StatusCode::FORBIDDEN, "permission_error", code, None)
+                }
+                D::InvalidState { code, .. } => (StatusCode::CONFLICT, "state_error", code, None),
+                D::IdempotencyKeyReused => (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "idempotency_error",
+                    "idempotency_key_reused",
+                    Some("Idempotency-Key"),
+                ),
+                D::IdempotencyKeyInUse => (
+                    StatusCode::CONFLICT,
+                    "idempotency_error",
+                    "idempotency_key_in_use",
+                    Some("Idempotency-Key"),
+                ),
+                D::Store(_) => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "api_error",
+                    "internal_error",
+                    None,
+                ),
+            },
+            ApiError::BodyTooLarge { .. } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                "body_too_large",
+                None,
+            ),
+            ApiError::InvalidJson(_) => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "invalid_json",
+                None,
+            ),
+            ApiError::UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_request_error",
+                "unsupported_media_type",
+                Some("Content-Type"),
+            ),
+            ApiError::UnknownRoute(_) => (
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                "unknown_route",
+                None,
+            ),
+            ApiError::MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "invalid_request_error",
+                "method_not_allowed",
+                None,
+            ),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, kind, code, param) = self.parts();
+        let message = match &self {
+            // Internal details go to the log, not to the client.
+            ApiError::Domain(DomainError::Store(detail)) => {
+                tracing::error!(%detail, "store failure");
+                "Something went wrong on our side; nothing was changed. Retry with the same Idempotency-Key.".to_string()
+            }
+            other => other.to_string(),
+        };
+        let request_id = REQUEST_ID.try_with(Clone::clone).unwrap_or_default();
+        let mut error =
+            json!({"type": kind, "code": code, "message": message, "request_id": request_id});
+        if let Some(param) = param {
+            error["param"] = param.into();
+        }
+        (status, axum::Json(json!({ "error": error }))).into_response()
+    }
+}

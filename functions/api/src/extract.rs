@@ -1,0 +1,145 @@
+//! Reading requests: the bearer key, JSON bodies and query strings, each failure a precise 4xx.
+
+use crate::error::ApiError;
+use crate::App;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::request::Parts;
+use ops_domain::auth::Principal;
+use ops_domain::DomainError;
+use serde::de::DeserializeOwned;
+
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The authenticated caller.
+pub struct Caller(pub Principal);
+
+impl FromRequestParts<App> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, Self::Rejection> {
+        let secret = match parts.headers.get(AUTHORIZATION) {
+            None => None,
+            Some(value) => {
+                let bearer = value
+                    .to_str()
+                    .ok()
+                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .map(str::trim);
+                Some(bearer.filter(|s| !s.is_empty()).ok_or_else(|| {
+                    DomainError::unauthenticated(
+                        "invalid_authorization_header",
+                        "Use 'Authorization: Bearer <key>'.",
+                    )
+                })?)
+            }
+        };
+        Ok(Caller(app.service.authenticate(secret).await?))
+    }
+}
+
+/// A JSON body (an empty body reads as `{}`), kept as a value so it can be fingerprinted
+/// before it is parsed into a command.
+pub struct JsonBody(pub serde_json::Value);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
+        let is_json = request.headers().get(CONTENT_TYPE).map(|v| {
+            v.to_str()
+                .unwrap_or("")
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("application/json")
+        });
+        let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
+            .await
+            .map_err(|_| ApiError::BodyTooLarge {
+                limit: MAX_BODY_BYTES,
+            })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(JsonBody(serde_json::json!({})));
+        }
+        if is_json == Some(false) {
+            return Err(ApiError::UnsupportedMediaType);
+        }
+        let value =
+            serde_json::from_slice(&bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+        Ok(JsonBody(value))
+    }
+}
+
+/// Parses a command out of a JSON value, naming the offending field on failure.
+pub fn parse<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, ApiError> {
+    // serde reads structs from arrays too; a body is always an object.
+    if !value.is_object() {
+        return Err(DomainError::invalid(
+            "body",
+            "invalid_body",
+            "The body must be a JSON object.",
+        )
+        .into());
+    }
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner().to_string();
+        // Unknown fields are already the last segment of the path; missing ones are not.
+        let join = |field: &str| match path.as_str() {
+            "." => field.to_string(),
+            p if p == field || p.ends_with(&format!(".{field}")) => p.to_string(),
+            p => format!("{p}.{field}"),
+        };
+        let quoted = inner.split('`').nth(1).unwrap_or_default();
+        let (param, code, message) = if inner.starts_with("unknown field") {
+            (
+                join(quoted),
+                "parameter_unknown",
+                format!("Received unknown parameter: {}", join(quoted)),
+            )
+        } else if inner.starts_with("missing field") {
+            (
+                join(quoted),
+                "parameter_missing",
+                format!("Missing required param: {}.", join(quoted)),
+            )
+        } else {
+            (
+                path.clone(),
+                "parameter_invalid",
+                format!("Invalid value for {path}: {inner}."),
+            )
+        };
+        ApiError::Domain(DomainError::InvalidRequest {
+            code,
+            param: Some(param),
+            message,
+        })
+    })
+}
+
+/// Query parameters as pairs; parameters not in `allowed` are refused.
+pub fn query_pairs(raw: Option<&str>, allowed: &[&str]) -> Result<Vec<(String, String)>, ApiError> {
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str(raw.unwrap_or("")).map_err(|e| {
+            DomainError::invalid(
+                "query",
+                "invalid_query",
+                format!("The query string is malformed: {e}"),
+            )
+        })?;
+    if let Some((name, _)) = pairs
+        .iter()
+        .find(|(name, _)| !allowed.contains(&name.as_str()))
+    {
+        return Err(DomainError::invalid(
+            name.clone(),
+            "parameter_unknown",
+            format!("Received unknown parameter: {name}"),
+        )
+        .into());
+    }
+    Ok(pairs)
+}

@@ -1,0 +1,249 @@
+//! One function per route. Each reads the request, calls one use case and shapes the answer.
+
+use crate::error::ApiError;
+use crate::extract::{parse, query_pairs, Caller, JsonBody};
+use crate::idempotency::{create_once, json_response};
+use crate::App;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use ops_domain::ids::IdKind;
+use ops_domain::operation::{OperationStatus, OperationType};
+use ops_domain::ports::OperationQuery;
+use ops_domain::workflow::WorkflowDefinition;
+use ops_domain::DomainError;
+
+type Answer = Result<Response, ApiError>;
+
+fn ok(value: impl serde::Serialize) -> Answer {
+    Ok(Json(value).into_response())
+}
+
+pub async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"status": "ok"}))
+}
+
+pub async fn unknown_route(uri: Uri) -> ApiError {
+    ApiError::UnknownRoute(uri.path().to_owned())
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+pub async fn create_customer(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let command = parse(&body)?;
+    create_once(&app, &caller, &headers, "/v1/customers", &body, |ticket| {
+        app.service.create_customer(&caller, command, ticket)
+    })
+    .await
+}
+
+pub async fn create_user(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    Path(customer_id): Path<String>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let command = parse(&body)?;
+    let path = format!("/v1/customers/{customer_id}/users");
+    create_once(&app, &caller, &headers, &path, &body, |ticket| {
+        app.service
+            .create_user(&caller, &customer_id, command, ticket)
+    })
+    .await
+}
+
+pub async fn create_api_key(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let command = parse(&body)?;
+    create_once(&app, &caller, &headers, "/v1/api_keys", &body, |ticket| {
+        app.service.create_api_key(&caller, command, ticket)
+    })
+    .await
+}
+
+/// Rotation makes a key, so an `Idempotency-Key` makes retries safe; without one each call
+/// rotates again.
+pub async fn rotate_api_key(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let command = parse(&body)?;
+    if headers.contains_key("idempotency-key") {
+        let path = format!("/v1/api_keys/{id}/rotate");
+        return create_once(&app, &caller, &headers, &path, &body, |ticket| {
+            app.service.rotate_api_key(&caller, &id, command, ticket)
+        })
+        .await;
+    }
+    let created = app
+        .service
+        .rotate_api_key(&caller, &id, command, None)
+        .await?;
+    Ok(json_response(StatusCode::CREATED, created))
+}
+
+pub async fn revoke_api_key(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    Path(id): Path<String>,
+) -> Answer {
+    ok(app.service.revoke_api_key(&caller, &id).await?)
+}
+
+pub async fn get_workflow(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    Path(name): Path<String>,
+) -> Answer {
+    ok(app.service.get_workflow(&caller, &name).await?)
+}
+
+pub async fn put_workflow(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    Path(name): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let definition: WorkflowDefinition = parse(&body)?;
+    ok(app.service.put_workflow(&caller, &name, definition).await?)
+}
+
+pub async fn create_operation(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let command = parse(&body)?;
+    create_once(&app, &caller, &headers, "/v1/operations", &body, |ticket| {
+        app.service.create_operation(&caller, command, ticket)
+    })
+    .await
+}
+
+pub async fn get_operation(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    Path(id): Path<String>,
+) -> Answer {
+    ok(app.service.get_operation(&caller, &id).await?)
+}
+
+pub async fn list_operations(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    RawQuery(raw): RawQuery,
+) -> Answer {
+    let mut query = OperationQuery {
+        limit: 10,
+        ..Default::default()
+    };
+    for (name, value) in query_pairs(
+        raw.as_deref(),
+        &["status", "type", "customer_id", "limit", "starting_after"],
+    )? {
+        let bad = |code, message: String| {
+            ApiError::from(DomainError::invalid(name.clone(), code, message))
+        };
+        match name.as_str() {
+            "status" => {
+                query.status =
+                    Some(OperationStatus::parse(&value).ok_or_else(|| {
+                        bad("invalid_status", format!("Unknown status '{value}'."))
+                    })?)
+            }
+            "type" => {
+                query.kind = Some(
+                    OperationType::parse(&value)
+                        .ok_or_else(|| bad("invalid_type", format!("Unknown type '{value}'.")))?,
+                )
+            }
+            "customer_id" if IdKind::Customer.matches(&value) => query.customer_id = Some(value),
+            "customer_id" => {
+                return Err(bad(
+                    "invalid_id",
+                    format!("'{value}' is not a customer id."),
+                ))
+            }
+            "starting_after" if IdKind::Operation.matches(&value) => {
+                query.starting_after = Some(value)
+            }
+            "starting_after" => {
+                return Err(bad(
+                    "invalid_id",
+                    format!("'{value}' is not an operation id."),
+                ))
+            }
+            _ => match value.parse::<usize>() {
+                Ok(limit) if (1..=100).contains(&limit) => query.limit = limit,
+                _ => {
+                    return Err(bad(
+                        "invalid_limit",
+                        "limit is an integer from 1 to 100.".into(),
+                    ))
+                }
+            },
+        }
+    }
+    ok(app.service.list_operations(&caller, query).await?)
+}
+
+pub async fn approve_operation(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app
+        .service
+        .approve_operation(&caller, &id, parse(&body)?)
+        .await?)
+}
+
+pub async fn reject_operation(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app
+        .service
+        .reject_operation(&caller, &id, parse(&body)?)
+        .await?)
+}
+
+pub async fn cancel_operation(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app
+        .service
+        .cancel_operation(&caller, &id, parse(&body)?)
+        .await?)
+}
+
+pub async fn operation_history(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    Path(id): Path<String>,
+) -> Answer {
+    ok(app.service.operation_history(&caller, &id).await?)
+}

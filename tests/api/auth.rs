@@ -1,0 +1,293 @@
+use ops_tests::{payout, spawn_app, ADMIN_KEY};
+use reqwest::Method;
+use serde_json::json;
+
+#[tokio::test]
+async fn missing_malformed_unknown_and_other_environment_keys_are_refused() {
+    let app = spawn_app().await;
+    let cases = [
+        (None, "missing_api_key"),
+        (
+            Some("sk_test_0000000000000000000000000000000000000000"),
+            "invalid_api_key",
+        ),
+        (Some("pk_test_whatever"), "invalid_api_key"),
+        // The same admin key, minted for production: refused before any lookup.
+        (
+            Some("sk_live_platform_admin_for_tests_0000000000"),
+            "api_key_wrong_environment",
+        ),
+    ];
+    for (key, code) in cases {
+        let reply = app
+            .send(Method::GET, "/v1/operations", key, None, None)
+            .await;
+        let error = reply.error(401);
+        assert_eq!(
+            (error["type"].as_str(), error["code"].as_str()),
+            (Some("authentication_error"), Some(code)),
+            "{key:?}"
+        );
+    }
+    let raw = app
+        .client
+        .get(format!("{}/v1/operations", app.base))
+        .header("Authorization", "Basic abc")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 401);
+}
+
+#[tokio::test]
+async fn keys_are_shown_once_and_stored_only_as_hashes() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let created = app
+        .post(
+            "/v1/api_keys",
+            &customer.key,
+            json!({"scopes": ["operations:read"]}),
+        )
+        .await
+        .json();
+    let secret = created["secret"].as_str().unwrap();
+    assert!(secret.starts_with("sk_test_"));
+    assert_eq!(created["object"], "api_key");
+    assert_eq!(created["environment"], "test");
+    assert_eq!(created["customer_id"], customer.id.as_str());
+    assert!(created.get("secret_hash").is_none());
+    let database = std::fs::read(app.data_dir.path().join("ops-test.sqlite")).unwrap();
+    let wal = std::fs::read(app.data_dir.path().join("ops-test.sqlite-wal")).unwrap_or_default();
+    let needle = secret.as_bytes();
+    for bytes in [&database, &wal] {
+        assert!(
+            !bytes.windows(needle.len()).any(|w| w == needle),
+            "a secret reached the disk"
+        );
+    }
+}
+
+#[tokio::test]
+async fn rotation_keeps_the_old_key_until_its_expiry_and_revocation_is_immediate() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let first = app
+        .post(
+            "/v1/api_keys",
+            &customer.key,
+            json!({"scopes": ["operations:read"]}),
+        )
+        .await
+        .json();
+    let (old_id, old_secret) = (
+        first["id"].as_str().unwrap(),
+        first["secret"].as_str().unwrap(),
+    );
+
+    // Default overlap: both keys work.
+    let rotated = app
+        .post(
+            &format!("/v1/api_keys/{old_id}/rotate"),
+            &customer.key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(rotated.status, 201, "{}", rotated.json());
+    let new_secret = rotated.json()["secret"].as_str().unwrap().to_owned();
+    assert_ne!(new_secret, old_secret);
+    assert_eq!(app.get("/v1/operations", old_secret).await.status, 200);
+    assert_eq!(app.get("/v1/operations", &new_secret).await.status, 200);
+    assert_eq!(rotated.json()["scopes"], json!(["operations:read"]));
+
+    // Ending the overlap now: the old key gets api_key_expired.
+    let second = app
+        .post(
+            "/v1/api_keys",
+            &customer.key,
+            json!({"scopes": ["operations:read"]}),
+        )
+        .await
+        .json();
+    let rotated_now = app
+        .post(
+            &format!("/v1/api_keys/{}/rotate", second["id"].as_str().unwrap()),
+            &customer.key,
+            json!({"expires_in": 0}),
+        )
+        .await;
+    assert_eq!(rotated_now.status, 201);
+    let expired = app
+        .get("/v1/operations", second["secret"].as_str().unwrap())
+        .await;
+    assert_eq!(expired.error(401)["code"], "api_key_expired");
+    let bad_overlap = app
+        .post(
+            &format!("/v1/api_keys/{old_id}/rotate"),
+            &customer.key,
+            json!({"expires_in": -1}),
+        )
+        .await;
+    assert_eq!(bad_overlap.error(400)["param"], "expires_in");
+
+    let new_id = rotated.json()["id"].as_str().unwrap().to_owned();
+    let revoked = app
+        .send(
+            Method::DELETE,
+            &format!("/v1/api_keys/{new_id}"),
+            Some(&customer.key),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(revoked.status, 200);
+    assert!(revoked.json()["revoked_at"].is_string());
+    assert_eq!(
+        app.get("/v1/operations", &new_secret).await.error(401)["code"],
+        "api_key_revoked"
+    );
+}
+
+#[tokio::test]
+async fn scopes_and_customers_fence_every_key() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let globex = app.create_customer().await;
+    let reader = app
+        .post(
+            "/v1/api_keys",
+            &acme.key,
+            json!({"scopes": ["operations:read"]}),
+        )
+        .await
+        .json()["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // Missing scope: 403.
+    let write = app
+        .post("/v1/operations", &reader, payout(&acme.id, "auto", &[1]))
+        .await;
+    let error = write.error(403);
+    assert_eq!(
+        (error["type"].as_str(), error["code"].as_str()),
+        (Some("permission_error"), Some("missing_scope"))
+    );
+    let approve = app
+        .post("/v1/operations/op_01abc/approve", &reader, json!({}))
+        .await;
+    assert_eq!(approve.error(403)["code"], "missing_scope");
+    // Only the platform creates customers.
+    assert_eq!(
+        app.post("/v1/customers", &acme.key, json!({"name": "x"}))
+            .await
+            .error(403)["code"],
+        "platform_admin_required"
+    );
+    // A customer's key cannot grant what it lacks, nor the admin scope.
+    let escalate = app
+        .post(
+            "/v1/api_keys",
+            &reader,
+            json!({"scopes": ["operations:write"]}),
+        )
+        .await;
+    assert_eq!(escalate.error(403)["code"], "missing_scope");
+    let admin = app
+        .post("/v1/api_keys", &acme.key, json!({"scopes": ["admin"]}))
+        .await;
+    assert_eq!(admin.error(400)["param"], "scopes[0]");
+
+    // Another customer's objects do not exist for you: 404, never 403.
+    let theirs = app
+        .post(
+            "/v1/operations",
+            &globex.key,
+            payout(&globex.id, "two_step", &[5]),
+        )
+        .await
+        .id();
+    for path in [
+        format!("/v1/operations/{theirs}"),
+        format!("/v1/operations/{theirs}/history"),
+    ] {
+        let error = app.get(&path, &acme.key).await.error(404);
+        assert_eq!(error["code"], "resource_missing");
+    }
+    assert_eq!(
+        app.post(
+            &format!("/v1/operations/{theirs}/cancel"),
+            &acme.key,
+            json!({})
+        )
+        .await
+        .error(404)["code"],
+        "resource_missing"
+    );
+    let for_them = app
+        .post(
+            "/v1/operations",
+            &acme.key,
+            payout(&globex.id, "auto", &[1]),
+        )
+        .await;
+    assert_eq!(for_them.error(404)["param"], "customer_id");
+    let their_users = app
+        .post(
+            &format!("/v1/customers/{}/users", globex.id),
+            &acme.key,
+            json!({"name": "x", "email": "x@y.io", "roles": ["maker"]}),
+        )
+        .await;
+    assert_eq!(their_users.error(404)["param"], "customer_id");
+    // The platform admin reaches everyone.
+    assert_eq!(
+        app.get(&format!("/v1/operations/{theirs}"), ADMIN_KEY)
+            .await
+            .status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn decisions_need_a_user_with_the_role() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let viewer = app
+        .add_member(&customer, &["viewer"], &["operations:approve"])
+        .await;
+    let id = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "two_step", &[5]),
+        )
+        .await
+        .id();
+    // The customer's key has the scope but signs for no user.
+    let keyonly = app
+        .post(
+            &format!("/v1/operations/{id}/approve"),
+            &customer.key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(keyonly.error(403)["code"], "user_required");
+    let wrong_role = app
+        .post(
+            &format!("/v1/operations/{id}/approve"),
+            &viewer.key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(wrong_role.error(403)["code"], "role_required");
+    let still = app
+        .get(&format!("/v1/operations/{id}"), &customer.key)
+        .await
+        .json();
+    assert_eq!(
+        (still["status"].clone(), still["approvals"].clone()),
+        (json!("pending_approval"), json!([]))
+    );
+}

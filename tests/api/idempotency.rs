@@ -1,0 +1,235 @@
+use ops_tests::{payout, spawn_app, ADMIN_KEY};
+use reqwest::Method;
+use serde_json::json;
+
+#[tokio::test]
+async fn a_repeated_request_is_replayed_byte_for_byte() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let body = payout(&customer.id, "two_step", &[10_000]);
+    let first = app
+        .send(
+            Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some("payroll-2026-11"),
+            Some(&body),
+        )
+        .await;
+    assert_eq!(first.status, 201);
+    assert!(first.headers.get("idempotent-replayed").is_none());
+    let second = app
+        .send(
+            Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some("payroll-2026-11"),
+            Some(&body),
+        )
+        .await;
+    assert_eq!(second.status, 201);
+    assert_eq!(second.headers["idempotent-replayed"], "true");
+    assert_eq!(second.bytes, first.bytes);
+    let list = app.get("/v1/operations", &customer.key).await.json();
+    assert_eq!(list["data"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_reused_key_with_another_body_is_refused_and_creates_nothing() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let first = app
+        .send(
+            Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some("k-1"),
+            Some(&payout(&customer.id, "auto", &[1])),
+        )
+        .await;
+    assert_eq!(first.status, 201);
+    let other = app
+        .send(
+            Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some("k-1"),
+            Some(&payout(&customer.id, "auto", &[2])),
+        )
+        .await;
+    let error = other.error(422);
+    assert_eq!(
+        (error["type"].as_str(), error["code"].as_str()),
+        (Some("idempotency_error"), Some("idempotency_key_reused"))
+    );
+    // The same key on another endpoint is another request too.
+    let elsewhere = app
+        .send(
+            Method::POST,
+            "/v1/api_keys",
+            Some(&customer.key),
+            Some("k-1"),
+            Some(&json!({"scopes": ["operations:read"]})),
+        )
+        .await;
+    assert_eq!(elsewhere.error(422)["code"], "idempotency_key_reused");
+    assert_eq!(
+        app.get("/v1/operations", &customer.key).await.json()["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn keys_are_scoped_per_customer() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let globex = app.create_customer().await;
+    let a = app
+        .send(
+            Method::POST,
+            "/v1/operations",
+            Some(&acme.key),
+            Some("shared"),
+            Some(&payout(&acme.id, "auto", &[1])),
+        )
+        .await;
+    let b = app
+        .send(
+            Method::POST,
+            "/v1/operations",
+            Some(&globex.key),
+            Some("shared"),
+            Some(&payout(&globex.id, "auto", &[1])),
+        )
+        .await;
+    assert_eq!((a.status.as_u16(), b.status.as_u16()), (201, 201));
+    assert_ne!(a.id(), b.id());
+}
+
+#[tokio::test]
+async fn twenty_concurrent_requests_with_one_key_create_exactly_one_operation() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let body = payout(&customer.id, "auto", &[777]);
+    let replies = futures_util::future::join_all((0..20).map(|_| {
+        app.send(
+            Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some("burst"),
+            Some(&body),
+        )
+    }))
+    .await;
+    let mut created = vec![];
+    for reply in &replies {
+        match reply.status.as_u16() {
+            201 => created.push(reply.id()),
+            409 => assert_eq!(reply.error(409)["code"], "idempotency_key_in_use"),
+            other => panic!("unexpected {other}: {}", reply.json()),
+        }
+    }
+    assert!(!created.is_empty());
+    assert!(
+        created.iter().all(|id| *id == created[0]),
+        "every success names the one operation"
+    );
+    let list = app
+        .get("/v1/operations?limit=100", &customer.key)
+        .await
+        .json();
+    assert_eq!(
+        list["data"].as_array().unwrap().len(),
+        1,
+        "exactly one operation exists"
+    );
+}
+
+#[tokio::test]
+async fn a_request_refused_before_any_effect_leaves_the_key_free() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let bad = app
+        .send(
+            Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some("fix-me"),
+            Some(&payout(&customer.id, "no_such_flow", &[1])),
+        )
+        .await;
+    assert_eq!(bad.error(400)["param"], "workflow");
+    let fixed = app
+        .send(
+            Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some("fix-me"),
+            Some(&payout(&customer.id, "auto", &[1])),
+        )
+        .await;
+    assert_eq!(fixed.status, 201, "{}", fixed.json());
+}
+
+#[tokio::test]
+async fn creates_require_a_valid_idempotency_key() {
+    let app = spawn_app().await;
+    let missing = app
+        .send(
+            Method::POST,
+            "/v1/customers",
+            Some(ADMIN_KEY),
+            None,
+            Some(&json!({"name": "x"})),
+        )
+        .await;
+    let error = missing.error(400);
+    assert_eq!(
+        (error["code"].as_str(), error["param"].as_str()),
+        (Some("idempotency_key_missing"), Some("Idempotency-Key"))
+    );
+    let too_long = "k".repeat(256);
+    let long = app
+        .send(
+            Method::POST,
+            "/v1/customers",
+            Some(ADMIN_KEY),
+            Some(&too_long),
+            Some(&json!({"name": "x"})),
+        )
+        .await;
+    assert_eq!(long.error(400)["code"], "idempotency_key_invalid");
+}
+
+#[tokio::test]
+async fn replays_of_key_creation_withhold_the_secret() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let body = json!({"scopes": ["operations:read"]});
+    let first = app
+        .send(
+            Method::POST,
+            "/v1/api_keys",
+            Some(&customer.key),
+            Some("key-1"),
+            Some(&body),
+        )
+        .await
+        .json();
+    let replay = app
+        .send(
+            Method::POST,
+            "/v1/api_keys",
+            Some(&customer.key),
+            Some("key-1"),
+            Some(&body),
+        )
+        .await;
+    assert_eq!(replay.status, 201);
+    assert_eq!(replay.json()["id"], first["id"]);
+    assert!(first["secret"].as_str().unwrap().len() > 20);
+    assert_eq!(replay.json()["secret"], "sk_test_…withheld");
+}

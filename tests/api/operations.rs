@@ -1,0 +1,468 @@
+use ops_tests::{payout, spawn_app, ADMIN_KEY};
+use reqwest::Method;
+use serde_json::json;
+
+#[tokio::test]
+async fn two_step_story_from_maker_to_approved_with_causes_in_history() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let maker = app
+        .add_member(
+            &customer,
+            &["maker", "approver"],
+            &["operations:read", "operations:write", "operations:approve"],
+        )
+        .await;
+    let approver = app
+        .add_member(
+            &customer,
+            &["approver"],
+            &["operations:read", "operations:approve"],
+        )
+        .await;
+
+    let created = app
+        .post(
+            "/v1/operations",
+            &maker.key,
+            payout(&customer.id, "two_step", &[150_000, 275_000]),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let op = created.json();
+    let id = op["id"].as_str().unwrap();
+    assert!(id.starts_with("op_"));
+    assert_eq!(op["status"], "pending_approval");
+    assert_eq!(op["cause"]["code"], "approval_required");
+    assert_eq!(op["total_amount"], 425_000);
+    assert_eq!(op["created_by"], maker.user_id.as_str());
+    assert!(op["items"][0]["id"].as_str().unwrap().starts_with("itm_"));
+
+    // The maker holds the approver role, and still cannot approve their own operation.
+    let own = app
+        .post(
+            &format!("/v1/operations/{id}/approve"),
+            &maker.key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(own.error(403)["code"], "self_approval_forbidden");
+
+    let approved = app
+        .post(
+            &format!("/v1/operations/{id}/approve"),
+            &approver.key,
+            json!({"comment": "checked against payroll"}),
+        )
+        .await;
+    assert_eq!(approved.status, 200, "{}", approved.json());
+    let approved = approved.json();
+    assert_eq!(approved["status"], "approved");
+    assert_eq!(approved["cause"]["code"], "approved_by_approver");
+    assert_eq!(
+        approved["cause"]["actor"],
+        json!({"type": "user", "id": approver.user_id})
+    );
+    assert_eq!(
+        approved["approvals"][0]["user_id"],
+        approver.user_id.as_str()
+    );
+    assert_eq!(
+        approved["approvals"][0]["comment"],
+        "checked against payroll"
+    );
+
+    // Approving again is a state error.
+    let again = app
+        .post(
+            &format!("/v1/operations/{id}/approve"),
+            &approver.key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(again.error(409)["type"], "state_error");
+
+    let fetched = app
+        .get(&format!("/v1/operations/{id}"), &maker.key)
+        .await
+        .json();
+    assert_eq!(fetched["status"], "approved");
+
+    let history = app
+        .get(&format!("/v1/operations/{id}/history"), &maker.key)
+        .await
+        .json();
+    let entries = history["data"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{history}");
+    assert_eq!(
+        (entries[0]["from"].clone(), entries[0]["to"].clone()),
+        (json!(null), json!("pending_approval"))
+    );
+    assert_eq!(entries[0]["cause"]["code"], "approval_required");
+    assert_eq!(entries[0]["cause"]["actor"]["id"], "workflow:two_step");
+    assert_eq!(
+        (entries[1]["from"].clone(), entries[1]["to"].clone()),
+        (json!("pending_approval"), json!("approved"))
+    );
+    assert_eq!(
+        entries[1]["cause"]["actor"]["id"],
+        approver.user_id.as_str()
+    );
+    assert!(entries.iter().all(|e| e["at"].is_string()));
+}
+
+#[tokio::test]
+async fn auto_workflow_approves_at_once_and_the_approved_operation_can_be_cancelled_once() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let op = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "auto", &[1_000]),
+        )
+        .await
+        .json();
+    assert_eq!(op["status"], "approved");
+    assert_eq!(op["cause"]["code"], "workflow_approved");
+    let id = op["id"].as_str().unwrap();
+
+    let cancelled = app
+        .post(
+            &format!("/v1/operations/{id}/cancel"),
+            &customer.key,
+            json!({"reason": "duplicate payroll"}),
+        )
+        .await
+        .json();
+    assert_eq!(cancelled["status"], "cancelled");
+    assert_eq!(cancelled["cause"]["message"], "duplicate payroll");
+    let again = app
+        .post(
+            &format!("/v1/operations/{id}/cancel"),
+            &customer.key,
+            json!({}),
+        )
+        .await;
+    let error = again.error(409);
+    assert_eq!(
+        (error["type"].as_str(), error["code"].as_str()),
+        (Some("state_error"), Some("invalid_transition"))
+    );
+    let approve_cancelled = app
+        .post(
+            &format!("/v1/operations/{id}/approve"),
+            &customer.key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(approve_cancelled.error(409)["type"], "state_error");
+}
+
+#[tokio::test]
+async fn a_rejection_by_an_approver_rejects_with_the_reason() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let approver = app
+        .add_member(&customer, &["approver"], &["operations:approve"])
+        .await;
+    let id = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "two_step", &[9_999]),
+        )
+        .await
+        .id();
+    let missing_reason = app
+        .post(
+            &format!("/v1/operations/{id}/reject"),
+            &approver.key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(missing_reason.error(400)["param"], "reason");
+    let rejected = app
+        .post(
+            &format!("/v1/operations/{id}/reject"),
+            &approver.key,
+            json!({"reason": "unknown beneficiary"}),
+        )
+        .await
+        .json();
+    assert_eq!(rejected["status"], "rejected");
+    assert!(rejected["cause"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("unknown beneficiary"));
+}
+
+#[tokio::test]
+async fn concurrent_approve_and_reject_have_exactly_one_winner_and_a_consistent_audit() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let approver = app
+        .add_member(&customer, &["approver"], &["operations:approve"])
+        .await;
+    let rejecter = app
+        .add_member(&customer, &["approver"], &["operations:approve"])
+        .await;
+    for _ in 0..5 {
+        let id = app
+            .post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &[500]),
+            )
+            .await
+            .id();
+        let approve_path = format!("/v1/operations/{id}/approve");
+        let reject_path = format!("/v1/operations/{id}/reject");
+        let (empty, reason) = (json!({}), json!({"reason": "duplicate"}));
+        // Both decisions are only possible from pending_approval: one must lose.
+        let (approve, reject) = tokio::join!(
+            app.send(
+                Method::POST,
+                &approve_path,
+                Some(&approver.key),
+                None,
+                Some(&empty)
+            ),
+            app.send(
+                Method::POST,
+                &reject_path,
+                Some(&rejecter.key),
+                None,
+                Some(&reason)
+            ),
+        );
+        let statuses = [approve.status.as_u16(), reject.status.as_u16()];
+        assert!(
+            statuses == [200, 409] || statuses == [409, 200],
+            "{statuses:?}"
+        );
+        let loser = if approve.status == 200 {
+            &reject
+        } else {
+            &approve
+        };
+        assert_eq!(loser.error(409)["type"], "state_error");
+        let winner = if approve.status == 200 {
+            "approved"
+        } else {
+            "rejected"
+        };
+        let final_state = app
+            .get(&format!("/v1/operations/{id}"), &customer.key)
+            .await
+            .json();
+        assert_eq!(final_state["status"], winner);
+        let history = app
+            .get(&format!("/v1/operations/{id}/history"), &customer.key)
+            .await
+            .json();
+        let tos: Vec<&str> = history["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["to"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            tos,
+            ["pending_approval", winner],
+            "one audit entry per change, only the winner's"
+        );
+    }
+}
+
+#[tokio::test]
+async fn lists_are_newest_first_filtered_paged_and_scoped_to_the_customer() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let other = app.create_customer().await;
+    let mut ids = vec![];
+    for i in 0..7 {
+        let workflow = if i % 2 == 0 { "auto" } else { "two_step" };
+        ids.push(
+            app.post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, workflow, &[100 + i]),
+            )
+            .await
+            .id(),
+        );
+    }
+    app.post(
+        "/v1/operations",
+        &other.key,
+        payout(&other.id, "auto", &[1]),
+    )
+    .await
+    .id();
+    ids.reverse();
+
+    let first = app
+        .get("/v1/operations?limit=3", &customer.key)
+        .await
+        .json();
+    assert_eq!(first["object"], "list");
+    assert_eq!(first["has_more"], true);
+    let page_ids = |page: &serde_json::Value| {
+        page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(page_ids(&first), ids[0..3]);
+    let second = app
+        .get(
+            &format!("/v1/operations?limit=3&starting_after={}", ids[2]),
+            &customer.key,
+        )
+        .await
+        .json();
+    assert_eq!(page_ids(&second), ids[3..6]);
+    let last = app
+        .get(
+            &format!("/v1/operations?limit=3&starting_after={}", ids[5]),
+            &customer.key,
+        )
+        .await
+        .json();
+    assert_eq!(
+        (page_ids(&last), last["has_more"].clone()),
+        (ids[6..].to_vec(), json!(false))
+    );
+
+    let pending = app
+        .get("/v1/operations?status=pending_approval", &customer.key)
+        .await
+        .json();
+    assert_eq!(pending["data"].as_array().unwrap().len(), 3);
+    assert!(pending["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|o| o["status"] == "pending_approval"));
+
+    // A customer never sees another's operations, even when asking for them.
+    let others = app
+        .get(
+            &format!("/v1/operations?customer_id={}", other.id),
+            &customer.key,
+        )
+        .await
+        .json();
+    assert_eq!(others["data"], json!([]));
+    // The platform sees everyone's, and filters by customer.
+    let all = app.get("/v1/operations?limit=100", ADMIN_KEY).await.json();
+    assert_eq!(all["data"].as_array().unwrap().len(), 8);
+    let theirs = app
+        .get(
+            &format!("/v1/operations?customer_id={}", other.id),
+            ADMIN_KEY,
+        )
+        .await
+        .json();
+    assert_eq!(theirs["data"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_restarted_server_keeps_everything_it_acknowledged() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let approver = app
+        .add_member(
+            &customer,
+            &["approver"],
+            &["operations:approve", "operations:read"],
+        )
+        .await;
+    let pending = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "two_step", &[42]),
+        )
+        .await
+        .json();
+    let approved_id = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "two_step", &[43]),
+        )
+        .await
+        .id();
+    app.post(
+        &format!("/v1/operations/{approved_id}/approve"),
+        &approver.key,
+        json!({}),
+    )
+    .await;
+    let replay_body = payout(&customer.id, "auto", &[44]);
+    let first = app
+        .send(
+            Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some("restart-key"),
+            Some(&replay_body),
+        )
+        .await;
+
+    let app = app.restart().await;
+
+    // Keys, operations, audit and idempotency records all survived.
+    let fetched = app
+        .get(
+            &format!("/v1/operations/{}", pending["id"].as_str().unwrap()),
+            &customer.key,
+        )
+        .await;
+    assert_eq!(fetched.json(), pending);
+    let approved = app
+        .get(&format!("/v1/operations/{approved_id}"), &approver.key)
+        .await
+        .json();
+    assert_eq!(approved["status"], "approved");
+    let history = app
+        .get(
+            &format!("/v1/operations/{approved_id}/history"),
+            &customer.key,
+        )
+        .await
+        .json();
+    assert_eq!(history["data"].as_array().unwrap().len(), 2);
+    let replayed = app
+        .send(
+            Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some("restart-key"),
+            Some(&replay_body),
+        )
+        .await;
+    assert_eq!(replayed.bytes, first.bytes);
+    assert_eq!(replayed.headers["idempotent-replayed"], "true");
+    // And the approver can still work after the restart.
+    let next = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "two_step", &[45]),
+        )
+        .await
+        .id();
+    let approved_after = app
+        .post(
+            &format!("/v1/operations/{next}/approve"),
+            &approver.key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(approved_after.json()["status"], "approved");
+}

@@ -1,0 +1,259 @@
+use ops_tests::{payout, spawn_app, ADMIN_KEY};
+use reqwest::Method;
+use serde_json::json;
+
+async fn put(
+    app: &ops_tests::TestApp,
+    name: &str,
+    key: &str,
+    definition: serde_json::Value,
+) -> ops_tests::Reply {
+    app.send(
+        Method::PUT,
+        &format!("/v1/workflows/{name}"),
+        Some(key),
+        None,
+        Some(&definition),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn rules_decide_by_amount_currency_and_rail_and_the_customer_overrides_the_platform() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let globex = app.create_customer().await;
+    let approvers = [
+        app.add_member(&acme, &["approver"], &["operations:approve"])
+            .await,
+        app.add_member(&acme, &["approver"], &["operations:approve"])
+            .await,
+    ];
+
+    // The platform's "payroll": small payouts pass, big ones need two approvers, huge ones
+    // are refused.
+    let platform = put(&app, "payroll", ADMIN_KEY, json!({"description": "PSP default", "rules": [
+        {"when": {"total_amount": {"gte": 100_000_000}}, "then": {"action": "reject", "reason": "over the platform limit"}},
+        {"when": {"item_amount": {"gte": 1_000_000}}, "then": {"action": "require_approvals", "count": 2, "role": "approver"}},
+        {"when": {"currency": ["CLP"], "rail": ["psp-local:sandbox"]}, "then": {"action": "approve"}},
+    ]})).await;
+    assert_eq!(platform.status, 200, "{}", platform.json());
+    assert_eq!(platform.json()["owner"], json!({"type": "platform"}));
+    assert_eq!(platform.json()["version"], 1);
+
+    let small = app
+        .post(
+            "/v1/operations",
+            &acme.key,
+            payout(&acme.id, "payroll", &[5_000, 7_000]),
+        )
+        .await
+        .json();
+    assert_eq!(
+        (small["status"].as_str(), small["cause"]["code"].as_str()),
+        (Some("approved"), Some("workflow_approved"))
+    );
+    let huge = app
+        .post(
+            "/v1/operations",
+            &acme.key,
+            payout(&acme.id, "payroll", &[99_000_000, 2_000_000]),
+        )
+        .await
+        .json();
+    assert_eq!(huge["status"], "rejected");
+    assert!(huge["cause"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("over the platform limit"));
+    let mut usd = payout(&acme.id, "payroll", &[10]);
+    usd["currency"] = json!("USD");
+    let unmatched = app.post("/v1/operations", &acme.key, usd).await.json();
+    assert_eq!(
+        (
+            unmatched["status"].as_str(),
+            unmatched["cause"]["code"].as_str()
+        ),
+        (Some("rejected"), Some("workflow_rejected"))
+    );
+
+    // Two distinct approvers are needed for a big item.
+    let big = app
+        .post(
+            "/v1/operations",
+            &acme.key,
+            payout(&acme.id, "payroll", &[10, 1_500_000]),
+        )
+        .await
+        .json();
+    assert_eq!(big["status"], "pending_approval");
+    assert_eq!(
+        big["approval_requirement"],
+        json!({"count": 2, "role": "approver"})
+    );
+    let id = big["id"].as_str().unwrap();
+    let one = app
+        .post(
+            &format!("/v1/operations/{id}/approve"),
+            &approvers[0].key,
+            json!({}),
+        )
+        .await
+        .json();
+    assert_eq!(
+        (
+            one["status"].as_str(),
+            one["approvals"].as_array().unwrap().len()
+        ),
+        (Some("pending_approval"), 1)
+    );
+    let twice = app
+        .post(
+            &format!("/v1/operations/{id}/approve"),
+            &approvers[0].key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(twice.error(409)["code"], "already_decided");
+    let two = app
+        .post(
+            &format!("/v1/operations/{id}/approve"),
+            &approvers[1].key,
+            json!({}),
+        )
+        .await
+        .json();
+    assert_eq!(two["status"], "approved");
+    let history = app
+        .get(&format!("/v1/operations/{id}/history"), &acme.key)
+        .await
+        .json();
+    let actions: Vec<&str> = history["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["created", "approval_recorded", "status_changed"]);
+
+    // Acme's own "payroll" overrides the platform's for Acme only; editing applies to new
+    // operations only.
+    let own = put(&app, "payroll", &acme.key, json!({"rules": [{"then": {"action": "require_approvals", "count": 1, "role": "approver"}}]})).await;
+    assert_eq!(
+        own.json()["owner"],
+        json!({"type": "customer", "id": acme.id})
+    );
+    let seen_by_acme = app.get("/v1/workflows/payroll", &acme.key).await.json();
+    assert_eq!(seen_by_acme["owner"]["type"], "customer");
+    let seen_by_globex = app.get("/v1/workflows/payroll", &globex.key).await.json();
+    assert_eq!(seen_by_globex["owner"]["type"], "platform");
+    let acme_small = app
+        .post(
+            "/v1/operations",
+            &acme.key,
+            payout(&acme.id, "payroll", &[5_000]),
+        )
+        .await
+        .json();
+    assert_eq!(acme_small["status"], "pending_approval");
+    let globex_small = app
+        .post(
+            "/v1/operations",
+            &globex.key,
+            payout(&globex.id, "payroll", &[5_000]),
+        )
+        .await
+        .json();
+    assert_eq!(globex_small["status"], "approved");
+    let old = app
+        .get(
+            &format!("/v1/operations/{}", small["id"].as_str().unwrap()),
+            &acme.key,
+        )
+        .await
+        .json();
+    assert_eq!(old["status"], "approved");
+    let updated = put(
+        &app,
+        "payroll",
+        &acme.key,
+        json!({"rules": [{"then": {"action": "approve"}}]}),
+    )
+    .await
+    .json();
+    assert_eq!(updated["version"], 2);
+
+    // Built-ins are visible and can be overridden like any other name.
+    let builtin = app.get("/v1/workflows/two_step", &acme.key).await.json();
+    assert_eq!(builtin["owner"], json!({"type": "builtin"}));
+}
+
+#[tokio::test]
+async fn bad_definitions_and_missing_scope_are_refused() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let cases = [
+        (json!({}), "rules"),
+        (json!({"rules": []}), "rules"),
+        (json!({"rules": [{}]}), "rules[0].then"),
+        (
+            json!({"rules": [{"then": {"action": "escalate"}}]}),
+            "rules[0].then.action",
+        ),
+        (
+            json!({"rules": [{"then": {"action": "reject"}}]}),
+            "rules[0].then.reason",
+        ),
+        (
+            json!({"rules": [{"then": {"action": "require_approvals", "count": 11, "role": "approver"}}]}),
+            "rules[0].then.count",
+        ),
+        (
+            json!({"rules": [{"then": {"action": "require_approvals", "count": 1, "role": "ceo"}}]}),
+            "rules[0].then",
+        ),
+        (
+            json!({"rules": [{"when": {"amount": 5}, "then": {"action": "approve"}}]}),
+            "rules[0].when.amount",
+        ),
+        (
+            json!({"rules": [{"when": {"currency": ["ABC"]}, "then": {"action": "approve"}}]}),
+            "rules[0].when.currency[0]",
+        ),
+        (
+            json!({"rules": [{"when": {"total_amount": {"gte": 10, "lte": 1}}, "then": {"action": "approve"}}]}),
+            "rules[0].when.total_amount",
+        ),
+    ];
+    for (definition, param) in cases {
+        let reply = put(&app, "mine", &customer.key, definition.clone()).await;
+        assert_eq!(reply.error(400)["param"], param, "{definition}");
+    }
+    let bad_name = put(
+        &app,
+        "Bad%20Name",
+        &customer.key,
+        json!({"rules": [{"then": {"action": "approve"}}]}),
+    )
+    .await;
+    assert_eq!(bad_name.error(400)["param"], "name");
+    let reader = app
+        .post(
+            "/v1/api_keys",
+            &customer.key,
+            json!({"scopes": ["operations:read"]}),
+        )
+        .await
+        .json()["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let denied = put(
+        &app,
+        "mine",
+        &reader,
+        json!({"rules": [{"then": {"action": "approve"}}]}),
+    )
+    .await;
+    assert_eq!(denied.error(403)["code"], "missing_scope");
+}
