@@ -149,9 +149,7 @@ pub struct KeyHasher {
 
 impl KeyHasher {
     pub fn new(pepper: impl Into<Vec<u8>>) -> KeyHasher {
-        KeyHasher {
-            pepper: pepper.into(),
-        }
+        KeyHasher { pepper: pepper.into() }
     }
 
     pub fn hash(&self, secret: &str) -> String {
@@ -218,10 +216,7 @@ impl Principal {
     /// Whether this principal may see or act on `customer_id`'s resources. Callers answer
     /// "not found" when it may not, so other customers' ids are never confirmed to exist.
     pub fn can_access(&self, customer_id: &str) -> bool {
-        self.key
-            .customer_id
-            .as_deref()
-            .is_none_or(|own| own == customer_id)
+        self.key.customer_id.as_deref().is_none_or(|own| own == customer_id)
     }
 
     /// Key under which idempotency keys are remembered: per customer (or the platform).

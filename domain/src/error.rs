@@ -30,11 +30,7 @@ pub enum DomainError {
 }
 
 impl DomainError {
-    pub fn invalid(
-        param: impl Into<String>,
-        code: &'static str,
-        message: impl Into<String>,
-    ) -> Self {
+    pub fn invalid(param: impl Into<String>, code: &'static str, message: impl Into<String>) -> Self {
         DomainError::InvalidRequest {
             code,
             param: Some(param.into()),

@@ -34,9 +34,7 @@ impl IdKind {
         id.strip_prefix(self.prefix())
             .and_then(|rest| rest.strip_prefix('_'))
             .is_some_and(|opaque| {
-                !opaque.is_empty()
-                    && opaque.len() <= 64
-                    && opaque.bytes().all(|b| b.is_ascii_alphanumeric())
+                !opaque.is_empty() && opaque.len() <= 64 && opaque.bytes().all(|b| b.is_ascii_alphanumeric())
             })
     }
 }
@@ -59,11 +57,7 @@ impl IdGenerator for UlidGenerator {
             Ok(ulid) => ulid,
             Err(overflow) => overflow.commit_overflow_increment(),
         };
-        format!(
-            "{}_{}",
-            kind.prefix(),
-            ulid.to_string().to_ascii_lowercase()
-        )
+        format!("{}_{}", kind.prefix(), ulid.to_string().to_ascii_lowercase())
     }
 }
 

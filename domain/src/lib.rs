@@ -6,14 +6,20 @@
 pub mod auth;
 pub mod cause;
 pub mod error;
+pub mod event;
+pub mod execution;
 pub mod idempotency;
 pub mod ids;
 pub mod money;
 pub mod operation;
+pub mod pipeline;
 pub mod ports;
+pub mod rail;
 pub mod service;
+pub mod signature;
 pub mod transaction;
 pub mod validate;
+pub mod webhook;
 pub mod workflow;
 
 pub use error::DomainError;

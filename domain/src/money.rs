@@ -49,8 +49,7 @@ UAH UGX USD UYU UZS VED VES VND VUV WST XAF XCD XCG XOF XPF YER ZAR ZMW ZWG";
 impl Currency {
     pub fn parse(code: &str) -> Option<Currency> {
         let well_formed = code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase());
-        (well_formed && ISO_4217.split_ascii_whitespace().any(|known| known == code))
-            .then(|| Currency(code.to_owned()))
+        (well_formed && ISO_4217.split_ascii_whitespace().any(|known| known == code)).then(|| Currency(code.to_owned()))
     }
 
     pub fn code(&self) -> &str {
@@ -96,10 +95,7 @@ mod tests {
     #[test]
     fn totals_add_up_and_overflow_is_detected() {
         let a = Amount::new(MAX_ITEM_AMOUNT).unwrap();
-        assert_eq!(
-            total([a, Amount::new(1).unwrap()]),
-            Some(MAX_ITEM_AMOUNT + 1)
-        );
+        assert_eq!(total([a, Amount::new(1).unwrap()]), Some(MAX_ITEM_AMOUNT + 1));
         assert_eq!(total(std::iter::repeat_n(a, 10_000_000)), None);
     }
 

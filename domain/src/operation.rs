@@ -83,10 +83,7 @@ impl OperationStatus {
 
     pub fn is_final(self) -> bool {
         use OperationStatus::*;
-        matches!(
-            self,
-            Completed | PartiallyCompleted | Failed | Rejected | Cancelled
-        )
+        matches!(self, Completed | PartiallyCompleted | Failed | Rejected | Cancelled)
     }
 
     /// The whole operation state machine (DESIGN §4) in one table.
@@ -96,14 +93,8 @@ impl OperationStatus {
             (self, to),
             (PendingApproval, Approved | Rejected | Cancelled)
                 | (Approved, Processing | Cancelled)
-                | (
-                    Processing,
-                    Completed | PartiallyCompleted | Failed | NeedsAttention
-                )
-                | (
-                    NeedsAttention,
-                    Processing | Completed | PartiallyCompleted | Failed
-                )
+                | (Processing, Completed | PartiallyCompleted | Failed | NeedsAttention)
+                | (NeedsAttention, Processing | Completed | PartiallyCompleted | Failed)
         )
     }
 }
@@ -329,10 +320,7 @@ pub(crate) mod tests {
                     let change = result.unwrap_or_else(|e| panic!("{from:?} -> {to:?}: {e}"));
                     assert_eq!((change.from, change.to), (Some(from), to));
                     assert_eq!(op.status, to);
-                    assert_eq!(
-                        op.cause.code, code,
-                        "the cause is recorded on the operation"
-                    );
+                    assert_eq!(op.cause.code, code, "the cause is recorded on the operation");
                 } else {
                     let err = result.expect_err(&format!("{from:?} -> {to:?} must be refused"));
                     assert!(matches!(err, DomainError::InvalidState { .. }));
@@ -347,10 +335,7 @@ pub(crate) mod tests {
     #[test]
     fn final_states_have_no_way_out() {
         for from in OperationStatus::ALL.into_iter().filter(|s| s.is_final()) {
-            assert!(
-                OperationStatus::ALL.iter().all(|to| !from.can_become(*to)),
-                "{from:?}"
-            );
+            assert!(OperationStatus::ALL.iter().all(|to| !from.can_become(*to)), "{from:?}");
         }
     }
 

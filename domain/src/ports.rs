@@ -3,8 +3,11 @@
 
 use crate::auth::{ApiKey, Customer, User};
 use crate::cause::Cause;
+use crate::event::Event;
 use crate::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse};
 use crate::operation::{Operation, OperationStatus, OperationType};
+use crate::transaction::Transaction;
+use crate::webhook::{Delivery, WebhookEndpoint};
 use crate::workflow::{Workflow, WorkflowOwner};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -79,6 +82,17 @@ pub enum Write {
     /// Insert (version 1) or replace the stored definition if its version is still
     /// `workflow.version - 1`.
     PutWorkflow(Workflow),
+    InsertTransaction(Transaction),
+    /// Replace the stored transaction if its version is still `transaction.version - 1`.
+    UpdateTransaction(Transaction),
+    /// Appends to the event log, which is also the change stream.
+    Event(Event),
+    /// Insert (version 1) or replace if the stored version is still `endpoint.version - 1`.
+    PutWebhookEndpoint(WebhookEndpoint),
+    /// Insert; a delivery of the same id already stored is a conflict.
+    InsertDelivery(Delivery),
+    /// Replace the stored delivery if its version is still `delivery.version - 1`.
+    UpdateDelivery(Delivery),
     Audit(AuditEntry),
     /// Completes a claimed idempotency key with the response the client was sent.
     CompleteIdempotency {
@@ -126,6 +140,14 @@ pub struct OperationQuery {
     pub limit: usize,
 }
 
+#[derive(Debug, Clone, Default)]
+pub struct EventQuery {
+    pub customer_id: Option<String>,
+    pub kind: Option<String>,
+    pub starting_after: Option<String>,
+    pub limit: usize,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync {
     async fn commit(&self, changes: Changeset) -> Result<(), StoreError>;
@@ -139,17 +161,76 @@ pub trait Store: Send + Sync {
     async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError>;
     /// Every audit entry of an operation and its transactions, oldest first.
     async fn operation_history(&self, operation_id: &str) -> Result<Vec<AuditEntry>, StoreError>;
-    async fn workflow(
-        &self,
-        owner: &WorkflowOwner,
-        name: &str,
-    ) -> Result<Option<Workflow>, StoreError>;
+    async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError>;
+
+    async fn transaction(&self, id: &str) -> Result<Option<Transaction>, StoreError>;
+    async fn transactions_of_operation(&self, operation_id: &str) -> Result<Vec<Transaction>, StoreError>;
+    /// Transactions whose `next_poll_at` has come, oldest first.
+    async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError>;
+    async fn event(&self, id: &str) -> Result<Option<Event>, StoreError>;
+    /// Newest first.
+    async fn events(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError>;
+    async fn webhook_endpoint(&self, id: &str) -> Result<Option<WebhookEndpoint>, StoreError>;
+    /// The customer's endpoints and the platform's (`None`: only the platform's).
+    async fn webhook_endpoints_for(&self, customer_id: Option<&str>) -> Result<Vec<WebhookEndpoint>, StoreError>;
+    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError>;
+    async fn deliveries_of_event(&self, event_id: &str) -> Result<Vec<Delivery>, StoreError>;
 
     /// Claims an idempotency key before any effect; see [`ClaimOutcome`].
-    async fn claim_idempotency_key(
-        &self,
-        claim: &IdempotencyClaim,
-    ) -> Result<ClaimOutcome, StoreError>;
+    async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError>;
     /// Gives up a claim whose request failed before writing anything.
     async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), StoreError>;
+}
+
+/// The queues between the pipeline's stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueName {
+    /// Transactions to hand to their rail.
+    Submissions,
+    /// Webhook deliveries to attempt.
+    Webhooks,
+}
+
+impl QueueName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueName::Submissions => "submissions",
+            QueueName::Webhooks => "webhooks",
+        }
+    }
+}
+
+#[async_trait]
+pub trait Queue: Send + Sync {
+    /// Sends `body`, visible to consumers after `delay`.
+    async fn send(&self, queue: QueueName, body: String, delay: time::Duration) -> Result<(), StoreError>;
+}
+
+/// One message handed to a queue consumer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueMessage {
+    pub id: String,
+    pub body: String,
+    pub receive_count: u32,
+}
+
+/// Which items of a batch failed and must come again (`ReportBatchItemFailures`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BatchOutcome {
+    pub failed: Vec<String>,
+}
+
+/// Where secret values live (Secrets Manager in the cloud, the database locally).
+#[async_trait]
+pub trait Secrets: Send + Sync {
+    async fn put_secret(&self, name: &str, value: &str) -> Result<(), StoreError>;
+    async fn secret(&self, name: &str) -> Result<Option<String>, StoreError>;
+}
+
+/// Sends one webhook request: `Ok(status)` if the receiver answered, `Err` on a transport
+/// failure or timeout.
+#[async_trait]
+pub trait WebhookSender: Send + Sync {
+    async fn post(&self, url: &str, signature: &str, body: Vec<u8>) -> Result<u16, String>;
 }

@@ -4,17 +4,18 @@
 use crate::auth::{self, ApiKey, Customer, Environment, KeyHasher, Principal, Scope, User};
 use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
+use crate::event::Event;
 use crate::idempotency::{StoredResponse, Ticket};
 use crate::ids::{IdGenerator, IdKind};
 use crate::money;
-use crate::operation::{
-    Approval, Decision, Item, Operation, OperationStatus, OperationTransition, StatusChange,
+use crate::operation::{Approval, Decision, Item, Operation, OperationStatus, OperationTransition, StatusChange};
+use crate::ports::{
+    AuditEntry, Changeset, Clock, OperationQuery, Queue, Secrets, Store, StoreError, WebhookSender, Write,
 };
-use crate::ports::{AuditEntry, Changeset, Clock, OperationQuery, Store, StoreError, Write};
+use crate::rail::Rails;
 use crate::validate::{self, CreateApiKey, CreateCustomer, CreateOperation, CreateUser};
 use crate::workflow::{self, Facts, Verdict, Workflow, WorkflowDefinition, WorkflowOwner};
 use serde::Serialize;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use time::{Duration, OffsetDateTime};
 
@@ -30,7 +31,10 @@ pub struct Service {
     pub ids: Arc<dyn IdGenerator>,
     pub hasher: KeyHasher,
     pub environment: Environment,
-    pub rails: BTreeSet<String>,
+    pub rails: Rails,
+    pub queue: Arc<dyn Queue>,
+    pub secrets: Arc<dyn Secrets>,
+    pub webhooks: Arc<dyn WebhookSender>,
 }
 
 /// A page of a list.
@@ -66,13 +70,25 @@ fn to_json(value: &impl Serialize) -> Vec<u8> {
 }
 
 impl Service {
-    fn now(&self) -> OffsetDateTime {
+    pub(crate) fn now(&self) -> OffsetDateTime {
         self.clock.now()
+    }
+
+    /// The audit entry and the event of an operation's status change, for one changeset.
+    pub(crate) fn record_operation_change(&self, changes: &mut Changeset, operation: &Operation, change: StatusChange) {
+        let entry = AuditEntry::new("operation", &operation.id, "status_changed", change.cause)
+            .moving(change.from.map(|s| s.as_str()), change.to.as_str());
+        changes.push(Write::Audit(entry.of_operation(&operation.id)));
+        changes.push(Write::Event(Event::of_operation(
+            self.ids.new_id(IdKind::Event),
+            change.to.as_str(),
+            operation,
+        )));
     }
 
     /// Commits `changes`, completing `ticket` (if any) with `status` and `stored_body` in the
     /// same transaction, so an effect and its idempotency record land together.
-    async fn commit_created(
+    pub(crate) async fn commit_created(
         &self,
         mut changes: Changeset,
         ticket: Option<Ticket>,
@@ -89,10 +105,9 @@ impl Service {
             });
         }
         self.store.commit(changes).await.map_err(|e| match e {
-            StoreError::Conflict => DomainError::invalid_state(
-                "conflict",
-                "A concurrent request changed this resource; retry.",
-            ),
+            StoreError::Conflict => {
+                DomainError::invalid_state("conflict", "A concurrent request changed this resource; retry.")
+            }
             other => other.into(),
         })
     }
@@ -133,9 +148,7 @@ impl Service {
             now,
         );
         let mut changes = Changeset::default();
-        changes.push(Write::Audit(AuditEntry::new(
-            "api_key", &key.id, "created", cause,
-        )));
+        changes.push(Write::Audit(AuditEntry::new("api_key", &key.id, "created", cause)));
         changes.push(Write::PutApiKey(key));
         self.commit_created(changes, None, vec![]).await
     }
@@ -143,10 +156,7 @@ impl Service {
     /// Resolves a bearer secret to the principal it stands for.
     pub async fn authenticate(&self, secret: Option<&str>) -> Result<Principal, DomainError> {
         let secret = secret.ok_or_else(|| {
-            DomainError::unauthenticated(
-                "missing_api_key",
-                "Send your API key as 'Authorization: Bearer <key>'.",
-            )
+            DomainError::unauthenticated("missing_api_key", "Send your API key as 'Authorization: Bearer <key>'.")
         })?;
         auth::check_secret_shape(secret, self.environment)?;
         let key = self
@@ -168,12 +178,7 @@ impl Service {
             ));
         }
         let user = match &key.user_id {
-            Some(id) => Some(
-                self.store
-                    .user(id)
-                    .await?
-                    .ok_or_else(auth::invalid_api_key)?,
-            ),
+            Some(id) => Some(self.store.user(id).await?.ok_or_else(auth::invalid_api_key)?),
             None => None,
         };
         Ok(Principal { key, user })
@@ -196,12 +201,7 @@ impl Service {
             created_at: now,
         };
         let body = to_json(&customer);
-        let cause = Cause::new(
-            "customer_created",
-            "Customer created",
-            principal.actor(),
-            now,
-        );
+        let cause = Cause::new("customer_created", "Customer created", principal.actor(), now);
         let mut changes = Changeset::default();
         changes.push(Write::Audit(AuditEntry::new(
             "customer",
@@ -214,12 +214,7 @@ impl Service {
         Ok(body)
     }
 
-    async fn visible_customer(
-        &self,
-        principal: &Principal,
-        id: &str,
-        param: &str,
-    ) -> Result<Customer, DomainError> {
+    async fn visible_customer(&self, principal: &Principal, id: &str, param: &str) -> Result<Customer, DomainError> {
         let not_found = || DomainError::InvalidRequest {
             code: "resource_missing",
             param: Some(param.into()),
@@ -239,9 +234,7 @@ impl Service {
         ticket: Option<Ticket>,
     ) -> Result<Vec<u8>, DomainError> {
         principal.require(Scope::UsersManage)?;
-        let customer = self
-            .visible_customer(principal, customer_id, "customer_id")
-            .await?;
+        let customer = self.visible_customer(principal, customer_id, "customer_id").await?;
         let (name, email, roles) = command.validate()?;
         let now = self.now();
         let user = User {
@@ -256,9 +249,7 @@ impl Service {
         let body = to_json(&user);
         let cause = Cause::new("user_created", "User created", principal.actor(), now);
         let mut changes = Changeset::default();
-        changes.push(Write::Audit(AuditEntry::new(
-            "user", &user.id, "created", cause,
-        )));
+        changes.push(Write::Audit(AuditEntry::new("user", &user.id, "created", cause)));
         changes.push(Write::InsertUser(user));
         self.commit_created(changes, ticket, body.clone()).await?;
         Ok(body)
@@ -271,9 +262,7 @@ impl Service {
         ticket: Option<Ticket>,
     ) -> Result<Vec<u8>, DomainError> {
         principal.require(Scope::UsersManage)?;
-        let scopes = command
-            .scopes
-            .ok_or_else(|| DomainError::missing("scopes"))?;
+        let scopes = command.scopes.ok_or_else(|| DomainError::missing("scopes"))?;
         if scopes.is_empty() {
             return Err(DomainError::invalid(
                 "scopes",
@@ -282,11 +271,7 @@ impl Service {
             ));
         }
         let customer_id = match (command.customer_id, &principal.key.customer_id) {
-            (Some(id), _) => Some(
-                self.visible_customer(principal, &id, "customer_id")
-                    .await?
-                    .id,
-            ),
+            (Some(id), _) => Some(self.visible_customer(principal, &id, "customer_id").await?.id),
             (None, Some(own)) => Some(own.clone()),
             (None, None) => None,
         };
@@ -341,8 +326,7 @@ impl Service {
             secret_hash: self.hasher.hash(&secret),
         };
         let cause = Cause::new("api_key_created", "API key created", principal.actor(), now);
-        self.issue_key(key, &secret, cause, Changeset::default(), ticket)
-            .await
+        self.issue_key(key, &secret, cause, Changeset::default(), ticket).await
     }
 
     /// Stores a new key and answers with its secret, once. The idempotency record keeps the
@@ -361,9 +345,7 @@ impl Service {
             key: &key,
             secret: &withheld,
         });
-        changes.push(Write::Audit(AuditEntry::new(
-            "api_key", &key.id, "created", cause,
-        )));
+        changes.push(Write::Audit(AuditEntry::new("api_key", &key.id, "created", cause)));
         changes.push(Write::PutApiKey(key));
         self.commit_created(changes, ticket, stored).await?;
         Ok(body)
@@ -411,10 +393,7 @@ impl Service {
                 return Err(DomainError::invalid(
                     "expires_in",
                     "out_of_range",
-                    format!(
-                        "expires_in is 0 to {} seconds.",
-                        MAX_ROTATION_OVERLAP.whole_seconds()
-                    ),
+                    format!("expires_in is 0 to {} seconds.", MAX_ROTATION_OVERLAP.whole_seconds()),
                 ));
             }
         };
@@ -442,24 +421,17 @@ impl Service {
             cause.clone(),
         )));
         changes.push(Write::PutApiKey(old));
-        self.issue_key(new_key, &secret, cause, changes, ticket)
-            .await
+        self.issue_key(new_key, &secret, cause, changes, ticket).await
     }
 
-    pub async fn revoke_api_key(
-        &self,
-        principal: &Principal,
-        id: &str,
-    ) -> Result<ApiKey, DomainError> {
+    pub async fn revoke_api_key(&self, principal: &Principal, id: &str) -> Result<ApiKey, DomainError> {
         let mut key = self.manageable_key(principal, id).await?;
         if key.revoked_at.is_none() {
             let now = self.now();
             key.revoked_at = Some(now);
             let cause = Cause::new("api_key_revoked", "API key revoked", principal.actor(), now);
             let mut changes = Changeset::default();
-            changes.push(Write::Audit(AuditEntry::new(
-                "api_key", &key.id, "revoked", cause,
-            )));
+            changes.push(Write::Audit(AuditEntry::new("api_key", &key.id, "revoked", cause)));
             changes.push(Write::PutApiKey(key.clone()));
             self.store.commit(changes).await?;
         }
@@ -496,11 +468,7 @@ impl Service {
         }))
     }
 
-    pub async fn get_workflow(
-        &self,
-        principal: &Principal,
-        name: &str,
-    ) -> Result<Workflow, DomainError> {
+    pub async fn get_workflow(&self, principal: &Principal, name: &str) -> Result<Workflow, DomainError> {
         principal.require(Scope::OperationsRead)?;
         let found = match workflow::valid_name(name) {
             true => {
@@ -546,16 +514,10 @@ impl Service {
             principal.actor(),
             now,
         );
-        let action = if current.is_some() {
-            "updated"
-        } else {
-            "created"
-        };
+        let action = if current.is_some() { "updated" } else { "created" };
         let entity = format!("{}:{name}", owner_label(&saved.owner));
         let mut changes = Changeset::default();
-        changes.push(Write::Audit(AuditEntry::new(
-            "workflow", &entity, action, cause,
-        )));
+        changes.push(Write::Audit(AuditEntry::new("workflow", &entity, action, cause)));
         changes.push(Write::PutWorkflow(saved.clone()));
         self.commit_created(changes, None, vec![]).await?;
         Ok(saved)
@@ -570,13 +532,9 @@ impl Service {
         ticket: Option<Ticket>,
     ) -> Result<Vec<u8>, DomainError> {
         principal.require(Scope::OperationsWrite)?;
-        let valid = command.validate(&self.rails)?;
+        let valid = command.validate(&|rail| self.rails.contains(rail))?;
         let customer_id = match (&valid.customer_id, &principal.key.customer_id) {
-            (Some(id), _) => {
-                self.visible_customer(principal, id, "customer_id")
-                    .await?
-                    .id
-            }
+            (Some(id), _) => self.visible_customer(principal, id, "customer_id").await?.id,
             (None, Some(own)) => own.clone(),
             (None, None) => return Err(DomainError::missing("customer_id")),
         };
@@ -590,9 +548,8 @@ impl Service {
                     format!("No workflow named '{}'.", valid.workflow),
                 )
             })?;
-        let total_amount = money::total(valid.items.iter().map(|i| i.amount)).ok_or_else(|| {
-            DomainError::invalid("items", "total_too_large", "The items' total overflows.")
-        })?;
+        let total_amount = money::total(valid.items.iter().map(|i| i.amount))
+            .ok_or_else(|| DomainError::invalid("items", "total_too_large", "The items' total overflows."))?;
         let facts = Facts {
             kind: valid.kind,
             currency: &valid.currency,
@@ -615,18 +572,13 @@ impl Service {
             kind: crate::cause::ActorType::System,
             id: format!("workflow:{}", workflow.name),
         };
-        let rule_name =
-            |rule: Option<usize>| rule.map_or("no rule".to_string(), |r| format!("rule {r}"));
+        let rule_name = |rule: Option<usize>| rule.map_or("no rule".to_string(), |r| format!("rule {r}"));
         let (status, cause, approval_requirement) = match verdict {
             Verdict::Approve { rule } => (
                 OperationStatus::Approved,
                 Cause::new(
                     "workflow_approved",
-                    format!(
-                        "Approved by workflow {} ({})",
-                        workflow.name,
-                        rule_name(Some(rule))
-                    ),
+                    format!("Approved by workflow {} ({})", workflow.name, rule_name(Some(rule))),
                     decided_by,
                     now,
                 ),
@@ -636,11 +588,7 @@ impl Service {
                 OperationStatus::Rejected,
                 Cause::new(
                     "workflow_rejected",
-                    format!(
-                        "Rejected by workflow {} ({}): {reason}",
-                        workflow.name,
-                        rule_name(rule)
-                    ),
+                    format!("Rejected by workflow {} ({}): {reason}", workflow.name, rule_name(rule)),
                     decided_by,
                     now,
                 ),
@@ -701,25 +649,24 @@ impl Service {
                 .of_operation(&operation.id)
                 .moving(None, status.as_str()),
         ));
+        let created = Event::of_operation(self.ids.new_id(IdKind::Event), "created", &operation);
+        changes.push(Write::Event(created));
+        changes.push(Write::Event(Event::of_operation(
+            self.ids.new_id(IdKind::Event),
+            status.as_str(),
+            &operation,
+        )));
         changes.push(Write::InsertOperation(operation));
         self.commit_created(changes, ticket, body.clone()).await?;
         Ok(body)
     }
 
-    pub async fn get_operation(
-        &self,
-        principal: &Principal,
-        id: &str,
-    ) -> Result<Operation, DomainError> {
+    pub async fn get_operation(&self, principal: &Principal, id: &str) -> Result<Operation, DomainError> {
         principal.require(Scope::OperationsRead)?;
         self.visible_operation(principal, id).await
     }
 
-    async fn visible_operation(
-        &self,
-        principal: &Principal,
-        id: &str,
-    ) -> Result<Operation, DomainError> {
+    async fn visible_operation(&self, principal: &Principal, id: &str) -> Result<Operation, DomainError> {
         let found = match IdKind::Operation.matches(id) {
             true => self.store.operation(id).await?,
             false => None,
@@ -757,11 +704,7 @@ impl Service {
         })
     }
 
-    pub async fn operation_history(
-        &self,
-        principal: &Principal,
-        id: &str,
-    ) -> Result<Page<HistoryEntry>, DomainError> {
+    pub async fn operation_history(&self, principal: &Principal, id: &str) -> Result<Page<HistoryEntry>, DomainError> {
         let operation = self.get_operation(principal, id).await?;
         let data = self
             .store
@@ -792,8 +735,7 @@ impl Service {
         command: validate::Approve,
     ) -> Result<Operation, DomainError> {
         let comment = validate::optional_text(command.comment, "comment", 500)?;
-        self.decide(principal, id, Decision::Approved, comment)
-            .await
+        self.decide(principal, id, Decision::Approved, comment).await
     }
 
     pub async fn reject_operation(
@@ -803,8 +745,7 @@ impl Service {
         command: validate::Reject,
     ) -> Result<Operation, DomainError> {
         let reason = validate::required_text(command.reason, "reason", 500)?;
-        self.decide(principal, id, Decision::Rejected, Some(reason))
-            .await
+        self.decide(principal, id, Decision::Rejected, Some(reason)).await
     }
 
     pub async fn cancel_operation(
@@ -816,9 +757,7 @@ impl Service {
         principal.require(Scope::OperationsWrite)?;
         let reason = validate::optional_text(command.reason, "reason", 500)?;
         self.change_operation(principal, id, |operation, now| {
-            let message = reason
-                .clone()
-                .unwrap_or_else(|| "Cancelled on request".into());
+            let message = reason.clone().unwrap_or_else(|| "Cancelled on request".into());
             let cause = Cause::new("cancelled_on_request", message, principal.actor(), now);
             let change = operation.apply(OperationTransition::Cancel(cause))?;
             Ok(Some(change))
@@ -843,12 +782,7 @@ impl Service {
     /// Loads, changes and stores an operation with its audit entry, retrying when a
     /// concurrent change won the race (the retry sees the winner's state, so a losing
     /// approve-versus-cancel gets its 409 from the state machine).
-    async fn change_operation<F>(
-        &self,
-        principal: &Principal,
-        id: &str,
-        change: F,
-    ) -> Result<Operation, DomainError>
+    async fn change_operation<F>(&self, principal: &Principal, id: &str, change: F) -> Result<Operation, DomainError>
     where
         F: Fn(&mut Operation, OffsetDateTime) -> Result<Option<StatusChange>, DomainError>,
     {
@@ -859,9 +793,9 @@ impl Service {
             let status_change = change(&mut operation, now)?;
             operation.version += 1;
             operation.updated_at = now;
-            let entry = match status_change {
-                Some(c) => AuditEntry::new("operation", &operation.id, "status_changed", c.cause)
-                    .moving(c.from.map(|s| s.as_str()), c.to.as_str()),
+            let mut changes = Changeset::default();
+            match status_change {
+                Some(change) => self.record_operation_change(&mut changes, &operation, change),
                 None => {
                     let approval = operation
                         .approvals
@@ -877,13 +811,12 @@ impl Service {
                         principal.actor(),
                         approval.at,
                     );
-                    AuditEntry::new("operation", &operation.id, "approval_recorded", cause)
-                        .moving(Some(previous.as_str()), previous.as_str())
+                    let entry = AuditEntry::new("operation", &operation.id, "approval_recorded", cause)
+                        .moving(Some(previous.as_str()), previous.as_str());
+                    changes.push(Write::Audit(entry.of_operation(&operation.id)));
                 }
-            };
-            let mut changes = Changeset::default();
+            }
             changes.push(Write::UpdateOperation(operation.clone()));
-            changes.push(Write::Audit(entry.of_operation(&operation.id)));
             match self.store.commit(changes).await {
                 Ok(()) => return Ok(operation),
                 Err(StoreError::Conflict) => continue,
@@ -948,9 +881,9 @@ pub fn record_decision(
             "The creator of an operation cannot decide on it.",
         ));
     }
-    let requirement = operation.approval_requirement.ok_or_else(|| {
-        DomainError::invalid_state("no_approval_required", "This operation needs no approval.")
-    })?;
+    let requirement = operation
+        .approval_requirement
+        .ok_or_else(|| DomainError::invalid_state("no_approval_required", "This operation needs no approval."))?;
     if !user.roles.contains(&requirement.role) {
         return Err(DomainError::forbidden(
             "role_required",
@@ -982,9 +915,7 @@ pub fn record_decision(
                 actor,
                 now,
             );
-            operation
-                .apply(OperationTransition::Reject(cause))
-                .map(Some)
+            operation.apply(OperationTransition::Reject(cause)).map(Some)
         }
         Decision::Approved => {
             let approvals = operation
@@ -1004,9 +935,7 @@ pub fn record_decision(
                 actor,
                 now,
             );
-            operation
-                .apply(OperationTransition::Approve(cause))
-                .map(Some)
+            operation.apply(OperationTransition::Approve(cause)).map(Some)
         }
     }
 }
@@ -1102,13 +1031,7 @@ mod four_eyes_tests {
         let mut keyonly = principal("usr_x", &[Role::Approver]);
         keyonly.user = None;
         assert_eq!(
-            code(record_decision(
-                &mut op,
-                &keyonly,
-                Decision::Approved,
-                None,
-                NOW
-            )),
+            code(record_decision(&mut op, &keyonly, Decision::Approved, None, NOW)),
             "user_required"
         );
     }
@@ -1144,13 +1067,7 @@ mod four_eyes_tests {
             "already_decided"
         );
         assert_eq!(
-            code(record_decision(
-                &mut op,
-                &a,
-                Decision::Rejected,
-                Some("no".into()),
-                NOW
-            )),
+            code(record_decision(&mut op, &a, Decision::Rejected, Some("no".into()), NOW)),
             "already_decided"
         );
         let change = record_decision(

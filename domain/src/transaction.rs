@@ -1,7 +1,13 @@
-//! The transaction state machine (DESIGN §4). Transactions are made from approved operations,
-//! one per item; `unknown` is left only by asking the rail, never by resubmitting.
+//! Transactions and their state machine (DESIGN §4). Transactions are made from approved
+//! operations, one per item; `unknown` is left only by asking the rail, never by resubmitting.
 
+use crate::auth::Environment;
+use crate::cause::Cause;
+use crate::error::DomainError;
+use crate::money::{Amount, Currency};
+use crate::operation::Beneficiary;
 use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -26,6 +32,26 @@ impl TransactionStatus {
         TransactionStatus::NeedsAttention,
     ];
 
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransactionStatus::Pending => "pending",
+            TransactionStatus::Submitted => "submitted",
+            TransactionStatus::Confirmed => "confirmed",
+            TransactionStatus::Failed => "failed",
+            TransactionStatus::Returned => "returned",
+            TransactionStatus::Unknown => "unknown",
+            TransactionStatus::NeedsAttention => "needs_attention",
+        }
+    }
+
+    /// Whether the transaction has ended; `confirmed` may still be `returned` later.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            TransactionStatus::Confirmed | TransactionStatus::Failed | TransactionStatus::Returned
+        )
+    }
+
     pub fn can_become(self, to: TransactionStatus) -> bool {
         use TransactionStatus::*;
         matches!(
@@ -39,9 +65,116 @@ impl TransactionStatus {
     }
 }
 
+/// A change of a transaction's status; each variant carries its cause.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransactionTransition {
+    /// The rail accepted the instruction under its own reference.
+    Submit {
+        rail_reference: String,
+        cause: Cause,
+    },
+    Confirm(Cause),
+    Fail(Cause),
+    Return(Cause),
+    /// The rail may or may not have the instruction: ask it, never resubmit.
+    MarkUnknown(Cause),
+    FlagForAttention(Cause),
+    /// An operator sends the transaction back to be submitted again.
+    Retry(Cause),
+}
+
+impl TransactionTransition {
+    pub fn target(&self) -> TransactionStatus {
+        use TransactionStatus::*;
+        match self {
+            TransactionTransition::Submit { .. } => Submitted,
+            TransactionTransition::Confirm(_) => Confirmed,
+            TransactionTransition::Fail(_) => Failed,
+            TransactionTransition::Return(_) => Returned,
+            TransactionTransition::MarkUnknown(_) => Unknown,
+            TransactionTransition::FlagForAttention(_) => NeedsAttention,
+            TransactionTransition::Retry(_) => Pending,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transaction {
+    pub id: String,
+    pub object: String,
+    pub operation_id: String,
+    pub customer_id: String,
+    pub item_id: String,
+    pub rail: String,
+    pub rail_reference: Option<String>,
+    pub amount: Amount,
+    pub currency: Currency,
+    pub beneficiary: Beneficiary,
+    pub account: String,
+    pub reference: Option<String>,
+    pub status: TransactionStatus,
+    pub cause: Cause,
+    /// Submit calls made so far (transient refusals included).
+    pub submit_attempts: u32,
+    /// A submit call is under way: set before calling the rail, cleared with its outcome. Found
+    /// set by a later worker, it means the outcome was lost, so the transaction is `unknown`.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub submitting_since: Option<OffsetDateTime>,
+    /// The rail may hold this instruction; from then on it is never submitted again.
+    pub possibly_submitted: bool,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub next_poll_at: Option<OffsetDateTime>,
+    pub status_polls: u32,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    pub environment: Environment,
+    pub version: u64,
+}
+
+impl Transaction {
+    pub fn apply(
+        &mut self,
+        transition: TransactionTransition,
+    ) -> Result<(TransactionStatus, TransactionStatus, Cause), DomainError> {
+        let to = transition.target();
+        if !self.status.can_become(to) {
+            return Err(DomainError::invalid_state(
+                "invalid_transition",
+                format!(
+                    "Transaction {} is {}; it cannot become {}.",
+                    self.id,
+                    self.status.as_str(),
+                    to.as_str()
+                ),
+            ));
+        }
+        let cause = match transition {
+            TransactionTransition::Submit { rail_reference, cause } => {
+                self.rail_reference = Some(rail_reference);
+                cause
+            }
+            TransactionTransition::Confirm(c)
+            | TransactionTransition::Fail(c)
+            | TransactionTransition::Return(c)
+            | TransactionTransition::MarkUnknown(c)
+            | TransactionTransition::FlagForAttention(c)
+            | TransactionTransition::Retry(c) => c,
+        };
+        let from = self.status;
+        self.status = to;
+        self.cause = cause.clone();
+        self.updated_at = cause.at;
+        Ok((from, to, cause))
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::TransactionStatus::{self, *};
+    use super::*;
+    use crate::operation::tests::cause;
 
     #[test]
     fn every_allowed_and_refused_transition() {
@@ -64,15 +197,72 @@ mod tests {
         ];
         for from in TransactionStatus::ALL {
             for to in TransactionStatus::ALL {
-                assert_eq!(
-                    from.can_become(to),
-                    allowed.contains(&(from, to)),
-                    "{from:?} -> {to:?}"
-                );
+                assert_eq!(from.can_become(to), allowed.contains(&(from, to)), "{from:?} -> {to:?}");
             }
         }
         // The rule that keeps money from moving twice: nothing leads from unknown back to
         // pending or submitted.
         assert!(!Unknown.can_become(Pending) && !Unknown.can_become(Submitted));
+    }
+
+    #[test]
+    fn transitions_carry_their_cause_and_submit_records_the_reference() {
+        let mut txn = crate::transaction::tests::transaction();
+        let (from, to, recorded) = txn
+            .apply(TransactionTransition::Submit {
+                rail_reference: "sbx_1".into(),
+                cause: cause("accepted_by_rail"),
+            })
+            .unwrap();
+        assert_eq!(
+            (from, to, recorded.code.as_str()),
+            (Pending, Submitted, "accepted_by_rail")
+        );
+        assert_eq!(txn.rail_reference.as_deref(), Some("sbx_1"));
+        assert!(txn.apply(TransactionTransition::Retry(cause("retry"))).is_err());
+        txn.apply(TransactionTransition::MarkUnknown(cause("timeout"))).unwrap();
+        // The one thing that must never happen: an unknown transaction going back to be sent.
+        assert!(txn.apply(TransactionTransition::Retry(cause("retry"))).is_err());
+        assert!(txn
+            .apply(TransactionTransition::Submit {
+                rail_reference: "x".into(),
+                cause: cause("again")
+            })
+            .is_err());
+        txn.apply(TransactionTransition::Confirm(cause("status_confirmed")))
+            .unwrap();
+        assert_eq!(txn.status, Confirmed);
+    }
+
+    pub fn transaction() -> Transaction {
+        let at = OffsetDateTime::UNIX_EPOCH;
+        Transaction {
+            id: "txn_1".into(),
+            object: "transaction".into(),
+            operation_id: "op_1".into(),
+            customer_id: "cus_1".into(),
+            item_id: "itm_1".into(),
+            rail: "psp-local:sandbox".into(),
+            rail_reference: None,
+            amount: Amount::new(100).unwrap(),
+            currency: Currency::parse("CLP").unwrap(),
+            beneficiary: Beneficiary {
+                id_type: "RUT".into(),
+                id: "1".into(),
+            },
+            account: "123".into(),
+            reference: None,
+            status: Pending,
+            cause: cause("created"),
+            submit_attempts: 0,
+            submitting_since: None,
+            possibly_submitted: false,
+            next_poll_at: None,
+            status_polls: 0,
+            created_at: at,
+            updated_at: at,
+            environment: Environment::Test,
+            version: 1,
+        }
     }
 }

@@ -7,7 +7,7 @@ use crate::error::DomainError;
 use crate::money::{Amount, Currency, MAX_ITEM_AMOUNT};
 use crate::operation::{Beneficiary, Destination, OperationType};
 use serde::Deserialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 pub const MAX_ITEMS: usize = 1000;
 pub const MAX_METADATA_KEYS: usize = 50;
@@ -68,11 +68,7 @@ pub struct ValidItem {
 }
 
 /// A required string field: present, not blank, at most `max` characters.
-pub fn required_text(
-    value: Option<String>,
-    param: &str,
-    max: usize,
-) -> Result<String, DomainError> {
+pub fn required_text(value: Option<String>, param: &str, max: usize) -> Result<String, DomainError> {
     let value = value.ok_or_else(|| DomainError::missing(param))?;
     if value.trim().is_empty() {
         return Err(DomainError::invalid(
@@ -85,11 +81,7 @@ pub fn required_text(
     Ok(value)
 }
 
-pub fn optional_text(
-    value: Option<String>,
-    param: &str,
-    max: usize,
-) -> Result<Option<String>, DomainError> {
+pub fn optional_text(value: Option<String>, param: &str, max: usize) -> Result<Option<String>, DomainError> {
     if let Some(value) = &value {
         check_length(value, param, max)?;
     }
@@ -125,21 +117,23 @@ pub fn valid_rail_id(rail: &str) -> bool {
 }
 
 impl CreateOperation {
-    pub fn validate(self, known_rails: &BTreeSet<String>) -> Result<ValidOperation, DomainError> {
+    pub fn validate(self, known_rail: &dyn Fn(&str) -> bool) -> Result<ValidOperation, DomainError> {
         let customer_id = optional_text(self.customer_id, "customer_id", 64)?;
         let kind_name = required_text(self.kind, "type", 32)?;
         let kind = OperationType::parse(&kind_name).ok_or_else(|| {
             DomainError::invalid(
                 "type",
                 "invalid_type",
-                format!(
-                    "Unknown operation type '{kind_name}'; use payout, collection or transfer."
-                ),
+                format!("Unknown operation type '{kind_name}'; use payout, collection or transfer."),
             )
         })?;
         let currency_code = required_text(self.currency, "currency", 3)?;
         let currency = Currency::parse(&currency_code).ok_or_else(|| {
-            DomainError::invalid("currency", "invalid_currency", format!("'{currency_code}' is not an active ISO 4217 currency code (uppercase, e.g. CLP)."))
+            DomainError::invalid(
+                "currency",
+                "invalid_currency",
+                format!("'{currency_code}' is not an active ISO 4217 currency code (uppercase, e.g. CLP)."),
+            )
         })?;
         let workflow = required_text(self.workflow, "workflow", 64)?;
         if !crate::workflow::valid_name(&workflow) {
@@ -167,7 +161,7 @@ impl CreateOperation {
         let items = inputs
             .into_iter()
             .enumerate()
-            .map(|(i, item)| item.validate(&format!("items[{i}]"), known_rails))
+            .map(|(i, item)| item.validate(&format!("items[{i}]"), known_rail))
             .collect::<Result<Vec<_>, _>>()?;
         let metadata = validate_metadata(self.metadata.unwrap_or_default())?;
         Ok(ValidOperation {
@@ -182,7 +176,7 @@ impl CreateOperation {
 }
 
 impl ItemInput {
-    fn validate(self, at: &str, known_rails: &BTreeSet<String>) -> Result<ValidItem, DomainError> {
+    fn validate(self, at: &str, known_rail: &dyn Fn(&str) -> bool) -> Result<ValidItem, DomainError> {
         let beneficiary = self
             .beneficiary
             .ok_or_else(|| DomainError::missing(format!("{at}.beneficiary")))?;
@@ -211,22 +205,16 @@ impl ItemInput {
                 format!("'{rail}' is not a rail id of the form psp-local:<rail_name>."),
             ));
         }
-        if !known_rails.contains(&rail) {
+        if !known_rail(&rail) {
             return Err(DomainError::invalid(
                 rail_param,
                 "unknown_rail",
                 format!("No adapter serves rail '{rail}'."),
             ));
         }
-        let account = required_text(
-            destination.account,
-            &format!("{at}.destination.account"),
-            64,
-        )?;
+        let account = required_text(destination.account, &format!("{at}.destination.account"), 64)?;
         let amount_param = format!("{at}.amount");
-        let raw_amount = self
-            .amount
-            .ok_or_else(|| DomainError::missing(&amount_param))?;
+        let raw_amount = self.amount.ok_or_else(|| DomainError::missing(&amount_param))?;
         let amount = Amount::new(raw_amount).ok_or_else(|| {
             DomainError::invalid(
                 amount_param,
@@ -247,9 +235,7 @@ impl ItemInput {
     }
 }
 
-fn validate_metadata(
-    metadata: BTreeMap<String, String>,
-) -> Result<BTreeMap<String, String>, DomainError> {
+fn validate_metadata(metadata: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, DomainError> {
     if metadata.len() > MAX_METADATA_KEYS {
         return Err(DomainError::invalid(
             "metadata",
@@ -355,13 +341,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn rails() -> BTreeSet<String> {
-        ["psp-local:sandbox".to_string()].into()
+    fn rails(rail: &str) -> bool {
+        rail == "psp-local:sandbox"
     }
 
     fn param_of(body: serde_json::Value) -> String {
         let command: CreateOperation = serde_json::from_value(body).unwrap();
-        match command.validate(&rails()).unwrap_err() {
+        match command.validate(&rails).unwrap_err() {
             DomainError::InvalidRequest { param, .. } => param.unwrap(),
             other => panic!("{other:?}"),
         }
@@ -395,7 +381,7 @@ mod tests {
     #[test]
     fn a_valid_operation_passes() {
         let command: CreateOperation = serde_json::from_value(valid()).unwrap();
-        let op = command.validate(&rails()).unwrap();
+        let op = command.validate(&rails).unwrap();
         assert_eq!(op.items[0].amount.minor_units(), 1000);
     }
 
@@ -408,10 +394,7 @@ mod tests {
             (with(&["workflow"], json!("Two Step")), "workflow"),
             (with(&["items"], json!([])), "items"),
             (with(&["items", "0", "amount"], json!(0)), "items[0].amount"),
-            (
-                with(&["items", "0", "amount"], json!(-1)),
-                "items[0].amount",
-            ),
+            (with(&["items", "0", "amount"], json!(-1)), "items[0].amount"),
             (
                 with(&["items", "0", "amount"], json!(MAX_ITEM_AMOUNT + 1)),
                 "items[0].amount",
@@ -421,10 +404,7 @@ mod tests {
                 "items[0].destination.rail",
             ),
             (
-                with(
-                    &["items", "0", "destination", "rail"],
-                    json!("psp-local:mars"),
-                ),
+                with(&["items", "0", "destination", "rail"], json!("psp-local:mars")),
                 "items[0].destination.rail",
             ),
             (
@@ -439,10 +419,7 @@ mod tests {
                 with(&["items", "0", "reference"], json!("x".repeat(141))),
                 "items[0].reference",
             ),
-            (
-                with(&["metadata"], json!({"k": "v".repeat(501)})),
-                "metadata[k]",
-            ),
+            (with(&["metadata"], json!({"k": "v".repeat(501)})), "metadata[k]"),
         ];
         for (body, param) in cases {
             assert_eq!(param_of(body.clone()), param, "{body}");
@@ -455,19 +432,15 @@ mod tests {
     #[test]
     fn emails_and_roles_are_checked() {
         let user = |email: &str, roles: serde_json::Value| -> Result<_, DomainError> {
-            serde_json::from_value::<CreateUser>(
-                json!({"name": "Ana", "email": email, "roles": roles}),
-            )
-            .unwrap()
-            .validate()
+            serde_json::from_value::<CreateUser>(json!({"name": "Ana", "email": email, "roles": roles}))
+                .unwrap()
+                .validate()
         };
         assert!(user("ana@example.com", json!(["maker"])).is_ok());
         assert!(user("ana.example.com", json!(["maker"])).is_err());
         assert!(user("ana@example.com", json!([])).is_err());
         assert_eq!(
-            user("ana@example.com", json!(["maker", "maker"]))
-                .unwrap()
-                .2,
+            user("ana@example.com", json!(["maker", "maker"])).unwrap().2,
             vec![Role::Maker]
         );
     }

@@ -125,40 +125,25 @@ pub enum Verdict {
 
 impl Conditions {
     fn hold_for(&self, facts: &Facts) -> bool {
-        let in_list = |list: &Option<Vec<String>>, value: &str| {
-            list.as_ref().is_none_or(|l| l.iter().any(|v| v == value))
-        };
-        self.total_amount
-            .is_none_or(|r| r.contains(facts.total_amount))
-            && self
-                .item_count
-                .is_none_or(|r| r.contains(facts.items.len() as i64))
+        let in_list =
+            |list: &Option<Vec<String>>, value: &str| list.as_ref().is_none_or(|l| l.iter().any(|v| v == value));
+        self.total_amount.is_none_or(|r| r.contains(facts.total_amount))
+            && self.item_count.is_none_or(|r| r.contains(facts.items.len() as i64))
             && self
                 .item_amount
                 .is_none_or(|r| facts.items.iter().any(|i| r.contains(i.0)))
-            && self
-                .currency
-                .as_ref()
-                .is_none_or(|l| l.contains(facts.currency))
+            && self.currency.as_ref().is_none_or(|l| l.contains(facts.currency))
             && self.kind.as_ref().is_none_or(|l| l.contains(&facts.kind))
             && (self.rail.is_none() || facts.items.iter().any(|i| in_list(&self.rail, i.1)))
             && (self.beneficiary_id_type.is_none()
-                || facts
-                    .items
-                    .iter()
-                    .any(|i| in_list(&self.beneficiary_id_type, i.2)))
+                || facts.items.iter().any(|i| in_list(&self.beneficiary_id_type, i.2)))
     }
 }
 
 impl WorkflowDefinition {
     /// First matching rule wins. No match rejects: money never moves on a rule nobody wrote.
     pub fn evaluate(&self, facts: &Facts) -> Verdict {
-        match self
-            .rules
-            .iter()
-            .enumerate()
-            .find(|(_, r)| r.when.hold_for(facts))
-        {
+        match self.rules.iter().enumerate().find(|(_, r)| r.when.hold_for(facts)) {
             Some((rule, r)) => match &r.then {
                 Action::Approve => Verdict::Approve { rule },
                 Action::Reject { reason } => Verdict::Reject {
@@ -196,11 +181,7 @@ impl WorkflowDefinition {
                 format!("A workflow has at most {MAX_RULES} rules."),
             ));
         }
-        if self
-            .description
-            .as_ref()
-            .is_some_and(|d| d.chars().count() > 500)
-        {
+        if self.description.as_ref().is_some_and(|d| d.chars().count() > 500) {
             return Err(DomainError::invalid(
                 "description",
                 "string_too_long",
@@ -228,10 +209,7 @@ impl WorkflowDefinition {
                     }
                 }
             }
-            for (name, list) in [
-                ("rail", &when.rail),
-                ("beneficiary_id_type", &when.beneficiary_id_type),
-            ] {
+            for (name, list) in [("rail", &when.rail), ("beneficiary_id_type", &when.beneficiary_id_type)] {
                 if list
                     .as_ref()
                     .is_some_and(|l| l.is_empty() || l.iter().any(|v| v.is_empty() || v.len() > 64))
@@ -333,10 +311,7 @@ mod tests {
         let clp = clp();
         let f = facts(
             &clp,
-            vec![
-                (100, "psp-local:sandbox", "RUT"),
-                (900, "psp-local:spei", "DNI"),
-            ],
+            vec![(100, "psp-local:sandbox", "RUT"), (900, "psp-local:spei", "DNI")],
         );
         let cases = [
             (serde_json::json!({"total_amount": {"gte": 1000}}), true),
@@ -344,10 +319,7 @@ mod tests {
             (serde_json::json!({"total_amount": {"lte": 999}}), false),
             (serde_json::json!({"item_amount": {"gte": 500}}), true),
             (serde_json::json!({"item_amount": {"gte": 901}}), false),
-            (
-                serde_json::json!({"item_count": {"gte": 2, "lte": 2}}),
-                true,
-            ),
+            (serde_json::json!({"item_count": {"gte": 2, "lte": 2}}), true),
             (serde_json::json!({"item_count": {"gte": 3}}), false),
             (serde_json::json!({"currency": ["CLP", "USD"]}), true),
             (serde_json::json!({"currency": ["USD"]}), false),
@@ -356,10 +328,7 @@ mod tests {
             (serde_json::json!({"type": ["payout"]}), true),
             (serde_json::json!({"type": ["collection"]}), false),
             (serde_json::json!({"beneficiary_id_type": ["DNI"]}), true),
-            (
-                serde_json::json!({"beneficiary_id_type": ["PASSPORT"]}),
-                false,
-            ),
+            (serde_json::json!({"beneficiary_id_type": ["PASSPORT"]}), false),
             (serde_json::json!({}), true),
             (
                 serde_json::json!({"currency": ["CLP"], "total_amount": {"gte": 5000}}),
@@ -421,10 +390,7 @@ mod tests {
         let clp = clp();
         let definition = WorkflowDefinition {
             description: None,
-            rules: vec![rule(
-                serde_json::json!({"currency": ["USD"]}),
-                Action::Approve,
-            )],
+            rules: vec![rule(serde_json::json!({"currency": ["USD"]}), Action::Approve)],
         };
         assert!(matches!(
             definition.evaluate(&facts(&clp, vec![(5, "r", "x")])),
@@ -436,10 +402,7 @@ mod tests {
     fn builtins_approve_or_ask_for_one_approver() {
         let clp = clp();
         let f = facts(&clp, vec![(5, "r", "x")]);
-        assert_eq!(
-            builtin("auto").unwrap().evaluate(&f),
-            Verdict::Approve { rule: 0 }
-        );
+        assert_eq!(builtin("auto").unwrap().evaluate(&f), Verdict::Approve { rule: 0 });
         assert_eq!(
             builtin("two_step").unwrap().evaluate(&f),
             Verdict::RequireApprovals {
@@ -480,9 +443,7 @@ mod tests {
             "rules[0].then.reason"
         );
         assert_eq!(
-            bad(
-                serde_json::json!({"rules": [{"when": {"rail": []}, "then": {"action": "approve"}}]})
-            ),
+            bad(serde_json::json!({"rules": [{"when": {"rail": []}, "then": {"action": "approve"}}]})),
             "rules[0].when.rail"
         );
     }
@@ -490,11 +451,6 @@ mod tests {
     #[test]
     fn names_are_checked() {
         assert!(valid_name("two_step") && valid_name("big-payouts-2"));
-        assert!(
-            !valid_name("")
-                && !valid_name("Two")
-                && !valid_name("a b")
-                && !valid_name(&"x".repeat(65))
-        );
+        assert!(!valid_name("") && !valid_name("Two") && !valid_name("a b") && !valid_name(&"x".repeat(65)));
     }
 }

@@ -85,16 +85,10 @@ async fn entity_and_audit_land_together(store: &dyn Store) {
     assert_eq!(result, Err(StoreError::Conflict));
     assert_eq!(store.operation("op_a1").await.unwrap(), Some(op.clone()));
     let history = store.operation_history("op_a1").await.unwrap();
-    assert_eq!(
-        history.len(),
-        1,
-        "the refused changeset left no audit entry"
-    );
+    assert_eq!(history.len(), 1, "the refused changeset left no audit entry");
 
     // Inserting an id twice is a conflict, not an overwrite.
-    let again = store
-        .commit(changes(vec![Write::InsertOperation(op)]))
-        .await;
+    let again = store.commit(changes(vec![Write::InsertOperation(op)])).await;
     assert_eq!(again, Err(StoreError::Conflict));
 }
 
@@ -106,10 +100,7 @@ async fn lists_are_newest_first_filtered_and_paged(store: &dyn Store) {
             OperationStatus::Rejected
         };
         let op = operation(&format!("op_l{i}"), "cus_l", status);
-        store
-            .commit(changes(vec![Write::InsertOperation(op)]))
-            .await
-            .unwrap();
+        store.commit(changes(vec![Write::InsertOperation(op)])).await.unwrap();
     }
     let ids = |ops: Vec<Operation>| ops.into_iter().map(|o| o.id).collect::<Vec<_>>();
     let query = OperationQuery {
@@ -125,10 +116,7 @@ async fn lists_are_newest_first_filtered_and_paged(store: &dyn Store) {
         starting_after: Some("op_l2".into()),
         ..query.clone()
     };
-    assert_eq!(
-        ids(store.operations(&next).await.unwrap()),
-        ["op_l1", "op_l0"]
-    );
+    assert_eq!(ids(store.operations(&next).await.unwrap()), ["op_l1", "op_l0"]);
     let pending = OperationQuery {
         status: Some(OperationStatus::PendingApproval),
         ..query.clone()
@@ -201,24 +189,15 @@ async fn idempotency_claims(store: &dyn Store) {
         now: at,
     };
     assert_eq!(
-        store
-            .claim_idempotency_key(&claim("f1", now))
-            .await
-            .unwrap(),
+        store.claim_idempotency_key(&claim("f1", now)).await.unwrap(),
         ClaimOutcome::Claimed
     );
     assert_eq!(
-        store
-            .claim_idempotency_key(&claim("f1", now))
-            .await
-            .unwrap(),
+        store.claim_idempotency_key(&claim("f1", now)).await.unwrap(),
         ClaimOutcome::InFlight
     );
     assert_eq!(
-        store
-            .claim_idempotency_key(&claim("f2", now))
-            .await
-            .unwrap(),
+        store.claim_idempotency_key(&claim("f2", now)).await.unwrap(),
         ClaimOutcome::Mismatch
     );
 
@@ -233,32 +212,20 @@ async fn idempotency_claims(store: &dyn Store) {
     };
     store.commit(changes(vec![complete.clone()])).await.unwrap();
     assert_eq!(
-        store
-            .claim_idempotency_key(&claim("f1", now))
-            .await
-            .unwrap(),
+        store.claim_idempotency_key(&claim("f1", now)).await.unwrap(),
         ClaimOutcome::Replay(response.clone())
     );
     // Completing twice is refused: one key, one effect.
-    assert_eq!(
-        store.commit(changes(vec![complete])).await,
-        Err(StoreError::Conflict)
-    );
+    assert_eq!(store.commit(changes(vec![complete])).await, Err(StoreError::Conflict));
     // Still remembered after 23 hours, forgotten after the retention period.
     let later = now + time::Duration::hours(23);
     assert_eq!(
-        store
-            .claim_idempotency_key(&claim("f1", later))
-            .await
-            .unwrap(),
+        store.claim_idempotency_key(&claim("f1", later)).await.unwrap(),
         ClaimOutcome::Replay(response)
     );
     let much_later = now + time::Duration::hours(25);
     assert_eq!(
-        store
-            .claim_idempotency_key(&claim("f2", much_later))
-            .await
-            .unwrap(),
+        store.claim_idempotency_key(&claim("f2", much_later)).await.unwrap(),
         ClaimOutcome::Claimed
     );
 
@@ -274,10 +241,7 @@ async fn idempotency_claims(store: &dyn Store) {
         store.claim_idempotency_key(&other(now)).await.unwrap(),
         ClaimOutcome::Claimed
     );
-    store
-        .release_idempotency_key("test:cus_i", "k2")
-        .await
-        .unwrap();
+    store.release_idempotency_key("test:cus_i", "k2").await.unwrap();
     assert_eq!(
         store.claim_idempotency_key(&other(now)).await.unwrap(),
         ClaimOutcome::Claimed

@@ -19,9 +19,7 @@ async fn missing_malformed_unknown_and_other_environment_keys_are_refused() {
         ),
     ];
     for (key, code) in cases {
-        let reply = app
-            .send(Method::GET, "/v1/operations", key, None, None)
-            .await;
+        let reply = app.send(Method::GET, "/v1/operations", key, None, None).await;
         let error = reply.error(401);
         assert_eq!(
             (error["type"].as_str(), error["code"].as_str()),
@@ -44,11 +42,7 @@ async fn keys_are_shown_once_and_stored_only_as_hashes() {
     let app = spawn_app().await;
     let customer = app.create_customer().await;
     let created = app
-        .post(
-            "/v1/api_keys",
-            &customer.key,
-            json!({"scopes": ["operations:read"]}),
-        )
+        .post("/v1/api_keys", &customer.key, json!({"scopes": ["operations:read"]}))
         .await
         .json();
     let secret = created["secret"].as_str().unwrap();
@@ -73,25 +67,14 @@ async fn rotation_keeps_the_old_key_until_its_expiry_and_revocation_is_immediate
     let app = spawn_app().await;
     let customer = app.create_customer().await;
     let first = app
-        .post(
-            "/v1/api_keys",
-            &customer.key,
-            json!({"scopes": ["operations:read"]}),
-        )
+        .post("/v1/api_keys", &customer.key, json!({"scopes": ["operations:read"]}))
         .await
         .json();
-    let (old_id, old_secret) = (
-        first["id"].as_str().unwrap(),
-        first["secret"].as_str().unwrap(),
-    );
+    let (old_id, old_secret) = (first["id"].as_str().unwrap(), first["secret"].as_str().unwrap());
 
     // Default overlap: both keys work.
     let rotated = app
-        .post(
-            &format!("/v1/api_keys/{old_id}/rotate"),
-            &customer.key,
-            json!({}),
-        )
+        .post(&format!("/v1/api_keys/{old_id}/rotate"), &customer.key, json!({}))
         .await;
     assert_eq!(rotated.status, 201, "{}", rotated.json());
     let new_secret = rotated.json()["secret"].as_str().unwrap().to_owned();
@@ -102,11 +85,7 @@ async fn rotation_keeps_the_old_key_until_its_expiry_and_revocation_is_immediate
 
     // Ending the overlap now: the old key gets api_key_expired.
     let second = app
-        .post(
-            "/v1/api_keys",
-            &customer.key,
-            json!({"scopes": ["operations:read"]}),
-        )
+        .post("/v1/api_keys", &customer.key, json!({"scopes": ["operations:read"]}))
         .await
         .json();
     let rotated_now = app
@@ -117,9 +96,7 @@ async fn rotation_keeps_the_old_key_until_its_expiry_and_revocation_is_immediate
         )
         .await;
     assert_eq!(rotated_now.status, 201);
-    let expired = app
-        .get("/v1/operations", second["secret"].as_str().unwrap())
-        .await;
+    let expired = app.get("/v1/operations", second["secret"].as_str().unwrap()).await;
     assert_eq!(expired.error(401)["code"], "api_key_expired");
     let bad_overlap = app
         .post(
@@ -154,11 +131,7 @@ async fn scopes_and_customers_fence_every_key() {
     let acme = app.create_customer().await;
     let globex = app.create_customer().await;
     let reader = app
-        .post(
-            "/v1/api_keys",
-            &acme.key,
-            json!({"scopes": ["operations:read"]}),
-        )
+        .post("/v1/api_keys", &acme.key, json!({"scopes": ["operations:read"]}))
         .await
         .json()["secret"]
         .as_str()
@@ -174,9 +147,7 @@ async fn scopes_and_customers_fence_every_key() {
         (error["type"].as_str(), error["code"].as_str()),
         (Some("permission_error"), Some("missing_scope"))
     );
-    let approve = app
-        .post("/v1/operations/op_01abc/approve", &reader, json!({}))
-        .await;
+    let approve = app.post("/v1/operations/op_01abc/approve", &reader, json!({})).await;
     assert_eq!(approve.error(403)["code"], "missing_scope");
     // Only the platform creates customers.
     assert_eq!(
@@ -187,25 +158,15 @@ async fn scopes_and_customers_fence_every_key() {
     );
     // A customer's key cannot grant what it lacks, nor the admin scope.
     let escalate = app
-        .post(
-            "/v1/api_keys",
-            &reader,
-            json!({"scopes": ["operations:write"]}),
-        )
+        .post("/v1/api_keys", &reader, json!({"scopes": ["operations:write"]}))
         .await;
     assert_eq!(escalate.error(403)["code"], "missing_scope");
-    let admin = app
-        .post("/v1/api_keys", &acme.key, json!({"scopes": ["admin"]}))
-        .await;
+    let admin = app.post("/v1/api_keys", &acme.key, json!({"scopes": ["admin"]})).await;
     assert_eq!(admin.error(400)["param"], "scopes[0]");
 
     // Another customer's objects do not exist for you: 404, never 403.
     let theirs = app
-        .post(
-            "/v1/operations",
-            &globex.key,
-            payout(&globex.id, "two_step", &[5]),
-        )
+        .post("/v1/operations", &globex.key, payout(&globex.id, "two_step", &[5]))
         .await
         .id();
     for path in [
@@ -216,21 +177,13 @@ async fn scopes_and_customers_fence_every_key() {
         assert_eq!(error["code"], "resource_missing");
     }
     assert_eq!(
-        app.post(
-            &format!("/v1/operations/{theirs}/cancel"),
-            &acme.key,
-            json!({})
-        )
-        .await
-        .error(404)["code"],
+        app.post(&format!("/v1/operations/{theirs}/cancel"), &acme.key, json!({}))
+            .await
+            .error(404)["code"],
         "resource_missing"
     );
     let for_them = app
-        .post(
-            "/v1/operations",
-            &acme.key,
-            payout(&globex.id, "auto", &[1]),
-        )
+        .post("/v1/operations", &acme.key, payout(&globex.id, "auto", &[1]))
         .await;
     assert_eq!(for_them.error(404)["param"], "customer_id");
     let their_users = app
@@ -243,9 +196,7 @@ async fn scopes_and_customers_fence_every_key() {
     assert_eq!(their_users.error(404)["param"], "customer_id");
     // The platform admin reaches everyone.
     assert_eq!(
-        app.get(&format!("/v1/operations/{theirs}"), ADMIN_KEY)
-            .await
-            .status,
+        app.get(&format!("/v1/operations/{theirs}"), ADMIN_KEY).await.status,
         200
     );
 }
@@ -254,38 +205,21 @@ async fn scopes_and_customers_fence_every_key() {
 async fn decisions_need_a_user_with_the_role() {
     let app = spawn_app().await;
     let customer = app.create_customer().await;
-    let viewer = app
-        .add_member(&customer, &["viewer"], &["operations:approve"])
-        .await;
+    let viewer = app.add_member(&customer, &["viewer"], &["operations:approve"]).await;
     let id = app
-        .post(
-            "/v1/operations",
-            &customer.key,
-            payout(&customer.id, "two_step", &[5]),
-        )
+        .post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[5]))
         .await
         .id();
     // The customer's key has the scope but signs for no user.
     let keyonly = app
-        .post(
-            &format!("/v1/operations/{id}/approve"),
-            &customer.key,
-            json!({}),
-        )
+        .post(&format!("/v1/operations/{id}/approve"), &customer.key, json!({}))
         .await;
     assert_eq!(keyonly.error(403)["code"], "user_required");
     let wrong_role = app
-        .post(
-            &format!("/v1/operations/{id}/approve"),
-            &viewer.key,
-            json!({}),
-        )
+        .post(&format!("/v1/operations/{id}/approve"), &viewer.key, json!({}))
         .await;
     assert_eq!(wrong_role.error(403)["code"], "role_required");
-    let still = app
-        .get(&format!("/v1/operations/{id}"), &customer.key)
-        .await
-        .json();
+    let still = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
     assert_eq!(
         (still["status"].clone(), still["approvals"].clone()),
         (json!("pending_approval"), json!([]))

@@ -137,10 +137,7 @@ async fn twenty_concurrent_requests_with_one_key_create_exactly_one_operation() 
         created.iter().all(|id| *id == created[0]),
         "every success names the one operation"
     );
-    let list = app
-        .get("/v1/operations?limit=100", &customer.key)
-        .await
-        .json();
+    let list = app.get("/v1/operations?limit=100", &customer.key).await.json();
     assert_eq!(
         list["data"].as_array().unwrap().len(),
         1,

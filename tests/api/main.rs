@@ -3,5 +3,6 @@
 mod auth;
 mod idempotency;
 mod operations;
+mod pipeline;
 mod validation;
 mod workflows;

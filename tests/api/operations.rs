@@ -14,11 +14,7 @@ async fn two_step_story_from_maker_to_approved_with_causes_in_history() {
         )
         .await;
     let approver = app
-        .add_member(
-            &customer,
-            &["approver"],
-            &["operations:read", "operations:approve"],
-        )
+        .add_member(&customer, &["approver"], &["operations:read", "operations:approve"])
         .await;
 
     let created = app
@@ -40,11 +36,7 @@ async fn two_step_story_from_maker_to_approved_with_causes_in_history() {
 
     // The maker holds the approver role, and still cannot approve their own operation.
     let own = app
-        .post(
-            &format!("/v1/operations/{id}/approve"),
-            &maker.key,
-            json!({}),
-        )
+        .post(&format!("/v1/operations/{id}/approve"), &maker.key, json!({}))
         .await;
     assert_eq!(own.error(403)["code"], "self_approval_forbidden");
 
@@ -63,29 +55,16 @@ async fn two_step_story_from_maker_to_approved_with_causes_in_history() {
         approved["cause"]["actor"],
         json!({"type": "user", "id": approver.user_id})
     );
-    assert_eq!(
-        approved["approvals"][0]["user_id"],
-        approver.user_id.as_str()
-    );
-    assert_eq!(
-        approved["approvals"][0]["comment"],
-        "checked against payroll"
-    );
+    assert_eq!(approved["approvals"][0]["user_id"], approver.user_id.as_str());
+    assert_eq!(approved["approvals"][0]["comment"], "checked against payroll");
 
     // Approving again is a state error.
     let again = app
-        .post(
-            &format!("/v1/operations/{id}/approve"),
-            &approver.key,
-            json!({}),
-        )
+        .post(&format!("/v1/operations/{id}/approve"), &approver.key, json!({}))
         .await;
     assert_eq!(again.error(409)["type"], "state_error");
 
-    let fetched = app
-        .get(&format!("/v1/operations/{id}"), &maker.key)
-        .await
-        .json();
+    let fetched = app.get(&format!("/v1/operations/{id}"), &maker.key).await.json();
     assert_eq!(fetched["status"], "approved");
 
     let history = app
@@ -104,10 +83,7 @@ async fn two_step_story_from_maker_to_approved_with_causes_in_history() {
         (entries[1]["from"].clone(), entries[1]["to"].clone()),
         (json!("pending_approval"), json!("approved"))
     );
-    assert_eq!(
-        entries[1]["cause"]["actor"]["id"],
-        approver.user_id.as_str()
-    );
+    assert_eq!(entries[1]["cause"]["actor"]["id"], approver.user_id.as_str());
     assert!(entries.iter().all(|e| e["at"].is_string()));
 }
 
@@ -116,11 +92,7 @@ async fn auto_workflow_approves_at_once_and_the_approved_operation_can_be_cancel
     let app = spawn_app().await;
     let customer = app.create_customer().await;
     let op = app
-        .post(
-            "/v1/operations",
-            &customer.key,
-            payout(&customer.id, "auto", &[1_000]),
-        )
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[1_000]))
         .await
         .json();
     assert_eq!(op["status"], "approved");
@@ -138,11 +110,7 @@ async fn auto_workflow_approves_at_once_and_the_approved_operation_can_be_cancel
     assert_eq!(cancelled["status"], "cancelled");
     assert_eq!(cancelled["cause"]["message"], "duplicate payroll");
     let again = app
-        .post(
-            &format!("/v1/operations/{id}/cancel"),
-            &customer.key,
-            json!({}),
-        )
+        .post(&format!("/v1/operations/{id}/cancel"), &customer.key, json!({}))
         .await;
     let error = again.error(409);
     assert_eq!(
@@ -150,11 +118,7 @@ async fn auto_workflow_approves_at_once_and_the_approved_operation_can_be_cancel
         (Some("state_error"), Some("invalid_transition"))
     );
     let approve_cancelled = app
-        .post(
-            &format!("/v1/operations/{id}/approve"),
-            &customer.key,
-            json!({}),
-        )
+        .post(&format!("/v1/operations/{id}/approve"), &customer.key, json!({}))
         .await;
     assert_eq!(approve_cancelled.error(409)["type"], "state_error");
 }
@@ -163,9 +127,7 @@ async fn auto_workflow_approves_at_once_and_the_approved_operation_can_be_cancel
 async fn a_rejection_by_an_approver_rejects_with_the_reason() {
     let app = spawn_app().await;
     let customer = app.create_customer().await;
-    let approver = app
-        .add_member(&customer, &["approver"], &["operations:approve"])
-        .await;
+    let approver = app.add_member(&customer, &["approver"], &["operations:approve"]).await;
     let id = app
         .post(
             "/v1/operations",
@@ -175,11 +137,7 @@ async fn a_rejection_by_an_approver_rejects_with_the_reason() {
         .await
         .id();
     let missing_reason = app
-        .post(
-            &format!("/v1/operations/{id}/reject"),
-            &approver.key,
-            json!({}),
-        )
+        .post(&format!("/v1/operations/{id}/reject"), &approver.key, json!({}))
         .await;
     assert_eq!(missing_reason.error(400)["param"], "reason");
     let rejected = app
@@ -201,12 +159,8 @@ async fn a_rejection_by_an_approver_rejects_with_the_reason() {
 async fn concurrent_approve_and_reject_have_exactly_one_winner_and_a_consistent_audit() {
     let app = spawn_app().await;
     let customer = app.create_customer().await;
-    let approver = app
-        .add_member(&customer, &["approver"], &["operations:approve"])
-        .await;
-    let rejecter = app
-        .add_member(&customer, &["approver"], &["operations:approve"])
-        .await;
+    let approver = app.add_member(&customer, &["approver"], &["operations:approve"]).await;
+    let rejecter = app.add_member(&customer, &["approver"], &["operations:approve"]).await;
     for _ in 0..5 {
         let id = app
             .post(
@@ -221,41 +175,15 @@ async fn concurrent_approve_and_reject_have_exactly_one_winner_and_a_consistent_
         let (empty, reason) = (json!({}), json!({"reason": "duplicate"}));
         // Both decisions are only possible from pending_approval: one must lose.
         let (approve, reject) = tokio::join!(
-            app.send(
-                Method::POST,
-                &approve_path,
-                Some(&approver.key),
-                None,
-                Some(&empty)
-            ),
-            app.send(
-                Method::POST,
-                &reject_path,
-                Some(&rejecter.key),
-                None,
-                Some(&reason)
-            ),
+            app.send(Method::POST, &approve_path, Some(&approver.key), None, Some(&empty)),
+            app.send(Method::POST, &reject_path, Some(&rejecter.key), None, Some(&reason)),
         );
         let statuses = [approve.status.as_u16(), reject.status.as_u16()];
-        assert!(
-            statuses == [200, 409] || statuses == [409, 200],
-            "{statuses:?}"
-        );
-        let loser = if approve.status == 200 {
-            &reject
-        } else {
-            &approve
-        };
+        assert!(statuses == [200, 409] || statuses == [409, 200], "{statuses:?}");
+        let loser = if approve.status == 200 { &reject } else { &approve };
         assert_eq!(loser.error(409)["type"], "state_error");
-        let winner = if approve.status == 200 {
-            "approved"
-        } else {
-            "rejected"
-        };
-        let final_state = app
-            .get(&format!("/v1/operations/{id}"), &customer.key)
-            .await
-            .json();
+        let winner = if approve.status == 200 { "approved" } else { "rejected" };
+        let final_state = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
         assert_eq!(final_state["status"], winner);
         let history = app
             .get(&format!("/v1/operations/{id}/history"), &customer.key)
@@ -293,19 +221,12 @@ async fn lists_are_newest_first_filtered_paged_and_scoped_to_the_customer() {
             .id(),
         );
     }
-    app.post(
-        "/v1/operations",
-        &other.key,
-        payout(&other.id, "auto", &[1]),
-    )
-    .await
-    .id();
+    app.post("/v1/operations", &other.key, payout(&other.id, "auto", &[1]))
+        .await
+        .id();
     ids.reverse();
 
-    let first = app
-        .get("/v1/operations?limit=3", &customer.key)
-        .await
-        .json();
+    let first = app.get("/v1/operations?limit=3", &customer.key).await.json();
     assert_eq!(first["object"], "list");
     assert_eq!(first["has_more"], true);
     let page_ids = |page: &serde_json::Value| {
@@ -350,10 +271,7 @@ async fn lists_are_newest_first_filtered_paged_and_scoped_to_the_customer() {
 
     // A customer never sees another's operations, even when asking for them.
     let others = app
-        .get(
-            &format!("/v1/operations?customer_id={}", other.id),
-            &customer.key,
-        )
+        .get(&format!("/v1/operations?customer_id={}", other.id), &customer.key)
         .await
         .json();
     assert_eq!(others["data"], json!([]));
@@ -361,10 +279,7 @@ async fn lists_are_newest_first_filtered_paged_and_scoped_to_the_customer() {
     let all = app.get("/v1/operations?limit=100", ADMIN_KEY).await.json();
     assert_eq!(all["data"].as_array().unwrap().len(), 8);
     let theirs = app
-        .get(
-            &format!("/v1/operations?customer_id={}", other.id),
-            ADMIN_KEY,
-        )
+        .get(&format!("/v1/operations?customer_id={}", other.id), ADMIN_KEY)
         .await
         .json();
     assert_eq!(theirs["data"].as_array().unwrap().len(), 1);
@@ -375,26 +290,14 @@ async fn a_restarted_server_keeps_everything_it_acknowledged() {
     let app = spawn_app().await;
     let customer = app.create_customer().await;
     let approver = app
-        .add_member(
-            &customer,
-            &["approver"],
-            &["operations:approve", "operations:read"],
-        )
+        .add_member(&customer, &["approver"], &["operations:approve", "operations:read"])
         .await;
     let pending = app
-        .post(
-            "/v1/operations",
-            &customer.key,
-            payout(&customer.id, "two_step", &[42]),
-        )
+        .post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[42]))
         .await
         .json();
     let approved_id = app
-        .post(
-            "/v1/operations",
-            &customer.key,
-            payout(&customer.id, "two_step", &[43]),
-        )
+        .post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[43]))
         .await
         .id();
     app.post(
@@ -430,10 +333,7 @@ async fn a_restarted_server_keeps_everything_it_acknowledged() {
         .json();
     assert_eq!(approved["status"], "approved");
     let history = app
-        .get(
-            &format!("/v1/operations/{approved_id}/history"),
-            &customer.key,
-        )
+        .get(&format!("/v1/operations/{approved_id}/history"), &customer.key)
         .await
         .json();
     assert_eq!(history["data"].as_array().unwrap().len(), 2);
@@ -450,19 +350,11 @@ async fn a_restarted_server_keeps_everything_it_acknowledged() {
     assert_eq!(replayed.headers["idempotent-replayed"], "true");
     // And the approver can still work after the restart.
     let next = app
-        .post(
-            "/v1/operations",
-            &customer.key,
-            payout(&customer.id, "two_step", &[45]),
-        )
+        .post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[45]))
         .await
         .id();
     let approved_after = app
-        .post(
-            &format!("/v1/operations/{next}/approve"),
-            &approver.key,
-            json!({}),
-        )
+        .post(&format!("/v1/operations/{next}/approve"), &approver.key, json!({}))
         .await;
     assert_eq!(approved_after.json()["status"], "approved");
 }

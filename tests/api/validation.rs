@@ -4,9 +4,7 @@ use serde_json::{json, Value};
 /// Replaces the value at `pointer` (a JSON pointer) in `body`, or removes it for `None`.
 fn edit(mut body: Value, pointer: &str, value: Option<Value>) -> Value {
     let (parent, field) = pointer.rsplit_once('/').unwrap();
-    let target = body
-        .pointer_mut(parent)
-        .unwrap_or_else(|| panic!("no {parent}"));
+    let target = body.pointer_mut(parent).unwrap_or_else(|| panic!("no {parent}"));
     match (target, value) {
         (Value::Object(map), Some(v)) => {
             map.insert(field.into(), v);
@@ -28,28 +26,12 @@ async fn malformed_operations_get_a_precise_4xx_naming_the_field() {
     let long = "x".repeat(600);
     let cases: Vec<(Value, u16, &str)> = vec![
         (edit(good.clone(), "/type", None), 400, "type"),
-        (
-            edit(good.clone(), "/type", Some(json!("refund"))),
-            400,
-            "type",
-        ),
+        (edit(good.clone(), "/type", Some(json!("refund"))), 400, "type"),
         (edit(good.clone(), "/type", Some(json!(3))), 400, "type"),
         (edit(good.clone(), "/currency", None), 400, "currency"),
-        (
-            edit(good.clone(), "/currency", Some(json!("clp"))),
-            400,
-            "currency",
-        ),
-        (
-            edit(good.clone(), "/currency", Some(json!("XYZ"))),
-            400,
-            "currency",
-        ),
-        (
-            edit(good.clone(), "/currency", Some(json!(["CLP"]))),
-            400,
-            "currency",
-        ),
+        (edit(good.clone(), "/currency", Some(json!("clp"))), 400, "currency"),
+        (edit(good.clone(), "/currency", Some(json!("XYZ"))), 400, "currency"),
+        (edit(good.clone(), "/currency", Some(json!(["CLP"]))), 400, "currency"),
         (edit(good.clone(), "/workflow", None), 400, "workflow"),
         (
             edit(good.clone(), "/workflow", Some(json!("no_such_workflow"))),
@@ -63,21 +45,13 @@ async fn malformed_operations_get_a_precise_4xx_naming_the_field() {
         ),
         (edit(good.clone(), "/items", None), 400, "items"),
         (edit(good.clone(), "/items", Some(json!([]))), 400, "items"),
-        (
-            edit(good.clone(), "/items", Some(json!({"a": 1}))),
-            400,
-            "items",
-        ),
+        (edit(good.clone(), "/items", Some(json!({"a": 1}))), 400, "items"),
         (
             edit(good.clone(), "/items/1", Some(json!("not an item"))),
             400,
             "items[1]",
         ),
-        (
-            edit(good.clone(), "/items/1/amount", None),
-            400,
-            "items[1].amount",
-        ),
+        (edit(good.clone(), "/items/1/amount", None), 400, "items[1].amount"),
         (
             edit(good.clone(), "/items/1/amount", Some(json!(0))),
             400,
@@ -99,11 +73,7 @@ async fn malformed_operations_get_a_precise_4xx_naming_the_field() {
             "items[1].amount",
         ),
         (
-            edit(
-                good.clone(),
-                "/items/1/amount",
-                Some(json!(1_000_000_000_000i64)),
-            ),
+            edit(good.clone(), "/items/1/amount", Some(json!(1_000_000_000_000i64))),
             400,
             "items[1].amount",
         ),
@@ -123,20 +93,12 @@ async fn malformed_operations_get_a_precise_4xx_naming_the_field() {
             "items[0].beneficiary.id",
         ),
         (
-            edit(
-                good.clone(),
-                "/items/0/beneficiary/id_type",
-                Some(json!("R U T")),
-            ),
+            edit(good.clone(), "/items/0/beneficiary/id_type", Some(json!("R U T"))),
             400,
             "items[0].beneficiary.id_type",
         ),
         (
-            edit(
-                good.clone(),
-                "/items/0/destination/rail",
-                Some(json!("swift")),
-            ),
+            edit(good.clone(), "/items/0/destination/rail", Some(json!("swift"))),
             400,
             "items[0].destination.rail",
         ),
@@ -164,11 +126,7 @@ async fn malformed_operations_get_a_precise_4xx_naming_the_field() {
             400,
             "items[0].colour",
         ),
-        (
-            edit(good.clone(), "/priority", Some(json!("high"))),
-            400,
-            "priority",
-        ),
+        (edit(good.clone(), "/priority", Some(json!("high"))), 400, "priority"),
         (
             edit(good.clone(), "/metadata", Some(json!({"note": 5}))),
             400,
@@ -180,36 +138,23 @@ async fn malformed_operations_get_a_precise_4xx_naming_the_field() {
             "metadata[note]",
         ),
         (
-            edit(
-                good.clone(),
-                "/customer_id",
-                Some(json!("cus_doesnotexist")),
-            ),
+            edit(good.clone(), "/customer_id", Some(json!("cus_doesnotexist"))),
             404,
             "customer_id",
         ),
-        (
-            edit(good.clone(), "/customer_id", Some(json!(42))),
-            400,
-            "customer_id",
-        ),
+        (edit(good.clone(), "/customer_id", Some(json!(42))), 400, "customer_id"),
         (json!([1, 2, 3]), 400, "body"),
         (json!("payout"), 400, "body"),
     ];
     assert!(cases.len() >= 30);
     for (body, status, param) in cases {
-        let reply = app
-            .post("/v1/operations", &customer.key, body.clone())
-            .await;
+        let reply = app.post("/v1/operations", &customer.key, body.clone()).await;
         let error = reply.error(status);
         assert_eq!(error["param"], param, "{body}");
         assert_eq!(error["type"], "invalid_request_error");
     }
     // None of those wrote anything.
-    assert_eq!(
-        app.get("/v1/operations", &customer.key).await.json()["data"],
-        json!([])
-    );
+    assert_eq!(app.get("/v1/operations", &customer.key).await.json()["data"], json!([]));
 }
 
 #[tokio::test]
@@ -221,45 +166,22 @@ async fn malformed_bodies_headers_queries_and_routes_are_4xx() {
         app.client
             .post(&url)
             .bearer_auth(&customer.key)
-            .header(
-                "Idempotency-Key",
-                format!("raw-{}", ops_tests::rand_suffix()),
-            )
+            .header("Idempotency-Key", format!("raw-{}", ops_tests::rand_suffix()))
             .header("Content-Type", content_type)
             .body(body)
             .send()
     };
     let cases: Vec<(Vec<u8>, &str, u16, &str)> = vec![
-        (
-            b"{\"type\": ".to_vec(),
-            "application/json",
-            400,
-            "invalid_json",
-        ),
-        (
-            b"not json".to_vec(),
-            "application/json",
-            400,
-            "invalid_json",
-        ),
-        (
-            vec![0xff, 0xfe, 0x00],
-            "application/json",
-            400,
-            "invalid_json",
-        ),
+        (b"{\"type\": ".to_vec(), "application/json", 400, "invalid_json"),
+        (b"not json".to_vec(), "application/json", 400, "invalid_json"),
+        (vec![0xff, 0xfe, 0x00], "application/json", 400, "invalid_json"),
         (
             b"type=payout".to_vec(),
             "application/x-www-form-urlencoded",
             415,
             "unsupported_media_type",
         ),
-        (
-            vec![b' '; 1024 * 1024 + 10],
-            "application/json",
-            413,
-            "body_too_large",
-        ),
+        (vec![b' '; 1024 * 1024 + 10], "application/json", 413, "body_too_large"),
     ];
     for (body, content_type, status, code) in cases {
         let reply = raw(body, content_type).await.unwrap();
@@ -278,9 +200,7 @@ async fn malformed_bodies_headers_queries_and_routes_are_4xx() {
         ("customer_id=op_1", "customer_id"),
         ("colour=blue", "colour"),
     ] {
-        let reply = app
-            .get(&format!("/v1/operations?{query}"), &customer.key)
-            .await;
+        let reply = app.get(&format!("/v1/operations?{query}"), &customer.key).await;
         assert_eq!(reply.error(400)["param"], param, "{query}");
     }
 
@@ -315,14 +235,8 @@ async fn malformed_bodies_headers_queries_and_routes_are_4xx() {
             json!({"name": "A", "email": "not-an-email", "roles": ["maker"]}),
             "email",
         ),
-        (
-            json!({"name": "A", "email": "a@b.io", "roles": []}),
-            "roles",
-        ),
-        (
-            json!({"name": "A", "email": "a@b.io", "roles": ["boss"]}),
-            "roles[0]",
-        ),
+        (json!({"name": "A", "email": "a@b.io", "roles": []}), "roles"),
+        (json!({"name": "A", "email": "a@b.io", "roles": ["boss"]}), "roles[0]"),
     ];
     for (body, param) in user_cases {
         let reply = app
@@ -341,9 +255,7 @@ async fn malformed_bodies_headers_queries_and_routes_are_4xx() {
     ];
     for (body, param) in key_cases {
         assert_eq!(
-            app.post("/v1/api_keys", &customer.key, body.clone())
-                .await
-                .error(400)["param"],
+            app.post("/v1/api_keys", &customer.key, body.clone()).await.error(400)["param"],
             param,
             "{body}"
         );

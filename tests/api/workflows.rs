@@ -2,12 +2,7 @@ use ops_tests::{payout, spawn_app, ADMIN_KEY};
 use reqwest::Method;
 use serde_json::json;
 
-async fn put(
-    app: &ops_tests::TestApp,
-    name: &str,
-    key: &str,
-    definition: serde_json::Value,
-) -> ops_tests::Reply {
+async fn put(app: &ops_tests::TestApp, name: &str, key: &str, definition: serde_json::Value) -> ops_tests::Reply {
     app.send(
         Method::PUT,
         &format!("/v1/workflows/{name}"),
@@ -24,10 +19,8 @@ async fn rules_decide_by_amount_currency_and_rail_and_the_customer_overrides_the
     let acme = app.create_customer().await;
     let globex = app.create_customer().await;
     let approvers = [
-        app.add_member(&acme, &["approver"], &["operations:approve"])
-            .await,
-        app.add_member(&acme, &["approver"], &["operations:approve"])
-            .await,
+        app.add_member(&acme, &["approver"], &["operations:approve"]).await,
+        app.add_member(&acme, &["approver"], &["operations:approve"]).await,
     ];
 
     // The platform's "payroll": small payouts pass, big ones need two approvers, huge ones
@@ -70,10 +63,7 @@ async fn rules_decide_by_amount_currency_and_rail_and_the_customer_overrides_the
     usd["currency"] = json!("USD");
     let unmatched = app.post("/v1/operations", &acme.key, usd).await.json();
     assert_eq!(
-        (
-            unmatched["status"].as_str(),
-            unmatched["cause"]["code"].as_str()
-        ),
+        (unmatched["status"].as_str(), unmatched["cause"]["code"].as_str()),
         (Some("rejected"), Some("workflow_rejected"))
     );
 
@@ -87,47 +77,26 @@ async fn rules_decide_by_amount_currency_and_rail_and_the_customer_overrides_the
         .await
         .json();
     assert_eq!(big["status"], "pending_approval");
-    assert_eq!(
-        big["approval_requirement"],
-        json!({"count": 2, "role": "approver"})
-    );
+    assert_eq!(big["approval_requirement"], json!({"count": 2, "role": "approver"}));
     let id = big["id"].as_str().unwrap();
     let one = app
-        .post(
-            &format!("/v1/operations/{id}/approve"),
-            &approvers[0].key,
-            json!({}),
-        )
+        .post(&format!("/v1/operations/{id}/approve"), &approvers[0].key, json!({}))
         .await
         .json();
     assert_eq!(
-        (
-            one["status"].as_str(),
-            one["approvals"].as_array().unwrap().len()
-        ),
+        (one["status"].as_str(), one["approvals"].as_array().unwrap().len()),
         (Some("pending_approval"), 1)
     );
     let twice = app
-        .post(
-            &format!("/v1/operations/{id}/approve"),
-            &approvers[0].key,
-            json!({}),
-        )
+        .post(&format!("/v1/operations/{id}/approve"), &approvers[0].key, json!({}))
         .await;
     assert_eq!(twice.error(409)["code"], "already_decided");
     let two = app
-        .post(
-            &format!("/v1/operations/{id}/approve"),
-            &approvers[1].key,
-            json!({}),
-        )
+        .post(&format!("/v1/operations/{id}/approve"), &approvers[1].key, json!({}))
         .await
         .json();
     assert_eq!(two["status"], "approved");
-    let history = app
-        .get(&format!("/v1/operations/{id}/history"), &acme.key)
-        .await
-        .json();
+    let history = app.get(&format!("/v1/operations/{id}/history"), &acme.key).await.json();
     let actions: Vec<&str> = history["data"]
         .as_array()
         .unwrap()
@@ -138,38 +107,30 @@ async fn rules_decide_by_amount_currency_and_rail_and_the_customer_overrides_the
 
     // Acme's own "payroll" overrides the platform's for Acme only; editing applies to new
     // operations only.
-    let own = put(&app, "payroll", &acme.key, json!({"rules": [{"then": {"action": "require_approvals", "count": 1, "role": "approver"}}]})).await;
-    assert_eq!(
-        own.json()["owner"],
-        json!({"type": "customer", "id": acme.id})
-    );
+    let own = put(
+        &app,
+        "payroll",
+        &acme.key,
+        json!({"rules": [{"then": {"action": "require_approvals", "count": 1, "role": "approver"}}]}),
+    )
+    .await;
+    assert_eq!(own.json()["owner"], json!({"type": "customer", "id": acme.id}));
     let seen_by_acme = app.get("/v1/workflows/payroll", &acme.key).await.json();
     assert_eq!(seen_by_acme["owner"]["type"], "customer");
     let seen_by_globex = app.get("/v1/workflows/payroll", &globex.key).await.json();
     assert_eq!(seen_by_globex["owner"]["type"], "platform");
     let acme_small = app
-        .post(
-            "/v1/operations",
-            &acme.key,
-            payout(&acme.id, "payroll", &[5_000]),
-        )
+        .post("/v1/operations", &acme.key, payout(&acme.id, "payroll", &[5_000]))
         .await
         .json();
     assert_eq!(acme_small["status"], "pending_approval");
     let globex_small = app
-        .post(
-            "/v1/operations",
-            &globex.key,
-            payout(&globex.id, "payroll", &[5_000]),
-        )
+        .post("/v1/operations", &globex.key, payout(&globex.id, "payroll", &[5_000]))
         .await
         .json();
     assert_eq!(globex_small["status"], "approved");
     let old = app
-        .get(
-            &format!("/v1/operations/{}", small["id"].as_str().unwrap()),
-            &acme.key,
-        )
+        .get(&format!("/v1/operations/{}", small["id"].as_str().unwrap()), &acme.key)
         .await
         .json();
     assert_eq!(old["status"], "approved");
@@ -238,11 +199,7 @@ async fn bad_definitions_and_missing_scope_are_refused() {
     .await;
     assert_eq!(bad_name.error(400)["param"], "name");
     let reader = app
-        .post(
-            "/v1/api_keys",
-            &customer.key,
-            json!({"scopes": ["operations:read"]}),
-        )
+        .post("/v1/api_keys", &customer.key, json!({"scopes": ["operations:read"]}))
         .await
         .json()["secret"]
         .as_str()

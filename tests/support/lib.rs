@@ -1,19 +1,44 @@
 //! `spawn_app()`: the real local server on a random port with a fresh data directory, and a
 //! small client for driving it over HTTP.
 
-use ops_local::{Config, Server};
+pub mod receiver;
+
+use ops_domain::ports::Clock;
+use ops_local::{Config, Server, Worker};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::Mutex;
+use time::{Duration, OffsetDateTime};
 
 pub const ADMIN_KEY: &str = "sk_test_platform_admin_for_tests_0000000000";
+pub const RAIL_REPORT_SECRET: &str = "rail-report-secret-for-tests";
 
 pub struct TestApp {
     pub base: String,
     pub client: reqwest::Client,
     pub data_dir: Arc<tempfile::TempDir>,
+    pub clock: Arc<TestClock>,
     server: Server,
+}
+
+/// Real time plus an offset the test moves forward, so retries due in hours happen now.
+#[derive(Default)]
+pub struct TestClock {
+    offset: Mutex<Duration>,
+}
+
+impl TestClock {
+    pub fn advance(&self, by: Duration) {
+        *self.offset.lock().unwrap() += by;
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> OffsetDateTime {
+        OffsetDateTime::now_utc() + *self.offset.lock().unwrap()
+    }
 }
 
 /// What the server answered.
@@ -40,11 +65,7 @@ impl Reply {
     /// Asserts an error of the DESIGN shape and returns its `error` object.
     pub fn error(&self, status: u16) -> Value {
         let body = self.json();
-        assert_eq!(
-            self.status.as_u16(),
-            status,
-            "unexpected status; body: {body}"
-        );
+        assert_eq!(self.status.as_u16(), status, "unexpected status; body: {body}");
         let error = body["error"].clone();
         for field in ["type", "code", "message", "request_id"] {
             assert!(error[field].is_string(), "error without {field}: {body}");
@@ -60,23 +81,32 @@ pub fn config(data_dir: PathBuf) -> Config {
         environment: "test".into(),
         bootstrap_admin_key: Some(ADMIN_KEY.into()),
         api_key_pepper: None,
-        rails: vec!["psp-local:sandbox".into()],
+        sandbox_rail: None,
+        rail_report_secret: Some(RAIL_REPORT_SECRET.into()),
+        // Tests drive the pipeline themselves (see `TestApp::settle`).
+        worker: false,
     }
 }
 
 pub async fn spawn_app() -> TestApp {
+    // `RUST_LOG=debug cargo nextest run …` shows what the service logs during a test.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let data_dir = Arc::new(tempfile::tempdir().expect("temp dir"));
-    start(data_dir).await
+    start(data_dir, Arc::new(TestClock::default())).await
 }
 
-async fn start(data_dir: Arc<tempfile::TempDir>) -> TestApp {
-    let server = ops_local::start(config(data_dir.path().to_path_buf()))
+async fn start(data_dir: Arc<tempfile::TempDir>, clock: Arc<TestClock>) -> TestApp {
+    let server = ops_local::start_with_clock(config(data_dir.path().to_path_buf()), clock.clone())
         .await
         .expect("server starts");
     TestApp {
         base: format!("http://{}", server.address),
         client: reqwest::Client::new(),
         data_dir,
+        clock,
         server,
     }
 }
@@ -93,7 +123,8 @@ pub struct Member {
     pub key: String,
 }
 
-pub const CUSTOMER_SCOPES: [&str; 5] = [
+pub const CUSTOMER_SCOPES: [&str; 6] = [
+    "webhooks:manage",
     "operations:read",
     "operations:write",
     "operations:approve",
@@ -107,7 +138,35 @@ impl TestApp {
     pub async fn restart(self) -> TestApp {
         self.server.task.abort();
         let _ = self.server.task.await;
-        start(self.data_dir).await
+        start(self.data_dir, self.clock).await
+    }
+
+    pub fn worker(&self) -> &Worker {
+        &self.server.worker
+    }
+
+    pub fn sandbox(&self) -> Vec<ops_infra::rails::SandboxEntry> {
+        self.server.sandbox.as_ref().expect("sandbox rail").entries()
+    }
+
+    /// Runs the pipeline until it has nothing left to do now.
+    pub async fn drain(&self) {
+        for _ in 0..1000 {
+            if self.worker().tick().await.expect("pipeline tick") == 0 {
+                return;
+            }
+        }
+        panic!("the pipeline never went idle");
+    }
+
+    /// Runs the pipeline, moving the clock forward by `step` between rounds, `rounds` times:
+    /// retries, polls and backoffs due within that span all happen.
+    pub async fn settle(&self, step: Duration, rounds: usize) {
+        for _ in 0..rounds {
+            self.drain().await;
+            self.clock.advance(step);
+        }
+        self.drain().await;
     }
 
     pub async fn send(
@@ -143,14 +202,8 @@ impl TestApp {
     /// POST with a fresh idempotency key.
     pub async fn post(&self, path: &str, key: &str, body: Value) -> Reply {
         let idempotency_key = format!("test-{}", rand_suffix());
-        self.send(
-            Method::POST,
-            path,
-            Some(key),
-            Some(&idempotency_key),
-            Some(&body),
-        )
-        .await
+        self.send(Method::POST, path, Some(key), Some(&idempotency_key), Some(&body))
+            .await
     }
 
     pub async fn create_customer(&self) -> Customer {
@@ -201,11 +254,7 @@ impl TestApp {
 pub fn rand_suffix() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    format!("{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
 }
 
 /// A valid payout for `customer_id` through `workflow`.

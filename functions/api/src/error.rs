@@ -58,24 +58,12 @@ impl ApiError {
                     "resource_missing",
                     param.as_deref(),
                 ),
-                D::InvalidRequest { code, param, .. } => (
-                    StatusCode::BAD_REQUEST,
-                    "invalid_request_error",
-                    code,
-                    param.as_deref(),
-                ),
-                D::NotFound { .. } => (
-                    StatusCode::NOT_FOUND,
-                    "invalid_request_error",
-                    "resource_missing",
-                    None,
-                ),
-                D::Unauthenticated { code, .. } => {
-                    (StatusCode::UNAUTHORIZED, "authentication_error", code, None)
+                D::InvalidRequest { code, param, .. } => {
+                    (StatusCode::BAD_REQUEST, "invalid_request_error", code, param.as_deref())
                 }
-                D::Forbidden { code, .. } => {
-                    (StatusCode::FORBIDDEN, "permission_error", code, None)
-                }
+                D::NotFound { .. } => (StatusCode::NOT_FOUND, "invalid_request_error", "resource_missing", None),
+                D::Unauthenticated { code, .. } => (StatusCode::UNAUTHORIZED, "authentication_error", code, None),
+                D::Forbidden { code, .. } => (StatusCode::FORBIDDEN, "permission_error", code, None),
                 D::InvalidState { code, .. } => (StatusCode::CONFLICT, "state_error", code, None),
                 D::IdempotencyKeyReused => (
                     StatusCode::UNPROCESSABLE_ENTITY,
@@ -89,12 +77,7 @@ impl ApiError {
                     "idempotency_key_in_use",
                     Some("Idempotency-Key"),
                 ),
-                D::Store(_) => (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "api_error",
-                    "internal_error",
-                    None,
-                ),
+                D::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "api_error", "internal_error", None),
             },
             ApiError::BodyTooLarge { .. } => (
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -102,24 +85,14 @@ impl ApiError {
                 "body_too_large",
                 None,
             ),
-            ApiError::InvalidJson(_) => (
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                "invalid_json",
-                None,
-            ),
+            ApiError::InvalidJson(_) => (StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_json", None),
             ApiError::UnsupportedMediaType => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "invalid_request_error",
                 "unsupported_media_type",
                 Some("Content-Type"),
             ),
-            ApiError::UnknownRoute(_) => (
-                StatusCode::NOT_FOUND,
-                "invalid_request_error",
-                "unknown_route",
-                None,
-            ),
+            ApiError::UnknownRoute(_) => (StatusCode::NOT_FOUND, "invalid_request_error", "unknown_route", None),
             ApiError::MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "invalid_request_error",
@@ -137,13 +110,13 @@ impl IntoResponse for ApiError {
             // Internal details go to the log, not to the client.
             ApiError::Domain(DomainError::Store(detail)) => {
                 tracing::error!(%detail, "store failure");
-                "Something went wrong on our side; nothing was changed. Retry with the same Idempotency-Key.".to_string()
+                "Something went wrong on our side; nothing was changed. Retry with the same Idempotency-Key."
+                    .to_string()
             }
             other => other.to_string(),
         };
         let request_id = REQUEST_ID.try_with(Clone::clone).unwrap_or_default();
-        let mut error =
-            json!({"type": kind, "code": code, "message": message, "request_id": request_id});
+        let mut error = json!({"type": kind, "code": code, "message": message, "request_id": request_id});
         if let Some(param) = param {
             error["param"] = param.into();
         }

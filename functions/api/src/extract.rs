@@ -27,10 +27,7 @@ impl FromRequestParts<App> for Caller {
                     .and_then(|v| v.strip_prefix("Bearer "))
                     .map(str::trim);
                 Some(bearer.filter(|s| !s.is_empty()).ok_or_else(|| {
-                    DomainError::unauthenticated(
-                        "invalid_authorization_header",
-                        "Use 'Authorization: Bearer <key>'.",
-                    )
+                    DomainError::unauthenticated("invalid_authorization_header", "Use 'Authorization: Bearer <key>'.")
                 })?)
             }
         };
@@ -57,18 +54,29 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
         });
         let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
             .await
-            .map_err(|_| ApiError::BodyTooLarge {
-                limit: MAX_BODY_BYTES,
-            })?;
+            .map_err(|_| ApiError::BodyTooLarge { limit: MAX_BODY_BYTES })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(JsonBody(serde_json::json!({})));
         }
         if is_json == Some(false) {
             return Err(ApiError::UnsupportedMediaType);
         }
-        let value =
-            serde_json::from_slice(&bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+        let value = serde_json::from_slice(&bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
         Ok(JsonBody(value))
+    }
+}
+
+/// The raw body, for requests whose signature covers the exact bytes.
+pub struct RawBody(pub axum::body::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
+            .await
+            .map_err(|_| ApiError::BodyTooLarge { limit: MAX_BODY_BYTES })?;
+        Ok(RawBody(bytes))
     }
 }
 
@@ -76,12 +84,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
 pub fn parse<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, ApiError> {
     // serde reads structs from arrays too; a body is always an object.
     if !value.is_object() {
-        return Err(DomainError::invalid(
-            "body",
-            "invalid_body",
-            "The body must be a JSON object.",
-        )
-        .into());
+        return Err(DomainError::invalid("body", "invalid_body", "The body must be a JSON object.").into());
     }
     serde_path_to_error::deserialize(value).map_err(|error| {
         let path = error.path().to_string();
@@ -122,18 +125,9 @@ pub fn parse<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, ApiErr
 
 /// Query parameters as pairs; parameters not in `allowed` are refused.
 pub fn query_pairs(raw: Option<&str>, allowed: &[&str]) -> Result<Vec<(String, String)>, ApiError> {
-    let pairs: Vec<(String, String)> =
-        serde_urlencoded::from_str(raw.unwrap_or("")).map_err(|e| {
-            DomainError::invalid(
-                "query",
-                "invalid_query",
-                format!("The query string is malformed: {e}"),
-            )
-        })?;
-    if let Some((name, _)) = pairs
-        .iter()
-        .find(|(name, _)| !allowed.contains(&name.as_str()))
-    {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.unwrap_or(""))
+        .map_err(|e| DomainError::invalid("query", "invalid_query", format!("The query string is malformed: {e}")))?;
+    if let Some((name, _)) = pairs.iter().find(|(name, _)| !allowed.contains(&name.as_str())) {
         return Err(DomainError::invalid(
             name.clone(),
             "parameter_unknown",

@@ -1,7 +1,7 @@
 //! One function per route. Each reads the request, calls one use case and shapes the answer.
 
 use crate::error::ApiError;
-use crate::extract::{parse, query_pairs, Caller, JsonBody};
+use crate::extract::{parse, query_pairs, Caller, JsonBody, RawBody};
 use crate::idempotency::{create_once, json_response};
 use crate::App;
 use axum::extract::{Path, RawQuery, State};
@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use ops_domain::ids::IdKind;
 use ops_domain::operation::{OperationStatus, OperationType};
-use ops_domain::ports::OperationQuery;
+use ops_domain::ports::{EventQuery, OperationQuery};
 use ops_domain::workflow::WorkflowDefinition;
 use ops_domain::DomainError;
 
@@ -55,8 +55,7 @@ pub async fn create_user(
     let command = parse(&body)?;
     let path = format!("/v1/customers/{customer_id}/users");
     create_once(&app, &caller, &headers, &path, &body, |ticket| {
-        app.service
-            .create_user(&caller, &customer_id, command, ticket)
+        app.service.create_user(&caller, &customer_id, command, ticket)
     })
     .await
 }
@@ -91,26 +90,15 @@ pub async fn rotate_api_key(
         })
         .await;
     }
-    let created = app
-        .service
-        .rotate_api_key(&caller, &id, command, None)
-        .await?;
+    let created = app.service.rotate_api_key(&caller, &id, command, None).await?;
     Ok(json_response(StatusCode::CREATED, created))
 }
 
-pub async fn revoke_api_key(
-    State(app): State<App>,
-    Caller(caller): Caller,
-    Path(id): Path<String>,
-) -> Answer {
+pub async fn revoke_api_key(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
     ok(app.service.revoke_api_key(&caller, &id).await?)
 }
 
-pub async fn get_workflow(
-    State(app): State<App>,
-    Caller(caller): Caller,
-    Path(name): Path<String>,
-) -> Answer {
+pub async fn get_workflow(State(app): State<App>, Caller(caller): Caller, Path(name): Path<String>) -> Answer {
     ok(app.service.get_workflow(&caller, &name).await?)
 }
 
@@ -137,19 +125,11 @@ pub async fn create_operation(
     .await
 }
 
-pub async fn get_operation(
-    State(app): State<App>,
-    Caller(caller): Caller,
-    Path(id): Path<String>,
-) -> Answer {
+pub async fn get_operation(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
     ok(app.service.get_operation(&caller, &id).await?)
 }
 
-pub async fn list_operations(
-    State(app): State<App>,
-    Caller(caller): Caller,
-    RawQuery(raw): RawQuery,
-) -> Answer {
+pub async fn list_operations(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
     let mut query = OperationQuery {
         limit: 10,
         ..Default::default()
@@ -158,15 +138,13 @@ pub async fn list_operations(
         raw.as_deref(),
         &["status", "type", "customer_id", "limit", "starting_after"],
     )? {
-        let bad = |code, message: String| {
-            ApiError::from(DomainError::invalid(name.clone(), code, message))
-        };
+        let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
         match name.as_str() {
             "status" => {
-                query.status =
-                    Some(OperationStatus::parse(&value).ok_or_else(|| {
-                        bad("invalid_status", format!("Unknown status '{value}'."))
-                    })?)
+                query.status = Some(
+                    OperationStatus::parse(&value)
+                        .ok_or_else(|| bad("invalid_status", format!("Unknown status '{value}'.")))?,
+                )
             }
             "type" => {
                 query.kind = Some(
@@ -175,29 +153,12 @@ pub async fn list_operations(
                 )
             }
             "customer_id" if IdKind::Customer.matches(&value) => query.customer_id = Some(value),
-            "customer_id" => {
-                return Err(bad(
-                    "invalid_id",
-                    format!("'{value}' is not a customer id."),
-                ))
-            }
-            "starting_after" if IdKind::Operation.matches(&value) => {
-                query.starting_after = Some(value)
-            }
-            "starting_after" => {
-                return Err(bad(
-                    "invalid_id",
-                    format!("'{value}' is not an operation id."),
-                ))
-            }
+            "customer_id" => return Err(bad("invalid_id", format!("'{value}' is not a customer id."))),
+            "starting_after" if IdKind::Operation.matches(&value) => query.starting_after = Some(value),
+            "starting_after" => return Err(bad("invalid_id", format!("'{value}' is not an operation id."))),
             _ => match value.parse::<usize>() {
                 Ok(limit) if (1..=100).contains(&limit) => query.limit = limit,
-                _ => {
-                    return Err(bad(
-                        "invalid_limit",
-                        "limit is an integer from 1 to 100.".into(),
-                    ))
-                }
+                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
             },
         }
     }
@@ -210,10 +171,7 @@ pub async fn approve_operation(
     Path(id): Path<String>,
     JsonBody(body): JsonBody,
 ) -> Answer {
-    ok(app
-        .service
-        .approve_operation(&caller, &id, parse(&body)?)
-        .await?)
+    ok(app.service.approve_operation(&caller, &id, parse(&body)?).await?)
 }
 
 pub async fn reject_operation(
@@ -222,10 +180,7 @@ pub async fn reject_operation(
     Path(id): Path<String>,
     JsonBody(body): JsonBody,
 ) -> Answer {
-    ok(app
-        .service
-        .reject_operation(&caller, &id, parse(&body)?)
-        .await?)
+    ok(app.service.reject_operation(&caller, &id, parse(&body)?).await?)
 }
 
 pub async fn cancel_operation(
@@ -234,16 +189,129 @@ pub async fn cancel_operation(
     Path(id): Path<String>,
     JsonBody(body): JsonBody,
 ) -> Answer {
-    ok(app
-        .service
-        .cancel_operation(&caller, &id, parse(&body)?)
-        .await?)
+    ok(app.service.cancel_operation(&caller, &id, parse(&body)?).await?)
 }
 
-pub async fn operation_history(
+pub async fn operation_history(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
+    ok(app.service.operation_history(&caller, &id).await?)
+}
+
+pub async fn list_transactions(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let pairs = query_pairs(raw.as_deref(), &["operation_id"])?;
+    let operation_id = pairs
+        .into_iter()
+        .map(|(_, value)| value)
+        .next()
+        .ok_or_else(|| DomainError::missing("operation_id"))?;
+    ok(app.service.list_transactions(&caller, &operation_id).await?)
+}
+
+pub async fn get_transaction(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
+    ok(app.service.get_transaction(&caller, &id).await?)
+}
+
+pub async fn retry_transaction(
     State(app): State<App>,
     Caller(caller): Caller,
     Path(id): Path<String>,
+    JsonBody(body): JsonBody,
 ) -> Answer {
-    ok(app.service.operation_history(&caller, &id).await?)
+    ok(app.service.retry_transaction(&caller, &id, parse(&body)?).await?)
+}
+
+pub async fn resolve_transaction(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app.service.resolve_transaction(&caller, &id, parse(&body)?).await?)
+}
+
+pub async fn list_events(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let mut query = EventQuery {
+        limit: 10,
+        ..Default::default()
+    };
+    for (name, value) in query_pairs(raw.as_deref(), &["type", "customer_id", "limit", "starting_after"])? {
+        let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
+        match name.as_str() {
+            "type" => query.kind = Some(value),
+            "customer_id" if IdKind::Customer.matches(&value) => query.customer_id = Some(value),
+            "customer_id" => return Err(bad("invalid_id", format!("'{value}' is not a customer id."))),
+            "starting_after" if IdKind::Event.matches(&value) => query.starting_after = Some(value),
+            "starting_after" => return Err(bad("invalid_id", format!("'{value}' is not an event id."))),
+            _ => match value.parse::<usize>() {
+                Ok(limit) if (1..=100).contains(&limit) => query.limit = limit,
+                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
+            },
+        }
+    }
+    ok(app.service.list_events(&caller, query).await?)
+}
+
+pub async fn get_event(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
+    ok(app.service.get_event(&caller, &id).await?)
+}
+
+pub async fn event_deliveries(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
+    ok(app.service.event_deliveries(&caller, &id).await?)
+}
+
+pub async fn resend_event(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app.service.resend_event(&caller, &id, parse(&body)?).await?)
+}
+
+pub async fn create_webhook_endpoint(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let command = parse(&body)?;
+    create_once(&app, &caller, &headers, "/v1/webhook_endpoints", &body, |ticket| {
+        app.service.create_webhook_endpoint(&caller, command, ticket)
+    })
+    .await
+}
+
+pub async fn list_webhook_endpoints(State(app): State<App>, Caller(caller): Caller) -> Answer {
+    ok(app.service.list_webhook_endpoints(&caller).await?)
+}
+
+pub async fn get_webhook_endpoint(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
+    ok(app.service.get_webhook_endpoint(&caller, &id).await?)
+}
+
+pub async fn delete_webhook_endpoint(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
+    ok(app.service.delete_webhook_endpoint(&caller, &id).await?)
+}
+
+pub async fn rotate_webhook_secret(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let rotated = app.service.rotate_webhook_secret(&caller, &id, parse(&body)?).await?;
+    Ok(json_response(StatusCode::OK, rotated))
+}
+
+/// Signed by the connectivity layer (no API key): the signature covers the exact bytes.
+pub async fn rail_report(State(app): State<App>, headers: HeaderMap, RawBody(bytes): RawBody) -> Answer {
+    let header = headers.get(ops_domain::signature::HEADER).and_then(|v| v.to_str().ok());
+    let parse_report = || {
+        let value: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| DomainError::invalid("body", "invalid_json", format!("The body is not valid JSON: {e}")))?;
+        parse(&value).map_err(|e| match e {
+            ApiError::Domain(domain) => domain,
+            other => DomainError::invalid("body", "invalid_body", other.to_string()),
+        })
+    };
+    ok(app.service.accept_rail_report(header, &bytes, parse_report).await?)
 }

@@ -36,9 +36,7 @@ where
     F: FnOnce(Option<Ticket>) -> Fut,
     Fut: Future<Output = Result<Vec<u8>, DomainError>>,
 {
-    let header = headers
-        .get("idempotency-key")
-        .map(|v| v.to_str().unwrap_or("\u{0}"));
+    let header = headers.get("idempotency-key").map(|v| v.to_str().unwrap_or("\u{0}"));
     let key = idempotency::check_key(header)?.to_owned();
     let store = &app.service.store;
     let claim = IdempotencyClaim {
@@ -47,11 +45,7 @@ where
         fingerprint: idempotency::fingerprint("POST", path, body),
         now: app.service.clock.now(),
     };
-    match store
-        .claim_idempotency_key(&claim)
-        .await
-        .map_err(DomainError::from)?
-    {
+    match store.claim_idempotency_key(&claim).await.map_err(DomainError::from)? {
         ClaimOutcome::Claimed => {
             let ticket = Ticket {
                 scope: claim.scope.clone(),
@@ -61,10 +55,7 @@ where
                 Ok(body) => Ok(json_response(StatusCode::CREATED, body)),
                 Err(error) => {
                     // Nothing was written: free the key so a corrected request can use it.
-                    if let Err(release) = store
-                        .release_idempotency_key(&claim.scope, &claim.key)
-                        .await
-                    {
+                    if let Err(release) = store.release_idempotency_key(&claim.scope, &claim.key).await {
                         tracing::warn!(%release, "could not release idempotency key; it frees itself after its claim timeout");
                     }
                     Err(error.into())

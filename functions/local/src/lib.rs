@@ -4,14 +4,21 @@
 use clap::Parser;
 use ops_api::App;
 use ops_domain::auth::{Environment, KeyHasher};
+use ops_domain::execution::RAIL_REPORT_SECRET;
 use ops_domain::ids::UlidGenerator;
-use ops_domain::ports::SystemClock;
+use ops_domain::ports::{Clock, Secrets, SystemClock};
+use ops_domain::rail::Rails;
 use ops_domain::service::Service;
-use ops_infra::embedded::SqliteStore;
+use ops_infra::embedded::{SqliteQueue, SqliteStore};
+use ops_infra::rails::SandboxRail;
+use ops_infra::webhook_sender::HttpWebhookSender;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::task::JoinHandle;
+
+mod worker;
+pub use worker::Worker;
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -34,20 +41,24 @@ pub struct Config {
     /// Secret mixed into API-key hashes; generated into the data directory when unset.
     #[arg(long, env = "OPS_API_KEY_PEPPER", hide_env_values = true)]
     pub api_key_pepper: Option<String>,
-    /// Rail ids operations may use, comma-separated.
-    #[arg(
-        long,
-        env = "OPS_RAILS",
-        default_value = "psp-local:sandbox",
-        value_delimiter = ','
-    )]
-    pub rails: Vec<String>,
+    /// Serve the `psp-local:sandbox` simulator rail (default: in the test environment only).
+    #[arg(long, env = "OPS_SANDBOX_RAIL")]
+    pub sandbox_rail: Option<bool>,
+    /// Secret that signs `POST /v1/rail_reports` from the connectivity layer.
+    #[arg(long, env = "OPS_RAIL_REPORT_SECRET", hide_env_values = true)]
+    pub rail_report_secret: Option<String>,
+    /// Run the pipeline (stream, queues, status polls) in the background; tests turn it off
+    /// and drive it themselves.
+    #[arg(long, env = "OPS_WORKER", default_value_t = true, action = clap::ArgAction::Set)]
+    pub worker: bool,
 }
 
-/// A running server.
+/// A running server and the parts tests reach into.
 pub struct Server {
     pub address: SocketAddr,
     pub task: JoinHandle<std::io::Result<()>>,
+    pub worker: Worker,
+    pub sandbox: Option<Arc<SandboxRail>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,58 +86,93 @@ fn local_pepper(data_dir: &Path) -> std::io::Result<String> {
     }
 }
 
-pub async fn build_app(config: &Config) -> Result<App, StartError> {
+/// Everything local mode runs on.
+pub struct Local {
+    pub app: App,
+    pub worker: Worker,
+    pub sandbox: Option<Arc<SandboxRail>>,
+}
+
+pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, StartError> {
     let environment = Environment::parse(&config.environment)
         .ok_or_else(|| StartError::Config("OPS_ENVIRONMENT must be test or production".into()))?;
-    if let Some(bad) = config
-        .rails
-        .iter()
-        .find(|r| !ops_domain::validate::valid_rail_id(r))
-    {
-        return Err(StartError::Config(format!(
-            "OPS_RAILS: '{bad}' is not of the form psp-local:<rail_name>"
-        )));
-    }
     std::fs::create_dir_all(&config.data_dir)?;
     let pepper = match &config.api_key_pepper {
         Some(pepper) => pepper.clone(),
         None => local_pepper(&config.data_dir)?,
     };
-    let database = config
-        .data_dir
-        .join(format!("ops-{}.sqlite", environment.as_str()));
-    let store = SqliteStore::open(&database)
-        .map_err(|e| StartError::Config(format!("{}: {e}", database.display())))?;
-    let service = Service {
-        store: Arc::new(store),
-        clock: Arc::new(SystemClock),
+    let database = config.data_dir.join(format!("ops-{}.sqlite", environment.as_str()));
+    let store = SqliteStore::open(&database).map_err(|e| StartError::Config(format!("{}: {e}", database.display())))?;
+    let queue = SqliteQueue::new(store.clone(), clock.clone());
+    let mut rails = Rails::default();
+    let mut sandbox = None;
+    if config.sandbox_rail.unwrap_or(environment == Environment::Test) {
+        let path = config
+            .data_dir
+            .join(format!("rail-sandbox-{}.sqlite", environment.as_str()));
+        let rail =
+            Arc::new(SandboxRail::open(&path).map_err(|e| StartError::Config(format!("{}: {e}", path.display())))?);
+        rails = rails.with(rail.clone());
+        sandbox = Some(rail);
+    }
+    if let Some(secret) = &config.rail_report_secret {
+        store
+            .put_secret(RAIL_REPORT_SECRET, secret)
+            .await
+            .map_err(|e| StartError::Config(e.to_string()))?;
+    }
+    let service = Arc::new(Service {
+        store: Arc::new(store.clone()),
+        clock,
         ids: Arc::new(UlidGenerator::default()),
         hasher: KeyHasher::new(pepper),
         environment,
-        rails: config.rails.iter().cloned().collect(),
-    };
+        rails,
+        queue: Arc::new(queue.clone()),
+        secrets: Arc::new(store.clone()),
+        webhooks: Arc::new(HttpWebhookSender::default()),
+    });
     if let Some(secret) = &config.bootstrap_admin_key {
         service
             .bootstrap_admin_key(secret)
             .await
             .map_err(|e| StartError::Config(format!("OPS_BOOTSTRAP_ADMIN_KEY: {e}")))?;
     }
-    Ok(App {
-        service: Arc::new(service),
+    let worker = Worker::new(service.clone(), store, queue);
+    Ok(Local {
+        app: App { service },
+        worker,
+        sandbox,
     })
 }
 
 /// Opens the store and starts serving; returns once the listener is bound.
 pub async fn start(config: Config) -> Result<Server, StartError> {
-    let app = build_app(&config).await?;
+    start_with_clock(config, Arc::new(SystemClock)).await
+}
+
+pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<Server, StartError> {
+    let local = build(&config, clock).await?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let address = listener.local_addr()?;
+    let router = ops_api::router(local.app);
+    let worker = local.worker.clone();
     let task = tokio::spawn(async move {
-        axum::serve(listener, ops_api::router(app))
+        let background = config.worker.then(|| tokio::spawn(worker.run()));
+        let served = axum::serve(listener, router)
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;
             })
-            .await
+            .await;
+        if let Some(background) = background {
+            background.abort();
+        }
+        served
     });
-    Ok(Server { address, task })
+    Ok(Server {
+        address,
+        task,
+        worker: local.worker,
+        sandbox: local.sandbox,
+    })
 }

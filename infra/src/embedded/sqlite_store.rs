@@ -3,16 +3,19 @@
 
 use async_trait::async_trait;
 use ops_domain::auth::{ApiKey, Customer, User};
-use ops_domain::idempotency::{
-    ClaimOutcome, IdempotencyClaim, StoredResponse, CLAIM_TIMEOUT, RETENTION,
-};
+use ops_domain::event::Event;
+use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse, CLAIM_TIMEOUT, RETENTION};
 use ops_domain::operation::Operation;
 use ops_domain::ports::{AuditEntry, Changeset, OperationQuery, Store, StoreError, Write};
+use ops_domain::ports::{EventQuery, Secrets};
+use ops_domain::transaction::Transaction;
+use ops_domain::webhook::{Delivery, WebhookEndpoint};
 use ops_domain::workflow::{Workflow, WorkflowOwner};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::de::DeserializeOwned;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use time::OffsetDateTime;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS customers (id TEXT PRIMARY KEY, body TEXT NOT NULL);
@@ -34,6 +37,27 @@ CREATE TABLE IF NOT EXISTS idempotency (
     status INTEGER, response BLOB, locked_until INTEGER NOT NULL, expires_at INTEGER NOT NULL,
     PRIMARY KEY (scope, key));
 CREATE INDEX IF NOT EXISTS idempotency_by_expiry ON idempotency (expires_at);
+CREATE TABLE IF NOT EXISTS transactions (
+    id TEXT PRIMARY KEY, operation_id TEXT NOT NULL, status TEXT NOT NULL, next_poll_at INTEGER,
+    version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS transactions_by_operation ON transactions (operation_id, id);
+CREATE INDEX IF NOT EXISTS transactions_due ON transactions (next_poll_at) WHERE next_poll_at IS NOT NULL;
+-- The event log is also the change stream: consumers read it in seq order from a checkpoint.
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, customer_id TEXT NOT NULL,
+    type TEXT NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS events_by_customer ON events (customer_id, seq);
+CREATE TABLE IF NOT EXISTS stream_checkpoints (subscription TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS webhook_endpoints (
+    id TEXT PRIMARY KEY, customer_id TEXT, version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS deliveries (
+    id TEXT PRIMARY KEY, event_id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS deliveries_by_event ON deliveries (event_id);
+CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS queue_messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body TEXT NOT NULL,
+    visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS queue_messages_visible ON queue_messages (queue, visible_at);
 ";
 
 #[derive(Clone)]
@@ -52,9 +76,7 @@ enum TxError {
 impl From<rusqlite::Error> for TxError {
     fn from(e: rusqlite::Error) -> Self {
         match e {
-            rusqlite::Error::SqliteFailure(f, _)
-                if f.code == rusqlite::ErrorCode::ConstraintViolation =>
-            {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
                 TxError::Condition
             }
             other => TxError::Sql(other),
@@ -68,12 +90,19 @@ impl From<ConditionFailed> for TxError {
     }
 }
 
-fn unavailable(e: impl std::fmt::Display) -> StoreError {
+pub(crate) fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
 fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("domain objects always serialize")
+}
+
+/// The endpoint's JSON plus its secret names, which its public JSON leaves out.
+fn endpoint_document(endpoint: &WebhookEndpoint) -> String {
+    let mut body = serde_json::to_value(endpoint).expect("serializes");
+    body["secrets"] = serde_json::to_value(&endpoint.secrets).expect("serializes");
+    body.to_string()
 }
 
 fn owner_key(owner: &WorkflowOwner) -> String {
@@ -103,7 +132,7 @@ impl SqliteStore {
     }
 
     /// Runs `work` on the connection off the async runtime.
-    async fn with<T, F>(&self, work: F) -> Result<T, StoreError>
+    pub(crate) async fn with<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
@@ -117,6 +146,58 @@ impl SqliteStore {
         .map_err(unavailable)?
     }
 
+    async fn documents<T>(&self, sql: &'static str, key: String) -> Result<Vec<T>, StoreError>
+    where
+        T: DeserializeOwned + Send + 'static,
+    {
+        self.with(move |c| {
+            let mut statement = c.prepare_cached(sql).map_err(unavailable)?;
+            let rows = statement
+                .query_map([key], |row| row.get::<_, String>(0))
+                .map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
+                .collect()
+        })
+        .await
+    }
+
+    /// Up to `limit` events after `subscription`'s checkpoint, in stream order.
+    pub async fn stream_batch(
+        &self,
+        subscription: &'static str,
+        limit: usize,
+    ) -> Result<Vec<(i64, Event)>, StoreError> {
+        self.with(move |c| {
+            let mut statement = c
+                .prepare_cached(
+                    "SELECT seq, body FROM events WHERE seq > COALESCE((SELECT seq FROM stream_checkpoints WHERE subscription = ?1), 0)
+                     ORDER BY seq LIMIT ?2",
+                )
+                .map_err(unavailable)?;
+            let rows = statement.query_map(params![subscription, limit as i64], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))).map_err(unavailable)?;
+            rows.map(|row| {
+                let (seq, body) = row.map_err(unavailable)?;
+                Ok((seq, serde_json::from_str(&body).map_err(unavailable)?))
+            })
+            .collect()
+        })
+        .await
+    }
+
+    /// Moves `subscription`'s checkpoint to `seq` (everything up to it is handled).
+    pub async fn advance_checkpoint(&self, subscription: &'static str, seq: i64) -> Result<(), StoreError> {
+        self.with(move |c| {
+            c.execute(
+                "INSERT INTO stream_checkpoints (subscription, seq) VALUES (?1, ?2)
+                 ON CONFLICT (subscription) DO UPDATE SET seq = MAX(seq, excluded.seq)",
+                params![subscription, seq],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn document<T>(&self, sql: &'static str, key: String) -> Result<Option<T>, StoreError>
     where
         T: DeserializeOwned + Send + 'static,
@@ -126,8 +207,7 @@ impl SqliteStore {
                 .query_row(sql, [key], |row| row.get(0))
                 .optional()
                 .map_err(unavailable)?;
-            body.map(|b| serde_json::from_str(&b).map_err(unavailable))
-                .transpose()
+            body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
         })
         .await
     }
@@ -160,13 +240,26 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
         Write::InsertOperation(op) => {
             tx.execute(
                 "INSERT INTO operations (id, customer_id, status, type, version, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![op.id, op.customer_id, op.status.as_str(), op.kind.as_str(), op.version as i64, json(op)],
+                params![
+                    op.id,
+                    op.customer_id,
+                    op.status.as_str(),
+                    op.kind.as_str(),
+                    op.version as i64,
+                    json(op)
+                ],
             )?;
         }
         Write::UpdateOperation(op) => {
             let changed = tx.execute(
                 "UPDATE operations SET status = ?2, version = ?3, body = ?4 WHERE id = ?1 AND version = ?5",
-                params![op.id, op.status.as_str(), op.version as i64, json(op), op.version as i64 - 1],
+                params![
+                    op.id,
+                    op.status.as_str(),
+                    op.version as i64,
+                    json(op),
+                    op.version as i64 - 1
+                ],
             )?;
             if changed != 1 {
                 return Err(ConditionFailed.into());
@@ -183,17 +276,60 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
                 return Err(ConditionFailed.into());
             }
         }
+        Write::InsertTransaction(t) => {
+            tx.execute(
+                "INSERT INTO transactions (id, operation_id, status, next_poll_at, version, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![t.id, t.operation_id, t.status.as_str(), t.next_poll_at.map(|at| at.unix_timestamp()), t.version as i64, json(t)],
+            )?;
+        }
+        Write::UpdateTransaction(t) => {
+            let changed = tx.execute(
+                "UPDATE transactions SET status = ?2, next_poll_at = ?3, version = ?4, body = ?5 WHERE id = ?1 AND version = ?6",
+                params![t.id, t.status.as_str(), t.next_poll_at.map(|at| at.unix_timestamp()), t.version as i64, json(t), t.version as i64 - 1],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
+        Write::Event(e) => {
+            tx.execute(
+                "INSERT INTO events (id, customer_id, type, body) VALUES (?1, ?2, ?3, ?4)",
+                params![e.id, e.customer_id, e.kind, json(e)],
+            )?;
+        }
+        Write::PutWebhookEndpoint(w) => {
+            let changed = tx.execute(
+                "INSERT INTO webhook_endpoints (id, customer_id, version, body) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body
+                 WHERE webhook_endpoints.version = excluded.version - 1",
+                params![w.id, w.customer_id, w.version as i64, endpoint_document(w)],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
+        Write::InsertDelivery(d) => {
+            tx.execute(
+                "INSERT INTO deliveries (id, event_id, version, body) VALUES (?1, ?2, ?3, ?4)",
+                params![d.id, d.event_id, d.version as i64, json(d)],
+            )?;
+        }
+        Write::UpdateDelivery(d) => {
+            let changed = tx.execute(
+                "UPDATE deliveries SET version = ?2, body = ?3 WHERE id = ?1 AND version = ?4",
+                params![d.id, d.version as i64, json(d), d.version as i64 - 1],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
         Write::Audit(entry) => {
             tx.execute(
                 "INSERT INTO audit (entity_id, operation_id, body) VALUES (?1, ?2, ?3)",
                 params![entry.entity_id, entry.operation_id, json(entry)],
             )?;
         }
-        Write::CompleteIdempotency {
-            scope,
-            key,
-            response,
-        } => {
+        Write::CompleteIdempotency { scope, key, response } => {
             let changed = tx.execute(
                 "UPDATE idempotency SET status = ?3, response = ?4 WHERE scope = ?1 AND key = ?2 AND status IS NULL",
                 params![scope, key, response.status, response.body],
@@ -231,8 +367,7 @@ impl Store for SqliteStore {
     }
 
     async fn user(&self, id: &str) -> Result<Option<User>, StoreError> {
-        self.document("SELECT body FROM users WHERE id = ?1", id.into())
-            .await
+        self.document("SELECT body FROM users WHERE id = ?1", id.into()).await
     }
 
     async fn api_key(&self, id: &str) -> Result<Option<ApiKey>, StoreError> {
@@ -241,11 +376,8 @@ impl Store for SqliteStore {
     }
 
     async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, StoreError> {
-        self.document(
-            "SELECT body FROM api_keys WHERE secret_hash = ?1",
-            secret_hash.into(),
-        )
-        .await
+        self.document("SELECT body FROM api_keys WHERE secret_hash = ?1", secret_hash.into())
+            .await
     }
 
     async fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError> {
@@ -297,11 +429,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn workflow(
-        &self,
-        owner: &WorkflowOwner,
-        name: &str,
-    ) -> Result<Option<Workflow>, StoreError> {
+    async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError> {
         let (owner, name) = (owner_key(owner), name.to_owned());
         self.with(move |c| {
             let body: Option<String> = c
@@ -312,16 +440,90 @@ impl Store for SqliteStore {
                 )
                 .optional()
                 .map_err(unavailable)?;
-            body.map(|b| serde_json::from_str(&b).map_err(unavailable))
-                .transpose()
+            body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
         })
         .await
     }
 
-    async fn claim_idempotency_key(
-        &self,
-        claim: &IdempotencyClaim,
-    ) -> Result<ClaimOutcome, StoreError> {
+    async fn transaction(&self, id: &str) -> Result<Option<Transaction>, StoreError> {
+        self.document("SELECT body FROM transactions WHERE id = ?1", id.into())
+            .await
+    }
+
+    async fn transactions_of_operation(&self, operation_id: &str) -> Result<Vec<Transaction>, StoreError> {
+        self.documents(
+            "SELECT body FROM transactions WHERE operation_id = ?1 ORDER BY id",
+            operation_id.into(),
+        )
+        .await
+    }
+
+    async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError> {
+        self.with(move |c| {
+            let mut statement = c
+                .prepare_cached("SELECT body FROM transactions WHERE next_poll_at IS NOT NULL AND next_poll_at <= ?1 ORDER BY next_poll_at LIMIT ?2")
+                .map_err(unavailable)?;
+            let rows = statement.query_map(params![now.unix_timestamp(), limit as i64], |row| row.get::<_, String>(0)).map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable)).collect()
+        })
+        .await
+    }
+
+    async fn event(&self, id: &str) -> Result<Option<Event>, StoreError> {
+        self.document("SELECT body FROM events WHERE id = ?1", id.into()).await
+    }
+
+    async fn events(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
+        let query = query.clone();
+        self.with(move |c| {
+            let mut statement = c
+                .prepare_cached(
+                    "SELECT body FROM events
+                     WHERE (?1 IS NULL OR customer_id = ?1) AND (?2 IS NULL OR type = ?2)
+                       AND (?3 IS NULL OR seq < (SELECT seq FROM events WHERE id = ?3))
+                     ORDER BY seq DESC LIMIT ?4",
+                )
+                .map_err(unavailable)?;
+            let rows = statement
+                .query_map(
+                    params![query.customer_id, query.kind, query.starting_after, query.limit as i64],
+                    |row| row.get::<_, String>(0),
+                )
+                .map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
+                .collect()
+        })
+        .await
+    }
+
+    async fn webhook_endpoint(&self, id: &str) -> Result<Option<WebhookEndpoint>, StoreError> {
+        self.document("SELECT body FROM webhook_endpoints WHERE id = ?1", id.into())
+            .await
+    }
+
+    async fn webhook_endpoints_for(&self, customer_id: Option<&str>) -> Result<Vec<WebhookEndpoint>, StoreError> {
+        let customer = customer_id.unwrap_or("").to_owned();
+        self.documents(
+            "SELECT body FROM webhook_endpoints WHERE customer_id IS NULL OR customer_id = ?1 ORDER BY id",
+            customer,
+        )
+        .await
+    }
+
+    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {
+        self.document("SELECT body FROM deliveries WHERE id = ?1", id.into())
+            .await
+    }
+
+    async fn deliveries_of_event(&self, event_id: &str) -> Result<Vec<Delivery>, StoreError> {
+        self.documents(
+            "SELECT body FROM deliveries WHERE event_id = ?1 ORDER BY id",
+            event_id.into(),
+        )
+        .await
+    }
+
+    async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
         let claim = claim.clone();
         self.with(move |c| {
             let now = claim.now.unix_timestamp();
@@ -369,6 +571,29 @@ impl Store for SqliteStore {
             )
             .map_err(unavailable)?;
             Ok(())
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl Secrets for SqliteStore {
+    async fn put_secret(&self, name: &str, value: &str) -> Result<(), StoreError> {
+        let (name, value) = (name.to_owned(), value.to_owned());
+        self.with(move |c| {
+            c.execute("INSERT INTO secrets (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value", params![name, value])
+                .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn secret(&self, name: &str) -> Result<Option<String>, StoreError> {
+        let name = name.to_owned();
+        self.with(move |c| {
+            c.query_row("SELECT value FROM secrets WHERE name = ?1", [name], |row| row.get(0))
+                .optional()
+                .map_err(unavailable)
         })
         .await
     }

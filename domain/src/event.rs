@@ -1,0 +1,92 @@
+//! Events: one per state change (and `operation.created`), written in the same store
+//! transaction as the change (a transactional outbox), then streamed to their consumers.
+
+use crate::auth::Environment;
+use crate::operation::Operation;
+use crate::transaction::Transaction;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub id: String,
+    pub object: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Unix seconds.
+    pub created: i64,
+    pub environment: Environment,
+    pub api_version: String,
+    /// The customer the event concerns; webhook endpoints of that customer receive it.
+    pub customer_id: String,
+    pub data: serde_json::Value,
+}
+
+impl Event {
+    fn new(
+        id: String,
+        kind: String,
+        customer_id: &str,
+        environment: Environment,
+        at: OffsetDateTime,
+        data: serde_json::Value,
+    ) -> Event {
+        Event {
+            id,
+            object: "event".into(),
+            kind,
+            created: at.unix_timestamp(),
+            environment,
+            api_version: "v1".into(),
+            customer_id: customer_id.into(),
+            data,
+        }
+    }
+
+    /// `operation.<status>` (or `operation.created`) with the operation as it now is.
+    pub fn of_operation(id: String, kind: &str, operation: &Operation) -> Event {
+        let data = serde_json::json!({
+            "operation_id": operation.id,
+            "customer_id": operation.customer_id,
+            "status": operation.status,
+            "cause": operation.cause,
+            "type": operation.kind,
+            "currency": operation.currency,
+            "total_amount": operation.total_amount,
+            "object": operation,
+        });
+        Event::new(
+            id,
+            format!("operation.{kind}"),
+            &operation.customer_id,
+            operation.environment,
+            operation.updated_at,
+            data,
+        )
+    }
+
+    /// `transaction.<status>`; its data carries the seed's six fields at the top level.
+    pub fn of_transaction(id: String, transaction: &Transaction) -> Event {
+        let data = serde_json::json!({
+            "transaction_id": transaction.id,
+            "operation_id": transaction.operation_id,
+            "rail": transaction.rail,
+            "rail_reference": transaction.rail_reference,
+            "amount": transaction.amount,
+            "currency": transaction.currency,
+            "status": transaction.status,
+            "cause": transaction.cause,
+            "item_id": transaction.item_id,
+            "customer_id": transaction.customer_id,
+        });
+        let kind = format!("transaction.{}", transaction.status.as_str());
+        Event::new(
+            id,
+            kind,
+            &transaction.customer_id,
+            transaction.environment,
+            transaction.updated_at,
+            data,
+        )
+    }
+}

@@ -1,0 +1,101 @@
+//! The rail adapter port (DESIGN §7) and the registry of adapters by rail id.
+
+use crate::auth::Environment;
+use crate::operation::Beneficiary;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What the rail is asked to execute. `transaction_id` is the rail's idempotency key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Instruction {
+    pub transaction_id: String,
+    pub operation_id: String,
+    pub customer_id: String,
+    pub amount: i64,
+    pub currency: String,
+    pub beneficiary: Beneficiary,
+    pub account: String,
+    pub reference: Option<String>,
+    pub environment: Environment,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum Ack {
+    Accepted { rail_reference: String },
+    Rejected { code: String, reason: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum RailState {
+    Pending,
+    Confirmed {
+        rail_reference: String,
+    },
+    Failed {
+        code: String,
+        reason: String,
+    },
+    Returned {
+        code: String,
+        reason: String,
+    },
+    /// The rail has no instruction with this transaction id.
+    NotFound,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RailError {
+    /// Not accepted, try again later (the rail did not take the instruction).
+    #[error("transient rail error: {0}")]
+    Transient(String),
+    /// No answer in time: the rail may or may not have the instruction.
+    #[error("the rail did not answer in time")]
+    Timeout,
+    #[error("permanent rail error: {0}")]
+    Permanent(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatementLine {
+    pub rail_reference: String,
+    pub transaction_id: Option<String>,
+    pub amount: i64,
+    pub currency: String,
+    pub status: String,
+}
+
+#[async_trait]
+pub trait RailAdapter: Send + Sync {
+    /// `psp-local:<rail_name>`.
+    fn id(&self) -> &str;
+    async fn submit(&self, instruction: &Instruction) -> Result<Ack, RailError>;
+    /// Asks what became of a transaction (by its id, the rail's idempotency key, and the
+    /// rail's reference when known).
+    async fn status(&self, transaction_id: &str, rail_reference: Option<&str>) -> Result<RailState, RailError>;
+    async fn import_statement(&self, statement: &[u8]) -> Result<Vec<StatementLine>, RailError>;
+}
+
+/// The adapters this deployment can use, by rail id.
+#[derive(Clone, Default)]
+pub struct Rails {
+    adapters: BTreeMap<String, Arc<dyn RailAdapter>>,
+}
+
+impl Rails {
+    pub fn with(mut self, adapter: Arc<dyn RailAdapter>) -> Rails {
+        self.adapters.insert(adapter.id().to_owned(), adapter);
+        self
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Arc<dyn RailAdapter>> {
+        self.adapters.get(id)
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.adapters.contains_key(id)
+    }
+}

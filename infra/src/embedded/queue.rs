@@ -1,0 +1,127 @@
+//! Queues in the SQLite file, with SQS's semantics: delay, visibility timeout, receive count,
+//! and a dead-letter queue after too many receives.
+
+use super::sqlite_store::{unavailable, SqliteStore};
+use async_trait::async_trait;
+use ops_domain::ports::{Clock, Queue, QueueMessage, QueueName, StoreError};
+use rusqlite::params;
+use std::sync::Arc;
+use time::Duration;
+
+/// Receives before a message goes to the dead-letter queue (SQS `maxReceiveCount`).
+pub const MAX_RECEIVES: u32 = 5;
+
+#[derive(Clone)]
+pub struct SqliteQueue {
+    store: SqliteStore,
+    clock: Arc<dyn Clock>,
+}
+
+fn dead_letter_name(queue: QueueName) -> String {
+    format!("{}-dlq", queue.as_str())
+}
+
+impl SqliteQueue {
+    pub fn new(store: SqliteStore, clock: Arc<dyn Clock>) -> SqliteQueue {
+        SqliteQueue { store, clock }
+    }
+
+    fn now_ms(&self) -> i64 {
+        (self.clock.now().unix_timestamp_nanos() / 1_000_000) as i64
+    }
+
+    /// Up to `max` visible messages, hidden for `visibility` while they are handled. Messages
+    /// received too often move to the dead-letter queue instead.
+    pub async fn receive(
+        &self,
+        queue: QueueName,
+        max: usize,
+        visibility: Duration,
+    ) -> Result<Vec<QueueMessage>, StoreError> {
+        let now = self.now_ms();
+        let hidden_until = now + visibility.whole_milliseconds() as i64;
+        self.store
+            .with(move |c| {
+                let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(unavailable)?;
+                let candidates: Vec<(i64, String, u32)> = {
+                    let mut statement = tx
+                        .prepare_cached("SELECT id, body, receive_count FROM queue_messages WHERE queue = ?1 AND visible_at <= ?2 ORDER BY visible_at, id LIMIT ?3")
+                        .map_err(unavailable)?;
+                    let rows = statement.query_map(params![queue.as_str(), now, max as i64], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))).map_err(unavailable)?;
+                    rows.collect::<Result<_, _>>().map_err(unavailable)?
+                };
+                let mut received = vec![];
+                for (id, body, count) in candidates {
+                    if count >= MAX_RECEIVES {
+                        tx.execute("UPDATE queue_messages SET queue = ?2, visible_at = ?3 WHERE id = ?1", params![id, dead_letter_name(queue), now])
+                            .map_err(unavailable)?;
+                        tracing::error!(queue = queue.as_str(), message = id, "message moved to the dead-letter queue");
+                        continue;
+                    }
+                    tx.execute("UPDATE queue_messages SET visible_at = ?2, receive_count = receive_count + 1 WHERE id = ?1", params![id, hidden_until])
+                        .map_err(unavailable)?;
+                    received.push(QueueMessage { id: id.to_string(), body, receive_count: count + 1 });
+                }
+                tx.commit().map_err(unavailable)?;
+                Ok(received)
+            })
+            .await
+    }
+
+    /// Deletes a handled message.
+    pub async fn ack(&self, message_id: &str) -> Result<(), StoreError> {
+        let id: i64 = message_id.parse().map_err(unavailable)?;
+        self.store
+            .with(move |c| {
+                c.execute("DELETE FROM queue_messages WHERE id = ?1", [id])
+                    .map_err(unavailable)?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// Bodies of the messages in `queue`'s dead-letter queue.
+    pub async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, StoreError> {
+        self.depth_query(
+            "SELECT body FROM queue_messages WHERE queue = ?1 ORDER BY id",
+            dead_letter_name(queue),
+        )
+        .await
+    }
+
+    /// Bodies of every message waiting in `queue`, visible or not.
+    pub async fn waiting(&self, queue: QueueName) -> Result<Vec<String>, StoreError> {
+        self.depth_query(
+            "SELECT body FROM queue_messages WHERE queue = ?1 ORDER BY id",
+            queue.as_str().to_owned(),
+        )
+        .await
+    }
+
+    async fn depth_query(&self, sql: &'static str, queue: String) -> Result<Vec<String>, StoreError> {
+        self.store
+            .with(move |c| {
+                let mut statement = c.prepare_cached(sql).map_err(unavailable)?;
+                let rows = statement.query_map([queue], |row| row.get(0)).map_err(unavailable)?;
+                rows.collect::<Result<_, _>>().map_err(unavailable)
+            })
+            .await
+    }
+}
+
+#[async_trait]
+impl Queue for SqliteQueue {
+    async fn send(&self, queue: QueueName, body: String, delay: Duration) -> Result<(), StoreError> {
+        let visible_at = self.now_ms() + delay.whole_milliseconds().max(0) as i64;
+        self.store
+            .with(move |c| {
+                c.execute(
+                    "INSERT INTO queue_messages (queue, body, visible_at) VALUES (?1, ?2, ?3)",
+                    params![queue.as_str(), body, visible_at],
+                )
+                .map_err(unavailable)?;
+                Ok(())
+            })
+            .await
+    }
+}

@@ -1,0 +1,488 @@
+use ops_tests::receiver::{signature_is_valid, Receiver};
+use ops_tests::{payout, spawn_app, TestApp, ADMIN_KEY};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use time::Duration;
+
+async fn endpoint(app: &TestApp, key: &str, url: &str) -> String {
+    let created = app
+        .post("/v1/webhook_endpoints", key, json!({"url": url, "events": ["*"]}))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let secret = created.json()["secret"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("whsec_"));
+    secret
+}
+
+async fn transactions(app: &TestApp, key: &str, operation_id: &str) -> Vec<Value> {
+    let list = app
+        .get(&format!("/v1/transactions?operation_id={operation_id}"), key)
+        .await
+        .json();
+    list["data"].as_array().unwrap_or_else(|| panic!("{list}")).clone()
+}
+
+async fn all_events(app: &TestApp, key: &str) -> Vec<Value> {
+    let mut events = vec![];
+    let mut after = String::new();
+    loop {
+        let page = app.get(&format!("/v1/events?limit=100{after}"), key).await.json();
+        let data = page["data"].as_array().unwrap().clone();
+        after = format!(
+            "&starting_after={}",
+            data.last().map(|e| e["id"].as_str().unwrap()).unwrap_or("")
+        );
+        events.extend(data);
+        if page["has_more"] != true {
+            return events;
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_magic_amount_reaches_its_documented_outcome_and_every_event_arrives_signed() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let receiver = Receiver::start(0).await;
+    let secret = endpoint(&app, &customer.key, &receiver.url).await;
+
+    // Ending → (final transaction status, cause code of that status).
+    let outcomes: [(i64, &str, &str); 7] = [
+        (10_000, "confirmed", "confirmed_by_rail"),
+        (10_001, "failed", "rail_rejected_account_closed"),
+        (10_002, "failed", "rail_failed_insufficient_funds"),
+        (10_003, "confirmed", "confirmed_by_rail"),
+        (10_004, "confirmed", "confirmed_by_rail"),
+        (10_005, "confirmed", "confirmed_by_rail"),
+        (10_006, "returned", "rail_returned_beneficiary_returned"),
+    ];
+    let amounts: Vec<i64> = outcomes.iter().map(|o| o.0).collect();
+    let operation = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &amounts))
+        .await
+        .json();
+    let id = operation["id"].as_str().unwrap();
+    app.settle(Duration::seconds(30), 20).await;
+
+    let txns = transactions(&app, &customer.key, id).await;
+    assert_eq!(txns.len(), outcomes.len(), "one transaction per item");
+    for (amount, status, cause) in outcomes {
+        let txn = txns.iter().find(|t| t["amount"] == amount).unwrap();
+        assert_eq!(
+            (txn["status"].as_str(), txn["cause"]["code"].as_str()),
+            (Some(status), Some(cause)),
+            "amount {amount}: {txn}"
+        );
+    }
+    let by_amount = |amount: i64| txns.iter().find(|t| t["amount"] == amount).unwrap().clone();
+    assert_eq!(
+        by_amount(10_003)["submit_attempts"],
+        3,
+        "two transient errors, then accepted"
+    );
+    assert!(
+        by_amount(10_005)["status_polls"].as_u64().unwrap() >= 4,
+        "late confirmation came by polling"
+    );
+
+    let operation = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
+    assert_eq!(operation["status"], "partially_completed");
+    assert_eq!(operation["cause"]["code"], "some_transactions_failed");
+    assert!(operation["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|i| i["transaction_id"].as_str().unwrap().starts_with("txn_")));
+
+    // The unknown one went through `unknown` and was resolved by asking, never by resending.
+    let history = app
+        .get(&format!("/v1/operations/{id}/history"), &customer.key)
+        .await
+        .json();
+    let timeout_txn = by_amount(10_004)["id"].as_str().unwrap().to_owned();
+    let path: Vec<&str> = history["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["entity_id"] == timeout_txn.as_str())
+        .map(|e| e["to"].as_str().unwrap())
+        .collect();
+    assert_eq!(path, ["pending", "unknown", "confirmed"]);
+    for entry in history["data"].as_array().unwrap() {
+        assert!(
+            entry["cause"]["code"].is_string() && entry["cause"]["actor"]["type"].is_string(),
+            "{entry}"
+        );
+    }
+    let ledger = app.sandbox();
+    assert!(ledger.iter().all(|e| e.duplicate_submits == 0), "{ledger:?}");
+    let timed_out = ledger.iter().find(|e| e.transaction_id == timeout_txn).unwrap();
+    assert_eq!(timed_out.submit_calls, 1, "an unknown outcome is never resubmitted");
+
+    // Every event of the customer reached the receiver, signed with the endpoint's secret.
+    let events = all_events(&app, &customer.key).await;
+    let received = receiver.received();
+    for delivery in &received {
+        assert!(
+            signature_is_valid(&delivery.signature, &delivery.body, &secret),
+            "bad signature: {}",
+            delivery.signature
+        );
+    }
+    let received_ids: BTreeSet<String> = received
+        .iter()
+        .map(|r| r.json()["id"].as_str().unwrap().to_owned())
+        .collect();
+    let event_ids: BTreeSet<String> = events.iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(received_ids, event_ids);
+    let confirmed = received
+        .iter()
+        .map(|r| r.json())
+        .find(|e| e["type"] == "transaction.confirmed")
+        .expect("a transaction.confirmed event");
+    for field in [
+        "transaction_id",
+        "operation_id",
+        "rail",
+        "rail_reference",
+        "amount",
+        "currency",
+    ] {
+        assert!(
+            !confirmed["data"][field].is_null(),
+            "transaction.confirmed lacks {field}: {confirmed}"
+        );
+    }
+    assert_eq!(
+        (
+            confirmed["object"].as_str(),
+            confirmed["api_version"].as_str(),
+            confirmed["environment"].as_str()
+        ),
+        (Some("event"), Some("v1"), Some("test"))
+    );
+    let types: BTreeSet<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    for expected in [
+        "operation.created",
+        "operation.approved",
+        "operation.processing",
+        "operation.partially_completed",
+        "transaction.pending",
+        "transaction.submitted",
+        "transaction.unknown",
+        "transaction.confirmed",
+        "transaction.failed",
+        "transaction.returned",
+    ] {
+        assert!(types.contains(expected), "no {expected} in {types:?}");
+    }
+}
+
+#[tokio::test]
+async fn retries_run_out_into_needs_attention_and_an_operator_resolves_it() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let id = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "auto", &[20_007, 20_008]),
+        )
+        .await
+        .id();
+    app.settle(Duration::seconds(30), 20).await;
+    let operation = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
+    assert_eq!(
+        (operation["status"].as_str(), operation["cause"]["code"].as_str()),
+        (Some("needs_attention"), Some("transaction_needs_attention"))
+    );
+    let txns = transactions(&app, &customer.key, &id).await;
+    let busy = txns.iter().find(|t| t["amount"] == 20_007).unwrap();
+    let lost = txns.iter().find(|t| t["amount"] == 20_008).unwrap();
+    assert_eq!(
+        (busy["status"].as_str(), busy["cause"]["code"].as_str()),
+        (Some("needs_attention"), Some("submit_retries_exhausted"))
+    );
+    assert_eq!(busy["submit_attempts"], 5);
+    assert_eq!(
+        (lost["status"].as_str(), lost["cause"]["code"].as_str()),
+        (Some("needs_attention"), Some("rail_has_no_record"))
+    );
+
+    // Operator actions need the platform; a possibly-submitted transaction cannot be retried.
+    let busy_id = busy["id"].as_str().unwrap();
+    let lost_id = lost["id"].as_str().unwrap();
+    assert_eq!(
+        app.post(&format!("/v1/transactions/{busy_id}/retry"), &customer.key, json!({}))
+            .await
+            .error(403)["code"],
+        "operator_required"
+    );
+    let unsafe_retry = app
+        .post(&format!("/v1/transactions/{lost_id}/retry"), ADMIN_KEY, json!({}))
+        .await;
+    assert_eq!(unsafe_retry.error(409)["code"], "possibly_submitted");
+    let retried = app
+        .post(
+            &format!("/v1/transactions/{busy_id}/retry"),
+            ADMIN_KEY,
+            json!({"reason": "rail back up"}),
+        )
+        .await
+        .json();
+    assert_eq!(
+        (retried["status"].as_str(), retried["cause"]["code"].as_str()),
+        (Some("pending"), Some("operator_retry"))
+    );
+    let bad = app
+        .post(
+            &format!("/v1/transactions/{lost_id}/resolve"),
+            ADMIN_KEY,
+            json!({"status": "paid", "reason": "x"}),
+        )
+        .await;
+    assert_eq!(bad.error(400)["param"], "status");
+    let resolved = app
+        .post(
+            &format!("/v1/transactions/{lost_id}/resolve"),
+            ADMIN_KEY,
+            json!({"status": "failed", "reason": "rail confirms it never arrived"}),
+        )
+        .await
+        .json();
+    assert_eq!(
+        (resolved["status"].as_str(), resolved["cause"]["actor"]["type"].as_str()),
+        (Some("failed"), Some("operator"))
+    );
+    app.settle(Duration::seconds(30), 20).await;
+    // The retried one keeps failing (its amount always gets transient errors), so the
+    // operation is back to needs_attention, with the resolution on record.
+    let operation = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
+    assert_eq!(operation["status"], "needs_attention");
+    let history = app
+        .get(&format!("/v1/operations/{id}/history"), &customer.key)
+        .await
+        .json();
+    let codes: Vec<&str> = history["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["cause"]["code"].as_str().unwrap())
+        .collect();
+    for code in ["operator_retry", "operator_resolution", "transactions_in_progress"] {
+        assert!(codes.contains(&code), "{code} missing from {codes:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_receiver_that_is_down_for_a_while_still_gets_every_event_and_attempts_are_logged() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let receiver = Receiver::start(10).await;
+    let secret = endpoint(&app, &customer.key, &receiver.url).await;
+    let id = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[30_000]))
+        .await
+        .id();
+    app.settle(Duration::seconds(30), 10).await;
+    assert!(receiver.requests() >= 7, "first attempts were made");
+    // The retry schedule is 1 m, 5 m, 30 m …: move the clock through it.
+    app.settle(Duration::minutes(10), 12).await;
+
+    let events = all_events(&app, &customer.key).await;
+    let received: BTreeMap<String, usize> = receiver.received().iter().fold(BTreeMap::new(), |mut seen, r| {
+        assert!(signature_is_valid(&r.signature, &r.body, &secret));
+        *seen.entry(r.json()["id"].as_str().unwrap().to_owned()).or_default() += 1;
+        seen
+    });
+    assert_eq!(received.len(), events.len(), "every event arrived");
+    assert_eq!(
+        app.get(&format!("/v1/operations/{id}"), &customer.key).await.json()["status"],
+        "completed"
+    );
+    let mut failed_attempts = 0;
+    for event in &events {
+        let deliveries = app
+            .get(
+                &format!("/v1/events/{}/deliveries", event["id"].as_str().unwrap()),
+                &customer.key,
+            )
+            .await
+            .json();
+        let delivery = &deliveries["data"][0];
+        assert_eq!(delivery["status"], "delivered", "{delivery}");
+        let attempts = delivery["attempts"].as_array().unwrap();
+        assert_eq!(attempts.last().unwrap()["status_code"], 200);
+        failed_attempts += attempts.iter().filter(|a| a["status_code"] == 503).count();
+    }
+    assert_eq!(failed_attempts, 10, "each refused request is in the delivery log");
+}
+
+#[tokio::test]
+async fn secret_rotation_signs_with_both_secrets_during_the_overlap_and_resend_delivers_again() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let receiver = Receiver::start(0).await;
+    let created = app
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": receiver.url, "events": ["operation.created"]}),
+        )
+        .await
+        .json();
+    let (endpoint_id, old_secret) = (
+        created["id"].as_str().unwrap().to_owned(),
+        created["secret"].as_str().unwrap().to_owned(),
+    );
+    assert!(created.get("_secrets").is_none(), "secret names are not shown");
+    let rotated = app
+        .post(
+            &format!("/v1/webhook_endpoints/{endpoint_id}/rotate_secret"),
+            &customer.key,
+            json!({"expires_in": 3600}),
+        )
+        .await
+        .json();
+    let new_secret = rotated["secret"].as_str().unwrap().to_owned();
+    app.post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[5]))
+        .await;
+    app.drain().await;
+    let first = receiver.received();
+    assert_eq!(first.len(), 1, "only the subscribed type");
+    assert_eq!(first[0].signature.matches("v1=").count(), 2);
+    assert!(signature_is_valid(&first[0].signature, &first[0].body, &old_secret));
+    assert!(signature_is_valid(&first[0].signature, &first[0].body, &new_secret));
+
+    // After the overlap only the new secret signs; a resend makes a fresh delivery.
+    app.clock.advance(Duration::hours(2));
+    let event_id = first[0].json()["id"].as_str().unwrap().to_owned();
+    let resent = app
+        .post(&format!("/v1/events/{event_id}/resend"), &customer.key, json!({}))
+        .await;
+    assert_eq!(resent.status, 200, "{}", resent.json());
+    app.drain().await;
+    let second = receiver.received();
+    assert_eq!(second.len(), 2);
+    assert_eq!(second[1].body, first[0].body, "the same event");
+    assert_eq!(second[1].signature.matches("v1=").count(), 1);
+    assert!(signature_is_valid(&second[1].signature, &second[1].body, &new_secret));
+    assert!(!signature_is_valid(&second[1].signature, &second[1].body, &old_secret));
+    let deliveries = app
+        .get(&format!("/v1/events/{event_id}/deliveries"), &customer.key)
+        .await
+        .json();
+    assert_eq!(deliveries["data"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn webhook_endpoints_are_validated_and_scoped() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    for (body, param) in [
+        (json!({}), "url"),
+        (json!({"url": "ftp://x"}), "url"),
+        (json!({"url": "http://127.0.0.1/x", "events": []}), "events"),
+        (
+            json!({"url": "http://127.0.0.1/x", "events": ["payment.made"]}),
+            "events[0]",
+        ),
+    ] {
+        assert_eq!(
+            app.post("/v1/webhook_endpoints", &customer.key, body.clone())
+                .await
+                .error(400)["param"],
+            param,
+            "{body}"
+        );
+    }
+    let reader = app
+        .post("/v1/api_keys", &customer.key, json!({"scopes": ["operations:read"]}))
+        .await
+        .json()["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        app.post("/v1/webhook_endpoints", &reader, json!({"url": "http://127.0.0.1/x"}))
+            .await
+            .error(403)["code"],
+        "missing_scope"
+    );
+}
+
+#[tokio::test]
+async fn signed_rail_reports_update_transactions_and_unsigned_ones_are_refused() {
+    use hmac::{Hmac, KeyInit, Mac};
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    // Late confirmation: the rail reports it before any poll would see it.
+    let id = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[40_005]))
+        .await
+        .id();
+    app.drain().await;
+    let txn = transactions(&app, &customer.key, &id).await[0].clone();
+    assert_eq!(txn["status"], "submitted");
+    let body = serde_json::to_vec(&json!({"id": "rpt_1", "rail": "psp-local:sandbox", "transaction_id": txn["id"], "state": "confirmed", "rail_reference": txn["rail_reference"]})).unwrap();
+    let url = format!("{}/v1/rail_reports", app.base);
+    let now = app.clock.as_ref() as &dyn ops_domain::ports::Clock;
+    let t = now.now().unix_timestamp();
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(ops_tests::RAIL_REPORT_SECRET.as_bytes()).unwrap();
+    mac.update(format!("{t}.").as_bytes());
+    mac.update(&body);
+    let signature = format!("t={t},v1={}", hex::encode(mac.finalize().into_bytes()));
+
+    let unsigned = app.client.post(&url).body(body.clone()).send().await.unwrap();
+    assert_eq!(unsigned.status(), 401);
+    let forged = app
+        .client
+        .post(&url)
+        .header("X-Service-Signature", signature.replace("v1=", "v1=0"))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 401);
+    let accepted = app
+        .client
+        .post(&url)
+        .header("X-Service-Signature", &signature)
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(accepted.status(), 200);
+    let reported: Value = accepted.json().await.unwrap();
+    assert_eq!(
+        (reported["status"].as_str(), reported["cause"]["code"].as_str()),
+        (Some("confirmed"), Some("confirmed_by_rail"))
+    );
+    assert!(reported["cause"]["message"].as_str().unwrap().contains("rpt_1"));
+    // The same report again changes nothing.
+    let again = app
+        .client
+        .post(&url)
+        .header("X-Service-Signature", &signature)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 200);
+    app.drain().await;
+    let history = app
+        .get(&format!("/v1/operations/{id}/history"), &customer.key)
+        .await
+        .json();
+    let confirmations = history["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["to"] == "confirmed")
+        .count();
+    assert_eq!(confirmations, 1);
+    assert_eq!(
+        app.get(&format!("/v1/operations/{id}"), &customer.key).await.json()["status"],
+        "completed"
+    );
+}

@@ -1,0 +1,93 @@
+//! A real HTTP webhook receiver for tests, with its own signature check (independent of the
+//! service's code) and a switch to answer 503 for a while.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub signature: String,
+    pub body: Vec<u8>,
+}
+
+impl Received {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).expect("webhook body is JSON")
+    }
+}
+
+#[derive(Default)]
+struct Inbox {
+    received: Mutex<Vec<Received>>,
+    requests: AtomicUsize,
+    refuse_first: AtomicUsize,
+}
+
+pub struct Receiver {
+    pub url: String,
+    inbox: Arc<Inbox>,
+}
+
+async fn hook(State(inbox): State<Arc<Inbox>>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    let n = inbox.requests.fetch_add(1, Ordering::SeqCst);
+    if n < inbox.refuse_first.load(Ordering::SeqCst) {
+        return StatusCode::SERVICE_UNAVAILABLE;
+    }
+    let signature = headers
+        .get("x-service-signature")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    inbox.received.lock().unwrap().push(Received {
+        signature,
+        body: body.to_vec(),
+    });
+    StatusCode::OK
+}
+
+impl Receiver {
+    /// Starts a receiver that answers 503 to its first `refuse_first` requests.
+    pub async fn start(refuse_first: usize) -> Receiver {
+        let inbox = Arc::new(Inbox::default());
+        inbox.refuse_first.store(refuse_first, Ordering::SeqCst);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let app = axum::Router::new().route("/hook", post(hook)).with_state(inbox.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Receiver { url, inbox }
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.inbox.received.lock().unwrap().clone()
+    }
+
+    pub fn requests(&self) -> usize {
+        self.inbox.requests.load(Ordering::SeqCst)
+    }
+}
+
+/// Verifies `X-Service-Signature: t=…,v1=…` the way a customer would: HMAC-SHA256 over
+/// "<t>.<body>" keyed with the whole `whsec_` secret, any `v1` matching.
+pub fn signature_is_valid(header: &str, body: &[u8], secret: &str) -> bool {
+    let mut timestamp = None;
+    let mut candidates = vec![];
+    for part in header.split(',') {
+        match part.split_once('=') {
+            Some(("t", t)) => timestamp = Some(t.to_owned()),
+            Some(("v1", v)) => candidates.push(v.to_owned()),
+            _ => {}
+        }
+    }
+    let Some(timestamp) = timestamp else { return false };
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("{timestamp}.").as_bytes());
+    mac.update(body);
+    let expected = hex::encode(mac.finalize().into_bytes());
+    candidates.contains(&expected)
+}
