@@ -18,7 +18,7 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 
 mod worker;
-pub use worker::Worker;
+pub use worker::{Subscription, Worker};
 
 #[derive(Debug, Clone, Parser)]
 #[command(
