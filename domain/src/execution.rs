@@ -16,8 +16,9 @@ use crate::webhook::{self, Delivery, SigningSecret, WebhookEndpoint};
 use serde::{Deserialize, Serialize};
 use time::Duration;
 
-/// Name of the secret that signs `POST /v1/rail_reports`.
-pub const RAIL_REPORT_SECRET: &str = "rail-report-secret";
+/// Name of the secret shared with the connectivity layer: it signs `POST /v1/rail_reports`
+/// and the HTTP rail adapter's requests.
+pub const RAIL_SECRET: &str = "rail-secret";
 const MAX_SECRET_OVERLAP: Duration = Duration::days(7);
 
 #[derive(Debug, Deserialize)]
@@ -531,7 +532,7 @@ impl Service {
         body: &[u8],
         report: impl FnOnce() -> Result<RailReport, DomainError>,
     ) -> Result<Transaction, DomainError> {
-        let secret = self.secrets.secret(RAIL_REPORT_SECRET).await?.ok_or_else(|| {
+        let secret = self.secrets.secret(RAIL_SECRET).await?.ok_or_else(|| {
             DomainError::unauthenticated("rail_reports_disabled", "No rail report secret is configured.")
         })?;
         let header = signature_header.ok_or_else(|| {

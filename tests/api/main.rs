@@ -5,5 +5,6 @@ mod faults;
 mod idempotency;
 mod operations;
 mod pipeline;
+mod rails;
 mod validation;
 mod workflows;

@@ -428,7 +428,7 @@ async fn signed_rail_reports_update_transactions_and_unsigned_ones_are_refused()
     let url = format!("{}/v1/rail_reports", app.base);
     let now = app.clock.as_ref() as &dyn ops_domain::ports::Clock;
     let t = now.now().unix_timestamp();
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(ops_tests::RAIL_REPORT_SECRET.as_bytes()).unwrap();
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(ops_tests::RAIL_SECRET.as_bytes()).unwrap();
     mac.update(format!("{t}.").as_bytes());
     mac.update(&body);
     let signature = format!("t={t},v1={}", hex::encode(mac.finalize().into_bytes()));

@@ -13,13 +13,14 @@ use std::sync::Mutex;
 use time::{Duration, OffsetDateTime};
 
 pub const ADMIN_KEY: &str = "sk_test_platform_admin_for_tests_0000000000";
-pub const RAIL_REPORT_SECRET: &str = "rail-report-secret-for-tests";
+pub const RAIL_SECRET: &str = "rail-secret-for-tests";
 
 pub struct TestApp {
     pub base: String,
     pub client: reqwest::Client,
     pub data_dir: Arc<tempfile::TempDir>,
     pub clock: Arc<TestClock>,
+    config: Config,
     server: Server,
 }
 
@@ -82,24 +83,33 @@ pub fn config(data_dir: PathBuf) -> Config {
         bootstrap_admin_key: Some(ADMIN_KEY.into()),
         api_key_pepper: None,
         sandbox_rail: None,
-        rail_report_secret: Some(RAIL_REPORT_SECRET.into()),
+        http_rails: vec![],
+        http_rail_timeout_ms: 10_000,
+        rail_secret: Some(RAIL_SECRET.into()),
         // Tests drive the pipeline themselves (see `TestApp::settle`).
         worker: false,
     }
 }
 
 pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// `spawn_app` with a changed configuration.
+pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
     // `RUST_LOG=debug cargo nextest run …` shows what the service logs during a test.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
     let data_dir = Arc::new(tempfile::tempdir().expect("temp dir"));
-    start(data_dir, Arc::new(TestClock::default())).await
+    let mut config = config(data_dir.path().to_path_buf());
+    customize(&mut config);
+    start(data_dir, config, Arc::new(TestClock::default())).await
 }
 
-async fn start(data_dir: Arc<tempfile::TempDir>, clock: Arc<TestClock>) -> TestApp {
-    let server = ops_local::start_with_clock(config(data_dir.path().to_path_buf()), clock.clone())
+async fn start(data_dir: Arc<tempfile::TempDir>, config: Config, clock: Arc<TestClock>) -> TestApp {
+    let server = ops_local::start_with_clock(config.clone(), clock.clone())
         .await
         .expect("server starts");
     TestApp {
@@ -107,6 +117,7 @@ async fn start(data_dir: Arc<tempfile::TempDir>, clock: Arc<TestClock>) -> TestA
         client: reqwest::Client::new(),
         data_dir,
         clock,
+        config,
         server,
     }
 }
@@ -138,7 +149,7 @@ impl TestApp {
     pub async fn restart(self) -> TestApp {
         self.server.task.abort();
         let _ = self.server.task.await;
-        start(self.data_dir, self.clock).await
+        start(self.data_dir, self.config, self.clock).await
     }
 
     pub fn worker(&self) -> &Worker {

@@ -4,13 +4,13 @@
 use clap::Parser;
 use ops_api::App;
 use ops_domain::auth::{Environment, KeyHasher};
-use ops_domain::execution::RAIL_REPORT_SECRET;
+use ops_domain::execution::RAIL_SECRET;
 use ops_domain::ids::UlidGenerator;
 use ops_domain::ports::{Clock, Secrets, SystemClock};
 use ops_domain::rail::Rails;
 use ops_domain::service::Service;
 use ops_infra::embedded::{SqliteQueue, SqliteStore};
-use ops_infra::rails::SandboxRail;
+use ops_infra::rails::{HttpRail, SandboxRail};
 use ops_infra::webhook_sender::HttpWebhookSender;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -44,9 +44,17 @@ pub struct Config {
     /// Serve the `psp-local:sandbox` simulator rail (default: in the test environment only).
     #[arg(long, env = "OPS_SANDBOX_RAIL")]
     pub sandbox_rail: Option<bool>,
-    /// Secret that signs `POST /v1/rail_reports` from the connectivity layer.
-    #[arg(long, env = "OPS_RAIL_REPORT_SECRET", hide_env_values = true)]
-    pub rail_report_secret: Option<String>,
+    /// Secret shared with the connectivity layer: signs rail reports and HTTP rail requests.
+    #[arg(long, env = "OPS_RAIL_SECRET", hide_env_values = true)]
+    pub rail_secret: Option<String>,
+    /// Rails served by the PSP's connectivity layer over HTTP: `rail_id=base_url`,
+    /// comma-separated (e.g. `psp-local:spei=https://connect.example/spei`).
+    #[arg(long, env = "OPS_HTTP_RAILS", value_delimiter = ',')]
+    pub http_rails: Vec<String>,
+    /// How long the HTTP rail adapter waits for an answer before the outcome counts as
+    /// unknown (and is asked about, never resent).
+    #[arg(long, env = "OPS_HTTP_RAIL_TIMEOUT_MS", default_value_t = 10_000)]
+    pub http_rail_timeout_ms: u64,
     /// Run the pipeline (stream, queues, status polls) in the background; tests turn it off
     /// and drive it themselves.
     #[arg(long, env = "OPS_WORKER", default_value_t = true, action = clap::ArgAction::Set)]
@@ -115,9 +123,27 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         rails = rails.with(rail.clone());
         sandbox = Some(rail);
     }
-    if let Some(secret) = &config.rail_report_secret {
+    for spec in &config.http_rails {
+        let (id, url) = spec
+            .split_once('=')
+            .filter(|(id, url)| {
+                ops_domain::validate::valid_rail_id(id) && (url.starts_with("http://") || url.starts_with("https://"))
+            })
+            .ok_or_else(|| StartError::Config(format!("OPS_HTTP_RAILS: '{spec}' is not rail_id=http(s)://base_url")))?;
+        let secret = config
+            .rail_secret
+            .as_deref()
+            .ok_or_else(|| StartError::Config("OPS_HTTP_RAILS needs OPS_RAIL_SECRET to sign requests".into()))?;
+        rails = rails.with(Arc::new(HttpRail::new(
+            id,
+            url,
+            secret,
+            std::time::Duration::from_millis(config.http_rail_timeout_ms),
+        )));
+    }
+    if let Some(secret) = &config.rail_secret {
         store
-            .put_secret(RAIL_REPORT_SECRET, secret)
+            .put_secret(RAIL_SECRET, secret)
             .await
             .map_err(|e| StartError::Config(e.to_string()))?;
     }

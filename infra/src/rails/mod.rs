@@ -1,5 +1,7 @@
 //! Rail adapters: the sandbox simulator and the HTTP adapter for a PSP's connectivity layer.
 
+mod http;
 mod sandbox;
 
+pub use http::HttpRail;
 pub use sandbox::{read_entries, SandboxEntry, SandboxRail, SANDBOX_RAIL};

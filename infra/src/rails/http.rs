@@ -1,0 +1,109 @@
+//! A rail adapter that speaks JSON over HTTP to a PSP's own connectivity layer, so a PSP plugs
+//! in a rail without writing Rust. Every request is signed like a webhook
+//! (`X-Service-Signature`) with the rail secret.
+//!
+//! | call | request body | answer |
+//! |---|---|---|
+//! | `POST {base}/submit` | the instruction | `{"result":"accepted","rail_reference"}` or `{"result":"rejected","code","reason"}` |
+//! | `POST {base}/status` | `{"transaction_id","rail_reference"}` | `{"state":"pending"}`, `{"state":"confirmed","rail_reference"}`, `{"state":"failed"\|"returned","code","reason"}` or `{"state":"not_found"}` |
+//! | `POST {base}/statements` | the statement file's bytes | `{"lines":[{"rail_reference","transaction_id","amount","currency","status"}]}` |
+//!
+//! A 429 or 5xx answer, or a connection that could not be opened, is transient (nothing was
+//! sent, or the layer refused it); another 4xx is permanent; no answer within the timeout is
+//! a timeout, so the transaction becomes `unknown` and is asked about, never resent.
+
+use async_trait::async_trait;
+use ops_domain::rail::{Ack, Instruction, RailAdapter, RailError, RailState, StatementLine};
+use ops_domain::signature;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub struct HttpRail {
+    id: String,
+    base_url: String,
+    secret: String,
+    client: reqwest::Client,
+}
+
+#[derive(Deserialize)]
+struct Statement {
+    lines: Vec<StatementLine>,
+}
+
+impl HttpRail {
+    pub fn new(id: &str, base_url: &str, secret: &str, timeout: Duration) -> HttpRail {
+        HttpRail {
+            id: id.to_owned(),
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            secret: secret.to_owned(),
+            client: reqwest::Client::builder()
+                .timeout(timeout)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("HTTP client builds"),
+        }
+    }
+
+    async fn call<T: DeserializeOwned>(&self, path: &str, content_type: &str, body: Vec<u8>) -> Result<T, RailError> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let header = signature::header(&[&self.secret], now, &body);
+        let response = self
+            .client
+            .post(format!("{}{path}", self.base_url))
+            .header("Content-Type", content_type)
+            .header(signature::HEADER, header)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| match e.is_connect() {
+                true => RailError::Transient(format!("cannot reach {}: {e}", self.base_url)),
+                false => RailError::Timeout,
+            })?;
+        let status = response.status();
+        if status.as_u16() == 429 || status.is_server_error() {
+            return Err(RailError::Transient(format!("{path} answered {status}")));
+        }
+        if !status.is_success() {
+            let text = response.text().await.unwrap_or_default();
+            return Err(RailError::Permanent(format!(
+                "{path} answered {status}: {}",
+                text.chars().take(200).collect::<String>()
+            )));
+        }
+        let bytes = response.bytes().await.map_err(|_| RailError::Timeout)?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| RailError::Permanent(format!("{path} answered with an unreadable body: {e}")))
+    }
+}
+
+#[async_trait]
+impl RailAdapter for HttpRail {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    async fn submit(&self, instruction: &Instruction) -> Result<Ack, RailError> {
+        self.call(
+            "/submit",
+            "application/json",
+            serde_json::to_vec(instruction).expect("serializes"),
+        )
+        .await
+    }
+
+    async fn status(&self, transaction_id: &str, rail_reference: Option<&str>) -> Result<RailState, RailError> {
+        let body = serde_json::json!({"transaction_id": transaction_id, "rail_reference": rail_reference});
+        self.call("/status", "application/json", body.to_string().into_bytes())
+            .await
+    }
+
+    async fn import_statement(&self, statement: &[u8]) -> Result<Vec<StatementLine>, RailError> {
+        let answer: Statement = self
+            .call("/statements", "application/octet-stream", statement.to_vec())
+            .await?;
+        Ok(answer.lines)
+    }
+}
