@@ -694,3 +694,86 @@ pub fn settle(
     };
     operation.apply(transition).map(Some)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operation::tests::operation_in;
+    use crate::transaction::tests::transaction;
+
+    fn txns(statuses: &[TransactionStatus]) -> Vec<Transaction> {
+        statuses
+            .iter()
+            .map(|s| Transaction {
+                status: *s,
+                ..transaction()
+            })
+            .collect()
+    }
+
+    fn settled(from: OperationStatus, statuses: &[TransactionStatus]) -> Option<(OperationStatus, String)> {
+        let mut operation = operation_in(from);
+        settle(&mut operation, &txns(statuses), OffsetDateTime::UNIX_EPOCH)
+            .unwrap()
+            .map(|c| (c.to, c.cause.code))
+    }
+
+    #[test]
+    fn an_operation_settles_from_its_transactions() {
+        use OperationStatus as O;
+        use TransactionStatus::*;
+        let to = |status: O, code: &str| Some((status, code.to_string()));
+        assert_eq!(
+            settled(O::Processing, &[Confirmed, Confirmed]),
+            to(O::Completed, "all_transactions_confirmed")
+        );
+        assert_eq!(
+            settled(O::Processing, &[Failed, Returned]),
+            to(O::Failed, "all_transactions_failed")
+        );
+        assert_eq!(
+            settled(O::Processing, &[Confirmed, Failed]),
+            to(O::PartiallyCompleted, "some_transactions_failed")
+        );
+        assert_eq!(settled(O::Processing, &[Confirmed, Submitted]), None, "still in flight");
+        assert_eq!(
+            settled(O::Processing, &[Confirmed, Unknown]),
+            None,
+            "unknown is still in flight"
+        );
+        assert_eq!(
+            settled(O::Processing, &[NeedsAttention, Submitted]),
+            to(O::NeedsAttention, "transaction_needs_attention")
+        );
+        assert_eq!(settled(O::NeedsAttention, &[NeedsAttention]), None);
+        assert_eq!(
+            settled(O::NeedsAttention, &[Pending, Confirmed]),
+            to(O::Processing, "transactions_in_progress")
+        );
+        assert_eq!(
+            settled(O::NeedsAttention, &[Failed, Confirmed]),
+            to(O::PartiallyCompleted, "some_transactions_failed")
+        );
+        assert_eq!(settled(O::Completed, &[Returned]), None, "final operations stay final");
+        assert_eq!(settled(O::Approved, &[Confirmed]), None);
+    }
+
+    #[test]
+    fn backoffs_grow_and_are_bounded() {
+        let waits: Vec<Duration> = (1..5).map(submit_backoff).collect();
+        for (attempt, wait) in (1..5).zip(&waits) {
+            let base = Duration::seconds(1 << attempt);
+            assert!(*wait >= base && *wait <= base * 1.25, "{attempt}: {wait}");
+        }
+        assert_eq!(poll_backoff(0), Duration::seconds(2));
+        assert_eq!(poll_backoff(3), Duration::seconds(16));
+        assert_eq!(poll_backoff(30), Duration::minutes(10));
+    }
+
+    #[test]
+    fn delivery_ids_are_stable_per_event_and_endpoint() {
+        assert_eq!(delivery_id("evt_1", "whe_1"), delivery_id("evt_1", "whe_1"));
+        assert_ne!(delivery_id("evt_1", "whe_1"), delivery_id("evt_1", "whe_2"));
+        assert!(delivery_id("evt_1", "whe_1").starts_with("whd_"));
+    }
+}
