@@ -486,3 +486,43 @@ async fn signed_rail_reports_update_transactions_and_unsigned_ones_are_refused()
         "completed"
     );
 }
+
+#[tokio::test]
+async fn a_delivery_that_never_succeeds_is_failed_after_the_whole_schedule() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let receiver = Receiver::start(usize::MAX).await;
+    let created = app
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": receiver.url, "events": ["operation.created"]}),
+        )
+        .await;
+    assert_eq!(created.status, 201);
+    app.post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[5]))
+        .await;
+    // 1 m + 5 m + 30 m + 2 h + 5 h + 10 h + 10 h + 24 h ≈ 51.6 h, with up to 10 % jitter.
+    app.settle(Duration::hours(1), 60).await;
+    let event = &all_events(&app, &customer.key)
+        .await
+        .into_iter()
+        .find(|e| e["type"] == "operation.created")
+        .unwrap();
+    let deliveries = app
+        .get(
+            &format!("/v1/events/{}/deliveries", event["id"].as_str().unwrap()),
+            &customer.key,
+        )
+        .await
+        .json();
+    let delivery = &deliveries["data"][0];
+    assert_eq!(delivery["status"], "failed", "{delivery}");
+    assert_eq!(
+        delivery["attempts"].as_array().unwrap().len(),
+        9,
+        "the first try and eight retries"
+    );
+    assert!(delivery["next_attempt_at"].is_null());
+    assert_eq!(receiver.requests(), 9);
+}
