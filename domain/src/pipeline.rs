@@ -498,6 +498,13 @@ impl Service {
 
     pub async fn handle_webhook_events(&self, events: &[Event]) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
+        if let (Some(bus), Some(first)) = (&self.bus, events.first()) {
+            if let Err(error) = bus.publish(events).await {
+                tracing::warn!(%error, "publishing to the event bus failed; the batch comes again");
+                outcome.failed.push(first.id.clone());
+                return outcome;
+            }
+        }
         for event in events {
             if let Err(error) = self.dispatch(event, None).await {
                 tracing::warn!(event = %event.id, %error, "webhook dispatch failed; the event comes again");

@@ -234,3 +234,9 @@ pub trait Secrets: Send + Sync {
 pub trait WebhookSender: Send + Sync {
     async fn post(&self, url: &str, signature: &str, body: Vec<u8>) -> Result<u16, String>;
 }
+
+/// Where events go for the PSP's own systems besides webhooks (EventBridge in the cloud).
+#[async_trait]
+pub trait EventBus: Send + Sync {
+    async fn publish(&self, events: &[Event]) -> Result<(), StoreError>;
+}

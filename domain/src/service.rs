@@ -35,6 +35,8 @@ pub struct Service {
     pub queue: Arc<dyn Queue>,
     pub secrets: Arc<dyn Secrets>,
     pub webhooks: Arc<dyn WebhookSender>,
+    /// Where events also go for the PSP's own systems (EventBridge); none in local mode.
+    pub bus: Option<Arc<dyn crate::ports::EventBus>>,
 }
 
 /// A page of a list.

@@ -6,7 +6,7 @@ mod extract;
 mod handlers;
 mod idempotency;
 
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::Router;
 use ops_domain::service::Service;
 use std::sync::Arc;
@@ -19,43 +19,111 @@ pub struct App {
     pub service: Arc<Service>,
 }
 
-/// Every route of the API.
-pub fn router(app: App) -> Router {
-    use handlers::*;
-    Router::new()
-        .route("/health", get(health))
-        .route("/v1/customers", post(create_customer))
-        .route("/v1/customers/{id}/users", post(create_user))
-        .route("/v1/api_keys", post(create_api_key))
-        .route("/v1/api_keys/{id}", axum::routing::delete(revoke_api_key))
-        .route("/v1/api_keys/{id}/rotate", post(rotate_api_key))
-        .route("/v1/workflows/{name}", get(get_workflow).put(put_workflow))
-        .route("/v1/operations", post(create_operation).get(list_operations))
-        .route("/v1/operations/{id}", get(get_operation))
-        .route("/v1/operations/{id}/approve", post(approve_operation))
-        .route("/v1/operations/{id}/reject", post(reject_operation))
-        .route("/v1/operations/{id}/cancel", post(cancel_operation))
-        .route("/v1/operations/{id}/history", get(operation_history))
-        .route("/v1/transactions", get(list_transactions))
-        .route("/v1/transactions/{id}", get(get_transaction))
-        .route("/v1/transactions/{id}/retry", post(retry_transaction))
-        .route("/v1/transactions/{id}/resolve", post(resolve_transaction))
-        .route("/v1/events", get(list_events))
-        .route("/v1/events/{id}", get(get_event))
-        .route("/v1/events/{id}/deliveries", get(event_deliveries))
-        .route("/v1/events/{id}/resend", post(resend_event))
-        .route(
-            "/v1/webhook_endpoints",
-            post(create_webhook_endpoint).get(list_webhook_endpoints),
-        )
-        .route(
-            "/v1/webhook_endpoints/{id}",
-            get(get_webhook_endpoint).delete(delete_webhook_endpoint),
-        )
-        .route("/v1/webhook_endpoints/{id}/rotate_secret", post(rotate_webhook_secret))
-        .route("/v1/rail_reports", post(rail_report))
-        .fallback(unknown_route)
-        .method_not_allowed_fallback(method_not_allowed)
+/// One API endpoint: one Lambda function in the cloud, one route of the local server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Health,
+    CreateCustomer,
+    CreateUser,
+    CreateApiKey,
+    RevokeApiKey,
+    RotateApiKey,
+    GetWorkflow,
+    PutWorkflow,
+    CreateOperation,
+    ListOperations,
+    GetOperation,
+    ApproveOperation,
+    RejectOperation,
+    CancelOperation,
+    OperationHistory,
+    ListTransactions,
+    GetTransaction,
+    RetryTransaction,
+    ResolveTransaction,
+    ListEvents,
+    GetEvent,
+    EventDeliveries,
+    ResendEvent,
+    CreateWebhookEndpoint,
+    ListWebhookEndpoints,
+    GetWebhookEndpoint,
+    DeleteWebhookEndpoint,
+    RotateWebhookSecret,
+    RailReport,
+}
+
+impl Endpoint {
+    pub const ALL: [Endpoint; 29] = {
+        use Endpoint::*;
+        [
+            Health, CreateCustomer, CreateUser, CreateApiKey, RevokeApiKey, RotateApiKey, GetWorkflow, PutWorkflow,
+            CreateOperation, ListOperations, GetOperation, ApproveOperation, RejectOperation, CancelOperation,
+            OperationHistory, ListTransactions, GetTransaction, RetryTransaction, ResolveTransaction, ListEvents,
+            GetEvent, EventDeliveries, ResendEvent, CreateWebhookEndpoint, ListWebhookEndpoints, GetWebhookEndpoint,
+            DeleteWebhookEndpoint, RotateWebhookSecret, RailReport,
+        ]
+    };
+
+    /// The route's path and its handler.
+    fn route(self) -> (&'static str, MethodRouter<App>) {
+        use handlers::*;
+        use Endpoint::*;
+        match self {
+            Health => ("/health", get(health)),
+            CreateCustomer => ("/v1/customers", post(create_customer)),
+            CreateUser => ("/v1/customers/{id}/users", post(create_user)),
+            CreateApiKey => ("/v1/api_keys", post(create_api_key)),
+            RevokeApiKey => ("/v1/api_keys/{id}", delete(revoke_api_key)),
+            RotateApiKey => ("/v1/api_keys/{id}/rotate", post(rotate_api_key)),
+            GetWorkflow => ("/v1/workflows/{name}", get(get_workflow)),
+            PutWorkflow => ("/v1/workflows/{name}", put(put_workflow)),
+            CreateOperation => ("/v1/operations", post(create_operation)),
+            ListOperations => ("/v1/operations", get(list_operations)),
+            GetOperation => ("/v1/operations/{id}", get(get_operation)),
+            ApproveOperation => ("/v1/operations/{id}/approve", post(approve_operation)),
+            RejectOperation => ("/v1/operations/{id}/reject", post(reject_operation)),
+            CancelOperation => ("/v1/operations/{id}/cancel", post(cancel_operation)),
+            OperationHistory => ("/v1/operations/{id}/history", get(operation_history)),
+            ListTransactions => ("/v1/transactions", get(list_transactions)),
+            GetTransaction => ("/v1/transactions/{id}", get(get_transaction)),
+            RetryTransaction => ("/v1/transactions/{id}/retry", post(retry_transaction)),
+            ResolveTransaction => ("/v1/transactions/{id}/resolve", post(resolve_transaction)),
+            ListEvents => ("/v1/events", get(list_events)),
+            GetEvent => ("/v1/events/{id}", get(get_event)),
+            EventDeliveries => ("/v1/events/{id}/deliveries", get(event_deliveries)),
+            ResendEvent => ("/v1/events/{id}/resend", post(resend_event)),
+            CreateWebhookEndpoint => ("/v1/webhook_endpoints", post(create_webhook_endpoint)),
+            ListWebhookEndpoints => ("/v1/webhook_endpoints", get(list_webhook_endpoints)),
+            GetWebhookEndpoint => ("/v1/webhook_endpoints/{id}", get(get_webhook_endpoint)),
+            DeleteWebhookEndpoint => ("/v1/webhook_endpoints/{id}", delete(delete_webhook_endpoint)),
+            RotateWebhookSecret => ("/v1/webhook_endpoints/{id}/rotate_secret", post(rotate_webhook_secret)),
+            RailReport => ("/v1/rail_reports", post(rail_report)),
+        }
+    }
+}
+
+/// A router serving `endpoints`, with the error shape for anything else.
+pub fn router_for(app: App, endpoints: &[Endpoint]) -> Router {
+    let mut routes: Vec<(&'static str, MethodRouter<App>)> = vec![];
+    for endpoint in endpoints {
+        let (path, handler) = endpoint.route();
+        // Endpoints sharing a path (GET and POST /v1/operations) share one method router.
+        match routes.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, existing)) => *existing = std::mem::take(existing).merge(handler),
+            None => routes.push((path, handler)),
+        }
+    }
+    routes
+        .into_iter()
+        .fold(Router::new(), |router, (path, handler)| router.route(path, handler))
+        .fallback(handlers::unknown_route)
+        .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(axum::middleware::from_fn(error::with_request_id))
         .with_state(app)
+}
+
+/// Every route of the API (the local server).
+pub fn router(app: App) -> Router {
+    router_for(app, &Endpoint::ALL)
 }

@@ -157,6 +157,7 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         queue: Arc::new(queue.clone()),
         secrets: Arc::new(store.clone()),
         webhooks: Arc::new(HttpWebhookSender::default()),
+        bus: None,
     });
     if let Some(secret) = &config.bootstrap_admin_key {
         service

@@ -1,0 +1,125 @@
+//! What a function needs from its environment, read once per container.
+
+use ops_domain::auth::{Environment, KeyHasher};
+use ops_domain::ids::UlidGenerator;
+use ops_domain::ports::{Clock, Secrets, SystemClock};
+use ops_domain::rail::Rails;
+use ops_domain::service::Service;
+use ops_infra::aws::{DynamoStore, EventBridgeBus, QueueUrls, SecretsManagerSecrets, SqsQueue};
+use ops_infra::rails::{HttpRail, SandboxRail};
+use ops_infra::webhook_sender::HttpWebhookSender;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Name of the API-key pepper in Secrets Manager (under the stack's prefix).
+pub const PEPPER_SECRET: &str = "api-key-pepper";
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// The stack's settings, from the environment variables `template.yaml` sets.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub environment: Environment,
+    pub table: String,
+    pub queues: QueueUrls,
+    pub event_bus: Option<String>,
+    pub secrets_prefix: String,
+    /// `rail_id=base_url` pairs served over HTTP.
+    pub http_rails: Vec<(String, String)>,
+    /// Where the sandbox rail keeps its ledger, if it is served.
+    pub sandbox_ledger: Option<std::path::PathBuf>,
+}
+
+fn var(name: &str) -> Result<String, Error> {
+    std::env::var(name).map_err(|_| format!("{name} is not set").into())
+}
+
+impl Settings {
+    pub fn from_env() -> Result<Settings, Error> {
+        let environment = Environment::parse(&var("OPS_ENVIRONMENT")?).ok_or("OPS_ENVIRONMENT must be test or production")?;
+        let http_rails = std::env::var("OPS_HTTP_RAILS")
+            .unwrap_or_default()
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|spec| spec.split_once('=').map(|(id, url)| (id.to_owned(), url.to_owned())).ok_or_else(|| format!("OPS_HTTP_RAILS: bad entry {spec}")))
+            .collect::<Result<_, _>>()?;
+        let sandbox = std::env::var("OPS_SANDBOX_RAIL").map(|v| v == "true").unwrap_or(environment == Environment::Test);
+        Ok(Settings {
+            environment,
+            table: var("TABLE_NAME")?,
+            queues: QueueUrls { submissions: var("SUBMISSIONS_QUEUE_URL")?, webhooks: var("WEBHOOKS_QUEUE_URL")? },
+            event_bus: std::env::var("EVENT_BUS_NAME").ok().filter(|b| !b.is_empty()),
+            secrets_prefix: var("SECRETS_PREFIX")?,
+            http_rails,
+            sandbox_ledger: sandbox.then(|| std::env::temp_dir().join("rail-sandbox.sqlite")),
+        })
+    }
+
+    /// Builds the use cases over the AWS adapters (clients from the standard AWS
+    /// configuration: `AWS_ENDPOINT_URL` points them at an emulator).
+    pub async fn service(&self, clock: Arc<dyn Clock>) -> Result<Arc<Service>, Error> {
+        let config = ops_infra::aws::load_config().await;
+        Ok(Arc::new(self.service_with(&config, clock).await?.0))
+    }
+
+    /// The service and the concrete adapters it runs on.
+    pub async fn service_with(&self, config: &aws_config::SdkConfig, clock: Arc<dyn Clock>) -> Result<(Service, Parts), Error> {
+        let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(config), &self.table);
+        let queue = Arc::new(SqsQueue::new(aws_sdk_sqs::Client::new(config), self.queues.clone()));
+        let secrets = Arc::new(SecretsManagerSecrets::new(aws_sdk_secretsmanager::Client::new(config), &self.secrets_prefix));
+        let pepper = secrets.secret(PEPPER_SECRET).await?.ok_or_else(|| format!("secret {}{PEPPER_SECRET} is missing", self.secrets_prefix))?;
+        let mut rails = Rails::default();
+        let mut sandbox = None;
+        if let Some(ledger) = &self.sandbox_ledger {
+            let rail = Arc::new(SandboxRail::open(ledger)?);
+            rails = rails.with(rail.clone());
+            sandbox = Some(rail);
+        }
+        if !self.http_rails.is_empty() {
+            let secret = secrets.secret(ops_domain::execution::RAIL_SECRET).await?.ok_or("OPS_HTTP_RAILS needs the rail secret")?;
+            for (id, url) in &self.http_rails {
+                rails = rails.with(Arc::new(HttpRail::new(id, url, &secret, Duration::from_secs(10))));
+            }
+        }
+        let bus = self.event_bus.as_ref().map(|name| Arc::new(EventBridgeBus::new(aws_sdk_eventbridge::Client::new(config), name)) as _);
+        let service = Service {
+            store: Arc::new(store.clone()),
+            clock,
+            ids: Arc::new(UlidGenerator::default()),
+            hasher: KeyHasher::new(pepper),
+            environment: self.environment,
+            rails,
+            queue: queue.clone(),
+            secrets,
+            webhooks: Arc::new(HttpWebhookSender::default()),
+            bus,
+        };
+        Ok((service, Parts { store, queue, sandbox }))
+    }
+}
+
+/// The adapters behind a service, for local pumping and for tests.
+pub struct Parts {
+    pub store: DynamoStore,
+    pub queue: Arc<SqsQueue>,
+    pub sandbox: Option<Arc<SandboxRail>>,
+}
+
+/// A trigger function's start: logs, settings and the service, once per container.
+pub async fn start() -> Result<Arc<Service>, Error> {
+    init_tracing();
+    Settings::from_env()?.service(system_clock()).await
+}
+
+pub fn system_clock() -> Arc<dyn Clock> {
+    Arc::new(SystemClock)
+}
+
+/// JSON logs for CloudWatch, filtered by `RUST_LOG` (default `info`).
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .without_time()
+        .try_init();
+}

@@ -1,0 +1,113 @@
+//! The trigger functions' handlers: Lambda events in, the domain's consumers called, partial
+//! batch failures out (`ReportBatchItemFailures`).
+
+use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use ops_domain::event::Event;
+use ops_domain::ports::{BatchOutcome, QueueMessage};
+use ops_domain::service::Service;
+
+/// The domain events carried by a stream batch, with the sequence number of each record.
+/// Records that are not events (the event source mapping's filter lets none through) are
+/// skipped; an unreadable event record is reported as failed rather than dropped.
+pub fn stream_events(batch: &StreamEvent) -> Result<Vec<(String, Event)>, String> {
+    let mut events = vec![];
+    for record in &batch.records {
+        let image = record.change.new_image.as_ref();
+        let sequence = record.change.sequence_number.clone().unwrap_or_default();
+        let is_event = matches!(image.get("entity"), Some(serde_dynamo::AttributeValue::S(e)) if e == "event");
+        if record.event_name != "INSERT" || !is_event {
+            continue;
+        }
+        let Some(serde_dynamo::AttributeValue::S(doc)) = image.get("doc") else { return Err(sequence) };
+        match serde_json::from_str::<Event>(doc) {
+            Ok(event) => events.push((sequence, event)),
+            Err(error) => {
+                tracing::error!(%sequence, %error, "unreadable event record");
+                return Err(sequence);
+            }
+        }
+    }
+    Ok(events)
+}
+
+fn stream_response(events: &[(String, Event)], outcome: BatchOutcome) -> DynamoDbEventResponse {
+    let mut response = DynamoDbEventResponse::default();
+    for failed in outcome.failed {
+        if let Some((sequence, _)) = events.iter().find(|(_, e)| e.id == failed) {
+            let mut failure = DynamoDbBatchItemFailure::default();
+            failure.item_identifier = Some(sequence.clone());
+            response.batch_item_failures.push(failure);
+        }
+    }
+    response
+}
+
+fn unreadable(sequence: String) -> DynamoDbEventResponse {
+    let mut failure = DynamoDbBatchItemFailure::default();
+    failure.item_identifier = Some(sequence);
+    let mut response = DynamoDbEventResponse::default();
+    response.batch_item_failures.push(failure);
+    response
+}
+
+/// stream → transition
+pub async fn transition(service: &Service, batch: StreamEvent) -> DynamoDbEventResponse {
+    match stream_events(&batch) {
+        Ok(events) => {
+            let plain: Vec<Event> = events.iter().map(|(_, e)| e.clone()).collect();
+            stream_response(&events, service.handle_transition_events(&plain).await)
+        }
+        Err(sequence) => unreadable(sequence),
+    }
+}
+
+/// stream → webhook dispatch (and the event bus)
+pub async fn webhook_dispatch(service: &Service, batch: StreamEvent) -> DynamoDbEventResponse {
+    match stream_events(&batch) {
+        Ok(events) => {
+            let plain: Vec<Event> = events.iter().map(|(_, e)| e.clone()).collect();
+            stream_response(&events, service.handle_webhook_events(&plain).await)
+        }
+        Err(sequence) => unreadable(sequence),
+    }
+}
+
+pub fn queue_messages(batch: &SqsEvent) -> Vec<QueueMessage> {
+    batch
+        .records
+        .iter()
+        .map(|m| QueueMessage {
+            id: m.message_id.clone().unwrap_or_default(),
+            body: m.body.clone().unwrap_or_default(),
+            receive_count: m.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1),
+        })
+        .collect()
+}
+
+fn queue_response(outcome: BatchOutcome) -> SqsBatchResponse {
+    let mut response = SqsBatchResponse::default();
+    for id in outcome.failed {
+        let mut failure = BatchItemFailure::default();
+        failure.item_identifier = id;
+        response.batch_item_failures.push(failure);
+    }
+    response
+}
+
+/// SQS → rail submit
+pub async fn rail_submit(service: &Service, batch: SqsEvent) -> SqsBatchResponse {
+    queue_response(service.handle_submissions(&queue_messages(&batch)).await)
+}
+
+/// SQS → webhook send
+pub async fn webhook_send(service: &Service, batch: SqsEvent) -> SqsBatchResponse {
+    queue_response(service.handle_webhook_sends(&queue_messages(&batch)).await)
+}
+
+/// schedule → status poll: asks the rails about every transaction whose poll is due.
+pub async fn status_poll(service: &Service) -> Result<serde_json::Value, String> {
+    let polled = service.poll_rails().await.map_err(|e| e.to_string())?;
+    Ok(serde_json::json!({ "polled": polled }))
+}

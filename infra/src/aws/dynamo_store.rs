@@ -1,0 +1,589 @@
+//! The store port on one DynamoDB table.
+//!
+//! Every entity is one item: `PK`, `SK`, `entity`, `doc` (the entity's JSON), `version`, and
+//! the index keys its lookups need. Access paths, none of them a scan:
+//!
+//! | lookup | key |
+//! |---|---|
+//! | any entity by id | `PK = <PREFIX>#<id>`, `SK = <ENTITY>` |
+//! | API key by secret hash | `PK = KEYHASH#<hash>` (a second item written with the key) |
+//! | operations of a customer, newest first | `GSI1PK = CUSOPS#<customer>`, `GSI1SK = <op id>` |
+//! | operations by status, newest first | `GSI2PK = OPSTATUS#<status>`, `GSI2SK = <op id>` |
+//! | every operation, newest first (platform) | `GSI3PK = OPS`, `GSI3SK = <op id>` |
+//! | history of an operation | `PK = OP#<id>`, `SK begins_with AUDIT#` |
+//! | transactions of an operation | `GSI1PK = OPTXNS#<op>`, `GSI1SK = <txn id>` |
+//! | transactions due a status poll | `GSI2PK = POLL`, `GSI2SK = <due unix s, padded>#<id>` (sparse) |
+//! | events of a customer / all events, newest first | `GSI1PK = CUSEVTS#<customer>` / `GSI3PK = EVTS` |
+//! | webhook endpoints of a customer (or the platform's) | `GSI1PK = CUSWHE#<customer or PLATFORM>` |
+//! | deliveries of an event | `GSI1PK = EVTWHD#<event>` |
+//! | idempotency record | `PK = IDEM#<scope>#<key>`, expired by the `ttl` attribute |
+//!
+//! A changeset is one `TransactWriteItems`; a failed condition cancels it and becomes
+//! [`StoreError::Conflict`].
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+    Put, ReturnValuesOnConditionCheckFailure, ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,
+    TransactWriteItem, Update, BillingMode,
+};
+use aws_sdk_dynamodb::Client;
+use ops_domain::auth::{ApiKey, Customer, User};
+use ops_domain::event::Event;
+use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse, CLAIM_TIMEOUT, RETENTION};
+use ops_domain::ids::{IdGenerator, IdKind, UlidGenerator};
+use ops_domain::operation::Operation;
+use ops_domain::ports::{AuditEntry, Changeset, EventQuery, OperationQuery, Store, StoreError, Write};
+use ops_domain::transaction::Transaction;
+use ops_domain::webhook::{Delivery, WebhookEndpoint};
+use ops_domain::workflow::{Workflow, WorkflowOwner};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use time::OffsetDateTime;
+
+/// DynamoDB takes at most 100 writes in one transaction.
+pub const MAX_WRITES: usize = 100;
+
+type Item = HashMap<String, AttributeValue>;
+
+#[derive(Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+    sort_keys: Arc<UlidGenerator>,
+    /// Requests sent, for the benchmark's round-trip count.
+    requests: Arc<AtomicU64>,
+}
+
+fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+fn unavailable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+fn sdk_error<E: std::error::Error + 'static, R: std::fmt::Debug>(e: SdkError<E, R>) -> StoreError {
+    StoreError::Unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())
+}
+
+fn doc<T: Serialize>(value: &T) -> AttributeValue {
+    s(serde_json::to_string(value).expect("domain objects always serialize"))
+}
+
+/// The entity's JSON with fields its public form leaves out (secret hashes, secret names).
+fn doc_with(value: impl Serialize, extra: &[(&str, serde_json::Value)]) -> AttributeValue {
+    let mut json = serde_json::to_value(value).expect("serializes");
+    for (k, v) in extra {
+        json[*k] = v.clone();
+    }
+    s(json.to_string())
+}
+
+fn read_doc<T: DeserializeOwned>(item: &Item) -> Result<T, StoreError> {
+    match item.get("doc") {
+        Some(AttributeValue::S(json)) => serde_json::from_str(json).map_err(unavailable),
+        _ => Err(unavailable("item without doc")),
+    }
+}
+
+fn owner_key(owner: &WorkflowOwner) -> String {
+    match owner {
+        WorkflowOwner::Builtin => "builtin".into(),
+        WorkflowOwner::Platform => "platform".into(),
+        WorkflowOwner::Customer(id) => format!("customer:{id}"),
+    }
+}
+
+fn poll_key(due: OffsetDateTime, id: &str) -> String {
+    format!("{:012}#{id}", due.unix_timestamp().max(0))
+}
+
+fn item(pairs: Vec<(&str, AttributeValue)>) -> Item {
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+impl DynamoStore {
+    pub fn new(client: Client, table: impl Into<String>) -> DynamoStore {
+        DynamoStore { client, table: table.into(), sort_keys: Arc::new(UlidGenerator::default()), requests: Arc::default() }
+    }
+
+    /// Requests sent to DynamoDB so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    fn count(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Creates the table as `template.yaml` declares it (for local runs and tests).
+    pub async fn create_table(&self) -> Result<(), StoreError> {
+        let attribute = |name: &str| AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build().expect("complete");
+        let key = |name: &str, kind: KeyType| KeySchemaElement::builder().attribute_name(name).key_type(kind).build().expect("complete");
+        let index = |name: &str| {
+            GlobalSecondaryIndex::builder()
+                .index_name(name)
+                .key_schema(key(&format!("{name}PK"), KeyType::Hash))
+                .key_schema(key(&format!("{name}SK"), KeyType::Range))
+                .projection(Projection::builder().projection_type(ProjectionType::All).build())
+                .build()
+                .expect("complete")
+        };
+        let mut request = self
+            .client
+            .create_table()
+            .table_name(&self.table)
+            .billing_mode(BillingMode::PayPerRequest)
+            .key_schema(key("PK", KeyType::Hash))
+            .key_schema(key("SK", KeyType::Range))
+            .stream_specification(StreamSpecification::builder().stream_enabled(true).stream_view_type(StreamViewType::NewImage).build().expect("complete"));
+        for name in ["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK", "GSI3PK", "GSI3SK"] {
+            request = request.attribute_definitions(attribute(name));
+        }
+        for name in ["GSI1", "GSI2", "GSI3"] {
+            request = request.global_secondary_indexes(index(name));
+        }
+        request.send().await.map_err(sdk_error)?;
+        self.client
+            .update_time_to_live()
+            .table_name(&self.table)
+            .time_to_live_specification(TimeToLiveSpecification::builder().enabled(true).attribute_name("ttl").build().expect("complete"))
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        Ok(())
+    }
+
+    /// The ARN of the table's stream (for the local pump).
+    pub async fn stream_arn(&self) -> Result<String, StoreError> {
+        let described = self.client.describe_table().table_name(&self.table).send().await.map_err(sdk_error)?;
+        described.table().and_then(|t| t.latest_stream_arn()).map(str::to_owned).ok_or_else(|| unavailable("the table has no stream"))
+    }
+
+    fn put(&self, item: Item, condition: Option<&str>, values: Vec<(&str, AttributeValue)>) -> TransactWriteItem {
+        let mut put = Put::builder().table_name(&self.table).set_item(Some(item));
+        if let Some(condition) = condition {
+            put = put.condition_expression(condition);
+        }
+        for (k, v) in values {
+            put = put.expression_attribute_values(k, v);
+        }
+        TransactWriteItem::builder().put(put.build().expect("table and item set")).build()
+    }
+
+    fn versioned(&self, item: Item, version: u64) -> TransactWriteItem {
+        match version {
+            1 => self.put(item, Some("attribute_not_exists(PK)"), vec![]),
+            v => self.put(item, Some("version = :previous"), vec![(":previous", n(v - 1))]),
+        }
+    }
+
+    fn audit_item(&self, entry: &AuditEntry) -> Item {
+        let pk = match &entry.operation_id {
+            Some(op) => format!("OP#{op}"),
+            None => format!("AUDIT#{}", entry.entity_id),
+        };
+        let sk = format!("AUDIT#{}", self.sort_keys.new_id(IdKind::Event));
+        item(vec![("PK", s(pk)), ("SK", s(sk)), ("entity", s("audit")), ("doc", doc(entry))])
+    }
+
+    fn operation_item(op: &Operation) -> Item {
+        item(vec![
+            ("PK", s(format!("OP#{}", op.id))),
+            ("SK", s("OP")),
+            ("entity", s("operation")),
+            ("doc", doc(op)),
+            ("version", n(op.version)),
+            ("GSI1PK", s(format!("CUSOPS#{}", op.customer_id))),
+            ("GSI1SK", s(&op.id)),
+            ("GSI2PK", s(format!("OPSTATUS#{}", op.status.as_str()))),
+            ("GSI2SK", s(&op.id)),
+            ("GSI3PK", s("OPS")),
+            ("GSI3SK", s(&op.id)),
+            ("status", s(op.status.as_str())),
+            ("type", s(op.kind.as_str())),
+        ])
+    }
+
+    fn transaction_item(t: &Transaction) -> Item {
+        let mut item = item(vec![
+            ("PK", s(format!("TXN#{}", t.id))),
+            ("SK", s("TXN")),
+            ("entity", s("transaction")),
+            ("doc", doc(t)),
+            ("version", n(t.version)),
+            ("GSI1PK", s(format!("OPTXNS#{}", t.operation_id))),
+            ("GSI1SK", s(&t.id)),
+        ]);
+        if let Some(due) = t.next_poll_at {
+            item.insert("GSI2PK".into(), s("POLL"));
+            item.insert("GSI2SK".into(), s(poll_key(due, &t.id)));
+        }
+        item
+    }
+
+    fn write(&self, write: &Write) -> Vec<TransactWriteItem> {
+        match write {
+            Write::InsertCustomer(c) => {
+                let it = item(vec![("PK", s(format!("CUS#{}", c.id))), ("SK", s("CUSTOMER")), ("entity", s("customer")), ("doc", doc(c))]);
+                vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
+            }
+            Write::InsertUser(u) => {
+                let it = item(vec![("PK", s(format!("USR#{}", u.id))), ("SK", s("USER")), ("entity", s("user")), ("doc", doc(u))]);
+                vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
+            }
+            Write::PutApiKey(k) => {
+                let body = doc_with(k, &[("secret_hash", k.secret_hash.clone().into())]);
+                let by_id = item(vec![("PK", s(format!("KEY#{}", k.id))), ("SK", s("KEY")), ("entity", s("api_key")), ("doc", body.clone())]);
+                let by_hash = item(vec![("PK", s(format!("KEYHASH#{}", k.secret_hash))), ("SK", s("KEY")), ("entity", s("api_key_hash")), ("doc", body)]);
+                vec![self.put(by_id, None, vec![]), self.put(by_hash, None, vec![])]
+            }
+            Write::InsertOperation(op) => vec![self.put(Self::operation_item(op), Some("attribute_not_exists(PK)"), vec![])],
+            Write::UpdateOperation(op) => vec![self.versioned(Self::operation_item(op), op.version)],
+            Write::PutWorkflow(w) => {
+                let it = item(vec![
+                    ("PK", s(format!("WF#{}", owner_key(&w.owner)))),
+                    ("SK", s(format!("WF#{}", w.name))),
+                    ("entity", s("workflow")),
+                    ("doc", doc(w)),
+                    ("version", n(w.version)),
+                ]);
+                vec![self.versioned(it, w.version)]
+            }
+            Write::InsertTransaction(t) => vec![self.put(Self::transaction_item(t), Some("attribute_not_exists(PK)"), vec![])],
+            Write::UpdateTransaction(t) => vec![self.versioned(Self::transaction_item(t), t.version)],
+            Write::Event(e) => {
+                let it = item(vec![
+                    ("PK", s(format!("EVT#{}", e.id))),
+                    ("SK", s("EVT")),
+                    // Stream consumers filter on this attribute.
+                    ("entity", s("event")),
+                    ("doc", doc(e)),
+                    ("type", s(&e.kind)),
+                    ("GSI1PK", s(format!("CUSEVTS#{}", e.customer_id))),
+                    ("GSI1SK", s(&e.id)),
+                    ("GSI3PK", s("EVTS")),
+                    ("GSI3SK", s(&e.id)),
+                ]);
+                vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
+            }
+            Write::PutWebhookEndpoint(w) => {
+                let owner = w.customer_id.clone().unwrap_or_else(|| "PLATFORM".into());
+                let body = doc_with(w, &[("secrets", serde_json::to_value(&w.secrets).expect("serializes"))]);
+                let it = item(vec![
+                    ("PK", s(format!("WHE#{}", w.id))),
+                    ("SK", s("WHE")),
+                    ("entity", s("webhook_endpoint")),
+                    ("doc", body),
+                    ("version", n(w.version)),
+                    ("GSI1PK", s(format!("CUSWHE#{owner}"))),
+                    ("GSI1SK", s(&w.id)),
+                ]);
+                vec![self.versioned(it, w.version)]
+            }
+            Write::InsertDelivery(d) | Write::UpdateDelivery(d) => {
+                let it = item(vec![
+                    ("PK", s(format!("WHD#{}", d.id))),
+                    ("SK", s("WHD")),
+                    ("entity", s("delivery")),
+                    ("doc", doc(d)),
+                    ("version", n(d.version)),
+                    ("GSI1PK", s(format!("EVTWHD#{}", d.event_id))),
+                    ("GSI1SK", s(&d.id)),
+                ]);
+                vec![self.versioned(it, d.version)]
+            }
+            Write::Audit(entry) => vec![self.put(self.audit_item(entry), Some("attribute_not_exists(PK)"), vec![])],
+            Write::CompleteIdempotency { scope, key, response } => {
+                let update = Update::builder()
+                    .table_name(&self.table)
+                    .key("PK", s(format!("IDEM#{scope}#{key}")))
+                    .key("SK", s("IDEM"))
+                    .update_expression("SET #status = :status, #response = :response")
+                    .condition_expression("attribute_exists(PK) AND attribute_not_exists(#status)")
+                    .expression_attribute_names("#status", "status")
+                    .expression_attribute_names("#response", "response")
+                    .expression_attribute_values(":status", n(response.status))
+                    .expression_attribute_values(":response", AttributeValue::B(response.body.clone().into()))
+                    .build()
+                    .expect("complete");
+                vec![TransactWriteItem::builder().update(update).build()]
+            }
+        }
+    }
+
+    async fn get<T: DeserializeOwned>(&self, pk: String, sk: &str) -> Result<Option<T>, StoreError> {
+        self.count();
+        let found = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("PK", s(pk))
+            .key("SK", s(sk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        found.item().map(read_doc).transpose()
+    }
+
+    /// Queries an index (or the table when `index` is `None`), following pages until `limit`
+    /// items passed `filter` or the index has no more. Filters name `status` and `type` as
+    /// `#st` and `#ty` (both are reserved words).
+    async fn query<T: DeserializeOwned>(
+        &self,
+        index: Option<&str>,
+        key_condition: &str,
+        values: Vec<(&str, AttributeValue)>,
+        filter: Option<Filter>,
+        newest_first: bool,
+        limit: usize,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut found = vec![];
+        let mut start: Option<Item> = None;
+        loop {
+            self.count();
+            let mut request = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .set_index_name(index.map(str::to_owned))
+                .key_condition_expression(key_condition)
+                .scan_index_forward(!newest_first)
+                .set_exclusive_start_key(start.take())
+                .limit((limit - found.len()).clamp(1, 1000) as i32);
+            for (k, v) in &values {
+                request = request.expression_attribute_values(*k, v.clone());
+            }
+            if let Some(filter) = &filter {
+                request = request.filter_expression(filter.expression());
+                for (placeholder, name, value) in &filter.clauses {
+                    request = request.expression_attribute_names(format!("#{placeholder}"), *name).expression_attribute_values(format!(":{placeholder}"), s(value));
+                }
+            }
+            let page = request.send().await.map_err(sdk_error)?;
+            for item in page.items() {
+                found.push(read_doc(item)?);
+                if found.len() == limit {
+                    return Ok(found);
+                }
+            }
+            match page.last_evaluated_key() {
+                Some(key) => start = Some(key.clone()),
+                None => return Ok(found),
+            }
+        }
+    }
+}
+
+/// Equality conditions on plain attributes, applied after the key condition.
+#[derive(Default)]
+struct Filter {
+    /// (placeholder, attribute name, value)
+    clauses: Vec<(&'static str, &'static str, String)>,
+}
+
+impl Filter {
+    fn with(mut self, placeholder: &'static str, name: &'static str, value: Option<&str>) -> Filter {
+        if let Some(value) = value {
+            self.clauses.push((placeholder, name, value.to_owned()));
+        }
+        self
+    }
+
+    fn into_option(self) -> Option<Filter> {
+        (!self.clauses.is_empty()).then_some(self)
+    }
+
+    fn expression(&self) -> String {
+        self.clauses.iter().map(|(p, _, _)| format!("#{p} = :{p}")).collect::<Vec<_>>().join(" AND ")
+    }
+}
+
+#[async_trait]
+impl Store for DynamoStore {
+    async fn commit(&self, changes: Changeset) -> Result<(), StoreError> {
+        let items: Vec<TransactWriteItem> = changes.writes.iter().flat_map(|w| self.write(w)).collect();
+        if items.len() > MAX_WRITES {
+            return Err(unavailable(format!("a changeset of {} writes exceeds DynamoDB's {MAX_WRITES}", items.len())));
+        }
+        self.count();
+        match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+            Ok(_) => Ok(()),
+            Err(error) => match error.into_service_error() {
+                TransactWriteItemsError::TransactionCanceledException(cancelled) => {
+                    let lost_race = cancelled.cancellation_reasons().iter().any(|r| matches!(r.code(), Some("ConditionalCheckFailed" | "TransactionConflict")));
+                    if lost_race {
+                        Err(StoreError::Conflict)
+                    } else {
+                        Err(unavailable(format!("transaction cancelled: {cancelled:?}")))
+                    }
+                }
+                other => Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(other))),
+            },
+        }
+    }
+
+    async fn customer(&self, id: &str) -> Result<Option<Customer>, StoreError> {
+        self.get(format!("CUS#{id}"), "CUSTOMER").await
+    }
+
+    async fn user(&self, id: &str) -> Result<Option<User>, StoreError> {
+        self.get(format!("USR#{id}"), "USER").await
+    }
+
+    async fn api_key(&self, id: &str) -> Result<Option<ApiKey>, StoreError> {
+        self.get(format!("KEY#{id}"), "KEY").await
+    }
+
+    async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, StoreError> {
+        self.get(format!("KEYHASH#{secret_hash}"), "KEY").await
+    }
+
+    async fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError> {
+        self.get(format!("OP#{id}"), "OP").await
+    }
+
+    async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError> {
+        let after = query.starting_after.clone().unwrap_or_else(|| "\u{10FFFF}".into());
+        let (index, partition, status_filter) = match (&query.customer_id, query.status) {
+            (Some(customer), status) => ("GSI1", format!("CUSOPS#{customer}"), status.map(|s| s.as_str().to_owned())),
+            (None, Some(status)) => ("GSI2", format!("OPSTATUS#{}", status.as_str()), None),
+            (None, None) => ("GSI3", "OPS".to_owned(), None),
+        };
+        let condition = format!("{index}PK = :pk AND {index}SK < :after");
+        let filter = Filter::default().with("st", "status", status_filter.as_deref()).with("ty", "type", query.kind.map(|k| k.as_str())).into_option();
+        self.query(Some(index), &condition, vec![(":pk", s(partition)), (":after", s(after))], filter, true, query.limit).await
+    }
+
+    async fn operation_history(&self, operation_id: &str) -> Result<Vec<AuditEntry>, StoreError> {
+        self.query(None, "PK = :pk AND begins_with(SK, :audit)", vec![(":pk", s(format!("OP#{operation_id}"))), (":audit", s("AUDIT#"))], None, false, 10_000)
+            .await
+    }
+
+    async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError> {
+        self.get(format!("WF#{}", owner_key(owner)), &format!("WF#{name}")).await
+    }
+
+    async fn transaction(&self, id: &str) -> Result<Option<Transaction>, StoreError> {
+        self.get(format!("TXN#{id}"), "TXN").await
+    }
+
+    async fn transactions_of_operation(&self, operation_id: &str) -> Result<Vec<Transaction>, StoreError> {
+        self.query(Some("GSI1"), "GSI1PK = :pk", vec![(":pk", s(format!("OPTXNS#{operation_id}")))], None, false, 10_000).await
+    }
+
+    async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError> {
+        let until = format!("{:012}#~", now.unix_timestamp().max(0));
+        self.query(Some("GSI2"), "GSI2PK = :pk AND GSI2SK <= :until", vec![(":pk", s("POLL")), (":until", s(until))], None, false, limit).await
+    }
+
+    async fn event(&self, id: &str) -> Result<Option<Event>, StoreError> {
+        self.get(format!("EVT#{id}"), "EVT").await
+    }
+
+    async fn events(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
+        let after = query.starting_after.clone().unwrap_or_else(|| "\u{10FFFF}".into());
+        let (index, partition) = match &query.customer_id {
+            Some(customer) => ("GSI1", format!("CUSEVTS#{customer}")),
+            None => ("GSI3", "EVTS".to_owned()),
+        };
+        let condition = format!("{index}PK = :pk AND {index}SK < :after");
+        let filter = Filter::default().with("ty", "type", query.kind.as_deref()).into_option();
+        self.query(Some(index), &condition, vec![(":pk", s(partition)), (":after", s(after))], filter, true, query.limit).await
+    }
+
+    async fn webhook_endpoint(&self, id: &str) -> Result<Option<WebhookEndpoint>, StoreError> {
+        self.get(format!("WHE#{id}"), "WHE").await
+    }
+
+    async fn webhook_endpoints_for(&self, customer_id: Option<&str>) -> Result<Vec<WebhookEndpoint>, StoreError> {
+        let mut endpoints: Vec<WebhookEndpoint> =
+            self.query(Some("GSI1"), "GSI1PK = :pk", vec![(":pk", s("CUSWHE#PLATFORM"))], None, false, 1000).await?;
+        if let Some(customer) = customer_id {
+            endpoints.extend(self.query::<WebhookEndpoint>(Some("GSI1"), "GSI1PK = :pk", vec![(":pk", s(format!("CUSWHE#{customer}")))], None, false, 1000).await?);
+        }
+        endpoints.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(endpoints)
+    }
+
+    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {
+        self.get(format!("WHD#{id}"), "WHD").await
+    }
+
+    async fn deliveries_of_event(&self, event_id: &str) -> Result<Vec<Delivery>, StoreError> {
+        self.query(Some("GSI1"), "GSI1PK = :pk", vec![(":pk", s(format!("EVTWHD#{event_id}")))], None, false, 1000).await
+    }
+
+    async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
+        let now = claim.now.unix_timestamp();
+        let item = item(vec![
+            ("PK", s(format!("IDEM#{}#{}", claim.scope, claim.key))),
+            ("SK", s("IDEM")),
+            ("entity", s("idempotency")),
+            ("fingerprint", s(&claim.fingerprint)),
+            ("locked_until", n(now + CLAIM_TIMEOUT.whole_seconds())),
+            ("expires_at", n(now + RETENTION.whole_seconds())),
+            // DynamoDB deletes expired items itself, within days; `expires_at` is what counts.
+            ("ttl", n(now + RETENTION.whole_seconds() + 3600)),
+        ]);
+        self.count();
+        let attempt = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(PK) OR expires_at <= :now OR (attribute_not_exists(#status) AND locked_until <= :now)")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":now", n(now))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let existing = match attempt {
+            Ok(_) => return Ok(ClaimOutcome::Claimed),
+            Err(error) => match error.into_service_error() {
+                PutItemError::ConditionalCheckFailedException(failed) => failed.item.unwrap_or_default(),
+                other => return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(other))),
+            },
+        };
+        let fingerprint = existing.get("fingerprint").and_then(|v| v.as_s().ok());
+        if fingerprint != Some(&claim.fingerprint) {
+            return Ok(ClaimOutcome::Mismatch);
+        }
+        let status = existing.get("status").and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<u16>().ok());
+        let body = existing.get("response").and_then(|v| v.as_b().ok()).map(|b| b.as_ref().to_vec());
+        Ok(match (status, body) {
+            (Some(status), Some(body)) => ClaimOutcome::Replay(StoredResponse { status, body }),
+            _ => ClaimOutcome::InFlight,
+        })
+    }
+
+    async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+        self.count();
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .key("PK", s(format!("IDEM#{scope}#{key}")))
+            .key("SK", s("IDEM"))
+            .condition_expression("attribute_not_exists(#status)")
+            .expression_attribute_names("#status", "status")
+            .send()
+            .await
+            .map(|_| ())
+            .or_else(|e| match e.into_service_error() {
+                aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException(_) => Ok(()),
+                other => Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(other))),
+            })
+    }
+}

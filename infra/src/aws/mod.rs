@@ -1,0 +1,18 @@
+//! The ports on AWS: DynamoDB (store, change stream), SQS (queues), Secrets Manager,
+//! EventBridge. Clients come from the standard AWS configuration, so `AWS_ENDPOINT_URL` points
+//! them at LocalStack or moto, and nothing at all means real AWS.
+
+mod dynamo_store;
+mod event_bus;
+mod secrets_manager;
+mod sqs_queue;
+
+pub use dynamo_store::{DynamoStore, MAX_WRITES};
+pub use event_bus::EventBridgeBus;
+pub use secrets_manager::SecretsManagerSecrets;
+pub use sqs_queue::{QueueUrls, SqsQueue};
+
+/// Loads the AWS configuration once per process (region, credentials, endpoint).
+pub async fn load_config() -> aws_config::SdkConfig {
+    aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+}

@@ -1,0 +1,69 @@
+//! The secrets port on Secrets Manager: values are cached per container for a few minutes, so
+//! a rotation is picked up without a cold start.
+
+use async_trait::async_trait;
+use aws_sdk_secretsmanager::operation::create_secret::CreateSecretError;
+use aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueError;
+use aws_sdk_secretsmanager::Client;
+use ops_domain::ports::{Secrets, StoreError};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const CACHE_FOR: Duration = Duration::from_secs(300);
+
+pub struct SecretsManagerSecrets {
+    client: Client,
+    /// Prepended to every name, e.g. `ops/test/`.
+    prefix: String,
+    cache: Mutex<HashMap<String, (Option<String>, Instant)>>,
+}
+
+fn unavailable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+impl SecretsManagerSecrets {
+    pub fn new(client: Client, prefix: impl Into<String>) -> SecretsManagerSecrets {
+        SecretsManagerSecrets { client, prefix: prefix.into(), cache: Mutex::default() }
+    }
+}
+
+#[async_trait]
+impl Secrets for SecretsManagerSecrets {
+    async fn put_secret(&self, name: &str, value: &str) -> Result<(), StoreError> {
+        let id = format!("{}{name}", self.prefix);
+        let created = self.client.create_secret().name(&id).secret_string(value).send().await;
+        match created.map_err(|e| e.into_service_error()) {
+            Ok(_) => {}
+            Err(CreateSecretError::ResourceExistsException(_)) => {
+                self.client
+                    .put_secret_value()
+                    .secret_id(&id)
+                    .secret_string(value)
+                    .send()
+                    .await
+                    .map_err(|e| unavailable(aws_sdk_secretsmanager::error::DisplayErrorContext(e)))?;
+            }
+            Err(other) => return Err(unavailable(aws_sdk_secretsmanager::error::DisplayErrorContext(other))),
+        }
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_owned(), (Some(value.to_owned()), Instant::now()));
+        Ok(())
+    }
+
+    async fn secret(&self, name: &str) -> Result<Option<String>, StoreError> {
+        if let Some((value, at)) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(name) {
+            if at.elapsed() < CACHE_FOR {
+                return Ok(value.clone());
+            }
+        }
+        let fetched = self.client.get_secret_value().secret_id(format!("{}{name}", self.prefix)).send().await;
+        let value = match fetched.map_err(|e| e.into_service_error()) {
+            Ok(found) => found.secret_string().map(str::to_owned),
+            Err(GetSecretValueError::ResourceNotFoundException(_)) => None,
+            Err(other) => return Err(unavailable(aws_sdk_secretsmanager::error::DisplayErrorContext(other))),
+        };
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_owned(), (value.clone(), Instant::now()));
+        Ok(value)
+    }
+}
