@@ -3,6 +3,8 @@
 //! `ops-api`; no logic lives in a `main`.
 
 pub mod deployment;
+pub mod provision;
+pub mod pump;
 pub mod triggers;
 
 use ops_api::{App, Endpoint};
