@@ -15,9 +15,14 @@ use time::{Duration, OffsetDateTime};
 pub const ADMIN_KEY: &str = "sk_test_platform_admin_for_tests_0000000000";
 pub const RAIL_SECRET: &str = "rail-secret-for-tests";
 
-pub struct TestApp {
+/// Speaks HTTP to a running service.
+pub struct Api {
     pub base: String,
     pub client: reqwest::Client,
+}
+
+pub struct TestApp {
+    pub api: Api,
     pub data_dir: Arc<tempfile::TempDir>,
     pub clock: Arc<TestClock>,
     config: Config,
@@ -113,8 +118,10 @@ async fn start(data_dir: Arc<tempfile::TempDir>, config: Config, clock: Arc<Test
         .await
         .expect("server starts");
     TestApp {
-        base: format!("http://{}", server.address),
-        client: reqwest::Client::new(),
+        api: Api {
+            base: format!("http://{}", server.address),
+            client: reqwest::Client::new(),
+        },
         data_dir,
         clock,
         config,
@@ -179,7 +186,16 @@ impl TestApp {
         }
         self.drain().await;
     }
+}
 
+impl std::ops::Deref for TestApp {
+    type Target = Api;
+    fn deref(&self) -> &Api {
+        &self.api
+    }
+}
+
+impl Api {
     pub async fn send(
         &self,
         method: Method,

@@ -36,18 +36,28 @@ fn var(name: &str) -> Result<String, Error> {
 
 impl Settings {
     pub fn from_env() -> Result<Settings, Error> {
-        let environment = Environment::parse(&var("OPS_ENVIRONMENT")?).ok_or("OPS_ENVIRONMENT must be test or production")?;
+        let environment =
+            Environment::parse(&var("OPS_ENVIRONMENT")?).ok_or("OPS_ENVIRONMENT must be test or production")?;
         let http_rails = std::env::var("OPS_HTTP_RAILS")
             .unwrap_or_default()
             .split(',')
             .filter(|s| !s.is_empty())
-            .map(|spec| spec.split_once('=').map(|(id, url)| (id.to_owned(), url.to_owned())).ok_or_else(|| format!("OPS_HTTP_RAILS: bad entry {spec}")))
+            .map(|spec| {
+                spec.split_once('=')
+                    .map(|(id, url)| (id.to_owned(), url.to_owned()))
+                    .ok_or_else(|| format!("OPS_HTTP_RAILS: bad entry {spec}"))
+            })
             .collect::<Result<_, _>>()?;
-        let sandbox = std::env::var("OPS_SANDBOX_RAIL").map(|v| v == "true").unwrap_or(environment == Environment::Test);
+        let sandbox = std::env::var("OPS_SANDBOX_RAIL")
+            .map(|v| v == "true")
+            .unwrap_or(environment == Environment::Test);
         Ok(Settings {
             environment,
             table: var("TABLE_NAME")?,
-            queues: QueueUrls { submissions: var("SUBMISSIONS_QUEUE_URL")?, webhooks: var("WEBHOOKS_QUEUE_URL")? },
+            queues: QueueUrls {
+                submissions: var("SUBMISSIONS_QUEUE_URL")?,
+                webhooks: var("WEBHOOKS_QUEUE_URL")?,
+            },
             event_bus: std::env::var("EVENT_BUS_NAME").ok().filter(|b| !b.is_empty()),
             secrets_prefix: var("SECRETS_PREFIX")?,
             http_rails,
@@ -63,11 +73,21 @@ impl Settings {
     }
 
     /// The service and the concrete adapters it runs on.
-    pub async fn service_with(&self, config: &aws_config::SdkConfig, clock: Arc<dyn Clock>) -> Result<(Service, Parts), Error> {
+    pub async fn service_with(
+        &self,
+        config: &aws_config::SdkConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(Service, Parts), Error> {
         let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(config), &self.table);
         let queue = Arc::new(SqsQueue::new(aws_sdk_sqs::Client::new(config), self.queues.clone()));
-        let secrets = Arc::new(SecretsManagerSecrets::new(aws_sdk_secretsmanager::Client::new(config), &self.secrets_prefix));
-        let pepper = secrets.secret(PEPPER_SECRET).await?.ok_or_else(|| format!("secret {}{PEPPER_SECRET} is missing", self.secrets_prefix))?;
+        let secrets = Arc::new(SecretsManagerSecrets::new(
+            aws_sdk_secretsmanager::Client::new(config),
+            &self.secrets_prefix,
+        ));
+        let pepper = secrets
+            .secret(PEPPER_SECRET)
+            .await?
+            .ok_or_else(|| format!("secret {}{PEPPER_SECRET} is missing", self.secrets_prefix))?;
         let mut rails = Rails::default();
         let mut sandbox = None;
         if let Some(ledger) = &self.sandbox_ledger {
@@ -76,12 +96,18 @@ impl Settings {
             sandbox = Some(rail);
         }
         if !self.http_rails.is_empty() {
-            let secret = secrets.secret(ops_domain::execution::RAIL_SECRET).await?.ok_or("OPS_HTTP_RAILS needs the rail secret")?;
+            let secret = secrets
+                .secret(ops_domain::execution::RAIL_SECRET)
+                .await?
+                .ok_or("OPS_HTTP_RAILS needs the rail secret")?;
             for (id, url) in &self.http_rails {
                 rails = rails.with(Arc::new(HttpRail::new(id, url, &secret, Duration::from_secs(10))));
             }
         }
-        let bus = self.event_bus.as_ref().map(|name| Arc::new(EventBridgeBus::new(aws_sdk_eventbridge::Client::new(config), name)) as _);
+        let bus = self
+            .event_bus
+            .as_ref()
+            .map(|name| Arc::new(EventBridgeBus::new(aws_sdk_eventbridge::Client::new(config), name)) as _);
         let service = Service {
             store: Arc::new(store.clone()),
             clock,

@@ -17,13 +17,25 @@ async fn queue_with_dead_letters(sqs: &aws_sdk_sqs::Client, name: &str) -> Resul
     use aws_sdk_sqs::types::QueueAttributeName;
     let dlq = sqs.create_queue().queue_name(format!("{name}-dlq")).send().await?;
     let dlq_url = dlq.queue_url().ok_or("no dead-letter queue url")?;
-    let attributes = sqs.get_queue_attributes().queue_url(dlq_url).attribute_names(QueueAttributeName::QueueArn).send().await?;
-    let dlq_arn = attributes.attributes().and_then(|a| a.get(&QueueAttributeName::QueueArn)).ok_or("no dead-letter queue arn")?;
-    let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT.to_string()}).to_string();
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(dlq_url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await?;
+    let dlq_arn = attributes
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn))
+        .ok_or("no dead-letter queue arn")?;
+    let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT.to_string()})
+        .to_string();
     let queue = sqs
         .create_queue()
         .queue_name(name)
-        .set_attributes(Some(HashMap::from([(QueueAttributeName::RedrivePolicy, redrive), (QueueAttributeName::VisibilityTimeout, "30".into())])))
+        .set_attributes(Some(HashMap::from([
+            (QueueAttributeName::RedrivePolicy, redrive),
+            (QueueAttributeName::VisibilityTimeout, "30".into()),
+        ])))
         .send()
         .await?;
     Ok(queue.queue_url().ok_or("no queue url")?.to_owned())
@@ -31,16 +43,27 @@ async fn queue_with_dead_letters(sqs: &aws_sdk_sqs::Client, name: &str) -> Resul
 
 /// Provisions a stack named `name` and returns its settings. `rail_secret` is stored for the
 /// HTTP rails and rail reports.
-pub async fn provision(config: &aws_config::SdkConfig, name: &str, environment: Environment, rail_secret: Option<&str>) -> Result<Settings, Error> {
+pub async fn provision(
+    config: &aws_config::SdkConfig,
+    name: &str,
+    environment: Environment,
+    rail_secret: Option<&str>,
+) -> Result<Settings, Error> {
     let table = format!("{name}-table");
-    DynamoStore::new(aws_sdk_dynamodb::Client::new(config), &table).create_table().await?;
+    DynamoStore::new(aws_sdk_dynamodb::Client::new(config), &table)
+        .create_table()
+        .await?;
     let sqs = aws_sdk_sqs::Client::new(config);
     let queues = QueueUrls {
         submissions: queue_with_dead_letters(&sqs, &format!("{name}-submissions")).await?,
         webhooks: queue_with_dead_letters(&sqs, &format!("{name}-webhooks")).await?,
     };
     let bus = format!("{name}-events");
-    aws_sdk_eventbridge::Client::new(config).create_event_bus().name(&bus).send().await?;
+    aws_sdk_eventbridge::Client::new(config)
+        .create_event_bus()
+        .name(&bus)
+        .send()
+        .await?;
     let secrets_prefix = format!("{name}/");
     let secrets = SecretsManagerSecrets::new(aws_sdk_secretsmanager::Client::new(config), &secrets_prefix);
     let mut pepper = [0u8; 32];
@@ -49,5 +72,13 @@ pub async fn provision(config: &aws_config::SdkConfig, name: &str, environment: 
     if let Some(secret) = rail_secret {
         secrets.put_secret(ops_domain::execution::RAIL_SECRET, secret).await?;
     }
-    Ok(Settings { environment, table, queues, event_bus: Some(bus), secrets_prefix, http_rails: vec![], sandbox_ledger: None })
+    Ok(Settings {
+        environment,
+        table,
+        queues,
+        event_bus: Some(bus),
+        secrets_prefix,
+        http_rails: vec![],
+        sandbox_ledger: None,
+    })
 }

@@ -29,6 +29,8 @@ pub struct Pump {
     stream_arn: String,
     /// Last handled sequence number per consumer and shard.
     checkpoints: Mutex<HashMap<(StreamConsumer, String), String>>,
+    /// How long a received message stays hidden (the function's timeout in the cloud).
+    visibility: time::Duration,
 }
 
 /// A stream attribute as Lambda's JSON shows it (`{"S": …}`); only the kinds this table
@@ -43,13 +45,21 @@ fn attribute_json(value: &AttributeValue) -> Option<Value> {
 }
 
 fn image_json(image: Option<&HashMap<String, AttributeValue>>) -> Value {
-    let map: Map<String, Value> = image.into_iter().flatten().filter_map(|(k, v)| Some((k.clone(), attribute_json(v)?))).collect();
+    let map: Map<String, Value> = image
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), attribute_json(v)?)))
+        .collect();
     Value::Object(map)
 }
 
 /// Whether the record passes the event source mapping's filter: inserts of event items.
 fn is_new_event(record: &Record) -> bool {
-    let entity = record.dynamodb().and_then(|d| d.new_image()).and_then(|i| i.get("entity")).and_then(|v| v.as_s().ok());
+    let entity = record
+        .dynamodb()
+        .and_then(|d| d.new_image())
+        .and_then(|i| i.get("entity"))
+        .and_then(|v| v.as_s().ok());
     record.event_name().map(|n| n.as_str()) == Some("INSERT") && entity.map(String::as_str) == Some("event")
 }
 
@@ -98,8 +108,25 @@ pub fn queue_payload(messages: &[QueueMessage]) -> Result<SqsEvent, serde_json::
 }
 
 impl Pump {
-    pub fn new(service: Arc<Service>, queue: Arc<SqsQueue>, streams: aws_sdk_dynamodbstreams::Client, stream_arn: String) -> Pump {
-        Pump { service, queue, streams, stream_arn, checkpoints: Mutex::default() }
+    pub fn new(
+        service: Arc<Service>,
+        queue: Arc<SqsQueue>,
+        streams: aws_sdk_dynamodbstreams::Client,
+        stream_arn: String,
+    ) -> Pump {
+        Pump {
+            service,
+            queue,
+            streams,
+            stream_arn,
+            checkpoints: Mutex::default(),
+            visibility: time::Duration::seconds(30),
+        }
+    }
+
+    pub fn with_visibility(mut self, visibility: time::Duration) -> Pump {
+        self.visibility = visibility;
+        self
     }
 
     /// One round over every trigger; returns how many items were handed to handlers.
@@ -111,25 +138,67 @@ impl Pump {
         for queue in [QueueName::Submissions, QueueName::Webhooks] {
             handled += self.pump_queue(queue).await?;
         }
-        handled += triggers::status_poll(&self.service).await.ok().and_then(|v| v["polled"].as_u64()).unwrap_or(0) as usize;
+        handled += triggers::status_poll(&self.service)
+            .await
+            .ok()
+            .and_then(|v| v["polled"].as_u64())
+            .unwrap_or(0) as usize;
         Ok(handled)
     }
 
     pub async fn pump_stream(&self, consumer: StreamConsumer) -> Result<usize, Error> {
-        let described = self.streams.describe_stream().stream_arn(&self.stream_arn).send().await?;
-        let shards: Vec<String> = described.stream_description().map(|d| d.shards().iter().filter_map(|s| s.shard_id().map(str::to_owned)).collect()).unwrap_or_default();
+        let described = self
+            .streams
+            .describe_stream()
+            .stream_arn(&self.stream_arn)
+            .send()
+            .await?;
+        let shards: Vec<String> = described
+            .stream_description()
+            .map(|d| {
+                d.shards()
+                    .iter()
+                    .filter_map(|s| s.shard_id().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut handled = 0;
         for shard in shards {
-            let after = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).get(&(consumer, shard.clone())).cloned();
-            let mut request = self.streams.get_shard_iterator().stream_arn(&self.stream_arn).shard_id(&shard);
+            let after = self
+                .checkpoints
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&(consumer, shard.clone()))
+                .cloned();
+            let mut request = self
+                .streams
+                .get_shard_iterator()
+                .stream_arn(&self.stream_arn)
+                .shard_id(&shard);
             request = match &after {
-                Some(sequence) => request.shard_iterator_type(ShardIteratorType::AfterSequenceNumber).sequence_number(sequence),
+                Some(sequence) => request
+                    .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
+                    .sequence_number(sequence),
                 None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
             };
-            let Some(iterator) = request.send().await?.shard_iterator().map(str::to_owned) else { continue };
-            let batch = self.streams.get_records().shard_iterator(iterator).limit(100).send().await?;
+            let Some(iterator) = request.send().await?.shard_iterator().map(str::to_owned) else {
+                continue;
+            };
+            let batch = self
+                .streams
+                .get_records()
+                .shard_iterator(iterator)
+                .limit(100)
+                .send()
+                .await?;
             let records = batch.records();
-            let Some(last) = records.last().and_then(|r| r.dynamodb()).and_then(|d| d.sequence_number()) else { continue };
+            let Some(last) = records
+                .last()
+                .and_then(|r| r.dynamodb())
+                .and_then(|d| d.sequence_number())
+            else {
+                continue;
+            };
             let events: Vec<Record> = records.iter().filter(|r| is_new_event(r)).cloned().collect();
             let payload = stream_payload(&events, &self.stream_arn)?;
             let response = match consumer {
@@ -137,12 +206,25 @@ impl Pump {
                 StreamConsumer::WebhookDispatch => triggers::webhook_dispatch(&self.service, payload).await,
             };
             // Like Lambda with ReportBatchItemFailures: resume at the first failed record.
-            let checkpoint = match response.batch_item_failures.first().and_then(|f| f.item_identifier.clone()) {
-                Some(failed) => records.iter().filter_map(|r| r.dynamodb().and_then(|d| d.sequence_number())).take_while(|s| *s != failed).last().map(str::to_owned).or(after),
+            let checkpoint = match response
+                .batch_item_failures
+                .first()
+                .and_then(|f| f.item_identifier.clone())
+            {
+                Some(failed) => records
+                    .iter()
+                    .filter_map(|r| r.dynamodb().and_then(|d| d.sequence_number()))
+                    .take_while(|s| *s != failed)
+                    .last()
+                    .map(str::to_owned)
+                    .or(after),
                 None => Some(last.to_owned()),
             };
             if let Some(sequence) = checkpoint {
-                self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).insert((consumer, shard), sequence);
+                self.checkpoints
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert((consumer, shard), sequence);
             }
             handled += events.len() - response.batch_item_failures.len().min(events.len());
         }
@@ -150,7 +232,7 @@ impl Pump {
     }
 
     pub async fn pump_queue(&self, queue: QueueName) -> Result<usize, Error> {
-        let messages = self.queue.receive(queue, 10, time::Duration::seconds(30)).await?;
+        let messages = self.queue.receive(queue, 10, self.visibility).await?;
         if messages.is_empty() {
             return Ok(0);
         }
@@ -160,7 +242,11 @@ impl Pump {
             QueueName::Webhooks => triggers::webhook_send(&self.service, payload).await,
         };
         for message in &messages {
-            if !response.batch_item_failures.iter().any(|f| f.item_identifier == message.id) {
+            if !response
+                .batch_item_failures
+                .iter()
+                .any(|f| f.item_identifier == message.id)
+            {
                 self.queue.ack(queue, &message.id).await?;
             }
         }

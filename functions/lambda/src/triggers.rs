@@ -20,7 +20,9 @@ pub fn stream_events(batch: &StreamEvent) -> Result<Vec<(String, Event)>, String
         if record.event_name != "INSERT" || !is_event {
             continue;
         }
-        let Some(serde_dynamo::AttributeValue::S(doc)) = image.get("doc") else { return Err(sequence) };
+        let Some(serde_dynamo::AttributeValue::S(doc)) = image.get("doc") else {
+            return Err(sequence);
+        };
         match serde_json::from_str::<Event>(doc) {
             Ok(event) => events.push((sequence, event)),
             Err(error) => {
@@ -81,7 +83,11 @@ pub fn queue_messages(batch: &SqsEvent) -> Vec<QueueMessage> {
         .map(|m| QueueMessage {
             id: m.message_id.clone().unwrap_or_default(),
             body: m.body.clone().unwrap_or_default(),
-            receive_count: m.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1),
+            receive_count: m
+                .attributes
+                .get("ApproximateReceiveCount")
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(1),
         })
         .collect()
 }

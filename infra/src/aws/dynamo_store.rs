@@ -26,9 +26,9 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
-    Put, ReturnValuesOnConditionCheckFailure, ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,
-    TransactWriteItem, Update, BillingMode,
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, Put, ReturnValuesOnConditionCheckFailure, ScalarAttributeType, StreamSpecification, StreamViewType,
+    TimeToLiveSpecification, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 use ops_domain::auth::{ApiKey, Customer, User};
@@ -115,7 +115,12 @@ fn item(pairs: Vec<(&str, AttributeValue)>) -> Item {
 
 impl DynamoStore {
     pub fn new(client: Client, table: impl Into<String>) -> DynamoStore {
-        DynamoStore { client, table: table.into(), sort_keys: Arc::new(UlidGenerator::default()), requests: Arc::default() }
+        DynamoStore {
+            client,
+            table: table.into(),
+            sort_keys: Arc::new(UlidGenerator::default()),
+            requests: Arc::default(),
+        }
     }
 
     /// Requests sent to DynamoDB so far.
@@ -129,8 +134,20 @@ impl DynamoStore {
 
     /// Creates the table as `template.yaml` declares it (for local runs and tests).
     pub async fn create_table(&self) -> Result<(), StoreError> {
-        let attribute = |name: &str| AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build().expect("complete");
-        let key = |name: &str, kind: KeyType| KeySchemaElement::builder().attribute_name(name).key_type(kind).build().expect("complete");
+        let attribute = |name: &str| {
+            AttributeDefinition::builder()
+                .attribute_name(name)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("complete")
+        };
+        let key = |name: &str, kind: KeyType| {
+            KeySchemaElement::builder()
+                .attribute_name(name)
+                .key_type(kind)
+                .build()
+                .expect("complete")
+        };
         let index = |name: &str| {
             GlobalSecondaryIndex::builder()
                 .index_name(name)
@@ -147,7 +164,13 @@ impl DynamoStore {
             .billing_mode(BillingMode::PayPerRequest)
             .key_schema(key("PK", KeyType::Hash))
             .key_schema(key("SK", KeyType::Range))
-            .stream_specification(StreamSpecification::builder().stream_enabled(true).stream_view_type(StreamViewType::NewImage).build().expect("complete"));
+            .stream_specification(
+                StreamSpecification::builder()
+                    .stream_enabled(true)
+                    .stream_view_type(StreamViewType::NewImage)
+                    .build()
+                    .expect("complete"),
+            );
         for name in ["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK", "GSI3PK", "GSI3SK"] {
             request = request.attribute_definitions(attribute(name));
         }
@@ -158,7 +181,13 @@ impl DynamoStore {
         self.client
             .update_time_to_live()
             .table_name(&self.table)
-            .time_to_live_specification(TimeToLiveSpecification::builder().enabled(true).attribute_name("ttl").build().expect("complete"))
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .enabled(true)
+                    .attribute_name("ttl")
+                    .build()
+                    .expect("complete"),
+            )
             .send()
             .await
             .map_err(sdk_error)?;
@@ -167,8 +196,18 @@ impl DynamoStore {
 
     /// The ARN of the table's stream (for the local pump).
     pub async fn stream_arn(&self) -> Result<String, StoreError> {
-        let described = self.client.describe_table().table_name(&self.table).send().await.map_err(sdk_error)?;
-        described.table().and_then(|t| t.latest_stream_arn()).map(str::to_owned).ok_or_else(|| unavailable("the table has no stream"))
+        let described = self
+            .client
+            .describe_table()
+            .table_name(&self.table)
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        described
+            .table()
+            .and_then(|t| t.latest_stream_arn())
+            .map(str::to_owned)
+            .ok_or_else(|| unavailable("the table has no stream"))
     }
 
     fn put(&self, item: Item, condition: Option<&str>, values: Vec<(&str, AttributeValue)>) -> TransactWriteItem {
@@ -179,7 +218,9 @@ impl DynamoStore {
         for (k, v) in values {
             put = put.expression_attribute_values(k, v);
         }
-        TransactWriteItem::builder().put(put.build().expect("table and item set")).build()
+        TransactWriteItem::builder()
+            .put(put.build().expect("table and item set"))
+            .build()
     }
 
     fn versioned(&self, item: Item, version: u64) -> TransactWriteItem {
@@ -195,7 +236,12 @@ impl DynamoStore {
             None => format!("AUDIT#{}", entry.entity_id),
         };
         let sk = format!("AUDIT#{}", self.sort_keys.new_id(IdKind::Event));
-        item(vec![("PK", s(pk)), ("SK", s(sk)), ("entity", s("audit")), ("doc", doc(entry))])
+        item(vec![
+            ("PK", s(pk)),
+            ("SK", s(sk)),
+            ("entity", s("audit")),
+            ("doc", doc(entry)),
+        ])
     }
 
     fn operation_item(op: &Operation) -> Item {
@@ -236,20 +282,42 @@ impl DynamoStore {
     fn write(&self, write: &Write) -> Vec<TransactWriteItem> {
         match write {
             Write::InsertCustomer(c) => {
-                let it = item(vec![("PK", s(format!("CUS#{}", c.id))), ("SK", s("CUSTOMER")), ("entity", s("customer")), ("doc", doc(c))]);
+                let it = item(vec![
+                    ("PK", s(format!("CUS#{}", c.id))),
+                    ("SK", s("CUSTOMER")),
+                    ("entity", s("customer")),
+                    ("doc", doc(c)),
+                ]);
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
             Write::InsertUser(u) => {
-                let it = item(vec![("PK", s(format!("USR#{}", u.id))), ("SK", s("USER")), ("entity", s("user")), ("doc", doc(u))]);
+                let it = item(vec![
+                    ("PK", s(format!("USR#{}", u.id))),
+                    ("SK", s("USER")),
+                    ("entity", s("user")),
+                    ("doc", doc(u)),
+                ]);
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
             Write::PutApiKey(k) => {
                 let body = doc_with(k, &[("secret_hash", k.secret_hash.clone().into())]);
-                let by_id = item(vec![("PK", s(format!("KEY#{}", k.id))), ("SK", s("KEY")), ("entity", s("api_key")), ("doc", body.clone())]);
-                let by_hash = item(vec![("PK", s(format!("KEYHASH#{}", k.secret_hash))), ("SK", s("KEY")), ("entity", s("api_key_hash")), ("doc", body)]);
+                let by_id = item(vec![
+                    ("PK", s(format!("KEY#{}", k.id))),
+                    ("SK", s("KEY")),
+                    ("entity", s("api_key")),
+                    ("doc", body.clone()),
+                ]);
+                let by_hash = item(vec![
+                    ("PK", s(format!("KEYHASH#{}", k.secret_hash))),
+                    ("SK", s("KEY")),
+                    ("entity", s("api_key_hash")),
+                    ("doc", body),
+                ]);
                 vec![self.put(by_id, None, vec![]), self.put(by_hash, None, vec![])]
             }
-            Write::InsertOperation(op) => vec![self.put(Self::operation_item(op), Some("attribute_not_exists(PK)"), vec![])],
+            Write::InsertOperation(op) => {
+                vec![self.put(Self::operation_item(op), Some("attribute_not_exists(PK)"), vec![])]
+            }
             Write::UpdateOperation(op) => vec![self.versioned(Self::operation_item(op), op.version)],
             Write::PutWorkflow(w) => {
                 let it = item(vec![
@@ -261,7 +329,9 @@ impl DynamoStore {
                 ]);
                 vec![self.versioned(it, w.version)]
             }
-            Write::InsertTransaction(t) => vec![self.put(Self::transaction_item(t), Some("attribute_not_exists(PK)"), vec![])],
+            Write::InsertTransaction(t) => {
+                vec![self.put(Self::transaction_item(t), Some("attribute_not_exists(PK)"), vec![])]
+            }
             Write::UpdateTransaction(t) => vec![self.versioned(Self::transaction_item(t), t.version)],
             Write::Event(e) => {
                 let it = item(vec![
@@ -369,7 +439,9 @@ impl DynamoStore {
             if let Some(filter) = &filter {
                 request = request.filter_expression(filter.expression());
                 for (placeholder, name, value) in &filter.clauses {
-                    request = request.expression_attribute_names(format!("#{placeholder}"), *name).expression_attribute_values(format!(":{placeholder}"), s(value));
+                    request = request
+                        .expression_attribute_names(format!("#{placeholder}"), *name)
+                        .expression_attribute_values(format!(":{placeholder}"), s(value));
                 }
             }
             let page = request.send().await.map_err(sdk_error)?;
@@ -407,7 +479,11 @@ impl Filter {
     }
 
     fn expression(&self) -> String {
-        self.clauses.iter().map(|(p, _, _)| format!("#{p} = :{p}")).collect::<Vec<_>>().join(" AND ")
+        self.clauses
+            .iter()
+            .map(|(p, _, _)| format!("#{p} = :{p}"))
+            .collect::<Vec<_>>()
+            .join(" AND ")
     }
 }
 
@@ -416,14 +492,26 @@ impl Store for DynamoStore {
     async fn commit(&self, changes: Changeset) -> Result<(), StoreError> {
         let items: Vec<TransactWriteItem> = changes.writes.iter().flat_map(|w| self.write(w)).collect();
         if items.len() > MAX_WRITES {
-            return Err(unavailable(format!("a changeset of {} writes exceeds DynamoDB's {MAX_WRITES}", items.len())));
+            return Err(unavailable(format!(
+                "a changeset of {} writes exceeds DynamoDB's {MAX_WRITES}",
+                items.len()
+            )));
         }
         self.count();
-        match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+        {
             Ok(_) => Ok(()),
             Err(error) => match error.into_service_error() {
                 TransactWriteItemsError::TransactionCanceledException(cancelled) => {
-                    let lost_race = cancelled.cancellation_reasons().iter().any(|r| matches!(r.code(), Some("ConditionalCheckFailed" | "TransactionConflict")));
+                    let lost_race = cancelled
+                        .cancellation_reasons()
+                        .iter()
+                        .any(|r| matches!(r.code(), Some("ConditionalCheckFailed" | "TransactionConflict")));
                     if lost_race {
                         Err(StoreError::Conflict)
                     } else {
@@ -458,22 +546,45 @@ impl Store for DynamoStore {
     async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError> {
         let after = query.starting_after.clone().unwrap_or_else(|| "\u{10FFFF}".into());
         let (index, partition, status_filter) = match (&query.customer_id, query.status) {
-            (Some(customer), status) => ("GSI1", format!("CUSOPS#{customer}"), status.map(|s| s.as_str().to_owned())),
+            (Some(customer), status) => (
+                "GSI1",
+                format!("CUSOPS#{customer}"),
+                status.map(|s| s.as_str().to_owned()),
+            ),
             (None, Some(status)) => ("GSI2", format!("OPSTATUS#{}", status.as_str()), None),
             (None, None) => ("GSI3", "OPS".to_owned(), None),
         };
         let condition = format!("{index}PK = :pk AND {index}SK < :after");
-        let filter = Filter::default().with("st", "status", status_filter.as_deref()).with("ty", "type", query.kind.map(|k| k.as_str())).into_option();
-        self.query(Some(index), &condition, vec![(":pk", s(partition)), (":after", s(after))], filter, true, query.limit).await
+        let filter = Filter::default()
+            .with("st", "status", status_filter.as_deref())
+            .with("ty", "type", query.kind.map(|k| k.as_str()))
+            .into_option();
+        self.query(
+            Some(index),
+            &condition,
+            vec![(":pk", s(partition)), (":after", s(after))],
+            filter,
+            true,
+            query.limit,
+        )
+        .await
     }
 
     async fn operation_history(&self, operation_id: &str) -> Result<Vec<AuditEntry>, StoreError> {
-        self.query(None, "PK = :pk AND begins_with(SK, :audit)", vec![(":pk", s(format!("OP#{operation_id}"))), (":audit", s("AUDIT#"))], None, false, 10_000)
-            .await
+        self.query(
+            None,
+            "PK = :pk AND begins_with(SK, :audit)",
+            vec![(":pk", s(format!("OP#{operation_id}"))), (":audit", s("AUDIT#"))],
+            None,
+            false,
+            10_000,
+        )
+        .await
     }
 
     async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError> {
-        self.get(format!("WF#{}", owner_key(owner)), &format!("WF#{name}")).await
+        self.get(format!("WF#{}", owner_key(owner)), &format!("WF#{name}"))
+            .await
     }
 
     async fn transaction(&self, id: &str) -> Result<Option<Transaction>, StoreError> {
@@ -481,12 +592,28 @@ impl Store for DynamoStore {
     }
 
     async fn transactions_of_operation(&self, operation_id: &str) -> Result<Vec<Transaction>, StoreError> {
-        self.query(Some("GSI1"), "GSI1PK = :pk", vec![(":pk", s(format!("OPTXNS#{operation_id}")))], None, false, 10_000).await
+        self.query(
+            Some("GSI1"),
+            "GSI1PK = :pk",
+            vec![(":pk", s(format!("OPTXNS#{operation_id}")))],
+            None,
+            false,
+            10_000,
+        )
+        .await
     }
 
     async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError> {
         let until = format!("{:012}#~", now.unix_timestamp().max(0));
-        self.query(Some("GSI2"), "GSI2PK = :pk AND GSI2SK <= :until", vec![(":pk", s("POLL")), (":until", s(until))], None, false, limit).await
+        self.query(
+            Some("GSI2"),
+            "GSI2PK = :pk AND GSI2SK <= :until",
+            vec![(":pk", s("POLL")), (":until", s(until))],
+            None,
+            false,
+            limit,
+        )
+        .await
     }
 
     async fn event(&self, id: &str) -> Result<Option<Event>, StoreError> {
@@ -500,8 +627,18 @@ impl Store for DynamoStore {
             None => ("GSI3", "EVTS".to_owned()),
         };
         let condition = format!("{index}PK = :pk AND {index}SK < :after");
-        let filter = Filter::default().with("ty", "type", query.kind.as_deref()).into_option();
-        self.query(Some(index), &condition, vec![(":pk", s(partition)), (":after", s(after))], filter, true, query.limit).await
+        let filter = Filter::default()
+            .with("ty", "type", query.kind.as_deref())
+            .into_option();
+        self.query(
+            Some(index),
+            &condition,
+            vec![(":pk", s(partition)), (":after", s(after))],
+            filter,
+            true,
+            query.limit,
+        )
+        .await
     }
 
     async fn webhook_endpoint(&self, id: &str) -> Result<Option<WebhookEndpoint>, StoreError> {
@@ -509,10 +646,28 @@ impl Store for DynamoStore {
     }
 
     async fn webhook_endpoints_for(&self, customer_id: Option<&str>) -> Result<Vec<WebhookEndpoint>, StoreError> {
-        let mut endpoints: Vec<WebhookEndpoint> =
-            self.query(Some("GSI1"), "GSI1PK = :pk", vec![(":pk", s("CUSWHE#PLATFORM"))], None, false, 1000).await?;
+        let mut endpoints: Vec<WebhookEndpoint> = self
+            .query(
+                Some("GSI1"),
+                "GSI1PK = :pk",
+                vec![(":pk", s("CUSWHE#PLATFORM"))],
+                None,
+                false,
+                1000,
+            )
+            .await?;
         if let Some(customer) = customer_id {
-            endpoints.extend(self.query::<WebhookEndpoint>(Some("GSI1"), "GSI1PK = :pk", vec![(":pk", s(format!("CUSWHE#{customer}")))], None, false, 1000).await?);
+            endpoints.extend(
+                self.query::<WebhookEndpoint>(
+                    Some("GSI1"),
+                    "GSI1PK = :pk",
+                    vec![(":pk", s(format!("CUSWHE#{customer}")))],
+                    None,
+                    false,
+                    1000,
+                )
+                .await?,
+            );
         }
         endpoints.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(endpoints)
@@ -523,7 +678,15 @@ impl Store for DynamoStore {
     }
 
     async fn deliveries_of_event(&self, event_id: &str) -> Result<Vec<Delivery>, StoreError> {
-        self.query(Some("GSI1"), "GSI1PK = :pk", vec![(":pk", s(format!("EVTWHD#{event_id}")))], None, false, 1000).await
+        self.query(
+            Some("GSI1"),
+            "GSI1PK = :pk",
+            vec![(":pk", s(format!("EVTWHD#{event_id}")))],
+            None,
+            false,
+            1000,
+        )
+        .await
     }
 
     async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
@@ -561,8 +724,14 @@ impl Store for DynamoStore {
         if fingerprint != Some(&claim.fingerprint) {
             return Ok(ClaimOutcome::Mismatch);
         }
-        let status = existing.get("status").and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<u16>().ok());
-        let body = existing.get("response").and_then(|v| v.as_b().ok()).map(|b| b.as_ref().to_vec());
+        let status = existing
+            .get("status")
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse::<u16>().ok());
+        let body = existing
+            .get("response")
+            .and_then(|v| v.as_b().ok())
+            .map(|b| b.as_ref().to_vec());
         Ok(match (status, body) {
             (Some(status), Some(body)) => ClaimOutcome::Replay(StoredResponse { status, body }),
             _ => ClaimOutcome::InFlight,

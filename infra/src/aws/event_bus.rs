@@ -13,7 +13,10 @@ pub struct EventBridgeBus {
 
 impl EventBridgeBus {
     pub fn new(client: Client, bus: impl Into<String>) -> EventBridgeBus {
-        EventBridgeBus { client, bus: bus.into() }
+        EventBridgeBus {
+            client,
+            bus: bus.into(),
+        }
     }
 }
 
@@ -41,7 +44,10 @@ impl EventBus for EventBridgeBus {
                 .await
                 .map_err(|e| StoreError::Unavailable(aws_sdk_eventbridge::error::DisplayErrorContext(e).to_string()))?;
             if sent.failed_entry_count() > 0 {
-                return Err(StoreError::Unavailable(format!("{} events were refused by the bus", sent.failed_entry_count())));
+                return Err(StoreError::Unavailable(format!(
+                    "{} events were refused by the bus",
+                    sent.failed_entry_count()
+                )));
             }
         }
         Ok(())

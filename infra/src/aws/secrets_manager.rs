@@ -25,7 +25,11 @@ fn unavailable(e: impl std::fmt::Display) -> StoreError {
 
 impl SecretsManagerSecrets {
     pub fn new(client: Client, prefix: impl Into<String>) -> SecretsManagerSecrets {
-        SecretsManagerSecrets { client, prefix: prefix.into(), cache: Mutex::default() }
+        SecretsManagerSecrets {
+            client,
+            prefix: prefix.into(),
+            cache: Mutex::default(),
+        }
     }
 }
 
@@ -47,7 +51,10 @@ impl Secrets for SecretsManagerSecrets {
             }
             Err(other) => return Err(unavailable(aws_sdk_secretsmanager::error::DisplayErrorContext(other))),
         }
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_owned(), (Some(value.to_owned()), Instant::now()));
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_owned(), (Some(value.to_owned()), Instant::now()));
         Ok(())
     }
 
@@ -57,13 +64,21 @@ impl Secrets for SecretsManagerSecrets {
                 return Ok(value.clone());
             }
         }
-        let fetched = self.client.get_secret_value().secret_id(format!("{}{name}", self.prefix)).send().await;
+        let fetched = self
+            .client
+            .get_secret_value()
+            .secret_id(format!("{}{name}", self.prefix))
+            .send()
+            .await;
         let value = match fetched.map_err(|e| e.into_service_error()) {
             Ok(found) => found.secret_string().map(str::to_owned),
             Err(GetSecretValueError::ResourceNotFoundException(_)) => None,
             Err(other) => return Err(unavailable(aws_sdk_secretsmanager::error::DisplayErrorContext(other))),
         };
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_owned(), (value.clone(), Instant::now()));
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_owned(), (value.clone(), Instant::now()));
         Ok(value)
     }
 }

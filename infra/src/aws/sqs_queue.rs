@@ -28,7 +28,11 @@ fn unavailable(e: impl std::fmt::Display) -> StoreError {
 
 impl SqsQueue {
     pub fn new(client: Client, urls: QueueUrls) -> SqsQueue {
-        SqsQueue { client, urls, receipts: Mutex::default() }
+        SqsQueue {
+            client,
+            urls,
+            receipts: Mutex::default(),
+        }
     }
 
     fn url(&self, queue: QueueName) -> &str {
@@ -38,7 +42,12 @@ impl SqsQueue {
         }
     }
 
-    pub async fn receive(&self, queue: QueueName, max: usize, visibility: time::Duration) -> Result<Vec<QueueMessage>, StoreError> {
+    pub async fn receive(
+        &self,
+        queue: QueueName,
+        max: usize,
+        visibility: time::Duration,
+    ) -> Result<Vec<QueueMessage>, StoreError> {
         let received = self
             .client
             .receive_message()
@@ -61,13 +70,21 @@ impl SqsQueue {
                     .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
                     .and_then(|c| c.parse().ok())
                     .unwrap_or(1);
-                Some(QueueMessage { id, body: m.body()?.to_owned(), receive_count })
+                Some(QueueMessage {
+                    id,
+                    body: m.body()?.to_owned(),
+                    receive_count,
+                })
             })
             .collect())
     }
 
     pub async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), StoreError> {
-        let receipt = self.receipts.lock().unwrap_or_else(|e| e.into_inner()).remove(message_id);
+        let receipt = self
+            .receipts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(message_id);
         let Some(receipt) = receipt else { return Ok(()) };
         self.client
             .delete_message()

@@ -6,7 +6,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let service = ops_lambda::deployment::start().await?;
     lambda_runtime::run(service_fn(|_: LambdaEvent<serde_json::Value>| {
         let service = service.clone();
-        async move { ops_lambda::triggers::status_poll(&service).await.map_err(lambda_runtime::Error::from) }
+        async move {
+            ops_lambda::triggers::status_poll(&service)
+                .await
+                .map_err(lambda_runtime::Error::from)
+        }
     }))
     .await
 }

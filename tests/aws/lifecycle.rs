@@ -1,0 +1,242 @@
+use crate::spawn_aws_app;
+use ops_domain::ports::{Queue, QueueName};
+use ops_tests::receiver::{signature_is_valid, Receiver};
+use ops_tests::{payout, ADMIN_KEY};
+use serde_json::json;
+use std::collections::BTreeSet;
+use time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_payout_runs_its_whole_lifecycle_on_the_aws_adapters() {
+    let app = spawn_aws_app().await;
+    // The PSP's own systems listen on the bus: route every event into a queue to read them.
+    let events_client = aws_sdk_eventbridge::Client::new(&app.config);
+    let sqs = aws_sdk_sqs::Client::new(&app.config);
+    let tap = sqs
+        .create_queue()
+        .queue_name(format!("{}-tap", app.settings.table))
+        .send()
+        .await
+        .unwrap();
+    let tap_url = tap.queue_url().unwrap().to_owned();
+    let tap_arn = format!("arn:aws:sqs:us-east-1:123456789012:{}-tap", app.settings.table);
+    let bus = app.settings.event_bus.clone().unwrap();
+    events_client
+        .put_rule()
+        .name("tap")
+        .event_bus_name(&bus)
+        .event_pattern(r#"{"source":["payment-operations"]}"#)
+        .send()
+        .await
+        .unwrap();
+    let target = aws_sdk_eventbridge::types::Target::builder()
+        .id("tap")
+        .arn(&tap_arn)
+        .build()
+        .unwrap();
+    events_client
+        .put_targets()
+        .rule("tap")
+        .event_bus_name(&bus)
+        .targets(target)
+        .send()
+        .await
+        .unwrap();
+
+    let customer = app.create_customer().await;
+    let receiver = Receiver::start(0).await;
+    let endpoint = app
+        .post("/v1/webhook_endpoints", &customer.key, json!({"url": receiver.url}))
+        .await;
+    assert_eq!(endpoint.status, 201, "{}", endpoint.json());
+    let secret = endpoint.json()["secret"].as_str().unwrap().to_owned();
+    let approver = app
+        .add_member(&customer, &["approver"], &["operations:approve", "operations:read"])
+        .await;
+    let id = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "two_step", &[80_000, 80_002]),
+        )
+        .await
+        .id();
+    let approved = app
+        .post(&format!("/v1/operations/{id}/approve"), &approver.key, json!({}))
+        .await;
+    assert_eq!(approved.json()["status"], "approved");
+
+    // stream → transactions → SQS → sandbox rail → status polls → confirmed / failed
+    app.settle(Duration::seconds(30), 6).await;
+    let operation = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
+    assert_eq!(operation["status"], "partially_completed", "{operation}");
+    let txns = app
+        .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
+        .await
+        .json();
+    let statuses: BTreeSet<&str> = txns["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, BTreeSet::from(["confirmed", "failed"]));
+    let ledger = app.parts.sandbox.as_ref().unwrap().entries();
+    assert!(
+        ledger.iter().all(|e| e.submit_calls == 1 && e.duplicate_submits == 0),
+        "{ledger:?}"
+    );
+
+    // Every event arrived over HTTP, signed; the bus got them too.
+    let history = app
+        .get(&format!("/v1/operations/{id}/history"), &customer.key)
+        .await
+        .json();
+    let received = receiver.received();
+    assert!(received
+        .iter()
+        .all(|r| signature_is_valid(&r.signature, &r.body, &secret)));
+    let types: BTreeSet<String> = received
+        .iter()
+        .map(|r| r.json()["type"].as_str().unwrap().to_owned())
+        .collect();
+    for expected in [
+        "operation.created",
+        "operation.pending_approval",
+        "operation.approved",
+        "operation.processing",
+        "transaction.submitted",
+        "transaction.confirmed",
+        "transaction.failed",
+        "operation.partially_completed",
+    ] {
+        assert!(types.contains(expected), "{expected} not received: {types:?}");
+    }
+    let audited = history["data"].as_array().unwrap().len();
+    assert_eq!(
+        received.len(),
+        audited + 1,
+        "one event per audited change, plus operation.created"
+    );
+    let confirmed = received
+        .iter()
+        .map(|r| r.json())
+        .find(|e| e["type"] == "transaction.confirmed")
+        .unwrap();
+    for field in [
+        "transaction_id",
+        "operation_id",
+        "rail",
+        "rail_reference",
+        "amount",
+        "currency",
+    ] {
+        assert!(!confirmed["data"][field].is_null(), "{field} missing: {confirmed}");
+    }
+    let mut on_bus = 0;
+    for _ in 0..10 {
+        let got = sqs
+            .receive_message()
+            .queue_url(&tap_url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .unwrap();
+        on_bus += got.messages().len();
+        if got.messages().is_empty() {
+            break;
+        }
+    }
+    assert_eq!(on_bus, received.len(), "every event was also put on the bus");
+
+    // Keys and idempotency work on DynamoDB too.
+    let body = payout(&customer.id, "auto", &[5]);
+    let first = app
+        .send(
+            reqwest::Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some("aws-replay"),
+            Some(&body),
+        )
+        .await;
+    let again = app
+        .send(
+            reqwest::Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some("aws-replay"),
+            Some(&body),
+        )
+        .await;
+    assert_eq!((first.status.as_u16(), again.bytes == first.bytes), (201, true));
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(
+        app.get("/v1/operations", "sk_test_nobody_000000000000000000000000")
+            .await
+            .error(401)["code"],
+        "invalid_api_key"
+    );
+    assert_eq!(
+        app.get("/v1/operations?limit=100", ADMIN_KEY).await.json()["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_message_that_keeps_failing_ends_in_the_dead_letter_queue() {
+    let app = spawn_aws_app().await;
+    let pump = ops_lambda::pump::Pump::new(
+        app.service.clone(),
+        app.parts.queue.clone(),
+        aws_sdk_dynamodbstreams::Client::new(&app.config),
+        app.parts.store.stream_arn().await.unwrap(),
+    )
+    .with_visibility(Duration::ZERO);
+    // A submission for a transaction that does not exist fails every time.
+    app.parts
+        .queue
+        .send(
+            QueueName::Submissions,
+            r#"{"transaction_id":"txn_01doesnotexist"}"#.into(),
+            Duration::ZERO,
+        )
+        .await
+        .unwrap();
+    for _ in 0..8 {
+        pump.pump_queue(QueueName::Submissions).await.unwrap();
+    }
+    let sqs = aws_sdk_sqs::Client::new(&app.config);
+    let dlq = sqs
+        .get_queue_url()
+        .queue_name(format!(
+            "{}-dlq",
+            app.settings.queues.submissions.rsplit('/').next().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap();
+    let dead = sqs
+        .receive_message()
+        .queue_url(dlq.queue_url().unwrap())
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        dead.messages().len(),
+        1,
+        "the poisoned message is in the dead-letter queue"
+    );
+    assert!(dead.messages()[0].body().unwrap().contains("txn_01doesnotexist"));
+    assert!(app
+        .parts
+        .queue
+        .receive(QueueName::Submissions, 10, Duration::ZERO)
+        .await
+        .unwrap()
+        .is_empty());
+}

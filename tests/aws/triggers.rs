@@ -1,0 +1,102 @@
+//! Each trigger handler fed its sample payload from `events/`.
+
+use crate::spawn_aws_app;
+use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+use aws_lambda_events::event::sqs::SqsEvent;
+use ops_tests::ADMIN_KEY;
+use tower::ServiceExt;
+
+fn sample(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/../events/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sample_payload_reaches_its_handler() {
+    let app = spawn_aws_app().await;
+    // API Gateway → the endpoint's router, exactly as lambda_http hands it over.
+    app.service
+        .bootstrap_admin_key("sk_test_sample_platform_admin_key_000000000")
+        .await
+        .unwrap();
+    let health = lambda_http::request::from_str(&sample("api-gateway-health.json")).unwrap();
+    let answer = ops_api::router_for(
+        ops_api::App {
+            service: app.service.clone(),
+        },
+        &[ops_api::Endpoint::Health],
+    )
+    .oneshot(health)
+    .await
+    .unwrap();
+    assert_eq!(answer.status(), 200);
+    let create = lambda_http::request::from_str(&sample("api-gateway-create-operation.json")).unwrap();
+    let router = ops_api::router_for(
+        ops_api::App {
+            service: app.service.clone(),
+        },
+        &[ops_api::Endpoint::CreateOperation],
+    );
+    let answer = router.clone().oneshot(create).await.unwrap();
+    assert_eq!(
+        answer.status(),
+        404,
+        "the sample's customer does not exist on a fresh stack"
+    );
+    let body = axum::body::to_bytes(axum::body::Body::new(answer.into_body()), 1 << 20)
+        .await
+        .unwrap();
+    let error: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(error["error"]["param"], "customer_id");
+    // A function serves only its own endpoint.
+    let other = lambda_http::request::from_str(&sample("api-gateway-health.json")).unwrap();
+    assert_eq!(router.oneshot(other).await.unwrap().status(), 404);
+    let _ = ADMIN_KEY;
+
+    // DynamoDB stream → transition and webhook dispatch: the event record is read, the other
+    // record skipped, and nothing fails (the operation is unknown to this stack).
+    let stream: StreamEvent = serde_json::from_str(&sample("dynamodb-stream-new-events.json")).unwrap();
+    let events = ops_lambda::triggers::stream_events(&stream).unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        (events[0].0.as_str(), events[0].1.kind.as_str()),
+        ("111", "operation.approved")
+    );
+    assert!(ops_lambda::triggers::transition(&app.service, stream.clone())
+        .await
+        .batch_item_failures
+        .is_empty());
+    assert!(ops_lambda::triggers::webhook_dispatch(&app.service, stream)
+        .await
+        .batch_item_failures
+        .is_empty());
+
+    // SQS → rail submit: the unknown transaction is a batch item failure, the unreadable body
+    // is dropped (it would never succeed).
+    let submissions: SqsEvent = serde_json::from_str(&sample("sqs-rail-submit.json")).unwrap();
+    let response = ops_lambda::triggers::rail_submit(&app.service, submissions).await;
+    let failed: Vec<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(failed, ["11111111-1111-1111-1111-111111111111"]);
+    let response_json = serde_json::to_value(&response).unwrap();
+    assert_eq!(
+        response_json["batchItemFailures"][0]["itemIdentifier"],
+        "11111111-1111-1111-1111-111111111111"
+    );
+
+    // SQS → webhook send: a delivery that no longer exists is done with.
+    let sends: SqsEvent = serde_json::from_str(&sample("sqs-webhook-send.json")).unwrap();
+    assert!(ops_lambda::triggers::webhook_send(&app.service, sends)
+        .await
+        .batch_item_failures
+        .is_empty());
+
+    // Schedule → status poll.
+    let _: serde_json::Value = serde_json::from_str(&sample("schedule-status-poll.json")).unwrap();
+    assert_eq!(
+        ops_lambda::triggers::status_poll(&app.service).await.unwrap()["polled"],
+        0
+    );
+}
