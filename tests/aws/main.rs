@@ -3,6 +3,7 @@
 //! and the queues themselves and hand the Lambda payloads to the same handlers.
 
 mod lifecycle;
+mod local_mode;
 mod triggers;
 
 use ops_domain::auth::Environment;

@@ -28,12 +28,24 @@ fn every_binary_is_a_function_of_the_template_with_its_route() {
             .iter()
             .find(|b| b.contains(&format!("Binary: {name}\n")))
             .unwrap_or_else(|| panic!("template.yaml has no function for the binary {name}"));
-        if let Some(route) = source.lines().next().and_then(|l| l.strip_prefix("//! `")).and_then(|l| l.strip_suffix('`')) {
+        if let Some(route) = source
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("//! `"))
+            .and_then(|l| l.strip_suffix('`'))
+        {
             let (method, path) = route.split_once(' ').unwrap();
-            assert!(block.contains(&format!("Method: {method}\n")) && block.contains(&format!("Path: {path}\n")), "{name} must route {route}");
+            assert!(
+                block.contains(&format!("Method: {method}\n")) && block.contains(&format!("Path: {path}\n")),
+                "{name} must route {route}"
+            );
         }
         binaries += 1;
     }
     assert_eq!(blocks.len(), binaries, "a function of the template has no binary");
-    assert_eq!(binaries, ops_api::Endpoint::ALL.len() + 5, "one function per endpoint and per trigger");
+    assert_eq!(
+        binaries,
+        ops_api::Endpoint::ALL.len() + 5,
+        "one function per endpoint and per trigger"
+    );
 }

@@ -17,7 +17,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 
+mod aws;
 mod worker;
+
+pub use aws::{start_on_aws, AwsServer};
 pub use worker::{Subscription, Worker};
 
 #[derive(Debug, Clone, Parser)]
@@ -55,6 +58,14 @@ pub struct Config {
     /// unknown (and is asked about, never resent).
     #[arg(long, env = "OPS_HTTP_RAIL_TIMEOUT_MS", default_value_t = 10_000)]
     pub http_rail_timeout_ms: u64,
+    /// `embedded` (SQLite) or `aws` (DynamoDB, SQS, Secrets Manager, EventBridge at
+    /// `AWS_ENDPOINT_URL`, or real AWS; resources named by TABLE_NAME, SUBMISSIONS_QUEUE_URL,
+    /// WEBHOOKS_QUEUE_URL, EVENT_BUS_NAME, SECRETS_PREFIX unless OPS_AWS_PROVISION is set).
+    #[arg(long, env = "OPS_BACKEND", default_value = "embedded", value_parser = ["embedded", "aws"])]
+    pub backend: String,
+    /// With the aws backend: create a stack of this name at start (for emulators).
+    #[arg(long, env = "OPS_AWS_PROVISION")]
+    pub aws_provision: Option<String>,
     /// Run the pipeline (stream, queues, status polls) in the background; tests turn it off
     /// and drive it themselves.
     #[arg(long, env = "OPS_WORKER", default_value_t = true, action = clap::ArgAction::Set)]

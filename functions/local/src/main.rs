@@ -7,8 +7,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
     let config = ops_local::Config::parse();
-    let server = ops_local::start(config.clone()).await?;
-    tracing::info!(address = %server.address, environment = %config.environment, data_dir = %config.data_dir.display(), "serving the operations API");
-    server.task.await??;
+    let (address, task) = match config.backend.as_str() {
+        "aws" => {
+            let server =
+                ops_local::start_on_aws(config.clone(), std::sync::Arc::new(ops_domain::ports::SystemClock)).await?;
+            (server.address, server.task)
+        }
+        _ => {
+            let server = ops_local::start(config.clone()).await?;
+            (server.address, server.task)
+        }
+    };
+    tracing::info!(%address, backend = %config.backend, environment = %config.environment, "serving the operations API");
+    task.await??;
     Ok(())
 }

@@ -1,0 +1,87 @@
+//! Local mode on AWS: the same server, with the AWS adapters instead of SQLite (LocalStack,
+//! moto, or real AWS as `AWS_ENDPOINT_URL` says), pumping the table's stream and the SQS
+//! queues itself so the whole lifecycle runs without Lambda.
+
+use crate::{Config, StartError};
+use ops_api::App;
+use ops_domain::auth::Environment;
+use ops_domain::ports::Clock;
+use ops_lambda::deployment::Settings;
+use ops_lambda::pump::Pump;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+pub struct AwsServer {
+    pub address: SocketAddr,
+    pub task: JoinHandle<std::io::Result<()>>,
+}
+
+fn config_error(e: impl std::fmt::Display) -> StartError {
+    StartError::Config(e.to_string())
+}
+
+pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsServer, StartError> {
+    let environment = Environment::parse(&config.environment)
+        .ok_or_else(|| config_error("OPS_ENVIRONMENT must be test or production"))?;
+    let sdk = ops_infra::aws::load_config().await;
+    let mut settings = match &config.aws_provision {
+        Some(stack) => ops_lambda::provision::provision(&sdk, stack, environment, config.rail_secret.as_deref())
+            .await
+            .map_err(config_error)?,
+        None => Settings::from_env().map_err(config_error)?,
+    };
+    if config.sandbox_rail.unwrap_or(environment == Environment::Test) {
+        std::fs::create_dir_all(&config.data_dir)?;
+        settings.sandbox_ledger = Some(
+            config
+                .data_dir
+                .join(format!("rail-sandbox-{}.sqlite", environment.as_str())),
+        );
+    }
+    let (service, parts) = settings.service_with(&sdk, clock).await.map_err(config_error)?;
+    let service = Arc::new(service);
+    if let Some(secret) = &config.bootstrap_admin_key {
+        service
+            .bootstrap_admin_key(secret)
+            .await
+            .map_err(|e| config_error(format!("OPS_BOOTSTRAP_ADMIN_KEY: {e}")))?;
+    }
+    let stream_arn = parts.store.stream_arn().await.map_err(config_error)?;
+    let pump = Pump::new(
+        service.clone(),
+        parts.queue.clone(),
+        aws_sdk_dynamodbstreams::Client::new(&sdk),
+        stream_arn,
+    );
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let address = listener.local_addr()?;
+    let router = ops_api::router(App { service });
+    let task = tokio::spawn(async move {
+        let background = config.worker.then(|| {
+            tokio::spawn(async move {
+                loop {
+                    match pump.tick().await {
+                        Ok(0) => tokio::time::sleep(Duration::from_millis(200)).await,
+                        Ok(_) => {}
+                        Err(error) => {
+                            tracing::error!(%error, "pump tick failed");
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
+                    }
+                }
+            })
+        });
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await;
+        if let Some(background) = background {
+            background.abort();
+        }
+        served
+    });
+    Ok(AwsServer { address, task })
+}
