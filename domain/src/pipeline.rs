@@ -76,6 +76,15 @@ fn poll_backoff(polls: u32) -> Duration {
     Duration::seconds((2i64 << polls.min(9)).min(600))
 }
 
+/// Each item's transaction id is fixed by the item, so making it twice is a conflict, not a
+/// second transaction.
+fn transaction_id_of(item_id: &str) -> String {
+    format!("txn_{}", item_id.trim_start_matches("itm_"))
+}
+
+/// Transactions made per store transaction: three writes each stays under DynamoDB's 100.
+const TRANSACTIONS_PER_CHANGESET: usize = 25;
+
 /// Delivery ids are derived from event and endpoint, so dispatching twice makes one delivery.
 fn delivery_id(event_id: &str, endpoint_id: &str) -> String {
     let digest = Sha256::digest(format!("{event_id}/{endpoint_id}"));
@@ -166,77 +175,112 @@ impl Service {
         event.data[field].as_str().unwrap_or_default()
     }
 
-    /// An approved operation gets one pending transaction per item and moves to processing,
-    /// in one changeset: a second delivery finds it processing and does nothing.
+    /// An approved operation moves to processing with a transaction id fixed for each item,
+    /// then its transactions are made in chunks (so any number of items fits a store
+    /// transaction). Both steps are idempotent: a second delivery finds the operation
+    /// processing and makes only the transactions still missing.
     async fn start_processing(&self, event: &Event) -> Result<Handled, DomainError> {
         let operation_id = Self::data_id(event, "operation_id");
         let Some(mut operation) = self.store.operation(operation_id).await? else {
             return Ok(Handled::Done);
         };
-        if operation.status != OperationStatus::Approved {
-            return Ok(Handled::Done);
+        match operation.status {
+            OperationStatus::Approved => {
+                let now = self.now();
+                for item in operation.items.iter_mut() {
+                    item.transaction_id = Some(transaction_id_of(&item.id));
+                }
+                let cause = Cause::new(
+                    "transactions_created",
+                    format!("{} transaction(s) created", operation.items.len()),
+                    system(),
+                    now,
+                );
+                let change = operation.apply(OperationTransition::StartProcessing(cause))?;
+                operation.version += 1;
+                operation.updated_at = now;
+                let mut changes = Changeset::default();
+                self.record_operation_change(&mut changes, &operation, change);
+                changes.push(Write::UpdateOperation(operation.clone()));
+                match self.store.commit(changes).await {
+                    Ok(()) => {}
+                    // Lost to a concurrent change (a cancel, or another delivery): look again.
+                    Err(StoreError::Conflict) => return Ok(Handled::Later),
+                    Err(other) => return Err(other.into()),
+                }
+            }
+            OperationStatus::Processing => {}
+            _ => return Ok(Handled::Done),
         }
-        let now = self.now();
-        let mut changes = Changeset::default();
-        for item in operation.items.iter_mut() {
-            let cause = Cause::new(
-                "operation_approved",
-                format!("Created from approved operation {operation_id}"),
-                system(),
-                now,
-            );
-            let transaction = Transaction {
-                id: self.ids.new_id(IdKind::Transaction),
-                object: "transaction".into(),
-                operation_id: operation.id.clone(),
-                customer_id: operation.customer_id.clone(),
-                item_id: item.id.clone(),
-                rail: item.destination.rail.clone(),
-                rail_reference: None,
-                amount: item.amount,
-                currency: operation.currency.clone(),
-                beneficiary: item.beneficiary.clone(),
-                account: item.destination.account.clone(),
-                reference: item.reference.clone(),
-                status: TransactionStatus::Pending,
-                cause: cause.clone(),
-                submit_attempts: 0,
-                submitting_since: None,
-                possibly_submitted: false,
-                next_poll_at: None,
-                status_polls: 0,
-                created_at: now,
-                updated_at: now,
-                environment: operation.environment,
-                version: 1,
-            };
-            item.transaction_id = Some(transaction.id.clone());
-            let entry = AuditEntry::new("transaction", &transaction.id, "created", cause)
-                .moving(None, "pending")
-                .of_operation(&operation.id);
-            changes.push(Write::Audit(entry));
-            changes.push(Write::Event(Event::of_transaction(
-                self.ids.new_id(IdKind::Event),
-                &transaction,
-            )));
-            changes.push(Write::InsertTransaction(transaction));
+        self.make_missing_transactions(&operation).await
+    }
+
+    async fn make_missing_transactions(&self, operation: &Operation) -> Result<Handled, DomainError> {
+        let existing: Vec<String> = self
+            .store
+            .transactions_of_operation(&operation.id)
+            .await?
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        let missing: Vec<_> = operation
+            .items
+            .iter()
+            .filter(|i| !existing.contains(&transaction_id_of(&i.id)))
+            .collect();
+        for chunk in missing.chunks(TRANSACTIONS_PER_CHANGESET) {
+            let now = self.now();
+            let mut changes = Changeset::default();
+            for item in chunk {
+                let cause = Cause::new(
+                    "operation_approved",
+                    format!("Created from approved operation {}", operation.id),
+                    system(),
+                    now,
+                );
+                let transaction = Transaction {
+                    id: transaction_id_of(&item.id),
+                    object: "transaction".into(),
+                    operation_id: operation.id.clone(),
+                    customer_id: operation.customer_id.clone(),
+                    item_id: item.id.clone(),
+                    rail: item.destination.rail.clone(),
+                    rail_reference: None,
+                    amount: item.amount,
+                    currency: operation.currency.clone(),
+                    beneficiary: item.beneficiary.clone(),
+                    account: item.destination.account.clone(),
+                    reference: item.reference.clone(),
+                    status: TransactionStatus::Pending,
+                    cause: cause.clone(),
+                    submit_attempts: 0,
+                    submitting_since: None,
+                    possibly_submitted: false,
+                    next_poll_at: None,
+                    status_polls: 0,
+                    created_at: now,
+                    updated_at: now,
+                    environment: operation.environment,
+                    version: 1,
+                };
+                let entry = AuditEntry::new("transaction", &transaction.id, "created", cause)
+                    .moving(None, "pending")
+                    .of_operation(&operation.id);
+                changes.push(Write::Audit(entry));
+                changes.push(Write::Event(Event::of_transaction(
+                    self.ids.new_id(IdKind::Event),
+                    &transaction,
+                )));
+                changes.push(Write::InsertTransaction(transaction));
+            }
+            match self.store.commit(changes).await {
+                Ok(()) => {}
+                // Another delivery is making them right now: look again later.
+                Err(StoreError::Conflict) => return Ok(Handled::Later),
+                Err(other) => return Err(other.into()),
+            }
         }
-        let cause = Cause::new(
-            "transactions_created",
-            format!("{} transaction(s) created", operation.items.len()),
-            system(),
-            now,
-        );
-        let change = operation.apply(OperationTransition::StartProcessing(cause))?;
-        operation.version += 1;
-        operation.updated_at = now;
-        self.record_operation_change(&mut changes, &operation, change);
-        changes.push(Write::UpdateOperation(operation));
-        match self.store.commit(changes).await {
-            // Lost to a concurrent change (a cancel, or another delivery): look again.
-            Err(StoreError::Conflict) => Ok(Handled::Later),
-            other => other.map(|()| Handled::Done).map_err(Into::into),
-        }
+        Ok(Handled::Done)
     }
 
     async fn queue_submission(&self, event: &Event) -> Result<Handled, DomainError> {
@@ -670,10 +714,12 @@ pub fn settle(
     now: OffsetDateTime,
 ) -> Result<Option<StatusChange>, DomainError> {
     use TransactionStatus::*;
+    // Until every item's transaction exists the outcome is not known.
+    let all_made = !transactions.is_empty() && transactions.len() == operation.items.len();
     if !matches!(
         operation.status,
         OperationStatus::Processing | OperationStatus::NeedsAttention
-    ) || transactions.is_empty()
+    ) || !all_made
     {
         return Ok(None);
     }
@@ -708,6 +754,33 @@ mod tests {
     use crate::operation::tests::operation_in;
     use crate::transaction::tests::transaction;
 
+    fn item() -> crate::operation::Item {
+        let txn = transaction();
+        crate::operation::Item {
+            id: "itm_1".into(),
+            beneficiary: txn.beneficiary,
+            destination: crate::operation::Destination {
+                rail: txn.rail,
+                account: txn.account,
+            },
+            amount: txn.amount,
+            reference: None,
+            transaction_id: None,
+        }
+    }
+
+    #[test]
+    fn an_operation_waits_for_all_its_transactions() {
+        let mut operation = operation_in(OperationStatus::Processing);
+        operation.items = vec![item(), item()];
+        let one_made = txns(&[TransactionStatus::Confirmed]);
+        assert_eq!(
+            settle(&mut operation, &one_made, OffsetDateTime::UNIX_EPOCH).unwrap(),
+            None
+        );
+        assert_eq!(transaction_id_of("itm_01abc"), "txn_01abc");
+    }
+
     fn txns(statuses: &[TransactionStatus]) -> Vec<Transaction> {
         statuses
             .iter()
@@ -720,6 +793,7 @@ mod tests {
 
     fn settled(from: OperationStatus, statuses: &[TransactionStatus]) -> Option<(OperationStatus, String)> {
         let mut operation = operation_in(from);
+        operation.items = statuses.iter().map(|_| item()).collect();
         settle(&mut operation, &txns(statuses), OffsetDateTime::UNIX_EPOCH)
             .unwrap()
             .map(|c| (c.to, c.cause.code))

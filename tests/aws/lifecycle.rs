@@ -240,3 +240,25 @@ async fn a_message_that_keeps_failing_ends_in_the_dead_letter_queue() {
         .unwrap()
         .is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operation_with_more_items_than_one_dynamodb_transaction_takes_completes() {
+    let app = spawn_aws_app().await;
+    let customer = app.create_customer().await;
+    let amounts: Vec<i64> = (0..40).map(|i| 100_000 + i * 100).collect();
+    let id = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &amounts))
+        .await
+        .id();
+    app.settle(Duration::seconds(30), 6).await;
+    let operation = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
+    assert_eq!(operation["status"], "completed", "{}", operation["cause"]);
+    let txns = app
+        .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
+        .await
+        .json();
+    assert_eq!(txns["data"].as_array().unwrap().len(), 40);
+    let ledger = app.parts.sandbox.as_ref().unwrap().entries();
+    assert_eq!(ledger.len(), 40);
+    assert!(ledger.iter().all(|e| e.submit_calls == 1));
+}
