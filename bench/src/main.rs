@@ -22,7 +22,12 @@ fn ms(d: Duration) -> String {
 /// Peak resident memory of this process (server, pipeline and clients together).
 fn peak_memory_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = status.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    let kib: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
     kib / 1024.0
 }
 
@@ -34,16 +39,32 @@ struct Run {
     approve: Vec<Duration>,
 }
 
-async fn lifecycles(api: &Api, receiver: &Receiver, customer: &ops_tests::Customer, approver: &ops_tests::Member, clients: usize, per_client: usize) -> Run {
+async fn lifecycles(
+    api: &Api,
+    receiver: &Receiver,
+    customer: &ops_tests::Customer,
+    approver: &ops_tests::Member,
+    clients: usize,
+    per_client: usize,
+) -> Run {
     let started = Instant::now();
     let results = join_all((0..clients).map(|_| async {
         let mut timings = vec![];
         for _ in 0..per_client {
             let t = Instant::now();
-            let id = api.post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[123_400])).await.id();
+            let id = api
+                .post(
+                    "/v1/operations",
+                    &customer.key,
+                    payout(&customer.id, "two_step", &[123_400]),
+                )
+                .await
+                .id();
             let created = t.elapsed();
             let t = Instant::now();
-            let approved = api.post(&format!("/v1/operations/{id}/approve"), &approver.key, json!({})).await;
+            let approved = api
+                .post(&format!("/v1/operations/{id}/approve"), &approver.key, json!({}))
+                .await;
             assert_eq!(approved.status, 200);
             timings.push((id, created, t.elapsed()));
         }
@@ -76,14 +97,25 @@ async fn main() {
     let mut config = ops_tests::config(data_dir.path().to_path_buf());
     config.worker = true;
     let server = ops_local::start(config).await.expect("server starts");
-    let api = Api { base: format!("http://{}", server.address), client: reqwest::Client::new() };
+    let api = Api {
+        base: format!("http://{}", server.address),
+        client: reqwest::Client::new(),
+    };
     let receiver = Receiver::start(0).await;
     let customer = api.create_customer().await;
     let approver = api.add_member(&customer, &["approver"], &["operations:approve"]).await;
-    let hook = api.post("/v1/webhook_endpoints", &customer.key, json!({"url": receiver.url, "events": ["operation.completed"]})).await;
+    let hook = api
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": receiver.url, "events": ["operation.completed"]}),
+        )
+        .await;
     assert_eq!(hook.status, 201);
 
-    println!("| clients | lifecycles | lifecycles/s | create p50 ms | create p99 ms | approve p50 ms | approve p99 ms |");
+    println!(
+        "| clients | lifecycles | lifecycles/s | create p50 ms | create p99 ms | approve p50 ms | approve p99 ms |"
+    );
     println!("|---|---|---|---|---|---|---|");
     for (clients, per_client) in [(1, 20), (8, 10), (64, 4)] {
         let mut run = lifecycles(&api, &receiver, &customer, &approver, clients, per_client).await;
@@ -103,12 +135,21 @@ async fn main() {
     println!();
     println!("| stored operations | GET /v1/operations/{{id}} p50 ms | GET /v1/operations?limit=10 p50 ms | POST /v1/operations p50 ms |");
     println!("|---|---|---|---|");
-    let mut stored = api.get("/v1/operations?limit=100", ADMIN_KEY).await.json()["data"].as_array().map_or(0, |d| d.len());
+    let mut stored = api.get("/v1/operations?limit=100", ADMIN_KEY).await.json()["data"]
+        .as_array()
+        .map_or(0, |d| d.len());
     let mut probe = String::new();
     for target in [1_000usize, 10_000] {
         let fill: Vec<_> = (stored..target).collect();
         for chunk in fill.chunks(64) {
-            let ids = join_all(chunk.iter().map(|_| api.post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[5_000])))).await;
+            let ids = join_all(chunk.iter().map(|_| {
+                api.post(
+                    "/v1/operations",
+                    &customer.key,
+                    payout(&customer.id, "two_step", &[5_000]),
+                )
+            }))
+            .await;
             probe = ids.last().map(|r| r.id()).unwrap_or(probe);
         }
         stored = target;
@@ -118,15 +159,29 @@ async fn main() {
             api.get(&format!("/v1/operations/{probe}"), &customer.key).await;
             get.push(t.elapsed());
             let t = Instant::now();
-            api.get("/v1/operations?limit=10&status=pending_approval", &customer.key).await;
+            api.get("/v1/operations?limit=10&status=pending_approval", &customer.key)
+                .await;
             list.push(t.elapsed());
             let t = Instant::now();
-            api.post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[5_000])).await;
+            api.post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &[5_000]),
+            )
+            .await;
             create.push(t.elapsed());
         }
         stored += 50;
-        println!("| {target} | {} | {} | {} |", ms(percentile(&mut get, 0.5)), ms(percentile(&mut list, 0.5)), ms(percentile(&mut create, 0.5)));
+        println!(
+            "| {target} | {} | {} | {} |",
+            ms(percentile(&mut get, 0.5)),
+            ms(percentile(&mut list, 0.5)),
+            ms(percentile(&mut create, 0.5))
+        );
     }
     println!();
-    println!("Peak resident memory (server, pipeline and clients in one process): {:.1} MiB", peak_memory_mib());
+    println!(
+        "Peak resident memory (server, pipeline and clients in one process): {:.1} MiB",
+        peak_memory_mib()
+    );
 }

@@ -3,6 +3,7 @@
 mod auth;
 mod faults;
 mod idempotency;
+mod openapi;
 mod operations;
 mod pipeline;
 mod rails;

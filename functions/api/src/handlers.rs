@@ -24,6 +24,10 @@ pub async fn health() -> Json<serde_json::Value> {
     Json(serde_json::json!({"status": "ok"}))
 }
 
+pub async fn openapi() -> Response {
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], crate::OPENAPI).into_response()
+}
+
 pub async fn unknown_route(uri: Uri) -> ApiError {
     ApiError::UnknownRoute(uri.path().to_owned())
 }

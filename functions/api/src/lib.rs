@@ -23,6 +23,7 @@ pub struct App {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
     Health,
+    OpenApi,
     CreateCustomer,
     CreateUser,
     CreateApiKey,
@@ -54,10 +55,11 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 29] = {
+    pub const ALL: [Endpoint; 30] = {
         use Endpoint::*;
         [
             Health,
+            OpenApi,
             CreateCustomer,
             CreateUser,
             CreateApiKey,
@@ -89,49 +91,65 @@ impl Endpoint {
         ]
     };
 
-    /// The route's path and its handler.
-    fn route(self) -> (&'static str, MethodRouter<App>) {
+    /// The route's method, path and handler.
+    fn route(self) -> (&'static str, &'static str, MethodRouter<App>) {
         use handlers::*;
         use Endpoint::*;
         match self {
-            Health => ("/health", get(health)),
-            CreateCustomer => ("/v1/customers", post(create_customer)),
-            CreateUser => ("/v1/customers/{id}/users", post(create_user)),
-            CreateApiKey => ("/v1/api_keys", post(create_api_key)),
-            RevokeApiKey => ("/v1/api_keys/{id}", delete(revoke_api_key)),
-            RotateApiKey => ("/v1/api_keys/{id}/rotate", post(rotate_api_key)),
-            GetWorkflow => ("/v1/workflows/{name}", get(get_workflow)),
-            PutWorkflow => ("/v1/workflows/{name}", put(put_workflow)),
-            CreateOperation => ("/v1/operations", post(create_operation)),
-            ListOperations => ("/v1/operations", get(list_operations)),
-            GetOperation => ("/v1/operations/{id}", get(get_operation)),
-            ApproveOperation => ("/v1/operations/{id}/approve", post(approve_operation)),
-            RejectOperation => ("/v1/operations/{id}/reject", post(reject_operation)),
-            CancelOperation => ("/v1/operations/{id}/cancel", post(cancel_operation)),
-            OperationHistory => ("/v1/operations/{id}/history", get(operation_history)),
-            ListTransactions => ("/v1/transactions", get(list_transactions)),
-            GetTransaction => ("/v1/transactions/{id}", get(get_transaction)),
-            RetryTransaction => ("/v1/transactions/{id}/retry", post(retry_transaction)),
-            ResolveTransaction => ("/v1/transactions/{id}/resolve", post(resolve_transaction)),
-            ListEvents => ("/v1/events", get(list_events)),
-            GetEvent => ("/v1/events/{id}", get(get_event)),
-            EventDeliveries => ("/v1/events/{id}/deliveries", get(event_deliveries)),
-            ResendEvent => ("/v1/events/{id}/resend", post(resend_event)),
-            CreateWebhookEndpoint => ("/v1/webhook_endpoints", post(create_webhook_endpoint)),
-            ListWebhookEndpoints => ("/v1/webhook_endpoints", get(list_webhook_endpoints)),
-            GetWebhookEndpoint => ("/v1/webhook_endpoints/{id}", get(get_webhook_endpoint)),
-            DeleteWebhookEndpoint => ("/v1/webhook_endpoints/{id}", delete(delete_webhook_endpoint)),
-            RotateWebhookSecret => ("/v1/webhook_endpoints/{id}/rotate_secret", post(rotate_webhook_secret)),
-            RailReport => ("/v1/rail_reports", post(rail_report)),
+            Health => ("GET", "/health", get(health)),
+            OpenApi => ("GET", "/v1/openapi.json", get(openapi)),
+            CreateCustomer => ("POST", "/v1/customers", post(create_customer)),
+            CreateUser => ("POST", "/v1/customers/{id}/users", post(create_user)),
+            CreateApiKey => ("POST", "/v1/api_keys", post(create_api_key)),
+            RevokeApiKey => ("DELETE", "/v1/api_keys/{id}", delete(revoke_api_key)),
+            RotateApiKey => ("POST", "/v1/api_keys/{id}/rotate", post(rotate_api_key)),
+            GetWorkflow => ("GET", "/v1/workflows/{name}", get(get_workflow)),
+            PutWorkflow => ("PUT", "/v1/workflows/{name}", put(put_workflow)),
+            CreateOperation => ("POST", "/v1/operations", post(create_operation)),
+            ListOperations => ("GET", "/v1/operations", get(list_operations)),
+            GetOperation => ("GET", "/v1/operations/{id}", get(get_operation)),
+            ApproveOperation => ("POST", "/v1/operations/{id}/approve", post(approve_operation)),
+            RejectOperation => ("POST", "/v1/operations/{id}/reject", post(reject_operation)),
+            CancelOperation => ("POST", "/v1/operations/{id}/cancel", post(cancel_operation)),
+            OperationHistory => ("GET", "/v1/operations/{id}/history", get(operation_history)),
+            ListTransactions => ("GET", "/v1/transactions", get(list_transactions)),
+            GetTransaction => ("GET", "/v1/transactions/{id}", get(get_transaction)),
+            RetryTransaction => ("POST", "/v1/transactions/{id}/retry", post(retry_transaction)),
+            ResolveTransaction => ("POST", "/v1/transactions/{id}/resolve", post(resolve_transaction)),
+            ListEvents => ("GET", "/v1/events", get(list_events)),
+            GetEvent => ("GET", "/v1/events/{id}", get(get_event)),
+            EventDeliveries => ("GET", "/v1/events/{id}/deliveries", get(event_deliveries)),
+            ResendEvent => ("POST", "/v1/events/{id}/resend", post(resend_event)),
+            CreateWebhookEndpoint => ("POST", "/v1/webhook_endpoints", post(create_webhook_endpoint)),
+            ListWebhookEndpoints => ("GET", "/v1/webhook_endpoints", get(list_webhook_endpoints)),
+            GetWebhookEndpoint => ("GET", "/v1/webhook_endpoints/{id}", get(get_webhook_endpoint)),
+            DeleteWebhookEndpoint => ("DELETE", "/v1/webhook_endpoints/{id}", delete(delete_webhook_endpoint)),
+            RotateWebhookSecret => (
+                "POST",
+                "/v1/webhook_endpoints/{id}/rotate_secret",
+                post(rotate_webhook_secret),
+            ),
+            RailReport => ("POST", "/v1/rail_reports", post(rail_report)),
         }
     }
 }
+
+impl Endpoint {
+    /// `(method, path)` as routed, e.g. `("POST", "/v1/operations")`.
+    pub fn method_and_path(self) -> (&'static str, &'static str) {
+        let (method, path, _) = self.route();
+        (method, path)
+    }
+}
+
+/// The OpenAPI 3.1 document of this API, as served at `GET /v1/openapi.json`.
+pub const OPENAPI: &str = include_str!("../openapi.json");
 
 /// A router serving `endpoints`, with the error shape for anything else.
 pub fn router_for(app: App, endpoints: &[Endpoint]) -> Router {
     let mut routes: Vec<(&'static str, MethodRouter<App>)> = vec![];
     for endpoint in endpoints {
-        let (path, handler) = endpoint.route();
+        let (_, path, handler) = endpoint.route();
         // Endpoints sharing a path (GET and POST /v1/operations) share one method router.
         match routes.iter_mut().find(|(p, _)| *p == path) {
             Some((_, existing)) => *existing = std::mem::take(existing).merge(handler),

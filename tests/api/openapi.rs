@@ -1,0 +1,150 @@
+//! The OpenAPI document cannot drift from the code: its routes are exactly the router's, and
+//! real responses carry every field its schemas require.
+
+use ops_api::Endpoint;
+use ops_tests::receiver::Receiver;
+use ops_tests::{payout, spawn_app, ADMIN_KEY};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+fn document() -> Value {
+    serde_json::from_str(ops_api::OPENAPI).unwrap()
+}
+
+#[tokio::test]
+async fn the_document_is_served_and_lists_exactly_the_routed_endpoints() {
+    let app = spawn_app().await;
+    let served = app
+        .client
+        .get(format!("{}/v1/openapi.json", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(served.status(), 200);
+    let served: Value = served.json().await.unwrap();
+    assert_eq!(served, document());
+    assert_eq!(served["openapi"], "3.1.0");
+
+    let documented: BTreeSet<(String, String)> = served["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, methods)| {
+            methods
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(move |m| (m.to_uppercase(), path.clone()))
+        })
+        .collect();
+    let routed: BTreeSet<(String, String)> = Endpoint::ALL
+        .iter()
+        .map(|e| e.method_and_path())
+        .map(|(m, p)| (m.to_owned(), p.to_owned()))
+        .collect();
+    assert_eq!(documented, routed);
+
+    // Each endpoint's declared method is the one its handler answers.
+    for endpoint in Endpoint::ALL {
+        let (method, path) = endpoint.method_and_path();
+        let url = format!("{}{}", app.base, path.replace("{id}", "x_1").replace("{name}", "auto"));
+        let reply = app.client.request(method.parse().unwrap(), &url).send().await.unwrap();
+        assert_ne!(reply.status(), 405, "{method} {path}");
+        let body: Value = reply.json().await.unwrap_or(json!({}));
+        assert_ne!(body["error"]["code"], "unknown_route", "{method} {path}");
+    }
+    let webhooks = served["webhooks"].as_object().unwrap();
+    assert!(webhooks.contains_key("transaction.confirmed") && webhooks.contains_key("operation.created"));
+}
+
+fn assert_has_required(schema_name: &str, value: &Value) {
+    let doc = document();
+    let schema = &doc["components"]["schemas"][schema_name];
+    for field in schema["required"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no schema {schema_name}"))
+    {
+        let field = field.as_str().unwrap();
+        assert!(
+            value.get(field).is_some(),
+            "{schema_name} lacks the required {field}: {value}"
+        );
+    }
+    for (field, _) in value.as_object().unwrap() {
+        assert!(
+            schema["properties"].get(field).is_some(),
+            "{schema_name}.{field} is not documented"
+        );
+    }
+}
+
+#[tokio::test]
+async fn real_responses_match_their_schemas() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let receiver = Receiver::start(0).await;
+    let endpoint = app
+        .post("/v1/webhook_endpoints", &customer.key, json!({"url": receiver.url}))
+        .await
+        .json();
+    assert_has_required("WebhookEndpoint", &endpoint);
+    let user = app
+        .post(
+            &format!("/v1/customers/{}/users", customer.id),
+            &customer.key,
+            json!({"name": "Ana", "email": "ana@acme.example", "roles": ["maker"]}),
+        )
+        .await
+        .json();
+    assert_has_required("User", &user);
+    let key = app
+        .post("/v1/api_keys", &customer.key, json!({"scopes": ["operations:read"]}))
+        .await
+        .json();
+    assert_has_required("ApiKey", &key);
+    let customer_object = app
+        .post("/v1/customers", ADMIN_KEY, json!({"name": "Schema"}))
+        .await
+        .json();
+    assert_has_required("Customer", &customer_object);
+    let operation = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[1_000]))
+        .await
+        .json();
+    assert_has_required("Operation", &operation);
+    app.settle(time::Duration::seconds(30), 3).await;
+    let id = operation["id"].as_str().unwrap();
+    let txn = app
+        .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
+        .await
+        .json()["data"][0]
+        .clone();
+    assert_has_required("Transaction", &txn);
+    let history = app
+        .get(&format!("/v1/operations/{id}/history"), &customer.key)
+        .await
+        .json();
+    assert_has_required("HistoryEntry", &history["data"][0]);
+    let events = app.get("/v1/events?limit=100", &customer.key).await.json();
+    for event in events["data"].as_array().unwrap() {
+        assert_has_required("Event", event);
+        let data = if event["type"].as_str().unwrap().starts_with("transaction.") {
+            "TransactionEventData"
+        } else {
+            "OperationEventData"
+        };
+        assert_has_required(data, &event["data"]);
+        let deliveries = app
+            .get(
+                &format!("/v1/events/{}/deliveries", event["id"].as_str().unwrap()),
+                &customer.key,
+            )
+            .await
+            .json();
+        assert_has_required("Delivery", &deliveries["data"][0]);
+    }
+    let workflow = app.get("/v1/workflows/two_step", &customer.key).await.json();
+    assert_has_required("Workflow", &workflow);
+    let error = app.get("/v1/operations/op_missing", &customer.key).await.json();
+    assert_has_required("Error", &error);
+}
