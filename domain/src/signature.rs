@@ -117,3 +117,33 @@ mod tests {
         assert!(parse(&format!("t=1,v1={}", "a".repeat(64))).is_some());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parsing_never_panics(header in ".{0,200}") {
+            let _ = parse(&header);
+        }
+
+        #[test]
+        fn every_signing_secret_verifies_its_header(
+            secrets in proptest::collection::vec("whsec_[a-f0-9]{1,64}", 1..4),
+            timestamp in 0i64..4_000_000_000,
+            body in proptest::collection::vec(any::<u8>(), 0..256),
+        ) {
+            let refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+            let signed = header(&refs, timestamp, &body);
+            let parsed = parse(&signed).unwrap();
+            prop_assert_eq!(parsed.timestamp, timestamp);
+            prop_assert_eq!(parsed.signatures.len(), secrets.len());
+            for secret in &secrets {
+                prop_assert!(verify(&signed, &body, secret, timestamp));
+            }
+            prop_assert!(!verify(&signed, &body, "whsec_other", timestamp));
+        }
+    }
+}

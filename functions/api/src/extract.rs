@@ -137,3 +137,81 @@ pub fn query_pairs(raw: Option<&str>, allowed: &[&str]) -> Result<Vec<(String, S
     }
     Ok(pairs)
 }
+
+#[cfg(test)]
+mod properties {
+    use super::parse;
+    use crate::error::ApiError;
+    use ops_domain::validate::CreateOperation;
+    use ops_domain::DomainError;
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            ".{0,12}".prop_map(Value::from),
+            prop_oneof![
+                Just("payout"),
+                Just("CLP"),
+                Just("auto"),
+                Just("psp-local:sandbox"),
+                Just("RUT")
+            ]
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("type"),
+                        Just("currency"),
+                        Just("items"),
+                        Just("workflow"),
+                        Just("amount"),
+                        Just("beneficiary"),
+                        Just("destination"),
+                        Just("rail"),
+                        Just("account"),
+                        Just("id"),
+                        Just("id_type"),
+                        Just("metadata"),
+                        Just("x")
+                    ]
+                    .prop_map(String::from),
+                    inner,
+                    0..6
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Any JSON at all is either a valid operation or a 400 that names a parameter.
+        #[test]
+        fn any_json_is_a_valid_operation_or_a_precise_refusal(body in json_value()) {
+            let outcome = parse::<CreateOperation>(&body).and_then(|c| c.validate(&|rail| rail == "psp-local:sandbox").map_err(ApiError::from));
+            match outcome {
+                Ok(_) => {}
+                Err(ApiError::Domain(DomainError::InvalidRequest { param, .. })) => prop_assert!(param.is_some_and(|p| !p.is_empty())),
+                Err(other) => prop_assert!(false, "unexpected {:?}", other),
+            }
+        }
+    }
+
+    #[test]
+    fn a_well_formed_operation_parses() {
+        let body = json!({"type": "payout", "currency": "CLP", "workflow": "auto", "items": [{"beneficiary": {"id_type": "RUT", "id": "1"}, "destination": {"rail": "psp-local:sandbox", "account": "1"}, "amount": 5}]});
+        assert!(parse::<CreateOperation>(&body)
+            .unwrap()
+            .validate(&|rail| rail == "psp-local:sandbox")
+            .is_ok());
+    }
+}
