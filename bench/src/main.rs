@@ -184,4 +184,96 @@ async fn main() {
         "Peak resident memory (server, pipeline and clients in one process): {:.1} MiB",
         peak_memory_mib()
     );
+    if std::env::var("AWS_ENDPOINT_URL").is_ok() {
+        aws_round_trips().await;
+    }
+}
+
+/// Requests per lifecycle on the AWS adapters (against the emulator the endpoint names), and
+/// what 1,000 payouts would cost at on-demand prices.
+async fn aws_round_trips() {
+    use ops_domain::auth::Environment;
+    use std::sync::Arc;
+    let config = ops_infra::aws::load_config().await;
+    let stack = format!("bench-{}", std::process::id());
+    let mut settings = ops_lambda::provision::provision(&config, &stack, Environment::Test, None)
+        .await
+        .expect("stack");
+    let ledger = tempfile::tempdir().unwrap();
+    settings.sandbox_ledger = Some(ledger.path().join("sandbox.sqlite"));
+    let clock = Arc::new(ops_tests::TestClock::default());
+    let (service, parts) = settings.service_with(&config, clock.clone()).await.expect("service");
+    let service = Arc::new(service);
+    service.bootstrap_admin_key(ADMIN_KEY).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api = Api {
+        base: format!("http://{}", listener.local_addr().unwrap()),
+        client: reqwest::Client::new(),
+    };
+    let router = ops_api::router(ops_api::App {
+        service: service.clone(),
+    });
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let stream = parts.store.stream_arn().await.unwrap();
+    let pump = ops_lambda::pump::Pump::new(
+        service.clone(),
+        parts.queue.clone(),
+        aws_sdk_dynamodbstreams::Client::new(&config),
+        stream,
+    );
+    let customer = api.create_customer().await;
+    let approver = api.add_member(&customer, &["approver"], &["operations:approve"]).await;
+    let settle = || async {
+        for _ in 0..6 {
+            while pump.tick().await.expect("pump") > 0 {}
+            clock.advance(time::Duration::seconds(30));
+        }
+    };
+    settle().await;
+    let (requests, (transactions, items), sqs) = (
+        parts.store.requests(),
+        parts.store.transactions(),
+        parts.queue.requests(),
+    );
+    let lifecycles = 20u64;
+    let mut ids = vec![];
+    for _ in 0..lifecycles {
+        let id = api
+            .post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &[123_400]),
+            )
+            .await
+            .id();
+        api.post(&format!("/v1/operations/{id}/approve"), &approver.key, json!({}))
+            .await;
+        ids.push(id);
+    }
+    settle().await;
+    for id in &ids {
+        assert_eq!(
+            api.get(&format!("/v1/operations/{id}"), &customer.key).await.json()["status"],
+            "completed"
+        );
+    }
+    let per = |n: u64| n as f64 / lifecycles as f64;
+    let dynamo = per(parts.store.requests() - requests);
+    let (tx, written) = (
+        per(parts.store.transactions().0 - transactions),
+        per(parts.store.transactions().1 - items),
+    );
+    let queue = per(parts.queue.requests() - sqs);
+    // On-demand prices (us-east-1): $0.625 per million write units (a transactional item
+    // takes two), $0.125 per million read units, SQS $0.40 per million requests. Every other
+    // DynamoDB request is counted as one read unit (items here are under 4 KB).
+    let reads = dynamo - tx;
+    let cost = 1000.0 * ((written * 2.0) * 0.625e-6 + reads * 0.125e-6 + queue * 0.40e-6);
+    println!();
+    println!("| on the AWS adapters (emulator), per payout lifecycle | measured |");
+    println!("|---|---|");
+    println!("| DynamoDB requests | {dynamo:.1} |");
+    println!("| of which TransactWriteItems | {tx:.1} ({written:.1} items) |");
+    println!("| SQS requests (pump: receive, delete, send) | {queue:.1} |");
+    println!("| DynamoDB + SQS cost per 1,000 payouts, on demand | ${cost:.4} |");
 }

@@ -59,6 +59,9 @@ pub struct DynamoStore {
     sort_keys: Arc<UlidGenerator>,
     /// Requests sent, for the benchmark's round-trip count.
     requests: Arc<AtomicU64>,
+    /// Transactions sent and the items they wrote, for the benchmark's cost estimate.
+    transactions: Arc<AtomicU64>,
+    transaction_items: Arc<AtomicU64>,
 }
 
 fn s(value: impl Into<String>) -> AttributeValue {
@@ -120,12 +123,22 @@ impl DynamoStore {
             table: table.into(),
             sort_keys: Arc::new(UlidGenerator::default()),
             requests: Arc::default(),
+            transactions: Arc::default(),
+            transaction_items: Arc::default(),
         }
     }
 
     /// Requests sent to DynamoDB so far.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
+    }
+
+    /// `(transactions, items written by them)` so far; each item costs two write units.
+    pub fn transactions(&self) -> (u64, u64) {
+        (
+            self.transactions.load(Ordering::Relaxed),
+            self.transaction_items.load(Ordering::Relaxed),
+        )
     }
 
     fn count(&self) {
@@ -498,6 +511,8 @@ impl Store for DynamoStore {
             )));
         }
         self.count();
+        self.transactions.fetch_add(1, Ordering::Relaxed);
+        self.transaction_items.fetch_add(items.len() as u64, Ordering::Relaxed);
         match self
             .client
             .transact_write_items()

@@ -7,6 +7,7 @@ use aws_sdk_sqs::Client;
 use ops_domain::pipeline::MAX_QUEUE_DELAY;
 use ops_domain::ports::{Queue, QueueMessage, QueueName, StoreError};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 #[derive(Debug, Clone)]
@@ -20,6 +21,8 @@ pub struct SqsQueue {
     urls: QueueUrls,
     /// Receipt handles of received messages, by message id, until they are acknowledged.
     receipts: Mutex<HashMap<String, String>>,
+    /// Requests sent, for the benchmark.
+    requests: AtomicU64,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
@@ -32,10 +35,17 @@ impl SqsQueue {
             client,
             urls,
             receipts: Mutex::default(),
+            requests: AtomicU64::new(0),
         }
     }
 
-    fn url(&self, queue: QueueName) -> &str {
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// The queue's URL for a request about to be sent (and counted).
+    fn request_to(&self, queue: QueueName) -> &str {
+        self.requests.fetch_add(1, Ordering::Relaxed);
         match queue {
             QueueName::Submissions => &self.urls.submissions,
             QueueName::Webhooks => &self.urls.webhooks,
@@ -51,7 +61,7 @@ impl SqsQueue {
         let received = self
             .client
             .receive_message()
-            .queue_url(self.url(queue))
+            .queue_url(self.request_to(queue))
             .max_number_of_messages(max.clamp(1, 10) as i32)
             .visibility_timeout(visibility.whole_seconds() as i32)
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
@@ -88,7 +98,7 @@ impl SqsQueue {
         let Some(receipt) = receipt else { return Ok(()) };
         self.client
             .delete_message()
-            .queue_url(self.url(queue))
+            .queue_url(self.request_to(queue))
             .receipt_handle(receipt)
             .send()
             .await
@@ -103,7 +113,7 @@ impl Queue for SqsQueue {
         let seconds = delay.clamp(time::Duration::ZERO, MAX_QUEUE_DELAY).whole_seconds() as i32;
         self.client
             .send_message()
-            .queue_url(self.url(queue))
+            .queue_url(self.request_to(queue))
             .message_body(body)
             .delay_seconds(seconds)
             .send()
