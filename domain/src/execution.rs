@@ -8,7 +8,7 @@ use crate::event::Event;
 use crate::ids::IdKind;
 use crate::ports::{AuditEntry, Changeset, EventQuery, Write};
 use crate::rail::RailState;
-use crate::service::{Page, Service};
+use crate::service::{customer_scope, Page, Service};
 use crate::signature;
 use crate::transaction::{Transaction, TransactionStatus, TransactionTransition};
 use crate::validate::{optional_text, required_text};
@@ -118,11 +118,7 @@ impl Service {
     ) -> Result<Page<Transaction>, DomainError> {
         let operation = self.get_operation(principal, operation_id).await?;
         let data = self.store.transactions_of_operation(&operation.id).await?;
-        Ok(Page {
-            object: "list",
-            data,
-            has_more: false,
-        })
+        Ok(Page::all(data))
     }
 
     /// Operator: sends a transaction that needs attention back to be submitted — only if the
@@ -221,26 +217,16 @@ impl Service {
 
     pub async fn list_events(&self, principal: &Principal, mut query: EventQuery) -> Result<Page<Event>, DomainError> {
         principal.require(Scope::OperationsRead)?;
-        if let Some(own) = &principal.key.customer_id {
-            if query.customer_id.as_ref().is_some_and(|asked| asked != own) {
-                return Ok(Page {
-                    object: "list",
-                    data: vec![],
-                    has_more: false,
-                });
-            }
-            query.customer_id = Some(own.clone());
-        }
+        let Some(customer_id) = customer_scope(principal, query.customer_id.take()) else {
+            return Ok(Page::empty());
+        };
         let limit = query.limit;
-        query.limit = limit + 1;
-        let mut data = self.store.events(&query).await?;
-        let has_more = data.len() > limit;
-        data.truncate(limit);
-        Ok(Page {
-            object: "list",
-            data,
-            has_more,
-        })
+        let query = EventQuery {
+            customer_id,
+            limit: limit + 1,
+            ..query
+        };
+        Ok(Page::of(self.store.events(&query).await?, limit))
     }
 
     pub async fn event_deliveries(&self, principal: &Principal, id: &str) -> Result<Page<Delivery>, DomainError> {
@@ -256,11 +242,7 @@ impl Service {
             }
             data = visible;
         }
-        Ok(Page {
-            object: "list",
-            data,
-            has_more: false,
-        })
+        Ok(Page::all(data))
     }
 
     pub async fn resend_event(
@@ -300,11 +282,7 @@ impl Service {
             }
             data = visible;
         }
-        Ok(Page {
-            object: "list",
-            data,
-            has_more: false,
-        })
+        Ok(Page::all(data))
     }
 
     // ---- webhook endpoints ------------------------------------------------------------
@@ -441,11 +419,7 @@ impl Service {
             .into_iter()
             .filter(|e| e.status != "deleted" && (principal.is_platform() || e.customer_id.is_some()))
             .collect();
-        Ok(Page {
-            object: "list",
-            data,
-            has_more: false,
-        })
+        Ok(Page::all(data))
     }
 
     pub async fn delete_webhook_endpoint(

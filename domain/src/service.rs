@@ -47,6 +47,46 @@ pub struct Page<T> {
     pub has_more: bool,
 }
 
+impl<T> Page<T> {
+    /// Every item, in one page.
+    pub fn all(data: Vec<T>) -> Page<T> {
+        Page {
+            object: "list",
+            data,
+            has_more: false,
+        }
+    }
+
+    pub fn empty() -> Page<T> {
+        Page {
+            object: "list",
+            data: vec![],
+            has_more: false,
+        }
+    }
+
+    /// A page from up to `limit + 1` items fetched: the extra one only says there is more.
+    pub fn of(mut data: Vec<T>, limit: usize) -> Page<T> {
+        let has_more = data.len() > limit;
+        data.truncate(limit);
+        Page {
+            object: "list",
+            data,
+            has_more,
+        }
+    }
+}
+
+/// The customer filter a list runs with: a customer's key only ever sees its own customer, and
+/// asking for another one finds nothing (`None`).
+pub(crate) fn customer_scope(principal: &Principal, asked: Option<String>) -> Option<Option<String>> {
+    match (&principal.key.customer_id, asked) {
+        (Some(own), Some(asked)) if *own != asked => None,
+        (Some(own), _) => Some(Some(own.clone())),
+        (None, asked) => Some(asked),
+    }
+}
+
 /// One line of an operation's history.
 #[derive(Debug, Serialize)]
 pub struct HistoryEntry {
@@ -684,26 +724,16 @@ impl Service {
         mut query: OperationQuery,
     ) -> Result<Page<Operation>, DomainError> {
         principal.require(Scope::OperationsRead)?;
-        if let Some(own) = &principal.key.customer_id {
-            if query.customer_id.as_ref().is_some_and(|asked| asked != own) {
-                return Ok(Page {
-                    object: "list",
-                    data: vec![],
-                    has_more: false,
-                });
-            }
-            query.customer_id = Some(own.clone());
-        }
+        let Some(customer_id) = customer_scope(principal, query.customer_id.take()) else {
+            return Ok(Page::empty());
+        };
         let limit = query.limit;
-        query.limit = limit + 1;
-        let mut data = self.store.operations(&query).await?;
-        let has_more = data.len() > limit;
-        data.truncate(limit);
-        Ok(Page {
-            object: "list",
-            data,
-            has_more,
-        })
+        let query = OperationQuery {
+            customer_id,
+            limit: limit + 1,
+            ..query
+        };
+        Ok(Page::of(self.store.operations(&query).await?, limit))
     }
 
     pub async fn operation_history(&self, principal: &Principal, id: &str) -> Result<Page<HistoryEntry>, DomainError> {
@@ -723,11 +753,7 @@ impl Service {
                 at: e.at,
             })
             .collect();
-        Ok(Page {
-            object: "list",
-            data,
-            has_more: false,
-        })
+        Ok(Page::all(data))
     }
 
     pub async fn approve_operation(
