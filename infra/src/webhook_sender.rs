@@ -11,8 +11,15 @@ pub struct HttpWebhookSender {
 
 impl Default for HttpWebhookSender {
     fn default() -> Self {
+        HttpWebhookSender::with_timeout(DELIVERY_TIMEOUT)
+    }
+}
+
+impl HttpWebhookSender {
+    /// A receiver that has not answered within `timeout` counts as a failed attempt.
+    pub fn with_timeout(timeout: std::time::Duration) -> Self {
         let client = reqwest::Client::builder()
-            .timeout(DELIVERY_TIMEOUT)
+            .timeout(timeout)
             .user_agent(concat!("payment-operations-service/", env!("CARGO_PKG_VERSION")))
             // A receiver's redirect is not followed: the signed body goes where it was registered.
             .redirect(reqwest::redirect::Policy::none())
@@ -35,7 +42,7 @@ impl WebhookSender for HttpWebhookSender {
             .await
             .map_err(|e| {
                 if e.is_timeout() {
-                    "timed out after 10 s".to_string()
+                    "no answer within the delivery timeout".to_string()
                 } else {
                     format!("request failed: {e}")
                 }

@@ -526,3 +526,47 @@ async fn a_delivery_that_never_succeeds_is_failed_after_the_whole_schedule() {
     assert!(delivery["next_attempt_at"].is_null());
     assert_eq!(receiver.requests(), 9);
 }
+
+#[tokio::test]
+async fn a_slow_receiver_times_out_and_gets_the_event_on_a_later_attempt() {
+    let app = ops_tests::spawn_app_with(|config| config.webhook_timeout_ms = 300).await;
+    let customer = app.create_customer().await;
+    let receiver = Receiver::start(0).await;
+    receiver.slow_first(1);
+    let created = app
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": receiver.url, "events": ["operation.created"]}),
+        )
+        .await;
+    assert_eq!(created.status, 201);
+    app.post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[5]))
+        .await;
+    app.drain().await;
+    let event = all_events(&app, &customer.key)
+        .await
+        .into_iter()
+        .find(|e| e["type"] == "operation.created")
+        .unwrap();
+    let deliveries_path = format!("/v1/events/{}/deliveries", event["id"].as_str().unwrap());
+    let first = app.get(&deliveries_path, &customer.key).await.json();
+    let attempt = &first["data"][0]["attempts"][0];
+    assert!(
+        attempt["status_code"].is_null() && attempt["error"].as_str().unwrap().contains("no answer"),
+        "{attempt}"
+    );
+    assert_eq!(first["data"][0]["status"], "pending");
+    app.settle(Duration::minutes(2), 2).await;
+    let delivery = &app.get(&deliveries_path, &customer.key).await.json()["data"][0];
+    assert_eq!(delivery["status"], "delivered", "{delivery}");
+    assert_eq!(delivery["attempts"].as_array().unwrap().len(), 2);
+    // The slow answer may still have arrived: delivery is at least once, never lost.
+    tokio::time::sleep(ops_tests::receiver::SLOW).await;
+    let arrivals = receiver
+        .received()
+        .iter()
+        .filter(|r| r.json()["id"] == event["id"])
+        .count();
+    assert!((1..=2).contains(&arrivals), "{arrivals}");
+}

@@ -90,6 +90,7 @@ pub fn config(data_dir: PathBuf) -> Config {
         sandbox_rail: None,
         http_rails: vec![],
         http_rail_timeout_ms: 10_000,
+        webhook_timeout_ms: 10_000,
         backend: "embedded".into(),
         aws_provision: None,
         rail_secret: Some(RAIL_SECRET.into()),

@@ -27,7 +27,12 @@ struct Inbox {
     received: Mutex<Vec<Received>>,
     requests: AtomicUsize,
     refuse_first: AtomicUsize,
+    /// Requests answered only after this long, counted from the first.
+    slow_first: AtomicUsize,
 }
+
+/// How long a slow receiver takes to answer.
+pub const SLOW: std::time::Duration = std::time::Duration::from_millis(1500);
 
 pub struct Receiver {
     pub url: String,
@@ -38,6 +43,9 @@ async fn hook(State(inbox): State<Arc<Inbox>>, headers: HeaderMap, body: Bytes) 
     let n = inbox.requests.fetch_add(1, Ordering::SeqCst);
     if n < inbox.refuse_first.load(Ordering::SeqCst) {
         return StatusCode::SERVICE_UNAVAILABLE;
+    }
+    if n < inbox.slow_first.load(Ordering::SeqCst) {
+        tokio::time::sleep(SLOW).await;
     }
     let signature = headers
         .get("x-service-signature")
@@ -61,6 +69,11 @@ impl Receiver {
         let app = axum::Router::new().route("/hook", post(hook)).with_state(inbox.clone());
         tokio::spawn(async move { axum::serve(listener, app).await });
         Receiver { url, inbox }
+    }
+
+    /// Makes the first `n` requests answer only after [`SLOW`].
+    pub fn slow_first(&self, n: usize) {
+        self.inbox.slow_first.store(n, Ordering::SeqCst);
     }
 
     pub fn received(&self) -> Vec<Received> {

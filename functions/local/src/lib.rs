@@ -50,6 +50,9 @@ pub struct Config {
     /// Secret shared with the connectivity layer: signs rail reports and HTTP rail requests.
     #[arg(long, env = "OPS_RAIL_SECRET", hide_env_values = true)]
     pub rail_secret: Option<String>,
+    /// How long a webhook receiver has to answer before the attempt counts as failed.
+    #[arg(long, env = "OPS_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000)]
+    pub webhook_timeout_ms: u64,
     /// Rails served by the PSP's connectivity layer over HTTP: `rail_id=base_url`,
     /// comma-separated (e.g. `psp-local:spei=https://connect.example/spei`).
     #[arg(long, env = "OPS_HTTP_RAILS", value_delimiter = ',')]
@@ -167,7 +170,9 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         rails,
         queue: Arc::new(queue.clone()),
         secrets: Arc::new(store.clone()),
-        webhooks: Arc::new(HttpWebhookSender::default()),
+        webhooks: Arc::new(HttpWebhookSender::with_timeout(std::time::Duration::from_millis(
+            config.webhook_timeout_ms,
+        ))),
         bus: None,
     });
     if let Some(secret) = &config.bootstrap_admin_key {
