@@ -139,7 +139,7 @@ async fn main() {
         .as_array()
         .map_or(0, |d| d.len());
     let mut probe = String::new();
-    for target in [1_000usize, 10_000] {
+    for target in [1_000usize, 10_000, 100_000] {
         let fill: Vec<_> = (stored..target).collect();
         for chunk in fill.chunks(64) {
             let ids = join_all(chunk.iter().map(|_| {
