@@ -217,6 +217,8 @@ async fn malformed_bodies_headers_queries_and_routes_are_4xx() {
             "{path}"
         );
     }
+    let bad_encoding = app.get("/v1/operations/%FF%FE", &customer.key).await;
+    assert_eq!(bad_encoding.error(400)["param"], "path");
     let wrong_method = app
         .send(
             reqwest::Method::PATCH,

@@ -35,6 +35,21 @@ impl FromRequestParts<App> for Caller {
     }
 }
 
+/// The one path parameter of a route (an id or a name), with a malformed path (bad percent
+/// encoding) answered in the API's error shape.
+pub struct PathParam(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(value)| PathParam(value))
+            .map_err(|e| DomainError::invalid("path", "invalid_path", format!("The URL path is malformed: {e}")).into())
+    }
+}
+
 /// A JSON body (an empty body reads as `{}`), kept as a value so it can be fingerprinted
 /// before it is parsed into a command.
 pub struct JsonBody(pub serde_json::Value);

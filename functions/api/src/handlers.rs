@@ -1,10 +1,10 @@
 //! One function per route. Each reads the request, calls one use case and shapes the answer.
 
 use crate::error::ApiError;
-use crate::extract::{parse, query_pairs, Caller, JsonBody, RawBody};
+use crate::extract::{parse, query_pairs, Caller, JsonBody, PathParam, RawBody};
 use crate::idempotency::{create_once, json_response};
 use crate::App;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -52,7 +52,7 @@ pub async fn create_customer(
 pub async fn create_user(
     State(app): State<App>,
     Caller(caller): Caller,
-    Path(customer_id): Path<String>,
+    PathParam(customer_id): PathParam,
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Answer {
@@ -82,7 +82,7 @@ pub async fn create_api_key(
 pub async fn rotate_api_key(
     State(app): State<App>,
     Caller(caller): Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Answer {
@@ -98,18 +98,18 @@ pub async fn rotate_api_key(
     Ok(json_response(StatusCode::CREATED, created))
 }
 
-pub async fn revoke_api_key(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
+pub async fn revoke_api_key(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
     ok(app.service.revoke_api_key(&caller, &id).await?)
 }
 
-pub async fn get_workflow(State(app): State<App>, Caller(caller): Caller, Path(name): Path<String>) -> Answer {
+pub async fn get_workflow(State(app): State<App>, Caller(caller): Caller, PathParam(name): PathParam) -> Answer {
     ok(app.service.get_workflow(&caller, &name).await?)
 }
 
 pub async fn put_workflow(
     State(app): State<App>,
     Caller(caller): Caller,
-    Path(name): Path<String>,
+    PathParam(name): PathParam,
     JsonBody(body): JsonBody,
 ) -> Answer {
     let definition: WorkflowDefinition = parse(&body)?;
@@ -129,7 +129,7 @@ pub async fn create_operation(
     .await
 }
 
-pub async fn get_operation(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
+pub async fn get_operation(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
     ok(app.service.get_operation(&caller, &id).await?)
 }
 
@@ -172,7 +172,7 @@ pub async fn list_operations(State(app): State<App>, Caller(caller): Caller, Raw
 pub async fn approve_operation(
     State(app): State<App>,
     Caller(caller): Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.approve_operation(&caller, &id, parse(&body)?).await?)
@@ -181,7 +181,7 @@ pub async fn approve_operation(
 pub async fn reject_operation(
     State(app): State<App>,
     Caller(caller): Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.reject_operation(&caller, &id, parse(&body)?).await?)
@@ -190,13 +190,13 @@ pub async fn reject_operation(
 pub async fn cancel_operation(
     State(app): State<App>,
     Caller(caller): Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.cancel_operation(&caller, &id, parse(&body)?).await?)
 }
 
-pub async fn operation_history(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
+pub async fn operation_history(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
     ok(app.service.operation_history(&caller, &id).await?)
 }
 
@@ -210,14 +210,14 @@ pub async fn list_transactions(State(app): State<App>, Caller(caller): Caller, R
     ok(app.service.list_transactions(&caller, &operation_id).await?)
 }
 
-pub async fn get_transaction(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
+pub async fn get_transaction(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
     ok(app.service.get_transaction(&caller, &id).await?)
 }
 
 pub async fn retry_transaction(
     State(app): State<App>,
     Caller(caller): Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.retry_transaction(&caller, &id, parse(&body)?).await?)
@@ -226,7 +226,7 @@ pub async fn retry_transaction(
 pub async fn resolve_transaction(
     State(app): State<App>,
     Caller(caller): Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.resolve_transaction(&caller, &id, parse(&body)?).await?)
@@ -254,18 +254,18 @@ pub async fn list_events(State(app): State<App>, Caller(caller): Caller, RawQuer
     ok(app.service.list_events(&caller, query).await?)
 }
 
-pub async fn get_event(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
+pub async fn get_event(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
     ok(app.service.get_event(&caller, &id).await?)
 }
 
-pub async fn event_deliveries(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
+pub async fn event_deliveries(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
     ok(app.service.event_deliveries(&caller, &id).await?)
 }
 
 pub async fn resend_event(
     State(app): State<App>,
     Caller(caller): Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.resend_event(&caller, &id, parse(&body)?).await?)
@@ -288,18 +288,22 @@ pub async fn list_webhook_endpoints(State(app): State<App>, Caller(caller): Call
     ok(app.service.list_webhook_endpoints(&caller).await?)
 }
 
-pub async fn get_webhook_endpoint(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
+pub async fn get_webhook_endpoint(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
     ok(app.service.get_webhook_endpoint(&caller, &id).await?)
 }
 
-pub async fn delete_webhook_endpoint(State(app): State<App>, Caller(caller): Caller, Path(id): Path<String>) -> Answer {
+pub async fn delete_webhook_endpoint(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParam(id): PathParam,
+) -> Answer {
     ok(app.service.delete_webhook_endpoint(&caller, &id).await?)
 }
 
 pub async fn rotate_webhook_secret(
     State(app): State<App>,
     Caller(caller): Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     JsonBody(body): JsonBody,
 ) -> Answer {
     let rotated = app.service.rotate_webhook_secret(&caller, &id, parse(&body)?).await?;
