@@ -502,8 +502,9 @@ async fn a_delivery_that_never_succeeds_is_failed_after_the_whole_schedule() {
     assert_eq!(created.status, 201);
     app.post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[5]))
         .await;
-    // 1 m + 5 m + 30 m + 2 h + 5 h + 10 h + 10 h + 24 h ≈ 51.6 h, with up to 10 % jitter.
-    app.settle(Duration::hours(1), 60).await;
+    // 1 m + 5 m + 30 m + 2 h + 5 h + 10 h + 10 h + 24 h, each up to 10 % longer, in steps of an
+    // hour: at most 61 steps; 80 leave room.
+    app.settle(Duration::hours(1), 80).await;
     let event = &all_events(&app, &customer.key)
         .await
         .into_iter()
