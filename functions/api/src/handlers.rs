@@ -133,37 +133,60 @@ pub async fn get_operation(State(app): State<App>, Caller(caller): Caller, PathP
     ok(app.service.get_operation(&caller, &id).await?)
 }
 
-pub async fn list_operations(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
-    let mut query = OperationQuery {
+/// The paging parameters every list takes, and the list's own filters as given.
+struct ListParams {
+    customer_id: Option<String>,
+    limit: usize,
+    starting_after: Option<String>,
+    filters: Vec<(String, String)>,
+}
+
+/// Reads `customer_id`, `limit` (1–100, default 10) and `starting_after` (an id of `item`),
+/// leaving the names in `filters` to the caller; anything else is refused.
+fn list_params(raw: Option<&str>, item: IdKind, filters: &[&str]) -> Result<ListParams, ApiError> {
+    let mut allowed = vec!["customer_id", "limit", "starting_after"];
+    allowed.extend_from_slice(filters);
+    let mut params = ListParams {
+        customer_id: None,
         limit: 10,
-        ..Default::default()
+        starting_after: None,
+        filters: vec![],
     };
-    for (name, value) in query_pairs(
-        raw.as_deref(),
-        &["status", "type", "customer_id", "limit", "starting_after"],
-    )? {
+    for (name, value) in query_pairs(raw, &allowed)? {
         let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
         match name.as_str() {
-            "status" => {
-                query.status = Some(
-                    OperationStatus::parse(&value)
-                        .ok_or_else(|| bad("invalid_status", format!("Unknown status '{value}'.")))?,
-                )
-            }
-            "type" => {
-                query.kind = Some(
-                    OperationType::parse(&value)
-                        .ok_or_else(|| bad("invalid_type", format!("Unknown type '{value}'.")))?,
-                )
-            }
-            "customer_id" if IdKind::Customer.matches(&value) => query.customer_id = Some(value),
+            "customer_id" if IdKind::Customer.matches(&value) => params.customer_id = Some(value),
             "customer_id" => return Err(bad("invalid_id", format!("'{value}' is not a customer id."))),
-            "starting_after" if IdKind::Operation.matches(&value) => query.starting_after = Some(value),
-            "starting_after" => return Err(bad("invalid_id", format!("'{value}' is not an operation id."))),
-            _ => match value.parse::<usize>() {
-                Ok(limit) if (1..=100).contains(&limit) => query.limit = limit,
+            "starting_after" if item.matches(&value) => params.starting_after = Some(value),
+            "starting_after" => return Err(bad("invalid_id", format!("'{value}' is not a {} id.", item.prefix()))),
+            "limit" => match value.parse::<usize>() {
+                Ok(limit) if (1..=100).contains(&limit) => params.limit = limit,
                 _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
             },
+            _ => params.filters.push((name, value)),
+        }
+    }
+    Ok(params)
+}
+
+pub async fn list_operations(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let params = list_params(raw.as_deref(), IdKind::Operation, &["status", "type"])?;
+    let mut query = OperationQuery {
+        customer_id: params.customer_id,
+        limit: params.limit,
+        starting_after: params.starting_after,
+        ..Default::default()
+    };
+    for (name, value) in params.filters {
+        let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
+        if name == "status" {
+            let status = OperationStatus::parse(&value)
+                .ok_or_else(|| bad("invalid_status", format!("Unknown status '{value}'.")))?;
+            query.status = Some(status);
+        } else {
+            let kind =
+                OperationType::parse(&value).ok_or_else(|| bad("invalid_type", format!("Unknown type '{value}'.")))?;
+            query.kind = Some(kind);
         }
     }
     ok(app.service.list_operations(&caller, query).await?)
@@ -233,24 +256,13 @@ pub async fn resolve_transaction(
 }
 
 pub async fn list_events(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
-    let mut query = EventQuery {
-        limit: 10,
-        ..Default::default()
+    let params = list_params(raw.as_deref(), IdKind::Event, &["type"])?;
+    let query = EventQuery {
+        customer_id: params.customer_id,
+        limit: params.limit,
+        starting_after: params.starting_after,
+        kind: params.filters.into_iter().map(|(_, value)| value).next(),
     };
-    for (name, value) in query_pairs(raw.as_deref(), &["type", "customer_id", "limit", "starting_after"])? {
-        let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
-        match name.as_str() {
-            "type" => query.kind = Some(value),
-            "customer_id" if IdKind::Customer.matches(&value) => query.customer_id = Some(value),
-            "customer_id" => return Err(bad("invalid_id", format!("'{value}' is not a customer id."))),
-            "starting_after" if IdKind::Event.matches(&value) => query.starting_after = Some(value),
-            "starting_after" => return Err(bad("invalid_id", format!("'{value}' is not an event id."))),
-            _ => match value.parse::<usize>() {
-                Ok(limit) if (1..=100).contains(&limit) => query.limit = limit,
-                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
-            },
-        }
-    }
     ok(app.service.list_events(&caller, query).await?)
 }
 
