@@ -185,20 +185,82 @@ async fn concurrent_approve_and_reject_have_exactly_one_winner_and_a_consistent_
         let winner = if approve.status == 200 { "approved" } else { "rejected" };
         let final_state = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
         assert_eq!(final_state["status"], winner);
-        let history = app
-            .get(&format!("/v1/operations/{id}/history"), &customer.key)
-            .await
-            .json();
-        let tos: Vec<&str> = history["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["to"].as_str().unwrap())
-            .collect();
+        let tos = app.path_of(&customer.key, &id, &id).await;
         assert_eq!(
             tos,
             ["pending_approval", winner],
             "one audit entry per change, only the winner's"
+        );
+    }
+}
+
+#[tokio::test]
+async fn racing_approvals_and_cancellations_leave_one_outcome_each_with_its_audit_and_event() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let first = app.add_member(&customer, &["approver"], &["operations:approve"]).await;
+    let second = app.add_member(&customer, &["approver"], &["operations:approve"]).await;
+    let mut ids = vec![];
+    for _ in 0..5 {
+        let id = app
+            .post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &[700]),
+            )
+            .await
+            .id();
+        // One signature is needed: of two approvers signing at once, one is too late.
+        let approve = format!("/v1/operations/{id}/approve");
+        let (a, b) = tokio::join!(
+            app.post(&approve, &first.key, json!({})),
+            app.post(&approve, &second.key, json!({})),
+        );
+        let mut statuses = [a.status.as_u16(), b.status.as_u16()];
+        statuses.sort();
+        assert_eq!(statuses, [200, 409]);
+        let late = if a.status == 200 { &b } else { &a };
+        assert_eq!(late.error(409)["type"], "state_error");
+
+        // Three cancellations of the approved operation at once: exactly one cancels it.
+        let cancel = format!("/v1/operations/{id}/cancel");
+        let cancels =
+            futures_util::future::join_all((0..3).map(|_| app.post(&cancel, &customer.key, json!({"reason": "typo"}))))
+                .await;
+        let won: Vec<_> = cancels.iter().filter(|r| r.status == 200).collect();
+        assert_eq!(
+            won.len(),
+            1,
+            "{:?}",
+            cancels.iter().map(|r| r.status).collect::<Vec<_>>()
+        );
+        for lost in cancels.iter().filter(|r| r.status != 200) {
+            assert_eq!(lost.error(409)["type"], "state_error");
+        }
+
+        let tos = app.path_of(&customer.key, &id, &id).await;
+        assert_eq!(tos, ["pending_approval", "approved", "cancelled"]);
+        ids.push(id);
+    }
+    // Every change has exactly one event, and no losing request left one behind.
+    let events = app.get("/v1/events?limit=100", &customer.key).await.json();
+    for id in &ids {
+        let kinds: Vec<&str> = events["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|event| event["data"]["operation_id"] == id.as_str())
+            .map(|event| event["type"].as_str().unwrap())
+            .rev()
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "operation.created",
+                "operation.pending_approval",
+                "operation.approved",
+                "operation.cancelled"
+            ]
         );
     }
 }

@@ -124,17 +124,7 @@ async fn a_rail_served_over_http_is_signed_retried_on_503_and_asked_after_a_time
     );
     // The slow answer timed out: the transaction became unknown and was asked about, not resent.
     assert_eq!(submits[slow["id"].as_str().unwrap()], 1);
-    let history = app
-        .get(&format!("/v1/operations/{id}/history"), &customer.key)
-        .await
-        .json();
-    let slow_path: Vec<&str> = history["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["entity_id"] == slow["id"])
-        .map(|e| e["to"].as_str().unwrap())
-        .collect();
+    let slow_path = app.path_of(&customer.key, &id, slow["id"].as_str().unwrap()).await;
     assert_eq!(slow_path, ["pending", "unknown", "confirmed"]);
     assert_eq!(
         *layer.bad_signatures.lock().unwrap(),

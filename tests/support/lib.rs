@@ -236,6 +236,22 @@ impl Api {
             .await
     }
 
+    /// The statuses an operation or one of its transactions went through, oldest first, from
+    /// the operation's history.
+    pub async fn path_of(&self, key: &str, operation_id: &str, entity_id: &str) -> Vec<String> {
+        let history = self
+            .get(&format!("/v1/operations/{operation_id}/history"), key)
+            .await
+            .json();
+        history["data"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{history}"))
+            .iter()
+            .filter(|entry| entry["entity_id"] == entity_id)
+            .map(|entry| entry["to"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
     pub async fn create_customer(&self) -> Customer {
         let customer = self
             .post("/v1/customers", ADMIN_KEY, json!({"name": "Acme Payroll"}))

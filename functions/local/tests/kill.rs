@@ -5,6 +5,7 @@
 use futures_util::{stream, StreamExt};
 use ops_infra::rails::SandboxEntry;
 use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -133,15 +134,7 @@ async fn sigkill_in_the_middle_of_a_batch_loses_nothing_acknowledged_and_sends_n
     while !pending.is_empty() && Instant::now() < deadline {
         let mut still = vec![];
         for id in pending {
-            let op: Value = client
-                .get(format!("{base}/v1/operations/{id}"))
-                .bearer_auth(ADMIN)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let op = get(&client, &format!("{base}/v1/operations/{id}")).await;
             let settled = matches!(
                 op["status"].as_str(),
                 Some("completed" | "failed" | "partially_completed" | "needs_attention")
@@ -166,15 +159,7 @@ async fn sigkill_in_the_middle_of_a_batch_loses_nothing_acknowledged_and_sends_n
         "a transaction reached the rail twice"
     );
     for id in &acknowledged {
-        let op: Value = client
-            .get(format!("{base}/v1/operations/{id}"))
-            .bearer_auth(ADMIN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let op = get(&client, &format!("{base}/v1/operations/{id}")).await;
         let txn_id = op["items"][0]["transaction_id"]
             .as_str()
             .expect("a transaction was made");
@@ -187,6 +172,58 @@ async fn sigkill_in_the_middle_of_a_batch_loses_nothing_acknowledged_and_sends_n
             other => panic!("{id} ended {other:?}"),
         }
     }
+
+    // The kill split no change from its records: each audited change of an acknowledged
+    // operation (its transactions' included) has exactly one event, and no event lacks it.
+    let mut audited = HashSet::new();
+    for id in &acknowledged {
+        audited.insert((id.clone(), "operation.created".to_owned()));
+        let history = get(&client, &format!("{base}/v1/operations/{id}/history")).await;
+        for entry in history["data"].as_array().unwrap() {
+            if entry["action"] != "approval_recorded" {
+                audited.insert((
+                    entry["entity_id"].as_str().unwrap().to_owned(),
+                    format!(
+                        "{}.{}",
+                        entry["entity_type"].as_str().unwrap(),
+                        entry["to"].as_str().unwrap()
+                    ),
+                ));
+            }
+        }
+    }
+    let mut evented: HashMap<(String, String), usize> = HashMap::new();
+    let mut after = String::new();
+    loop {
+        let page = get(
+            &client,
+            &format!("{base}/v1/events?customer_id={customer}&limit=100{after}"),
+        )
+        .await;
+        let data = page["data"].as_array().unwrap();
+        for event in data {
+            let operation = event["data"]["operation_id"].as_str().unwrap();
+            if acknowledged.iter().any(|id| id == operation) {
+                let entity = event["data"]["transaction_id"].as_str().unwrap_or(operation);
+                *evented
+                    .entry((entity.to_owned(), event["type"].as_str().unwrap().to_owned()))
+                    .or_default() += 1;
+            }
+        }
+        if page["has_more"] != true {
+            break;
+        }
+        after = format!("&starting_after={}", data.last().unwrap()["id"].as_str().unwrap());
+    }
+    assert!(evented.values().all(|n| *n == 1), "a change was announced twice");
+    assert_eq!(evented.keys().cloned().collect::<HashSet<_>>(), audited);
+
     restarted.kill().unwrap();
     restarted.wait().unwrap();
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> Value {
+    let response = client.get(url).bearer_auth(ADMIN).send().await.unwrap();
+    assert_eq!(response.status(), 200, "{url}");
+    response.json().await.unwrap()
 }
