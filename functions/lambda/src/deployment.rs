@@ -17,7 +17,7 @@ pub const PEPPER_SECRET: &str = "api-key-pepper";
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// The stack's settings, from the environment variables `template.yaml` sets.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub environment: Environment,
     pub table: String,
@@ -30,15 +30,17 @@ pub struct Settings {
     pub sandbox_ledger: Option<std::path::PathBuf>,
 }
 
-fn var(name: &str) -> Result<String, Error> {
-    std::env::var(name).map_err(|_| format!("{name} is not set").into())
-}
-
 impl Settings {
     pub fn from_env() -> Result<Settings, Error> {
+        Settings::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the settings from named variables (`from_env` reads the process environment).
+    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Settings, Error> {
+        let var = |name: &str| lookup(name).ok_or_else(|| Error::from(format!("{name} is not set")));
         let environment =
             Environment::parse(&var("OPS_ENVIRONMENT")?).ok_or("OPS_ENVIRONMENT must be test or production")?;
-        let http_rails = std::env::var("OPS_HTTP_RAILS")
+        let http_rails = lookup("OPS_HTTP_RAILS")
             .unwrap_or_default()
             .split(',')
             .filter(|s| !s.is_empty())
@@ -48,7 +50,7 @@ impl Settings {
                     .ok_or_else(|| format!("OPS_HTTP_RAILS: bad entry {spec}"))
             })
             .collect::<Result<_, _>>()?;
-        let sandbox = std::env::var("OPS_SANDBOX_RAIL")
+        let sandbox = lookup("OPS_SANDBOX_RAIL")
             .map(|v| v == "true")
             .unwrap_or(environment == Environment::Test);
         Ok(Settings {
@@ -58,11 +60,27 @@ impl Settings {
                 submissions: var("SUBMISSIONS_QUEUE_URL")?,
                 webhooks: var("WEBHOOKS_QUEUE_URL")?,
             },
-            event_bus: std::env::var("EVENT_BUS_NAME").ok().filter(|b| !b.is_empty()),
+            event_bus: lookup("EVENT_BUS_NAME").filter(|b| !b.is_empty()),
             secrets_prefix: var("SECRETS_PREFIX")?,
             http_rails,
             sandbox_ledger: sandbox.then(|| std::env::temp_dir().join("rail-sandbox.sqlite")),
         })
+    }
+
+    /// The environment variables a function of this stack runs with (what `template.yaml`
+    /// sets), for starting a function binary outside Lambda.
+    pub fn to_vars(&self) -> Vec<(&'static str, String)> {
+        let rails: Vec<String> = self.http_rails.iter().map(|(id, url)| format!("{id}={url}")).collect();
+        vec![
+            ("OPS_ENVIRONMENT", self.environment.as_str().to_owned()),
+            ("TABLE_NAME", self.table.clone()),
+            ("SUBMISSIONS_QUEUE_URL", self.queues.submissions.clone()),
+            ("WEBHOOKS_QUEUE_URL", self.queues.webhooks.clone()),
+            ("EVENT_BUS_NAME", self.event_bus.clone().unwrap_or_default()),
+            ("SECRETS_PREFIX", self.secrets_prefix.clone()),
+            ("OPS_HTTP_RAILS", rails.join(",")),
+            ("OPS_SANDBOX_RAIL", self.sandbox_ledger.is_some().to_string()),
+        ]
     }
 
     /// Builds the use cases over the AWS adapters (clients from the standard AWS
@@ -148,4 +166,47 @@ pub fn init_tracing() {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .without_time()
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn production() -> Settings {
+        Settings {
+            environment: Environment::Production,
+            table: "ops-prod-table".into(),
+            queues: QueueUrls {
+                submissions: "https://sqs.eu-west-1.amazonaws.com/1/ops-prod-submissions".into(),
+                webhooks: "https://sqs.eu-west-1.amazonaws.com/1/ops-prod-webhooks".into(),
+            },
+            event_bus: Some("ops-prod-events".into()),
+            secrets_prefix: "ops-prod/".into(),
+            http_rails: vec![
+                ("psp-local:spei".into(), "https://connect.example/spei".into()),
+                ("psp-local:ach".into(), "https://connect.example/ach".into()),
+            ],
+            sandbox_ledger: None,
+        }
+    }
+
+    #[test]
+    fn a_stacks_variables_read_back_as_the_same_settings() {
+        let settings = production();
+        let vars: HashMap<_, _> = settings.to_vars().into_iter().collect();
+        let read = Settings::from_vars(|name| vars.get(name).cloned()).expect("settings");
+        assert_eq!(read, settings);
+    }
+
+    #[test]
+    fn a_missing_variable_is_named() {
+        let vars: HashMap<_, _> = production()
+            .to_vars()
+            .into_iter()
+            .filter(|(name, _)| *name != "SUBMISSIONS_QUEUE_URL")
+            .collect();
+        let error = Settings::from_vars(|name| vars.get(name).cloned()).unwrap_err();
+        assert_eq!(error.to_string(), "SUBMISSIONS_QUEUE_URL is not set");
+    }
 }
