@@ -11,7 +11,7 @@ use ops_lambda::pump::Pump;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
 pub struct AwsServer {
     pub address: SocketAddr,
@@ -59,8 +59,10 @@ pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsSe
     let address = listener.local_addr()?;
     let router = ops_api::router(App { service });
     let task = tokio::spawn(async move {
-        let background = config.worker.then(|| {
-            tokio::spawn(async move {
+        // Owned by the server's task: the pump stops when the server stops or is aborted.
+        let mut background = JoinSet::new();
+        if config.worker {
+            background.spawn(async move {
                 loop {
                     match pump.tick().await {
                         Ok(0) => tokio::time::sleep(Duration::from_millis(200)).await,
@@ -71,16 +73,14 @@ pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsSe
                         }
                     }
                 }
-            })
-        });
+            });
+        }
         let served = axum::serve(listener, router)
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;
             })
             .await;
-        if let Some(background) = background {
-            background.abort();
-        }
+        background.abort_all();
         served
     });
     Ok(AwsServer { address, task })

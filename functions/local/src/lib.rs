@@ -15,7 +15,7 @@ use ops_infra::webhook_sender::HttpWebhookSender;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
 mod aws;
 mod worker;
@@ -201,15 +201,17 @@ pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<S
     let router = ops_api::router(local.app);
     let worker = local.worker.clone();
     let task = tokio::spawn(async move {
-        let background = config.worker.then(|| tokio::spawn(worker.run()));
+        // Owned by the server's task: the pipeline stops when the server stops or is aborted.
+        let mut background = JoinSet::new();
+        if config.worker {
+            background.spawn(worker.run());
+        }
         let served = axum::serve(listener, router)
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;
             })
             .await;
-        if let Some(background) = background {
-            background.abort();
-        }
+        background.abort_all();
         served
     });
     Ok(Server {
