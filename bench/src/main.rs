@@ -8,6 +8,8 @@ use ops_tests::receiver::Receiver;
 use ops_tests::{payout, Api, ADMIN_KEY};
 use serde_json::json;
 use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
@@ -91,16 +93,17 @@ async fn lifecycles(
     }
 }
 
-#[tokio::main(flavor = "multi_thread")]
-async fn main() {
-    let data_dir = tempfile::tempdir().unwrap();
-    let mut config = ops_tests::config(data_dir.path().to_path_buf());
-    config.worker = true;
-    let server = ops_local::start(config).await.expect("server starts");
-    let api = Api {
-        base: format!("http://{}", server.address),
-        client: reqwest::Client::new(),
-    };
+fn lifecycle_header(label: &str) {
+    println!();
+    println!(
+        "| {label}: clients | lifecycles | lifecycles/s | create p50 ms | create p99 ms | approve p50 ms | approve p99 ms |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+}
+
+/// One table row: `clients` concurrent clients each running `per_client` lifecycles, for a
+/// fresh customer (with a webhook endpoint) on a running server.
+async fn lifecycle_row(api: &Api, clients: usize, per_client: usize) {
     let receiver = Receiver::start(0).await;
     let customer = api.create_customer().await;
     let approver = api.add_member(&customer, &["approver"], &["operations:approve"]).await;
@@ -112,34 +115,28 @@ async fn main() {
         )
         .await;
     assert_eq!(hook.status, 201);
-
+    let mut run = lifecycles(api, &receiver, &customer, &approver, clients, per_client).await;
     println!(
-        "| clients | lifecycles | lifecycles/s | create p50 ms | create p99 ms | approve p50 ms | approve p99 ms |"
+        "| {} | {} | {:.1} | {} | {} | {} | {} |",
+        run.clients,
+        run.lifecycles,
+        run.lifecycles as f64 / run.elapsed.as_secs_f64(),
+        ms(percentile(&mut run.create, 0.5)),
+        ms(percentile(&mut run.create, 0.99)),
+        ms(percentile(&mut run.approve, 0.5)),
+        ms(percentile(&mut run.approve, 0.99)),
     );
-    println!("|---|---|---|---|---|---|---|");
-    for (clients, per_client) in [(1, 20), (8, 10), (64, 4)] {
-        let mut run = lifecycles(&api, &receiver, &customer, &approver, clients, per_client).await;
-        println!(
-            "| {} | {} | {:.1} | {} | {} | {} | {} |",
-            run.clients,
-            run.lifecycles,
-            run.lifecycles as f64 / run.elapsed.as_secs_f64(),
-            ms(percentile(&mut run.create, 0.5)),
-            ms(percentile(&mut run.create, 0.99)),
-            ms(percentile(&mut run.approve, 0.5)),
-            ms(percentile(&mut run.approve, 0.99)),
-        );
-    }
+}
 
-    // Lookups must not slow down as history grows: time them at 1k and 10k stored operations.
+/// Lookups must not slow down as history grows: times them as the store fills up to each
+/// target number of operations (`stored` are there already).
+async fn lookup_table(api: &Api, label: &str, mut stored: usize, targets: &[usize]) {
+    let customer = api.create_customer().await;
     println!();
-    println!("| stored operations | GET /v1/operations/{{id}} p50 ms | GET /v1/operations?limit=10 p50 ms | POST /v1/operations p50 ms |");
+    println!("| {label}: stored operations | GET /v1/operations/{{id}} p50 ms | GET /v1/operations?limit=10 p50 ms | POST /v1/operations p50 ms |");
     println!("|---|---|---|---|");
-    let mut stored = api.get("/v1/operations?limit=100", ADMIN_KEY).await.json()["data"]
-        .as_array()
-        .map_or(0, |d| d.len());
     let mut probe = String::new();
-    for target in [1_000usize, 10_000, 100_000] {
+    for &target in targets {
         let fill: Vec<_> = (stored..target).collect();
         for chunk in fill.chunks(64) {
             let ids = join_all(chunk.iter().map(|_| {
@@ -179,19 +176,83 @@ async fn main() {
             ms(percentile(&mut create, 0.5))
         );
     }
+}
+
+/// `ops-bench [local] [aws] [sizes]`: the parts to run (all by default). The aws part needs
+/// `AWS_ENDPOINT_URL` (an emulator) and is skipped without it.
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let parts: Vec<String> = std::env::args().skip(1).collect();
+    let wanted = |part: &str| parts.is_empty() || parts.iter().any(|p| p == part);
+    if wanted("local") {
+        local_mode().await;
+    }
+    if wanted("aws") && std::env::var("AWS_ENDPOINT_URL").is_ok() {
+        aws_lifecycles().await;
+        let stack = aws_round_trips().await;
+        cold_starts(&stack).await;
+    }
+    if wanted("sizes") {
+        lambda_binary_sizes();
+    }
+}
+
+async fn local_mode() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut config = ops_tests::config(data_dir.path().to_path_buf());
+    config.worker = true;
+    let server = ops_local::start(config).await.expect("server starts");
+    let api = Api {
+        base: format!("http://{}", server.address),
+        client: reqwest::Client::new(),
+    };
+    let runs = [(1, 20), (8, 10), (64, 4)];
+    lifecycle_header("local mode (SQLite)");
+    for (clients, per_client) in runs {
+        lifecycle_row(&api, clients, per_client).await;
+    }
+    let stored = runs.iter().map(|(clients, per_client)| clients * per_client).sum();
+    lookup_table(&api, "local mode (SQLite)", stored, &[1_000, 10_000, 100_000]).await;
     println!();
     println!(
         "Peak resident memory (server, pipeline and clients in one process): {:.1} MiB",
         peak_memory_mib()
     );
-    if std::env::var("AWS_ENDPOINT_URL").is_ok() {
-        aws_round_trips().await;
+}
+
+/// The same lifecycles on the AWS adapters: local mode with `OPS_BACKEND=aws`, its pump
+/// standing in for the Lambda triggers (one poller, where AWS would run functions in parallel).
+/// Each row gets a fresh stack in a region of its own: moto copies every table of a region on
+/// each `TransactWriteItems`, so a shared, growing region would slow the later rows down.
+async fn aws_lifecycles() {
+    lifecycle_header("AWS adapters (emulator)");
+    let region_before = std::env::var("AWS_REGION");
+    for (region, clients, per_client) in [("eu-west-1", 1, 10), ("eu-west-2", 8, 2), ("eu-west-3", 64, 1)] {
+        std::env::set_var("AWS_REGION", region);
+        let data_dir = tempfile::tempdir().unwrap();
+        let mut config = ops_tests::config(data_dir.path().to_path_buf());
+        config.backend = "aws".into();
+        config.aws_provision = Some(format!("bench-{clients}-{}", std::process::id()));
+        config.worker = true;
+        let server = ops_local::start_on_aws(config, ops_lambda::deployment::system_clock())
+            .await
+            .expect("server starts on the AWS adapters");
+        let api = Api {
+            base: format!("http://{}", server.address),
+            client: reqwest::Client::new(),
+        };
+        lifecycle_row(&api, clients, per_client).await;
+        server.task.abort();
+    }
+    match region_before {
+        Ok(region) => std::env::set_var("AWS_REGION", region),
+        Err(_) => std::env::remove_var("AWS_REGION"),
     }
 }
 
 /// Requests per lifecycle on the AWS adapters (against the emulator the endpoint names), and
-/// what 1,000 payouts would cost at on-demand prices.
-async fn aws_round_trips() {
+/// what 1,000 payouts would cost at on-demand prices. Returns the stack it measured on.
+async fn aws_round_trips() -> ops_lambda::deployment::Settings {
     use ops_domain::auth::Environment;
     use std::sync::Arc;
     let config = ops_infra::aws::load_config().await;
@@ -203,6 +264,7 @@ async fn aws_round_trips() {
     settings.sandbox_ledger = Some(ledger.path().join("sandbox.sqlite"));
     let clock = Arc::new(ops_tests::TestClock::default());
     let (service, parts) = settings.service_with(&config, clock.clone()).await.expect("service");
+    let stack_settings = settings.clone();
     let service = Arc::new(service);
     service.bootstrap_admin_key(ADMIN_KEY).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -276,4 +338,177 @@ async fn aws_round_trips() {
     println!("| of which TransactWriteItems | {tx:.1} ({written:.1} items) |");
     println!("| SQS requests (pump: receive, delete, send) | {queue:.1} |");
     println!("| DynamoDB + SQS cost per 1,000 payouts, on demand | ${cost:.4} |");
+
+    // No request path grows with history: the DynamoDB requests one lookup or create makes
+    // stay the same as the table fills (the emulator's own latency does grow: it scans).
+    println!();
+    println!("| AWS adapters: stored operations | DynamoDB requests per GET /v1/operations/{{id}} | per GET /v1/operations?limit=10 | per POST /v1/operations |");
+    println!("|---|---|---|---|");
+    let mut stored = lifecycles as usize;
+    let create = || {
+        api.post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "two_step", &[5_000]),
+        )
+    };
+    for target in [100usize, 500] {
+        for chunk in (stored..target).collect::<Vec<_>>().chunks(8) {
+            join_all(chunk.iter().map(|_| create())).await;
+        }
+        stored = target;
+        let per_request = |before: u64| (parts.store.requests() - before) as f64 / 10.0;
+        let before = parts.store.requests();
+        for _ in 0..10 {
+            api.get(&format!("/v1/operations/{}", ids[0]), &customer.key).await;
+        }
+        let get = per_request(before);
+        let before = parts.store.requests();
+        for _ in 0..10 {
+            api.get("/v1/operations?limit=10&status=pending_approval", &customer.key)
+                .await;
+        }
+        let list = per_request(before);
+        let before = parts.store.requests();
+        for _ in 0..10 {
+            create().await;
+        }
+        let made = per_request(before);
+        stored += 10;
+        println!("| {target} | {get:.1} | {list:.1} | {made:.1} |");
+    }
+    stack_settings
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// Every Lambda function's release binary as `sam build` ships it (`cargo lambda build
+/// --release --arm64`, which `scripts/bench` runs first).
+fn lambda_binary_sizes() {
+    let functions = Path::new(env!("CARGO_MANIFEST_DIR")).join("../functions/lambda/src/bin");
+    let mut names: Vec<String> = std::fs::read_dir(functions)
+        .expect("functions/lambda/src/bin")
+        .filter_map(|entry| Some(entry.ok()?.path().file_stem()?.to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    let built = target_dir().join("lambda");
+    let sizes: Vec<(String, Option<u64>)> = names
+        .into_iter()
+        .map(|name| {
+            let size = built.join(&name).join("bootstrap").metadata().ok().map(|m| m.len());
+            (name, size)
+        })
+        .collect();
+    println!();
+    println!("| Lambda function (arm64 release `bootstrap`) | MiB |");
+    println!("|---|---|");
+    for (name, size) in &sizes {
+        println!("| {name} | {} |", size.map_or("not built".into(), mib));
+    }
+    let present: Vec<u64> = sizes.iter().filter_map(|(_, size)| *size).collect();
+    if let (Some(min), Some(max)) = (present.iter().min(), present.iter().max()) {
+        println!(
+            "| all {} functions: smallest / largest / total | {} / {} / {} |",
+            present.len(),
+            mib(*min),
+            mib(*max),
+            mib(present.iter().sum())
+        );
+    }
+}
+
+async fn answered(client: &reqwest::Client, url: &str, key: Option<&str>) {
+    let mut request = client.get(url);
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.expect("invocation");
+    assert_eq!(
+        response.status(),
+        200,
+        "{url}: {}",
+        response.text().await.unwrap_or_default()
+    );
+}
+
+/// Time from starting an API function's process to its first answered request, with
+/// `cargo lambda watch --only-lambda-apis` as the Lambda runtime API and the emulator stack
+/// behind it; then one more request on the warm process. Release builds for this machine
+/// (`scripts/bench` builds them).
+async fn cold_starts(stack: &ops_lambda::deployment::Settings) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let mut watch = tokio::process::Command::new("cargo")
+        .args([
+            "lambda",
+            "watch",
+            "--only-lambda-apis",
+            "--invoke-port",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("cargo lambda watch (pip install cargo-lambda)");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(Instant::now() < deadline, "cargo lambda watch did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let client = reqwest::Client::new();
+    // In --only-lambda-apis mode the runtime serves one function, named `_`.
+    let invoke = format!("http://127.0.0.1:{port}/lambda-url/_");
+    println!();
+    println!("| API function under `cargo lambda watch` | binary MiB (x86_64) | process start → first answer p50 ms | max ms | warm request p50 ms |");
+    println!("|---|---|---|---|---|");
+    for (function, path, key) in [
+        ("api-health", "/health", None),
+        ("api-list-operations", "/v1/operations?limit=10", Some(ADMIN_KEY)),
+    ] {
+        let binary = target_dir().join("release").join(function);
+        let Ok(metadata) = binary.metadata() else {
+            println!("| {function} | not built | | | |");
+            continue;
+        };
+        let (mut cold, mut warm) = (vec![], vec![]);
+        for _ in 0..5 {
+            let started = Instant::now();
+            let mut process = tokio::process::Command::new(&binary)
+                .envs(stack.to_vars())
+                .env("AWS_LAMBDA_FUNCTION_NAME", "_")
+                .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
+                .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
+                .env("AWS_LAMBDA_RUNTIME_API", format!("http://127.0.0.1:{port}/.rt"))
+                .stdout(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("function starts");
+            answered(&client, &format!("{invoke}{path}"), key).await;
+            cold.push(started.elapsed());
+            let t = Instant::now();
+            answered(&client, &format!("{invoke}{path}"), key).await;
+            warm.push(t.elapsed());
+            process.kill().await.expect("function stops");
+        }
+        let max = cold.iter().max().copied().unwrap_or_default();
+        println!(
+            "| {function} | {} | {} | {} | {} |",
+            mib(metadata.len()),
+            ms(percentile(&mut cold, 0.5)),
+            ms(max),
+            ms(percentile(&mut warm, 0.5))
+        );
+    }
+    watch.kill().await.expect("cargo lambda watch stops");
 }
