@@ -1,7 +1,9 @@
-//! `cargo run --release -p ops-bench`: full payout lifecycles on local mode (SQLite, the
-//! background pipeline, the sandbox rail, a real webhook receiver) at 1, 8 and 64 concurrent
-//! clients, with create and approve latencies, then lookups against a growing history.
-//! Prints a Markdown table (BENCHMARKS.md keeps the last run).
+//! The benchmark suite (`scripts/bench` builds what it needs and runs it): full payout
+//! lifecycles (create → approve → rail → confirmed → webhook received) at 1, 8 and 64
+//! concurrent clients with create and approve latencies, and lookups against a growing
+//! history, on local mode and on the AWS adapters against an emulator; DynamoDB and SQS
+//! requests and cost per lifecycle; peak memory; every Lambda binary's size; API function cold
+//! starts under `cargo lambda watch`. Prints Markdown tables (BENCHMARKS.md keeps the last run).
 
 use futures_util::future::join_all;
 use ops_tests::receiver::Receiver;
