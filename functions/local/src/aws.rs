@@ -11,7 +11,7 @@ use ops_lambda::pump::Pump;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 
 pub struct AwsServer {
     pub address: SocketAddr,
@@ -58,30 +58,18 @@ pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsSe
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let address = listener.local_addr()?;
     let router = ops_api::router(App { service });
-    let task = tokio::spawn(async move {
-        // Owned by the server's task: the pump stops when the server stops or is aborted.
-        let mut background = JoinSet::new();
-        if config.worker {
-            background.spawn(async move {
-                loop {
-                    match pump.tick().await {
-                        Ok(0) => tokio::time::sleep(Duration::from_millis(200)).await,
-                        Ok(_) => {}
-                        Err(error) => {
-                            tracing::error!(%error, "pump tick failed");
-                            tokio::time::sleep(Duration::from_secs(1)).await;
-                        }
-                    }
+    let pipeline = config.worker.then_some(async move {
+        loop {
+            match pump.tick().await {
+                Ok(0) => tokio::time::sleep(Duration::from_millis(200)).await,
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::error!(%error, "pump tick failed");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
                 }
-            });
+            }
         }
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await;
-        background.abort_all();
-        served
     });
+    let task = tokio::spawn(crate::serve(listener, router, pipeline));
     Ok(AwsServer { address, task })
 }

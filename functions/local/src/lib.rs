@@ -194,26 +194,31 @@ pub async fn start(config: Config) -> Result<Server, StartError> {
     start_with_clock(config, Arc::new(SystemClock)).await
 }
 
+/// Serves the API until Ctrl-C, with the pipeline (if any) running beside it. The pipeline
+/// belongs to the serving task: it stops when serving ends or the task is aborted.
+pub(crate) async fn serve(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    pipeline: Option<impl std::future::Future<Output = ()> + Send + 'static>,
+) -> std::io::Result<()> {
+    let mut background = JoinSet::new();
+    if let Some(pipeline) = pipeline {
+        background.spawn(pipeline);
+    }
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+}
+
 pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<Server, StartError> {
     let local = build(&config, clock).await?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let address = listener.local_addr()?;
     let router = ops_api::router(local.app);
     let worker = local.worker.clone();
-    let task = tokio::spawn(async move {
-        // Owned by the server's task: the pipeline stops when the server stops or is aborted.
-        let mut background = JoinSet::new();
-        if config.worker {
-            background.spawn(worker.run());
-        }
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await;
-        background.abort_all();
-        served
-    });
+    let task = tokio::spawn(serve(listener, router, config.worker.then(|| worker.run())));
     Ok(Server {
         address,
         task,
