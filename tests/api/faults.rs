@@ -6,7 +6,7 @@ use ops_domain::ports::{Queue, QueueName};
 use ops_local::Subscription;
 use ops_tests::receiver::Receiver;
 use ops_tests::{payout, spawn_app};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::BTreeMap;
 use time::Duration;
 
@@ -176,11 +176,7 @@ async fn duplicated_records_and_messages_have_no_second_effect() {
         .collect();
     for event in &events {
         let id = event["id"].as_str().unwrap();
-        let deliveries: Value = app
-            .get(&format!("/v1/events/{id}/deliveries"), &customer.key)
-            .await
-            .json();
-        assert_eq!(deliveries["data"].as_array().unwrap().len(), 1, "{id}");
+        assert_eq!(app.deliveries(&customer.key, id).await.len(), 1, "{id}");
         assert!(received.iter().any(|r| r == id), "{id} never arrived");
     }
 }

@@ -134,14 +134,8 @@ async fn real_responses_match_their_schemas() {
             "OperationEventData"
         };
         assert_has_required(data, &event["data"]);
-        let deliveries = app
-            .get(
-                &format!("/v1/events/{}/deliveries", event["id"].as_str().unwrap()),
-                &customer.key,
-            )
-            .await
-            .json();
-        assert_has_required("Delivery", &deliveries["data"][0]);
+        let deliveries = app.deliveries(&customer.key, event["id"].as_str().unwrap()).await;
+        assert_has_required("Delivery", &deliveries[0]);
     }
     let workflow = app.get("/v1/workflows/two_step", &customer.key).await.json();
     assert_has_required("Workflow", &workflow);

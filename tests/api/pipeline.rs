@@ -5,11 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use time::Duration;
 
 async fn endpoint(app: &TestApp, key: &str, url: &str) -> String {
-    let created = app
-        .post("/v1/webhook_endpoints", key, json!({"url": url, "events": ["*"]}))
-        .await;
-    assert_eq!(created.status, 201, "{}", created.json());
-    let secret = created.json()["secret"].as_str().unwrap().to_owned();
+    let secret = app.subscribe(key, url, &["*"]).await["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(secret.starts_with("whsec_"));
     secret
 }
@@ -302,14 +301,8 @@ async fn a_receiver_that_is_down_for_a_while_still_gets_every_event_and_attempts
     );
     let mut failed_attempts = 0;
     for event in &events {
-        let deliveries = app
-            .get(
-                &format!("/v1/events/{}/deliveries", event["id"].as_str().unwrap()),
-                &customer.key,
-            )
-            .await
-            .json();
-        let delivery = &deliveries["data"][0];
+        let deliveries = app.deliveries(&customer.key, event["id"].as_str().unwrap()).await;
+        let delivery = &deliveries[0];
         assert_eq!(delivery["status"], "delivered", "{delivery}");
         let attempts = delivery["attempts"].as_array().unwrap();
         assert_eq!(attempts.last().unwrap()["status_code"], 200);
@@ -324,13 +317,8 @@ async fn secret_rotation_signs_with_both_secrets_during_the_overlap_and_resend_d
     let customer = app.create_customer().await;
     let receiver = Receiver::start(0).await;
     let created = app
-        .post(
-            "/v1/webhook_endpoints",
-            &customer.key,
-            json!({"url": receiver.url, "events": ["operation.created"]}),
-        )
-        .await
-        .json();
+        .subscribe(&customer.key, &receiver.url, &["operation.created"])
+        .await;
     let (endpoint_id, old_secret) = (
         created["id"].as_str().unwrap().to_owned(),
         created["secret"].as_str().unwrap().to_owned(),
@@ -368,11 +356,7 @@ async fn secret_rotation_signs_with_both_secrets_during_the_overlap_and_resend_d
     assert_eq!(second[1].signature.matches("v1=").count(), 1);
     assert!(signature_is_valid(&second[1].signature, &second[1].body, &new_secret));
     assert!(!signature_is_valid(&second[1].signature, &second[1].body, &old_secret));
-    let deliveries = app
-        .get(&format!("/v1/events/{event_id}/deliveries"), &customer.key)
-        .await
-        .json();
-    assert_eq!(deliveries["data"].as_array().unwrap().len(), 2);
+    assert_eq!(app.deliveries(&customer.key, &event_id).await.len(), 2);
 }
 
 #[tokio::test]
@@ -492,14 +476,8 @@ async fn a_delivery_that_never_succeeds_is_failed_after_the_whole_schedule() {
     let app = spawn_app().await;
     let customer = app.create_customer().await;
     let receiver = Receiver::start(usize::MAX).await;
-    let created = app
-        .post(
-            "/v1/webhook_endpoints",
-            &customer.key,
-            json!({"url": receiver.url, "events": ["operation.created"]}),
-        )
+    app.subscribe(&customer.key, &receiver.url, &["operation.created"])
         .await;
-    assert_eq!(created.status, 201);
     app.post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[5]))
         .await;
     // 1 m + 5 m + 30 m + 2 h + 5 h + 10 h + 10 h + 24 h, each up to 10 % longer, in steps of an
@@ -510,14 +488,8 @@ async fn a_delivery_that_never_succeeds_is_failed_after_the_whole_schedule() {
         .into_iter()
         .find(|e| e["type"] == "operation.created")
         .unwrap();
-    let deliveries = app
-        .get(
-            &format!("/v1/events/{}/deliveries", event["id"].as_str().unwrap()),
-            &customer.key,
-        )
-        .await
-        .json();
-    let delivery = &deliveries["data"][0];
+    let deliveries = app.deliveries(&customer.key, event["id"].as_str().unwrap()).await;
+    let delivery = &deliveries[0];
     assert_eq!(delivery["status"], "failed", "{delivery}");
     assert_eq!(
         delivery["attempts"].as_array().unwrap().len(),
@@ -534,14 +506,8 @@ async fn a_slow_receiver_times_out_and_gets_the_event_on_a_later_attempt() {
     let customer = app.create_customer().await;
     let receiver = Receiver::start(0).await;
     receiver.slow_first(1);
-    let created = app
-        .post(
-            "/v1/webhook_endpoints",
-            &customer.key,
-            json!({"url": receiver.url, "events": ["operation.created"]}),
-        )
+    app.subscribe(&customer.key, &receiver.url, &["operation.created"])
         .await;
-    assert_eq!(created.status, 201);
     app.post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[5]))
         .await;
     app.drain().await;
@@ -550,16 +516,16 @@ async fn a_slow_receiver_times_out_and_gets_the_event_on_a_later_attempt() {
         .into_iter()
         .find(|e| e["type"] == "operation.created")
         .unwrap();
-    let deliveries_path = format!("/v1/events/{}/deliveries", event["id"].as_str().unwrap());
-    let first = app.get(&deliveries_path, &customer.key).await.json();
-    let attempt = &first["data"][0]["attempts"][0];
+    let event_id = event["id"].as_str().unwrap();
+    let first = app.deliveries(&customer.key, event_id).await;
+    let attempt = &first[0]["attempts"][0];
     assert!(
         attempt["status_code"].is_null() && attempt["error"].as_str().unwrap().contains("no answer"),
         "{attempt}"
     );
-    assert_eq!(first["data"][0]["status"], "pending");
+    assert_eq!(first[0]["status"], "pending");
     app.settle(Duration::minutes(2), 2).await;
-    let delivery = &app.get(&deliveries_path, &customer.key).await.json()["data"][0];
+    let delivery = &app.deliveries(&customer.key, event_id).await[0];
     assert_eq!(delivery["status"], "delivered", "{delivery}");
     assert_eq!(delivery["attempts"].as_array().unwrap().len(), 2);
     // The slow answer may still have arrived: delivery is at least once, never lost.

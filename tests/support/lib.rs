@@ -236,6 +236,24 @@ impl Api {
             .await
     }
 
+    /// A webhook endpoint for `url` receiving `events`; returns it as created (secret included).
+    pub async fn subscribe(&self, key: &str, url: &str, events: &[&str]) -> Value {
+        let created = self
+            .post("/v1/webhook_endpoints", key, json!({"url": url, "events": events}))
+            .await;
+        assert_eq!(created.status, 201, "{}", created.json());
+        created.json()
+    }
+
+    /// An event's deliveries, one per endpoint it was sent to.
+    pub async fn deliveries(&self, key: &str, event_id: &str) -> Vec<Value> {
+        let deliveries = self.get(&format!("/v1/events/{event_id}/deliveries"), key).await.json();
+        deliveries["data"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{deliveries}"))
+            .clone()
+    }
+
     /// The statuses an operation or one of its transactions went through, oldest first, from
     /// the operation's history.
     pub async fn path_of(&self, key: &str, operation_id: &str, entity_id: &str) -> Vec<String> {
