@@ -32,6 +32,14 @@ pub const SUBMIT_TIMEOUT: Duration = Duration::seconds(60);
 pub const MAX_NOT_FOUND_POLLS: u32 = 5;
 /// SQS holds a message back at most 15 minutes; longer waits are taken in hops.
 pub const MAX_QUEUE_DELAY: Duration = Duration::minutes(15);
+/// After confirmation the rail is asked again this long after it, in case the money came
+/// back; a later return arrives by rail report. Four checks cost four writes per payout.
+pub const RETURN_CHECKS: [Duration; 4] = [
+    Duration::minutes(1),
+    Duration::minutes(10),
+    Duration::hours(1),
+    Duration::hours(24),
+];
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct SubmitMessage {
@@ -74,6 +82,14 @@ pub fn submit_backoff(attempt: u32) -> Duration {
 /// The wait before status poll `polls + 1`: 2 s doubling to at most 10 minutes.
 fn poll_backoff(polls: u32) -> Duration {
     Duration::seconds((2i64 << polls.min(9)).min(600))
+}
+
+/// The next return check of a transaction confirmed at `confirmed_at`, if any is left.
+fn next_return_check(confirmed_at: OffsetDateTime, now: OffsetDateTime) -> Option<OffsetDateTime> {
+    RETURN_CHECKS
+        .iter()
+        .map(|after| confirmed_at + *after)
+        .find(|check| *check > now)
 }
 
 /// Each item's transaction id is fixed by the item, so making it twice is a conflict, not a
@@ -518,10 +534,15 @@ impl Service {
                         now,
                     ))
                 }
-                _ if waiting || (txn.status == Confirmed && txn.next_poll_at.is_some()) => {
+                _ if waiting => {
                     // Nothing final yet: ask again later.
                     txn.status_polls += 1;
                     txn.next_poll_at = Some(now + poll_backoff(txn.status_polls));
+                    return Ok(Some(None));
+                }
+                _ if txn.status == Confirmed && txn.next_poll_at.is_some() => {
+                    txn.status_polls += 1;
+                    txn.next_poll_at = next_return_check(txn.cause.at, now);
                     return Ok(Some(None));
                 }
                 _ => return Ok(None),
@@ -530,7 +551,7 @@ impl Service {
             let change = txn.apply(transition)?;
             // Confirmed money can still come back: keep asking for a while.
             txn.next_poll_at = match txn.status {
-                Confirmed if txn.status_polls < 10 => Some(now + poll_backoff(txn.status_polls)),
+                Confirmed => next_return_check(now, now),
                 _ => None,
             };
             Ok(Some(Some(change)))
@@ -849,6 +870,23 @@ mod tests {
         assert_eq!(poll_backoff(0), Duration::seconds(2));
         assert_eq!(poll_backoff(3), Duration::seconds(16));
         assert_eq!(poll_backoff(30), Duration::minutes(10));
+    }
+
+    #[test]
+    fn a_confirmed_transaction_is_checked_for_returns_four_times_then_left_alone() {
+        let confirmed = OffsetDateTime::UNIX_EPOCH;
+        let mut now = confirmed;
+        let mut checks = vec![];
+        while let Some(check) = next_return_check(confirmed, now) {
+            checks.push(check - confirmed);
+            now = check;
+        }
+        assert_eq!(checks, RETURN_CHECKS);
+        // A late poll skips the checks already overdue instead of running them back to back.
+        assert_eq!(
+            next_return_check(confirmed, confirmed + Duration::hours(2)),
+            Some(confirmed + Duration::hours(24))
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use ops_domain::ports::{EventQuery, Secrets};
 use ops_domain::transaction::Transaction;
 use ops_domain::webhook::{Delivery, WebhookEndpoint};
 use ops_domain::workflow::{Workflow, WorkflowOwner};
+use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::de::DeserializeOwned;
 use std::path::Path;
@@ -24,8 +25,12 @@ CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, secret_hash TEXT NOT N
 CREATE TABLE IF NOT EXISTS operations (
     id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, status TEXT NOT NULL, type TEXT NOT NULL,
     version INTEGER NOT NULL, body TEXT NOT NULL);
+-- One index per list filter (alone and with the customer), so no list walks past other rows.
 CREATE INDEX IF NOT EXISTS operations_by_customer ON operations (customer_id, id);
+CREATE INDEX IF NOT EXISTS operations_by_customer_status ON operations (customer_id, status, id);
+CREATE INDEX IF NOT EXISTS operations_by_customer_type ON operations (customer_id, type, id);
 CREATE INDEX IF NOT EXISTS operations_by_status ON operations (status, id);
+CREATE INDEX IF NOT EXISTS operations_by_type ON operations (type, id);
 CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, entity_id TEXT NOT NULL, operation_id TEXT, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS audit_by_operation ON audit (operation_id, seq);
@@ -47,6 +52,8 @@ CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, customer_id TEXT NOT NULL,
     type TEXT NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS events_by_customer ON events (customer_id, seq);
+CREATE INDEX IF NOT EXISTS events_by_customer_type ON events (customer_id, type, seq);
+CREATE INDEX IF NOT EXISTS events_by_type ON events (type, seq);
 CREATE TABLE IF NOT EXISTS stream_checkpoints (subscription TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS webhook_endpoints (
     id TEXT PRIMARY KEY, customer_id TEXT, version INTEGER NOT NULL, body TEXT NOT NULL);
@@ -210,6 +217,55 @@ impl SqliteStore {
             body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
         })
         .await
+    }
+}
+
+/// A newest-first list query with only the filters given, so SQLite can seek the index
+/// that matches them (a `?1 IS NULL OR …` form would make it walk the whole table).
+struct List {
+    table: &'static str,
+    order: &'static str,
+    clauses: Vec<&'static str>,
+    values: Vec<Value>,
+    limit: usize,
+}
+
+impl List {
+    fn new(table: &'static str, order: &'static str, limit: usize) -> Self {
+        Self {
+            table,
+            order,
+            clauses: vec![],
+            values: vec![],
+            limit,
+        }
+    }
+
+    /// Adds `clause` (with one `?`) when `value` is given.
+    fn filter(mut self, clause: &'static str, value: Option<String>) -> Self {
+        if let Some(value) = value {
+            self.clauses.push(clause);
+            self.values.push(Value::Text(value));
+        }
+        self
+    }
+
+    fn sql(&self) -> String {
+        let mut sql = format!("SELECT body FROM {}", self.table);
+        if !self.clauses.is_empty() {
+            sql += &format!(" WHERE {}", self.clauses.join(" AND "));
+        }
+        sql + &format!(" ORDER BY {} DESC LIMIT ?", self.order)
+    }
+
+    fn run<T: DeserializeOwned>(&self, c: &Connection) -> Result<Vec<T>, StoreError> {
+        let mut statement = c.prepare_cached(&self.sql()).map_err(unavailable)?;
+        let values = self.values.iter().cloned().chain([Value::Integer(self.limit as i64)]);
+        let rows = statement
+            .query_map(rusqlite::params_from_iter(values), |row| row.get::<_, String>(0))
+            .map_err(unavailable)?;
+        rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
+            .collect()
     }
 }
 
@@ -388,28 +444,12 @@ impl Store for SqliteStore {
     async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError> {
         let query = query.clone();
         self.with(move |c| {
-            let mut statement = c
-                .prepare_cached(
-                    "SELECT body FROM operations
-                     WHERE (?1 IS NULL OR customer_id = ?1) AND (?2 IS NULL OR status = ?2)
-                       AND (?3 IS NULL OR type = ?3) AND (?4 IS NULL OR id < ?4)
-                     ORDER BY id DESC LIMIT ?5",
-                )
-                .map_err(unavailable)?;
-            let rows = statement
-                .query_map(
-                    params![
-                        query.customer_id,
-                        query.status.map(|s| s.as_str()),
-                        query.kind.map(|k| k.as_str()),
-                        query.starting_after,
-                        query.limit as i64
-                    ],
-                    |row| row.get::<_, String>(0),
-                )
-                .map_err(unavailable)?;
-            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
-                .collect()
+            let list = List::new("operations", "id", query.limit)
+                .filter("customer_id = ?", query.customer_id)
+                .filter("status = ?", query.status.map(|s| s.as_str().to_owned()))
+                .filter("type = ?", query.kind.map(|k| k.as_str().to_owned()))
+                .filter("id < ?", query.starting_after);
+            list.run(c)
         })
         .await
     }
@@ -476,22 +516,11 @@ impl Store for SqliteStore {
     async fn events(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
         let query = query.clone();
         self.with(move |c| {
-            let mut statement = c
-                .prepare_cached(
-                    "SELECT body FROM events
-                     WHERE (?1 IS NULL OR customer_id = ?1) AND (?2 IS NULL OR type = ?2)
-                       AND (?3 IS NULL OR seq < (SELECT seq FROM events WHERE id = ?3))
-                     ORDER BY seq DESC LIMIT ?4",
-                )
-                .map_err(unavailable)?;
-            let rows = statement
-                .query_map(
-                    params![query.customer_id, query.kind, query.starting_after, query.limit as i64],
-                    |row| row.get::<_, String>(0),
-                )
-                .map_err(unavailable)?;
-            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
-                .collect()
+            let list = List::new("events", "seq", query.limit)
+                .filter("customer_id = ?", query.customer_id)
+                .filter("type = ?", query.kind)
+                .filter("seq < (SELECT seq FROM events WHERE id = ?)", query.starting_after);
+            list.run(c)
         })
         .await
     }
@@ -596,5 +625,52 @@ impl Secrets for SqliteStore {
                 .map_err(unavailable)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every filtered list seeks an index on its filters: none walks rows it then drops, so
+    /// no list slows down as other customers' or other statuses' rows pile up.
+    #[test]
+    fn every_filtered_list_seeks_an_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("plans.sqlite")).unwrap();
+        let connection = store.connection.lock().unwrap();
+        let value = |on: bool| on.then(|| "x".to_owned());
+        for mask in 1..16u8 {
+            let on = |bit: u8| mask & (1 << bit) != 0;
+            let lists = [
+                List::new("operations", "id", 10)
+                    .filter("customer_id = ?", value(on(0)))
+                    .filter("status = ?", value(on(1)))
+                    .filter("type = ?", value(on(2)))
+                    .filter("id < ?", value(on(3))),
+                List::new("events", "seq", 10)
+                    .filter("customer_id = ?", value(on(0)))
+                    .filter("type = ?", value(on(1) || on(2)))
+                    .filter("seq < (SELECT seq FROM events WHERE id = ?)", value(on(3))),
+            ];
+            for list in lists {
+                let sql = format!("EXPLAIN QUERY PLAN {}", list.sql());
+                let mut statement = connection.prepare(&sql).unwrap();
+                let values = list.values.iter().cloned().chain([Value::Integer(10)]);
+                let plan: Vec<String> = statement
+                    .query_map(rusqlite::params_from_iter(values), |row| row.get(3))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
+                // The customer and one more filter fit an index; a third narrows within it.
+                let equal = list.clauses.iter().filter(|c| c.ends_with("= ?")).count();
+                let sought = equal.min(if on(0) { 2 } else { 1 });
+                let search = plan
+                    .iter()
+                    .find(|step| step.starts_with(&format!("SEARCH {}", list.table)));
+                let seeks = search.map_or(0, |step| step.matches("=?").count());
+                assert_eq!(seeks, sought, "{}: {plan:?}", list.sql());
+            }
+        }
     }
 }
