@@ -3,10 +3,11 @@
 
 use ops_domain::auth::Environment;
 use ops_domain::cause::{Actor, Cause};
+use ops_domain::event::Event;
 use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse};
 use ops_domain::money::Currency;
 use ops_domain::operation::{Operation, OperationStatus, OperationType};
-use ops_domain::ports::{AuditEntry, Changeset, OperationQuery, Store, StoreError, Write};
+use ops_domain::ports::{AuditEntry, Changeset, EventQuery, OperationQuery, Store, StoreError, Write};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use time::OffsetDateTime;
@@ -15,7 +16,8 @@ fn cause(code: &str) -> Cause {
     Cause::new(code, code, Actor::system(), OffsetDateTime::UNIX_EPOCH)
 }
 
-fn operation(id: &str, customer: &str, status: OperationStatus) -> Operation {
+/// A minimal operation for store tests.
+pub fn operation(id: &str, customer: &str, status: OperationStatus) -> Operation {
     Operation {
         id: id.into(),
         object: "operation".into(),
@@ -58,6 +60,7 @@ fn changes(writes: Vec<Write>) -> Changeset {
 pub async fn run_all(store: Arc<dyn Store>) {
     entity_and_audit_land_together(store.as_ref()).await;
     lists_are_newest_first_filtered_and_paged(store.as_ref()).await;
+    events_are_listed_by_customer_and_type(store.as_ref()).await;
     concurrent_conflicting_updates_have_one_winner(store.clone()).await;
     idempotency_claims(store.as_ref()).await;
 }
@@ -130,6 +133,76 @@ async fn lists_are_newest_first_filtered_and_paged(store: &dyn Store) {
         ..query
     };
     assert!(store.operations(&other).await.unwrap().is_empty());
+
+    // The platform's lists span every customer (op_a1 is cus_a's, from the first test).
+    let platform = OperationQuery {
+        limit: 3,
+        ..Default::default()
+    };
+    assert_eq!(
+        ids(store.operations(&platform).await.unwrap()),
+        ["op_l4", "op_l3", "op_l2"]
+    );
+    let next = OperationQuery {
+        starting_after: Some("op_l2".into()),
+        ..platform.clone()
+    };
+    assert_eq!(ids(store.operations(&next).await.unwrap()), ["op_l1", "op_l0", "op_a1"]);
+    let approved = OperationQuery {
+        status: Some(OperationStatus::Approved),
+        ..platform.clone()
+    };
+    assert_eq!(ids(store.operations(&approved).await.unwrap()), ["op_a1"]);
+    let rejected_after = OperationQuery {
+        status: Some(OperationStatus::Rejected),
+        starting_after: Some("op_l3".into()),
+        ..platform
+    };
+    assert_eq!(ids(store.operations(&rejected_after).await.unwrap()), ["op_l1"]);
+}
+
+async fn events_are_listed_by_customer_and_type(store: &dyn Store) {
+    let event = |id: &str, customer: &str, kind: &str| {
+        let kind = kind.trim_start_matches("operation.");
+        Write::Event(Event::of_operation(
+            id.into(),
+            kind,
+            &operation("op_e", customer, OperationStatus::Approved),
+        ))
+    };
+    store
+        .commit(changes(vec![
+            event("evt_1", "cus_e", "operation.created"),
+            event("evt_2", "cus_e", "operation.approved"),
+            event("evt_3", "cus_f", "operation.created"),
+            event("evt_4", "cus_e", "operation.created"),
+        ]))
+        .await
+        .unwrap();
+    let ids = |events: Vec<Event>| events.into_iter().map(|e| e.id).collect::<Vec<_>>();
+    let list = |customer: Option<&str>, kind: Option<&str>, after: Option<&str>| EventQuery {
+        customer_id: customer.map(Into::into),
+        kind: kind.map(Into::into),
+        starting_after: after.map(Into::into),
+        limit: 10,
+    };
+    let listed = |query| async move { ids(store.events(&query).await.unwrap()) };
+    assert_eq!(
+        listed(list(Some("cus_e"), None, None)).await,
+        ["evt_4", "evt_2", "evt_1"]
+    );
+    assert_eq!(
+        listed(list(Some("cus_e"), Some("operation.created"), None)).await,
+        ["evt_4", "evt_1"]
+    );
+    assert_eq!(
+        listed(list(None, Some("operation.created"), Some("evt_4"))).await,
+        ["evt_3", "evt_1"]
+    );
+    assert_eq!(
+        listed(list(None, None, None)).await,
+        ["evt_4", "evt_3", "evt_2", "evt_1"]
+    );
 }
 
 async fn concurrent_conflicting_updates_have_one_winner(store: Arc<dyn Store>) {

@@ -49,3 +49,20 @@ fn every_binary_is_a_function_of_the_template_with_its_route() {
         "one function per endpoint and per trigger"
     );
 }
+
+#[test]
+fn the_table_has_every_index_the_store_queries() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let template = std::fs::read_to_string(root.join("../../template.yaml")).unwrap();
+    let declared: Vec<&str> = template
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("- IndexName: "))
+        .collect();
+    assert_eq!(declared, ops_infra::aws::INDEXES);
+    for index in ops_infra::aws::INDEXES {
+        for key in ["PK", "SK"] {
+            let attribute = format!("{{ AttributeName: {index}{key}, AttributeType: S }}");
+            assert!(template.contains(&attribute), "{attribute} is not defined");
+        }
+    }
+}

@@ -8,15 +8,22 @@
 //! | any entity by id | `PK = <PREFIX>#<id>`, `SK = <ENTITY>` |
 //! | API key by secret hash | `PK = KEYHASH#<hash>` (a second item written with the key) |
 //! | operations of a customer, newest first | `GSI1PK = CUSOPS#<customer>`, `GSI1SK = <op id>` |
-//! | operations by status, newest first | `GSI2PK = OPSTATUS#<status>`, `GSI2SK = <op id>` |
-//! | every operation, newest first (platform) | `GSI3PK = OPS`, `GSI3SK = <op id>` |
+//! | … of a customer in one status | `GSI2PK = CUSOPST#<customer>#<status>`, `GSI2SK = <op id>` |
+//! | every operation, newest first (platform) | `GSI3PK = OPS#<shard>`, `GSI3SK = <op id>` |
+//! | … in one status (platform) | `GSI4PK = OPSTATUS#<status>#<shard>`, `GSI4SK = <op id>` |
 //! | history of an operation | `PK = OP#<id>`, `SK begins_with AUDIT#` |
 //! | transactions of an operation | `GSI1PK = OPTXNS#<op>`, `GSI1SK = <txn id>` |
-//! | transactions due a status poll | `GSI2PK = POLL`, `GSI2SK = <due unix s, padded>#<id>` (sparse) |
-//! | events of a customer / all events, newest first | `GSI1PK = CUSEVTS#<customer>` / `GSI3PK = EVTS` |
+//! | transactions due a status poll | `GSI2PK = POLL#<shard>`, `GSI2SK = <due unix s, padded>#<id>` (sparse) |
+//! | events of a customer, newest first (of one type) | `GSI1PK = CUSEVTS#<customer>` (`GSI2PK = CUSEVTYPE#<customer>#<type>`) |
+//! | every event (of one type), platform | `GSI3PK = EVTS#<shard>` (`GSI4PK = EVTYPE#<type>#<shard>`) |
 //! | webhook endpoints of a customer (or the platform's) | `GSI1PK = CUSWHE#<customer or PLATFORM>` |
 //! | deliveries of an event | `GSI1PK = EVTWHD#<event>` |
 //! | idempotency record | `PK = IDEM#<scope>#<key>`, expired by the `ttl` attribute |
+//!
+//! Every list filter but an operation's `type` is a key, so no list reads rows it drops. Keys
+//! every write of a kind shares (the platform's lists, the poll schedule) are spread over
+//! [`SHARDS`] partitions by a hash of the id, so no partition takes every write; those lists
+//! query each shard and merge.
 //!
 //! A changeset is one `TransactWriteItems`; a failed condition cancels it and becomes
 //! [`StoreError::Conflict`].
@@ -184,10 +191,15 @@ impl DynamoStore {
                     .build()
                     .expect("complete"),
             );
-        for name in ["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK", "GSI3PK", "GSI3SK"] {
+        for name in ["PK", "SK"] {
             request = request.attribute_definitions(attribute(name));
         }
-        for name in ["GSI1", "GSI2", "GSI3"] {
+        for name in INDEXES {
+            request = request
+                .attribute_definitions(attribute(&format!("{name}PK")))
+                .attribute_definitions(attribute(&format!("{name}SK")));
+        }
+        for name in INDEXES {
             request = request.global_secondary_indexes(index(name));
         }
         request.send().await.map_err(sdk_error)?;
@@ -266,10 +278,18 @@ impl DynamoStore {
             ("version", n(op.version)),
             ("GSI1PK", s(format!("CUSOPS#{}", op.customer_id))),
             ("GSI1SK", s(&op.id)),
-            ("GSI2PK", s(format!("OPSTATUS#{}", op.status.as_str()))),
+            (
+                "GSI2PK",
+                s(format!("CUSOPST#{}#{}", op.customer_id, op.status.as_str())),
+            ),
             ("GSI2SK", s(&op.id)),
-            ("GSI3PK", s("OPS")),
+            ("GSI3PK", s(format!("OPS#{}", shard(&op.id)))),
             ("GSI3SK", s(&op.id)),
+            (
+                "GSI4PK",
+                s(format!("OPSTATUS#{}#{}", op.status.as_str(), shard(&op.id))),
+            ),
+            ("GSI4SK", s(&op.id)),
             ("status", s(op.status.as_str())),
             ("type", s(op.kind.as_str())),
         ])
@@ -286,7 +306,7 @@ impl DynamoStore {
             ("GSI1SK", s(&t.id)),
         ]);
         if let Some(due) = t.next_poll_at {
-            item.insert("GSI2PK".into(), s("POLL"));
+            item.insert("GSI2PK".into(), s(format!("POLL#{}", shard(&t.id))));
             item.insert("GSI2SK".into(), s(poll_key(due, &t.id)));
         }
         item
@@ -356,8 +376,12 @@ impl DynamoStore {
                     ("type", s(&e.kind)),
                     ("GSI1PK", s(format!("CUSEVTS#{}", e.customer_id))),
                     ("GSI1SK", s(&e.id)),
-                    ("GSI3PK", s("EVTS")),
+                    ("GSI2PK", s(format!("CUSEVTYPE#{}#{}", e.customer_id, e.kind))),
+                    ("GSI2SK", s(&e.id)),
+                    ("GSI3PK", s(format!("EVTS#{}", shard(&e.id)))),
                     ("GSI3SK", s(&e.id)),
+                    ("GSI4PK", s(format!("EVTYPE#{}#{}", e.kind, shard(&e.id)))),
+                    ("GSI4SK", s(&e.id)),
                 ]);
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
@@ -421,6 +445,42 @@ impl DynamoStore {
         found.item().map(read_doc).transpose()
     }
 
+    /// Up to `limit` items of `partition` in `index` with a sort key below `after`, newest
+    /// first. A sharded partition is read shard by shard (concurrently) and merged by `id`.
+    async fn newest_first<T: DeserializeOwned>(
+        &self,
+        index: &str,
+        partition: Partition,
+        after: String,
+        filter: Option<Filter>,
+        limit: usize,
+        id: impl Fn(&T) -> String,
+    ) -> Result<Vec<T>, StoreError> {
+        let partitions = match partition {
+            Partition::One(key) => vec![key],
+            Partition::Sharded(prefix) => (0..SHARDS).map(|shard| format!("{prefix}#{shard}")).collect(),
+        };
+        let condition = format!("{index}PK = :pk AND {index}SK < :after");
+        let reads = partitions.into_iter().map(|key| {
+            self.query::<T>(
+                Some(index),
+                &condition,
+                vec![(":pk", s(key)), (":after", s(after.clone()))],
+                filter.clone(),
+                true,
+                limit,
+            )
+        });
+        let mut found: Vec<T> = futures_util::future::try_join_all(reads)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        found.sort_by_key(|item| std::cmp::Reverse(id(item)));
+        found.truncate(limit);
+        Ok(found)
+    }
+
     /// Queries an index (or the table when `index` is `None`), following pages until `limit`
     /// items passed `filter` or the index has no more. Filters name `status` and `type` as
     /// `#st` and `#ty` (both are reserved words).
@@ -473,7 +533,26 @@ impl DynamoStore {
 }
 
 /// Equality conditions on plain attributes, applied after the key condition.
-#[derive(Default)]
+/// The partition key of a list: one value, or a prefix spread over [`SHARDS`] values.
+enum Partition {
+    One(String),
+    Sharded(String),
+}
+
+/// Partitions a key every write of its kind would share is spread over.
+pub const SHARDS: u32 = 8;
+/// The table's global secondary indexes, each keyed `<name>PK`, `<name>SK`.
+pub const INDEXES: [&str; 4] = ["GSI1", "GSI2", "GSI3", "GSI4"];
+
+/// The shard of an id: FNV-1a, stable across processes and releases.
+fn shard(id: &str) -> u32 {
+    let hash = id.bytes().fold(0x811c_9dc5u32, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    });
+    hash % SHARDS
+}
+
+#[derive(Default, Clone)]
 struct Filter {
     /// (placeholder, attribute name, value)
     clauses: Vec<(&'static str, &'static str, String)>,
@@ -560,28 +639,19 @@ impl Store for DynamoStore {
 
     async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError> {
         let after = query.starting_after.clone().unwrap_or_else(|| "\u{10FFFF}".into());
-        let (index, partition, status_filter) = match (&query.customer_id, query.status) {
-            (Some(customer), status) => (
-                "GSI1",
-                format!("CUSOPS#{customer}"),
-                status.map(|s| s.as_str().to_owned()),
-            ),
-            (None, Some(status)) => ("GSI2", format!("OPSTATUS#{}", status.as_str()), None),
-            (None, None) => ("GSI3", "OPS".to_owned(), None),
+        let status = query.status.map(|s| s.as_str());
+        let (index, partition) = match (&query.customer_id, status) {
+            (Some(customer), Some(status)) => ("GSI2", Partition::One(format!("CUSOPST#{customer}#{status}"))),
+            (Some(customer), None) => ("GSI1", Partition::One(format!("CUSOPS#{customer}"))),
+            (None, Some(status)) => ("GSI4", Partition::Sharded(format!("OPSTATUS#{status}"))),
+            (None, None) => ("GSI3", Partition::Sharded("OPS".into())),
         };
-        let condition = format!("{index}PK = :pk AND {index}SK < :after");
         let filter = Filter::default()
-            .with("st", "status", status_filter.as_deref())
             .with("ty", "type", query.kind.map(|k| k.as_str()))
             .into_option();
-        self.query(
-            Some(index),
-            &condition,
-            vec![(":pk", s(partition)), (":after", s(after))],
-            filter,
-            true,
-            query.limit,
-        )
+        self.newest_first(index, partition, after, filter, query.limit, |op: &Operation| {
+            op.id.clone()
+        })
         .await
     }
 
@@ -620,15 +690,24 @@ impl Store for DynamoStore {
 
     async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError> {
         let until = format!("{:012}#~", now.unix_timestamp().max(0));
-        self.query(
-            Some("GSI2"),
-            "GSI2PK = :pk AND GSI2SK <= :until",
-            vec![(":pk", s("POLL")), (":until", s(until))],
-            None,
-            false,
-            limit,
-        )
-        .await
+        let shards = (0..SHARDS).map(|shard| {
+            self.query::<Transaction>(
+                Some("GSI2"),
+                "GSI2PK = :pk AND GSI2SK <= :until",
+                vec![(":pk", s(format!("POLL#{shard}"))), (":until", s(until.clone()))],
+                None,
+                false,
+                limit,
+            )
+        });
+        let mut due: Vec<Transaction> = futures_util::future::try_join_all(shards)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        due.sort_by(|a, b| (a.next_poll_at, &a.id).cmp(&(b.next_poll_at, &b.id)));
+        due.truncate(limit);
+        Ok(due)
     }
 
     async fn event(&self, id: &str) -> Result<Option<Event>, StoreError> {
@@ -637,23 +716,14 @@ impl Store for DynamoStore {
 
     async fn events(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
         let after = query.starting_after.clone().unwrap_or_else(|| "\u{10FFFF}".into());
-        let (index, partition) = match &query.customer_id {
-            Some(customer) => ("GSI1", format!("CUSEVTS#{customer}")),
-            None => ("GSI3", "EVTS".to_owned()),
+        let (index, partition) = match (&query.customer_id, &query.kind) {
+            (Some(customer), Some(kind)) => ("GSI2", Partition::One(format!("CUSEVTYPE#{customer}#{kind}"))),
+            (Some(customer), None) => ("GSI1", Partition::One(format!("CUSEVTS#{customer}"))),
+            (None, Some(kind)) => ("GSI4", Partition::Sharded(format!("EVTYPE#{kind}"))),
+            (None, None) => ("GSI3", Partition::Sharded("EVTS".into())),
         };
-        let condition = format!("{index}PK = :pk AND {index}SK < :after");
-        let filter = Filter::default()
-            .with("ty", "type", query.kind.as_deref())
-            .into_option();
-        self.query(
-            Some(index),
-            &condition,
-            vec![(":pk", s(partition)), (":after", s(after))],
-            filter,
-            true,
-            query.limit,
-        )
-        .await
+        self.newest_first(index, partition, after, None, query.limit, |e: &Event| e.id.clone())
+            .await
     }
 
     async fn webhook_endpoint(&self, id: &str) -> Result<Option<WebhookEndpoint>, StoreError> {

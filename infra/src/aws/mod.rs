@@ -7,7 +7,7 @@ mod event_bus;
 mod secrets_manager;
 mod sqs_queue;
 
-pub use dynamo_store::{DynamoStore, MAX_WRITES};
+pub use dynamo_store::{DynamoStore, INDEXES, MAX_WRITES, SHARDS};
 pub use event_bus::EventBridgeBus;
 pub use secrets_manager::SecretsManagerSecrets;
 pub use sqs_queue::{QueueUrls, SqsQueue};
