@@ -300,9 +300,11 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
         while pump.tick().await.expect("pump") > 0 {}
     };
     settle().await;
-    let (requests, (transactions, items), sqs) = (
+    let (requests, (transactions, items), puts, units, sqs) = (
         parts.store.requests(),
         parts.store.transactions(),
+        parts.store.single_puts(),
+        parts.store.write_units(),
         parts.queue.requests(),
     );
     let lifecycles = 20u64;
@@ -324,18 +326,22 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
         per(parts.store.transactions().0 - transactions),
         per(parts.store.transactions().1 - items),
     );
+    let single = per(parts.store.single_puts() - puts);
+    let write_units = per(parts.store.write_units() - units);
     let queue = per(parts.queue.requests() - sqs);
-    // On-demand prices (us-east-1): $0.625 per million write units (a transactional item
-    // takes two), $0.125 per million read units, SQS $0.40 per million requests. Every other
-    // DynamoDB request is counted as one read unit (items here are under 4 KB).
-    let reads = dynamo - tx;
-    let cost = 1000.0 * ((written * 2.0) * 0.625e-6 + reads * 0.125e-6 + queue * 0.40e-6);
+    // On-demand prices (us-east-1): $0.625 per million write units, $0.125 per million read
+    // units, SQS $0.40 per million requests. Every DynamoDB request but a write is counted
+    // as one read unit (items here are under 4 KB).
+    let reads = dynamo - tx - single;
+    let cost = 1000.0 * (write_units * 0.625e-6 + reads * 0.125e-6 + queue * 0.40e-6);
     println!();
     println!("| on the AWS adapters (emulator), per payout lifecycle | measured |");
     println!("|---|---|");
     println!("| DynamoDB requests | {dynamo:.1} |");
     println!("| of which TransactWriteItems | {tx:.1} ({written:.1} items) |");
-    println!("| design: 7 state changes + submit claim + 4 return checks + webhook delivery and attempt | 14 |");
+    println!("| of which single conditional PutItem | {single:.1} |");
+    println!("| changesets the design makes: 7 state changes + submit claim + 4 return checks + webhook delivery and attempt | 14 |");
+    println!("| write units (items by size, transactions doubled, index entries) | {write_units:.1} |");
     println!("| SQS requests (pump: receive, delete, send) | {queue:.1} |");
     println!("| DynamoDB + SQS cost per 1,000 payouts, on demand | ${cost:.4} |");
 

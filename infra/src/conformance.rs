@@ -90,6 +90,13 @@ async fn entity_and_audit_land_together(store: &dyn Store) {
     let history = store.operation_history("op_a1").await.unwrap();
     assert_eq!(history.len(), 1, "the refused changeset left no audit entry");
 
+    // A lone write is held to its condition as well: an update made from a stale read loses.
+    let mut skipped = op.clone();
+    skipped.version = 3;
+    let lone = store.commit(changes(vec![Write::UpdateOperation(skipped)])).await;
+    assert_eq!(lone, Err(StoreError::Conflict));
+    assert_eq!(store.operation("op_a1").await.unwrap(), Some(op.clone()));
+
     // Inserting an id twice is a conflict, not an overwrite.
     let again = store.commit(changes(vec![Write::InsertOperation(op)])).await;
     assert_eq!(again, Err(StoreError::Conflict));
