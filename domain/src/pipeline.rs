@@ -20,6 +20,7 @@ use crate::service::Service;
 use crate::signature;
 use crate::transaction::{Transaction, TransactionStatus, TransactionTransition};
 use crate::webhook::{self, Attempt, Delivery, DeliveryStatus};
+use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
@@ -626,9 +627,9 @@ impl Service {
 
     // ---- queue → webhook send -----------------------------------------------------------
 
+    /// Sends a batch side by side: a receiver that hangs holds up its own message only.
     pub async fn handle_webhook_sends(&self, messages: &[QueueMessage]) -> BatchOutcome {
-        let mut outcome = BatchOutcome::default();
-        for message in messages {
+        let sends = messages.iter().map(|message| async move {
             let result = match serde_json::from_str::<WebhookMessage>(&message.body) {
                 Ok(send) => self.send_webhook(&send.delivery_id).await,
                 Err(error) => {
@@ -636,12 +637,14 @@ impl Service {
                     Ok(())
                 }
             };
-            if let Err(error) = result {
+            result.map_err(|error| {
                 tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
-                outcome.failed.push(message.id.clone());
-            }
+                message.id.clone()
+            })
+        });
+        BatchOutcome {
+            failed: join_all(sends).await.into_iter().filter_map(Result::err).collect(),
         }
-        outcome
     }
 
     async fn send_webhook(&self, delivery_id: &str) -> Result<(), DomainError> {

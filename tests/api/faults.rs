@@ -5,7 +5,7 @@
 use ops_domain::ports::{Queue, QueueName};
 use ops_local::Subscription;
 use ops_tests::receiver::Receiver;
-use ops_tests::{payout, spawn_app};
+use ops_tests::{payout, spawn_app, spawn_app_with};
 use serde_json::json;
 use std::collections::BTreeMap;
 use time::Duration;
@@ -218,4 +218,48 @@ async fn a_poisoned_message_goes_to_the_dead_letter_queue_after_five_receives() 
         ["{\"delivery_id\":\"whd_x\"}"]
     );
     assert!(queue.waiting(QueueName::Webhooks).await.unwrap().is_empty());
+}
+
+/// The background pipeline runs each trigger on its own, as the cloud's functions do: while
+/// one customer's receiver hangs on every webhook, another customer's payout still goes
+/// through the rail to completion, and its own webhooks arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hanging_receiver_holds_up_nobody_elses_payout() {
+    let app = spawn_app_with(|config| {
+        config.worker = true;
+        config.webhook_timeout_ms = 60_000;
+    })
+    .await;
+    let stuck = app.create_customer().await;
+    let hanging = Receiver::start(0).await;
+    hanging.hang();
+    app.subscribe(&stuck.key, &hanging.url, &["*"]).await;
+    let created = app
+        .post("/v1/operations", &stuck.key, payout(&stuck.id, "auto", &[10_000]))
+        .await;
+    assert_eq!(created.status, 201);
+
+    let customer = app.create_customer().await;
+    let receiver = Receiver::start(0).await;
+    app.subscribe(&customer.key, &receiver.url, &["operation.completed"])
+        .await;
+    let id = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[20_000]))
+        .await
+        .id();
+    // The first status poll is due 2 s after submission on the test's clock; a pipeline held
+    // by the hanging receiver would sit for its 60 s timeout per webhook.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while receiver.received().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the payout was held up");
+        app.clock.advance(Duration::seconds(5));
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let operation = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
+    assert_eq!(operation["status"], "completed");
+    assert!(
+        hanging.requests() > 0,
+        "the hanging receiver was being called all along"
+    );
+    assert!(hanging.received().is_empty());
 }

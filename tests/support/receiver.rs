@@ -29,6 +29,8 @@ struct Inbox {
     refuse_first: AtomicUsize,
     /// Requests answered only after this long, counted from the first.
     slow_first: AtomicUsize,
+    /// Every request is held open and never answered.
+    hangs: std::sync::atomic::AtomicBool,
 }
 
 /// How long a slow receiver takes to answer.
@@ -41,6 +43,9 @@ pub struct Receiver {
 
 async fn hook(State(inbox): State<Arc<Inbox>>, headers: HeaderMap, body: Bytes) -> StatusCode {
     let n = inbox.requests.fetch_add(1, Ordering::SeqCst);
+    if inbox.hangs.load(Ordering::SeqCst) {
+        std::future::pending::<()>().await;
+    }
     if n < inbox.refuse_first.load(Ordering::SeqCst) {
         return StatusCode::SERVICE_UNAVAILABLE;
     }
@@ -74,6 +79,11 @@ impl Receiver {
     /// Makes the first `n` requests answer only after [`SLOW`].
     pub fn slow_first(&self, n: usize) {
         self.inbox.slow_first.store(n, Ordering::SeqCst);
+    }
+
+    /// Holds every request open without an answer, as a receiver that hangs does.
+    pub fn hang(&self) {
+        self.inbox.hangs.store(true, Ordering::SeqCst);
     }
 
     pub fn received(&self) -> Vec<Received> {

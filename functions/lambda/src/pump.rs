@@ -22,6 +22,15 @@ pub enum StreamConsumer {
     WebhookDispatch,
 }
 
+impl StreamConsumer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamConsumer::Transition => "stream-transition",
+            StreamConsumer::WebhookDispatch => "stream-webhook-dispatch",
+        }
+    }
+}
+
 pub struct Pump {
     service: Arc<Service>,
     queue: Arc<SqsQueue>,
@@ -138,12 +147,14 @@ impl Pump {
         for queue in [QueueName::Submissions, QueueName::Webhooks] {
             handled += self.pump_queue(queue).await?;
         }
-        handled += triggers::status_poll(&self.service)
-            .await
-            .ok()
-            .and_then(|v| v["polled"].as_u64())
-            .unwrap_or(0) as usize;
+        handled += self.poll_rails().await?;
         Ok(handled)
+    }
+
+    /// What the status-poll schedule does: asks the rails about the transactions due.
+    pub async fn poll_rails(&self) -> Result<usize, Error> {
+        let answer = triggers::status_poll(&self.service).await?;
+        Ok(answer["polled"].as_u64().unwrap_or(0) as usize)
     }
 
     pub async fn pump_stream(&self, consumer: StreamConsumer) -> Result<usize, Error> {

@@ -2,15 +2,14 @@
 //! moto, or real AWS as `AWS_ENDPOINT_URL` says), pumping the table's stream and the SQS
 //! queues itself so the whole lifecycle runs without Lambda.
 
-use crate::{Config, StartError};
+use crate::{loops, Config, StartError};
 use ops_api::App;
 use ops_domain::auth::Environment;
-use ops_domain::ports::Clock;
+use ops_domain::ports::{Clock, QueueName};
 use ops_lambda::deployment::Settings;
-use ops_lambda::pump::Pump;
+use ops_lambda::pump::{Pump, StreamConsumer};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::task::JoinHandle;
 
 pub struct AwsServer {
@@ -58,18 +57,34 @@ pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsSe
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let address = listener.local_addr()?;
     let router = ops_api::router(App { service });
-    let pipeline = config.worker.then_some(async move {
-        loop {
-            match pump.tick().await {
-                Ok(0) => tokio::time::sleep(Duration::from_millis(200)).await,
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::error!(%error, "pump tick failed");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-            }
-        }
-    });
+    let pipeline = config.worker.then(|| loops::run(pump_steps(Arc::new(pump))));
     let task = tokio::spawn(crate::serve(listener, router, pipeline));
     Ok(AwsServer { address, task })
+}
+
+/// Each trigger of the stack in a loop of its own, as in [`crate::worker::Worker::run`].
+fn pump_steps(pump: Arc<Pump>) -> Vec<(&'static str, loops::Step)> {
+    let mut steps = vec![];
+    for consumer in [StreamConsumer::Transition, StreamConsumer::WebhookDispatch] {
+        let pump = pump.clone();
+        let round = move || {
+            let pump = pump.clone();
+            async move { pump.pump_stream(consumer).await }
+        };
+        steps.push((consumer.as_str(), loops::step(round)));
+    }
+    for queue in [QueueName::Submissions, QueueName::Webhooks] {
+        let pump = pump.clone();
+        let round = move || {
+            let pump = pump.clone();
+            async move { pump.pump_queue(queue).await }
+        };
+        steps.push((queue.as_str(), loops::step(round)));
+    }
+    let round = move || {
+        let pump = pump.clone();
+        async move { pump.poll_rails().await }
+    };
+    steps.push(("status-poll", loops::step(round)));
+    steps
 }

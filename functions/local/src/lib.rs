@@ -18,6 +18,7 @@ use std::sync::Arc;
 use tokio::task::{JoinHandle, JoinSet};
 
 mod aws;
+mod loops;
 mod worker;
 
 pub use aws::{start_on_aws, AwsServer};

@@ -2,16 +2,17 @@
 //! cloud. It feeds the same handlers from the embedded change stream, the embedded queues
 //! and a timer, acknowledging only what the handlers report as done.
 
+use crate::loops;
 use ops_domain::event::Event;
 use ops_domain::ports::{BatchOutcome, QueueName};
 use ops_domain::service::Service;
 use ops_infra::embedded::{SqliteQueue, SqliteStore};
 use std::sync::Arc;
-use std::time::Duration;
 
 const STREAM_BATCH: usize = 100;
 const QUEUE_BATCH: usize = 10;
-const IDLE_WAIT: Duration = Duration::from_millis(100);
+/// Webhook sends run side by side, as concurrent invocations of the function do in the cloud.
+const WEBHOOK_SENDERS: usize = 4;
 
 #[derive(Clone)]
 pub struct Worker {
@@ -53,17 +54,33 @@ impl Worker {
         &self.service
     }
 
+    /// Runs every trigger in a loop of its own, webhook sends in several.
     pub async fn run(self) {
-        loop {
-            match self.tick().await {
-                Ok(0) => tokio::time::sleep(IDLE_WAIT).await,
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::error!(%error, "pipeline tick failed");
-                    tokio::time::sleep(IDLE_WAIT).await;
-                }
-            }
+        let mut steps = vec![];
+        for subscription in [Subscription::Transitions, Subscription::Webhooks] {
+            let worker = self.clone();
+            let round = move || {
+                let worker = worker.clone();
+                async move { worker.pump_stream(subscription).await }
+            };
+            steps.push((subscription.name(), loops::step(round)));
         }
+        let senders = std::iter::repeat_n(QueueName::Webhooks, WEBHOOK_SENDERS);
+        for queue in std::iter::once(QueueName::Submissions).chain(senders) {
+            let worker = self.clone();
+            let round = move || {
+                let worker = worker.clone();
+                async move { worker.pump_queue(queue).await }
+            };
+            steps.push((queue.as_str(), loops::step(round)));
+        }
+        let service = self.service.clone();
+        let poll = move || {
+            let service = service.clone();
+            async move { service.poll_rails().await }
+        };
+        steps.push(("status-poll", loops::step(poll)));
+        loops::run(steps).await
     }
 
     /// One round over every trigger; returns how many items it handled.
