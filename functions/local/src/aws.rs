@@ -66,25 +66,14 @@ pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsSe
 fn pump_steps(pump: Arc<Pump>) -> Vec<(&'static str, loops::Step)> {
     let mut steps = vec![];
     for consumer in [StreamConsumer::Transition, StreamConsumer::WebhookDispatch] {
-        let pump = pump.clone();
-        let round = move || {
-            let pump = pump.clone();
-            async move { pump.pump_stream(consumer).await }
-        };
-        steps.push((consumer.as_str(), loops::step(round)));
+        let round = move |pump: Arc<Pump>| async move { pump.pump_stream(consumer).await };
+        steps.push((consumer.as_str(), loops::step(pump.clone(), round)));
     }
     for queue in [QueueName::Submissions, QueueName::Webhooks] {
-        let pump = pump.clone();
-        let round = move || {
-            let pump = pump.clone();
-            async move { pump.pump_queue(queue).await }
-        };
-        steps.push((queue.as_str(), loops::step(round)));
+        let round = move |pump: Arc<Pump>| async move { pump.pump_queue(queue).await };
+        steps.push((queue.as_str(), loops::step(pump.clone(), round)));
     }
-    let round = move || {
-        let pump = pump.clone();
-        async move { pump.poll_rails().await }
-    };
-    steps.push(("status-poll", loops::step(round)));
+    let poll = |pump: Arc<Pump>| async move { pump.poll_rails().await };
+    steps.push(("status-poll", loops::step(pump, poll)));
     steps
 }

@@ -14,14 +14,16 @@ const IDLE_WAIT: Duration = Duration::from_millis(100);
 /// One round of one trigger; returns how many items it handled.
 pub type Step = Box<dyn Fn() -> BoxFuture<'static, Result<usize, String>> + Send + Sync>;
 
-pub fn step<F, Fut, E>(round: F) -> Step
+/// A step that runs `round` on its own clone of `state`.
+pub fn step<S, F, Fut, E>(state: S, round: F) -> Step
 where
-    F: Fn() -> Fut + Send + Sync + 'static,
+    S: Clone + Send + Sync + 'static,
+    F: Fn(S) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<usize, E>> + Send + 'static,
     E: Display,
 {
     Box::new(move || {
-        let round = round();
+        let round = round(state.clone());
         Box::pin(async move { round.await.map_err(|error| error.to_string()) })
     })
 }

@@ -58,28 +58,16 @@ impl Worker {
     pub async fn run(self) {
         let mut steps = vec![];
         for subscription in [Subscription::Transitions, Subscription::Webhooks] {
-            let worker = self.clone();
-            let round = move || {
-                let worker = worker.clone();
-                async move { worker.pump_stream(subscription).await }
-            };
-            steps.push((subscription.name(), loops::step(round)));
+            let round = move |worker: Worker| async move { worker.pump_stream(subscription).await };
+            steps.push((subscription.name(), loops::step(self.clone(), round)));
         }
         let senders = std::iter::repeat_n(QueueName::Webhooks, WEBHOOK_SENDERS);
         for queue in std::iter::once(QueueName::Submissions).chain(senders) {
-            let worker = self.clone();
-            let round = move || {
-                let worker = worker.clone();
-                async move { worker.pump_queue(queue).await }
-            };
-            steps.push((queue.as_str(), loops::step(round)));
+            let round = move |worker: Worker| async move { worker.pump_queue(queue).await };
+            steps.push((queue.as_str(), loops::step(self.clone(), round)));
         }
-        let service = self.service.clone();
-        let poll = move || {
-            let service = service.clone();
-            async move { service.poll_rails().await }
-        };
-        steps.push(("status-poll", loops::step(poll)));
+        let poll = |service: Arc<Service>| async move { service.poll_rails().await };
+        steps.push(("status-poll", loops::step(self.service.clone(), poll)));
         loops::run(steps).await
     }
 
