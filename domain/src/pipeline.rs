@@ -477,10 +477,13 @@ impl Service {
     /// Asks the rails about every transaction whose poll is due; returns how many it asked.
     pub async fn poll_rails(&self) -> Result<usize, DomainError> {
         let due = self.store.transactions_due(self.now(), 100).await?;
+        let mut asked = 0;
         for transaction in &due {
+            // No adapter serves the rail (any more): left due until one does.
             let Some(adapter) = self.rails.get(&transaction.rail).cloned() else {
                 continue;
             };
+            asked += 1;
             let state = adapter
                 .status(&transaction.id, transaction.rail_reference.as_deref())
                 .await;
@@ -488,7 +491,7 @@ impl Service {
                 tracing::warn!(transaction = %transaction.id, %error, "could not record a status answer");
             }
         }
-        Ok(due.len())
+        Ok(asked)
     }
 
     /// Records what a rail says of a transaction, from a poll (`report` = None) or a report.

@@ -10,6 +10,7 @@ use ops_lambda::deployment::Settings;
 use ops_lambda::pump::{Pump, StreamConsumer};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::task::JoinHandle;
 
 pub struct AwsServer {
@@ -57,23 +58,26 @@ pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsSe
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let address = listener.local_addr()?;
     let router = ops_api::router(App { service });
-    let pipeline = config.worker.then(|| loops::run(pump_steps(Arc::new(pump))));
+    let pipeline = config.worker.then(|| loops::run(pump_triggers(Arc::new(pump))));
     let task = tokio::spawn(crate::serve(listener, router, pipeline));
     Ok(AwsServer { address, task })
 }
 
-/// Each trigger of the stack in a loop of its own, as in [`crate::worker::Worker::run`].
-fn pump_steps(pump: Arc<Pump>) -> Vec<(&'static str, loops::Step)> {
-    let mut steps = vec![];
+/// Each trigger of the stack in a loop of its own, as in [`crate::worker::Worker::run`], but
+/// resting longer when idle: every empty round is a few requests to the endpoint.
+fn pump_triggers(pump: Arc<Pump>) -> Vec<loops::Trigger> {
+    let idle = Duration::from_millis(200);
+    let mut triggers = vec![];
     for consumer in [StreamConsumer::Transition, StreamConsumer::WebhookDispatch] {
         let round = move |pump: Arc<Pump>| async move { pump.pump_stream(consumer).await };
-        steps.push((consumer.as_str(), loops::step(pump.clone(), round)));
+        triggers.push(loops::trigger(consumer.as_str(), idle, pump.clone(), round));
     }
     for queue in [QueueName::Submissions, QueueName::Webhooks] {
         let round = move |pump: Arc<Pump>| async move { pump.pump_queue(queue).await };
-        steps.push((queue.as_str(), loops::step(pump.clone(), round)));
+        triggers.push(loops::trigger(queue.as_str(), idle, pump.clone(), round));
     }
+    // One query per poll shard: once a second is plenty (the cloud's schedule is a minute).
     let poll = |pump: Arc<Pump>| async move { pump.poll_rails().await };
-    steps.push(("status-poll", loops::step(pump, poll)));
-    steps
+    triggers.push(loops::trigger("status-poll", Duration::from_secs(1), pump, poll));
+    triggers
 }

@@ -8,38 +8,45 @@ use std::future::Future;
 use std::time::Duration;
 use tokio::task::JoinSet;
 
-/// How long a loop rests after a round that found nothing to do (or failed).
-const IDLE_WAIT: Duration = Duration::from_millis(100);
+/// One trigger's loop: a round, and how long to rest after a round that found nothing to do
+/// (or failed).
+pub struct Trigger {
+    name: &'static str,
+    idle: Duration,
+    round: Box<dyn Fn() -> BoxFuture<'static, Result<usize, String>> + Send + Sync>,
+}
 
-/// One round of one trigger; returns how many items it handled.
-pub type Step = Box<dyn Fn() -> BoxFuture<'static, Result<usize, String>> + Send + Sync>;
-
-/// A step that runs `round` on its own clone of `state`.
-pub fn step<S, F, Fut, E>(state: S, round: F) -> Step
+/// A trigger whose round runs `round` on its own clone of `state` and returns how many items
+/// it handled.
+pub fn trigger<S, F, Fut, E>(name: &'static str, idle: Duration, state: S, round: F) -> Trigger
 where
     S: Clone + Send + Sync + 'static,
     F: Fn(S) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<usize, E>> + Send + 'static,
     E: Display,
 {
-    Box::new(move || {
-        let round = round(state.clone());
-        Box::pin(async move { round.await.map_err(|error| error.to_string()) })
-    })
+    Trigger {
+        name,
+        idle,
+        round: Box::new(move || {
+            let round = round(state.clone());
+            Box::pin(async move { round.await.map_err(|error| error.to_string()) })
+        }),
+    }
 }
 
-/// Runs every step in its own loop until dropped (dropping aborts them all).
-pub async fn run(steps: Vec<(&'static str, Step)>) {
+/// Runs every trigger in its own loop until dropped (dropping aborts them all).
+pub async fn run(triggers: Vec<Trigger>) {
     let mut loops = JoinSet::new();
-    for (trigger, step) in steps {
+    for trigger in triggers {
         loops.spawn(async move {
             loop {
-                match step().await {
-                    Ok(0) => tokio::time::sleep(IDLE_WAIT).await,
+                match (trigger.round)().await {
+                    Ok(0) => tokio::time::sleep(trigger.idle).await,
                     Ok(_) => {}
                     Err(error) => {
-                        tracing::error!(trigger, %error, "trigger round failed");
-                        tokio::time::sleep(IDLE_WAIT).await;
+                        tracing::error!(trigger = trigger.name, %error, "trigger round failed");
+                        tokio::time::sleep(trigger.idle).await;
                     }
                 }
             }

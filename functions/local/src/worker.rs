@@ -8,9 +8,13 @@ use ops_domain::ports::{BatchOutcome, QueueName};
 use ops_domain::service::Service;
 use ops_infra::embedded::{SqliteQueue, SqliteStore};
 use std::sync::Arc;
+use std::time::Duration;
 
 const STREAM_BATCH: usize = 100;
 const QUEUE_BATCH: usize = 10;
+/// How long a loop rests when its trigger had nothing to do: SQLite answers an empty read in
+/// microseconds.
+const IDLE_WAIT: Duration = Duration::from_millis(100);
 /// Webhook sends run side by side, as concurrent invocations of the function do in the cloud.
 const WEBHOOK_SENDERS: usize = 4;
 
@@ -56,19 +60,19 @@ impl Worker {
 
     /// Runs every trigger in a loop of its own, webhook sends in several.
     pub async fn run(self) {
-        let mut steps = vec![];
+        let mut triggers = vec![];
         for subscription in [Subscription::Transitions, Subscription::Webhooks] {
             let round = move |worker: Worker| async move { worker.pump_stream(subscription).await };
-            steps.push((subscription.name(), loops::step(self.clone(), round)));
+            triggers.push(loops::trigger(subscription.name(), IDLE_WAIT, self.clone(), round));
         }
         let senders = std::iter::repeat_n(QueueName::Webhooks, WEBHOOK_SENDERS);
         for queue in std::iter::once(QueueName::Submissions).chain(senders) {
             let round = move |worker: Worker| async move { worker.pump_queue(queue).await };
-            steps.push((queue.as_str(), loops::step(self.clone(), round)));
+            triggers.push(loops::trigger(queue.as_str(), IDLE_WAIT, self.clone(), round));
         }
         let poll = |service: Arc<Service>| async move { service.poll_rails().await };
-        steps.push(("status-poll", loops::step(self.service.clone(), poll)));
-        loops::run(steps).await
+        triggers.push(loops::trigger("status-poll", IDLE_WAIT, self.service.clone(), poll));
+        loops::run(triggers).await
     }
 
     /// One round over every trigger; returns how many items it handled.
