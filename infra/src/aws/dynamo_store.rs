@@ -494,10 +494,10 @@ impl DynamoStore {
     ) -> Result<Vec<T>, StoreError> {
         let partitions = match partition {
             Partition::One(key) => vec![key],
-            Partition::Sharded(prefix) => (0..SHARDS).map(|shard| format!("{prefix}#{shard}")).collect(),
+            Partition::Sharded(prefix) => shard_keys(&prefix),
         };
         let condition = format!("{index}PK = :pk AND {index}SK < :after");
-        let reads = partitions.into_iter().map(|key| {
+        let mut found = each_partition(partitions, |key| {
             self.query::<T>(
                 Some(index),
                 &condition,
@@ -506,12 +506,8 @@ impl DynamoStore {
                 true,
                 limit,
             )
-        });
-        let mut found: Vec<T> = futures_util::future::try_join_all(reads)
-            .await?
-            .into_iter()
-            .flatten()
-            .collect();
+        })
+        .await?;
         found.sort_by_key(|item| std::cmp::Reverse(id(item)));
         found.truncate(limit);
         Ok(found)
@@ -612,6 +608,21 @@ fn write_units(write: &TransactWriteItem, transactional: bool) -> u64 {
         && put.condition_expression().is_some_and(|c| c.starts_with("version"));
     let moved = if is_operation_update { 2 } else { 0 };
     units * (if transactional { 2 } else { 1 } + indexes + moved)
+}
+
+/// The partition keys `<prefix>#0` … `<prefix>#7` a sharded key is spread over.
+fn shard_keys(prefix: &str) -> Vec<String> {
+    (0..SHARDS).map(|shard| format!("{prefix}#{shard}")).collect()
+}
+
+/// Reads every partition with `read`, concurrently, and returns what they hold together.
+async fn each_partition<T, F, Fut>(partitions: Vec<String>, read: F) -> Result<Vec<T>, StoreError>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<T>, StoreError>>,
+{
+    let read = futures_util::future::try_join_all(partitions.into_iter().map(read)).await?;
+    Ok(read.into_iter().flatten().collect())
 }
 
 /// The shard of an id: FNV-1a, stable across processes and releases.
@@ -768,21 +779,17 @@ impl Store for DynamoStore {
 
     async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError> {
         let until = format!("{:012}#~", now.unix_timestamp().max(0));
-        let shards = (0..SHARDS).map(|shard| {
+        let mut due = each_partition(shard_keys("POLL"), |key| {
             self.query::<Transaction>(
                 Some("GSI2"),
                 "GSI2PK = :pk AND GSI2SK <= :until",
-                vec![(":pk", s(format!("POLL#{shard}"))), (":until", s(until.clone()))],
+                vec![(":pk", s(key)), (":until", s(until.clone()))],
                 None,
                 false,
                 limit,
             )
-        });
-        let mut due: Vec<Transaction> = futures_util::future::try_join_all(shards)
-            .await?
-            .into_iter()
-            .flatten()
-            .collect();
+        })
+        .await?;
         due.sort_by(|a, b| (a.next_poll_at, &a.id).cmp(&(b.next_poll_at, &b.id)));
         due.truncate(limit);
         Ok(due)
