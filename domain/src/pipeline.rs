@@ -630,23 +630,27 @@ impl Service {
 
     // ---- queue → webhook send -----------------------------------------------------------
 
-    /// Sends a batch side by side: a receiver that hangs holds up its own message only.
+    /// Sends a batch side by side: a receiver that hangs holds up its own message only. A
+    /// delivery named twice in one batch is sent once (the first message stands for both).
     pub async fn handle_webhook_sends(&self, messages: &[QueueMessage]) -> BatchOutcome {
-        let sends = messages.iter().map(|message| async move {
-            let result = match serde_json::from_str::<WebhookMessage>(&message.body) {
-                Ok(send) => self.send_webhook(&send.delivery_id).await,
-                Err(error) => {
-                    tracing::error!(message = %message.id, %error, "unreadable webhook message dropped");
-                    Ok(())
-                }
-            };
-            result.map_err(|error| {
+        let mut deliveries = std::collections::HashSet::new();
+        let mut sends = vec![];
+        for message in messages {
+            match serde_json::from_str::<WebhookMessage>(&message.body) {
+                Ok(send) if deliveries.insert(send.delivery_id.clone()) => sends.push((message, send.delivery_id)),
+                Ok(_) => {}
+                Err(error) => tracing::error!(message = %message.id, %error, "unreadable webhook message dropped"),
+            }
+        }
+        let sent = join_all(sends.into_iter().map(|(message, delivery_id)| async move {
+            self.send_webhook(&delivery_id).await.map_err(|error| {
                 tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
                 message.id.clone()
             })
-        });
+        }))
+        .await;
         BatchOutcome {
-            failed: join_all(sends).await.into_iter().filter_map(Result::err).collect(),
+            failed: sent.into_iter().filter_map(Result::err).collect(),
         }
     }
 
