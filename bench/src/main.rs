@@ -319,7 +319,7 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
     let (requests, (transactions, items), puts, units, sqs) = (
         parts.store.requests(),
         parts.store.transactions(),
-        parts.store.single_puts(),
+        parts.store.single_writes(),
         parts.store.write_units(),
         parts.queue.requests(),
     );
@@ -343,7 +343,7 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
         per(parts.store.transactions().0 - transactions),
         per(parts.store.transactions().1 - items),
     );
-    let single = per(parts.store.single_puts() - puts);
+    let single = per(parts.store.single_writes() - puts);
     let write_units = per(parts.store.write_units() - units);
     let queue = per(parts.queue.requests() - sqs);
     // On-demand prices (us-east-1): $0.625 per million write units, $0.125 per million read
@@ -359,7 +359,7 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
         ops_infra::aws::SHARDS
     );
     println!("| of which TransactWriteItems | {tx:.1} ({written:.1} items) |");
-    println!("| of which single conditional PutItem | {single:.1} |");
+    println!("| of which single-item writes (a changeset of one put, an idempotency claim) | {single:.1} |");
     println!("| changesets the design makes: 7 state changes + submit claim + 4 return checks + webhook delivery and attempt | 14 |");
     println!("| write units (items by size, transactions doubled, index entries) | {write_units:.1} |");
     println!("| SQS requests (pump: receive, delete, send) | {queue:.1} |");

@@ -81,7 +81,11 @@ async fn duplicated_records_and_messages_have_no_second_effect() {
         .receive(QueueName::Webhooks, 100, Duration::seconds(120))
         .await
         .unwrap();
-    assert!(webhook_messages.len() >= 15, "{} webhook messages", webhook_messages.len());
+    assert!(
+        webhook_messages.len() >= 15,
+        "{} webhook messages",
+        webhook_messages.len()
+    );
     let doubled = [webhook_messages.clone(), webhook_messages.clone()].concat();
     worker.service().handle_webhook_sends(&doubled).await;
     worker.service().handle_webhook_sends(&webhook_messages).await;

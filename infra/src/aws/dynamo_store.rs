@@ -66,11 +66,11 @@ pub struct DynamoStore {
     sort_keys: Arc<UlidGenerator>,
     /// Requests sent, for the benchmark's round-trip count.
     requests: Arc<AtomicU64>,
-    /// Transactions sent and the items they wrote, and lone conditional puts, for the
-    /// benchmark's cost estimate.
+    /// Transactions sent and the items they wrote, and the other writes (lone puts,
+    /// idempotency claims and releases), for the benchmark's cost estimate.
     transactions: Arc<AtomicU64>,
     transaction_items: Arc<AtomicU64>,
-    single_puts: Arc<AtomicU64>,
+    single_writes: Arc<AtomicU64>,
     /// Write units those writes take on demand, index entries included.
     write_units: Arc<AtomicU64>,
 }
@@ -136,7 +136,7 @@ impl DynamoStore {
             requests: Arc::default(),
             transactions: Arc::default(),
             transaction_items: Arc::default(),
-            single_puts: Arc::default(),
+            single_writes: Arc::default(),
             write_units: Arc::default(),
         }
     }
@@ -154,9 +154,17 @@ impl DynamoStore {
         )
     }
 
-    /// Changesets of one conditional put, sent as a `PutItem` (one write unit).
-    pub fn single_puts(&self) -> u64 {
-        self.single_puts.load(Ordering::Relaxed)
+    /// Writes of one item outside a transaction: changesets of one put, sent as a `PutItem`,
+    /// and the idempotency records' claims and releases.
+    pub fn single_writes(&self) -> u64 {
+        self.single_writes.load(Ordering::Relaxed)
+    }
+
+    /// Counts a write of one small item outside a transaction (one write unit).
+    fn count_small_write(&self) {
+        self.count();
+        self.single_writes.fetch_add(1, Ordering::Relaxed);
+        self.write_units.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Write units of every write so far, estimated from item sizes (see [`write_units`]).
@@ -166,7 +174,7 @@ impl DynamoStore {
 
     /// One conditional `PutItem`: as atomic as a transaction of one, at half the write units.
     async fn put_alone(&self, put: Put) -> Result<(), StoreError> {
-        self.single_puts.fetch_add(1, Ordering::Relaxed);
+        self.single_writes.fetch_add(1, Ordering::Relaxed);
         let attempt = self
             .client
             .put_item()
@@ -871,7 +879,7 @@ impl Store for DynamoStore {
             // DynamoDB deletes expired items itself, within days; `expires_at` is what counts.
             ("ttl", n(now + RETENTION.whole_seconds() + 3600)),
         ]);
-        self.count();
+        self.count_small_write();
         let attempt = self
             .client
             .put_item()
@@ -909,7 +917,7 @@ impl Store for DynamoStore {
     }
 
     async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
-        self.count();
+        self.count_small_write();
         self.client
             .delete_item()
             .table_name(&self.table)
