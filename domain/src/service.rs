@@ -685,6 +685,7 @@ impl Service {
             version: 1,
         };
         let body = to_json(&operation);
+        crate::validate::check_operation_size(body.len(), operation.items.len())?;
         let mut changes = Changeset::default();
         changes.push(Write::Audit(
             AuditEntry::new("operation", &operation.id, "created", cause)

@@ -11,6 +11,29 @@ use std::collections::BTreeMap;
 
 pub const MAX_ITEMS: usize = 1000;
 pub const MAX_METADATA_KEYS: usize = 50;
+/// An operation is stored as one document (one DynamoDB item: at most 400 KB) and rides whole
+/// in its events, so its stored form is held well below that, leaving room for what it gains
+/// later (transaction ids, approvals, causes).
+pub const MAX_OPERATION_BYTES: usize = 320 * 1024;
+/// Room kept per item for the transaction id it gains on approval.
+const TRANSACTION_ID_ROOM: usize = 64;
+
+/// Refuses an operation whose stored form would not fit [`MAX_OPERATION_BYTES`].
+pub fn check_operation_size(stored_bytes: usize, items: usize) -> Result<(), DomainError> {
+    let bytes = stored_bytes + items * TRANSACTION_ID_ROOM;
+    if bytes > MAX_OPERATION_BYTES {
+        return Err(DomainError::invalid(
+            "items",
+            "operation_too_large",
+            format!(
+                "The operation would take {} KiB stored; at most {} KiB. Split the items over several operations.",
+                bytes.div_ceil(1024),
+                MAX_OPERATION_BYTES / 1024
+            ),
+        ));
+    }
+    Ok(())
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -5,9 +5,11 @@ use ops_domain::auth::Environment;
 use ops_domain::cause::{Actor, Cause};
 use ops_domain::event::Event;
 use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse};
+use ops_domain::money::Amount;
 use ops_domain::money::Currency;
-use ops_domain::operation::{Operation, OperationStatus, OperationType};
+use ops_domain::operation::{Beneficiary, Destination, Item, Operation, OperationStatus, OperationType};
 use ops_domain::ports::{AuditEntry, Changeset, EventQuery, OperationQuery, Store, StoreError, Write};
+use ops_domain::validate::check_operation_size;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use time::OffsetDateTime;
@@ -63,6 +65,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     events_are_listed_by_customer_and_type(store.as_ref()).await;
     concurrent_conflicting_updates_have_one_winner(store.clone()).await;
     idempotency_claims(store.as_ref()).await;
+    the_largest_operation_the_api_accepts_is_stored(store.as_ref()).await;
 }
 
 async fn entity_and_audit_land_together(store: &dyn Store) {
@@ -333,4 +336,57 @@ async fn idempotency_claims(store: &dyn Store) {
             .unwrap(),
         ClaimOutcome::Claimed
     );
+}
+
+/// The API refuses an operation whose stored form exceeds its cap; one just under it, with
+/// the longest fields, is stored with its events, and still fits once it has gained its
+/// transaction ids (DynamoDB holds at most 400 KB in an item).
+async fn the_largest_operation_the_api_accepts_is_stored(store: &dyn Store) {
+    let mut op = operation("op_big", "cus_big", OperationStatus::Approved);
+    let item = |n: usize| Item {
+        id: format!("itm_{n:026}"),
+        beneficiary: Beneficiary {
+            id_type: "RUT".into(),
+            id: "9".repeat(64),
+        },
+        destination: Destination {
+            rail: "psp-local:sandbox".into(),
+            account: "0".repeat(64),
+        },
+        amount: Amount::new(999_999_999_999).unwrap(),
+        reference: Some("r".repeat(140)),
+        transaction_id: None,
+    };
+    // Every item serializes to the same length (plus a comma between two).
+    let bare = serde_json::to_vec(&op).unwrap().len();
+    let per_item = serde_json::to_vec(&item(0)).unwrap().len() + 1;
+    let fitting = (1..)
+        .take_while(|n| check_operation_size(bare + n * per_item, *n).is_ok())
+        .last();
+    op.items = (0..fitting.unwrap()).map(item).collect();
+    assert!(check_operation_size(serde_json::to_vec(&op).unwrap().len(), op.items.len()).is_ok());
+    let event = |id: &str, kind: &str, op: &Operation| Write::Event(Event::of_operation(id.into(), kind, op));
+    store
+        .commit(changes(vec![
+            Write::InsertOperation(op.clone()),
+            audit("op_big", "approved"),
+            event("evt_big1", "created", &op),
+            event("evt_big2", "approved", &op),
+        ]))
+        .await
+        .unwrap();
+    for item in op.items.iter_mut() {
+        item.transaction_id = Some(item.id.replacen("itm_", "txn_", 1));
+    }
+    op.status = OperationStatus::Processing;
+    op.version = 2;
+    store
+        .commit(changes(vec![
+            Write::UpdateOperation(op.clone()),
+            audit("op_big", "processing"),
+            event("evt_big3", "processing", &op),
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(store.operation("op_big").await.unwrap(), Some(op));
 }

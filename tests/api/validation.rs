@@ -283,3 +283,33 @@ async fn malformed_bodies_headers_queries_and_routes_are_4xx() {
         "name"
     );
 }
+
+/// An operation is stored as one document (one DynamoDB item, at most 400 KB): a body that is
+/// valid field by field but too large to store is a 400 naming `items`, and nothing is made;
+/// a full thousand items with ordinary fields fits.
+#[tokio::test]
+async fn an_operation_too_large_to_store_is_refused_before_anything_is_made() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let mut largest = payout(&customer.id, "auto", &[1_000; 1_000]);
+    for item in largest["items"].as_array_mut().unwrap() {
+        item["beneficiary"]["id"] = json!("9".repeat(64));
+        item["destination"]["account"] = json!("0".repeat(64));
+        item["reference"] = json!("r".repeat(140));
+    }
+    let refused = app.post("/v1/operations", &customer.key, largest).await;
+    assert_eq!(refused.status, 400, "{}", refused.json());
+    assert_eq!(refused.json()["error"]["param"], "items");
+    assert_eq!(refused.json()["error"]["code"], "operation_too_large");
+    let listed = app.get("/v1/operations", &customer.key).await.json();
+    assert_eq!(listed["data"], json!([]));
+
+    let ordinary = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "auto", &[1_000; 1_000]),
+        )
+        .await;
+    assert_eq!(ordinary.status, 201, "{}", ordinary.json());
+}
