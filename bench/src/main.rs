@@ -297,25 +297,20 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
         .await;
     // Six 30 s steps see every payout completed; the long ones run its return checks out
     // (1 min, 10 min, 1 h, 24 h after confirmation), so each lifecycle is counted whole.
-    // Every tick runs the status poll, whose query of each poll shard is the schedule's cost
-    // (once a minute in the cloud, whatever the traffic), not a lifecycle's: counted apart.
-    let ticks = std::sync::atomic::AtomicU64::new(0);
-    let tick = || async {
-        ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        pump.tick().await.expect("pump")
-    };
     let settle = || async {
         let minutes = time::Duration::minutes;
         let mut steps = vec![time::Duration::seconds(30); 6];
         steps.extend([minutes(10), minutes(60), minutes(24 * 60)]);
         for step in steps {
-            while tick().await > 0 {}
+            while pump.tick().await.expect("pump") > 0 {}
             clock.advance(step);
         }
-        while tick().await > 0 {}
+        while pump.tick().await.expect("pump") > 0 {}
     };
     settle().await;
-    let ticked = ticks.load(std::sync::atomic::Ordering::Relaxed);
+    // Every tick runs the status poll, whose query of each poll shard is the schedule's cost
+    // (once a minute in the cloud, whatever the traffic), not a lifecycle's: counted apart.
+    let polled = parts.store.poll_queries();
     let (requests, (transactions, items), puts, units, sqs) = (
         parts.store.requests(),
         parts.store.transactions(),
@@ -337,7 +332,7 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
     }
     assert_eq!(receiver.received().len(), ids.len(), "one operation.completed each");
     let per = |n: u64| n as f64 / lifecycles as f64;
-    let poll_queries = (ticks.load(std::sync::atomic::Ordering::Relaxed) - ticked) * u64::from(ops_infra::aws::SHARDS);
+    let poll_queries = parts.store.poll_queries() - polled;
     let dynamo = per(parts.store.requests() - requests - poll_queries);
     let (tx, written) = (
         per(parts.store.transactions().0 - transactions),

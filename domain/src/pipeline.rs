@@ -21,6 +21,7 @@ use crate::signature;
 use crate::transaction::{Transaction, TransactionStatus, TransactionTransition};
 use crate::webhook::{self, Attempt, Delivery, DeliveryStatus};
 use futures_util::future::join_all;
+use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
@@ -31,6 +32,9 @@ pub const MAX_SUBMIT_ATTEMPTS: u32 = 5;
 pub const SUBMIT_TIMEOUT: Duration = Duration::seconds(60);
 /// Polls answered "not found" before an unknown transaction needs an operator.
 pub const MAX_NOT_FOUND_POLLS: u32 = 5;
+/// Transactions one status-poll round takes, and how many of them it asks about at a time.
+pub const POLL_BATCH: usize = 100;
+const POLL_CONCURRENCY: usize = 16;
 /// SQS holds a message back at most 15 minutes; longer waits are taken in hops.
 pub const MAX_QUEUE_DELAY: Duration = Duration::minutes(15);
 /// After confirmation the rail is asked again this long after it, in case the money came
@@ -474,24 +478,43 @@ impl Service {
 
     // ---- timer → status poll ------------------------------------------------------------
 
-    /// Asks the rails about every transaction whose poll is due; returns how many it asked.
+    /// Asks the rails about the transactions whose poll is due (up to [`POLL_BATCH`], several
+    /// at a time); returns how many it asked.
     pub async fn poll_rails(&self) -> Result<usize, DomainError> {
-        let due = self.store.transactions_due(self.now(), 100).await?;
-        let mut asked = 0;
-        for transaction in &due {
-            // No adapter serves the rail (any more): left due until one does.
-            let Some(adapter) = self.rails.get(&transaction.rail).cloned() else {
-                continue;
-            };
-            asked += 1;
-            let state = adapter
-                .status(&transaction.id, transaction.rail_reference.as_deref())
+        let due = self.store.transactions_due(self.now(), POLL_BATCH).await?;
+        let asked: Vec<bool> = futures_util::stream::iter(due)
+            .map(|transaction| async move { self.poll(&transaction).await })
+            .buffer_unordered(POLL_CONCURRENCY)
+            .collect()
+            .await;
+        Ok(asked.into_iter().filter(|asked| *asked).count())
+    }
+
+    /// Asks the transaction's rail about it and records the answer; false when no adapter
+    /// serves the rail (any more), in which case the poll waits, so that such transactions
+    /// do not fill every round ahead of the others.
+    async fn poll(&self, transaction: &Transaction) -> bool {
+        let Some(adapter) = self.rails.get(&transaction.rail).cloned() else {
+            let deferred = self
+                .update_transaction(&transaction.id, |txn, now| {
+                    Ok(txn.next_poll_at.is_some().then(|| {
+                        txn.next_poll_at = Some(now + poll_backoff(u32::MAX));
+                        None
+                    }))
+                })
                 .await;
-            if let Err(error) = self.apply_rail_state(&transaction.id, state, None).await {
-                tracing::warn!(transaction = %transaction.id, %error, "could not record a status answer");
+            if let Err(error) = deferred {
+                tracing::warn!(transaction = %transaction.id, %error, "could not defer the poll of an unserved rail");
             }
+            return false;
+        };
+        let state = adapter
+            .status(&transaction.id, transaction.rail_reference.as_deref())
+            .await;
+        if let Err(error) = self.apply_rail_state(&transaction.id, state, None).await {
+            tracing::warn!(transaction = %transaction.id, %error, "could not record a status answer");
         }
-        Ok(asked)
+        true
     }
 
     /// Records what a rail says of a transaction, from a poll (`report` = None) or a report.

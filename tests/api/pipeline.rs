@@ -1,3 +1,5 @@
+use ops_domain::ports::QueueName;
+use ops_local::Subscription;
 use ops_tests::receiver::{signature_is_valid, Receiver};
 use ops_tests::{payout, spawn_app, TestApp, ADMIN_KEY};
 use serde_json::{json, Value};
@@ -536,4 +538,53 @@ async fn a_slow_receiver_times_out_and_gets_the_event_on_a_later_attempt() {
         .filter(|r| r.json()["id"] == event["id"])
         .count();
     assert!((1..=2).contains(&arrivals), "{arrivals}");
+}
+
+/// The status poll runs once a minute in the cloud: one invocation takes round after round
+/// until nothing is due, so a burst larger than one round is asked about at once, not a
+/// hundred a minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_status_poll_asks_about_every_due_transaction() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let burst = ops_domain::pipeline::POLL_BATCH + 50;
+    let id = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "auto", &vec![10_000; burst]),
+        )
+        .await
+        .id();
+    let statuses = || async {
+        let listed = app
+            .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
+            .await
+            .json();
+        let mut counts = BTreeMap::new();
+        for transaction in listed["data"].as_array().unwrap() {
+            *counts
+                .entry(transaction["status"].as_str().unwrap().to_owned())
+                .or_insert(0) += 1;
+        }
+        counts
+    };
+    // Made and submitted, with no status poll yet (those fall due 2 s after submission).
+    let worker = app.worker();
+    loop {
+        let made = worker.pump_stream(Subscription::Transitions).await.unwrap();
+        let submitted = worker.pump_queue(QueueName::Submissions).await.unwrap();
+        if made + submitted == 0 {
+            break;
+        }
+    }
+    let waiting = statuses().await["submitted"];
+    assert_eq!(waiting, burst, "{:?}", statuses().await);
+    app.clock.advance(Duration::seconds(3));
+    let answer = ops_lambda::triggers::status_poll(app.worker().service()).await.unwrap();
+    assert_eq!(answer["polled"], waiting);
+    assert_eq!(statuses().await, BTreeMap::from([("confirmed".to_owned(), burst)]));
+    app.drain().await;
+    let operation = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
+    assert_eq!(operation["status"], "completed", "{}", operation["cause"]);
 }

@@ -112,8 +112,21 @@ pub async fn webhook_send(service: &Service, batch: SqsEvent) -> SqsBatchRespons
     queue_response(service.handle_webhook_sends(&queue_messages(&batch)).await)
 }
 
-/// schedule → status poll: asks the rails about every transaction whose poll is due.
+/// How long one status-poll invocation keeps taking rounds (the function times out at 30 s);
+/// what is still due then waits for the next minute.
+const POLL_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// schedule → status poll: asks the rails about every transaction whose poll is due, round
+/// after round, until none is or the budget is spent.
 pub async fn status_poll(service: &Service) -> Result<serde_json::Value, String> {
-    let polled = service.poll_rails().await.map_err(|e| e.to_string())?;
+    let started = std::time::Instant::now();
+    let mut polled = 0;
+    loop {
+        let round = service.poll_rails().await.map_err(|e| e.to_string())?;
+        polled += round;
+        if round == 0 || started.elapsed() > POLL_BUDGET {
+            break;
+        }
+    }
     Ok(serde_json::json!({ "polled": polled }))
 }

@@ -73,6 +73,8 @@ pub struct DynamoStore {
     single_writes: Arc<AtomicU64>,
     /// Write units those writes take on demand, index entries included.
     write_units: Arc<AtomicU64>,
+    /// Queries of the poll schedule's shards (a fixed cost per round, not per payout).
+    poll_queries: Arc<AtomicU64>,
 }
 
 fn s(value: impl Into<String>) -> AttributeValue {
@@ -138,6 +140,7 @@ impl DynamoStore {
             transaction_items: Arc::default(),
             single_writes: Arc::default(),
             write_units: Arc::default(),
+            poll_queries: Arc::default(),
         }
     }
 
@@ -165,6 +168,11 @@ impl DynamoStore {
         self.count();
         self.single_writes.fetch_add(1, Ordering::Relaxed);
         self.write_units.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Queries of the poll schedule's shards so far.
+    pub fn poll_queries(&self) -> u64 {
+        self.poll_queries.load(Ordering::Relaxed)
     }
 
     /// Write units of every write so far, estimated from item sizes (see [`write_units`]).
@@ -572,7 +580,6 @@ impl DynamoStore {
     }
 }
 
-/// Equality conditions on plain attributes, applied after the key condition.
 /// The partition key of a list: one value, or a prefix spread over [`SHARDS`] values.
 enum Partition {
     One(String),
@@ -641,6 +648,7 @@ fn shard(id: &str) -> u32 {
     hash % SHARDS
 }
 
+/// Equality conditions on plain attributes, applied after the key condition.
 #[derive(Default, Clone)]
 struct Filter {
     /// (placeholder, attribute name, value)
@@ -787,6 +795,7 @@ impl Store for DynamoStore {
 
     async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError> {
         let until = format!("{:012}#~", now.unix_timestamp().max(0));
+        self.poll_queries.fetch_add(u64::from(SHARDS), Ordering::Relaxed);
         let mut due = each_partition(shard_keys("POLL"), |key| {
             self.query::<Transaction>(
                 Some("GSI2"),
