@@ -5,6 +5,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::Json;
+use ops_domain::ports::{Clock, QueueName};
+use ops_local::Subscription;
 use ops_tests::receiver::signature_is_valid;
 use ops_tests::{payout, spawn_app_with, RAIL_SECRET};
 use serde_json::{json, Value};
@@ -75,8 +77,8 @@ async fn status(State(layer): State<Arc<Layer>>, headers: HeaderMap, body: Bytes
     }
 }
 
-#[tokio::test]
-async fn a_rail_served_over_http_is_signed_retried_on_503_and_asked_after_a_timeout() {
+/// Starts a [`Layer`] serving `psp-local:spei`; returns it and its base URL.
+async fn connectivity_layer() -> (Arc<Layer>, String) {
     let layer = Arc::new(Layer::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/spei", listener.local_addr().unwrap());
@@ -85,6 +87,12 @@ async fn a_rail_served_over_http_is_signed_retried_on_503_and_asked_after_a_time
         .route("/spei/status", post(status))
         .with_state(layer.clone());
     tokio::spawn(async move { axum::serve(listener, router).await });
+    (layer, base)
+}
+
+#[tokio::test]
+async fn a_rail_served_over_http_is_signed_retried_on_503_and_asked_after_a_timeout() {
+    let (layer, base) = connectivity_layer().await;
 
     let app = spawn_app_with(|config| {
         config.http_rails = vec![format!("psp-local:spei={base}")];
@@ -154,4 +162,48 @@ async fn http_rails_need_a_valid_spec_and_a_secret() {
     )
     .await;
     assert!(no_secret.is_err());
+}
+
+/// A transaction whose rail no adapter serves any more (the rail was taken out of the
+/// configuration) is not asked about, and its poll waits ten minutes instead of heading every
+/// round and crowding out the transactions that can be asked.
+#[tokio::test]
+async fn a_transaction_on_a_rail_no_longer_served_waits_instead_of_heading_every_poll() {
+    let (_layer, base) = connectivity_layer().await;
+    let app = spawn_app_with(|config| config.http_rails = vec![format!("psp-local:spei={base}")]).await;
+    let customer = app.create_customer().await;
+    let mut body = payout(&customer.id, "auto", &[70_199]);
+    body["items"][0]["destination"]["rail"] = json!("psp-local:spei");
+    let id = app.post("/v1/operations", &customer.key, body).await.id();
+    let worker = app.worker();
+    while worker.pump_stream(Subscription::Transitions).await.unwrap()
+        + worker.pump_queue(QueueName::Submissions).await.unwrap()
+        > 0
+    {}
+    assert_eq!(transactions(&app, &customer.key, &id).await[0]["status"], "submitted");
+
+    let app = app.restart_with(|config| config.http_rails = vec![]).await;
+    app.clock.advance(Duration::seconds(3));
+    let before = app.clock.now();
+    assert_eq!(
+        app.worker().service().poll_rails().await.unwrap(),
+        0,
+        "no adapter to ask"
+    );
+    let listed = transactions(&app, &customer.key, &id).await;
+    let waiting = &listed[0];
+    assert_eq!(waiting["status"], "submitted");
+    let next_poll = time::OffsetDateTime::parse(
+        waiting["next_poll_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert!(next_poll >= before + Duration::minutes(9), "{next_poll} vs {before}");
+}
+
+async fn transactions(app: &ops_tests::TestApp, key: &str, operation_id: &str) -> Value {
+    app.get(&format!("/v1/transactions?operation_id={operation_id}"), key)
+        .await
+        .json()["data"]
+        .clone()
 }

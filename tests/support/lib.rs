@@ -157,8 +157,14 @@ impl TestApp {
     /// Stops the server (as a crash would: no shutdown hook runs) and starts a new one on the
     /// same data directory.
     pub async fn restart(self) -> TestApp {
+        self.restart_with(|_| {}).await
+    }
+
+    /// Restarts the server on the same data with a changed configuration.
+    pub async fn restart_with(mut self, customize: impl FnOnce(&mut Config)) -> TestApp {
         self.server.task.abort();
         let _ = self.server.task.await;
+        customize(&mut self.config);
         start(self.data_dir, self.config, self.clock).await
     }
 
