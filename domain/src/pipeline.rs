@@ -35,6 +35,8 @@ pub const MAX_NOT_FOUND_POLLS: u32 = 5;
 /// Transactions one status-poll round takes, and how many of them it asks about at a time.
 pub const POLL_BATCH: usize = 100;
 const POLL_CONCURRENCY: usize = 16;
+/// How long the poll of a transaction on a rail no adapter serves waits before it is due again.
+const UNSERVED_RAIL_WAIT: Duration = Duration::minutes(10);
 /// SQS holds a message back at most 15 minutes; longer waits are taken in hops.
 pub const MAX_QUEUE_DELAY: Duration = Duration::minutes(15);
 /// After confirmation the rail is asked again this long after it, in case the money came
@@ -498,7 +500,7 @@ impl Service {
             let deferred = self
                 .update_transaction(&transaction.id, |txn, now| {
                     Ok(txn.next_poll_at.is_some().then(|| {
-                        txn.next_poll_at = Some(now + poll_backoff(u32::MAX));
+                        txn.next_poll_at = Some(now + UNSERVED_RAIL_WAIT);
                         None
                     }))
                 })

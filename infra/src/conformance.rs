@@ -115,60 +115,54 @@ async fn lists_are_newest_first_filtered_and_paged(store: &dyn Store) {
         let op = operation(&format!("op_l{i}"), "cus_l", status);
         store.commit(changes(vec![Write::InsertOperation(op)])).await.unwrap();
     }
-    let ids = |ops: Vec<Operation>| ops.into_iter().map(|o| o.id).collect::<Vec<_>>();
+    let listed = |query: OperationQuery| async move {
+        let found = store.operations(&query).await.unwrap();
+        found.into_iter().map(|o| o.id).collect::<Vec<_>>()
+    };
     let query = OperationQuery {
         customer_id: Some("cus_l".into()),
         limit: 3,
         ..Default::default()
     };
-    assert_eq!(
-        ids(store.operations(&query).await.unwrap()),
-        ["op_l4", "op_l3", "op_l2"]
-    );
+    assert_eq!(listed(query.clone()).await, ["op_l4", "op_l3", "op_l2"]);
     let next = OperationQuery {
         starting_after: Some("op_l2".into()),
         ..query.clone()
     };
-    assert_eq!(ids(store.operations(&next).await.unwrap()), ["op_l1", "op_l0"]);
+    assert_eq!(listed(next).await, ["op_l1", "op_l0"]);
     let pending = OperationQuery {
         status: Some(OperationStatus::PendingApproval),
         ..query.clone()
     };
-    assert_eq!(
-        ids(store.operations(&pending).await.unwrap()),
-        ["op_l4", "op_l2", "op_l0"]
-    );
+    assert_eq!(listed(pending).await, ["op_l4", "op_l2", "op_l0"]);
     let other = OperationQuery {
         customer_id: Some("cus_other".into()),
         ..query
     };
-    assert!(store.operations(&other).await.unwrap().is_empty());
+    assert!(listed(other).await.is_empty());
 
     // The platform's lists span every customer (op_a1 is cus_a's, from the first test).
     let platform = OperationQuery {
         limit: 3,
         ..Default::default()
     };
-    assert_eq!(
-        ids(store.operations(&platform).await.unwrap()),
-        ["op_l4", "op_l3", "op_l2"]
-    );
+    assert_eq!(listed(platform.clone()).await, ["op_l4", "op_l3", "op_l2"]);
     let next = OperationQuery {
         starting_after: Some("op_l2".into()),
         ..platform.clone()
     };
-    assert_eq!(ids(store.operations(&next).await.unwrap()), ["op_l1", "op_l0", "op_a1"]);
+    assert_eq!(listed(next).await, ["op_l1", "op_l0", "op_a1"]);
     let approved = OperationQuery {
         status: Some(OperationStatus::Approved),
         ..platform.clone()
     };
-    assert_eq!(ids(store.operations(&approved).await.unwrap()), ["op_a1"]);
+    assert_eq!(listed(approved).await, ["op_a1"]);
     let rejected_after = OperationQuery {
         status: Some(OperationStatus::Rejected),
         starting_after: Some("op_l3".into()),
         ..platform
     };
-    assert_eq!(ids(store.operations(&rejected_after).await.unwrap()), ["op_l1"]);
+    assert_eq!(listed(rejected_after).await, ["op_l1"]);
 }
 
 async fn events_are_listed_by_customer_and_type(store: &dyn Store) {
