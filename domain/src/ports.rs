@@ -207,6 +207,10 @@ pub trait Queue: Send + Sync {
     async fn send(&self, queue: QueueName, body: String, delay: time::Duration) -> Result<(), StoreError>;
 }
 
+/// Receives before a queue moves a message to its dead-letter queue: the embedded queues'
+/// limit and SQS's `maxReceiveCount` in `template.yaml`.
+pub const MAX_RECEIVES: u32 = 5;
+
 /// One message handed to a queue consumer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueMessage {

@@ -5,10 +5,15 @@
 //!   restarts.
 //! - [`rails`]: the sandbox rail simulator and the HTTP rail adapter.
 //! - [`webhook_sender`]: webhook delivery with reqwest.
-//! - [`conformance`]: the behaviour every store must show, run against each implementation.
+//! - [`queue_consumer`]: receiving from the queues, for local mode's pump and the tests.
+//! - [`conformance`]: the behaviour every store, queue and secrets implementation must show,
+//!   run against each of them.
 
 pub mod aws;
 pub mod conformance;
 pub mod embedded;
+pub mod queue_consumer;
 pub mod rails;
 pub mod webhook_sender;
+
+pub use queue_consumer::QueueConsumer;

@@ -1,24 +1,57 @@
 use ops_domain::operation::OperationStatus;
-use ops_domain::ports::{Changeset, OperationQuery, Store, Write};
-use ops_infra::aws::DynamoStore;
+use ops_domain::ports::{Changeset, OperationQuery, Store, SystemClock, Write};
+use ops_infra::aws::{DynamoStore, SecretsManagerSecrets, SqsQueue};
 use ops_infra::conformance;
-use ops_infra::embedded::SqliteStore;
+use ops_infra::embedded::{SqliteQueue, SqliteStore};
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_store_conforms() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("ops.sqlite")).unwrap();
-    conformance::run_all(Arc::new(store)).await;
+    conformance::store::run_all(Arc::new(store)).await;
 }
 
-/// A fresh table on the emulator `./scripts/test` starts.
-async fn dynamo_store(name: &str) -> DynamoStore {
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_queue_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("ops.sqlite")).unwrap();
+    conformance::queue::run_all(&SqliteQueue::new(store, Arc::new(SystemClock))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_secrets_conform() {
+    let dir = tempfile::tempdir().unwrap();
+    conformance::secrets::run_all(&SqliteStore::open(&dir.path().join("ops.sqlite")).unwrap()).await;
+}
+
+/// The emulator `./scripts/test` starts.
+async fn emulator() -> aws_config::SdkConfig {
     assert!(
         std::env::var("AWS_ENDPOINT_URL").is_ok(),
         "AWS_ENDPOINT_URL is not set: run the suite with ./scripts/test, which starts the emulator"
     );
-    let config = ops_infra::aws::load_config().await;
+    ops_infra::aws::load_config().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqs_queue_conforms() {
+    let client = aws_sdk_sqs::Client::new(&emulator().await);
+    let name = format!("conformance-{}", std::process::id());
+    let urls = SqsQueue::create_queues(&client, &name).await.unwrap();
+    conformance::queue::run_all(&SqsQueue::new(client, urls)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn secrets_manager_conforms() {
+    let client = aws_sdk_secretsmanager::Client::new(&emulator().await);
+    let prefix = format!("conformance-{}/", std::process::id());
+    conformance::secrets::run_all(&SecretsManagerSecrets::new(client, prefix)).await;
+}
+
+/// A fresh table on the emulator.
+async fn dynamo_store(name: &str) -> DynamoStore {
+    let config = emulator().await;
     let table = format!("{name}-{}", std::process::id());
     let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&config), table);
     store.create_table().await.unwrap();
@@ -27,7 +60,7 @@ async fn dynamo_store(name: &str) -> DynamoStore {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dynamo_store_conforms() {
-    conformance::run_all(Arc::new(dynamo_store("conformance").await)).await;
+    conformance::store::run_all(Arc::new(dynamo_store("conformance").await)).await;
 }
 
 /// Every list filter is a key: listing the one operation in a rare status reads one page,
@@ -36,13 +69,13 @@ async fn dynamo_store_conforms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dynamo_lists_read_only_what_they_return() {
     let store = dynamo_store("lists").await;
-    let mut writes = vec![Write::InsertOperation(conformance::operation(
+    let mut writes = vec![Write::InsertOperation(conformance::store::operation(
         "op_r00",
         "cus_r",
         OperationStatus::NeedsAttention,
     ))];
     for i in 1..60 {
-        let op = conformance::operation(&format!("op_r{i:02}"), "cus_r", OperationStatus::Completed);
+        let op = conformance::store::operation(&format!("op_r{i:02}"), "cus_r", OperationStatus::Completed);
         writes.push(Write::InsertOperation(op));
     }
     for chunk in writes.chunks(25) {

@@ -3,6 +3,7 @@
 //! but before acknowledging.
 
 use ops_domain::ports::{Queue, QueueName};
+use ops_infra::QueueConsumer;
 use ops_local::Subscription;
 use ops_tests::receiver::Receiver;
 use ops_tests::{payout, spawn_app, spawn_app_with};

@@ -1,5 +1,6 @@
 use crate::spawn_aws_app;
 use ops_domain::ports::{Queue, QueueName};
+use ops_infra::QueueConsumer;
 use ops_tests::receiver::{signature_is_valid, Receiver};
 use ops_tests::{payout, ADMIN_KEY};
 use serde_json::json;
@@ -209,29 +210,9 @@ async fn a_message_that_keeps_failing_ends_in_the_dead_letter_queue() {
     for _ in 0..8 {
         pump.pump_queue(QueueName::Submissions).await.unwrap();
     }
-    let sqs = aws_sdk_sqs::Client::new(&app.config);
-    let dlq = sqs
-        .get_queue_url()
-        .queue_name(format!(
-            "{}-dlq",
-            app.settings.queues.submissions.rsplit('/').next().unwrap()
-        ))
-        .send()
-        .await
-        .unwrap();
-    let dead = sqs
-        .receive_message()
-        .queue_url(dlq.queue_url().unwrap())
-        .max_number_of_messages(10)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        dead.messages().len(),
-        1,
-        "the poisoned message is in the dead-letter queue"
-    );
-    assert!(dead.messages()[0].body().unwrap().contains("txn_01doesnotexist"));
+    let dead = app.parts.queue.dead_letters(QueueName::Submissions).await.unwrap();
+    assert_eq!(dead.len(), 1, "the poisoned message is in the dead-letter queue");
+    assert!(dead[0].contains("txn_01doesnotexist"));
     assert!(app
         .parts
         .queue

@@ -5,41 +5,9 @@
 use crate::deployment::{Settings, PEPPER_SECRET};
 use ops_domain::auth::Environment;
 use ops_domain::ports::Secrets;
-use ops_infra::aws::{DynamoStore, QueueUrls, SecretsManagerSecrets};
-use std::collections::HashMap;
+use ops_infra::aws::{DynamoStore, SecretsManagerSecrets, SqsQueue};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
-
-/// Receives before SQS moves a message to its dead-letter queue (as in `template.yaml`).
-pub const MAX_RECEIVE_COUNT: u32 = 5;
-
-async fn queue_with_dead_letters(sqs: &aws_sdk_sqs::Client, name: &str) -> Result<String, Error> {
-    use aws_sdk_sqs::types::QueueAttributeName;
-    let dlq = sqs.create_queue().queue_name(format!("{name}-dlq")).send().await?;
-    let dlq_url = dlq.queue_url().ok_or("no dead-letter queue url")?;
-    let attributes = sqs
-        .get_queue_attributes()
-        .queue_url(dlq_url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await?;
-    let dlq_arn = attributes
-        .attributes()
-        .and_then(|a| a.get(&QueueAttributeName::QueueArn))
-        .ok_or("no dead-letter queue arn")?;
-    let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT.to_string()})
-        .to_string();
-    let queue = sqs
-        .create_queue()
-        .queue_name(name)
-        .set_attributes(Some(HashMap::from([
-            (QueueAttributeName::RedrivePolicy, redrive),
-            (QueueAttributeName::VisibilityTimeout, "30".into()),
-        ])))
-        .send()
-        .await?;
-    Ok(queue.queue_url().ok_or("no queue url")?.to_owned())
-}
 
 /// Provisions a stack named `name` and returns its settings. `rail_secret` is stored for the
 /// HTTP rails and rail reports.
@@ -53,11 +21,7 @@ pub async fn provision(
     DynamoStore::new(aws_sdk_dynamodb::Client::new(config), &table)
         .create_table()
         .await?;
-    let sqs = aws_sdk_sqs::Client::new(config);
-    let queues = QueueUrls {
-        submissions: queue_with_dead_letters(&sqs, &format!("{name}-submissions")).await?,
-        webhooks: queue_with_dead_letters(&sqs, &format!("{name}-webhooks")).await?,
-    };
+    let queues = SqsQueue::create_queues(&aws_sdk_sqs::Client::new(config), name).await?;
     let bus = format!("{name}-events");
     aws_sdk_eventbridge::Client::new(config)
         .create_event_bus()

@@ -10,6 +10,7 @@ use aws_sdk_dynamodbstreams::types::{AttributeValue, Record, ShardIteratorType};
 use ops_domain::ports::{QueueMessage, QueueName};
 use ops_domain::service::Service;
 use ops_infra::aws::SqsQueue;
+use ops_infra::QueueConsumer;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

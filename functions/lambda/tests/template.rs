@@ -66,3 +66,19 @@ fn the_table_has_every_index_the_store_queries() {
         }
     }
 }
+
+#[test]
+fn queues_dead_letter_after_as_many_receives_as_the_embedded_ones() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let template = std::fs::read_to_string(root.join("../../template.yaml")).unwrap();
+    let counts: Vec<&str> = template
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("maxReceiveCount: "))
+        .collect();
+    let expected = ops_domain::ports::MAX_RECEIVES.to_string();
+    assert_eq!(
+        counts,
+        [expected.as_str(), expected.as_str()],
+        "submissions and webhooks queues"
+    );
+}

@@ -7,6 +7,7 @@ use ops_domain::event::Event;
 use ops_domain::ports::{BatchOutcome, QueueName};
 use ops_domain::service::Service;
 use ops_infra::embedded::{SqliteQueue, SqliteStore};
+use ops_infra::QueueConsumer;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -135,7 +136,7 @@ impl Worker {
             QueueName::Webhooks => self.service.handle_webhook_sends(&messages).await,
         };
         for message in messages.iter().filter(|m| !outcome.failed.contains(&m.id)) {
-            self.queue.ack(&message.id).await?;
+            self.queue.ack(queue, &message.id).await?;
         }
         Ok(messages.len())
     }

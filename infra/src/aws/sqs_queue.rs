@@ -1,11 +1,12 @@
-//! The queue port on SQS. Lambda event source mappings receive and delete in the cloud;
-//! [`SqsQueue::receive`] and [`SqsQueue::ack`] let local mode pump the same queues itself.
+//! The queue port on SQS. Lambda event source mappings receive and delete in the cloud; its
+//! [`QueueConsumer`] side lets local mode pump the same queues itself.
 
+use crate::QueueConsumer;
 use async_trait::async_trait;
-use aws_sdk_sqs::types::MessageSystemAttributeName;
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use aws_sdk_sqs::Client;
 use ops_domain::pipeline::MAX_QUEUE_DELAY;
-use ops_domain::ports::{Queue, QueueMessage, QueueName, StoreError};
+use ops_domain::ports::{Queue, QueueMessage, QueueName, StoreError, MAX_RECEIVES};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -43,6 +44,54 @@ impl SqsQueue {
         self.requests.load(Ordering::Relaxed)
     }
 
+    /// Creates the stack's queues, `<name>-submissions` and `<name>-webhooks`, each with a
+    /// dead-letter queue, the way `template.yaml` declares them (for emulators and tests).
+    pub async fn create_queues(client: &Client, name: &str) -> Result<QueueUrls, StoreError> {
+        Ok(QueueUrls {
+            submissions: queue_with_dead_letters(client, &format!("{name}-submissions")).await?,
+            webhooks: queue_with_dead_letters(client, &format!("{name}-webhooks")).await?,
+        })
+    }
+
+    /// The dead-letter queue named in `queue`'s redrive policy.
+    async fn dead_letter_url(&self, queue: QueueName) -> Result<String, StoreError> {
+        let attributes = self
+            .client
+            .get_queue_attributes()
+            .queue_url(self.request_to(queue))
+            .attribute_names(QueueAttributeName::RedrivePolicy)
+            .send()
+            .await
+            .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+        let policy: serde_json::Value = attributes
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::RedrivePolicy))
+            .and_then(|p| serde_json::from_str(p).ok())
+            .ok_or_else(|| unavailable("the queue has no redrive policy"))?;
+        // arn:aws:sqs:<region>:<account>:<name>
+        let arn: Vec<&str> = policy["deadLetterTargetArn"]
+            .as_str()
+            .unwrap_or_default()
+            .split(':')
+            .collect();
+        let [.., account, name] = arn[..] else {
+            return Err(unavailable("the redrive policy names no queue"));
+        };
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let found = self
+            .client
+            .get_queue_url()
+            .queue_name(name)
+            .queue_owner_aws_account_id(account)
+            .send()
+            .await
+            .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+        found
+            .queue_url()
+            .map(str::to_owned)
+            .ok_or_else(|| unavailable("no dead-letter queue url"))
+    }
+
     /// The queue's URL for a request about to be sent (and counted).
     fn request_to(&self, queue: QueueName) -> &str {
         self.requests.fetch_add(1, Ordering::Relaxed);
@@ -51,8 +100,64 @@ impl SqsQueue {
             QueueName::Webhooks => &self.urls.webhooks,
         }
     }
+}
 
-    pub async fn receive(
+async fn queue_with_dead_letters(client: &Client, name: &str) -> Result<String, StoreError> {
+    let failed = |e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e));
+    let dead_letters = client
+        .create_queue()
+        .queue_name(format!("{name}-dlq"))
+        .send()
+        .await
+        .map_err(failed)?;
+    let dead_letters_url = dead_letters
+        .queue_url()
+        .ok_or_else(|| unavailable("no dead-letter queue url"))?;
+    let attributes = client
+        .get_queue_attributes()
+        .queue_url(dead_letters_url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+    let dead_letters_arn = attributes
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn))
+        .ok_or_else(|| unavailable("no dead-letter queue arn"))?;
+    let redrive =
+        serde_json::json!({"deadLetterTargetArn": dead_letters_arn, "maxReceiveCount": MAX_RECEIVES.to_string()});
+    let queue = client
+        .create_queue()
+        .queue_name(name)
+        .set_attributes(Some(HashMap::from([
+            (QueueAttributeName::RedrivePolicy, redrive.to_string()),
+            (QueueAttributeName::VisibilityTimeout, "30".into()),
+        ])))
+        .send()
+        .await
+        .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+    Ok(queue.queue_url().ok_or_else(|| unavailable("no queue url"))?.to_owned())
+}
+
+#[async_trait]
+impl Queue for SqsQueue {
+    async fn send(&self, queue: QueueName, body: String, delay: time::Duration) -> Result<(), StoreError> {
+        let seconds = delay.clamp(time::Duration::ZERO, MAX_QUEUE_DELAY).whole_seconds() as i32;
+        self.client
+            .send_message()
+            .queue_url(self.request_to(queue))
+            .message_body(body)
+            .delay_seconds(seconds)
+            .send()
+            .await
+            .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl QueueConsumer for SqsQueue {
+    async fn receive(
         &self,
         queue: QueueName,
         max: usize,
@@ -89,7 +194,7 @@ impl SqsQueue {
             .collect())
     }
 
-    pub async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), StoreError> {
+    async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), StoreError> {
         let receipt = self
             .receipts
             .lock()
@@ -105,20 +210,22 @@ impl SqsQueue {
             .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
         Ok(())
     }
-}
 
-#[async_trait]
-impl Queue for SqsQueue {
-    async fn send(&self, queue: QueueName, body: String, delay: time::Duration) -> Result<(), StoreError> {
-        let seconds = delay.clamp(time::Duration::ZERO, MAX_QUEUE_DELAY).whole_seconds() as i32;
-        self.client
-            .send_message()
-            .queue_url(self.request_to(queue))
-            .message_body(body)
-            .delay_seconds(seconds)
+    async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, StoreError> {
+        let url = self.dead_letter_url(queue).await?;
+        let received = self
+            .client
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .visibility_timeout(0)
             .send()
             .await
             .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
-        Ok(())
+        Ok(received
+            .messages()
+            .iter()
+            .filter_map(|m| m.body().map(str::to_owned))
+            .collect())
     }
 }

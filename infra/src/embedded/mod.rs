@@ -4,5 +4,5 @@
 mod queue;
 mod sqlite_store;
 
-pub use queue::{SqliteQueue, MAX_RECEIVES};
+pub use queue::SqliteQueue;
 pub use sqlite_store::SqliteStore;

@@ -2,14 +2,12 @@
 //! and a dead-letter queue after too many receives.
 
 use super::sqlite_store::{unavailable, SqliteStore};
+use crate::QueueConsumer;
 use async_trait::async_trait;
-use ops_domain::ports::{Clock, Queue, QueueMessage, QueueName, StoreError};
+use ops_domain::ports::{Clock, Queue, QueueMessage, QueueName, StoreError, MAX_RECEIVES};
 use rusqlite::params;
 use std::sync::Arc;
 use time::Duration;
-
-/// Receives before a message goes to the dead-letter queue (SQS `maxReceiveCount`).
-pub const MAX_RECEIVES: u32 = 5;
 
 #[derive(Clone)]
 pub struct SqliteQueue {
@@ -28,65 +26,6 @@ impl SqliteQueue {
 
     fn now_ms(&self) -> i64 {
         (self.clock.now().unix_timestamp_nanos() / 1_000_000) as i64
-    }
-
-    /// Up to `max` visible messages, hidden for `visibility` while they are handled. Messages
-    /// received too often move to the dead-letter queue instead.
-    pub async fn receive(
-        &self,
-        queue: QueueName,
-        max: usize,
-        visibility: Duration,
-    ) -> Result<Vec<QueueMessage>, StoreError> {
-        let now = self.now_ms();
-        let hidden_until = now + visibility.whole_milliseconds() as i64;
-        self.store
-            .with(move |c| {
-                let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(unavailable)?;
-                let candidates: Vec<(i64, String, u32)> = {
-                    let mut statement = tx
-                        .prepare_cached("SELECT id, body, receive_count FROM queue_messages WHERE queue = ?1 AND visible_at <= ?2 ORDER BY visible_at, id LIMIT ?3")
-                        .map_err(unavailable)?;
-                    let rows = statement.query_map(params![queue.as_str(), now, max as i64], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))).map_err(unavailable)?;
-                    rows.collect::<Result<_, _>>().map_err(unavailable)?
-                };
-                let mut received = vec![];
-                for (id, body, count) in candidates {
-                    if count >= MAX_RECEIVES {
-                        tx.execute("UPDATE queue_messages SET queue = ?2, visible_at = ?3 WHERE id = ?1", params![id, dead_letter_name(queue), now])
-                            .map_err(unavailable)?;
-                        tracing::error!(queue = queue.as_str(), message = id, "message moved to the dead-letter queue");
-                        continue;
-                    }
-                    tx.execute("UPDATE queue_messages SET visible_at = ?2, receive_count = receive_count + 1 WHERE id = ?1", params![id, hidden_until])
-                        .map_err(unavailable)?;
-                    received.push(QueueMessage { id: id.to_string(), body, receive_count: count + 1 });
-                }
-                tx.commit().map_err(unavailable)?;
-                Ok(received)
-            })
-            .await
-    }
-
-    /// Deletes a handled message.
-    pub async fn ack(&self, message_id: &str) -> Result<(), StoreError> {
-        let id: i64 = message_id.parse().map_err(unavailable)?;
-        self.store
-            .with(move |c| {
-                c.execute("DELETE FROM queue_messages WHERE id = ?1", [id])
-                    .map_err(unavailable)?;
-                Ok(())
-            })
-            .await
-    }
-
-    /// Bodies of the messages in `queue`'s dead-letter queue.
-    pub async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, StoreError> {
-        self.depth_query(
-            "SELECT body FROM queue_messages WHERE queue = ?1 ORDER BY id",
-            dead_letter_name(queue),
-        )
-        .await
     }
 
     /// Bodies of every message waiting in `queue`, visible or not.
@@ -123,5 +62,66 @@ impl Queue for SqliteQueue {
                 Ok(())
             })
             .await
+    }
+}
+
+#[async_trait]
+impl QueueConsumer for SqliteQueue {
+    async fn receive(
+        &self,
+        queue: QueueName,
+        max: usize,
+        visibility: Duration,
+    ) -> Result<Vec<QueueMessage>, StoreError> {
+        let now = self.now_ms();
+        let hidden_until = now + visibility.whole_milliseconds() as i64;
+        self.store
+            .with(move |c| {
+                let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(unavailable)?;
+                let candidates: Vec<(i64, String, u32)> = {
+                    let mut statement = tx
+                        .prepare_cached("SELECT id, body, receive_count FROM queue_messages WHERE queue = ?1 AND visible_at <= ?2 ORDER BY visible_at, id LIMIT ?3")
+                        .map_err(unavailable)?;
+                    let rows = statement.query_map(params![queue.as_str(), now, max as i64], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))).map_err(unavailable)?;
+                    rows.collect::<Result<_, _>>().map_err(unavailable)?
+                };
+                let mut received = vec![];
+                for (id, body, count) in candidates {
+                    if count >= MAX_RECEIVES {
+                        tx.execute("UPDATE queue_messages SET queue = ?2, visible_at = ?3 WHERE id = ?1", params![id, dead_letter_name(queue), now])
+                            .map_err(unavailable)?;
+                        tracing::error!(queue = queue.as_str(), message = id, "message moved to the dead-letter queue");
+                        continue;
+                    }
+                    tx.execute("UPDATE queue_messages SET visible_at = ?2, receive_count = receive_count + 1 WHERE id = ?1", params![id, hidden_until])
+                        .map_err(unavailable)?;
+                    received.push(QueueMessage { id: id.to_string(), body, receive_count: count + 1 });
+                }
+                tx.commit().map_err(unavailable)?;
+                Ok(received)
+            })
+            .await
+    }
+
+    async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), StoreError> {
+        let id: i64 = message_id.parse().map_err(unavailable)?;
+        self.store
+            .with(move |c| {
+                c.execute(
+                    "DELETE FROM queue_messages WHERE id = ?1 AND queue = ?2",
+                    params![id, queue.as_str()],
+                )
+                .map_err(unavailable)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, StoreError> {
+        self.depth_query(
+            "SELECT body FROM queue_messages WHERE queue = ?1 ORDER BY id",
+            dead_letter_name(queue),
+        )
+        .await
     }
 }

@@ -1,5 +1,4 @@
-//! One behaviour suite for every implementation of the store port. Each implementation's
-//! tests call [`run_all`] with a fresh store.
+//! The store port's behaviour: each implementation's tests call [`run_all`] with a fresh store.
 
 use ops_domain::auth::Environment;
 use ops_domain::cause::{Actor, Cause};

@@ -1,0 +1,6 @@
+//! One behaviour suite per port, run against every implementation of it (embedded and AWS),
+//! so local mode and the cloud cannot drift apart.
+
+pub mod queue;
+pub mod secrets;
+pub mod store;

@@ -1,0 +1,26 @@
+//! The receiving side of the queues. In the cloud, Lambda's event source mappings receive and
+//! delete; local mode and the tests do it themselves, on either implementation, through this
+//! trait.
+
+use async_trait::async_trait;
+use ops_domain::ports::{Queue, QueueMessage, QueueName, StoreError};
+use time::Duration;
+
+#[async_trait]
+pub trait QueueConsumer: Queue {
+    /// Up to `max` (at most ten on SQS) visible messages, each hidden for `visibility` while it
+    /// is handled. A message already received [`MAX_RECEIVES`](ops_domain::ports::MAX_RECEIVES)
+    /// times goes to the dead-letter queue instead.
+    async fn receive(
+        &self,
+        queue: QueueName,
+        max: usize,
+        visibility: Duration,
+    ) -> Result<Vec<QueueMessage>, StoreError>;
+
+    /// Deletes a handled message; acknowledging it again does nothing.
+    async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), StoreError>;
+
+    /// Bodies of messages in `queue`'s dead-letter queue (up to ten on SQS), left in it.
+    async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, StoreError>;
+}
