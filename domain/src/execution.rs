@@ -557,7 +557,7 @@ impl Service {
             }
         };
         let updated = self
-            .apply_rail_state(&transaction.id, Ok(state), Some(&report_id))
+            .apply_rail_state(&transaction.id, Some(transaction.clone()), Ok(state), Some(&report_id))
             .await?;
         Ok(match updated {
             Some(t) => t,

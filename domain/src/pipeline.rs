@@ -19,11 +19,12 @@ use crate::rail::{Ack, Instruction, RailError, RailState};
 use crate::service::Service;
 use crate::signature;
 use crate::transaction::{Transaction, TransactionStatus, TransactionTransition};
-use crate::webhook::{self, Attempt, Delivery, DeliveryStatus};
+use crate::webhook::{self, Attempt, Delivery, DeliveryStatus, WebhookEndpoint};
 use futures_util::future::join_all;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::hash_map::{Entry, HashMap};
 use time::{Duration, OffsetDateTime};
 
 /// Submit calls (transient refusals included) before a transaction needs an operator.
@@ -145,9 +146,32 @@ impl Service {
             OffsetDateTime,
         ) -> Result<Option<Option<(TransactionStatus, TransactionStatus, Cause)>>, DomainError>,
     {
+        self.update_transaction_from(id, None, change).await
+    }
+
+    /// As [`Self::update_transaction`], starting from `copy` when one is in hand, which saves
+    /// a read: a copy that is out of date loses the versioned write, and the change is made
+    /// again on a fresh read.
+    pub(crate) async fn update_transaction_from<F>(
+        &self,
+        id: &str,
+        mut copy: Option<Transaction>,
+        change: F,
+    ) -> Result<Option<Transaction>, DomainError>
+    where
+        F: Fn(
+            &mut Transaction,
+            OffsetDateTime,
+        ) -> Result<Option<Option<(TransactionStatus, TransactionStatus, Cause)>>, DomainError>,
+    {
         for _ in 0..5 {
-            let Some(mut transaction) = self.store.transaction(id).await? else {
-                return Err(DomainError::not_found("transaction", id));
+            let mut transaction = match copy.take() {
+                Some(copy) => copy,
+                None => self
+                    .store
+                    .transaction(id)
+                    .await?
+                    .ok_or_else(|| DomainError::not_found("transaction", id))?,
             };
             let now = self.now();
             let Some(status_change) = change(&mut transaction, now)? else {
@@ -201,7 +225,7 @@ impl Service {
     /// An approved operation moves to processing with a transaction id fixed for each item,
     /// then its transactions are made in chunks (so any number of items fits a store
     /// transaction). Both steps are idempotent: a second delivery finds the operation
-    /// processing and makes only the transactions still missing.
+    /// processing and makes only the transactions still missing (none exist before the move).
     async fn start_processing(&self, event: &Event) -> Result<Handled, DomainError> {
         let operation_id = Self::data_id(event, "operation_id");
         let Some(mut operation) = self.store.operation(operation_id).await? else {
@@ -226,30 +250,30 @@ impl Service {
                 self.record_operation_change(&mut changes, &operation, change);
                 changes.push(Write::UpdateOperation(operation.clone()));
                 match self.store.commit(changes).await {
-                    Ok(()) => {}
+                    Ok(()) => self.make_missing_transactions(&operation, &[]).await,
                     // Lost to a concurrent change (a cancel, or another delivery): look again.
-                    Err(StoreError::Conflict) => return Ok(Handled::Later),
-                    Err(other) => return Err(other.into()),
+                    Err(StoreError::Conflict) => Ok(Handled::Later),
+                    Err(other) => Err(other.into()),
                 }
             }
-            OperationStatus::Processing => {}
-            _ => return Ok(Handled::Done),
+            OperationStatus::Processing => {
+                let existing = self.store.transactions_of_operation(&operation.id).await?;
+                self.make_missing_transactions(&operation, &existing).await
+            }
+            _ => Ok(Handled::Done),
         }
-        self.make_missing_transactions(&operation).await
     }
 
-    async fn make_missing_transactions(&self, operation: &Operation) -> Result<Handled, DomainError> {
-        let existing: Vec<String> = self
-            .store
-            .transactions_of_operation(&operation.id)
-            .await?
-            .into_iter()
-            .map(|t| t.id)
-            .collect();
+    async fn make_missing_transactions(
+        &self,
+        operation: &Operation,
+        existing: &[Transaction],
+    ) -> Result<Handled, DomainError> {
+        let existing: Vec<&str> = existing.iter().map(|t| t.id.as_str()).collect();
         let missing: Vec<_> = operation
             .items
             .iter()
-            .filter(|i| !existing.contains(&transaction_id_of(&i.id)))
+            .filter(|i| !existing.contains(&transaction_id_of(&i.id).as_str()))
             .collect();
         for chunk in missing.chunks(TRANSACTIONS_PER_CHANGESET) {
             let now = self.now();
@@ -405,7 +429,7 @@ impl Service {
                 system(),
                 self.now(),
             );
-            self.record_submit_outcome(transaction_id, Err(RailError::Permanent(cause.message.clone())))
+            self.record_submit_outcome(transaction, Err(RailError::Permanent(cause.message.clone())))
                 .await?;
             return Ok(Handled::Done);
         };
@@ -421,16 +445,18 @@ impl Service {
             environment: transaction.environment,
         };
         let result = adapter.submit(&instruction).await;
-        self.record_submit_outcome(transaction_id, result).await
+        self.record_submit_outcome(transaction, result).await
     }
 
+    /// Records the rail's answer on the transaction as the submit claim left it.
     async fn record_submit_outcome(
         &self,
-        transaction_id: &str,
+        claimed: Transaction,
         result: Result<Ack, RailError>,
     ) -> Result<Handled, DomainError> {
         let retry_after = std::sync::Mutex::new(None);
-        self.update_transaction(transaction_id, |txn, now| {
+        let transaction_id = claimed.id.clone();
+        self.update_transaction_from(&transaction_id, Some(claimed), |txn, now| {
             if txn.status != TransactionStatus::Pending || txn.submitting_since.is_none() {
                 return Ok(None);
             }
@@ -498,7 +524,7 @@ impl Service {
     async fn poll(&self, transaction: &Transaction) -> bool {
         let Some(adapter) = self.rails.get(&transaction.rail).cloned() else {
             let deferred = self
-                .update_transaction(&transaction.id, |txn, now| {
+                .update_transaction_from(&transaction.id, Some(transaction.clone()), |txn, now| {
                     Ok(txn.next_poll_at.is_some().then(|| {
                         txn.next_poll_at = Some(now + UNSERVED_RAIL_WAIT);
                         None
@@ -513,20 +539,23 @@ impl Service {
         let state = adapter
             .status(&transaction.id, transaction.rail_reference.as_deref())
             .await;
-        if let Err(error) = self.apply_rail_state(&transaction.id, state, None).await {
+        let copy = Some(transaction.clone());
+        if let Err(error) = self.apply_rail_state(&transaction.id, copy, state, None).await {
             tracing::warn!(transaction = %transaction.id, %error, "could not record a status answer");
         }
         true
     }
 
-    /// Records what a rail says of a transaction, from a poll (`report` = None) or a report.
+    /// Records what a rail says of a transaction, from a poll (`report` = None) or a report;
+    /// `copy` is the transaction as the poll found it.
     pub(crate) async fn apply_rail_state(
         &self,
         transaction_id: &str,
+        copy: Option<Transaction>,
         state: Result<RailState, RailError>,
         report: Option<&str>,
     ) -> Result<Option<Transaction>, DomainError> {
-        self.update_transaction(transaction_id, |txn, now| {
+        self.update_transaction_from(transaction_id, copy, |txn, now| {
             use TransactionStatus::*;
             let rail = rail_actor(&txn.rail);
             let source = report.map_or("status inquiry".to_string(), |r| format!("rail report {r}"));
@@ -599,8 +628,19 @@ impl Service {
                 return outcome;
             }
         }
+        // A batch mostly holds one customer's events: its endpoints are looked up once.
+        let mut endpoints_of: HashMap<&str, Vec<WebhookEndpoint>> = HashMap::new();
         for event in events {
-            if let Err(error) = self.dispatch(event, None).await {
+            let dispatched = async {
+                let endpoints = match endpoints_of.entry(&event.customer_id) {
+                    Entry::Occupied(found) => found.into_mut(),
+                    Entry::Vacant(slot) => {
+                        slot.insert(self.store.webhook_endpoints_for(Some(&event.customer_id)).await?)
+                    }
+                };
+                self.dispatch_to(event, endpoints, None).await
+            };
+            if let Err(error) = dispatched.await {
                 tracing::warn!(event = %event.id, %error, "webhook dispatch failed; the event comes again");
                 outcome.failed.push(event.id.clone());
                 break;
@@ -613,8 +653,18 @@ impl Service {
     /// ids (a resend); otherwise ids derive from event and endpoint, so a second dispatch of
     /// the same event finds its deliveries made and only queues them again.
     pub(crate) async fn dispatch(&self, event: &Event, fresh: Option<&str>) -> Result<Vec<Delivery>, DomainError> {
+        let endpoints = self.store.webhook_endpoints_for(Some(&event.customer_id)).await?;
+        self.dispatch_to(event, &endpoints, fresh).await
+    }
+
+    async fn dispatch_to(
+        &self,
+        event: &Event,
+        endpoints: &[WebhookEndpoint],
+        fresh: Option<&str>,
+    ) -> Result<Vec<Delivery>, DomainError> {
         let mut made = vec![];
-        for endpoint in self.store.webhook_endpoints_for(Some(&event.customer_id)).await? {
+        for endpoint in endpoints {
             if !endpoint.wants(&event.kind, &event.customer_id)
                 || fresh.is_some_and(|only| only != "*" && only != endpoint.id)
             {
