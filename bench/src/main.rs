@@ -191,8 +191,9 @@ async fn lookup_table(api: &Api, label: &str, mut stored: usize, targets: &[usiz
     }
 }
 
-/// `ops-bench [local] [aws] [sizes]`: the parts to run (all by default). The aws part needs
-/// `AWS_ENDPOINT_URL` (an emulator) and is skipped without it.
+/// `ops-bench [local] [aws] [aws-requests] [sizes]`: the parts to run (all by default). The
+/// aws parts need `AWS_ENDPOINT_URL` (an emulator) and are skipped without it; `aws-requests`
+/// is the request counts alone, without the lifecycle timings and cold starts.
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let parts: Vec<String> = std::env::args().skip(1).collect();
@@ -200,10 +201,13 @@ async fn main() {
     if wanted("local") {
         local_mode().await;
     }
-    if wanted("aws") && std::env::var("AWS_ENDPOINT_URL").is_ok() {
+    let emulator = std::env::var("AWS_ENDPOINT_URL").is_ok();
+    if wanted("aws") && emulator {
         aws_lifecycles().await;
         let stack = aws_round_trips().await;
         cold_starts(&stack).await;
+    } else if parts.iter().any(|p| p == "aws-requests") && emulator {
+        aws_round_trips().await;
     }
     if wanted("sizes") {
         lambda_binary_sizes();
@@ -295,22 +299,8 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
     let approver = api.add_member(&customer, &["approver"], &["operations:approve"]).await;
     api.subscribe(&customer.key, &receiver.url, &["operation.completed"])
         .await;
-    // Six 30 s steps see every payout completed; the long ones run its return checks out
-    // (1 min, 10 min, 1 h, 24 h after confirmation), so each lifecycle is counted whole.
-    let settle = || async {
-        let minutes = time::Duration::minutes;
-        let mut steps = vec![time::Duration::seconds(30); 6];
-        steps.extend([minutes(10), minutes(60), minutes(24 * 60)]);
-        for step in steps {
-            while pump.tick().await.expect("pump") > 0 {}
-            clock.advance(step);
-        }
-        while pump.tick().await.expect("pump") > 0 {}
-    };
-    settle().await;
-    // Every tick runs the status poll, whose query of each poll shard is the schedule's cost
-    // (once a minute in the cloud, whatever the traffic), not a lifecycle's: counted apart.
-    let polled = parts.store.poll_queries();
+    let mut setup = Steps::default();
+    settle(&pump, &clock, &parts.store, &mut setup).await;
     let (requests, (transactions, items), puts, units, sqs) = (
         parts.store.requests(),
         parts.store.transactions(),
@@ -319,21 +309,30 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
         parts.queue.requests(),
     );
     let lifecycles = 20u64;
+    let mut steps = Steps::default();
     let mut ids = vec![];
     for _ in 0..lifecycles {
-        ids.push(create_and_approve(&api, &customer, &approver).await.0);
+        let made = steps.measure("POST /v1/operations", &parts.store, async {
+            api.post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &[123_400]),
+            )
+            .await
+            .id()
+        });
+        ids.push(made.await);
     }
-    settle().await;
     for id in &ids {
-        assert_eq!(
-            api.get(&format!("/v1/operations/{id}"), &customer.key).await.json()["status"],
-            "completed"
-        );
+        let path = format!("/v1/operations/{id}/approve");
+        let approved = steps.measure("POST /v1/operations/{id}/approve", &parts.store, async {
+            api.post(&path, &approver.key, json!({})).await
+        });
+        assert_eq!(approved.await.status, 200);
     }
-    assert_eq!(receiver.received().len(), ids.len(), "one operation.completed each");
+    settle(&pump, &clock, &parts.store, &mut steps).await;
     let per = |n: u64| n as f64 / lifecycles as f64;
-    let poll_queries = parts.store.poll_queries() - polled;
-    let dynamo = per(parts.store.requests() - requests - poll_queries);
+    let dynamo = per(parts.store.requests() - requests - steps.schedule_queries);
     let (tx, written) = (
         per(parts.store.transactions().0 - transactions),
         per(parts.store.transactions().1 - items),
@@ -341,6 +340,13 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
     let single = per(parts.store.single_writes() - puts);
     let write_units = per(parts.store.write_units() - units);
     let queue = per(parts.queue.requests() - sqs);
+    for id in &ids {
+        assert_eq!(
+            api.get(&format!("/v1/operations/{id}"), &customer.key).await.json()["status"],
+            "completed"
+        );
+    }
+    assert_eq!(receiver.received().len(), ids.len(), "one operation.completed each");
     // On-demand prices (us-east-1): $0.625 per million write units, $0.125 per million read
     // units, SQS $0.40 per million requests. Every DynamoDB request but a write is counted
     // as one read unit (items here are under 4 KB).
@@ -355,10 +361,27 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
     );
     println!("| of which TransactWriteItems | {tx:.1} ({written:.1} items) |");
     println!("| of which single-item writes (a changeset of one put, an idempotency claim) | {single:.1} |");
-    println!("| changesets the design makes: 7 state changes + submit claim + 4 return checks + webhook delivery and attempt | 14 |");
     println!("| write units (items by size, transactions doubled, index entries) | {write_units:.1} |");
     println!("| SQS requests (pump: receive, delete, send) | {queue:.1} |");
     println!("| DynamoDB + SQS cost per 1,000 payouts, on demand | ${cost:.4} |");
+
+    println!();
+    println!("| on the AWS adapters (emulator), per payout lifecycle: step | DynamoDB requests | of which writes | the design's minimum | what the minimum is |");
+    println!("|---|---|---|---|---|");
+    for (step, counted) in &steps.counted {
+        let (minimum, needs) = DESIGN_MINIMUM
+            .iter()
+            .find(|(name, ..)| name == step)
+            .map(|(_, minimum, needs)| (*minimum, *needs))
+            .expect("every step has its minimum");
+        println!(
+            "| {step} | {:.1} | {:.1} | {minimum} | {needs} |",
+            per(counted.requests),
+            per(counted.writes)
+        );
+    }
+    let minimum: u32 = DESIGN_MINIMUM.iter().map(|(_, minimum, _)| minimum).sum();
+    println!("| all steps | {dynamo:.1} | {:.1} | {minimum} | |", tx + single);
 
     // No request path grows with history: the DynamoDB requests one lookup or create makes
     // stay the same as the table fills (the emulator's own latency does grow: it scans).
@@ -403,6 +426,109 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
         println!("| {target} | {get:.1} | {list:.1} | {rare:.1} | {made:.1} |");
     }
     stack_settings
+}
+
+/// The fewest DynamoDB requests each step of a one-item payout's lifecycle can make under the
+/// design: every state change one changeset with its audit entry and event, and a read of
+/// each fact that must be current when it is acted on.
+const DESIGN_MINIMUM: [(&str, u32, &str); 7] = [
+    ("POST /v1/operations", 5, "the key by its hash; the customer's and the platform's definitions of the workflow (either may exist); the idempotency claim; the changeset"),
+    ("POST /v1/operations/{id}/approve", 4, "the key; its user (roles as they are now); the operation; the changeset"),
+    ("stream-transition", 6, "on operation.approved: the operation, the move to processing, the transaction made; on transaction.confirmed: the operation, its transactions, the completion"),
+    ("stream-webhook-dispatch", 1, "the delivery made; the endpoints are looked up once per customer in a batch"),
+    ("queue-rail-submit", 3, "the transaction; the claim recorded before the rail is called; the outcome"),
+    ("queue-webhook-send", 4, "the delivery; its event; its endpoint; the attempt"),
+    ("schedule-status-poll", 5, "one versioned write per answer: the confirmation and four return checks (the schedule's query finds them)"),
+];
+
+/// DynamoDB requests, and writes among them, by the step of a lifecycle that made them.
+#[derive(Default)]
+struct Steps {
+    counted: Vec<(&'static str, Counted)>,
+    /// The status-poll schedule's queries of its shards: its cost, once a minute in the
+    /// cloud whatever the traffic, not a lifecycle's.
+    schedule_queries: u64,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Counted {
+    requests: u64,
+    writes: u64,
+}
+
+fn counted(store: &ops_infra::aws::DynamoStore) -> Counted {
+    Counted {
+        requests: store.requests() - store.poll_queries(),
+        writes: store.transactions().0 + store.single_writes(),
+    }
+}
+
+impl Steps {
+    async fn measure<T>(
+        &mut self,
+        step: &'static str,
+        store: &ops_infra::aws::DynamoStore,
+        work: impl std::future::Future<Output = T>,
+    ) -> T {
+        let (before, polled) = (counted(store), store.poll_queries());
+        let answer = work.await;
+        let after = counted(store);
+        self.schedule_queries += store.poll_queries() - polled;
+        let entry = match self.counted.iter().position(|(name, _)| *name == step) {
+            Some(at) => &mut self.counted[at].1,
+            None => {
+                self.counted.push((step, Counted::default()));
+                &mut self.counted.last_mut().unwrap().1
+            }
+        };
+        entry.requests += after.requests - before.requests;
+        entry.writes += after.writes - before.writes;
+        answer
+    }
+}
+
+/// Runs the triggers one at a time, counting each one's requests, until every payout has
+/// gone through: six 30 s steps see each completed, the long ones run its return checks out
+/// (1 min, 10 min, 1 h and 24 h after confirmation), so each lifecycle is counted whole.
+async fn settle(
+    pump: &ops_lambda::pump::Pump,
+    clock: &ops_tests::TestClock,
+    store: &ops_infra::aws::DynamoStore,
+    steps: &mut Steps,
+) {
+    use ops_domain::ports::QueueName;
+    use ops_lambda::pump::StreamConsumer;
+    let minutes = time::Duration::minutes;
+    let mut advances = vec![time::Duration::seconds(30); 6];
+    advances.extend([minutes(10), minutes(60), minutes(24 * 60), time::Duration::ZERO]);
+    for advance in advances {
+        loop {
+            let mut handled = 0;
+            for consumer in [StreamConsumer::Transition, StreamConsumer::WebhookDispatch] {
+                handled += steps
+                    .measure(consumer.as_str(), store, pump.pump_stream(consumer))
+                    .await
+                    .expect("stream");
+            }
+            for (queue, function) in [
+                (QueueName::Submissions, "queue-rail-submit"),
+                (QueueName::Webhooks, "queue-webhook-send"),
+            ] {
+                handled += steps
+                    .measure(function, store, pump.pump_queue(queue))
+                    .await
+                    .expect("queue");
+            }
+            handled += steps
+                .measure("schedule-status-poll", store, pump.poll_rails())
+                .await
+                .expect("poll");
+            if handled == 0 {
+                break;
+            }
+        }
+        clock.advance(advance);
+    }
 }
 
 fn target_dir() -> PathBuf {
