@@ -1,12 +1,26 @@
-//! `template.yaml` cannot drift from the code: every binary is a function, and every API
-//! function routes the method and path its binary serves.
+//! `template.yaml` cannot drift from the code: every binary is a function, every API
+//! function routes the method and path its binary serves, the table has every index the store
+//! queries, and the queues dead-letter as the embedded ones do.
 
 use std::path::Path;
+
+fn template() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(root.join("../../template.yaml")).unwrap()
+}
+
+/// What follows `key` on each line that starts with it (indentation aside), in order.
+fn values_of<'a>(template: &'a str, key: &str) -> Vec<&'a str> {
+    template
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix(key))
+        .collect()
+}
 
 #[test]
 fn every_binary_is_a_function_of_the_template_with_its_route() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let template = std::fs::read_to_string(root.join("../../template.yaml")).unwrap();
+    let template = template();
     // Resources are the lines indented by exactly two spaces; each block runs to the next.
     let mut blocks: Vec<String> = vec![];
     for line in template.lines() {
@@ -52,13 +66,8 @@ fn every_binary_is_a_function_of_the_template_with_its_route() {
 
 #[test]
 fn the_table_has_every_index_the_store_queries() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let template = std::fs::read_to_string(root.join("../../template.yaml")).unwrap();
-    let declared: Vec<&str> = template
-        .lines()
-        .filter_map(|line| line.trim().strip_prefix("- IndexName: "))
-        .collect();
-    assert_eq!(declared, ops_infra::aws::INDEXES);
+    let template = template();
+    assert_eq!(values_of(&template, "- IndexName: "), ops_infra::aws::INDEXES);
     for index in ops_infra::aws::INDEXES {
         for key in ["PK", "SK"] {
             let attribute = format!("{{ AttributeName: {index}{key}, AttributeType: S }}");
@@ -69,15 +78,9 @@ fn the_table_has_every_index_the_store_queries() {
 
 #[test]
 fn queues_dead_letter_after_as_many_receives_as_the_embedded_ones() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let template = std::fs::read_to_string(root.join("../../template.yaml")).unwrap();
-    let counts: Vec<&str> = template
-        .lines()
-        .filter_map(|line| line.trim().strip_prefix("maxReceiveCount: "))
-        .collect();
     let expected = ops_domain::ports::MAX_RECEIVES.to_string();
     assert_eq!(
-        counts,
+        values_of(&template(), "maxReceiveCount: "),
         [expected.as_str(), expected.as_str()],
         "submissions and webhooks queues"
     );
