@@ -7,6 +7,7 @@
 
 use futures_util::future::join_all;
 use ops_tests::receiver::Receiver;
+use ops_tests::requests::{self, settle, Steps, DESIGN_MINIMUM};
 use ops_tests::{payout, Api, ADMIN_KEY};
 use serde_json::json;
 use std::collections::HashSet;
@@ -369,11 +370,7 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
     println!("| on the AWS adapters (emulator), per payout lifecycle: step | DynamoDB requests | of which writes | the design's minimum | what the minimum is |");
     println!("|---|---|---|---|---|");
     for (step, counted) in &steps.counted {
-        let (minimum, needs) = DESIGN_MINIMUM
-            .iter()
-            .find(|(name, ..)| name == step)
-            .map(|(_, minimum, needs)| (*minimum, *needs))
-            .expect("every step has its minimum");
+        let (minimum, needs) = requests::minimum(step);
         println!(
             "| {step} | {:.1} | {:.1} | {minimum} | {needs} |",
             per(counted.requests),
@@ -426,109 +423,6 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
         println!("| {target} | {get:.1} | {list:.1} | {rare:.1} | {made:.1} |");
     }
     stack_settings
-}
-
-/// The fewest DynamoDB requests each step of a one-item payout's lifecycle can make under the
-/// design: every state change one changeset with its audit entry and event, and a read of
-/// each fact that must be current when it is acted on.
-const DESIGN_MINIMUM: [(&str, u32, &str); 7] = [
-    ("POST /v1/operations", 5, "the key by its hash; the customer's and the platform's definitions of the workflow (either may exist); the idempotency claim; the changeset"),
-    ("POST /v1/operations/{id}/approve", 4, "the key; its user (roles as they are now); the operation; the changeset"),
-    ("stream-transition", 6, "on operation.approved: the operation, the move to processing, the transaction made; on transaction.confirmed: the operation, its transactions, the completion"),
-    ("stream-webhook-dispatch", 1, "the delivery made; the endpoints are looked up once per customer in a batch"),
-    ("queue-rail-submit", 3, "the transaction; the claim recorded before the rail is called; the outcome"),
-    ("queue-webhook-send", 4, "the delivery; its event; its endpoint; the attempt"),
-    ("schedule-status-poll", 5, "one versioned write per answer: the confirmation and four return checks (the schedule's query finds them)"),
-];
-
-/// DynamoDB requests, and writes among them, by the step of a lifecycle that made them.
-#[derive(Default)]
-struct Steps {
-    counted: Vec<(&'static str, Counted)>,
-    /// The status-poll schedule's queries of its shards: its cost, once a minute in the
-    /// cloud whatever the traffic, not a lifecycle's.
-    schedule_queries: u64,
-}
-
-#[derive(Default, Clone, Copy)]
-struct Counted {
-    requests: u64,
-    writes: u64,
-}
-
-fn counted(store: &ops_infra::aws::DynamoStore) -> Counted {
-    Counted {
-        requests: store.requests() - store.poll_queries(),
-        writes: store.transactions().0 + store.single_writes(),
-    }
-}
-
-impl Steps {
-    async fn measure<T>(
-        &mut self,
-        step: &'static str,
-        store: &ops_infra::aws::DynamoStore,
-        work: impl std::future::Future<Output = T>,
-    ) -> T {
-        let (before, polled) = (counted(store), store.poll_queries());
-        let answer = work.await;
-        let after = counted(store);
-        self.schedule_queries += store.poll_queries() - polled;
-        let entry = match self.counted.iter().position(|(name, _)| *name == step) {
-            Some(at) => &mut self.counted[at].1,
-            None => {
-                self.counted.push((step, Counted::default()));
-                &mut self.counted.last_mut().unwrap().1
-            }
-        };
-        entry.requests += after.requests - before.requests;
-        entry.writes += after.writes - before.writes;
-        answer
-    }
-}
-
-/// Runs the triggers one at a time, counting each one's requests, until every payout has
-/// gone through: six 30 s steps see each completed, the long ones run its return checks out
-/// (1 min, 10 min, 1 h and 24 h after confirmation), so each lifecycle is counted whole.
-async fn settle(
-    pump: &ops_lambda::pump::Pump,
-    clock: &ops_tests::TestClock,
-    store: &ops_infra::aws::DynamoStore,
-    steps: &mut Steps,
-) {
-    use ops_domain::ports::QueueName;
-    use ops_lambda::pump::StreamConsumer;
-    let minutes = time::Duration::minutes;
-    let mut advances = vec![time::Duration::seconds(30); 6];
-    advances.extend([minutes(10), minutes(60), minutes(24 * 60), time::Duration::ZERO]);
-    for advance in advances {
-        loop {
-            let mut handled = 0;
-            for consumer in [StreamConsumer::Transition, StreamConsumer::WebhookDispatch] {
-                handled += steps
-                    .measure(consumer.as_str(), store, pump.pump_stream(consumer))
-                    .await
-                    .expect("stream");
-            }
-            for (queue, function) in [
-                (QueueName::Submissions, "queue-rail-submit"),
-                (QueueName::Webhooks, "queue-webhook-send"),
-            ] {
-                handled += steps
-                    .measure(function, store, pump.pump_queue(queue))
-                    .await
-                    .expect("queue");
-            }
-            handled += steps
-                .measure("schedule-status-poll", store, pump.poll_rails())
-                .await
-                .expect("poll");
-            if handled == 0 {
-                break;
-            }
-        }
-        clock.advance(advance);
-    }
 }
 
 fn target_dir() -> PathBuf {

@@ -4,6 +4,7 @@
 
 mod lifecycle;
 mod local_mode;
+mod requests;
 mod triggers;
 
 use ops_domain::auth::Environment;

@@ -2,6 +2,7 @@
 //! small client for driving it over HTTP.
 
 pub mod receiver;
+pub mod requests;
 
 use ops_domain::ports::Clock;
 use ops_local::{Config, Server, Worker};

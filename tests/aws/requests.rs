@@ -1,0 +1,68 @@
+//! The pipeline makes the DynamoDB requests the design needs and no more: the counts the bench
+//! prints (BENCHMARKS.md), held here so that a step that starts reading again shows up.
+
+use crate::spawn_aws_app;
+use ops_tests::payout;
+use ops_tests::receiver::Receiver;
+use ops_tests::requests::{self, settle, Steps, DESIGN_MINIMUM};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
+    let app = spawn_aws_app().await;
+    let customer = app.create_customer().await;
+    let approver = app.add_member(&customer, &["approver"], &["operations:approve"]).await;
+    let receiver = Receiver::start(0).await;
+    app.subscribe(&customer.key, &receiver.url, &["operation.completed"])
+        .await;
+    let store = &app.parts.store;
+    let payouts = 4;
+    let mut steps = Steps::default();
+    let mut ids = vec![];
+    for _ in 0..payouts {
+        let create = app.post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "two_step", &[123_400]),
+        );
+        ids.push(steps.measure("POST /v1/operations", store, create).await.id());
+    }
+    for id in &ids {
+        let path = format!("/v1/operations/{id}/approve");
+        let approve = app.post(&path, &approver.key, json!({}));
+        let approved = steps.measure("POST /v1/operations/{id}/approve", store, approve).await;
+        assert_eq!(approved.status, 200);
+    }
+    settle(&app.pump, &app.clock, store, &mut steps).await;
+    assert_eq!(
+        receiver.received().len(),
+        payouts,
+        "every payout completed and its customer told"
+    );
+
+    assert_eq!(
+        steps.counted.len(),
+        DESIGN_MINIMUM.len(),
+        "every step ran: {:?}",
+        steps.counted
+    );
+    let per_payout = |n: u64| n as f64 / payouts as f64;
+    for (step, counted) in &steps.counted {
+        let (minimum, _) = requests::minimum(step);
+        let minimum = f64::from(minimum);
+        match *step {
+            "stream-webhook-dispatch" => {
+                assert_eq!(per_payout(counted.writes), minimum, "one delivery each: {counted:?}");
+                let lookups = counted.requests - counted.writes;
+                assert!(
+                    lookups <= 2 * counted.rounds,
+                    "endpoints are looked up once a batch (the customer's and the platform's), not once an event: {counted:?}"
+                );
+            }
+            // `transaction.submitted` reads the operation and its transactions: it can move an
+            // operation out of needs_attention, and the event does not say which it is in.
+            "stream-transition" => assert_eq!(per_payout(counted.requests), minimum + 2.0, "{step}: {counted:?}"),
+            _ => assert_eq!(per_payout(counted.requests), minimum, "{step}: {counted:?}"),
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! DynamoDB requests counted by the step of a payout's lifecycle that made them, next to the
+//! fewest the design allows: the bench prints them, a test holds the pipeline to them.
+
+use crate::TestClock;
+use ops_domain::ports::QueueName;
+use ops_infra::aws::DynamoStore;
+use ops_lambda::pump::{Pump, StreamConsumer};
+
+/// The fewest DynamoDB requests each step of a one-item payout's lifecycle can make under the
+/// design: every state change one changeset with its audit entry and event, and a read of
+/// each fact that must be current when it is acted on.
+pub const DESIGN_MINIMUM: [(&str, u32, &str); 7] = [
+    ("POST /v1/operations", 5, "the key by its hash; the customer's and the platform's definitions of the workflow (either may exist); the idempotency claim; the changeset"),
+    ("POST /v1/operations/{id}/approve", 4, "the key; its user (roles as they are now); the operation; the changeset"),
+    ("stream-transition", 6, "on operation.approved: the operation, the move to processing, the transaction made; on transaction.confirmed: the operation, its transactions, the completion"),
+    ("stream-webhook-dispatch", 1, "the delivery made; the endpoints are looked up once per customer in a batch"),
+    ("queue-rail-submit", 3, "the transaction; the claim recorded before the rail is called; the outcome"),
+    ("queue-webhook-send", 4, "the delivery; its event; its endpoint; the attempt"),
+    ("schedule-status-poll", 5, "one versioned write per answer: the confirmation and four return checks (the schedule's query finds them)"),
+];
+
+/// DynamoDB requests, and writes among them, by the step of a lifecycle that made them.
+#[derive(Default)]
+pub struct Steps {
+    pub counted: Vec<(&'static str, Counted)>,
+    /// The status-poll schedule's queries of its shards: its cost, once a minute in the
+    /// cloud whatever the traffic, not a lifecycle's.
+    pub schedule_queries: u64,
+}
+
+#[derive(Default, Clone, Copy, Debug)]
+pub struct Counted {
+    pub requests: u64,
+    pub writes: u64,
+    /// Times the step ran and made a request (for a stream consumer: the batches it handled).
+    pub rounds: u64,
+}
+
+fn counted(store: &DynamoStore) -> Counted {
+    Counted {
+        requests: store.requests() - store.poll_queries(),
+        writes: store.transactions().0 + store.single_writes(),
+        rounds: 0,
+    }
+}
+
+/// The design's minimum for `step`, and what it consists of.
+pub fn minimum(step: &str) -> (u32, &'static str) {
+    DESIGN_MINIMUM.iter().find(|(name, ..)| *name == step).map_or_else(
+        || panic!("{step} has no minimum"),
+        |(_, minimum, needs)| (*minimum, *needs),
+    )
+}
+
+impl Steps {
+    /// Runs `work`, adding the requests it made to `step`'s count.
+    pub async fn measure<T>(
+        &mut self,
+        step: &'static str,
+        store: &DynamoStore,
+        work: impl std::future::Future<Output = T>,
+    ) -> T {
+        let (before, polled) = (counted(store), store.poll_queries());
+        let answer = work.await;
+        let after = counted(store);
+        self.schedule_queries += store.poll_queries() - polled;
+        let entry = match self.counted.iter().position(|(name, _)| *name == step) {
+            Some(at) => &mut self.counted[at].1,
+            None => {
+                self.counted.push((step, Counted::default()));
+                &mut self.counted.last_mut().unwrap().1
+            }
+        };
+        entry.requests += after.requests - before.requests;
+        entry.writes += after.writes - before.writes;
+        entry.rounds += u64::from(after.requests > before.requests);
+        answer
+    }
+}
+
+/// Runs the triggers one at a time, counting each one's requests, until every payout has
+/// gone through: six 30 s steps see each completed, the long ones run its return checks out
+/// (1 min, 10 min, 1 h and 24 h after confirmation), so each lifecycle is counted whole.
+pub async fn settle(pump: &Pump, clock: &TestClock, store: &DynamoStore, steps: &mut Steps) {
+    let minutes = time::Duration::minutes;
+    let mut advances = vec![time::Duration::seconds(30); 6];
+    advances.extend([minutes(10), minutes(60), minutes(24 * 60), time::Duration::ZERO]);
+    for advance in advances {
+        loop {
+            let mut handled = 0;
+            for consumer in [StreamConsumer::Transition, StreamConsumer::WebhookDispatch] {
+                handled += steps
+                    .measure(consumer.as_str(), store, pump.pump_stream(consumer))
+                    .await
+                    .expect("stream");
+            }
+            for (queue, function) in [
+                (QueueName::Submissions, "queue-rail-submit"),
+                (QueueName::Webhooks, "queue-webhook-send"),
+            ] {
+                handled += steps
+                    .measure(function, store, pump.pump_queue(queue))
+                    .await
+                    .expect("queue");
+            }
+            handled += steps
+                .measure("schedule-status-poll", store, pump.poll_rails())
+                .await
+                .expect("poll");
+            if handled == 0 {
+                break;
+            }
+        }
+        clock.advance(advance);
+    }
+}
