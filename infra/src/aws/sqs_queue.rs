@@ -30,6 +30,11 @@ fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
+/// An SQS call that failed, with the whole chain of causes in its message.
+fn failed(e: impl std::error::Error) -> StoreError {
+    unavailable(aws_sdk_sqs::error::DisplayErrorContext(e))
+}
+
 impl SqsQueue {
     pub fn new(client: Client, urls: QueueUrls) -> SqsQueue {
         SqsQueue {
@@ -62,7 +67,7 @@ impl SqsQueue {
             .attribute_names(QueueAttributeName::RedrivePolicy)
             .send()
             .await
-            .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            .map_err(failed)?;
         let policy: serde_json::Value = attributes
             .attributes()
             .and_then(|a| a.get(&QueueAttributeName::RedrivePolicy))
@@ -85,7 +90,7 @@ impl SqsQueue {
             .queue_owner_aws_account_id(account)
             .send()
             .await
-            .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            .map_err(failed)?;
         found
             .queue_url()
             .map(str::to_owned)
@@ -103,7 +108,6 @@ impl SqsQueue {
 }
 
 async fn queue_with_dead_letters(client: &Client, name: &str) -> Result<String, StoreError> {
-    let failed = |e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e));
     let dead_letters = client
         .create_queue()
         .queue_name(format!("{name}-dlq"))
@@ -119,7 +123,7 @@ async fn queue_with_dead_letters(client: &Client, name: &str) -> Result<String, 
         .attribute_names(QueueAttributeName::QueueArn)
         .send()
         .await
-        .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+        .map_err(failed)?;
     let dead_letters_arn = attributes
         .attributes()
         .and_then(|a| a.get(&QueueAttributeName::QueueArn))
@@ -135,7 +139,7 @@ async fn queue_with_dead_letters(client: &Client, name: &str) -> Result<String, 
         ])))
         .send()
         .await
-        .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+        .map_err(failed)?;
     Ok(queue.queue_url().ok_or_else(|| unavailable("no queue url"))?.to_owned())
 }
 
@@ -150,7 +154,7 @@ impl Queue for SqsQueue {
             .delay_seconds(seconds)
             .send()
             .await
-            .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            .map_err(failed)?;
         Ok(())
     }
 }
@@ -172,7 +176,7 @@ impl QueueConsumer for SqsQueue {
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .send()
             .await
-            .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            .map_err(failed)?;
         let mut receipts = self.receipts.lock().unwrap_or_else(|e| e.into_inner());
         Ok(received
             .messages()
@@ -207,7 +211,7 @@ impl QueueConsumer for SqsQueue {
             .receipt_handle(receipt)
             .send()
             .await
-            .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            .map_err(failed)?;
         Ok(())
     }
 
@@ -221,7 +225,7 @@ impl QueueConsumer for SqsQueue {
             .visibility_timeout(0)
             .send()
             .await
-            .map_err(|e| unavailable(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            .map_err(failed)?;
         Ok(received
             .messages()
             .iter()
