@@ -219,6 +219,8 @@ async fn local_mode() {
     let data_dir = tempfile::tempdir().unwrap();
     let mut config = ops_tests::config(data_dir.path().to_path_buf());
     config.worker = true;
+    // One key drives every client: the bench measures the service, not the per-key limit.
+    config.rate_limit = 0;
     let server = ops_local::start(config).await.expect("server starts");
     let api = Api {
         base: format!("http://{}", server.address),
@@ -250,6 +252,7 @@ async fn aws_lifecycles() {
         config.backend = "aws".into();
         config.aws_provision = Some(format!("bench-{clients}-{}", std::process::id()));
         config.worker = true;
+        config.rate_limit = 0;
         let server = ops_local::start_on_aws(config, ops_lambda::deployment::system_clock())
             .await
             .expect("server starts on the AWS adapters");

@@ -232,6 +232,15 @@ pub trait Secrets: Send + Sync {
     async fn secret(&self, name: &str) -> Result<Option<String>, StoreError>;
 }
 
+/// Counts each API key's requests in one-second windows, so one caller cannot starve the
+/// others (DESIGN §3 `rate_limit_error`). Windows are unix seconds of the wall clock.
+#[async_trait]
+pub trait RateLimiter: Send + Sync {
+    /// Counts a request of `key_id` in the second `window` unless that second already holds
+    /// `limit` of them; says whether it was counted (admitted).
+    async fn admit(&self, key_id: &str, window: i64, limit: u32) -> Result<bool, StoreError>;
+}
+
 /// Sends one webhook request: `Ok(status)` if the receiver answered, `Err` on a transport
 /// failure or timeout.
 #[async_trait]

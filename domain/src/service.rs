@@ -10,7 +10,8 @@ use crate::ids::{IdGenerator, IdKind};
 use crate::money;
 use crate::operation::{Approval, Decision, Item, Operation, OperationStatus, OperationTransition, StatusChange};
 use crate::ports::{
-    AuditEntry, Changeset, Clock, OperationQuery, Queue, Secrets, Store, StoreError, WebhookSender, Write,
+    AuditEntry, Changeset, Clock, OperationQuery, Queue, RateLimiter, Secrets, Store, StoreError, SystemClock,
+    WebhookSender, Write,
 };
 use crate::rail::Rails;
 use crate::validate::{self, CreateApiKey, CreateCustomer, CreateOperation, CreateUser};
@@ -37,6 +38,24 @@ pub struct Service {
     pub webhooks: Arc<dyn WebhookSender>,
     /// Where events also go for the PSP's own systems (EventBridge); none in local mode.
     pub bus: Option<Arc<dyn crate::ports::EventBus>>,
+    /// Requests per second each API key may make; none: unlimited.
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// Requests per second an API key may make unless configured otherwise (Stripe's live limit).
+pub const DEFAULT_RATE_LIMIT: u32 = 100;
+
+/// A limit on each API key's requests per second, counted by `limiter`.
+pub struct RateLimit {
+    pub limiter: Arc<dyn RateLimiter>,
+    pub per_second: u32,
+}
+
+impl RateLimit {
+    /// `per_second` of zero turns the limit off.
+    pub fn new(limiter: Arc<dyn RateLimiter>, per_second: u32) -> Option<RateLimit> {
+        (per_second > 0).then_some(RateLimit { limiter, per_second })
+    }
 }
 
 /// A page of a list.
@@ -218,6 +237,16 @@ impl Service {
                 "api_key_expired",
                 "This API key has expired.",
             ));
+        }
+        if let Some(limit) = &self.rate_limit {
+            // Wall-clock seconds, not the service's clock: a request rate is real time even
+            // when tests or replays move business time.
+            let window = SystemClock.now().unix_timestamp();
+            if !limit.limiter.admit(&key.id, window, limit.per_second).await? {
+                return Err(DomainError::RateLimited {
+                    per_second: limit.per_second,
+                });
+            }
         }
         let user = match &key.user_id {
             Some(id) => Some(self.store.user(id).await?.ok_or_else(auth::invalid_api_key)?),

@@ -2,7 +2,7 @@ use ops_domain::operation::OperationStatus;
 use ops_domain::ports::{Changeset, OperationQuery, Store, SystemClock, Write};
 use ops_infra::aws::{DynamoStore, SecretsManagerSecrets, SqsQueue};
 use ops_infra::conformance;
-use ops_infra::embedded::{SqliteQueue, SqliteStore};
+use ops_infra::embedded::{InMemoryRateLimiter, SqliteQueue, SqliteStore};
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -23,6 +23,11 @@ async fn sqlite_queue_conforms() {
 async fn sqlite_secrets_conform() {
     let dir = tempfile::tempdir().unwrap();
     conformance::secrets::run_all(&SqliteStore::open(&dir.path().join("ops.sqlite")).unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn in_memory_rate_limiter_conforms() {
+    conformance::rate_limiter::run_all(&InMemoryRateLimiter::default()).await;
 }
 
 /// The emulator `./scripts/test` starts.
@@ -61,6 +66,11 @@ async fn dynamo_store(name: &str) -> DynamoStore {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dynamo_store_conforms() {
     conformance::store::run_all(Arc::new(dynamo_store("conformance").await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dynamo_rate_limiter_conforms() {
+    conformance::rate_limiter::run_all(&dynamo_store("rate-limits").await).await;
 }
 
 /// Every list filter is a key: listing the one operation in a rare status reads one page,

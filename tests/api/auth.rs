@@ -1,4 +1,4 @@
-use ops_tests::{payout, spawn_app, ADMIN_KEY};
+use ops_tests::{payout, spawn_app, spawn_app_with, ADMIN_KEY};
 use reqwest::Method;
 use serde_json::json;
 
@@ -224,4 +224,67 @@ async fn decisions_need_a_user_with_the_role() {
         (still["status"].clone(), still["approvals"].clone()),
         (json!("pending_approval"), json!([]))
     );
+}
+
+#[tokio::test]
+async fn a_key_over_its_rate_limit_is_refused_429_without_effect_and_other_keys_go_on() {
+    let app = spawn_app_with(|config| config.rate_limit = 3).await;
+    let customer = app.create_customer().await;
+    let other = app.add_member(&customer, &["viewer"], &["operations:read"]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+
+    let creates: Vec<(String, serde_json::Value)> = (0..8)
+        .map(|i| (format!("burst-{i}"), payout(&customer.id, "auto", &[100 + i])))
+        .collect();
+    let replies = futures_util::future::join_all(creates.iter().map(|(idempotency_key, body)| {
+        app.send(
+            Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some(idempotency_key),
+            Some(body),
+        )
+    }))
+    .await;
+    let other_key = app.get("/v1/operations", &other.key).await;
+    assert_eq!(
+        other_key.status,
+        200,
+        "another key is not held up: {}",
+        other_key.json()
+    );
+
+    let refused: Vec<usize> = (0..replies.len()).filter(|&i| replies[i].status == 429).collect();
+    let created = replies.iter().filter(|reply| reply.status == 201).count();
+    assert!(
+        !refused.is_empty(),
+        "eight creates at once under a limit of three per second"
+    );
+    assert_eq!(created + refused.len(), creates.len());
+    for &i in &refused {
+        let error = replies[i].error(429);
+        assert_eq!(
+            (error["type"].as_str(), error["code"].as_str()),
+            (Some("rate_limit_error"), Some("rate_limit_exceeded"))
+        );
+        assert_eq!(replies[i].headers["retry-after"], "1");
+    }
+
+    // A refused request did nothing: its idempotency key is free, and retried after the
+    // advertised second it creates the operation.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (idempotency_key, body) = &creates[refused[0]];
+    let retried = app
+        .send(
+            Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some(idempotency_key),
+            Some(body),
+        )
+        .await;
+    assert_eq!(retried.status, 201, "{}", retried.json());
+    assert!(retried.headers.get("idempotent-replayed").is_none());
+    let listed = app.get("/v1/operations?limit=100", &customer.key).await.json();
+    assert_eq!(listed["data"].as_array().unwrap().len(), created + 1);
 }

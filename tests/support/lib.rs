@@ -95,6 +95,7 @@ pub fn config(data_dir: PathBuf) -> Config {
         backend: "embedded".into(),
         aws_provision: None,
         rail_secret: Some(RAIL_SECRET.into()),
+        rate_limit: ops_domain::service::DEFAULT_RATE_LIMIT,
         // Tests drive the pipeline themselves (see `TestApp::settle`).
         worker: false,
     }

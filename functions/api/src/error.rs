@@ -77,6 +77,12 @@ impl ApiError {
                     "idempotency_key_in_use",
                     Some("Idempotency-Key"),
                 ),
+                D::RateLimited { .. } => (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limit_error",
+                    "rate_limit_exceeded",
+                    None,
+                ),
                 D::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "api_error", "internal_error", None),
             },
             ApiError::BodyTooLarge { .. } => (
@@ -120,6 +126,13 @@ impl IntoResponse for ApiError {
         if let Some(param) = param {
             error["param"] = param.into();
         }
-        (status, axum::Json(json!({ "error": error }))).into_response()
+        let mut response = (status, axum::Json(json!({ "error": error }))).into_response();
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            // Windows are one second long: the next one admits the key again.
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from_static("1"));
+        }
+        response
     }
 }

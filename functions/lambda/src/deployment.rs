@@ -4,7 +4,7 @@ use ops_domain::auth::{Environment, KeyHasher};
 use ops_domain::ids::UlidGenerator;
 use ops_domain::ports::{Clock, Secrets, SystemClock};
 use ops_domain::rail::Rails;
-use ops_domain::service::Service;
+use ops_domain::service::{RateLimit, Service, DEFAULT_RATE_LIMIT};
 use ops_infra::aws::{DynamoStore, EventBridgeBus, QueueUrls, SecretsManagerSecrets, SqsQueue};
 use ops_infra::rails::{HttpRail, SandboxRail};
 use ops_infra::webhook_sender::HttpWebhookSender;
@@ -28,6 +28,8 @@ pub struct Settings {
     pub http_rails: Vec<(String, String)>,
     /// Where the sandbox rail keeps its ledger, if it is served.
     pub sandbox_ledger: Option<std::path::PathBuf>,
+    /// Requests per second each API key may make (0: unlimited).
+    pub rate_limit: u32,
 }
 
 impl Settings {
@@ -50,6 +52,12 @@ impl Settings {
                     .ok_or_else(|| format!("OPS_HTTP_RAILS: bad entry {spec}"))
             })
             .collect::<Result<_, _>>()?;
+        let rate_limit = match lookup("OPS_RATE_LIMIT").filter(|v| !v.is_empty()) {
+            Some(value) => value
+                .parse()
+                .map_err(|_| format!("OPS_RATE_LIMIT must be a whole number of requests per second, not {value}"))?,
+            None => DEFAULT_RATE_LIMIT,
+        };
         let sandbox = lookup("OPS_SANDBOX_RAIL")
             .map(|v| v == "true")
             .unwrap_or(environment == Environment::Test);
@@ -64,6 +72,7 @@ impl Settings {
             secrets_prefix: var("SECRETS_PREFIX")?,
             http_rails,
             sandbox_ledger: sandbox.then(|| std::env::temp_dir().join("rail-sandbox.sqlite")),
+            rate_limit,
         })
     }
 
@@ -80,6 +89,7 @@ impl Settings {
             ("SECRETS_PREFIX", self.secrets_prefix.clone()),
             ("OPS_HTTP_RAILS", rails.join(",")),
             ("OPS_SANDBOX_RAIL", self.sandbox_ledger.is_some().to_string()),
+            ("OPS_RATE_LIMIT", self.rate_limit.to_string()),
         ]
     }
 
@@ -137,6 +147,7 @@ impl Settings {
             secrets,
             webhooks: Arc::new(HttpWebhookSender::default()),
             bus,
+            rate_limit: RateLimit::new(Arc::new(store.clone()), self.rate_limit),
         };
         Ok((service, Parts { store, queue, sandbox }))
     }
@@ -188,6 +199,7 @@ mod tests {
                 ("psp-local:ach".into(), "https://connect.example/ach".into()),
             ],
             sandbox_ledger: None,
+            rate_limit: 250,
         }
     }
 
@@ -208,5 +220,17 @@ mod tests {
             .collect();
         let error = Settings::from_vars(|name| vars.get(name).cloned()).unwrap_err();
         assert_eq!(error.to_string(), "SUBMISSIONS_QUEUE_URL is not set");
+    }
+
+    #[test]
+    fn the_rate_limit_defaults_and_a_bad_one_is_named() {
+        let mut vars: HashMap<_, _> = production().to_vars().into_iter().collect();
+        vars.remove("OPS_RATE_LIMIT");
+        let read = Settings::from_vars(|name| vars.get(name).cloned()).expect("settings");
+        assert_eq!(read.rate_limit, DEFAULT_RATE_LIMIT);
+
+        vars.insert("OPS_RATE_LIMIT", "lots".into());
+        let error = Settings::from_vars(|name| vars.get(name).cloned()).unwrap_err();
+        assert!(error.to_string().starts_with("OPS_RATE_LIMIT"), "{error}");
     }
 }

@@ -44,5 +44,6 @@ pub async fn provision(
         secrets_prefix,
         http_rails: vec![],
         sandbox_ledger: None,
+        rate_limit: ops_domain::service::DEFAULT_RATE_LIMIT,
     })
 }

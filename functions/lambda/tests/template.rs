@@ -17,11 +17,9 @@ fn values_of<'a>(template: &'a str, key: &str) -> Vec<&'a str> {
         .collect()
 }
 
-#[test]
-fn every_binary_is_a_function_of_the_template_with_its_route() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let template = template();
-    // Resources are the lines indented by exactly two spaces; each block runs to the next.
+/// Each function's block, its lines unindented. Resources are the lines indented by exactly
+/// two spaces; each block runs to the next.
+fn functions(template: &str) -> Vec<String> {
     let mut blocks: Vec<String> = vec![];
     for line in template.lines() {
         if line.starts_with("  ") && !line.starts_with("   ") {
@@ -33,6 +31,13 @@ fn every_binary_is_a_function_of_the_template_with_its_route() {
         }
     }
     blocks.retain(|b| b.contains("BuildMethod: rust-cargolambda"));
+    blocks
+}
+
+#[test]
+fn every_binary_is_a_function_of_the_template_with_its_route() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let blocks = functions(&template());
     let mut binaries = 0;
     for entry in std::fs::read_dir(root.join("src/bin")).unwrap() {
         let path = entry.unwrap().path();
@@ -84,4 +89,61 @@ fn queues_dead_letter_after_as_many_receives_as_the_embedded_ones() {
         [expected.as_str(), expected.as_str()],
         "submissions and webhooks queues"
     );
+}
+
+/// The lines of the block `header` opens: those after it indented further than it.
+fn block(template: &str, header: &str) -> String {
+    let indent = |line: &str| line.len() - line.trim_start().len();
+    template
+        .lines()
+        .skip_while(|line| *line != header)
+        .skip(1)
+        .take_while(|line| line.trim().is_empty() || indent(line) > indent(header))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn functions_are_given_every_setting_they_read() {
+    let template = template();
+    let variables = block(&template, "    Environment:");
+    let required = |name: &str| match name {
+        "OPS_ENVIRONMENT" => Some("test".to_owned()),
+        "TABLE_NAME" | "SUBMISSIONS_QUEUE_URL" | "WEBHOOKS_QUEUE_URL" | "SECRETS_PREFIX" => Some(name.to_owned()),
+        _ => None,
+    };
+    let settings = ops_lambda::deployment::Settings::from_vars(required).expect("settings");
+    for (name, _) in settings.to_vars() {
+        assert!(
+            variables.contains(&format!("        {name}: ")),
+            "template.yaml's Globals do not set {name} for the functions"
+        );
+    }
+    let default = format!("Default: {}", ops_domain::service::DEFAULT_RATE_LIMIT);
+    assert!(
+        block(&template, "  RateLimit:").contains(&default),
+        "the RateLimit parameter has the service's default ({default})"
+    );
+}
+
+#[test]
+fn read_endpoints_write_nothing_but_their_keys_request_counters() {
+    let counters = "Action: dynamodb:UpdateItem\nResource: !GetAtt Table.Arn\nCondition:\nForAllValues:StringLike:\ndynamodb:LeadingKeys: [\"RATE#*\"]\n";
+    let mut readers = 0;
+    for block in functions(&template())
+        .iter()
+        .filter(|b| b.contains("- DynamoDBReadPolicy:"))
+    {
+        assert!(!block.contains("DynamoDBCrudPolicy"), "{block}");
+        let unauthenticated = ["Path: /health\n", "Path: /v1/openapi.json\n"]
+            .iter()
+            .any(|path| block.contains(path));
+        assert_eq!(
+            block.contains(counters),
+            !unauthenticated,
+            "an authenticated read endpoint counts its key's requests, and only that: {block}"
+        );
+        readers += 1;
+    }
+    assert_eq!(readers, 13, "the GET endpoints");
 }

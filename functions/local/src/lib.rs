@@ -8,8 +8,8 @@ use ops_domain::execution::RAIL_SECRET;
 use ops_domain::ids::UlidGenerator;
 use ops_domain::ports::{Clock, Secrets, SystemClock};
 use ops_domain::rail::Rails;
-use ops_domain::service::Service;
-use ops_infra::embedded::{SqliteQueue, SqliteStore};
+use ops_domain::service::{RateLimit, Service};
+use ops_infra::embedded::{InMemoryRateLimiter, SqliteQueue, SqliteStore};
 use ops_infra::rails::{HttpRail, SandboxRail};
 use ops_infra::webhook_sender::HttpWebhookSender;
 use std::net::SocketAddr;
@@ -70,6 +70,9 @@ pub struct Config {
     /// With the aws backend: create a stack of this name at start (for emulators).
     #[arg(long, env = "OPS_AWS_PROVISION")]
     pub aws_provision: Option<String>,
+    /// Requests per second each API key may make; more are answered 429 (0: unlimited).
+    #[arg(long, env = "OPS_RATE_LIMIT", default_value_t = ops_domain::service::DEFAULT_RATE_LIMIT)]
+    pub rate_limit: u32,
     /// Run the pipeline (stream, queues, status polls) in the background; tests turn it off
     /// and drive it themselves.
     #[arg(long, env = "OPS_WORKER", default_value_t = true, action = clap::ArgAction::Set)]
@@ -175,6 +178,7 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
             config.webhook_timeout_ms,
         ))),
         bus: None,
+        rate_limit: RateLimit::new(Arc::new(InMemoryRateLimiter::default()), config.rate_limit),
     });
     if let Some(secret) = &config.bootstrap_admin_key {
         service

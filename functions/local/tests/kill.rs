@@ -27,6 +27,8 @@ fn start(data_dir: &Path, port: u16) -> Child {
         .env("OPS_LISTEN", format!("127.0.0.1:{port}"))
         .env("OPS_DATA_DIR", data_dir)
         .env("OPS_BOOTSTRAP_ADMIN_KEY", ADMIN)
+        // One key sends the whole batch as fast as the server takes it.
+        .env("OPS_RATE_LIMIT", "0")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -119,7 +121,12 @@ async fn sigkill_in_the_middle_of_a_batch_loses_nothing_acknowledged_and_sends_n
             }
         })
         .await;
-    child.lock().unwrap().wait().unwrap();
+    {
+        let mut child = child.lock().unwrap();
+        // Killed at the hundredth acknowledgement; if that never came, now (the checks below fail).
+        let _ = child.kill();
+        child.wait().unwrap();
+    }
     let acknowledged = acknowledged.lock().unwrap().clone();
     assert!(acknowledged.len() >= 100, "{} acknowledged", acknowledged.len());
     assert!(acknowledged.len() < 200, "the kill landed mid-batch");

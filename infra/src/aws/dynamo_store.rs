@@ -19,6 +19,7 @@
 //! | webhook endpoints of a customer (or the platform's) | `GSI1PK = CUSWHE#<customer or PLATFORM>` |
 //! | deliveries of an event | `GSI1PK = EVTWHD#<event>` |
 //! | idempotency record | `PK = IDEM#<scope>#<key>`, expired by the `ttl` attribute |
+//! | an API key's requests in one second | `PK = RATE#<key id>#<unix second>`, expired by `ttl` |
 //!
 //! Every list filter but an operation's `type` is a key, so no list reads rows it drops. Keys
 //! every write of a kind shares (the platform's lists, the poll schedule) are spread over
@@ -32,6 +33,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
     ProjectionType, Put, ReturnValuesOnConditionCheckFailure, ScalarAttributeType, StreamSpecification, StreamViewType,
@@ -43,7 +45,7 @@ use ops_domain::event::Event;
 use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse, CLAIM_TIMEOUT, RETENTION};
 use ops_domain::ids::{IdGenerator, IdKind, UlidGenerator};
 use ops_domain::operation::Operation;
-use ops_domain::ports::{AuditEntry, Changeset, EventQuery, OperationQuery, Store, StoreError, Write};
+use ops_domain::ports::{AuditEntry, Changeset, EventQuery, OperationQuery, RateLimiter, Store, StoreError, Write};
 use ops_domain::transaction::Transaction;
 use ops_domain::webhook::{Delivery, WebhookEndpoint};
 use ops_domain::workflow::{Workflow, WorkflowOwner};
@@ -941,5 +943,37 @@ impl Store for DynamoStore {
                 aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException(_) => Ok(()),
                 other => Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(other))),
             })
+    }
+}
+
+/// Every container counts into the same item, so the limit holds however many run.
+#[async_trait]
+impl RateLimiter for DynamoStore {
+    async fn admit(&self, key_id: &str, window: i64, limit: u32) -> Result<bool, StoreError> {
+        self.count_small_write();
+        let counted = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("PK", s(format!("RATE#{key_id}#{window}")))
+            .key("SK", s("RATE"))
+            .update_expression("ADD #count :one SET #entity = :entity, #ttl = :ttl")
+            .condition_expression("attribute_not_exists(#count) OR #count < :limit")
+            .expression_attribute_names("#count", "count")
+            .expression_attribute_names("#entity", "entity")
+            .expression_attribute_names("#ttl", "ttl")
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":limit", n(i64::from(limit)))
+            .expression_attribute_values(":entity", s("rate_window"))
+            .expression_attribute_values(":ttl", n(window + 60))
+            .send()
+            .await;
+        match counted {
+            Ok(_) => Ok(true),
+            Err(error) => match error.into_service_error() {
+                UpdateItemError::ConditionalCheckFailedException(_) => Ok(false),
+                other => Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(other))),
+            },
+        }
     }
 }

@@ -2,5 +2,6 @@
 //! so local mode and the cloud cannot drift apart.
 
 pub mod queue;
+pub mod rate_limiter;
 pub mod secrets;
 pub mod store;
