@@ -1,4 +1,4 @@
-use ops_tests::{payout, spawn_app, spawn_app_with, ADMIN_KEY};
+use ops_tests::{payout, spawn_app, spawn_app_with, Reply, TestApp, ADMIN_KEY};
 use reqwest::Method;
 use serde_json::json;
 
@@ -226,6 +226,17 @@ async fn decisions_need_a_user_with_the_role() {
     );
 }
 
+async fn send_create(app: &TestApp, key: &str, (idempotency_key, body): &(String, serde_json::Value)) -> Reply {
+    app.send(
+        Method::POST,
+        "/v1/operations",
+        Some(key),
+        Some(idempotency_key),
+        Some(body),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_key_over_its_rate_limit_is_refused_429_without_effect_and_other_keys_go_on() {
     let app = spawn_app_with(|config| config.rate_limit = 3).await;
@@ -236,16 +247,8 @@ async fn a_key_over_its_rate_limit_is_refused_429_without_effect_and_other_keys_
     let creates: Vec<(String, serde_json::Value)> = (0..8)
         .map(|i| (format!("burst-{i}"), payout(&customer.id, "auto", &[100 + i])))
         .collect();
-    let replies = futures_util::future::join_all(creates.iter().map(|(idempotency_key, body)| {
-        app.send(
-            Method::POST,
-            "/v1/operations",
-            Some(&customer.key),
-            Some(idempotency_key),
-            Some(body),
-        )
-    }))
-    .await;
+    let replies =
+        futures_util::future::join_all(creates.iter().map(|create| send_create(&app, &customer.key, create))).await;
     let other_key = app.get("/v1/operations", &other.key).await;
     assert_eq!(
         other_key.status,
@@ -273,16 +276,7 @@ async fn a_key_over_its_rate_limit_is_refused_429_without_effect_and_other_keys_
     // A refused request did nothing: its idempotency key is free, and retried after the
     // advertised second it creates the operation.
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    let (idempotency_key, body) = &creates[refused[0]];
-    let retried = app
-        .send(
-            Method::POST,
-            "/v1/operations",
-            Some(&customer.key),
-            Some(idempotency_key),
-            Some(body),
-        )
-        .await;
+    let retried = send_create(&app, &customer.key, &creates[refused[0]]).await;
     assert_eq!(retried.status, 201, "{}", retried.json());
     assert!(retried.headers.get("idempotent-replayed").is_none());
     let listed = app.get("/v1/operations?limit=100", &customer.key).await.json();
