@@ -142,3 +142,64 @@ async fn real_responses_match_their_schemas() {
     let error = app.get("/v1/operations/op_missing", &customer.key).await.json();
     assert_has_required("Error", &error);
 }
+
+/// Free text (names, reasons, references, idempotency keys …) is refused with control
+/// characters in it; the document says so, so generated clients and fuzzers know.
+#[test]
+fn every_free_text_input_documents_that_control_characters_are_refused() {
+    const NO_CONTROL_CHARACTERS: &str = r"^[^\u0000-\u001f\u007f-\u009f]*$";
+    let doc = document();
+    fn walk<'a>(doc: &'a Value, schema: &'a Value, at: String, texts: &mut Vec<(String, &'a Value)>) {
+        if let Some(reference) = schema["$ref"].as_str() {
+            let name = reference.trim_start_matches("#/components/schemas/");
+            return walk(doc, &doc["components"]["schemas"][name], format!("{at}->{name}"), texts);
+        }
+        let is_string = schema["type"] == "string" || schema["type"] == json!(["string", "null"]);
+        if is_string && schema.get("maxLength").is_some() && schema.get("format").is_none() {
+            texts.push((at.clone(), schema));
+        }
+        for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+            walk(doc, property, format!("{at}.{name}"), texts);
+        }
+        if let Some(items) = schema.get("items") {
+            walk(doc, items, format!("{at}[]"), texts);
+        }
+        for alternatives in ["oneOf", "anyOf", "allOf"] {
+            for alternative in schema[alternatives].as_array().into_iter().flatten() {
+                walk(doc, alternative, at.clone(), texts);
+            }
+        }
+    }
+    let mut texts = vec![];
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in methods.as_object().unwrap() {
+            let at = format!("{method} {path}");
+            walk(
+                &doc,
+                &operation["requestBody"]["content"]["application/json"]["schema"],
+                at.clone(),
+                &mut texts,
+            );
+            for parameter in operation["parameters"].as_array().into_iter().flatten() {
+                walk(
+                    &doc,
+                    &parameter["schema"],
+                    format!("{at} {}", parameter["name"]),
+                    &mut texts,
+                );
+            }
+        }
+    }
+    let mut free_text = 0;
+    for (at, schema) in texts {
+        // Fields with a pattern of their own (currency, rail, workflow …) allow a few
+        // characters only; every other one refuses control characters.
+        let pattern = schema["pattern"].as_str();
+        assert!(
+            pattern.is_some(),
+            "{at} accepts control characters in the document: {schema}"
+        );
+        free_text += usize::from(pattern == Some(NO_CONTROL_CHARACTERS));
+    }
+    assert!(free_text >= 17, "only {free_text} free-text inputs found");
+}
