@@ -1,10 +1,13 @@
 //! The AWS adapters and the Lambda handlers against an AWS emulator (moto_server, started by
 //! `./scripts/test`). The emulator cannot invoke Lambdas, so the tests read the table's stream
-//! and the queues themselves and hand the Lambda payloads to the same handlers.
+//! and the queues themselves and hand the Lambda payloads to the same handlers. `template`
+//! checks `template.yaml` against the code (it lives here so that testing never builds the 35
+//! Lambda binaries, which an integration test of their own package would).
 
 mod lifecycle;
 mod local_mode;
 mod requests;
+mod template;
 mod triggers;
 
 use ops_domain::auth::Environment;

@@ -2,11 +2,14 @@
 //! function routes the method and path its binary serves, the table has every index the store
 //! queries, and the queues dead-letter as the embedded ones do.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
 
 fn template() -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(root.join("../../template.yaml")).unwrap()
+    std::fs::read_to_string(repository().join("template.yaml")).unwrap()
 }
 
 /// What follows `key` on each line that starts with it (indentation aside), in order.
@@ -36,10 +39,10 @@ fn functions(template: &str) -> Vec<String> {
 
 #[test]
 fn every_binary_is_a_function_of_the_template_with_its_route() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let binaries_dir = repository().join("functions/lambda/src/bin");
     let blocks = functions(&template());
     let mut binaries = 0;
-    for entry in std::fs::read_dir(root.join("src/bin")).unwrap() {
+    for entry in std::fs::read_dir(binaries_dir).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
         let source = std::fs::read_to_string(&path).unwrap();
