@@ -135,6 +135,13 @@ pub struct ApiKey {
     pub expires_at: Option<OffsetDateTime>,
     #[serde(with = "time::serde::rfc3339::option")]
     pub revoked_at: Option<OffsetDateTime>,
+    /// Who minted the key (a user id, or a key id when the minting key had no user): a
+    /// decision made with a key minted by an operation's creator does not count.
+    #[serde(default)]
+    pub created_by: Option<String>,
+    /// The key this one was rotated into; a key rotates once, and revoking it revokes that one.
+    #[serde(default)]
+    pub rotated_to: Option<String>,
     /// Peppered hash of the secret; the secret itself is never stored.
     #[serde(skip_serializing)]
     pub secret_hash: String,

@@ -82,8 +82,6 @@ fn new_webhook_secret() -> String {
     format!("whsec_{}", hex::encode(random))
 }
 
-const EVENT_TYPES: [&str; 2] = ["operation.", "transaction."];
-
 impl Service {
     fn require_operator(principal: &Principal) -> Result<(), DomainError> {
         if principal.is_platform() && principal.has_scope(Scope::Admin) {
@@ -323,7 +321,9 @@ impl Service {
     ) -> Result<Vec<u8>, DomainError> {
         principal.require(Scope::WebhooksManage)?;
         let url = required_text(command.url, "url", 2048)?;
-        webhook::check_url(&url, self.environment).map_err(|m| DomainError::invalid("url", "invalid_url", m))?;
+        self.webhook_targets
+            .check_url(&url)
+            .map_err(|m| DomainError::invalid("url", "invalid_url", m))?;
         let events = command.events.unwrap_or_else(|| vec!["*".into()]);
         if events.is_empty() {
             return Err(DomainError::invalid(
@@ -334,12 +334,12 @@ impl Service {
         }
         if let Some(i) = events
             .iter()
-            .position(|e| e != "*" && !(EVENT_TYPES.iter().any(|p| e.starts_with(p)) && e.len() <= 64))
+            .position(|e| e != "*" && !webhook::event_types().any(|known| known == *e))
         {
             return Err(DomainError::invalid(
                 format!("events[{i}]"),
                 "invalid_event_type",
-                "Event types look like operation.approved or transaction.confirmed, or \"*\".",
+                "Unknown event type: subscribe to \"*\" or to types such as operation.approved or transaction.confirmed.",
             ));
         }
         let customer_id = match (&principal.key.customer_id, command.customer_id) {

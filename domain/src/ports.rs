@@ -156,6 +156,8 @@ pub trait Store: Send + Sync {
     async fn user(&self, id: &str) -> Result<Option<User>, StoreError>;
     async fn api_key(&self, id: &str) -> Result<Option<ApiKey>, StoreError>;
     async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, StoreError>;
+    /// A customer's keys (`None`: the platform's), newest first.
+    async fn api_keys_of(&self, customer_id: Option<&str>) -> Result<Vec<ApiKey>, StoreError>;
     async fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError>;
     /// Newest first, at most `query.limit`.
     async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError>;

@@ -8,14 +8,16 @@ use crate::event::Event;
 use crate::idempotency::{StoredResponse, Ticket};
 use crate::ids::{IdGenerator, IdKind};
 use crate::money;
-use crate::operation::{Approval, Decision, Item, Operation, OperationStatus, OperationTransition, StatusChange};
+use crate::operation::{
+    Approval, Decision, Item, Operation, OperationStatus, OperationTransition, OperationType, StatusChange,
+};
 use crate::ports::{
     AuditEntry, Changeset, Clock, OperationQuery, Queue, RateLimiter, Secrets, Store, StoreError, SystemClock,
     WebhookSender, Write,
 };
 use crate::rail::Rails;
 use crate::validate::{self, CreateApiKey, CreateCustomer, CreateOperation, CreateUser};
-use crate::workflow::{self, Facts, Verdict, Workflow, WorkflowDefinition, WorkflowOwner};
+use crate::workflow::{self, Decider, Facts, Verdict, Workflow, WorkflowDefinition, WorkflowOwner};
 use serde::Serialize;
 use std::sync::Arc;
 use time::{Duration, OffsetDateTime};
@@ -36,6 +38,8 @@ pub struct Service {
     pub queue: Arc<dyn Queue>,
     pub secrets: Arc<dyn Secrets>,
     pub webhooks: Arc<dyn WebhookSender>,
+    /// Which webhook URLs may be registered (the sender enforces the same at connection time).
+    pub webhook_targets: crate::webhook::TargetPolicy,
     /// Where events also go for the PSP's own systems (EventBridge); none in local mode.
     pub bus: Option<Arc<dyn crate::ports::EventBus>>,
     /// Requests per second each API key may make; none: unlimited.
@@ -200,6 +204,8 @@ impl Service {
             created_at: now,
             expires_at: None,
             revoked_at: None,
+            created_by: None,
+            rotated_to: None,
             secret_hash,
         };
         let cause = Cause::new(
@@ -394,6 +400,8 @@ impl Service {
             created_at: now,
             expires_at: None,
             revoked_at: None,
+            created_by: Some(principal.actor().id),
+            rotated_to: None,
             secret_hash: self.hasher.hash(&secret),
         };
         let cause = Cause::new("api_key_created", "API key created", principal.actor(), now);
@@ -447,14 +455,6 @@ impl Service {
         command: validate::RotateApiKey,
         ticket: Option<Ticket>,
     ) -> Result<Vec<u8>, DomainError> {
-        let mut old = self.manageable_key(principal, id).await?;
-        let now = self.now();
-        if old.revoked_at.is_some() || old.expires_at.is_some_and(|at| at <= now) {
-            return Err(DomainError::invalid_state(
-                "api_key_inactive",
-                "A revoked or expired key cannot be rotated.",
-            ));
-        }
         let overlap = match command.expires_in {
             None => DEFAULT_ROTATION_OVERLAP,
             Some(seconds) if (0..=MAX_ROTATION_OVERLAP.whole_seconds()).contains(&seconds) => {
@@ -468,6 +468,21 @@ impl Service {
                 ));
             }
         };
+        let mut old = self.manageable_key(principal, id).await?;
+        let now = self.now();
+        if old.revoked_at.is_some() || old.expires_at.is_some_and(|at| at <= now) {
+            return Err(DomainError::invalid_state(
+                "api_key_inactive",
+                "A revoked or expired key cannot be rotated.",
+            ));
+        }
+        // A key rotates once: a leaked key cannot keep planting successors while it expires.
+        if old.rotated_to.is_some() || old.expires_at.is_some() {
+            return Err(DomainError::invalid_state(
+                "api_key_already_rotated",
+                "This key was already rotated; rotate its successor instead.",
+            ));
+        }
         let ends = now + overlap;
         old.expires_at = Some(old.expires_at.map_or(ends, |at| at.min(ends)));
         let secret = auth::new_secret(self.environment);
@@ -475,9 +490,12 @@ impl Service {
             id: self.ids.new_id(IdKind::ApiKey),
             created_at: now,
             expires_at: None,
+            created_by: Some(principal.actor().id),
+            rotated_to: None,
             secret_hash: self.hasher.hash(&secret),
             ..old.clone()
         };
+        old.rotated_to = Some(new_key.id.clone());
         let cause = Cause::new(
             "api_key_rotated",
             format!("Rotated from {}", old.id),
@@ -495,18 +513,53 @@ impl Service {
         self.issue_key(new_key, &secret, cause, changes, ticket).await
     }
 
+    /// Revokes a key and every successor it was rotated into, in one changeset: a leaked key's
+    /// rotation does not outlive the leaked key.
     pub async fn revoke_api_key(&self, principal: &Principal, id: &str) -> Result<ApiKey, DomainError> {
-        let mut key = self.manageable_key(principal, id).await?;
-        if key.revoked_at.is_none() {
-            let now = self.now();
-            key.revoked_at = Some(now);
-            let cause = Cause::new("api_key_revoked", "API key revoked", principal.actor(), now);
-            let mut changes = Changeset::default();
-            changes.push(Write::Audit(AuditEntry::new("api_key", &key.id, "revoked", cause)));
-            changes.push(Write::PutApiKey(key.clone()));
+        let revoked = self.manageable_key(principal, id).await?;
+        let now = self.now();
+        let mut changes = Changeset::default();
+        let mut next = Some(revoked.clone());
+        let mut first: Option<ApiKey> = None;
+        while let Some(mut key) = next.take() {
+            if key.revoked_at.is_none() {
+                key.revoked_at = Some(now);
+                let message = match &first {
+                    None => "API key revoked".to_string(),
+                    Some(origin) => format!("Revoked with {}, which it was rotated from", origin.id),
+                };
+                let cause = Cause::new("api_key_revoked", message, principal.actor(), now);
+                changes.push(Write::Audit(AuditEntry::new("api_key", &key.id, "revoked", cause)));
+                changes.push(Write::PutApiKey(key.clone()));
+            }
+            next = match &key.rotated_to {
+                Some(successor) => self.store.api_key(successor).await?,
+                None => None,
+            };
+            first.get_or_insert(key);
+        }
+        if !changes.writes.is_empty() {
             self.store.commit(changes).await?;
         }
-        Ok(key)
+        Ok(first.unwrap_or(revoked))
+    }
+
+    /// A customer's keys (a platform key: the platform's own, or a customer's with
+    /// `customer_id`), newest first; secrets are never shown.
+    pub async fn list_api_keys(
+        &self,
+        principal: &Principal,
+        customer_id: Option<String>,
+    ) -> Result<Page<ApiKey>, DomainError> {
+        principal.require(Scope::UsersManage)?;
+        let owner = match customer_id {
+            Some(id) => Some(self.visible_customer(principal, &id, "customer_id").await?.id),
+            None => principal.key.customer_id.clone(),
+        };
+        let keys = self.store.api_keys_of(owner.as_deref()).await?;
+        Ok(Page::all(
+            keys.into_iter().filter(|k| k.environment == self.environment).collect(),
+        ))
     }
 
     // ---- Workflows --------------------------------------------------------------------
@@ -594,6 +647,87 @@ impl Service {
         Ok(saved)
     }
 
+    // ---- Approval floors ----------------------------------------------------------------
+
+    /// The floor `customer_id` has for `kind`: the one its admin set, else the environment's
+    /// default.
+    async fn approval_floor(&self, customer_id: &str, kind: OperationType) -> Result<ApprovalFloor, DomainError> {
+        let stored = self
+            .store
+            .workflow(
+                &WorkflowOwner::Customer(customer_id.into()),
+                &workflow::floor_name(kind),
+            )
+            .await?;
+        Ok(ApprovalFloor {
+            object: "approval_floor",
+            customer_id: customer_id.into(),
+            kind,
+            is_default: stored.is_none(),
+            version: stored.as_ref().map_or(0, |w| w.version),
+            definition: stored.map_or_else(|| workflow::default_floor(self.environment), |w| w.definition),
+        })
+    }
+
+    pub async fn get_approval_floor(
+        &self,
+        principal: &Principal,
+        customer_id: &str,
+        kind: &str,
+    ) -> Result<ApprovalFloor, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let customer = self.visible_customer(principal, customer_id, "customer_id").await?;
+        self.approval_floor(&customer.id, floor_kind(kind)?).await
+    }
+
+    /// Sets a customer's floor: the customer's admin (`users:manage`) or a platform admin.
+    /// Lowering it is deliberate and audited like any change.
+    pub async fn put_approval_floor(
+        &self,
+        principal: &Principal,
+        customer_id: &str,
+        kind: &str,
+        definition: WorkflowDefinition,
+    ) -> Result<ApprovalFloor, DomainError> {
+        principal.require(Scope::UsersManage)?;
+        let customer = self.visible_customer(principal, customer_id, "customer_id").await?;
+        let kind = floor_kind(kind)?;
+        definition.validate()?;
+        let current = self.approval_floor(&customer.id, kind).await?;
+        let saved = Workflow {
+            name: workflow::floor_name(kind),
+            object: "workflow".into(),
+            owner: WorkflowOwner::Customer(customer.id.clone()),
+            definition,
+            version: current.version + 1,
+        };
+        let now = self.now();
+        let cause = Cause::new(
+            "approval_floor_saved",
+            format!(
+                "Approval floor for {} saved as version {}",
+                kind.as_str(),
+                saved.version
+            ),
+            principal.actor(),
+            now,
+        );
+        let mut changes = Changeset::default();
+        let entity = format!("{}:{}", customer.id, saved.name);
+        let action = if current.is_default { "created" } else { "updated" };
+        changes.push(Write::Audit(AuditEntry::new("approval_floor", &entity, action, cause)));
+        changes.push(Write::PutWorkflow(saved.clone()));
+        self.commit_created(changes, None, vec![]).await?;
+        Ok(ApprovalFloor {
+            object: "approval_floor",
+            customer_id: customer.id,
+            kind,
+            is_default: false,
+            version: saved.version,
+            definition: saved.definition,
+        })
+    }
+
     // ---- Operations -------------------------------------------------------------------
 
     pub async fn create_operation(
@@ -639,11 +773,37 @@ impl Service {
                 })
                 .collect(),
         };
-        let verdict = workflow.definition.evaluate(&facts);
+        let floor = self.approval_floor(&customer_id, valid.kind).await?;
+        let (verdict, decider) = workflow::stricter(
+            workflow.definition.evaluate(&facts),
+            floor.definition.floor_verdict(&facts),
+        );
         let now = self.now();
+        let (decided_by, source) = match decider {
+            Decider::Workflow => (
+                format!("workflow:{}", workflow.name),
+                format!("workflow {}", workflow.name),
+            ),
+            Decider::Floor => (
+                format!("approval_floor:{}", valid.kind.as_str()),
+                format!(
+                    "the customer's approval floor for {} (workflow {} asked less)",
+                    valid.kind.as_str(),
+                    workflow.name
+                ),
+            ),
+            Decider::Both => (
+                format!("workflow:{}", workflow.name),
+                format!(
+                    "workflow {} with the customer's approval floor for {}",
+                    workflow.name,
+                    valid.kind.as_str()
+                ),
+            ),
+        };
         let decided_by = Actor {
             kind: crate::cause::ActorType::System,
-            id: format!("workflow:{}", workflow.name),
+            id: decided_by,
         };
         let rule_name = |rule: Option<usize>| rule.map_or("no rule".to_string(), |r| format!("rule {r}"));
         let (status, cause, approval_requirement) = match verdict {
@@ -660,8 +820,12 @@ impl Service {
             Verdict::Reject { rule, reason } => (
                 OperationStatus::Rejected,
                 Cause::new(
-                    "workflow_rejected",
-                    format!("Rejected by workflow {} ({}): {reason}", workflow.name, rule_name(rule)),
+                    if decider == Decider::Floor {
+                        "approval_floor_rejected"
+                    } else {
+                        "workflow_rejected"
+                    },
+                    format!("Rejected by {source} ({}): {reason}", rule_name(rule)),
                     decided_by,
                     now,
                 ),
@@ -672,11 +836,10 @@ impl Service {
                 Cause::new(
                     "approval_required",
                     format!(
-                        "Workflow {} ({}) requires {} approval(s) by role {}",
-                        workflow.name,
+                        "Required by {source} ({}): {} approval(s) by role {}",
                         rule_name(Some(rule)),
                         requirement.count,
-                        requirement.role.name()
+                        requirement.roles_label()
                     ),
                     decided_by,
                     now,
@@ -901,6 +1064,31 @@ fn require_platform_admin(principal: &Principal) -> Result<(), DomainError> {
     }
 }
 
+fn floor_kind(kind: &str) -> Result<OperationType, DomainError> {
+    OperationType::parse(kind).ok_or_else(|| {
+        DomainError::invalid(
+            "type",
+            "invalid_operation_type",
+            format!("No operation type '{kind}'; floors are per operation type (payout, collection, transfer)."),
+        )
+    })
+}
+
+/// What a customer requires of every operation of one type, whatever workflow it names.
+#[derive(Debug, Serialize)]
+pub struct ApprovalFloor {
+    pub object: &'static str,
+    pub customer_id: String,
+    #[serde(rename = "type")]
+    pub kind: OperationType,
+    #[serde(flatten)]
+    pub definition: WorkflowDefinition,
+    /// Whether this is the environment's default (never set by the customer's admin).
+    #[serde(rename = "default")]
+    pub is_default: bool,
+    pub version: u64,
+}
+
 fn owner_label(owner: &WorkflowOwner) -> String {
     match owner {
         WorkflowOwner::Builtin => "builtin".into(),
@@ -941,15 +1129,23 @@ pub fn record_decision(
             "The creator of an operation cannot decide on it.",
         ));
     }
+    // Four-eyes holds between minting and deciding: a key minted by the creator (or by the key
+    // that created the operation, whose actor is then the creator) speaks for the creator.
+    if principal.key.created_by.as_deref() == Some(operation.created_by.as_str()) {
+        return Err(DomainError::forbidden(
+            "key_minted_by_creator",
+            "This key was minted by the operation's creator, so its decision would be the creator's own.",
+        ));
+    }
     let requirement = operation
         .approval_requirement
         .ok_or_else(|| DomainError::invalid_state("no_approval_required", "This operation needs no approval."))?;
-    if !user.roles.contains(&requirement.role) {
+    if !requirement.held_by(&user.roles) {
         return Err(DomainError::forbidden(
             "role_required",
             format!(
                 "Deciding on this operation needs the role '{}'.",
-                requirement.role.name()
+                requirement.roles_label()
             ),
         ));
     }
@@ -1020,6 +1216,8 @@ mod four_eyes_tests {
                 created_at: at,
                 expires_at: None,
                 revoked_at: None,
+                created_by: None,
+                rotated_to: None,
                 secret_hash: String::new(),
             },
             user: Some(User {
@@ -1040,6 +1238,7 @@ mod four_eyes_tests {
         op.approval_requirement = Some(ApprovalRequirement {
             count,
             role: Role::Approver,
+            also_role: None,
         });
         op
     }

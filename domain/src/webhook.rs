@@ -2,6 +2,7 @@
 
 use crate::auth::Environment;
 use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
 use time::{Duration, OffsetDateTime};
 
 /// Waits before each retry of a failed delivery (DESIGN §6); jitter is added on top.
@@ -101,19 +102,130 @@ pub struct Delivery {
     pub version: u64,
 }
 
-/// Production endpoints must be https; the test environment also takes http for local
-/// receivers.
-pub fn check_url(url: &str, environment: Environment) -> Result<(), &'static str> {
-    let rest = match (url.split_once("://"), environment) {
-        (Some(("https", rest)), _) | (Some(("http", rest)), Environment::Test) => rest,
-        (Some(("http", _)), Environment::Production) => return Err("Production webhook endpoints must use https://."),
-        _ => return Err("url must be an absolute http(s) URL."),
-    };
-    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if host.is_empty() || url.len() > 2048 || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("url must be an absolute http(s) URL with a host, at most 2048 characters.");
+/// Where webhooks may be sent. Production sends only to public `https` receivers on port 443;
+/// a test stack may also allow `http` and loopback or private receivers (local development),
+/// an explicit setting a production stack refuses at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetPolicy {
+    pub allow_local: bool,
+}
+
+impl TargetPolicy {
+    pub const PUBLIC_ONLY: TargetPolicy = TargetPolicy { allow_local: false };
+
+    /// The policy a stack of `environment` runs, or why the asked one is not allowed.
+    pub fn for_environment(environment: Environment, allow_local: Option<bool>) -> Result<TargetPolicy, &'static str> {
+        match (environment, allow_local) {
+            (Environment::Production, Some(true)) => {
+                Err("local webhook targets (http, loopback, private addresses) cannot be allowed in production")
+            }
+            (Environment::Production, _) => Ok(TargetPolicy::PUBLIC_ONLY),
+            (Environment::Test, allow) => Ok(TargetPolicy {
+                allow_local: allow.unwrap_or(true),
+            }),
+        }
     }
-    Ok(())
+
+    /// Whether a receiver at `ip` may be connected to.
+    pub fn allows_ip(self, ip: IpAddr) -> bool {
+        self.allow_local || is_public(ip)
+    }
+
+    /// Checks a URL when an endpoint is registered: absolute, no credentials, a host, the
+    /// scheme and port the policy allows, and no address or name that is never public.
+    pub fn check_url(self, raw: &str) -> Result<url::Url, &'static str> {
+        if raw.len() > 2048 || raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err("url must be an absolute http(s) URL of at most 2048 characters.");
+        }
+        let url = url::Url::parse(raw).map_err(|_| "url is not a valid absolute URL.")?;
+        match (url.scheme(), self.allow_local) {
+            ("https", _) | ("http", true) => {}
+            ("http", false) => return Err("Webhook endpoints must use https://."),
+            _ => return Err("url must be an absolute http(s) URL."),
+        }
+        let authority = raw
+            .split_once("://")
+            .map_or("", |(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(""));
+        if authority.contains('@') || !url.username().is_empty() || url.password().is_some() {
+            return Err("url must not carry credentials; authenticate deliveries by their signature.");
+        }
+        if !self.allow_local && url.port().is_some_and(|port| port != 443) {
+            return Err("Webhook endpoints are served on port 443.");
+        }
+        match url.host() {
+            None => return Err("url must have a host."),
+            Some(url::Host::Domain(name)) => {
+                let name = name.trim_end_matches('.');
+                if name.is_empty() {
+                    return Err("url must have a host.");
+                }
+                if !self.allow_local && (name == "localhost" || name.ends_with(".localhost")) {
+                    return Err("url must not point at this host or a private network.");
+                }
+            }
+            // The URL parser has already turned `127.1`, `2130706433` and `0x7f.1` into addresses.
+            Some(url::Host::Ipv4(ip)) if !self.allows_ip(IpAddr::V4(ip)) => {
+                return Err("url must not point at this host or a private network.")
+            }
+            Some(url::Host::Ipv6(ip)) if !self.allows_ip(IpAddr::V6(ip)) => {
+                return Err("url must not point at this host or a private network.")
+            }
+            Some(_) => {}
+        }
+        Ok(url)
+    }
+}
+
+/// Whether `ip` is an ordinary public unicast address: not loopback, private, link-local
+/// (the cloud metadata address among them), unique-local, shared, multicast, broadcast,
+/// documentation or unspecified, and not one of those in IPv4-mapped or NAT64 form.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
+            !(v4.is_unspecified()
+                || v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_multicast()
+                || v4.is_broadcast()
+                || v4.is_documentation()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b))
+                || (a == 192 && b == 0 && c == 0)
+                || (a == 198 && (b == 18 || b == 19))
+                || a >= 240)
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let segments = v6.segments();
+            // NAT64 (64:ff9b::/96) reaches the IPv4 address in its last 32 bits.
+            if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+                let v4 = std::net::Ipv4Addr::from(((segments[6] as u32) << 16) | segments[7] as u32);
+                return is_public(IpAddr::V4(v4));
+            }
+            !(v6.is_unspecified()
+                || v6.is_loopback()
+                || v6.is_multicast()
+                || (segments[0] & 0xfe00) == 0xfc00
+                || (segments[0] & 0xffc0) == 0xfe80
+                || (segments[0] == 0x2001 && segments[1] == 0x0db8)
+                || segments[..6] == [0, 0, 0, 0, 0, 0])
+        }
+    }
+}
+
+/// Every event type a webhook endpoint can subscribe to.
+pub fn event_types() -> impl Iterator<Item = String> {
+    let operations = std::iter::once("created")
+        .chain(crate::operation::OperationStatus::ALL.iter().map(|s| s.as_str()))
+        .map(|s| format!("operation.{s}"));
+    let transactions = crate::transaction::TransactionStatus::ALL
+        .iter()
+        .map(|s| format!("transaction.{}", s.as_str()));
+    operations.chain(transactions)
 }
 
 #[cfg(test)]
@@ -129,13 +241,62 @@ mod tests {
     }
 
     #[test]
-    fn urls_are_checked_per_environment() {
-        assert!(check_url("https://hooks.example.com/ops", Environment::Production).is_ok());
-        assert!(check_url("http://127.0.0.1:9000/hook", Environment::Test).is_ok());
-        assert!(check_url("http://hooks.example.com", Environment::Production).is_err());
-        for bad in ["ftp://x", "https://", "hooks.example.com", "https://a b"] {
-            assert!(check_url(bad, Environment::Test).is_err(), "{bad}");
+    fn production_refuses_every_local_or_disguised_target_and_malformed_urls() {
+        let production = TargetPolicy::for_environment(Environment::Production, None).unwrap();
+        assert!(production.check_url("https://hooks.example.com/ops").is_ok());
+        assert!(production.check_url("https://hooks.example.com:443/ops").is_ok());
+        assert!(production.check_url("https://93.184.216.34/hook").is_ok());
+        for bad in [
+            "http://hooks.example.com",
+            "https://hooks.example.com:8443/",
+            "https://127.0.0.1/",
+            "https://127.1/",
+            "https://2130706433/",
+            "https://0x7f000001/",
+            "https://0.0.0.0/",
+            "https://169.254.169.254/latest/meta-data",
+            "https://10.0.0.5/",
+            "https://172.16.3.4/",
+            "https://192.168.1.1/",
+            "https://100.64.0.1/",
+            "https://[::1]/",
+            "https://[::ffff:127.0.0.1]/",
+            "https://[::ffff:169.254.169.254]/",
+            "https://[64:ff9b::a9fe:a9fe]/",
+            "https://[fd00::1]/",
+            "https://[fe80::1]/",
+            "https://[ff02::1]/",
+            "https://localhost/",
+            "https://api.localhost./",
+            "https://user:pass@hooks.example.com/",
+            "https://@hooks.example.com/",
+            "https://@",
+            "https://hooks.example.com:99999/",
+            "ftp://x",
+            "https://",
+            "hooks.example.com",
+            "https://a b",
+        ] {
+            assert!(production.check_url(bad).is_err(), "{bad} was accepted");
         }
+    }
+
+    #[test]
+    fn the_test_environment_allows_local_receivers_only_when_set_and_production_never() {
+        let test = TargetPolicy::for_environment(Environment::Test, None).unwrap();
+        assert!(test.check_url("http://127.0.0.1:9000/hook").is_ok());
+        assert!(test.check_url("https://user:pass@127.0.0.1/").is_err());
+        let strict = TargetPolicy::for_environment(Environment::Test, Some(false)).unwrap();
+        assert!(strict.check_url("http://127.0.0.1:9000/hook").is_err());
+        assert!(TargetPolicy::for_environment(Environment::Production, Some(true)).is_err());
+    }
+
+    #[test]
+    fn event_types_are_the_state_changes_and_nothing_else() {
+        let types: Vec<String> = event_types().collect();
+        assert!(types.contains(&"operation.created".to_string()));
+        assert!(types.contains(&"transaction.confirmed".to_string()));
+        assert!(!types.contains(&"operation.zzz".to_string()));
     }
 
     #[test]

@@ -50,6 +50,24 @@ pub struct Conditions {
 pub struct ApprovalRequirement {
     pub count: u8,
     pub role: Role,
+    /// A second role every approver must hold too, when a customer's approval floor and the
+    /// named workflow ask for different roles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub also_role: Option<Role>,
+}
+
+impl ApprovalRequirement {
+    pub fn held_by(&self, roles: &[Role]) -> bool {
+        roles.contains(&self.role) && self.also_role.is_none_or(|r| roles.contains(&r))
+    }
+
+    /// Role names as a message shows them: `approver` or `approver and admin`.
+    pub fn roles_label(&self) -> String {
+        match self.also_role {
+            Some(also) => format!("{} and {}", self.role.name(), also.name()),
+            None => self.role.name().to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -155,6 +173,7 @@ impl WorkflowDefinition {
                     requirement: ApprovalRequirement {
                         count: *count,
                         role: *role,
+                        also_role: None,
                     },
                 },
             },
@@ -266,6 +285,80 @@ pub fn builtin(name: &str) -> Option<WorkflowDefinition> {
     })
 }
 
+/// Where a customer's approval floor for one operation type is kept: beside its workflows,
+/// under a name no workflow can take (`valid_name` refuses `:`).
+pub fn floor_name(kind: OperationType) -> String {
+    format!("floor:{}", kind.as_str())
+}
+
+/// The floor a customer has until its admin sets one: in production one approval by an
+/// `approver` (nothing moves on one person's word), in the test environment none.
+pub fn default_floor(environment: crate::auth::Environment) -> WorkflowDefinition {
+    let then = match environment {
+        crate::auth::Environment::Production => Action::RequireApprovals {
+            count: 1,
+            role: Role::Approver,
+        },
+        crate::auth::Environment::Test => Action::Approve,
+    };
+    WorkflowDefinition {
+        description: Some("Default floor".into()),
+        rules: vec![Rule {
+            when: Conditions::default(),
+            then,
+        }],
+    }
+}
+
+impl WorkflowDefinition {
+    /// What an approval floor asks of an operation: its first matching rule's verdict, or
+    /// nothing when no rule matches (a floor only ever adds).
+    pub fn floor_verdict(&self, facts: &Facts) -> Verdict {
+        match self.evaluate(facts) {
+            Verdict::Reject { rule: None, .. } => Verdict::Approve { rule: usize::MAX },
+            verdict => verdict,
+        }
+    }
+}
+
+/// Which verdict decides an operation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decider {
+    Workflow,
+    Floor,
+    Both,
+}
+
+/// The stricter of the named workflow's verdict and the customer's floor: reject over
+/// approvals over approve; of two requirements, the larger count and both roles.
+pub fn stricter(workflow: Verdict, floor: Verdict) -> (Verdict, Decider) {
+    use Verdict::*;
+    match (workflow, floor) {
+        (reject @ Reject { .. }, _) => (reject, Decider::Workflow),
+        (_, reject @ Reject { .. }) => (reject, Decider::Floor),
+        (RequireApprovals { rule, requirement: w }, RequireApprovals { requirement: f, .. }) => {
+            let also_role = [w.also_role, Some(f.role), f.also_role]
+                .into_iter()
+                .flatten()
+                .find(|role| *role != w.role);
+            let requirement = ApprovalRequirement {
+                count: w.count.max(f.count),
+                role: w.role,
+                also_role,
+            };
+            let decider = if requirement == w {
+                Decider::Workflow
+            } else {
+                Decider::Both
+            };
+            (RequireApprovals { rule, requirement }, decider)
+        }
+        (require @ RequireApprovals { .. }, Approve { .. }) => (require, Decider::Workflow),
+        (Approve { .. }, require @ RequireApprovals { .. }) => (require, Decider::Floor),
+        (approve @ Approve { .. }, Approve { .. }) => (approve, Decider::Workflow),
+    }
+}
+
 /// Workflow names: lowercase letters, digits, `_` and `-`, 1 to 64 characters.
 pub fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
@@ -375,7 +468,8 @@ mod tests {
                 rule: 1,
                 requirement: ApprovalRequirement {
                     count: 2,
-                    role: Role::Approver
+                    role: Role::Approver,
+                    also_role: None
                 }
             }
         );
@@ -409,11 +503,86 @@ mod tests {
                 rule: 0,
                 requirement: ApprovalRequirement {
                     count: 1,
-                    role: Role::Approver
+                    role: Role::Approver,
+                    also_role: None
                 }
             }
         );
         assert!(builtin("three_step").is_none());
+    }
+
+    #[test]
+    fn the_stricter_of_workflow_and_floor_decides() {
+        let needs = |count, role| Verdict::RequireApprovals {
+            rule: 0,
+            requirement: ApprovalRequirement {
+                count,
+                role,
+                also_role: None,
+            },
+        };
+        let approve = Verdict::Approve { rule: 0 };
+        let reject = Verdict::Reject {
+            rule: Some(0),
+            reason: "no".into(),
+        };
+        assert_eq!(
+            stricter(approve.clone(), needs(1, Role::Approver)),
+            (needs(1, Role::Approver), Decider::Floor)
+        );
+        assert_eq!(
+            stricter(needs(2, Role::Approver), approve.clone()).0,
+            needs(2, Role::Approver)
+        );
+        assert_eq!(
+            stricter(approve.clone(), reject.clone()),
+            (reject.clone(), Decider::Floor)
+        );
+        assert_eq!(stricter(reject.clone(), needs(3, Role::Admin)).0, reject);
+        assert_eq!(
+            stricter(needs(1, Role::Approver), needs(2, Role::Approver)).0,
+            needs(2, Role::Approver)
+        );
+        let (both, decider) = stricter(needs(2, Role::Approver), needs(1, Role::Admin));
+        assert_eq!(decider, Decider::Both);
+        let Verdict::RequireApprovals { requirement, .. } = both else {
+            panic!()
+        };
+        assert_eq!(
+            (requirement.count, requirement.role, requirement.also_role),
+            (2, Role::Approver, Some(Role::Admin))
+        );
+        assert!(requirement.held_by(&[Role::Approver, Role::Admin]) && !requirement.held_by(&[Role::Approver]));
+        assert_eq!(stricter(approve.clone(), approve.clone()).0, approve);
+    }
+
+    #[test]
+    fn a_floor_without_a_matching_rule_asks_nothing_and_production_starts_with_one_approval() {
+        let clp = clp();
+        let f = facts(&clp, vec![(5, "r", "x")]);
+        let floor = WorkflowDefinition {
+            description: None,
+            rules: vec![rule(
+                serde_json::json!({"currency": ["USD"]}),
+                Action::Reject { reason: "no".into() },
+            )],
+        };
+        assert!(matches!(floor.floor_verdict(&f), Verdict::Approve { .. }));
+        assert!(matches!(
+            default_floor(crate::auth::Environment::Production).floor_verdict(&f),
+            Verdict::RequireApprovals {
+                requirement: ApprovalRequirement {
+                    count: 1,
+                    role: Role::Approver,
+                    ..
+                },
+                ..
+            }
+        ));
+        assert!(matches!(
+            default_floor(crate::auth::Environment::Test).floor_verdict(&f),
+            Verdict::Approve { .. }
+        ));
     }
 
     #[test]

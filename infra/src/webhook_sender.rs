@@ -1,37 +1,70 @@
-//! Webhook delivery over real HTTP.
+//! Webhook delivery over real HTTP, only to the receivers the target policy allows.
 
 use async_trait::async_trait;
 use ops_domain::ports::WebhookSender;
 use ops_domain::signature;
-use ops_domain::webhook::DELIVERY_TIMEOUT;
+use ops_domain::webhook::{TargetPolicy, DELIVERY_TIMEOUT};
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use std::net::SocketAddr;
+use std::sync::Arc;
 
 pub struct HttpWebhookSender {
     client: reqwest::Client,
-}
-
-impl Default for HttpWebhookSender {
-    fn default() -> Self {
-        HttpWebhookSender::with_timeout(DELIVERY_TIMEOUT)
-    }
+    policy: TargetPolicy,
 }
 
 impl HttpWebhookSender {
     /// A receiver that has not answered within `timeout` counts as a failed attempt.
-    pub fn with_timeout(timeout: std::time::Duration) -> Self {
+    pub fn new(policy: TargetPolicy, timeout: std::time::Duration) -> Self {
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .user_agent(concat!("payment-operations-service/", env!("CARGO_PKG_VERSION")))
             // A receiver's redirect is not followed: the signed body goes where it was registered.
             .redirect(reqwest::redirect::Policy::none())
+            // A proxy would make the connection somewhere the address check never saw.
+            .no_proxy()
+            .dns_resolver(Arc::new(GuardedResolver { policy }))
             .build()
             .expect("HTTP client builds");
-        HttpWebhookSender { client }
+        HttpWebhookSender { client, policy }
+    }
+
+    pub fn with_policy(policy: TargetPolicy) -> Self {
+        HttpWebhookSender::new(policy, DELIVERY_TIMEOUT)
+    }
+}
+
+/// Resolves a receiver's name at connection time and keeps only the addresses the policy
+/// allows: a name whose DNS answer changes after it was registered (rebinding) still cannot
+/// reach a loopback, private or link-local address.
+struct GuardedResolver {
+    policy: TargetPolicy,
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.policy;
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let allowed: Vec<SocketAddr> = resolved.into_iter().filter(|a| policy.allows_ip(a.ip())).collect();
+            if allowed.is_empty() {
+                return Err(format!("{host} resolves to no address webhooks may be sent to").into());
+            }
+            Ok(Box::new(allowed.into_iter()) as Addrs)
+        })
     }
 }
 
 #[async_trait]
 impl WebhookSender for HttpWebhookSender {
     async fn post(&self, url: &str, signature: &str, body: Vec<u8>) -> Result<u16, String> {
+        // Checked again at sending time: an address literal never reaches the resolver, and a
+        // URL stored before a stricter policy must not be sent to either.
+        let url = self
+            .policy
+            .check_url(url)
+            .map_err(|reason| format!("not sent: {reason}"))?;
         let response = self
             .client
             .post(url)
@@ -43,10 +76,70 @@ impl WebhookSender for HttpWebhookSender {
             .map_err(|e| {
                 if e.is_timeout() {
                     "no answer within the delivery timeout".to_string()
+                } else if e.is_connect() {
+                    // The same words for a refused port, a closed host and a refused address, so
+                    // the attempts list is no port scanner.
+                    "could not connect to the receiver".to_string()
                 } else {
                     format!("request failed: {e}")
                 }
             })?;
         Ok(response.status().as_u16())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A receiver on loopback that counts the requests that reach it.
+    async fn receiver() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = hits.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _ = socket
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+            }
+        });
+        (port, hits)
+    }
+
+    #[tokio::test]
+    async fn a_public_only_sender_never_connects_to_loopback_by_address_or_by_name() {
+        let (port, hits) = receiver().await;
+        let strict = HttpWebhookSender::with_policy(TargetPolicy::PUBLIC_ONLY);
+        for url in [
+            format!("http://127.0.0.1:{port}/"),
+            format!("https://127.0.0.1:{port}/"),
+            "https://127.0.0.1/".to_string(),
+            "https://[::ffff:127.0.0.1]/".to_string(),
+        ] {
+            assert!(strict.post(&url, "t=1,v1=x", vec![]).await.is_err(), "{url}");
+        }
+        // A name is checked where the connection is made: what it resolves to decides, so a
+        // name that passed registration and later resolves to loopback is still refused.
+        let by_name = GuardedResolver {
+            policy: TargetPolicy::PUBLIC_ONLY,
+        }
+        .resolve("localhost".parse().unwrap())
+        .await;
+        assert!(by_name.is_err());
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+        // The same receiver is reachable when local targets are allowed (a test stack).
+        let local = HttpWebhookSender::with_policy(TargetPolicy { allow_local: true });
+        assert_eq!(
+            local
+                .post(&format!("http://localhost:{port}/"), "t=1,v1=x", vec![])
+                .await,
+            Ok(200)
+        );
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }

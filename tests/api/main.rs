@@ -7,5 +7,6 @@ mod openapi;
 mod operations;
 mod pipeline;
 mod rails;
+mod security;
 mod validation;
 mod workflows;

@@ -92,6 +92,7 @@ pub fn config(data_dir: PathBuf) -> Config {
         http_rails: vec![],
         http_rail_timeout_ms: 10_000,
         webhook_timeout_ms: 10_000,
+        webhook_allow_local: None,
         backend: "embedded".into(),
         aws_provision: None,
         rail_secret: Some(RAIL_SECRET.into()),
@@ -298,6 +299,7 @@ impl Api {
         }
     }
 
+    /// A user of `customer` with `roles`, and a key bound to it with `scopes`.
     pub async fn add_member(&self, customer: &Customer, roles: &[&str], scopes: &[&str]) -> Member {
         let user = self
             .post(
@@ -308,11 +310,13 @@ impl Api {
             .await;
         assert_eq!(user.status, 201, "{}", user.json());
         let user_id = user.id();
+        // Minted by the platform, not by the customer's key: many tests create operations
+        // with the customer's key, and a key minted by an operation's creator cannot decide on it.
         let key = self
             .post(
                 "/v1/api_keys",
-                &customer.key,
-                json!({"user_id": user_id, "scopes": scopes}),
+                ADMIN_KEY,
+                json!({"customer_id": customer.id, "user_id": user_id, "scopes": scopes}),
             )
             .await;
         assert_eq!(key.status, 201, "{}", key.json());

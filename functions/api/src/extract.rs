@@ -50,6 +50,20 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
     }
 }
 
+/// The two path parameters of a nested route (`/v1/customers/{id}/approval_floors/{type}`).
+pub struct PathParams(pub String, pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathParams {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path((first, second))| PathParams(first, second))
+            .map_err(|e| DomainError::invalid("path", "invalid_path", format!("The URL path is malformed: {e}")).into())
+    }
+}
+
 /// A JSON body (an empty body reads as `{}`), kept as a value so it can be fingerprinted
 /// before it is parsed into a command.
 pub struct JsonBody(pub serde_json::Value);

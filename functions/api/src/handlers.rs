@@ -1,7 +1,7 @@
 //! One function per route. Each reads the request, calls one use case and shapes the answer.
 
 use crate::error::ApiError;
-use crate::extract::{parse, query_pairs, Caller, JsonBody, PathParam, RawBody};
+use crate::extract::{parse, query_pairs, Caller, JsonBody, PathParam, PathParams, RawBody};
 use crate::idempotency::{create_once, json_response};
 use crate::App;
 use axum::extract::{RawQuery, State};
@@ -100,6 +100,32 @@ pub async fn rotate_api_key(
 
 pub async fn revoke_api_key(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
     ok(app.service.revoke_api_key(&caller, &id).await?)
+}
+
+pub async fn list_api_keys(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let customer_id = query_pairs(raw.as_deref(), &["customer_id"])?.pop().map(|(_, id)| id);
+    ok(app.service.list_api_keys(&caller, customer_id).await?)
+}
+
+pub async fn get_approval_floor(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParams(customer_id, kind): PathParams,
+) -> Answer {
+    ok(app.service.get_approval_floor(&caller, &customer_id, &kind).await?)
+}
+
+pub async fn put_approval_floor(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParams(customer_id, kind): PathParams,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let definition: WorkflowDefinition = parse(&body)?;
+    ok(app
+        .service
+        .put_approval_floor(&caller, &customer_id, &kind, definition)
+        .await?)
 }
 
 pub async fn get_workflow(State(app): State<App>, Caller(caller): Caller, PathParam(name): PathParam) -> Answer {
@@ -263,6 +289,13 @@ pub async fn list_events(State(app): State<App>, Caller(caller): Caller, RawQuer
         starting_after: params.starting_after,
         kind: params.filters.into_iter().map(|(_, value)| value).next(),
     };
+    if let Some(kind) = query
+        .kind
+        .as_deref()
+        .filter(|k| !ops_domain::webhook::event_types().any(|t| t == *k))
+    {
+        return Err(DomainError::invalid("type", "invalid_event_type", format!("Unknown event type '{kind}'.")).into());
+    }
     ok(app.service.list_events(&caller, query).await?)
 }
 

@@ -27,8 +27,11 @@ pub enum Endpoint {
     CreateCustomer,
     CreateUser,
     CreateApiKey,
+    ListApiKeys,
     RevokeApiKey,
     RotateApiKey,
+    GetApprovalFloor,
+    PutApprovalFloor,
     GetWorkflow,
     PutWorkflow,
     CreateOperation,
@@ -55,7 +58,7 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 30] = {
+    pub const ALL: [Endpoint; 33] = {
         use Endpoint::*;
         [
             Health,
@@ -63,8 +66,11 @@ impl Endpoint {
             CreateCustomer,
             CreateUser,
             CreateApiKey,
+            ListApiKeys,
             RevokeApiKey,
             RotateApiKey,
+            GetApprovalFloor,
+            PutApprovalFloor,
             GetWorkflow,
             PutWorkflow,
             CreateOperation,
@@ -101,8 +107,19 @@ impl Endpoint {
             CreateCustomer => ("POST", "/v1/customers", post(create_customer)),
             CreateUser => ("POST", "/v1/customers/{id}/users", post(create_user)),
             CreateApiKey => ("POST", "/v1/api_keys", post(create_api_key)),
+            ListApiKeys => ("GET", "/v1/api_keys", get(list_api_keys)),
             RevokeApiKey => ("DELETE", "/v1/api_keys/{id}", delete(revoke_api_key)),
             RotateApiKey => ("POST", "/v1/api_keys/{id}/rotate", post(rotate_api_key)),
+            GetApprovalFloor => (
+                "GET",
+                "/v1/customers/{id}/approval_floors/{type}",
+                get(get_approval_floor),
+            ),
+            PutApprovalFloor => (
+                "PUT",
+                "/v1/customers/{id}/approval_floors/{type}",
+                put(put_approval_floor),
+            ),
             GetWorkflow => ("GET", "/v1/workflows/{name}", get(get_workflow)),
             PutWorkflow => ("PUT", "/v1/workflows/{name}", put(put_workflow)),
             CreateOperation => ("POST", "/v1/operations", post(create_operation)),

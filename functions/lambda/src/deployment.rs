@@ -5,6 +5,7 @@ use ops_domain::ids::UlidGenerator;
 use ops_domain::ports::{Clock, Secrets, SystemClock};
 use ops_domain::rail::Rails;
 use ops_domain::service::{RateLimit, Service, DEFAULT_RATE_LIMIT};
+use ops_domain::webhook::TargetPolicy;
 use ops_infra::aws::{DynamoStore, EventBridgeBus, QueueUrls, SecretsManagerSecrets, SqsQueue};
 use ops_infra::rails::{HttpRail, SandboxRail};
 use ops_infra::webhook_sender::HttpWebhookSender;
@@ -93,6 +94,12 @@ impl Settings {
         ]
     }
 
+    /// Production stacks send webhooks to public https receivers only; test stacks may also
+    /// reach receivers on loopback or private networks (development).
+    pub fn webhook_targets(&self) -> TargetPolicy {
+        TargetPolicy::for_environment(self.environment, None).expect("the default policy is allowed")
+    }
+
     /// Builds the use cases over the AWS adapters (clients from the standard AWS
     /// configuration: `AWS_ENDPOINT_URL` points them at an emulator).
     pub async fn service(&self, clock: Arc<dyn Clock>) -> Result<Arc<Service>, Error> {
@@ -145,7 +152,8 @@ impl Settings {
             rails,
             queue: queue.clone(),
             secrets,
-            webhooks: Arc::new(HttpWebhookSender::default()),
+            webhooks: Arc::new(HttpWebhookSender::with_policy(self.webhook_targets())),
+            webhook_targets: self.webhook_targets(),
             bus,
             rate_limit: RateLimit::new(Arc::new(store.clone()), self.rate_limit),
         };

@@ -9,6 +9,7 @@ use ops_domain::ids::UlidGenerator;
 use ops_domain::ports::{Clock, Secrets, SystemClock};
 use ops_domain::rail::Rails;
 use ops_domain::service::{RateLimit, Service};
+use ops_domain::webhook::TargetPolicy;
 use ops_infra::embedded::{InMemoryRateLimiter, SqliteQueue, SqliteStore};
 use ops_infra::rails::{HttpRail, SandboxRail};
 use ops_infra::webhook_sender::HttpWebhookSender;
@@ -51,6 +52,10 @@ pub struct Config {
     /// Secret shared with the connectivity layer: signs rail reports and HTTP rail requests.
     #[arg(long, env = "OPS_RAIL_SECRET", hide_env_values = true)]
     pub rail_secret: Option<String>,
+    /// Allow webhook endpoints on plain http and on loopback or private addresses (local
+    /// receivers). Default: allowed in the test environment; production refuses to start with it.
+    #[arg(long, env = "OPS_WEBHOOK_ALLOW_LOCAL")]
+    pub webhook_allow_local: Option<bool>,
     /// How long a webhook receiver has to answer before the attempt counts as failed.
     #[arg(long, env = "OPS_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000)]
     pub webhook_timeout_ms: u64,
@@ -122,6 +127,8 @@ pub struct Local {
 pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, StartError> {
     let environment = Environment::parse(&config.environment)
         .ok_or_else(|| StartError::Config("OPS_ENVIRONMENT must be test or production".into()))?;
+    let webhook_targets = TargetPolicy::for_environment(environment, config.webhook_allow_local)
+        .map_err(|e| StartError::Config(format!("OPS_WEBHOOK_ALLOW_LOCAL: {e}")))?;
     std::fs::create_dir_all(&config.data_dir)?;
     let pepper = match &config.api_key_pepper {
         Some(pepper) => pepper.clone(),
@@ -174,9 +181,11 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         rails,
         queue: Arc::new(queue.clone()),
         secrets: Arc::new(store.clone()),
-        webhooks: Arc::new(HttpWebhookSender::with_timeout(std::time::Duration::from_millis(
-            config.webhook_timeout_ms,
-        ))),
+        webhooks: Arc::new(HttpWebhookSender::new(
+            webhook_targets,
+            std::time::Duration::from_millis(config.webhook_timeout_ms),
+        )),
+        webhook_targets,
         bus: None,
         rate_limit: RateLimit::new(Arc::new(InMemoryRateLimiter::default()), config.rate_limit),
     });

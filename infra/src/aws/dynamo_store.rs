@@ -7,6 +7,7 @@
 //! |---|---|
 //! | any entity by id | `PK = <PREFIX>#<id>`, `SK = <ENTITY>` |
 //! | API key by secret hash | `PK = KEYHASH#<hash>` (a second item written with the key) |
+//! | API keys of a customer (or the platform's), newest first | `GSI1PK = CUSKEYS#<customer or PLATFORM>` |
 //! | operations of a customer, newest first | `GSI1PK = CUSOPS#<customer>`, `GSI1SK = <op id>` |
 //! | … of a customer in one status | `GSI2PK = CUSOPST#<customer>#<status>`, `GSI2SK = <op id>` |
 //! | every operation, newest first (platform) | `GSI3PK = OPS#<shard>`, `GSI3SK = <op id>` |
@@ -388,11 +389,14 @@ impl DynamoStore {
             }
             Write::PutApiKey(k) => {
                 let body = doc_with(k, &[("secret_hash", k.secret_hash.clone().into())]);
+                let owner = k.customer_id.as_deref().unwrap_or("PLATFORM");
                 let by_id = item(vec![
                     ("PK", s(format!("KEY#{}", k.id))),
                     ("SK", s("KEY")),
                     ("entity", s("api_key")),
                     ("doc", body.clone()),
+                    ("GSI1PK", s(format!("CUSKEYS#{owner}"))),
+                    ("GSI1SK", s(&k.id)),
                 ]);
                 let by_hash = item(vec![
                     ("PK", s(format!("KEYHASH#{}", k.secret_hash))),
@@ -738,6 +742,19 @@ impl Store for DynamoStore {
 
     async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, StoreError> {
         self.get(format!("KEYHASH#{secret_hash}"), "KEY").await
+    }
+
+    async fn api_keys_of(&self, customer_id: Option<&str>) -> Result<Vec<ApiKey>, StoreError> {
+        let owner = customer_id.unwrap_or("PLATFORM");
+        self.query(
+            Some("GSI1"),
+            "GSI1PK = :pk",
+            vec![(":pk", s(format!("CUSKEYS#{owner}")))],
+            None,
+            true,
+            1000,
+        )
+        .await
     }
 
     async fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError> {

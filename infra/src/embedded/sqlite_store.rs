@@ -22,6 +22,8 @@ const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS customers (id TEXT PRIMARY KEY, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, secret_hash TEXT NOT NULL UNIQUE, body TEXT NOT NULL);
+-- A customer's keys ('' for the platform's), on the document so older files need no migration.
+CREATE INDEX IF NOT EXISTS api_keys_by_owner ON api_keys (coalesce(json_extract(body, '$.customer_id'), ''), id);
 CREATE TABLE IF NOT EXISTS operations (
     id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, status TEXT NOT NULL, type TEXT NOT NULL,
     version INTEGER NOT NULL, body TEXT NOT NULL);
@@ -434,6 +436,14 @@ impl Store for SqliteStore {
     async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, StoreError> {
         self.document("SELECT body FROM api_keys WHERE secret_hash = ?1", secret_hash.into())
             .await
+    }
+
+    async fn api_keys_of(&self, customer_id: Option<&str>) -> Result<Vec<ApiKey>, StoreError> {
+        self.documents(
+            "SELECT body FROM api_keys WHERE coalesce(json_extract(body, '$.customer_id'), '') = ?1 ORDER BY id DESC",
+            customer_id.unwrap_or("").to_owned(),
+        )
+        .await
     }
 
     async fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError> {

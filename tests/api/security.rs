@@ -1,0 +1,333 @@
+//! The holes a security review found (issue "Hardening"), one test each: four-eyes that
+//! cannot be skipped or split, keys that cannot plant successors, webhooks that cannot reach
+//! inside the network, secrets kept as secrets, rail reports that cannot be replayed.
+
+use ops_tests::{payout, spawn_app, spawn_app_with, Customer, Member, TestApp, ADMIN_KEY};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+const LIVE_ADMIN_KEY: &str = "sk_live_platform_admin_for_tests_0000000000";
+
+/// A production stack (with the sandbox rail, so payouts have somewhere to go).
+async fn production() -> TestApp {
+    spawn_app_with(|config| {
+        config.environment = "production".into();
+        config.bootstrap_admin_key = Some(LIVE_ADMIN_KEY.into());
+        config.sandbox_rail = Some(true);
+    })
+    .await
+}
+
+/// A customer of `app` with an admin key (every customer scope, no user), made by `platform`.
+async fn customer_of(app: &TestApp, platform: &str) -> Customer {
+    let id = app.post("/v1/customers", platform, json!({"name": "Acme"})).await.id();
+    let scopes = ops_tests::CUSTOMER_SCOPES;
+    let key = app
+        .post("/v1/api_keys", platform, json!({"customer_id": id, "scopes": scopes}))
+        .await;
+    assert_eq!(key.status, 201, "{}", key.json());
+    Customer {
+        id,
+        key: key.json()["secret"].as_str().unwrap().to_owned(),
+    }
+}
+
+/// A user of `customer` with `roles` and a key bound to it with `scopes`, minted by `minter`.
+async fn member_minted_by(app: &TestApp, customer: &Customer, minter: &str, roles: &[&str], scopes: &[&str]) -> Member {
+    let user_id = app
+        .post(
+            &format!("/v1/customers/{}/users", customer.id),
+            &customer.key,
+            json!({"name": "Member", "email": "m@acme.example", "roles": roles}),
+        )
+        .await
+        .id();
+    let key = app
+        .post("/v1/api_keys", minter, json!({"user_id": user_id, "scopes": scopes}))
+        .await;
+    assert_eq!(key.status, 201, "{}", key.json());
+    Member {
+        user_id,
+        key: key.json()["secret"].as_str().unwrap().to_owned(),
+    }
+}
+
+fn floor_path(customer: &Customer) -> String {
+    format!("/v1/customers/{}/approval_floors/payout", customer.id)
+}
+
+async fn put(app: &TestApp, path: &str, key: &str, body: Value) -> ops_tests::Reply {
+    app.send(Method::PUT, path, Some(key), None, Some(&body)).await
+}
+
+#[tokio::test]
+async fn naming_the_auto_workflow_cannot_skip_the_customers_approval_floor() {
+    let app = production().await;
+    let customer = customer_of(&app, LIVE_ADMIN_KEY).await;
+    let maker = member_minted_by(
+        &app,
+        &customer,
+        &customer.key,
+        &["maker"],
+        &["operations:read", "operations:write"],
+    )
+    .await;
+
+    // A new production customer needs one approver, whatever the request names.
+    let floor = app.get(&floor_path(&customer), &maker.key).await.json();
+    assert_eq!(
+        (floor["default"].clone(), floor["rules"][0]["then"]["action"].clone()),
+        (json!(true), json!("require_approvals"))
+    );
+    let created = app
+        .post(
+            "/v1/operations",
+            &maker.key,
+            payout(&customer.id, "auto", &[90_000_000]),
+        )
+        .await
+        .json();
+    assert_eq!(created["status"], "pending_approval", "{created}");
+    assert_eq!(created["approval_requirement"], json!({"count": 1, "role": "approver"}));
+    assert_eq!(created["cause"]["actor"]["id"], "approval_floor:payout");
+
+    // Only the customer's admin sets the floor; a maker cannot lower it.
+    let by_maker = put(
+        &app,
+        &floor_path(&customer),
+        &maker.key,
+        json!({"rules": [{"then": {"action": "approve"}}]}),
+    )
+    .await;
+    assert_eq!(by_maker.error(403)["code"], "missing_scope");
+    let bad_type = put(
+        &app,
+        &format!("/v1/customers/{}/approval_floors/loan", customer.id),
+        &customer.key,
+        json!({"rules": [{"then": {"action": "approve"}}]}),
+    )
+    .await;
+    assert_eq!(bad_type.error(400)["param"], "type");
+
+    // Two approvals above a million, none below: the stricter of floor and workflow decides.
+    let saved = put(
+        &app,
+        &floor_path(&customer),
+        &customer.key,
+        json!({"rules": [
+            {"when": {"total_amount": {"gte": 1_000_000}}, "then": {"action": "require_approvals", "count": 2, "role": "approver"}},
+            {"then": {"action": "approve"}}]}),
+    )
+    .await;
+    assert_eq!(saved.status, 200, "{}", saved.json());
+    assert_eq!(
+        (saved.json()["default"].clone(), saved.json()["version"].clone()),
+        (json!(false), json!(1))
+    );
+    let small = app
+        .post("/v1/operations", &maker.key, payout(&customer.id, "auto", &[5_000]))
+        .await
+        .json();
+    assert_eq!(small["status"], "approved");
+    let large_auto = app
+        .post("/v1/operations", &maker.key, payout(&customer.id, "auto", &[2_000_000]))
+        .await
+        .json();
+    let large_two_step = app
+        .post(
+            "/v1/operations",
+            &maker.key,
+            payout(&customer.id, "two_step", &[2_000_000]),
+        )
+        .await
+        .json();
+    for large in [large_auto, large_two_step] {
+        assert_eq!(large["status"], "pending_approval");
+        assert_eq!(large["approval_requirement"]["count"], 2, "{large}");
+    }
+    // A floor that rejects rejects, even under auto.
+    put(&app, &floor_path(&customer), &customer.key, json!({"rules": [{"when": {"total_amount": {"gte": 1_000_000}}, "then": {"action": "reject", "reason": "over the limit"}}]})).await;
+    let refused = app
+        .post("/v1/operations", &maker.key, payout(&customer.id, "auto", &[2_000_000]))
+        .await
+        .json();
+    assert_eq!(
+        (refused["status"].clone(), refused["cause"]["code"].clone()),
+        (json!("rejected"), json!("approval_floor_rejected"))
+    );
+}
+
+#[tokio::test]
+async fn a_key_minted_by_the_operations_creator_cannot_decide_on_it() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let approver_id = app
+        .post(
+            &format!("/v1/customers/{}/users", customer.id),
+            &customer.key,
+            json!({"name": "Abe", "email": "abe@acme.example", "roles": ["approver"]}),
+        )
+        .await
+        .id();
+    // The admin key creates an operation, then mints a key in the approver's name.
+    let id = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "two_step", &[5_000]),
+        )
+        .await
+        .id();
+    let in_their_name = app
+        .post(
+            "/v1/api_keys",
+            &customer.key,
+            json!({"user_id": approver_id, "scopes": ["operations:approve"]}),
+        )
+        .await
+        .json();
+    assert_eq!(
+        in_their_name["created_by"],
+        app.get("/v1/api_keys", &customer.key).await.json()["data"][1]["id"]
+    );
+    let decision = app
+        .post(
+            &format!("/v1/operations/{id}/approve"),
+            in_their_name["secret"].as_str().unwrap(),
+            json!({}),
+        )
+        .await;
+    assert_eq!(decision.error(403)["code"], "key_minted_by_creator");
+
+    // A maker who can mint keys cannot sign for the approver either.
+    let maker = app
+        .add_member(
+            &customer,
+            &["maker"],
+            &["operations:write", "users:manage", "operations:approve"],
+        )
+        .await;
+    let by_maker = app
+        .post("/v1/operations", &maker.key, payout(&customer.id, "two_step", &[5_001]))
+        .await
+        .id();
+    let minted = app
+        .post(
+            "/v1/api_keys",
+            &maker.key,
+            json!({"user_id": approver_id, "scopes": ["operations:approve"]}),
+        )
+        .await
+        .json();
+    assert_eq!(minted["created_by"], maker.user_id.as_str());
+    let decision = app
+        .post(
+            &format!("/v1/operations/{by_maker}/approve"),
+            minted["secret"].as_str().unwrap(),
+            json!({}),
+        )
+        .await;
+    assert_eq!(decision.error(403)["code"], "key_minted_by_creator");
+    for op in [&id, &by_maker] {
+        let still = app.get(&format!("/v1/operations/{op}"), &customer.key).await.json();
+        assert_eq!(
+            (still["status"].clone(), still["approvals"].clone()),
+            (json!("pending_approval"), json!([]))
+        );
+    }
+    // The approver's own key (minted by the platform here) still decides.
+    let approver_key = app
+        .post(
+            "/v1/api_keys",
+            ADMIN_KEY,
+            json!({"customer_id": customer.id, "user_id": approver_id, "scopes": ["operations:approve"]}),
+        )
+        .await
+        .json();
+    let approved = app
+        .post(
+            &format!("/v1/operations/{by_maker}/approve"),
+            approver_key["secret"].as_str().unwrap(),
+            json!({}),
+        )
+        .await;
+    assert_eq!(approved.json()["status"], "approved");
+}
+
+#[tokio::test]
+async fn a_leaked_key_cannot_plant_a_successor_that_outlives_its_revocation() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let leaked = app
+        .post(
+            "/v1/api_keys",
+            &customer.key,
+            json!({"scopes": ["operations:read", "users:manage"]}),
+        )
+        .await
+        .json();
+    let (leaked_id, leaked_secret) = (leaked["id"].as_str().unwrap(), leaked["secret"].as_str().unwrap());
+
+    // The thief rotates the leaked key once; it cannot rotate it again.
+    let planted = app
+        .post(&format!("/v1/api_keys/{leaked_id}/rotate"), leaked_secret, json!({}))
+        .await
+        .json();
+    let again = app
+        .post(&format!("/v1/api_keys/{leaked_id}/rotate"), leaked_secret, json!({}))
+        .await;
+    assert_eq!(again.error(409)["code"], "api_key_already_rotated");
+    // The successor rotates on.
+    let (planted_id, planted_secret) = (planted["id"].as_str().unwrap(), planted["secret"].as_str().unwrap());
+    let second = app
+        .post(&format!("/v1/api_keys/{planted_id}/rotate"), planted_secret, json!({}))
+        .await
+        .json();
+    let second_secret = second["secret"].as_str().unwrap();
+    assert_eq!(app.get("/v1/operations", second_secret).await.status, 200);
+
+    // The owner lists the customer's keys (never a secret) and finds every one of them.
+    let listed = app.get("/v1/api_keys", &customer.key).await.json();
+    let ids: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["id"].as_str().unwrap())
+        .collect();
+    for id in [leaked_id, planted_id, second["id"].as_str().unwrap()] {
+        assert!(ids.contains(&id), "{id} not listed in {listed}");
+    }
+    assert!(listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|k| k.get("secret").is_none() && k.get("secret_hash").is_none()));
+    assert_eq!(
+        listed["data"][0]["created_by"], planted_id,
+        "newest first, with who minted it"
+    );
+
+    // Revoking the leaked key revokes every key it was rotated into.
+    let revoked = app
+        .send(
+            Method::DELETE,
+            &format!("/v1/api_keys/{leaked_id}"),
+            Some(&customer.key),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(revoked.status, 200);
+    for secret in [leaked_secret, planted_secret, second_secret] {
+        assert_eq!(
+            app.get("/v1/operations", secret).await.error(401)["code"],
+            "api_key_revoked"
+        );
+    }
+    // Another customer's keys are not listed.
+    let other = app.create_customer().await;
+    let peek = app
+        .get(&format!("/v1/api_keys?customer_id={}", customer.id), &other.key)
+        .await;
+    assert_eq!(peek.error(404)["param"], "customer_id");
+}
