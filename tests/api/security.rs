@@ -331,3 +331,75 @@ async fn a_leaked_key_cannot_plant_a_successor_that_outlives_its_revocation() {
         .await;
     assert_eq!(peek.error(404)["param"], "customer_id");
 }
+
+#[tokio::test]
+async fn production_webhooks_only_reach_public_https_receivers() {
+    let app = production().await;
+    let customer = customer_of(&app, LIVE_ADMIN_KEY).await;
+    for url in [
+        "http://hooks.example.com/",
+        "https://hooks.example.com:8080/",
+        "https://127.0.0.1/",
+        "https://127.1/",
+        "https://2130706433/",
+        "https://0x7f000001/",
+        "https://0.0.0.0/",
+        "https://169.254.169.254/latest/meta-data/",
+        "https://10.1.2.3/",
+        "https://192.168.0.10/",
+        "https://[::1]/",
+        "https://[::ffff:127.0.0.1]/",
+        "https://[fd12::1]/",
+        "https://localhost/",
+        "https://user:password@hooks.example.com/",
+        "https://@",
+        "https://hooks.example.com:99999/",
+    ] {
+        let refused = app
+            .post("/v1/webhook_endpoints", &customer.key, json!({"url": url}))
+            .await;
+        assert_eq!(refused.error(400)["param"], "url", "{url}");
+    }
+    let unknown_type = app
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": "https://hooks.example.com/ops", "events": ["transaction.confirmed", "operation.zzz"]}),
+        )
+        .await;
+    assert_eq!(unknown_type.error(400)["param"], "events[1]");
+    let created = app
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": "https://hooks.example.com/ops", "events": ["operation.approved"]}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let listed = app.get("/v1/webhook_endpoints", &customer.key).await.json();
+    assert_eq!(listed["data"].as_array().unwrap().len(), 1);
+
+    // A production stack cannot be started with local targets allowed; a test stack can turn
+    // them off.
+    let refused = ops_local::build(
+        &ops_local::Config {
+            environment: "production".into(),
+            bootstrap_admin_key: None,
+            webhook_allow_local: Some(true),
+            ..ops_tests::config(tempfile::tempdir().unwrap().keep())
+        },
+        std::sync::Arc::new(ops_domain::ports::SystemClock),
+    )
+    .await;
+    assert!(refused.is_err_and(|e| e.to_string().contains("OPS_WEBHOOK_ALLOW_LOCAL")));
+    let strict_test = spawn_app_with(|config| config.webhook_allow_local = Some(false)).await;
+    let customer = strict_test.create_customer().await;
+    let local = strict_test
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": "http://127.0.0.1:9/hook"}),
+        )
+        .await;
+    assert_eq!(local.error(400)["param"], "url");
+}
