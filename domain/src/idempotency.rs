@@ -52,6 +52,17 @@ pub fn fingerprint(method: &str, path: &str, body: &serde_json::Value) -> String
     hex::encode(hasher.finalize())
 }
 
+/// Identifies a request by its exact bytes (signed requests, whose bytes are what was signed).
+pub fn fingerprint_bytes(method: &str, path: &str, body: &[u8]) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(method.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(path.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(body);
+    hex::encode(hasher.finalize())
+}
+
 pub fn check_key(key: Option<&str>) -> Result<&str, DomainError> {
     let key = key.ok_or_else(|| {
         DomainError::invalid(

@@ -38,12 +38,22 @@ pub struct Service {
     pub queue: Arc<dyn Queue>,
     pub secrets: Arc<dyn Secrets>,
     pub webhooks: Arc<dyn WebhookSender>,
+    /// Where the secret that signs rail reports comes from.
+    pub rail_secret: RailSecret,
     /// Which webhook URLs may be registered (the sender enforces the same at connection time).
     pub webhook_targets: crate::webhook::TargetPolicy,
     /// Where events also go for the PSP's own systems (EventBridge); none in local mode.
     pub bus: Option<Arc<dyn crate::ports::EventBus>>,
     /// Requests per second each API key may make; none: unlimited.
     pub rate_limit: Option<RateLimit>,
+}
+
+/// Where the rail secret (shared with the connectivity layer) comes from. It is never written
+/// to the store: local mode takes it from its configuration, a stack from Secrets Manager.
+pub enum RailSecret {
+    Configured(Option<String>),
+    /// Read through the secrets port under [`crate::execution::RAIL_SECRET`].
+    InSecrets,
 }
 
 /// Requests per second an API key may make unless configured otherwise (Stripe's live limit).

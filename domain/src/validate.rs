@@ -126,7 +126,27 @@ fn check_length(value: &str, param: &str, max: usize) -> Result<(), DomainError>
             format!("{param} must not contain control characters."),
         ));
     }
+    if value.chars().any(is_invisible_or_bidi) {
+        return Err(DomainError::invalid(
+            param,
+            "invalid_characters",
+            format!("{param} must not contain bidirectional overrides or invisible characters."),
+        ));
+    }
     Ok(())
+}
+
+/// Characters that make text read differently from what it holds: bidirectional embeddings,
+/// overrides, isolates and marks (a reference that displays reversed), and zero-width ones
+/// (two references that look equal but are not).
+pub fn is_invisible_or_bidi(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{061C}' | '\u{180E}'
+        | '\u{200B}'..='\u{200F}'
+        | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{2069}'
+        | '\u{FEFF}')
 }
 
 /// Rail ids are `psp-local:<rail_name>`.

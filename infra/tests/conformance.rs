@@ -2,7 +2,7 @@ use ops_domain::operation::OperationStatus;
 use ops_domain::ports::{Changeset, OperationQuery, Store, SystemClock, Write};
 use ops_infra::aws::{DynamoStore, SecretsManagerSecrets, SqsQueue};
 use ops_infra::conformance;
-use ops_infra::embedded::{InMemoryRateLimiter, SqliteQueue, SqliteStore};
+use ops_infra::embedded::{InMemoryRateLimiter, SealedSecrets, SqliteQueue, SqliteStore};
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -22,7 +22,8 @@ async fn sqlite_queue_conforms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_secrets_conform() {
     let dir = tempfile::tempdir().unwrap();
-    conformance::secrets::run_all(&SqliteStore::open(&dir.path().join("ops.sqlite")).unwrap()).await;
+    let store = SqliteStore::open(&dir.path().join("ops.sqlite")).unwrap();
+    conformance::secrets::run_all(&SealedSecrets::new(store, "pepper")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

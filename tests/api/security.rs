@@ -403,3 +403,150 @@ async fn production_webhooks_only_reach_public_https_receivers() {
         .await;
     assert_eq!(local.error(400)["param"], "url");
 }
+
+fn file_holds(path: &std::path::Path, needle: &str) -> bool {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[tokio::test]
+async fn secrets_stay_secret_at_rest_and_the_data_directory_is_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let app = spawn_app_with(|config| config.data_dir = data.clone()).await;
+    let customer = app.create_customer().await;
+    let endpoint = app.subscribe(&customer.key, "http://127.0.0.1:9/hook", &["*"]).await;
+    let signing_secret = endpoint["secret"].as_str().unwrap().to_owned();
+    app.post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[1_000]))
+        .await;
+    app.drain().await;
+
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700);
+    for file in [
+        "ops-test.sqlite",
+        "ops-test.sqlite-wal",
+        "api-key-pepper",
+        "rail-sandbox-test.sqlite",
+    ] {
+        assert_eq!(mode(&data.join(file)), 0o600, "{file}");
+    }
+    for file in ["ops-test.sqlite", "ops-test.sqlite-wal"] {
+        let path = data.join(file);
+        assert!(
+            !file_holds(&path, &signing_secret),
+            "the webhook signing secret is in clear in {file}"
+        );
+        assert!(
+            !file_holds(&path, ops_tests::RAIL_SECRET),
+            "the rail secret is in {file}"
+        );
+    }
+
+    // Without OPS_RAIL_SECRET after a restart, nothing verifies rail reports any more.
+    let app = app.restart_with(|config| config.rail_secret = None).await;
+    let report = app
+        .client
+        .post(format!("{}/v1/rail_reports", app.base))
+        .header("X-Service-Signature", "t=1,v1=00")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(report.status(), 401);
+    let error: Value = report.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "rail_reports_disabled");
+    // The sealed signing secret still signs after the restart (same pepper).
+    assert_eq!(app.get("/v1/webhook_endpoints", &customer.key).await.status, 200);
+}
+
+/// Signs `body` as the connectivity layer does.
+fn rail_signature(app: &TestApp, body: &[u8]) -> String {
+    use hmac::{Hmac, KeyInit, Mac};
+    let t = ops_domain::ports::Clock::now(app.clock.as_ref()).unix_timestamp();
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(ops_tests::RAIL_SECRET.as_bytes()).unwrap();
+    mac.update(format!("{t}.").as_bytes());
+    mac.update(body);
+    format!("t={t},v1={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+async fn send_report(app: &TestApp, report: &Value) -> reqwest::Response {
+    let body = serde_json::to_vec(report).unwrap();
+    app.client
+        .post(format!("{}/v1/rail_reports", app.base))
+        .header("X-Service-Signature", rail_signature(app, &body))
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_rail_report_takes_effect_once_and_its_fields_are_bounded() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    // Confirmed, then the rail reports a return: a replay of that report must not return twice.
+    let id = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[40_000]))
+        .await
+        .id();
+    app.settle(time::Duration::seconds(5), 3).await;
+    let txn = app
+        .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
+        .await
+        .json()["data"][0]
+        .clone();
+    assert_eq!(txn["status"], "confirmed");
+    let report = json!({"id": "rpt_return_1", "rail": "psp-local:sandbox", "transaction_id": txn["id"], "state": "returned", "code": "account_closed"});
+
+    let first = send_report(&app, &report).await;
+    assert_eq!(first.status(), 200);
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    let first: Value = first.json().await.unwrap();
+    assert_eq!(first["status"], "returned");
+    let events_before = app.get("/v1/events?limit=100", &customer.key).await.json()["data"]
+        .as_array()
+        .unwrap()
+        .len();
+    let replay = send_report(&app, &report).await;
+    assert_eq!(replay.status(), 200);
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(replay.json::<Value>().await.unwrap(), first);
+    app.drain().await;
+    let events_after = app.get("/v1/events?limit=100", &customer.key).await.json()["data"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(events_before, events_after, "a replayed report emitted events");
+    let path = app.path_of(&customer.key, &id, txn["id"].as_str().unwrap()).await;
+    assert_eq!(path.iter().filter(|s| *s == "returned").count(), 1);
+
+    // Another report under a used id is refused; a report needs an id; fields are bounded.
+    let mut reused = report.clone();
+    reused["state"] = json!("confirmed");
+    let reused = send_report(&app, &reused).await;
+    assert_eq!(reused.status(), 409);
+    assert_eq!(
+        reused.json::<Value>().await.unwrap()["error"]["code"],
+        "rail_report_id_reused"
+    );
+    for (field, value, param) in [
+        ("id", Value::Null, "id"),
+        ("code", json!("x".repeat(200_000)), "code"),
+        ("code", json!("a b"), "code"),
+        ("reason", json!("r".repeat(501)), "reason"),
+        ("rail_reference", json!("r".repeat(129)), "rail_reference"),
+    ] {
+        let mut bad = report.clone();
+        bad["id"] = json!(format!("rpt_bad_{param}_{}", value.to_string().len()));
+        if value.is_null() {
+            bad.as_object_mut().unwrap().remove(field);
+        } else {
+            bad[field] = value;
+        }
+        let refused = send_report(&app, &bad).await;
+        assert_eq!(refused.status(), 400, "{field}");
+        assert_eq!(refused.json::<Value>().await.unwrap()["error"]["param"], param);
+    }
+}

@@ -88,6 +88,7 @@ pub fn config(data_dir: PathBuf) -> Config {
         environment: "test".into(),
         bootstrap_admin_key: Some(ADMIN_KEY.into()),
         api_key_pepper: None,
+        secrets_key: None,
         sandbox_rail: None,
         http_rails: vec![],
         http_rail_timeout_ms: 10_000,

@@ -366,5 +366,12 @@ pub async fn rail_report(State(app): State<App>, headers: HeaderMap, RawBody(byt
             other => DomainError::invalid("body", "invalid_body", other.to_string()),
         })
     };
-    ok(app.service.accept_rail_report(header, &bytes, parse_report).await?)
+    let answer = app.service.accept_rail_report(header, &bytes, parse_report).await?;
+    let mut response = json_response(StatusCode::OK, answer.body);
+    if answer.replayed {
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", axum::http::HeaderValue::from_static("true"));
+    }
+    Ok(response)
 }

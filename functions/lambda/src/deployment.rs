@@ -4,7 +4,7 @@ use ops_domain::auth::{Environment, KeyHasher};
 use ops_domain::ids::UlidGenerator;
 use ops_domain::ports::{Clock, Secrets, SystemClock};
 use ops_domain::rail::Rails;
-use ops_domain::service::{RateLimit, Service, DEFAULT_RATE_LIMIT};
+use ops_domain::service::{RailSecret, RateLimit, Service, DEFAULT_RATE_LIMIT};
 use ops_domain::webhook::TargetPolicy;
 use ops_infra::aws::{DynamoStore, EventBridgeBus, QueueUrls, SecretsManagerSecrets, SqsQueue};
 use ops_infra::rails::{HttpRail, SandboxRail};
@@ -154,6 +154,7 @@ impl Settings {
             secrets,
             webhooks: Arc::new(HttpWebhookSender::with_policy(self.webhook_targets())),
             webhook_targets: self.webhook_targets(),
+            rail_secret: RailSecret::InSecrets,
             bus,
             rate_limit: RateLimit::new(Arc::new(store.clone()), self.rate_limit),
         };

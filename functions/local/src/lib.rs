@@ -6,11 +6,11 @@ use ops_api::App;
 use ops_domain::auth::{Environment, KeyHasher};
 use ops_domain::execution::RAIL_SECRET;
 use ops_domain::ids::UlidGenerator;
-use ops_domain::ports::{Clock, Secrets, SystemClock};
+use ops_domain::ports::{Clock, SystemClock};
 use ops_domain::rail::Rails;
-use ops_domain::service::{RateLimit, Service};
+use ops_domain::service::{RailSecret, RateLimit, Service};
 use ops_domain::webhook::TargetPolicy;
-use ops_infra::embedded::{InMemoryRateLimiter, SqliteQueue, SqliteStore};
+use ops_infra::embedded::{InMemoryRateLimiter, SealedSecrets, SqliteQueue, SqliteStore};
 use ops_infra::rails::{HttpRail, SandboxRail};
 use ops_infra::webhook_sender::HttpWebhookSender;
 use std::net::SocketAddr;
@@ -19,6 +19,7 @@ use std::sync::Arc;
 use tokio::task::{JoinHandle, JoinSet};
 
 mod aws;
+mod data_dir;
 mod loops;
 mod worker;
 
@@ -46,6 +47,10 @@ pub struct Config {
     /// Secret mixed into API-key hashes; generated into the data directory when unset.
     #[arg(long, env = "OPS_API_KEY_PEPPER", hide_env_values = true)]
     pub api_key_pepper: Option<String>,
+    /// Key material that seals webhook signing secrets in the database (default: the API-key
+    /// pepper). Keep it outside the data directory to keep a copy of that directory useless.
+    #[arg(long, env = "OPS_SECRETS_KEY", hide_env_values = true)]
+    pub secrets_key: Option<String>,
     /// Serve the `psp-local:sandbox` simulator rail (default: in the test environment only).
     #[arg(long, env = "OPS_SANDBOX_RAIL")]
     pub sandbox_rail: Option<bool>,
@@ -110,7 +115,7 @@ fn local_pepper(data_dir: &Path) -> std::io::Result<String> {
             let mut random = [0u8; 32];
             rand::fill(&mut random);
             let pepper = hex::encode(random);
-            std::fs::write(&path, &pepper)?;
+            data_dir::write_private_file(&path, &pepper)?;
             Ok(pepper)
         }
         Err(e) => Err(e),
@@ -129,22 +134,29 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         .ok_or_else(|| StartError::Config("OPS_ENVIRONMENT must be test or production".into()))?;
     let webhook_targets = TargetPolicy::for_environment(environment, config.webhook_allow_local)
         .map_err(|e| StartError::Config(format!("OPS_WEBHOOK_ALLOW_LOCAL: {e}")))?;
-    std::fs::create_dir_all(&config.data_dir)?;
+    data_dir::create(&config.data_dir)?;
     let pepper = match &config.api_key_pepper {
         Some(pepper) => pepper.clone(),
         None => local_pepper(&config.data_dir)?,
     };
     let database = config.data_dir.join(format!("ops-{}.sqlite", environment.as_str()));
+    let sandbox_ledger = config
+        .data_dir
+        .join(format!("rail-sandbox-{}.sqlite", environment.as_str()));
+    data_dir::create_private_file(&database)?;
+    for path in data_dir::too_open(&config.data_dir)? {
+        tracing::warn!(path = %path.display(), "others may read this part of the data directory (API-key pepper, sealed secrets, every payout); make it owner-only: chmod go-rwx");
+    }
     let store = SqliteStore::open(&database).map_err(|e| StartError::Config(format!("{}: {e}", database.display())))?;
     let queue = SqliteQueue::new(store.clone(), clock.clone());
     let mut rails = Rails::default();
     let mut sandbox = None;
     if config.sandbox_rail.unwrap_or(environment == Environment::Test) {
-        let path = config
-            .data_dir
-            .join(format!("rail-sandbox-{}.sqlite", environment.as_str()));
-        let rail =
-            Arc::new(SandboxRail::open(&path).map_err(|e| StartError::Config(format!("{}: {e}", path.display())))?);
+        data_dir::create_private_file(&sandbox_ledger)?;
+        let rail = Arc::new(
+            SandboxRail::open(&sandbox_ledger)
+                .map_err(|e| StartError::Config(format!("{}: {e}", sandbox_ledger.display())))?,
+        );
         rails = rails.with(rail.clone());
         sandbox = Some(rail);
     }
@@ -166,12 +178,12 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
             std::time::Duration::from_millis(config.http_rail_timeout_ms),
         )));
     }
-    if let Some(secret) = &config.rail_secret {
-        store
-            .put_secret(RAIL_SECRET, secret)
-            .await
-            .map_err(|e| StartError::Config(e.to_string()))?;
-    }
+    let secrets = SealedSecrets::new(store.clone(), config.secrets_key.as_deref().unwrap_or(&pepper));
+    // Older versions copied the rail secret into the database; it lives only in the environment.
+    secrets
+        .forget(RAIL_SECRET)
+        .await
+        .map_err(|e| StartError::Config(e.to_string()))?;
     let service = Arc::new(Service {
         store: Arc::new(store.clone()),
         clock,
@@ -180,12 +192,13 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         environment,
         rails,
         queue: Arc::new(queue.clone()),
-        secrets: Arc::new(store.clone()),
+        secrets: Arc::new(secrets),
         webhooks: Arc::new(HttpWebhookSender::new(
             webhook_targets,
             std::time::Duration::from_millis(config.webhook_timeout_ms),
         )),
         webhook_targets,
+        rail_secret: RailSecret::Configured(config.rail_secret.clone()),
         bus: None,
         rate_limit: RateLimit::new(Arc::new(InMemoryRateLimiter::default()), config.rate_limit),
     });

@@ -1,11 +1,13 @@
-//! Local mode's ports: everything lives in one SQLite file, including the change stream (the
+//! Local mode's ports: everything lives in one SQLite file (secrets sealed), including the change stream (the
 //! event log read from per-consumer checkpoints) and the queues. Request counts for the rate
 //! limit stay in memory.
 
 mod queue;
 mod rate_limiter;
+mod sealed_secrets;
 mod sqlite_store;
 
 pub use queue::SqliteQueue;
 pub use rate_limiter::InMemoryRateLimiter;
+pub use sealed_secrets::SealedSecrets;
 pub use sqlite_store::SqliteStore;

@@ -6,8 +6,8 @@ use ops_domain::auth::{ApiKey, Customer, User};
 use ops_domain::event::Event;
 use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse, CLAIM_TIMEOUT, RETENTION};
 use ops_domain::operation::Operation;
+use ops_domain::ports::EventQuery;
 use ops_domain::ports::{AuditEntry, Changeset, OperationQuery, Store, StoreError, Write};
-use ops_domain::ports::{EventQuery, Secrets};
 use ops_domain::transaction::Transaction;
 use ops_domain::webhook::{Delivery, WebhookEndpoint};
 use ops_domain::workflow::{Workflow, WorkflowOwner};
@@ -615,10 +615,10 @@ impl Store for SqliteStore {
     }
 }
 
-#[async_trait]
-impl Secrets for SqliteStore {
-    async fn put_secret(&self, name: &str, value: &str) -> Result<(), StoreError> {
-        let (name, value) = (name.to_owned(), value.to_owned());
+/// Raw rows of the secrets table; [`super::SealedSecrets`] seals what goes in them.
+impl SqliteStore {
+    pub(crate) async fn put_secret_row(&self, name: &str, value: String) -> Result<(), StoreError> {
+        let name = name.to_owned();
         self.with(move |c| {
             c.execute("INSERT INTO secrets (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value", params![name, value])
                 .map_err(unavailable)?;
@@ -627,12 +627,22 @@ impl Secrets for SqliteStore {
         .await
     }
 
-    async fn secret(&self, name: &str) -> Result<Option<String>, StoreError> {
+    pub(crate) async fn secret_row(&self, name: &str) -> Result<Option<String>, StoreError> {
         let name = name.to_owned();
         self.with(move |c| {
             c.query_row("SELECT value FROM secrets WHERE name = ?1", [name], |row| row.get(0))
                 .optional()
                 .map_err(unavailable)
+        })
+        .await
+    }
+
+    pub(crate) async fn delete_secret_row(&self, name: &str) -> Result<(), StoreError> {
+        let name = name.to_owned();
+        self.with(move |c| {
+            c.execute("DELETE FROM secrets WHERE name = ?1", [name])
+                .map_err(unavailable)?;
+            Ok(())
         })
         .await
     }
