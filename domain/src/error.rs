@@ -24,11 +24,10 @@ pub enum DomainError {
     IdempotencyKeyReused,
     #[error("A request with this idempotency key is still being processed; retry later.")]
     IdempotencyKeyInUse,
-    /// The key made more requests this second than it may; nothing was done.
-    #[error(
-        "Too many requests with this API key: at most {per_second} per second. Retry in a second; nothing was done."
-    )]
-    RateLimited { per_second: u32 },
+    /// A key, its customer or a source made more requests this second than it may; nothing
+    /// was done.
+    #[error("{message}")]
+    RateLimited { code: &'static str, message: String },
     /// The store could not be reached or failed; nothing was written.
     #[error("the store failed: {0}")]
     Store(String),

@@ -273,22 +273,15 @@ impl Service {
             }
             None => "*".into(),
         };
-        let mut data = self.dispatch(&event, Some(&only)).await?;
-        if let Some(own) = &principal.key.customer_id {
-            let mut visible = vec![];
-            for delivery in data {
-                if self
-                    .store
-                    .webhook_endpoint(&delivery.endpoint_id)
-                    .await?
-                    .is_some_and(|e| e.customer_id.as_deref() == Some(own))
-                {
-                    visible.push(delivery);
-                }
-            }
-            data = visible;
-        }
-        Ok(Page::all(data))
+        // A customer resends to its own endpoints; only the platform resends to the platform's.
+        let endpoints: Vec<WebhookEndpoint> = self
+            .store
+            .webhook_endpoints_for(Some(&event.customer_id))
+            .await?
+            .into_iter()
+            .filter(|e| principal.is_platform() || e.customer_id.is_some())
+            .collect();
+        Ok(Page::all(self.dispatch_to(&event, &endpoints, Some(&only)).await?))
     }
 
     // ---- webhook endpoints ------------------------------------------------------------

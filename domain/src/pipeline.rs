@@ -652,12 +652,7 @@ impl Service {
     /// Makes one delivery per interested endpoint and queues it. `fresh` gives new delivery
     /// ids (a resend); otherwise ids derive from event and endpoint, so a second dispatch of
     /// the same event finds its deliveries made and only queues them again.
-    pub(crate) async fn dispatch(&self, event: &Event, fresh: Option<&str>) -> Result<Vec<Delivery>, DomainError> {
-        let endpoints = self.store.webhook_endpoints_for(Some(&event.customer_id)).await?;
-        self.dispatch_to(event, &endpoints, fresh).await
-    }
-
-    async fn dispatch_to(
+    pub(crate) async fn dispatch_to(
         &self,
         event: &Event,
         endpoints: &[WebhookEndpoint],

@@ -59,16 +59,50 @@ pub enum RailSecret {
 /// Requests per second an API key may make unless configured otherwise (Stripe's live limit).
 pub const DEFAULT_RATE_LIMIT: u32 = 100;
 
-/// A limit on each API key's requests per second, counted by `limiter`.
+/// A limit on requests per second, counted by `limiter`: each API key's, each customer's (all
+/// its keys together), and each source's failed authentications.
 pub struct RateLimit {
     pub limiter: Arc<dyn RateLimiter>,
     pub per_second: u32,
+    /// Sources over their failed-authentication budget, until the end of which second: refused
+    /// here before any lookup. The shared count decides; this only spares the store.
+    penalty_box: std::sync::Mutex<std::collections::HashMap<String, i64>>,
 }
+
+/// A customer's keys together may make this many keys' worth of requests: more keys do not
+/// buy a customer more of the service.
+pub const CUSTOMER_RATE_KEYS: u32 = 4;
+/// Failed authentications a source may make per second before it is refused outright.
+pub const FAILED_AUTHENTICATIONS_PER_SECOND: u32 = 20;
 
 impl RateLimit {
     /// `per_second` of zero turns the limit off.
     pub fn new(limiter: Arc<dyn RateLimiter>, per_second: u32) -> Option<RateLimit> {
-        (per_second > 0).then_some(RateLimit { limiter, per_second })
+        (per_second > 0).then(|| RateLimit {
+            limiter,
+            per_second,
+            penalty_box: Default::default(),
+        })
+    }
+
+    fn in_penalty_box(&self, source: &str, second: i64) -> bool {
+        let boxed = self.penalty_box.lock().expect("penalty box");
+        boxed.get(source).is_some_and(|until| *until >= second)
+    }
+
+    fn put_in_penalty_box(&self, source: &str, second: i64) {
+        let mut boxed = self.penalty_box.lock().expect("penalty box");
+        boxed.retain(|_, until| *until >= second);
+        boxed.insert(source.to_owned(), second);
+    }
+}
+
+fn too_many_failed_authentications() -> DomainError {
+    DomainError::RateLimited {
+        code: "too_many_failed_authentications",
+        message: format!(
+            "Too many failed authentications from this address: at most {FAILED_AUTHENTICATIONS_PER_SECOND} per second. Retry in a second."
+        ),
     }
 }
 
@@ -230,8 +264,66 @@ impl Service {
         self.commit_created(changes, None, vec![]).await
     }
 
-    /// Resolves a bearer secret to the principal it stands for.
-    pub async fn authenticate(&self, secret: Option<&str>) -> Result<Principal, DomainError> {
+    /// Resolves a bearer secret to the principal it stands for. `source` (the client's address,
+    /// when known) is limited in how many failed authentications it may make per second.
+    pub async fn authenticate(&self, secret: Option<&str>, source: Option<&str>) -> Result<Principal, DomainError> {
+        // Wall-clock seconds, not the service's clock: a request rate is real time even when
+        // tests or replays move business time.
+        let second = SystemClock.now().unix_timestamp();
+        let limit = self.rate_limit.as_ref();
+        if let (Some(limit), Some(source)) = (limit, source) {
+            if limit.in_penalty_box(source, second) {
+                return Err(too_many_failed_authentications());
+            }
+        }
+        let key = match self.key_of(secret).await {
+            Ok(key) => key,
+            Err(refused @ DomainError::Unauthenticated { .. }) => {
+                if let (Some(limit), Some(source)) = (limit, source) {
+                    let counter = format!("authfail:{source}");
+                    if !limit
+                        .limiter
+                        .admit(&counter, second, FAILED_AUTHENTICATIONS_PER_SECOND)
+                        .await?
+                    {
+                        limit.put_in_penalty_box(source, second);
+                        return Err(too_many_failed_authentications());
+                    }
+                }
+                return Err(refused);
+            }
+            Err(other) => return Err(other),
+        };
+        if let Some(limit) = limit {
+            if !limit.limiter.admit(&key.id, second, limit.per_second).await? {
+                return Err(DomainError::RateLimited {
+                    code: "rate_limit_exceeded",
+                    message: format!(
+                        "Too many requests with this API key: at most {} per second. Retry in a second; nothing was done.",
+                        limit.per_second
+                    ),
+                });
+            }
+            let customer_budget = limit.per_second.saturating_mul(CUSTOMER_RATE_KEYS);
+            let customer = key.customer_id.as_deref().unwrap_or("platform");
+            if !limit.limiter.admit(customer, second, customer_budget).await? {
+                return Err(DomainError::RateLimited {
+                    code: "rate_limit_exceeded",
+                    message: format!(
+                        "Too many requests for this customer (all its keys together): at most {customer_budget} per second. Retry in a second; nothing was done."
+                    ),
+                });
+            }
+        }
+        let user = match &key.user_id {
+            Some(id) => Some(self.store.user(id).await?.ok_or_else(auth::invalid_api_key)?),
+            None => None,
+        };
+        Ok(Principal { key, user })
+    }
+
+    /// The live key a bearer secret stands for.
+    async fn key_of(&self, secret: Option<&str>) -> Result<ApiKey, DomainError> {
         let secret = secret.ok_or_else(|| {
             DomainError::unauthenticated("missing_api_key", "Send your API key as 'Authorization: Bearer <key>'.")
         })?;
@@ -241,34 +333,19 @@ impl Service {
             .api_key_by_hash(&self.hasher.hash(secret))
             .await?
             .ok_or_else(auth::invalid_api_key)?;
-        let now = self.now();
         if key.revoked_at.is_some() || key.environment != self.environment {
             return Err(DomainError::unauthenticated(
                 "api_key_revoked",
                 "This API key was revoked.",
             ));
         }
-        if key.expires_at.is_some_and(|at| at <= now) {
+        if key.expires_at.is_some_and(|at| at <= self.now()) {
             return Err(DomainError::unauthenticated(
                 "api_key_expired",
                 "This API key has expired.",
             ));
         }
-        if let Some(limit) = &self.rate_limit {
-            // Wall-clock seconds, not the service's clock: a request rate is real time even
-            // when tests or replays move business time.
-            let window = SystemClock.now().unix_timestamp();
-            if !limit.limiter.admit(&key.id, window, limit.per_second).await? {
-                return Err(DomainError::RateLimited {
-                    per_second: limit.per_second,
-                });
-            }
-        }
-        let user = match &key.user_id {
-            Some(id) => Some(self.store.user(id).await?.ok_or_else(auth::invalid_api_key)?),
-            None => None,
-        };
-        Ok(Principal { key, user })
+        Ok(key)
     }
 
     pub async fn create_customer(
@@ -1063,7 +1140,7 @@ impl Service {
     }
 }
 
-fn require_platform_admin(principal: &Principal) -> Result<(), DomainError> {
+pub fn require_platform_admin(principal: &Principal) -> Result<(), DomainError> {
     if principal.is_platform() && principal.has_scope(Scope::Admin) {
         Ok(())
     } else {

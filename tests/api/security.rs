@@ -550,3 +550,221 @@ async fn a_rail_report_takes_effect_once_and_its_fields_are_bounded() {
         assert_eq!(refused.json::<Value>().await.unwrap()["error"]["param"], param);
     }
 }
+
+#[tokio::test]
+async fn a_customers_resend_goes_to_its_own_endpoints_only() {
+    use ops_tests::receiver::Receiver;
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let (platform_hook, own_hook) = (Receiver::start(0).await, Receiver::start(0).await);
+    app.subscribe(ADMIN_KEY, &platform_hook.url, &["operation.created"])
+        .await;
+    app.subscribe(&customer.key, &own_hook.url, &["operation.created"])
+        .await;
+    app.post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[1_000]))
+        .await;
+    app.drain().await;
+    let events = app.get("/v1/events?type=operation.created", &customer.key).await.json();
+    let event_id = events["data"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!((platform_hook.requests(), own_hook.requests()), (1, 1));
+
+    let resent = app
+        .post(&format!("/v1/events/{event_id}/resend"), &customer.key, json!({}))
+        .await;
+    assert_eq!(resent.json()["data"].as_array().unwrap().len(), 1, "{}", resent.json());
+    app.drain().await;
+    assert_eq!(
+        (platform_hook.requests(), own_hook.requests()),
+        (1, 2),
+        "the customer's resend reached the platform"
+    );
+}
+
+#[tokio::test]
+async fn an_idempotent_replay_needs_the_scope_the_original_needed() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let reader = app.add_member(&customer, &["viewer"], &["operations:read"]).await;
+    let body = payout(&customer.id, "auto", &[1_000]);
+    let created = app
+        .send(
+            Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some("payroll-1"),
+            Some(&body),
+        )
+        .await;
+    assert_eq!(created.status, 201);
+    let replayed_to_reader = app
+        .send(
+            Method::POST,
+            "/v1/operations",
+            Some(&reader.key),
+            Some("payroll-1"),
+            Some(&body),
+        )
+        .await;
+    assert_eq!(replayed_to_reader.error(403)["code"], "missing_scope");
+}
+
+#[tokio::test]
+async fn repeated_json_keys_and_invisible_or_bidi_characters_are_refused() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let other = app.create_customer().await;
+    let body = format!(
+        r#"{{"customer_id": "{}", "type": "payout", "currency": "CLP", "workflow": "auto", "customer_id": "{}",
+            "items": [{{"beneficiary": {{"id_type": "RUT", "id": "1"}}, "destination": {{"rail": "psp-local:sandbox", "account": "1"}}, "amount": 5}}]}}"#,
+        other.id, customer.id
+    );
+    let refused = app
+        .client
+        .post(format!("{}/v1/operations", app.base))
+        .bearer_auth(&customer.key)
+        .header("Idempotency-Key", "dup-1")
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let error: Value = refused.json().await.unwrap();
+    assert_eq!(
+        (error["error"]["code"].as_str(), error["error"]["param"].as_str()),
+        (Some("duplicate_key"), Some("customer_id"))
+    );
+    assert_eq!(app.get("/v1/operations", &customer.key).await.json()["data"], json!([]));
+
+    let mut reversed = payout(&customer.id, "auto", &[5]);
+    reversed["items"][0]["reference"] = json!("invoice \u{202E}fdp.exe");
+    let refused = app.post("/v1/operations", &customer.key, reversed).await;
+    assert_eq!(refused.error(400)["param"], "items[0].reference");
+    let zero_width = app
+        .post("/v1/customers", ADMIN_KEY, json!({"name": "Acme\u{200B}"}))
+        .await;
+    assert_eq!(zero_width.error(400)["param"], "name");
+}
+
+/// Waits until a new wall-clock second has just begun, so a burst falls inside one second.
+async fn start_of_a_second() {
+    let now = time::OffsetDateTime::now_utc();
+    let left = 1_000_000_000 - now.nanosecond() as u64;
+    tokio::time::sleep(std::time::Duration::from_nanos(left + 5_000_000)).await;
+}
+
+#[tokio::test]
+async fn a_customers_keys_share_one_budget_and_failed_authentications_are_limited_per_address() {
+    let app = spawn_app_with(|config| config.rate_limit = 2).await;
+    // Setting up under a limit of two a second: each request waits for its turn.
+    let patiently = |path: &'static str, body: Value| {
+        let app = &app;
+        async move {
+            loop {
+                let reply = app.post(path, ADMIN_KEY, body.clone()).await;
+                if reply.status != 429 {
+                    return reply;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+        }
+    };
+    let customer_id = patiently("/v1/customers", json!({"name": "Acme"})).await.id();
+    let mut keys = vec![];
+    for _ in 0..5 {
+        let key = patiently(
+            "/v1/api_keys",
+            json!({"customer_id": customer_id, "scopes": ["operations:read"]}),
+        )
+        .await;
+        keys.push(key.json()["secret"].as_str().unwrap().to_owned());
+    }
+    // Five keys, two requests each, in one second: the customer's budget is four keys' worth.
+    start_of_a_second().await;
+    let mut statuses = vec![];
+    for key in keys.iter().chain(keys.iter()) {
+        statuses.push(app.get("/v1/operations", key).await);
+    }
+    let refused: Vec<_> = statuses.iter().filter(|r| r.status == 429).collect();
+    assert_eq!(
+        refused.len(),
+        2,
+        "{:?}",
+        statuses.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    assert!(refused[0].json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("customer"));
+
+    // A flood of wrong keys from one address is cut off, and within that second even a good
+    // key from it waits; the next second it is served again.
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    start_of_a_second().await;
+    let mut codes = vec![];
+    for _ in 0..25 {
+        let reply = app
+            .get("/v1/operations", "sk_test_0000000000000000000000000000000000000000")
+            .await;
+        codes.push(reply.json()["error"]["code"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(
+        codes.iter().filter(|c| *c == "invalid_api_key").count(),
+        20,
+        "{codes:?}"
+    );
+    assert_eq!(
+        codes.iter().filter(|c| *c == "too_many_failed_authentications").count(),
+        5
+    );
+    assert_eq!(app.get("/v1/operations", &customer.key).await.status, 429);
+    start_of_a_second().await;
+    assert_eq!(app.get("/v1/operations", &customer.key).await.status, 200);
+}
+
+#[tokio::test]
+async fn the_local_server_caps_headers_connections_and_slow_clients() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = spawn_app_with(|config| config.max_connections = 3).await;
+    let address = app.base.trim_start_matches("http://").to_owned();
+
+    // Headers over the cap: 431, not half a megabyte read into memory.
+    let huge = app
+        .client
+        .get(format!("{}/v1/operations", app.base))
+        .header("X-Padding", "a".repeat(500_000))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(huge.status(), 431);
+
+    // Connections that send nothing hold their slot only until the header deadline; while all
+    // slots are held, a new request waits instead of taking another descriptor.
+    let mut idle = vec![];
+    for _ in 0..3 {
+        idle.push(tokio::net::TcpStream::connect(&address).await.unwrap());
+    }
+    let waiting = tokio::time::timeout(
+        std::time::Duration::from_millis(500),
+        reqwest::Client::new().get(format!("{}/health", app.base)).send(),
+    )
+    .await;
+    assert!(waiting.is_err(), "a fourth connection was served past the cap");
+    let started = std::time::Instant::now();
+    let mut buffer = [0u8; 64];
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(15), idle[0].read(&mut buffer))
+        .await
+        .expect("an idle connection was never closed");
+    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(12));
+    let mut slow = tokio::net::TcpStream::connect(&address).await.unwrap();
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    drop(idle);
+    let served = reqwest::Client::new()
+        .get(format!("{}/health", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(served.status(), 200);
+}

@@ -98,6 +98,7 @@ pub fn config(data_dir: PathBuf) -> Config {
         aws_provision: None,
         rail_secret: Some(RAIL_SECRET.into()),
         rate_limit: ops_domain::service::DEFAULT_RATE_LIMIT,
+        max_connections: 1024,
         // Tests drive the pipeline themselves (see `TestApp::settle`).
         worker: false,
     }

@@ -77,12 +77,7 @@ impl ApiError {
                     "idempotency_key_in_use",
                     Some("Idempotency-Key"),
                 ),
-                D::RateLimited { .. } => (
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "rate_limit_error",
-                    "rate_limit_exceeded",
-                    None,
-                ),
+                D::RateLimited { code, .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", code, None),
                 D::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "api_error", "internal_error", None),
             },
             ApiError::BodyTooLarge { .. } => (

@@ -11,6 +11,11 @@ use serde::de::DeserializeOwned;
 
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// The address a request came from, as the entry point saw it (the peer on the local server,
+/// API Gateway's `sourceIp` on Lambda): failed authentications are limited per address.
+#[derive(Debug, Clone)]
+pub struct ClientAddress(pub String);
+
 /// The authenticated caller.
 pub struct Caller(pub Principal);
 
@@ -31,7 +36,8 @@ impl FromRequestParts<App> for Caller {
                 })?)
             }
         };
-        Ok(Caller(app.service.authenticate(secret).await?))
+        let source = parts.extensions.get::<ClientAddress>().map(|a| a.0.as_str());
+        Ok(Caller(app.service.authenticate(secret, source).await?))
     }
 }
 
@@ -91,7 +97,21 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             return Err(ApiError::UnsupportedMediaType);
         }
         let value = serde_json::from_slice(&bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+        refuse_repeated_keys(&bytes)?;
         Ok(JsonBody(value))
+    }
+}
+
+/// A body that repeats a key is refused with the key's path: which value would win is not
+/// something a client should have to guess.
+pub fn refuse_repeated_keys(bytes: &[u8]) -> Result<(), DomainError> {
+    match crate::duplicates::first_repeated_key(bytes) {
+        None => Ok(()),
+        Some(path) => Err(DomainError::invalid(
+            path.clone(),
+            "duplicate_key",
+            format!("The body repeats the key {path}; send each key once."),
+        )),
     }
 }
 

@@ -8,9 +8,11 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use ops_domain::auth::Scope;
 use ops_domain::ids::IdKind;
 use ops_domain::operation::{OperationStatus, OperationType};
 use ops_domain::ports::{EventQuery, OperationQuery};
+use ops_domain::service::require_platform_admin;
 use ops_domain::workflow::WorkflowDefinition;
 use ops_domain::DomainError;
 
@@ -43,9 +45,15 @@ pub async fn create_customer(
     JsonBody(body): JsonBody,
 ) -> Answer {
     let command = parse(&body)?;
-    create_once(&app, &caller, &headers, "/v1/customers", &body, |ticket| {
-        app.service.create_customer(&caller, command, ticket)
-    })
+    create_once(
+        &app,
+        &caller,
+        require_platform_admin(&caller),
+        &headers,
+        "/v1/customers",
+        &body,
+        |ticket| app.service.create_customer(&caller, command, ticket),
+    )
     .await
 }
 
@@ -58,9 +66,15 @@ pub async fn create_user(
 ) -> Answer {
     let command = parse(&body)?;
     let path = format!("/v1/customers/{customer_id}/users");
-    create_once(&app, &caller, &headers, &path, &body, |ticket| {
-        app.service.create_user(&caller, &customer_id, command, ticket)
-    })
+    create_once(
+        &app,
+        &caller,
+        caller.require(Scope::UsersManage),
+        &headers,
+        &path,
+        &body,
+        |ticket| app.service.create_user(&caller, &customer_id, command, ticket),
+    )
     .await
 }
 
@@ -71,9 +85,15 @@ pub async fn create_api_key(
     JsonBody(body): JsonBody,
 ) -> Answer {
     let command = parse(&body)?;
-    create_once(&app, &caller, &headers, "/v1/api_keys", &body, |ticket| {
-        app.service.create_api_key(&caller, command, ticket)
-    })
+    create_once(
+        &app,
+        &caller,
+        caller.require(Scope::UsersManage),
+        &headers,
+        "/v1/api_keys",
+        &body,
+        |ticket| app.service.create_api_key(&caller, command, ticket),
+    )
     .await
 }
 
@@ -89,7 +109,7 @@ pub async fn rotate_api_key(
     let command = parse(&body)?;
     if headers.contains_key("idempotency-key") {
         let path = format!("/v1/api_keys/{id}/rotate");
-        return create_once(&app, &caller, &headers, &path, &body, |ticket| {
+        return create_once(&app, &caller, Ok(()), &headers, &path, &body, |ticket| {
             app.service.rotate_api_key(&caller, &id, command, ticket)
         })
         .await;
@@ -149,9 +169,15 @@ pub async fn create_operation(
     JsonBody(body): JsonBody,
 ) -> Answer {
     let command = parse(&body)?;
-    create_once(&app, &caller, &headers, "/v1/operations", &body, |ticket| {
-        app.service.create_operation(&caller, command, ticket)
-    })
+    create_once(
+        &app,
+        &caller,
+        caller.require(Scope::OperationsWrite),
+        &headers,
+        "/v1/operations",
+        &body,
+        |ticket| app.service.create_operation(&caller, command, ticket),
+    )
     .await
 }
 
@@ -323,9 +349,15 @@ pub async fn create_webhook_endpoint(
     JsonBody(body): JsonBody,
 ) -> Answer {
     let command = parse(&body)?;
-    create_once(&app, &caller, &headers, "/v1/webhook_endpoints", &body, |ticket| {
-        app.service.create_webhook_endpoint(&caller, command, ticket)
-    })
+    create_once(
+        &app,
+        &caller,
+        caller.require(Scope::WebhooksManage),
+        &headers,
+        "/v1/webhook_endpoints",
+        &body,
+        |ticket| app.service.create_webhook_endpoint(&caller, command, ticket),
+    )
     .await
 }
 
@@ -361,6 +393,7 @@ pub async fn rail_report(State(app): State<App>, headers: HeaderMap, RawBody(byt
     let parse_report = || {
         let value: serde_json::Value = serde_json::from_slice(&bytes)
             .map_err(|e| DomainError::invalid("body", "invalid_json", format!("The body is not valid JSON: {e}")))?;
+        crate::extract::refuse_repeated_keys(&bytes)?;
         parse(&value).map_err(|e| match e {
             ApiError::Domain(domain) => domain,
             other => DomainError::invalid("body", "invalid_body", other.to_string()),

@@ -23,10 +23,13 @@ pub fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
 }
 
 /// Runs `create` at most once per idempotency key and request. `create` gets the claimed key
-/// to complete in its own store transaction and returns the 201 body.
+/// to complete in its own store transaction and returns the 201 body. `permission` (the
+/// caller's right to create) is settled before anything, a replay included: a stored response
+/// is no way around a permission.
 pub async fn create_once<F, Fut>(
     app: &App,
     principal: &Principal,
+    permission: Result<(), DomainError>,
     headers: &HeaderMap,
     path: &str,
     body: &serde_json::Value,
@@ -36,6 +39,7 @@ where
     F: FnOnce(Option<Ticket>) -> Fut,
     Fut: Future<Output = Result<Vec<u8>, DomainError>>,
 {
+    permission?;
     let header = headers.get("idempotency-key").map(|v| v.to_str().unwrap_or("\u{0}"));
     let key = idempotency::check_key(header)?.to_owned();
     let store = &app.service.store;

@@ -1,6 +1,7 @@
 //! The operations API as HTTP handlers. The local server mounts [`router`] whole; each Lambda
 //! function mounts the same handlers for its own route.
 
+mod duplicates;
 pub mod error;
 mod extract;
 mod handlers;
@@ -12,6 +13,7 @@ use ops_domain::service::Service;
 use std::sync::Arc;
 
 pub use error::ApiError;
+pub use extract::ClientAddress;
 
 /// Shared state of every handler: the use cases and their ports.
 #[derive(Clone)]

@@ -60,7 +60,7 @@ pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsSe
     let address = listener.local_addr()?;
     let router = ops_api::router(App { service });
     let pipeline = config.worker.then(|| loops::run(pump_triggers(Arc::new(pump))));
-    let task = tokio::spawn(crate::serve(listener, router, pipeline));
+    let task = tokio::spawn(crate::serve(listener, router, config.max_connections, pipeline));
     Ok(AwsServer { address, task })
 }
 

@@ -20,6 +20,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 mod aws;
 mod data_dir;
+mod http_server;
 mod loops;
 mod worker;
 
@@ -80,6 +81,9 @@ pub struct Config {
     /// With the aws backend: create a stack of this name at start (for emulators).
     #[arg(long, env = "OPS_AWS_PROVISION")]
     pub aws_provision: Option<String>,
+    /// Connections served at once; more wait until one closes.
+    #[arg(long, env = "OPS_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
     /// Requests per second each API key may make; more are answered 429 (0: unlimited).
     #[arg(long, env = "OPS_RATE_LIMIT", default_value_t = ops_domain::service::DEFAULT_RATE_LIMIT)]
     pub rate_limit: u32,
@@ -226,17 +230,18 @@ pub async fn start(config: Config) -> Result<Server, StartError> {
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
+    max_connections: usize,
     pipeline: Option<impl std::future::Future<Output = ()> + Send + 'static>,
 ) -> std::io::Result<()> {
     let mut background = JoinSet::new();
     if let Some(pipeline) = pipeline {
         background.spawn(pipeline);
     }
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
+    http_server::serve(listener, router, max_connections, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
+    Ok(())
 }
 
 pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<Server, StartError> {
@@ -245,7 +250,12 @@ pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<S
     let address = listener.local_addr()?;
     let router = ops_api::router(local.app);
     let worker = local.worker.clone();
-    let task = tokio::spawn(serve(listener, router, config.worker.then(|| worker.run())));
+    let task = tokio::spawn(serve(
+        listener,
+        router,
+        config.max_connections,
+        config.worker.then(|| worker.run()),
+    ));
     Ok(Server {
         address,
         task,
