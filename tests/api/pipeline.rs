@@ -399,7 +399,6 @@ async fn webhook_endpoints_are_validated_and_scoped() {
 
 #[tokio::test]
 async fn signed_rail_reports_update_transactions_and_unsigned_ones_are_refused() {
-    use hmac::{Hmac, KeyInit, Mac};
     let app = spawn_app().await;
     let customer = app.create_customer().await;
     // Late confirmation: the rail reports it before any poll would see it.
@@ -412,12 +411,7 @@ async fn signed_rail_reports_update_transactions_and_unsigned_ones_are_refused()
     assert_eq!(txn["status"], "submitted");
     let body = serde_json::to_vec(&json!({"id": "rpt_1", "rail": "psp-local:sandbox", "transaction_id": txn["id"], "state": "confirmed", "rail_reference": txn["rail_reference"]})).unwrap();
     let url = format!("{}/v1/rail_reports", app.base);
-    let now = app.clock.as_ref() as &dyn ops_domain::ports::Clock;
-    let t = now.now().unix_timestamp();
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(ops_tests::RAIL_SECRET.as_bytes()).unwrap();
-    mac.update(format!("{t}.").as_bytes());
-    mac.update(&body);
-    let signature = format!("t={t},v1={}", hex::encode(mac.finalize().into_bytes()));
+    let signature = ops_tests::sign_rail_report(&app.clock, &body);
 
     let unsigned = app.client.post(&url).body(body.clone()).send().await.unwrap();
     assert_eq!(unsigned.status(), 401);

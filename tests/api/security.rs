@@ -461,21 +461,11 @@ async fn secrets_stay_secret_at_rest_and_the_data_directory_is_owner_only() {
     assert_eq!(app.get("/v1/webhook_endpoints", &customer.key).await.status, 200);
 }
 
-/// Signs `body` as the connectivity layer does.
-fn rail_signature(app: &TestApp, body: &[u8]) -> String {
-    use hmac::{Hmac, KeyInit, Mac};
-    let t = ops_domain::ports::Clock::now(app.clock.as_ref()).unix_timestamp();
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(ops_tests::RAIL_SECRET.as_bytes()).unwrap();
-    mac.update(format!("{t}.").as_bytes());
-    mac.update(body);
-    format!("t={t},v1={}", hex::encode(mac.finalize().into_bytes()))
-}
-
 async fn send_report(app: &TestApp, report: &Value) -> reqwest::Response {
     let body = serde_json::to_vec(report).unwrap();
     app.client
         .post(format!("{}/v1/rail_reports", app.base))
-        .header("X-Service-Signature", rail_signature(app, &body))
+        .header("X-Service-Signature", ops_tests::sign_rail_report(&app.clock, &body))
         .body(body)
         .send()
         .await

@@ -329,6 +329,17 @@ impl Api {
     }
 }
 
+/// `X-Service-Signature` for a rail report body, signed as the connectivity layer signs it
+/// (with [`RAIL_SECRET`], at the service's current time).
+pub fn sign_rail_report(clock: &TestClock, body: &[u8]) -> String {
+    use hmac::{Hmac, KeyInit, Mac};
+    let t = clock.now().unix_timestamp();
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(RAIL_SECRET.as_bytes()).expect("any key");
+    mac.update(format!("{t}.").as_bytes());
+    mac.update(body);
+    format!("t={t},v1={}", hex::encode(mac.finalize().into_bytes()))
+}
+
 pub fn rand_suffix() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
