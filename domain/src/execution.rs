@@ -144,15 +144,10 @@ impl Service {
         };
         let retried = self
             .update_transaction(id, |txn, now| {
-                if txn.possibly_submitted {
-                    return Err(DomainError::invalid_state(
-                        "possibly_submitted",
-                        "The rail may hold this transaction; resubmitting could pay twice. Resolve it after checking with the rail.",
-                    ));
-                }
-                txn.submit_attempts = 0;
                 let cause = Cause::new("operator_retry", reason.clone(), actor.clone(), now);
-                txn.apply(TransactionTransition::Retry(cause)).map(|c| Some(Some(c)))
+                let change = txn.apply(TransactionTransition::Retry(cause))?;
+                txn.submit_attempts = 0;
+                Ok(Some(Some(change)))
             })
             .await?;
         retried.ok_or_else(|| DomainError::invalid_state("conflict", "Retry did not apply."))

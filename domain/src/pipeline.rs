@@ -395,7 +395,6 @@ impl Service {
                     Some(_) => {
                         // A worker died during the call: the outcome is unknown.
                         txn.submitting_since = None;
-                        txn.possibly_submitted = true;
                         txn.next_poll_at = Some(now);
                         let cause = Cause::new(
                             "submit_outcome_lost",
@@ -464,14 +463,12 @@ impl Service {
             let rail = rail_actor(&txn.rail);
             let transition = match &result {
                 Ok(Ack::Accepted { rail_reference }) => {
-                    txn.possibly_submitted = true;
                     txn.next_poll_at = Some(now + poll_backoff(0));
                     let cause = Cause::new("accepted_by_rail", format!("Accepted by {} as {rail_reference}", txn.rail), rail, now);
                     TransactionTransition::Submit { rail_reference: rail_reference.clone(), cause }
                 }
                 Ok(Ack::Rejected { code, reason }) => TransactionTransition::Fail(Cause::new(&format!("rail_rejected_{code}"), reason.clone(), rail, now)),
                 Err(RailError::Timeout) => {
-                    txn.possibly_submitted = true;
                     txn.next_poll_at = Some(now + poll_backoff(0));
                     TransactionTransition::MarkUnknown(Cause::new("rail_timeout", "The rail did not answer in time; its status will be asked", rail, now))
                 }

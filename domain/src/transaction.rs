@@ -150,6 +150,18 @@ impl Transaction {
                 ),
             ));
         }
+        // Money never moves twice: once the rail may hold the instruction, nothing sends the
+        // transaction back to be submitted, whichever way it went (submitted, unknown, then
+        // needs attention).
+        if to == TransactionStatus::Pending && self.possibly_submitted {
+            return Err(DomainError::invalid_state(
+                "possibly_submitted",
+                "The rail may hold this transaction; resubmitting could pay twice. Resolve it after checking with the rail.",
+            ));
+        }
+        if matches!(to, TransactionStatus::Submitted | TransactionStatus::Unknown) {
+            self.possibly_submitted = true;
+        }
         let cause = match transition {
             TransactionTransition::Submit { rail_reference, cause } => {
                 self.rail_reference = Some(rail_reference);
@@ -232,6 +244,67 @@ pub(crate) mod tests {
         txn.apply(TransactionTransition::Confirm(cause("status_confirmed")))
             .unwrap();
         assert_eq!(txn.status, Confirmed);
+    }
+
+    /// Every sequence of transitions (up to six long) from a transaction the rail may hold
+    /// (submitted, or unknown) never reaches `pending`, and so is never submitted again.
+    #[test]
+    fn no_path_leads_from_submitted_or_unknown_back_to_pending() {
+        let every = |c: &str| {
+            vec![
+                TransactionTransition::Submit {
+                    rail_reference: "r".into(),
+                    cause: cause(c),
+                },
+                TransactionTransition::Confirm(cause(c)),
+                TransactionTransition::Fail(cause(c)),
+                TransactionTransition::Return(cause(c)),
+                TransactionTransition::MarkUnknown(cause(c)),
+                TransactionTransition::FlagForAttention(cause(c)),
+                TransactionTransition::Retry(cause(c)),
+            ]
+        };
+        let mut frontier = vec![];
+        for start in [
+            TransactionTransition::MarkUnknown(cause("timeout")),
+            TransactionTransition::Submit {
+                rail_reference: "r".into(),
+                cause: cause("accepted"),
+            },
+        ] {
+            let mut txn = transaction();
+            txn.apply(start).unwrap();
+            frontier.push(txn);
+        }
+        let mut walked = 0;
+        for _ in 0..6 {
+            let mut next = vec![];
+            for txn in &frontier {
+                for transition in every("step") {
+                    let mut moved = txn.clone();
+                    if moved.apply(transition).is_ok() {
+                        assert_ne!(
+                            moved.status, Pending,
+                            "a path led back to pending from {:?}",
+                            txn.status
+                        );
+                        walked += 1;
+                        next.push(moved);
+                    }
+                }
+            }
+            frontier = next;
+        }
+        assert!(walked > 10, "the walk went nowhere");
+
+        // A transaction the rail never took (transient refusals until attention) may be retried.
+        let mut refused = transaction();
+        refused
+            .apply(TransactionTransition::FlagForAttention(cause("retries_exhausted")))
+            .unwrap();
+        assert!(refused
+            .apply(TransactionTransition::Retry(cause("operator_retry")))
+            .is_ok());
     }
 
     pub fn transaction() -> Transaction {
