@@ -71,7 +71,12 @@ pub fn check_key(key: Option<&str>) -> Result<&str, DomainError> {
             "This request creates a resource: send an Idempotency-Key header.",
         )
     })?;
-    if key.is_empty() || key.len() > MAX_KEY_LENGTH || key.chars().any(|c| c.is_control()) {
+    if key.is_empty()
+        || key.len() > MAX_KEY_LENGTH
+        || key
+            .chars()
+            .any(|c| c.is_control() || crate::validate::is_invisible_or_bidi(c))
+    {
         return Err(DomainError::invalid(
             "Idempotency-Key",
             "idempotency_key_invalid",

@@ -164,6 +164,14 @@ pub trait Store: Send + Sync {
     /// Every audit entry of an operation and its transactions, oldest first.
     async fn operation_history(&self, operation_id: &str) -> Result<Vec<AuditEntry>, StoreError>;
     async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError>;
+    /// Several definitions, in the order asked (one request where the store can).
+    async fn workflows(&self, wanted: &[(WorkflowOwner, String)]) -> Result<Vec<Option<Workflow>>, StoreError> {
+        let mut found = Vec::with_capacity(wanted.len());
+        for (owner, name) in wanted {
+            found.push(self.workflow(owner, name).await?);
+        }
+        Ok(found)
+    }
 
     async fn transaction(&self, id: &str) -> Result<Option<Transaction>, StoreError>;
     async fn transactions_of_operation(&self, operation_id: &str) -> Result<Vec<Transaction>, StoreError>;
@@ -234,13 +242,23 @@ pub trait Secrets: Send + Sync {
     async fn secret(&self, name: &str) -> Result<Option<String>, StoreError>;
 }
 
-/// Counts each API key's requests in one-second windows, so one caller cannot starve the
-/// others (DESIGN §3 `rate_limit_error`). Windows are unix seconds of the wall clock.
+/// Counts requests in one-second windows (DESIGN §3 `rate_limit_error`), so one caller cannot
+/// starve the others. A request is counted for a member (an API key) within its group (the
+/// key's customer), against a limit for each; both counts live together, so one write checks
+/// and counts both. Windows are unix seconds of the wall clock.
 #[async_trait]
 pub trait RateLimiter: Send + Sync {
-    /// Counts a request of `key_id` in the second `window` unless that second already holds
-    /// `limit` of them; says whether it was counted (admitted).
-    async fn admit(&self, key_id: &str, window: i64, limit: u32) -> Result<bool, StoreError>;
+    /// Counts a request of `member` in `group` in the second `window` unless the member already
+    /// made `member_limit` requests there or the group `group_limit`; says whether it was
+    /// counted (admitted). A refused request counts for neither.
+    async fn admit(&self, group: &str, member: &str, window: i64, limits: Limits) -> Result<bool, StoreError>;
+}
+
+/// The most requests a member and its group may make in one window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub member: u32,
+    pub group: u32,
 }
 
 /// Sends one webhook request: `Ok(status)` if the receiver answered, `Err` on a transport

@@ -12,7 +12,7 @@ use crate::operation::{
     Approval, Decision, Item, Operation, OperationStatus, OperationTransition, OperationType, StatusChange,
 };
 use crate::ports::{
-    AuditEntry, Changeset, Clock, OperationQuery, Queue, RateLimiter, Secrets, Store, StoreError, SystemClock,
+    AuditEntry, Changeset, Clock, Limits, OperationQuery, Queue, RateLimiter, Secrets, Store, StoreError, SystemClock,
     WebhookSender, Write,
 };
 use crate::rail::Rails;
@@ -281,11 +281,11 @@ impl Service {
             Err(refused @ DomainError::Unauthenticated { .. }) => {
                 if let (Some(limit), Some(source)) = (limit, source) {
                     let counter = format!("authfail:{source}");
-                    if !limit
-                        .limiter
-                        .admit(&counter, second, FAILED_AUTHENTICATIONS_PER_SECOND)
-                        .await?
-                    {
+                    let failures = Limits {
+                        member: FAILED_AUTHENTICATIONS_PER_SECOND,
+                        group: FAILED_AUTHENTICATIONS_PER_SECOND,
+                    };
+                    if !limit.limiter.admit(&counter, "any", second, failures).await? {
                         limit.put_in_penalty_box(source, second);
                         return Err(too_many_failed_authentications());
                     }
@@ -295,22 +295,18 @@ impl Service {
             Err(other) => return Err(other),
         };
         if let Some(limit) = limit {
-            if !limit.limiter.admit(&key.id, second, limit.per_second).await? {
-                return Err(DomainError::RateLimited {
-                    code: "rate_limit_exceeded",
-                    message: format!(
-                        "Too many requests with this API key: at most {} per second. Retry in a second; nothing was done.",
-                        limit.per_second
-                    ),
-                });
-            }
             let customer_budget = limit.per_second.saturating_mul(CUSTOMER_RATE_KEYS);
+            let limits = Limits {
+                member: limit.per_second,
+                group: customer_budget,
+            };
             let customer = key.customer_id.as_deref().unwrap_or("platform");
-            if !limit.limiter.admit(customer, second, customer_budget).await? {
+            if !limit.limiter.admit(customer, &key.id, second, limits).await? {
                 return Err(DomainError::RateLimited {
                     code: "rate_limit_exceeded",
                     message: format!(
-                        "Too many requests for this customer (all its keys together): at most {customer_budget} per second. Retry in a second; nothing was done."
+                        "Too many requests: at most {} per second with one API key, {customer_budget} for all of a customer's keys together. Retry in a second; nothing was done.",
+                        limit.per_second
                     ),
                 });
             }
@@ -670,13 +666,7 @@ impl Service {
         if let Some(found) = self.store.workflow(&WorkflowOwner::Platform, name).await? {
             return Ok(Some(found));
         }
-        Ok(workflow::builtin(name).map(|definition| Workflow {
-            name: name.into(),
-            object: "workflow".into(),
-            owner: WorkflowOwner::Builtin,
-            definition,
-            version: 0,
-        }))
+        Ok(builtin_workflow(name))
     }
 
     pub async fn get_workflow(&self, principal: &Principal, name: &str) -> Result<Workflow, DomainError> {
@@ -746,14 +736,43 @@ impl Service {
                 &workflow::floor_name(kind),
             )
             .await?;
-        Ok(ApprovalFloor {
+        Ok(self.floor_of(customer_id, kind, stored))
+    }
+
+    fn floor_of(&self, customer_id: &str, kind: OperationType, stored: Option<Workflow>) -> ApprovalFloor {
+        ApprovalFloor {
             object: "approval_floor",
             customer_id: customer_id.into(),
             kind,
             is_default: stored.is_none(),
             version: stored.as_ref().map_or(0, |w| w.version),
             definition: stored.map_or_else(|| workflow::default_floor(self.environment), |w| w.definition),
-        })
+        }
+    }
+
+    /// What decides a new operation: the workflow it names as it resolves for its customer
+    /// (the customer's, else the platform's, else the built-in one) and the customer's floor
+    /// for its type, read together.
+    async fn workflow_and_floor(
+        &self,
+        customer_id: &str,
+        name: &str,
+        kind: OperationType,
+    ) -> Result<(Option<Workflow>, ApprovalFloor), DomainError> {
+        let customer = WorkflowOwner::Customer(customer_id.into());
+        let wanted = [
+            (customer.clone(), name.to_owned()),
+            (WorkflowOwner::Platform, name.to_owned()),
+            (customer, workflow::floor_name(kind)),
+        ];
+        let [own, platform, floor]: [Option<Workflow>; 3] = self
+            .store
+            .workflows(&wanted)
+            .await?
+            .try_into()
+            .map_err(|_| DomainError::Store("the store answered a different number of workflows".into()))?;
+        let named = own.or(platform).or_else(|| builtin_workflow(name));
+        Ok((named, self.floor_of(customer_id, kind, floor)))
     }
 
     pub async fn get_approval_floor(
@@ -832,16 +851,16 @@ impl Service {
             (None, Some(own)) => own.clone(),
             (None, None) => return Err(DomainError::missing("customer_id")),
         };
-        let workflow = self
-            .resolve_workflow(Some(&customer_id), &valid.workflow)
-            .await?
-            .ok_or_else(|| {
-                DomainError::invalid(
-                    "workflow",
-                    "unknown_workflow",
-                    format!("No workflow named '{}'.", valid.workflow),
-                )
-            })?;
+        let (workflow, floor) = self
+            .workflow_and_floor(&customer_id, &valid.workflow, valid.kind)
+            .await?;
+        let workflow = workflow.ok_or_else(|| {
+            DomainError::invalid(
+                "workflow",
+                "unknown_workflow",
+                format!("No workflow named '{}'.", valid.workflow),
+            )
+        })?;
         let total_amount = money::total(valid.items.iter().map(|i| i.amount))
             .ok_or_else(|| DomainError::invalid("items", "total_too_large", "The items' total overflows."))?;
         let facts = Facts {
@@ -860,7 +879,6 @@ impl Service {
                 })
                 .collect(),
         };
-        let floor = self.approval_floor(&customer_id, valid.kind).await?;
         let (verdict, decider) = workflow::stricter(
             workflow.definition.evaluate(&facts),
             floor.definition.floor_verdict(&facts),
@@ -1149,6 +1167,16 @@ pub fn require_platform_admin(principal: &Principal) -> Result<(), DomainError> 
             "Only a platform admin key can do this.",
         ))
     }
+}
+
+fn builtin_workflow(name: &str) -> Option<Workflow> {
+    workflow::builtin(name).map(|definition| Workflow {
+        name: name.into(),
+        object: "workflow".into(),
+        owner: WorkflowOwner::Builtin,
+        definition,
+        version: 0,
+    })
 }
 
 fn floor_kind(kind: &str) -> Result<OperationType, DomainError> {

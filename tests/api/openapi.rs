@@ -144,10 +144,12 @@ async fn real_responses_match_their_schemas() {
 }
 
 /// Free text (names, reasons, references, idempotency keys …) is refused with control
-/// characters in it; the document says so, so generated clients and fuzzers know.
+/// characters, bidirectional controls or invisible characters in it; the document says so, so
+/// generated clients and fuzzers know.
 #[test]
 fn every_free_text_input_documents_that_control_characters_are_refused() {
-    const NO_CONTROL_CHARACTERS: &str = r"^[^\u0000-\u001f\u007f-\u009f]*$";
+    const NO_CONTROL_CHARACTERS: &str =
+        r"^[^\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]*$";
     let doc = document();
     fn walk<'a>(doc: &'a Value, schema: &'a Value, at: String, texts: &mut Vec<(String, &'a Value)>) {
         if let Some(reference) = schema["$ref"].as_str() {

@@ -20,7 +20,7 @@
 //! | webhook endpoints of a customer (or the platform's) | `GSI1PK = CUSWHE#<customer or PLATFORM>` |
 //! | deliveries of an event | `GSI1PK = EVTWHD#<event>` |
 //! | idempotency record | `PK = IDEM#<scope>#<key>`, expired by the `ttl` attribute |
-//! | an API key's requests in one second | `PK = RATE#<key id>#<unix second>`, expired by `ttl` |
+//! | a customer's requests in one second, per key | `PK = RATE#<customer>#<unix second>` (`count`, `member:<key id>`), expired by `ttl` |
 //!
 //! Every list filter but an operation's `type` is a key, so no list reads rows it drops. Keys
 //! every write of a kind shares (the platform's lists, the poll schedule) are spread over
@@ -36,9 +36,9 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, Put, ReturnValuesOnConditionCheckFailure, ScalarAttributeType, StreamSpecification, StreamViewType,
-    TimeToLiveSpecification, TransactWriteItem, Update,
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
+    KeysAndAttributes, Projection, ProjectionType, Put, ReturnValuesOnConditionCheckFailure, ScalarAttributeType,
+    StreamSpecification, StreamViewType, TimeToLiveSpecification, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 use ops_domain::auth::{ApiKey, Customer, User};
@@ -46,7 +46,9 @@ use ops_domain::event::Event;
 use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse, CLAIM_TIMEOUT, RETENTION};
 use ops_domain::ids::{IdGenerator, IdKind, UlidGenerator};
 use ops_domain::operation::Operation;
-use ops_domain::ports::{AuditEntry, Changeset, EventQuery, OperationQuery, RateLimiter, Store, StoreError, Write};
+use ops_domain::ports::{
+    AuditEntry, Changeset, EventQuery, Limits, OperationQuery, RateLimiter, Store, StoreError, Write,
+};
 use ops_domain::transaction::Transaction;
 use ops_domain::webhook::{Delivery, WebhookEndpoint};
 use ops_domain::workflow::{Workflow, WorkflowOwner};
@@ -796,6 +798,56 @@ impl Store for DynamoStore {
             .await
     }
 
+    /// One `BatchGetItem` for them all (creating an operation reads the customer's and the
+    /// platform's definition of its workflow and the customer's floor).
+    async fn workflows(&self, wanted: &[(WorkflowOwner, String)]) -> Result<Vec<Option<Workflow>>, StoreError> {
+        let key_of = |owner: &WorkflowOwner, name: &str| (format!("WF#{}", owner_key(owner)), format!("WF#{name}"));
+        let mut pending: Vec<Item> = wanted
+            .iter()
+            .map(|(owner, name)| {
+                let (pk, sk) = key_of(owner, name);
+                HashMap::from([("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))])
+            })
+            .collect();
+        pending.dedup();
+        let mut found: HashMap<(String, String), Workflow> = HashMap::new();
+        while !pending.is_empty() {
+            self.count();
+            let keys = KeysAndAttributes::builder()
+                .set_keys(Some(std::mem::take(&mut pending)))
+                .consistent_read(true)
+                .build()
+                .map_err(unavailable)?;
+            let answer = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, keys)
+                .send()
+                .await
+                .map_err(sdk_error)?;
+            for item in answer
+                .responses()
+                .and_then(|r| r.get(&self.table))
+                .into_iter()
+                .flatten()
+            {
+                let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) = (item.get("PK"), item.get("SK"))
+                else {
+                    continue;
+                };
+                found.insert((pk.clone(), sk.clone()), read_doc(item)?);
+            }
+            // Keys DynamoDB did not get to this time (throttling) are asked again.
+            if let Some(left) = answer.unprocessed_keys().and_then(|u| u.get(&self.table)) {
+                pending = left.keys().to_vec();
+            }
+        }
+        Ok(wanted
+            .iter()
+            .map(|(owner, name)| found.get(&key_of(owner, name)).cloned())
+            .collect())
+    }
+
     async fn transaction(&self, id: &str) -> Result<Option<Transaction>, StoreError> {
         self.get(format!("TXN#{id}"), "TXN").await
     }
@@ -963,24 +1015,30 @@ impl Store for DynamoStore {
     }
 }
 
-/// Every container counts into the same item, so the limit holds however many run.
+/// Every container counts into the same item, so the limit holds however many run: one item
+/// per group (customer) and second, holding the group's total and each member's (key's)
+/// count, so one conditional update checks and counts both.
 #[async_trait]
 impl RateLimiter for DynamoStore {
-    async fn admit(&self, key_id: &str, window: i64, limit: u32) -> Result<bool, StoreError> {
+    async fn admit(&self, group: &str, member: &str, window: i64, limits: Limits) -> Result<bool, StoreError> {
         self.count_small_write();
         let counted = self
             .client
             .update_item()
             .table_name(&self.table)
-            .key("PK", s(format!("RATE#{key_id}#{window}")))
+            .key("PK", s(format!("RATE#{group}#{window}")))
             .key("SK", s("RATE"))
-            .update_expression("ADD #count :one SET #entity = :entity, #ttl = :ttl")
-            .condition_expression("attribute_not_exists(#count) OR #count < :limit")
+            .update_expression("ADD #count :one, #member :one SET #entity = :entity, #ttl = :ttl")
+            .condition_expression(
+                "(attribute_not_exists(#count) OR #count < :group_limit) AND (attribute_not_exists(#member) OR #member < :member_limit)",
+            )
             .expression_attribute_names("#count", "count")
+            .expression_attribute_names("#member", format!("member:{member}"))
             .expression_attribute_names("#entity", "entity")
             .expression_attribute_names("#ttl", "ttl")
             .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":limit", n(i64::from(limit)))
+            .expression_attribute_values(":group_limit", n(i64::from(limits.group)))
+            .expression_attribute_values(":member_limit", n(i64::from(limits.member)))
             .expression_attribute_values(":entity", s("rate_window"))
             .expression_attribute_values(":ttl", n(window + 60))
             .send()

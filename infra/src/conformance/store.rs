@@ -1,6 +1,6 @@
 //! The store port's behaviour: each implementation's tests call [`run_all`] with a fresh store.
 
-use ops_domain::auth::Environment;
+use ops_domain::auth::{ApiKey, Environment, Scope};
 use ops_domain::cause::{Actor, Cause};
 use ops_domain::event::Event;
 use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse};
@@ -65,6 +65,53 @@ pub async fn run_all(store: Arc<dyn Store>) {
     concurrent_conflicting_updates_have_one_winner(store.clone()).await;
     idempotency_claims(store.as_ref()).await;
     the_largest_operation_the_api_accepts_is_stored(store.as_ref()).await;
+    api_keys_are_listed_by_owner(store.as_ref()).await;
+}
+
+fn api_key(id: &str, customer: Option<&str>) -> ApiKey {
+    ApiKey {
+        id: id.into(),
+        object: "api_key".into(),
+        customer_id: customer.map(Into::into),
+        user_id: None,
+        environment: Environment::Test,
+        scopes: vec![Scope::OperationsRead],
+        created_at: OffsetDateTime::UNIX_EPOCH,
+        expires_at: None,
+        revoked_at: None,
+        created_by: Some("key_minter".into()),
+        rotated_to: None,
+        secret_hash: format!("hash-of-{id}"),
+    }
+}
+
+/// A customer's keys are listed newest first, the platform's apart, and a key changed in place
+/// (rotated, revoked) is listed once, as it now stands.
+async fn api_keys_are_listed_by_owner(store: &dyn Store) {
+    let writes = vec![
+        Write::PutApiKey(api_key("key_01a", Some("cus_keys"))),
+        Write::PutApiKey(api_key("key_01b", Some("cus_keys"))),
+        Write::PutApiKey(api_key("key_01c", Some("cus_other"))),
+        Write::PutApiKey(api_key("key_01d", None)),
+    ];
+    store.commit(changes(writes)).await.unwrap();
+    let mut rotated = api_key("key_01a", Some("cus_keys"));
+    rotated.rotated_to = Some("key_01b".into());
+    store.commit(changes(vec![Write::PutApiKey(rotated)])).await.unwrap();
+    let ids = |keys: Vec<ApiKey>| keys.into_iter().map(|k| k.id).collect::<Vec<_>>();
+    let listed = store.api_keys_of(Some("cus_keys")).await.unwrap();
+    assert_eq!(listed[1].rotated_to.as_deref(), Some("key_01b"));
+    assert_eq!(ids(listed), ["key_01b", "key_01a"]);
+    assert_eq!(ids(store.api_keys_of(None).await.unwrap()), ["key_01d"]);
+    assert_eq!(
+        ids(store.api_keys_of(Some("cus_none")).await.unwrap()),
+        Vec::<String>::new()
+    );
+    let found = store.api_key_by_hash("hash-of-key_01a").await.unwrap().unwrap();
+    assert_eq!(
+        (found.secret_hash.as_str(), found.created_by.as_deref()),
+        ("hash-of-key_01a", Some("key_minter"))
+    );
 }
 
 async fn entity_and_audit_land_together(store: &dyn Store) {

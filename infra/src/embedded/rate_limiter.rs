@@ -1,5 +1,5 @@
 use async_trait::async_trait;
-use ops_domain::ports::{RateLimiter, StoreError};
+use ops_domain::ports::{Limits, RateLimiter, StoreError};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -7,22 +7,34 @@ use std::sync::Mutex;
 /// all (counts need not outlive a restart).
 #[derive(Default)]
 pub struct InMemoryRateLimiter {
-    /// Per key: the window it was last counted in, and its count there.
-    windows: Mutex<HashMap<String, (i64, u32)>>,
+    /// Per group: the window it was last counted in, and its counts there.
+    windows: Mutex<HashMap<String, Window>>,
+}
+
+#[derive(Default)]
+struct Window {
+    second: i64,
+    total: u32,
+    members: HashMap<String, u32>,
 }
 
 #[async_trait]
 impl RateLimiter for InMemoryRateLimiter {
-    async fn admit(&self, key_id: &str, window: i64, limit: u32) -> Result<bool, StoreError> {
+    async fn admit(&self, group: &str, member: &str, window: i64, limits: Limits) -> Result<bool, StoreError> {
         let mut windows = self.windows.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let (counted_in, count) = windows.entry(key_id.to_owned()).or_insert((window, 0));
-        if *counted_in != window {
-            (*counted_in, *count) = (window, 0);
+        let counts = windows.entry(group.to_owned()).or_default();
+        if counts.second != window {
+            *counts = Window {
+                second: window,
+                ..Window::default()
+            };
         }
-        if *count >= limit {
+        let member_count = counts.members.get(member).copied().unwrap_or(0);
+        if counts.total >= limits.group || member_count >= limits.member {
             return Ok(false);
         }
-        *count += 1;
+        counts.total += 1;
+        counts.members.insert(member.to_owned(), member_count + 1);
         Ok(true)
     }
 }
