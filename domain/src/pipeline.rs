@@ -14,7 +14,7 @@ use crate::error::DomainError;
 use crate::event::Event;
 use crate::ids::IdKind;
 use crate::operation::{Operation, OperationStatus, OperationTransition, StatusChange};
-use crate::ports::{AuditEntry, BatchOutcome, Changeset, QueueMessage, QueueName, StoreError, Write};
+use crate::ports::{AuditEntry, BatchOutcome, Changeset, QueueMessage, QueueTask, StoreError, Write, MAX_QUEUE_DELAY};
 use crate::rail::{Ack, Instruction, RailError, RailState};
 use crate::service::Service;
 use crate::signature;
@@ -22,7 +22,6 @@ use crate::transaction::{Transaction, TransactionStatus, TransactionTransition};
 use crate::webhook::{self, Attempt, Delivery, DeliveryStatus, WebhookEndpoint};
 use futures_util::future::join_all;
 use futures_util::StreamExt;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::hash_map::{Entry, HashMap};
 use time::{Duration, OffsetDateTime};
@@ -38,8 +37,6 @@ pub const POLL_BATCH: usize = 100;
 const POLL_CONCURRENCY: usize = 16;
 /// How long the poll of a transaction on a rail no adapter serves waits before it is due again.
 const UNSERVED_RAIL_WAIT: Duration = Duration::minutes(10);
-/// SQS holds a message back at most 15 minutes; longer waits are taken in hops.
-pub const MAX_QUEUE_DELAY: Duration = Duration::minutes(15);
 /// After confirmation the rail is asked again this long after it, in case the money came
 /// back; a later return arrives by rail report. Four checks cost four writes per payout.
 pub const RETURN_CHECKS: [Duration; 4] = [
@@ -48,16 +45,6 @@ pub const RETURN_CHECKS: [Duration; 4] = [
     Duration::hours(1),
     Duration::hours(24),
 ];
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct SubmitMessage {
-    pub transaction_id: String,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct WebhookMessage {
-    pub delivery_id: String,
-}
 
 /// What one consumer did with one item.
 enum Handled {
@@ -331,12 +318,19 @@ impl Service {
     }
 
     async fn queue_submission(&self, event: &Event) -> Result<Handled, DomainError> {
-        let message = SubmitMessage {
-            transaction_id: Self::data_id(event, "transaction_id").to_owned(),
-        };
-        let body = serde_json::to_string(&message).expect("serializes");
-        self.queue.send(QueueName::Submissions, body, Duration::ZERO).await?;
+        let transaction_id = Self::data_id(event, "transaction_id").to_owned();
+        self.enqueue(QueueTask::SubmitTransaction { transaction_id }, Duration::ZERO)
+            .await?;
         Ok(Handled::Done)
+    }
+
+    /// Puts a task on its queue, due after `delay` (a longer wait is taken in hops: the task
+    /// finds itself early and goes back on the queue).
+    async fn enqueue(&self, task: QueueTask, delay: Duration) -> Result<(), DomainError> {
+        Ok(self
+            .queue
+            .send(task.queue(), task.to_body(), delay.min(MAX_QUEUE_DELAY))
+            .await?)
     }
 
     /// Recomputes an operation's status from its transactions.
@@ -364,12 +358,14 @@ impl Service {
     pub async fn handle_submissions(&self, messages: &[QueueMessage]) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
         for message in messages {
-            let result = match serde_json::from_str::<SubmitMessage>(&message.body) {
-                Ok(submit) => self.submit(&submit.transaction_id).await,
-                Err(error) => {
-                    tracing::error!(message = %message.id, %error, "unreadable submission message dropped");
+            let result = match QueueTask::parse(&message.body) {
+                Ok(QueueTask::SubmitTransaction { transaction_id }) => self.submit(&transaction_id).await,
+                Ok(other) => {
+                    tracing::error!(message = %message.id, task = ?other, "a task of another queue dropped from the submissions queue");
                     Ok(Handled::Done)
                 }
+                // Kept for its dead-letter queue, where a deployment that reads it can redrive it.
+                Err(error) => Err(DomainError::Store(error.to_string())),
             };
             if !matches!(result, Ok(Handled::Done)) {
                 if let Err(error) = &result {
@@ -490,12 +486,7 @@ impl Service {
         })
         .await?;
         if let Some(wait) = retry_after.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            let body = serde_json::to_string(&SubmitMessage {
-                transaction_id: transaction_id.to_owned(),
-            })
-            .expect("serializes");
-            self.queue
-                .send(QueueName::Submissions, body, wait.min(MAX_QUEUE_DELAY))
+            self.enqueue(QueueTask::SubmitTransaction { transaction_id }, wait)
                 .await?;
         }
         Ok(Handled::Done)
@@ -685,11 +676,10 @@ impl Service {
                 Ok(()) | Err(StoreError::Conflict) => {}
                 Err(other) => return Err(other.into()),
             }
-            let body = serde_json::to_string(&WebhookMessage {
+            let task = QueueTask::SendWebhook {
                 delivery_id: delivery.id.clone(),
-            })
-            .expect("serializes");
-            self.queue.send(QueueName::Webhooks, body, Duration::ZERO).await?;
+            };
+            self.enqueue(task, Duration::ZERO).await?;
             made.push(delivery);
         }
         Ok(made)
@@ -702,11 +692,21 @@ impl Service {
     pub async fn handle_webhook_sends(&self, messages: &[QueueMessage]) -> BatchOutcome {
         let mut deliveries = std::collections::HashSet::new();
         let mut sends = vec![];
+        let mut unreadable = vec![];
         for message in messages {
-            match serde_json::from_str::<WebhookMessage>(&message.body) {
-                Ok(send) if deliveries.insert(send.delivery_id.clone()) => sends.push((message, send.delivery_id)),
-                Ok(_) => {}
-                Err(error) => tracing::error!(message = %message.id, %error, "unreadable webhook message dropped"),
+            match QueueTask::parse(&message.body) {
+                Ok(QueueTask::SendWebhook { delivery_id }) if deliveries.insert(delivery_id.clone()) => {
+                    sends.push((message, delivery_id))
+                }
+                Ok(QueueTask::SendWebhook { .. }) => {}
+                Ok(other) => {
+                    tracing::error!(message = %message.id, task = ?other, "a task of another queue dropped from the webhooks queue")
+                }
+                Err(error) => {
+                    // Kept for its dead-letter queue, where a deployment that reads it can redrive it.
+                    tracing::error!(message = %message.id, %error, "unreadable webhook message left for the dead-letter queue");
+                    unreadable.push(message.id.clone());
+                }
             }
         }
         let sent = join_all(sends.into_iter().map(|(message, delivery_id)| async move {
@@ -717,7 +717,7 @@ impl Service {
         }))
         .await;
         BatchOutcome {
-            failed: sent.into_iter().filter_map(Result::err).collect(),
+            failed: sent.into_iter().filter_map(Result::err).chain(unreadable).collect(),
         }
     }
 
@@ -731,13 +731,10 @@ impl Service {
         let now = self.now();
         if let Some(due) = delivery.next_attempt_at.filter(|due| *due > now) {
             // Not yet (a duplicate message, or a wait longer than a queue can hold).
-            let body = serde_json::to_string(&WebhookMessage {
+            let task = QueueTask::SendWebhook {
                 delivery_id: delivery_id.to_owned(),
-            })
-            .expect("serializes");
-            self.queue
-                .send(QueueName::Webhooks, body, (due - now).min(MAX_QUEUE_DELAY))
-                .await?;
+            };
+            self.enqueue(task, due - now).await?;
             return Ok(());
         }
         let event = self
@@ -793,13 +790,10 @@ impl Service {
             Err(other) => return Err(other.into()),
         }
         if let Some(due) = updated.next_attempt_at {
-            let body = serde_json::to_string(&WebhookMessage {
+            let task = QueueTask::SendWebhook {
                 delivery_id: delivery_id.to_owned(),
-            })
-            .expect("serializes");
-            self.queue
-                .send(QueueName::Webhooks, body, (due - now).min(MAX_QUEUE_DELAY))
-                .await?;
+            };
+            self.enqueue(task, due - now).await?;
         }
         Ok(())
     }

@@ -70,8 +70,9 @@ async fn every_sample_payload_reaches_its_handler() {
         .batch_item_failures
         .is_empty());
 
-    // SQS → rail submit: the unknown transaction is a batch item failure, the unreadable body
-    // is dropped (it would never succeed).
+    // SQS → rail submit: the unknown transaction is a batch item failure, and so is the task
+    // of a version this deployment does not read (refused by name, kept for the dead-letter
+    // queue, never misread).
     let submissions: SqsEvent = serde_json::from_str(&sample("sqs-rail-submit.json")).unwrap();
     let response = ops_lambda::triggers::rail_submit(&app.service, submissions).await;
     let failed: Vec<&str> = response
@@ -79,7 +80,13 @@ async fn every_sample_payload_reaches_its_handler() {
         .iter()
         .map(|f| f.item_identifier.as_str())
         .collect();
-    assert_eq!(failed, ["11111111-1111-1111-1111-111111111111"]);
+    assert_eq!(
+        failed,
+        [
+            "11111111-1111-1111-1111-111111111111",
+            "22222222-2222-2222-2222-222222222222"
+        ]
+    );
     let response_json = serde_json::to_value(&response).unwrap();
     assert_eq!(
         response_json["batchItemFailures"][0]["itemIdentifier"],

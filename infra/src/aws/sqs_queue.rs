@@ -5,7 +5,7 @@ use crate::QueueConsumer;
 use async_trait::async_trait;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use aws_sdk_sqs::Client;
-use ops_domain::pipeline::MAX_QUEUE_DELAY;
+
 use ops_domain::ports::{Queue, QueueMessage, QueueName, StoreError, MAX_RECEIVES};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -146,7 +146,9 @@ async fn queue_with_dead_letters(client: &Client, name: &str) -> Result<String, 
 #[async_trait]
 impl Queue for SqsQueue {
     async fn send(&self, queue: QueueName, body: String, delay: time::Duration) -> Result<(), StoreError> {
-        let seconds = delay.clamp(time::Duration::ZERO, MAX_QUEUE_DELAY).whole_seconds() as i32;
+        let seconds = delay
+            .clamp(time::Duration::ZERO, ops_domain::ports::MAX_QUEUE_DELAY)
+            .whole_seconds() as i32;
         self.client
             .send_message()
             .queue_url(self.request_to(queue))
