@@ -9,10 +9,9 @@ use std::fmt;
 /// are not JSON give `None`: the parser proper reports those.
 pub fn first_repeated_key(bytes: &[u8]) -> Option<String> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    match (Walk { path: String::new() }).deserialize(&mut deserializer) {
-        Ok(found) => found,
-        Err(_) => None,
-    }
+    (Walk { path: String::new() })
+        .deserialize(&mut deserializer)
+        .unwrap_or_default()
 }
 
 /// Walks one JSON value under `path`, answering the first repeated key found in it.
