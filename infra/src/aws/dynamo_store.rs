@@ -30,6 +30,7 @@
 //! A changeset is one `TransactWriteItems`; a failed condition cancels it and becomes
 //! [`StoreError::Conflict`].
 
+use super::keys;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
@@ -118,16 +119,14 @@ fn read_doc<T: DeserializeOwned>(item: &Item) -> Result<T, StoreError> {
     }
 }
 
-fn owner_key(owner: &WorkflowOwner) -> String {
-    match owner {
-        WorkflowOwner::Builtin => "builtin".into(),
-        WorkflowOwner::Platform => "platform".into(),
-        WorkflowOwner::Customer(id) => format!("customer:{id}"),
-    }
+/// The attributes of an item's primary key.
+fn key_item(key: keys::Primary) -> Vec<(&'static str, AttributeValue)> {
+    vec![("PK", s(key.pk)), ("SK", s(key.sk))]
 }
 
-fn poll_key(due: OffsetDateTime, id: &str) -> String {
-    format!("{:012}#{id}", due.unix_timestamp().max(0))
+/// An item: its primary key, then its other attributes.
+fn keyed(key: keys::Primary, rest: Vec<(&str, AttributeValue)>) -> Item {
+    item(key_item(key).into_iter().chain(rest).collect())
 }
 
 fn item(pairs: Vec<(&str, AttributeValue)>) -> Item {
@@ -313,58 +312,46 @@ impl DynamoStore {
     }
 
     fn audit_item(&self, entry: &AuditEntry) -> Item {
-        let pk = match &entry.operation_id {
-            Some(op) => format!("OP#{op}"),
-            None => format!("AUDIT#{}", entry.entity_id),
-        };
-        let sk = format!("AUDIT#{}", self.sort_keys.new_id(IdKind::Event));
-        item(vec![
-            ("PK", s(pk)),
-            ("SK", s(sk)),
-            ("entity", s("audit")),
-            ("doc", doc(entry)),
-        ])
+        let sequence = self.sort_keys.new_id(IdKind::Event);
+        let key = keys::audit(entry.operation_id.as_deref(), &entry.entity_id, &sequence);
+        keyed(key, vec![("entity", s("audit")), ("doc", doc(entry))])
     }
 
     fn operation_item(op: &Operation) -> Item {
-        item(vec![
-            ("PK", s(format!("OP#{}", op.id))),
-            ("SK", s("OP")),
-            ("entity", s("operation")),
-            ("doc", doc(op)),
-            ("version", n(op.version)),
-            ("GSI1PK", s(format!("CUSOPS#{}", op.customer_id))),
-            ("GSI1SK", s(&op.id)),
-            (
-                "GSI2PK",
-                s(format!("CUSOPST#{}#{}", op.customer_id, op.status.as_str())),
-            ),
-            ("GSI2SK", s(&op.id)),
-            ("GSI3PK", s(format!("OPS#{}", shard(&op.id)))),
-            ("GSI3SK", s(&op.id)),
-            (
-                "GSI4PK",
-                s(format!("OPSTATUS#{}#{}", op.status.as_str(), shard(&op.id))),
-            ),
-            ("GSI4SK", s(&op.id)),
-            ("status", s(op.status.as_str())),
-            ("type", s(op.kind.as_str())),
-        ])
+        keyed(
+            keys::operation(&op.id),
+            vec![
+                ("entity", s("operation")),
+                ("doc", doc(op)),
+                ("version", n(op.version)),
+                ("GSI1PK", s(keys::operations_of(&op.customer_id))),
+                ("GSI1SK", s(&op.id)),
+                ("GSI2PK", s(keys::operations_of_in(&op.customer_id, op.status.as_str()))),
+                ("GSI2SK", s(&op.id)),
+                ("GSI3PK", s(keys::all_operations_shard(&op.id))),
+                ("GSI3SK", s(&op.id)),
+                ("GSI4PK", s(keys::operations_in_shard(op.status, &op.id))),
+                ("GSI4SK", s(&op.id)),
+                ("status", s(op.status.as_str())),
+                ("type", s(op.kind.as_str())),
+            ],
+        )
     }
 
     fn transaction_item(t: &Transaction) -> Item {
-        let mut item = item(vec![
-            ("PK", s(format!("TXN#{}", t.id))),
-            ("SK", s("TXN")),
-            ("entity", s("transaction")),
-            ("doc", doc(t)),
-            ("version", n(t.version)),
-            ("GSI1PK", s(format!("OPTXNS#{}", t.operation_id))),
-            ("GSI1SK", s(&t.id)),
-        ]);
+        let mut item = keyed(
+            keys::transaction(&t.id),
+            vec![
+                ("entity", s("transaction")),
+                ("doc", doc(t)),
+                ("version", n(t.version)),
+                ("GSI1PK", s(keys::transactions_of(&t.operation_id))),
+                ("GSI1SK", s(&t.id)),
+            ],
+        );
         if let Some(due) = t.next_poll_at {
-            item.insert("GSI2PK".into(), s(format!("POLL#{}", shard(&t.id))));
-            item.insert("GSI2SK".into(), s(poll_key(due, &t.id)));
+            item.insert("GSI2PK".into(), s(keys::poll_shard(&t.id)));
+            item.insert("GSI2SK".into(), s(keys::poll_sort(due, &t.id)));
         }
         item
     }
@@ -372,54 +359,47 @@ impl DynamoStore {
     fn write(&self, write: &Write) -> Vec<TransactWriteItem> {
         match write {
             Write::InsertCustomer(c) => {
-                let it = item(vec![
-                    ("PK", s(format!("CUS#{}", c.id))),
-                    ("SK", s("CUSTOMER")),
-                    ("entity", s("customer")),
-                    ("doc", doc(c)),
-                ]);
+                let it = keyed(keys::customer(&c.id), vec![("entity", s("customer")), ("doc", doc(c))]);
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
             Write::InsertUser(u) => {
-                let it = item(vec![
-                    ("PK", s(format!("USR#{}", u.id))),
-                    ("SK", s("USER")),
-                    ("entity", s("user")),
-                    ("doc", doc(u)),
-                ]);
+                let it = keyed(keys::user(&u.id), vec![("entity", s("user")), ("doc", doc(u))]);
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
             Write::PutApiKey(k) => {
                 let body = doc_with(k, &[("secret_hash", k.secret_hash.clone().into())]);
-                let owner = k.customer_id.as_deref().unwrap_or("PLATFORM");
-                let by_id = item(vec![
-                    ("PK", s(format!("KEY#{}", k.id))),
-                    ("SK", s("KEY")),
-                    ("entity", s("api_key")),
-                    ("doc", body.clone()),
-                    ("GSI1PK", s(format!("CUSKEYS#{owner}"))),
-                    ("GSI1SK", s(&k.id)),
-                ]);
-                let by_hash = item(vec![
-                    ("PK", s(format!("KEYHASH#{}", k.secret_hash))),
-                    ("SK", s("KEY")),
-                    ("entity", s("api_key_hash")),
-                    ("doc", body),
-                ]);
-                vec![self.put(by_id, None, vec![]), self.put(by_hash, None, vec![])]
+                let by_id = keyed(
+                    keys::api_key(&k.id),
+                    vec![
+                        ("entity", s("api_key")),
+                        ("doc", body.clone()),
+                        ("GSI1PK", s(keys::keys_of(k.customer_id.as_deref()))),
+                        ("GSI1SK", s(&k.id)),
+                    ],
+                );
+                let by_hash = keyed(
+                    keys::api_key_by_hash(&k.secret_hash),
+                    vec![("entity", s("api_key_hash")), ("doc", body), ("key_id", s(&k.id))],
+                );
+                // A secret's hash stands for one key only: a second key under the same hash
+                // (a collision, or a bug) is refused rather than let it take the first one over.
+                // (Items written before `key_id` existed are taken over by their own key.)
+                let unique = self.put(
+                    by_hash,
+                    Some("attribute_not_exists(PK) OR key_id = :key_id OR attribute_not_exists(key_id)"),
+                    vec![(":key_id", s(&k.id))],
+                );
+                vec![self.put(by_id, None, vec![]), unique]
             }
             Write::InsertOperation(op) => {
                 vec![self.put(Self::operation_item(op), Some("attribute_not_exists(PK)"), vec![])]
             }
             Write::UpdateOperation(op) => vec![self.versioned(Self::operation_item(op), op.version)],
             Write::PutWorkflow(w) => {
-                let it = item(vec![
-                    ("PK", s(format!("WF#{}", owner_key(&w.owner)))),
-                    ("SK", s(format!("WF#{}", w.name))),
-                    ("entity", s("workflow")),
-                    ("doc", doc(w)),
-                    ("version", n(w.version)),
-                ]);
+                let it = keyed(
+                    keys::workflow(&w.owner, &w.name),
+                    vec![("entity", s("workflow")), ("doc", doc(w)), ("version", n(w.version))],
+                );
                 vec![self.versioned(it, w.version)]
             }
             Write::InsertTransaction(t) => {
@@ -427,56 +407,57 @@ impl DynamoStore {
             }
             Write::UpdateTransaction(t) => vec![self.versioned(Self::transaction_item(t), t.version)],
             Write::Event(e) => {
-                let it = item(vec![
-                    ("PK", s(format!("EVT#{}", e.id))),
-                    ("SK", s("EVT")),
-                    // Stream consumers filter on this attribute.
-                    ("entity", s("event")),
-                    ("doc", doc(e)),
-                    ("type", s(&e.kind)),
-                    ("GSI1PK", s(format!("CUSEVTS#{}", e.customer_id))),
-                    ("GSI1SK", s(&e.id)),
-                    ("GSI2PK", s(format!("CUSEVTYPE#{}#{}", e.customer_id, e.kind))),
-                    ("GSI2SK", s(&e.id)),
-                    ("GSI3PK", s(format!("EVTS#{}", shard(&e.id)))),
-                    ("GSI3SK", s(&e.id)),
-                    ("GSI4PK", s(format!("EVTYPE#{}#{}", e.kind, shard(&e.id)))),
-                    ("GSI4SK", s(&e.id)),
-                ]);
+                let it = keyed(
+                    keys::event(&e.id),
+                    vec![
+                        // Stream consumers filter on this attribute.
+                        ("entity", s("event")),
+                        ("doc", doc(e)),
+                        ("type", s(&e.kind)),
+                        ("GSI1PK", s(keys::events_of(&e.customer_id))),
+                        ("GSI1SK", s(&e.id)),
+                        ("GSI2PK", s(keys::events_of_type(&e.customer_id, &e.kind))),
+                        ("GSI2SK", s(&e.id)),
+                        ("GSI3PK", s(keys::all_events_shard(&e.id))),
+                        ("GSI3SK", s(&e.id)),
+                        ("GSI4PK", s(keys::all_events_of_type_shard(&e.kind, &e.id))),
+                        ("GSI4SK", s(&e.id)),
+                    ],
+                );
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
             Write::PutWebhookEndpoint(w) => {
-                let owner = w.customer_id.clone().unwrap_or_else(|| "PLATFORM".into());
                 let body = doc_with(w, &[("secrets", serde_json::to_value(&w.secrets).expect("serializes"))]);
-                let it = item(vec![
-                    ("PK", s(format!("WHE#{}", w.id))),
-                    ("SK", s("WHE")),
-                    ("entity", s("webhook_endpoint")),
-                    ("doc", body),
-                    ("version", n(w.version)),
-                    ("GSI1PK", s(format!("CUSWHE#{owner}"))),
-                    ("GSI1SK", s(&w.id)),
-                ]);
+                let it = keyed(
+                    keys::webhook_endpoint(&w.id),
+                    vec![
+                        ("entity", s("webhook_endpoint")),
+                        ("doc", body),
+                        ("version", n(w.version)),
+                        ("GSI1PK", s(keys::endpoints_of(w.customer_id.as_deref()))),
+                        ("GSI1SK", s(&w.id)),
+                    ],
+                );
                 vec![self.versioned(it, w.version)]
             }
             Write::InsertDelivery(d) | Write::UpdateDelivery(d) => {
-                let it = item(vec![
-                    ("PK", s(format!("WHD#{}", d.id))),
-                    ("SK", s("WHD")),
-                    ("entity", s("delivery")),
-                    ("doc", doc(d)),
-                    ("version", n(d.version)),
-                    ("GSI1PK", s(format!("EVTWHD#{}", d.event_id))),
-                    ("GSI1SK", s(&d.id)),
-                ]);
+                let it = keyed(
+                    keys::delivery(&d.id),
+                    vec![
+                        ("entity", s("delivery")),
+                        ("doc", doc(d)),
+                        ("version", n(d.version)),
+                        ("GSI1PK", s(keys::deliveries_of(&d.event_id))),
+                        ("GSI1SK", s(&d.id)),
+                    ],
+                );
                 vec![self.versioned(it, d.version)]
             }
             Write::Audit(entry) => vec![self.put(self.audit_item(entry), Some("attribute_not_exists(PK)"), vec![])],
             Write::CompleteIdempotency { scope, key, response } => {
                 let update = Update::builder()
                     .table_name(&self.table)
-                    .key("PK", s(format!("IDEM#{scope}#{key}")))
-                    .key("SK", s("IDEM"))
+                    .set_key(Some(item(key_item(keys::idempotency(scope, key)))))
                     .update_expression("SET #status = :status, #response = :response")
                     .condition_expression("attribute_exists(PK) AND attribute_not_exists(#status)")
                     .expression_attribute_names("#status", "status")
@@ -490,14 +471,13 @@ impl DynamoStore {
         }
     }
 
-    async fn get<T: DeserializeOwned>(&self, pk: String, sk: &str) -> Result<Option<T>, StoreError> {
+    async fn get<T: DeserializeOwned>(&self, key: keys::Primary) -> Result<Option<T>, StoreError> {
         self.count();
         let found = self
             .client
             .get_item()
             .table_name(&self.table)
-            .key("PK", s(pk))
-            .key("SK", s(sk))
+            .set_key(Some(item(key_item(key))))
             .consistent_read(true)
             .send()
             .await
@@ -518,7 +498,7 @@ impl DynamoStore {
     ) -> Result<Vec<T>, StoreError> {
         let partitions = match partition {
             Partition::One(key) => vec![key],
-            Partition::Sharded(prefix) => shard_keys(&prefix),
+            Partition::Sharded(shards) => shards,
         };
         let condition = format!("{index}PK = :pk AND {index}SK < :after");
         let mut found = each_partition(partitions, |key| {
@@ -588,14 +568,13 @@ impl DynamoStore {
     }
 }
 
-/// The partition key of a list: one value, or a prefix spread over [`SHARDS`] values.
+/// The partition key of a list: one value, or every shard of a key spread over several.
 enum Partition {
     One(String),
-    Sharded(String),
+    Sharded(Vec<String>),
 }
 
-/// Partitions a key every write of its kind would share is spread over.
-pub const SHARDS: u32 = 8;
+pub use keys::SHARDS;
 /// The table's global secondary indexes, each keyed `<name>PK`, `<name>SK`.
 pub const INDEXES: [&str; 4] = ["GSI1", "GSI2", "GSI3", "GSI4"];
 
@@ -633,11 +612,6 @@ fn write_units(write: &TransactWriteItem, transactional: bool) -> u64 {
     units * (if transactional { 2 } else { 1 } + indexes + moved)
 }
 
-/// The partition keys `<prefix>#0` … `<prefix>#7` a sharded key is spread over.
-fn shard_keys(prefix: &str) -> Vec<String> {
-    (0..SHARDS).map(|shard| format!("{prefix}#{shard}")).collect()
-}
-
 /// Reads every partition with `read`, concurrently, and returns what they hold together.
 async fn each_partition<T, F, Fut>(partitions: Vec<String>, read: F) -> Result<Vec<T>, StoreError>
 where
@@ -646,14 +620,6 @@ where
 {
     let read = futures_util::future::try_join_all(partitions.into_iter().map(read)).await?;
     Ok(read.into_iter().flatten().collect())
-}
-
-/// The shard of an id: FNV-1a, stable across processes and releases.
-fn shard(id: &str) -> u32 {
-    let hash = id.bytes().fold(0x811c_9dc5u32, |hash, byte| {
-        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
-    });
-    hash % SHARDS
 }
 
 /// Equality conditions on plain attributes, applied after the key condition.
@@ -731,27 +697,26 @@ impl Store for DynamoStore {
     }
 
     async fn customer(&self, id: &str) -> Result<Option<Customer>, StoreError> {
-        self.get(format!("CUS#{id}"), "CUSTOMER").await
+        self.get(keys::customer(id)).await
     }
 
     async fn user(&self, id: &str) -> Result<Option<User>, StoreError> {
-        self.get(format!("USR#{id}"), "USER").await
+        self.get(keys::user(id)).await
     }
 
     async fn api_key(&self, id: &str) -> Result<Option<ApiKey>, StoreError> {
-        self.get(format!("KEY#{id}"), "KEY").await
+        self.get(keys::api_key(id)).await
     }
 
     async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, StoreError> {
-        self.get(format!("KEYHASH#{secret_hash}"), "KEY").await
+        self.get(keys::api_key_by_hash(secret_hash)).await
     }
 
     async fn api_keys_of(&self, customer_id: Option<&str>) -> Result<Vec<ApiKey>, StoreError> {
-        let owner = customer_id.unwrap_or("PLATFORM");
         self.query(
             Some("GSI1"),
             "GSI1PK = :pk",
-            vec![(":pk", s(format!("CUSKEYS#{owner}")))],
+            vec![(":pk", s(keys::keys_of(customer_id)))],
             None,
             true,
             1000,
@@ -760,17 +725,17 @@ impl Store for DynamoStore {
     }
 
     async fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError> {
-        self.get(format!("OP#{id}"), "OP").await
+        self.get(keys::operation(id)).await
     }
 
     async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError> {
         let after = query.starting_after.clone().unwrap_or_else(|| "\u{10FFFF}".into());
         let status = query.status.map(|s| s.as_str());
         let (index, partition) = match (&query.customer_id, status) {
-            (Some(customer), Some(status)) => ("GSI2", Partition::One(format!("CUSOPST#{customer}#{status}"))),
-            (Some(customer), None) => ("GSI1", Partition::One(format!("CUSOPS#{customer}"))),
-            (None, Some(status)) => ("GSI4", Partition::Sharded(format!("OPSTATUS#{status}"))),
-            (None, None) => ("GSI3", Partition::Sharded("OPS".into())),
+            (Some(customer), Some(status)) => ("GSI2", Partition::One(keys::operations_of_in(customer, status))),
+            (Some(customer), None) => ("GSI1", Partition::One(keys::operations_of(customer))),
+            (None, Some(status)) => ("GSI4", Partition::Sharded(keys::operations_in(status))),
+            (None, None) => ("GSI3", Partition::Sharded(keys::all_operations())),
         };
         let filter = Filter::default()
             .with("ty", "type", query.kind.map(|k| k.as_str()))
@@ -782,10 +747,11 @@ impl Store for DynamoStore {
     }
 
     async fn operation_history(&self, operation_id: &str) -> Result<Vec<AuditEntry>, StoreError> {
+        let (partition, entries) = keys::operation_history(operation_id);
         self.query(
             None,
             "PK = :pk AND begins_with(SK, :audit)",
-            vec![(":pk", s(format!("OP#{operation_id}"))), (":audit", s("AUDIT#"))],
+            vec![(":pk", s(partition)), (":audit", s(entries))],
             None,
             false,
             10_000,
@@ -794,23 +760,18 @@ impl Store for DynamoStore {
     }
 
     async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError> {
-        self.get(format!("WF#{}", owner_key(owner)), &format!("WF#{name}"))
-            .await
+        self.get(keys::workflow(owner, name)).await
     }
 
     /// One `BatchGetItem` for them all (creating an operation reads the customer's and the
     /// platform's definition of its workflow and the customer's floor).
     async fn workflows(&self, wanted: &[(WorkflowOwner, String)]) -> Result<Vec<Option<Workflow>>, StoreError> {
-        let key_of = |owner: &WorkflowOwner, name: &str| (format!("WF#{}", owner_key(owner)), format!("WF#{name}"));
         let mut pending: Vec<Item> = wanted
             .iter()
-            .map(|(owner, name)| {
-                let (pk, sk) = key_of(owner, name);
-                HashMap::from([("PK".to_string(), s(pk)), ("SK".to_string(), s(sk))])
-            })
+            .map(|(owner, name)| item(key_item(keys::workflow(owner, name))))
             .collect();
         pending.dedup();
-        let mut found: HashMap<(String, String), Workflow> = HashMap::new();
+        let mut found: HashMap<keys::Primary, Workflow> = HashMap::new();
         while !pending.is_empty() {
             self.count();
             let keys = KeysAndAttributes::builder()
@@ -835,7 +796,11 @@ impl Store for DynamoStore {
                 else {
                     continue;
                 };
-                found.insert((pk.clone(), sk.clone()), read_doc(item)?);
+                let key = keys::Primary {
+                    pk: pk.clone(),
+                    sk: sk.clone(),
+                };
+                found.insert(key, read_doc(item)?);
             }
             // Keys DynamoDB did not get to this time (throttling) are asked again.
             if let Some(left) = answer.unprocessed_keys().and_then(|u| u.get(&self.table)) {
@@ -844,19 +809,19 @@ impl Store for DynamoStore {
         }
         Ok(wanted
             .iter()
-            .map(|(owner, name)| found.get(&key_of(owner, name)).cloned())
+            .map(|(owner, name)| found.get(&keys::workflow(owner, name)).cloned())
             .collect())
     }
 
     async fn transaction(&self, id: &str) -> Result<Option<Transaction>, StoreError> {
-        self.get(format!("TXN#{id}"), "TXN").await
+        self.get(keys::transaction(id)).await
     }
 
     async fn transactions_of_operation(&self, operation_id: &str) -> Result<Vec<Transaction>, StoreError> {
         self.query(
             Some("GSI1"),
             "GSI1PK = :pk",
-            vec![(":pk", s(format!("OPTXNS#{operation_id}")))],
+            vec![(":pk", s(keys::transactions_of(operation_id)))],
             None,
             false,
             10_000,
@@ -865,9 +830,9 @@ impl Store for DynamoStore {
     }
 
     async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError> {
-        let until = format!("{:012}#~", now.unix_timestamp().max(0));
+        let until = keys::poll_due_until(now);
         self.poll_queries.fetch_add(u64::from(SHARDS), Ordering::Relaxed);
-        let mut due = each_partition(shard_keys("POLL"), |key| {
+        let mut due = each_partition(keys::poll_partitions(), |key| {
             self.query::<Transaction>(
                 Some("GSI2"),
                 "GSI2PK = :pk AND GSI2SK <= :until",
@@ -884,23 +849,23 @@ impl Store for DynamoStore {
     }
 
     async fn event(&self, id: &str) -> Result<Option<Event>, StoreError> {
-        self.get(format!("EVT#{id}"), "EVT").await
+        self.get(keys::event(id)).await
     }
 
     async fn events(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
         let after = query.starting_after.clone().unwrap_or_else(|| "\u{10FFFF}".into());
         let (index, partition) = match (&query.customer_id, &query.kind) {
-            (Some(customer), Some(kind)) => ("GSI2", Partition::One(format!("CUSEVTYPE#{customer}#{kind}"))),
-            (Some(customer), None) => ("GSI1", Partition::One(format!("CUSEVTS#{customer}"))),
-            (None, Some(kind)) => ("GSI4", Partition::Sharded(format!("EVTYPE#{kind}"))),
-            (None, None) => ("GSI3", Partition::Sharded("EVTS".into())),
+            (Some(customer), Some(kind)) => ("GSI2", Partition::One(keys::events_of_type(customer, kind))),
+            (Some(customer), None) => ("GSI1", Partition::One(keys::events_of(customer))),
+            (None, Some(kind)) => ("GSI4", Partition::Sharded(keys::all_events_of_type(kind))),
+            (None, None) => ("GSI3", Partition::Sharded(keys::all_events())),
         };
         self.newest_first(index, partition, after, None, query.limit, |e: &Event| e.id.clone())
             .await
     }
 
     async fn webhook_endpoint(&self, id: &str) -> Result<Option<WebhookEndpoint>, StoreError> {
-        self.get(format!("WHE#{id}"), "WHE").await
+        self.get(keys::webhook_endpoint(id)).await
     }
 
     async fn webhook_endpoints_for(&self, customer_id: Option<&str>) -> Result<Vec<WebhookEndpoint>, StoreError> {
@@ -908,7 +873,7 @@ impl Store for DynamoStore {
             .query(
                 Some("GSI1"),
                 "GSI1PK = :pk",
-                vec![(":pk", s("CUSWHE#PLATFORM"))],
+                vec![(":pk", s(keys::endpoints_of(None)))],
                 None,
                 false,
                 1000,
@@ -919,7 +884,7 @@ impl Store for DynamoStore {
                 self.query::<WebhookEndpoint>(
                     Some("GSI1"),
                     "GSI1PK = :pk",
-                    vec![(":pk", s(format!("CUSWHE#{customer}")))],
+                    vec![(":pk", s(keys::endpoints_of(Some(customer))))],
                     None,
                     false,
                     1000,
@@ -932,14 +897,14 @@ impl Store for DynamoStore {
     }
 
     async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {
-        self.get(format!("WHD#{id}"), "WHD").await
+        self.get(keys::delivery(id)).await
     }
 
     async fn deliveries_of_event(&self, event_id: &str) -> Result<Vec<Delivery>, StoreError> {
         self.query(
             Some("GSI1"),
             "GSI1PK = :pk",
-            vec![(":pk", s(format!("EVTWHD#{event_id}")))],
+            vec![(":pk", s(keys::deliveries_of(event_id)))],
             None,
             false,
             1000,
@@ -949,16 +914,17 @@ impl Store for DynamoStore {
 
     async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
         let now = claim.now.unix_timestamp();
-        let item = item(vec![
-            ("PK", s(format!("IDEM#{}#{}", claim.scope, claim.key))),
-            ("SK", s("IDEM")),
-            ("entity", s("idempotency")),
-            ("fingerprint", s(&claim.fingerprint)),
-            ("locked_until", n(now + CLAIM_TIMEOUT.whole_seconds())),
-            ("expires_at", n(now + RETENTION.whole_seconds())),
-            // DynamoDB deletes expired items itself, within days; `expires_at` is what counts.
-            ("ttl", n(now + RETENTION.whole_seconds() + 3600)),
-        ]);
+        let item = keyed(
+            keys::idempotency(&claim.scope, &claim.key),
+            vec![
+                ("entity", s("idempotency")),
+                ("fingerprint", s(&claim.fingerprint)),
+                ("locked_until", n(now + CLAIM_TIMEOUT.whole_seconds())),
+                ("expires_at", n(now + RETENTION.whole_seconds())),
+                // DynamoDB deletes expired items itself, within days; `expires_at` is what counts.
+                ("ttl", n(now + RETENTION.whole_seconds() + 3600)),
+            ],
+        );
         self.count_small_write();
         let attempt = self
             .client
@@ -1001,8 +967,7 @@ impl Store for DynamoStore {
         self.client
             .delete_item()
             .table_name(&self.table)
-            .key("PK", s(format!("IDEM#{scope}#{key}")))
-            .key("SK", s("IDEM"))
+            .set_key(Some(item(key_item(keys::idempotency(scope, key)))))
             .condition_expression("attribute_not_exists(#status)")
             .expression_attribute_names("#status", "status")
             .send()
@@ -1026,8 +991,7 @@ impl RateLimiter for DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .key("PK", s(format!("RATE#{group}#{window}")))
-            .key("SK", s("RATE"))
+            .set_key(Some(item(key_item(keys::rate_window(group, window)))))
             .update_expression("ADD #count :one, #member :one SET #entity = :entity, #ttl = :ttl")
             .condition_expression(
                 "(attribute_not_exists(#count) OR #count < :group_limit) AND (attribute_not_exists(#member) OR #member < :member_limit)",

@@ -4,6 +4,7 @@
 
 mod dynamo_store;
 mod event_bus;
+mod keys;
 mod secrets_manager;
 mod sqs_queue;
 

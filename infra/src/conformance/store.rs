@@ -112,6 +112,18 @@ async fn api_keys_are_listed_by_owner(store: &dyn Store) {
         (found.secret_hash.as_str(), found.created_by.as_deref()),
         ("hash-of-key_01a", Some("key_minter"))
     );
+    // A secret's hash stands for one key: another key under it is refused, nothing written.
+    let mut impostor = api_key("key_01e", Some("cus_keys"));
+    impostor.secret_hash = "hash-of-key_01a".into();
+    assert_eq!(
+        store.commit(changes(vec![Write::PutApiKey(impostor)])).await,
+        Err(StoreError::Conflict)
+    );
+    assert_eq!(
+        store.api_key_by_hash("hash-of-key_01a").await.unwrap().unwrap().id,
+        "key_01a"
+    );
+    assert_eq!(store.api_key("key_01e").await.unwrap(), None);
 }
 
 async fn entity_and_audit_land_together(store: &dyn Store) {

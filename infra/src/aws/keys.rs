@@ -1,0 +1,276 @@
+//! Every key of the single table, in one place: each prefix is spelled once, here, and no
+//! other file builds a key (a test below reads them to keep it so). The access paths they
+//! serve are listed at the top of `dynamo_store.rs`.
+
+use ops_domain::operation::OperationStatus;
+use ops_domain::workflow::WorkflowOwner;
+use time::OffsetDateTime;
+
+/// Partitions a key every write of its kind would share (the platform's lists, the poll
+/// schedule) is spread over.
+pub const SHARDS: u32 = 8;
+
+/// An item's primary key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Primary {
+    pub pk: String,
+    pub sk: String,
+}
+
+fn primary(pk: String, sk: &str) -> Primary {
+    Primary { pk, sk: sk.into() }
+}
+
+/// The shard of an id: FNV-1a, stable across processes and releases.
+fn shard(id: &str) -> u32 {
+    let hash = id.bytes().fold(0x811c_9dc5u32, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    });
+    hash % SHARDS
+}
+
+/// The partition of `prefix` that `id` falls in.
+fn sharded(prefix: &str, id: &str) -> String {
+    format!("{prefix}#{}", shard(id))
+}
+
+/// Every partition of `prefix`: `<prefix>#0` … `<prefix>#7`.
+fn shards(prefix: &str) -> Vec<String> {
+    (0..SHARDS).map(|shard| format!("{prefix}#{shard}")).collect()
+}
+
+/// Customers, or the platform, in keys that list what each owns.
+fn owner(customer: Option<&str>) -> &str {
+    customer.unwrap_or("PLATFORM")
+}
+
+// ---- items by id ------------------------------------------------------------------------
+
+pub fn customer(id: &str) -> Primary {
+    primary(format!("CUS#{id}"), "CUSTOMER")
+}
+
+pub fn user(id: &str) -> Primary {
+    primary(format!("USR#{id}"), "USER")
+}
+
+pub fn api_key(id: &str) -> Primary {
+    primary(format!("KEY#{id}"), "KEY")
+}
+
+/// The second item of a key, by its secret's hash (authentication's lookup).
+pub fn api_key_by_hash(secret_hash: &str) -> Primary {
+    primary(format!("KEYHASH#{secret_hash}"), "KEY")
+}
+
+pub fn operation(id: &str) -> Primary {
+    primary(format!("OP#{id}"), "OP")
+}
+
+pub fn transaction(id: &str) -> Primary {
+    primary(format!("TXN#{id}"), "TXN")
+}
+
+pub fn event(id: &str) -> Primary {
+    primary(format!("EVT#{id}"), "EVT")
+}
+
+pub fn webhook_endpoint(id: &str) -> Primary {
+    primary(format!("WHE#{id}"), "WHE")
+}
+
+pub fn delivery(id: &str) -> Primary {
+    primary(format!("WHD#{id}"), "WHD")
+}
+
+/// A workflow definition (or an approval floor, stored beside its owner's workflows).
+pub fn workflow(owner: &WorkflowOwner, name: &str) -> Primary {
+    let owner = match owner {
+        WorkflowOwner::Builtin => "builtin".to_string(),
+        WorkflowOwner::Platform => "platform".to_string(),
+        WorkflowOwner::Customer(id) => format!("customer:{id}"),
+    };
+    Primary {
+        pk: format!("WF#{owner}"),
+        sk: format!("WF#{name}"),
+    }
+}
+
+pub fn idempotency(scope: &str, key: &str) -> Primary {
+    primary(format!("IDEM#{scope}#{key}"), "IDEM")
+}
+
+/// A group's (customer's) request counts in one second.
+pub fn rate_window(group: &str, second: i64) -> Primary {
+    primary(format!("RATE#{group}#{second}"), "RATE")
+}
+
+const AUDIT: &str = "AUDIT#";
+
+/// An audit entry: in its operation's partition (so the history is one query), else in its
+/// entity's own; `sequence` orders entries within the partition.
+pub fn audit(operation_id: Option<&str>, entity_id: &str, sequence: &str) -> Primary {
+    Primary {
+        pk: match operation_id {
+            Some(operation) => operation_history(operation).0,
+            None => format!("{AUDIT}{entity_id}"),
+        },
+        sk: format!("{AUDIT}{sequence}"),
+    }
+}
+
+/// An operation's history: its partition and the sort-key prefix of its audit entries.
+pub fn operation_history(operation_id: &str) -> (String, &'static str) {
+    (operation(operation_id).pk, AUDIT)
+}
+
+// ---- index keys -------------------------------------------------------------------------
+
+/// A customer's (or the platform's) API keys (GSI1).
+pub fn keys_of(customer: Option<&str>) -> String {
+    format!("CUSKEYS#{}", owner(customer))
+}
+
+/// A customer's operations (GSI1).
+pub fn operations_of(customer: &str) -> String {
+    format!("CUSOPS#{customer}")
+}
+
+/// A customer's operations in one status (GSI2).
+pub fn operations_of_in(customer: &str, status: &str) -> String {
+    format!("CUSOPST#{customer}#{status}")
+}
+
+const OPERATIONS: &str = "OPS";
+
+/// Every operation, the partition of one (GSI3).
+pub fn all_operations_shard(operation_id: &str) -> String {
+    sharded(OPERATIONS, operation_id)
+}
+
+pub fn all_operations() -> Vec<String> {
+    shards(OPERATIONS)
+}
+
+fn operations_in_prefix(status: &str) -> String {
+    format!("OPSTATUS#{status}")
+}
+
+/// Every operation in one status, the partition of one (GSI4).
+pub fn operations_in_shard(status: OperationStatus, operation_id: &str) -> String {
+    sharded(&operations_in_prefix(status.as_str()), operation_id)
+}
+
+pub fn operations_in(status: &str) -> Vec<String> {
+    shards(&operations_in_prefix(status))
+}
+
+/// An operation's transactions (GSI1).
+pub fn transactions_of(operation_id: &str) -> String {
+    format!("OPTXNS#{operation_id}")
+}
+
+const POLL: &str = "POLL";
+
+/// The status-poll schedule (GSI2, sparse): the partition of a transaction due a poll.
+pub fn poll_shard(transaction_id: &str) -> String {
+    sharded(POLL, transaction_id)
+}
+
+pub fn poll_partitions() -> Vec<String> {
+    shards(POLL)
+}
+
+/// A due transaction's place in the schedule: its due second, padded, then its id.
+pub fn poll_sort(due: OffsetDateTime, transaction_id: &str) -> String {
+    format!("{:012}#{transaction_id}", due.unix_timestamp().max(0))
+}
+
+/// Sorts after every entry due at or before `now`.
+pub fn poll_due_until(now: OffsetDateTime) -> String {
+    format!("{:012}#~", now.unix_timestamp().max(0))
+}
+
+/// A customer's events (GSI1), and of one type (GSI2).
+pub fn events_of(customer: &str) -> String {
+    format!("CUSEVTS#{customer}")
+}
+
+pub fn events_of_type(customer: &str, kind: &str) -> String {
+    format!("CUSEVTYPE#{customer}#{kind}")
+}
+
+const EVENTS: &str = "EVTS";
+
+/// Every event (GSI3), and of one type (GSI4): the partition of one, and all of them.
+pub fn all_events_shard(event_id: &str) -> String {
+    sharded(EVENTS, event_id)
+}
+
+pub fn all_events() -> Vec<String> {
+    shards(EVENTS)
+}
+
+fn events_typed_prefix(kind: &str) -> String {
+    format!("EVTYPE#{kind}")
+}
+
+pub fn all_events_of_type_shard(kind: &str, event_id: &str) -> String {
+    sharded(&events_typed_prefix(kind), event_id)
+}
+
+pub fn all_events_of_type(kind: &str) -> Vec<String> {
+    shards(&events_typed_prefix(kind))
+}
+
+/// A customer's (or the platform's) webhook endpoints (GSI1).
+pub fn endpoints_of(customer: Option<&str>) -> String {
+    format!("CUSWHE#{}", owner(customer))
+}
+
+/// An event's deliveries (GSI1).
+pub fn deliveries_of(event_id: &str) -> String {
+    format!("EVTWHD#{event_id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No file of the AWS adapters but this one spells a key prefix (`"OP#…`, `"CUSOPS#…`),
+    /// so every key is built here and each prefix has one spelling.
+    #[test]
+    fn no_key_is_built_outside_this_module() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/aws");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.file_name().is_some_and(|name| name == "keys.rs") {
+                continue;
+            }
+            let source = std::fs::read_to_string(&path).unwrap();
+            for (number, line) in source.lines().enumerate() {
+                if line.trim_start().starts_with("//") {
+                    continue;
+                }
+                let spelled = line.match_indices('"').any(|(at, _)| {
+                    let rest = &line[at + 1..];
+                    let prefix: String = rest.chars().take_while(|c| c.is_ascii_uppercase()).collect();
+                    prefix.len() >= 2 && rest[prefix.len()..].starts_with('#')
+                });
+                assert!(!spelled, "{}:{} builds a key: {line}", path.display(), number + 1);
+            }
+            read += 1;
+        }
+        assert!(read >= 4, "read only {read} files of {}", dir.display());
+    }
+
+    #[test]
+    fn shards_are_stable_and_every_id_falls_in_one_of_them() {
+        assert_eq!(all_operations_shard("op_01"), all_operations_shard("op_01"));
+        assert!(all_operations().contains(&all_operations_shard("op_01")));
+        assert!(poll_partitions().contains(&poll_shard("txn_01")));
+        assert_eq!(all_operations().len(), SHARDS as usize);
+        assert!(poll_sort(OffsetDateTime::UNIX_EPOCH, "txn_1") < poll_due_until(OffsetDateTime::UNIX_EPOCH));
+    }
+}
