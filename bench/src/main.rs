@@ -249,7 +249,7 @@ async fn aws_lifecycles() {
     for (clients, per_client) in [(1, 10), (8, 2), (64, 1)] {
         let data_dir = tempfile::tempdir().unwrap();
         let mut config = ops_tests::config(data_dir.path().to_path_buf());
-        config.backend = "aws".into();
+        config.backend = ops_local::Backend::Aws;
         config.aws_provision = Some(format!("bench-{clients}-{}", std::process::id()));
         config.worker = true;
         config.rate_limit = 0;
@@ -268,7 +268,7 @@ async fn aws_lifecycles() {
 /// Requests per lifecycle on the AWS adapters (against the emulator the endpoint names), and
 /// what 1,000 payouts would cost at on-demand prices. Returns the stack it measured on.
 async fn aws_round_trips() -> ops_lambda::deployment::Settings {
-    use ops_domain::auth::Environment;
+    use ops_domain::access::Environment;
     use std::sync::Arc;
     let config = ops_infra::aws::load_config().await;
     let stack = format!("bench-{}", std::process::id());

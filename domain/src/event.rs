@@ -1,9 +1,9 @@
 //! Events: one per state change (and `operation.created`), written in the same store
 //! transaction as the change (a transactional outbox), then streamed to their consumers.
 
-use crate::auth::Environment;
-use crate::operation::Operation;
-use crate::transaction::Transaction;
+use crate::access::Environment;
+use crate::operations::Operation;
+use crate::transactions::Transaction;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 

@@ -1,25 +1,32 @@
 //! The payment operations service's business rules.
 //!
-//! This crate knows nothing of HTTP, SQLite or AWS. Use cases in [`service`] talk to the
-//! outside world only through the traits in [`ports`]; `ops-infra` implements them.
+//! This crate knows nothing of HTTP, SQLite or AWS. Each module of the service is a folder
+//! with its entities, its state table and its use cases, which talk to the outside world only
+//! through the traits in [`ports`] (`ops-infra` implements them):
+//!
+//! - [`access`]: customers, users, API keys, who a request acts as, and request limits;
+//! - [`approvals`]: workflows, approval floors and the four-eyes rules;
+//! - [`operations`]: operations and the operations API (create, query, approve, cancel);
+//! - [`transactions`]: transactions, the execution pipeline, operator actions, rail reports;
+//! - [`webhooks`]: events' deliveries, signatures and endpoints.
+//!
+//! Beside them: [`service`] (the shared state the use cases run on), and the pieces every
+//! module uses (causes, errors, events, idempotency, ids, money, rails, validation).
 
-pub mod auth;
+pub mod access;
+pub mod approvals;
 pub mod cause;
 pub mod error;
 pub mod event;
-pub mod execution;
 pub mod idempotency;
 pub mod ids;
 pub mod money;
-pub mod operation;
-pub mod pipeline;
+pub mod operations;
 pub mod ports;
 pub mod rail;
 pub mod service;
-pub mod signature;
-pub mod transaction;
+pub mod transactions;
 pub mod validate;
-pub mod webhook;
-pub mod workflow;
+pub mod webhooks;
 
 pub use error::DomainError;

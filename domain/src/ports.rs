@@ -1,14 +1,14 @@
 //! Ports: what the use cases need from the outside world. `ops-infra` implements each one
 //! twice (embedded for local mode, AWS for the cloud) and runs one conformance suite on both.
 
-use crate::auth::{ApiKey, Customer, User};
+use crate::access::{ApiKey, Customer, User};
+use crate::approvals::{Workflow, WorkflowOwner};
 use crate::cause::Cause;
 use crate::event::Event;
 use crate::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse};
-use crate::operation::{Operation, OperationStatus, OperationType};
-use crate::transaction::Transaction;
-use crate::webhook::{Delivery, WebhookEndpoint};
-use crate::workflow::{Workflow, WorkflowOwner};
+use crate::operations::{Operation, OperationStatus, OperationType};
+use crate::transactions::Transaction;
+use crate::webhooks::{Delivery, WebhookEndpoint};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;

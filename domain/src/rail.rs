@@ -1,7 +1,7 @@
 //! The rail adapter port (DESIGN §7) and the registry of adapters by rail id.
 
-use crate::auth::Environment;
-use crate::operation::Beneficiary;
+use crate::access::Environment;
+use crate::operations::Beneficiary;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

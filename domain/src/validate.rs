@@ -2,10 +2,10 @@
 //! unknown fields are caught while parsing (with the field's path); everything else here,
 //! always naming the offending `param`.
 
-use crate::auth::{Role, Scope};
+use crate::access::{Role, Scope};
 use crate::error::DomainError;
 use crate::money::{Amount, Currency, MAX_ITEM_AMOUNT};
-use crate::operation::{Beneficiary, Destination, OperationType};
+use crate::operations::{Beneficiary, Destination, OperationType};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -179,7 +179,7 @@ impl CreateOperation {
             )
         })?;
         let workflow = required_text(self.workflow, "workflow", 64)?;
-        if !crate::workflow::valid_name(&workflow) {
+        if !crate::approvals::valid_name(&workflow) {
             return Err(DomainError::invalid(
                 "workflow",
                 "invalid_workflow",

@@ -2,8 +2,8 @@
 
 use async_trait::async_trait;
 use ops_domain::ports::WebhookSender;
-use ops_domain::signature;
-use ops_domain::webhook::{TargetPolicy, DELIVERY_TIMEOUT};
+use ops_domain::webhooks::signature;
+use ops_domain::webhooks::{TargetPolicy, DELIVERY_TIMEOUT};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use std::net::SocketAddr;
 use std::sync::Arc;

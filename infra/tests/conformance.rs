@@ -1,4 +1,4 @@
-use ops_domain::operation::OperationStatus;
+use ops_domain::operations::OperationStatus;
 use ops_domain::ports::{Changeset, OperationQuery, Store, SystemClock, Write};
 use ops_infra::aws::{DynamoStore, SecretsManagerSecrets, SqsQueue};
 use ops_infra::conformance;

@@ -541,7 +541,7 @@ async fn a_slow_receiver_times_out_and_gets_the_event_on_a_later_attempt() {
 async fn one_status_poll_asks_about_every_due_transaction() {
     let app = spawn_app().await;
     let customer = app.create_customer().await;
-    let burst = ops_domain::pipeline::POLL_BATCH + 50;
+    let burst = ops_domain::transactions::POLL_BATCH + 50;
     let id = app
         .post(
             "/v1/operations",

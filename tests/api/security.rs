@@ -11,7 +11,7 @@ const LIVE_ADMIN_KEY: &str = "sk_live_platform_admin_for_tests_0000000000";
 /// A production stack (with the sandbox rail, so payouts have somewhere to go).
 async fn production() -> TestApp {
     spawn_app_with(|config| {
-        config.environment = "production".into();
+        config.environment = ops_local::Stage::Production;
         config.bootstrap_admin_key = Some(LIVE_ADMIN_KEY.into());
         config.sandbox_rail = Some(true);
     })
@@ -383,7 +383,7 @@ async fn production_webhooks_only_reach_public_https_receivers() {
     // them off.
     let refused = ops_local::build(
         &ops_local::Config {
-            environment: "production".into(),
+            environment: ops_local::Stage::Production,
             bootstrap_admin_key: None,
             webhook_allow_local: Some(true),
             ..ops_tests::config(tempfile::tempdir().unwrap().keep())

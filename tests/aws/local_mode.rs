@@ -10,7 +10,7 @@ async fn the_local_server_runs_a_payout_to_completion_on_the_aws_adapters() {
     assert!(std::env::var("AWS_ENDPOINT_URL").is_ok(), "run with ./scripts/test");
     let data_dir = tempfile::tempdir().unwrap();
     let mut config = ops_tests::config(data_dir.path().to_path_buf());
-    config.backend = "aws".into();
+    config.backend = ops_local::Backend::Aws;
     config.aws_provision = Some(format!("local-{}", std::process::id()));
     config.worker = true;
     let server = ops_local::start_on_aws(config, Arc::new(ops_domain::ports::SystemClock))

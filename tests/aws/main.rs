@@ -10,7 +10,7 @@ mod requests;
 mod template;
 mod triggers;
 
-use ops_domain::auth::Environment;
+use ops_domain::access::Environment;
 use ops_domain::service::Service;
 use ops_lambda::deployment::Parts;
 use ops_lambda::pump::Pump;

@@ -122,7 +122,7 @@ fn functions_are_given_every_setting_they_read() {
             "template.yaml's Globals do not set {name} for the functions"
         );
     }
-    let default = format!("Default: {}", ops_domain::service::DEFAULT_RATE_LIMIT);
+    let default = format!("Default: {}", ops_domain::access::DEFAULT_RATE_LIMIT);
     assert!(
         block(&template, "  RateLimit:").contains(&default),
         "the RateLimit parameter has the service's default ({default})"

@@ -85,7 +85,7 @@ pub fn config(data_dir: PathBuf) -> Config {
     Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         data_dir,
-        environment: "test".into(),
+        environment: ops_local::Stage::Test,
         bootstrap_admin_key: Some(ADMIN_KEY.into()),
         api_key_pepper: None,
         secrets_key: None,
@@ -94,10 +94,10 @@ pub fn config(data_dir: PathBuf) -> Config {
         http_rail_timeout_ms: 10_000,
         webhook_timeout_ms: 10_000,
         webhook_allow_local: None,
-        backend: "embedded".into(),
+        backend: ops_local::Backend::Embedded,
         aws_provision: None,
         rail_secret: Some(RAIL_SECRET.into()),
-        rate_limit: ops_domain::service::DEFAULT_RATE_LIMIT,
+        rate_limit: ops_domain::access::DEFAULT_RATE_LIMIT,
         max_connections: 1024,
         // Tests drive the pipeline themselves (see `TestApp::settle`).
         worker: false,

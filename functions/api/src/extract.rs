@@ -5,7 +5,7 @@ use crate::App;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
-use ops_domain::auth::Principal;
+use ops_domain::access::Principal;
 use ops_domain::DomainError;
 use serde::de::DeserializeOwned;
 

@@ -8,12 +8,12 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use ops_domain::auth::Scope;
+use ops_domain::access::require_platform_admin;
+use ops_domain::access::Scope;
+use ops_domain::approvals::WorkflowDefinition;
 use ops_domain::ids::IdKind;
-use ops_domain::operation::{OperationStatus, OperationType};
+use ops_domain::operations::{OperationStatus, OperationType};
 use ops_domain::ports::{EventQuery, OperationQuery};
-use ops_domain::service::require_platform_admin;
-use ops_domain::workflow::WorkflowDefinition;
 use ops_domain::DomainError;
 
 type Answer = Result<Response, ApiError>;
@@ -318,7 +318,7 @@ pub async fn list_events(State(app): State<App>, Caller(caller): Caller, RawQuer
     if let Some(kind) = query
         .kind
         .as_deref()
-        .filter(|k| !ops_domain::webhook::event_types().any(|t| t == *k))
+        .filter(|k| !ops_domain::webhooks::event_types().any(|t| t == *k))
     {
         return Err(DomainError::invalid("type", "invalid_event_type", format!("Unknown event type '{kind}'.")).into());
     }
@@ -389,7 +389,9 @@ pub async fn rotate_webhook_secret(
 
 /// Signed by the connectivity layer (no API key): the signature covers the exact bytes.
 pub async fn rail_report(State(app): State<App>, headers: HeaderMap, RawBody(bytes): RawBody) -> Answer {
-    let header = headers.get(ops_domain::signature::HEADER).and_then(|v| v.to_str().ok());
+    let header = headers
+        .get(ops_domain::webhooks::signature::HEADER)
+        .and_then(|v| v.to_str().ok());
     let parse_report = || {
         let value: serde_json::Value = serde_json::from_slice(&bytes)
             .map_err(|e| DomainError::invalid("body", "invalid_json", format!("The body is not valid JSON: {e}")))?;

@@ -5,7 +5,7 @@ use crate::error::ApiError;
 use crate::App;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use ops_domain::auth::Principal;
+use ops_domain::access::Principal;
 use ops_domain::idempotency::{self, ClaimOutcome, IdempotencyClaim, Ticket};
 use ops_domain::DomainError;
 use std::future::Future;

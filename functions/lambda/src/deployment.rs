@@ -1,11 +1,13 @@
 //! What a function needs from its environment, read once per container.
 
-use ops_domain::auth::{Environment, KeyHasher};
+use ops_domain::access::{Environment, KeyHasher};
+use ops_domain::access::{RateLimit, DEFAULT_RATE_LIMIT};
 use ops_domain::ids::UlidGenerator;
 use ops_domain::ports::{Clock, Secrets, SystemClock};
 use ops_domain::rail::Rails;
-use ops_domain::service::{RailSecret, RateLimit, Service, DEFAULT_RATE_LIMIT};
-use ops_domain::webhook::TargetPolicy;
+use ops_domain::service::Service;
+use ops_domain::transactions::RailSecret;
+use ops_domain::webhooks::TargetPolicy;
 use ops_infra::aws::{DynamoStore, EventBridgeBus, QueueUrls, SecretsManagerSecrets, SqsQueue};
 use ops_infra::rails::{HttpRail, SandboxRail};
 use ops_infra::webhook_sender::HttpWebhookSender;
@@ -132,7 +134,7 @@ impl Settings {
         }
         if !self.http_rails.is_empty() {
             let secret = secrets
-                .secret(ops_domain::execution::RAIL_SECRET)
+                .secret(ops_domain::transactions::RAIL_SECRET)
                 .await?
                 .ok_or("OPS_HTTP_RAILS needs the rail secret")?;
             for (id, url) in &self.http_rails {

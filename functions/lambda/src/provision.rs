@@ -3,7 +3,7 @@
 //! dead-letter queues, the event bus, and the secrets.
 
 use crate::deployment::{Settings, PEPPER_SECRET};
-use ops_domain::auth::Environment;
+use ops_domain::access::Environment;
 use ops_domain::ports::Secrets;
 use ops_infra::aws::{DynamoStore, SecretsManagerSecrets, SqsQueue};
 
@@ -34,7 +34,9 @@ pub async fn provision(
     rand::fill(&mut pepper);
     secrets.put_secret(PEPPER_SECRET, &hex::encode(pepper)).await?;
     if let Some(secret) = rail_secret {
-        secrets.put_secret(ops_domain::execution::RAIL_SECRET, secret).await?;
+        secrets
+            .put_secret(ops_domain::transactions::RAIL_SECRET, secret)
+            .await?;
     }
     Ok(Settings {
         environment,
@@ -44,6 +46,6 @@ pub async fn provision(
         secrets_prefix,
         http_rails: vec![],
         sandbox_ledger: None,
-        rate_limit: ops_domain::service::DEFAULT_RATE_LIMIT,
+        rate_limit: ops_domain::access::DEFAULT_RATE_LIMIT,
     })
 }

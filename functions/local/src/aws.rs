@@ -4,7 +4,7 @@
 
 use crate::{loops, Config, StartError};
 use ops_api::App;
-use ops_domain::auth::Environment;
+use ops_domain::access::Environment;
 use ops_domain::ports::{Clock, QueueName};
 use ops_lambda::deployment::Settings;
 use ops_lambda::pump::{Pump, StreamConsumer};
@@ -23,8 +23,7 @@ fn config_error(e: impl std::fmt::Display) -> StartError {
 }
 
 pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsServer, StartError> {
-    let environment = Environment::parse(&config.environment)
-        .ok_or_else(|| config_error("OPS_ENVIRONMENT must be test or production"))?;
+    let environment = Environment::from(config.environment);
     let sdk = ops_infra::aws::load_config().await;
     let mut settings = match &config.aws_provision {
         Some(stack) => ops_lambda::provision::provision(&sdk, stack, environment, config.rail_secret.as_deref())

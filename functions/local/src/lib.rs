@@ -3,13 +3,15 @@
 
 use clap::Parser;
 use ops_api::App;
-use ops_domain::auth::{Environment, KeyHasher};
-use ops_domain::execution::RAIL_SECRET;
+use ops_domain::access::RateLimit;
+use ops_domain::access::{Environment, KeyHasher};
 use ops_domain::ids::UlidGenerator;
 use ops_domain::ports::{Clock, SystemClock};
 use ops_domain::rail::Rails;
-use ops_domain::service::{RailSecret, RateLimit, Service};
-use ops_domain::webhook::TargetPolicy;
+use ops_domain::service::Service;
+use ops_domain::transactions::RailSecret;
+use ops_domain::transactions::RAIL_SECRET;
+use ops_domain::webhooks::TargetPolicy;
 use ops_infra::embedded::{InMemoryRateLimiter, SealedSecrets, SqliteQueue, SqliteStore};
 use ops_infra::rails::{HttpRail, SandboxRail};
 use ops_infra::webhook_sender::HttpWebhookSender;
@@ -40,8 +42,8 @@ pub struct Config {
     #[arg(long, env = "OPS_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
     /// `test` or `production`; keys of the other environment are refused.
-    #[arg(long, env = "OPS_ENVIRONMENT", default_value = "test", value_parser = ["test", "production"])]
-    pub environment: String,
+    #[arg(long, env = "OPS_ENVIRONMENT", value_name = "OPS_ENVIRONMENT", value_enum, default_value_t = Stage::Test)]
+    pub environment: Stage,
     /// A platform admin key to create at start-up if it does not exist yet.
     #[arg(long, env = "OPS_BOOTSTRAP_ADMIN_KEY", hide_env_values = true)]
     pub bootstrap_admin_key: Option<String>,
@@ -76,8 +78,8 @@ pub struct Config {
     /// `embedded` (SQLite) or `aws` (DynamoDB, SQS, Secrets Manager, EventBridge at
     /// `AWS_ENDPOINT_URL`, or real AWS; resources named by TABLE_NAME, SUBMISSIONS_QUEUE_URL,
     /// WEBHOOKS_QUEUE_URL, EVENT_BUS_NAME, SECRETS_PREFIX unless OPS_AWS_PROVISION is set).
-    #[arg(long, env = "OPS_BACKEND", default_value = "embedded", value_parser = ["embedded", "aws"])]
-    pub backend: String,
+    #[arg(long, env = "OPS_BACKEND", value_name = "OPS_BACKEND", value_enum, default_value_t = Backend::Embedded)]
+    pub backend: Backend,
     /// With the aws backend: create a stack of this name at start (for emulators).
     #[arg(long, env = "OPS_AWS_PROVISION")]
     pub aws_provision: Option<String>,
@@ -85,12 +87,36 @@ pub struct Config {
     #[arg(long, env = "OPS_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
     /// Requests per second each API key may make; more are answered 429 (0: unlimited).
-    #[arg(long, env = "OPS_RATE_LIMIT", default_value_t = ops_domain::service::DEFAULT_RATE_LIMIT)]
+    #[arg(long, env = "OPS_RATE_LIMIT", default_value_t = ops_domain::access::DEFAULT_RATE_LIMIT)]
     pub rate_limit: u32,
     /// Run the pipeline (stream, queues, status polls) in the background; tests turn it off
     /// and drive it themselves.
     #[arg(long, env = "OPS_WORKER", default_value_t = true, action = clap::ArgAction::Set)]
     pub worker: bool,
+}
+
+/// The environment a stack runs (`OPS_ENVIRONMENT`), as configuration reads it: a bad value is
+/// refused at start with the variable's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Stage {
+    Test,
+    Production,
+}
+
+impl From<Stage> for Environment {
+    fn from(stage: Stage) -> Environment {
+        match stage {
+            Stage::Test => Environment::Test,
+            Stage::Production => Environment::Production,
+        }
+    }
+}
+
+/// Where state lives (`OPS_BACKEND`): the SQLite file, or AWS (or an emulator of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    Embedded,
+    Aws,
 }
 
 /// A running server and the parts tests reach into.
@@ -134,8 +160,7 @@ pub struct Local {
 }
 
 pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, StartError> {
-    let environment = Environment::parse(&config.environment)
-        .ok_or_else(|| StartError::Config("OPS_ENVIRONMENT must be test or production".into()))?;
+    let environment = Environment::from(config.environment);
     let webhook_targets = TargetPolicy::for_environment(environment, config.webhook_allow_local)
         .map_err(|e| StartError::Config(format!("OPS_WEBHOOK_ALLOW_LOCAL: {e}")))?;
     data_dir::create(&config.data_dir)?;
@@ -262,4 +287,25 @@ pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<S
         worker: local.worker,
         sandbox: local.sandbox,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_setting_is_refused_at_start_naming_its_variable() {
+        for (flag, value, variable) in [
+            ("--environment", "prod", "OPS_ENVIRONMENT"),
+            ("--backend", "dynamo", "OPS_BACKEND"),
+        ] {
+            let refused = Config::try_parse_from(["ops-local", flag, value])
+                .unwrap_err()
+                .to_string();
+            assert!(refused.contains(variable) && refused.contains(value), "{refused}");
+        }
+        let parsed = Config::try_parse_from(["ops-local", "--environment", "production", "--backend", "aws"]).unwrap();
+        assert_eq!((parsed.environment, parsed.backend), (Stage::Production, Backend::Aws));
+        assert_eq!(Environment::from(parsed.environment), Environment::Production);
+    }
 }

@@ -42,17 +42,17 @@ use aws_sdk_dynamodb::types::{
     StreamSpecification, StreamViewType, TimeToLiveSpecification, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
-use ops_domain::auth::{ApiKey, Customer, User};
+use ops_domain::access::{ApiKey, Customer, User};
+use ops_domain::approvals::{Workflow, WorkflowOwner};
 use ops_domain::event::Event;
 use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse, CLAIM_TIMEOUT, RETENTION};
 use ops_domain::ids::{IdGenerator, IdKind, UlidGenerator};
-use ops_domain::operation::Operation;
+use ops_domain::operations::Operation;
 use ops_domain::ports::{
     AuditEntry, Changeset, EventQuery, Limits, OperationQuery, RateLimiter, Store, StoreError, Write,
 };
-use ops_domain::transaction::Transaction;
-use ops_domain::webhook::{Delivery, WebhookEndpoint};
-use ops_domain::workflow::{Workflow, WorkflowOwner};
+use ops_domain::transactions::Transaction;
+use ops_domain::webhooks::{Delivery, WebhookEndpoint};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;

@@ -2,8 +2,8 @@
 //! other file builds a key (a test below reads them to keep it so). The access paths they
 //! serve are listed at the top of `dynamo_store.rs`.
 
-use ops_domain::operation::OperationStatus;
-use ops_domain::workflow::WorkflowOwner;
+use ops_domain::approvals::WorkflowOwner;
+use ops_domain::operations::OperationStatus;
 use time::OffsetDateTime;
 
 /// Partitions a key every write of its kind would share (the platform's lists, the poll

@@ -1,12 +1,12 @@
 //! The store port's behaviour: each implementation's tests call [`run_all`] with a fresh store.
 
-use ops_domain::auth::{ApiKey, Environment, Scope};
+use ops_domain::access::{ApiKey, Environment, Scope};
 use ops_domain::cause::{Actor, Cause};
 use ops_domain::event::Event;
 use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse};
 use ops_domain::money::Amount;
 use ops_domain::money::Currency;
-use ops_domain::operation::{Beneficiary, Destination, Item, Operation, OperationStatus, OperationType};
+use ops_domain::operations::{Beneficiary, Destination, Item, Operation, OperationStatus, OperationType};
 use ops_domain::ports::{AuditEntry, Changeset, EventQuery, OperationQuery, Store, StoreError, Write};
 use ops_domain::validate::check_operation_size;
 use std::collections::BTreeMap;

@@ -5,7 +5,7 @@ use super::SqliteStore;
 use async_trait::async_trait;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce};
-use ops_domain::auth::KeyHasher;
+use ops_domain::access::KeyHasher;
 use ops_domain::ports::{Secrets, StoreError};
 
 /// Marks a sealed value; rows without it were written in clear by an older version.

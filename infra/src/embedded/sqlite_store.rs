@@ -2,15 +2,15 @@
 //! lookups need; a changeset is one `BEGIN IMMEDIATE … COMMIT`.
 
 use async_trait::async_trait;
-use ops_domain::auth::{ApiKey, Customer, User};
+use ops_domain::access::{ApiKey, Customer, User};
+use ops_domain::approvals::{Workflow, WorkflowOwner};
 use ops_domain::event::Event;
 use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse, CLAIM_TIMEOUT, RETENTION};
-use ops_domain::operation::Operation;
+use ops_domain::operations::Operation;
 use ops_domain::ports::EventQuery;
 use ops_domain::ports::{AuditEntry, Changeset, OperationQuery, Store, StoreError, Write};
-use ops_domain::transaction::Transaction;
-use ops_domain::webhook::{Delivery, WebhookEndpoint};
-use ops_domain::workflow::{Workflow, WorkflowOwner};
+use ops_domain::transactions::Transaction;
+use ops_domain::webhooks::{Delivery, WebhookEndpoint};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::de::DeserializeOwned;

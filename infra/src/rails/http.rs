@@ -14,7 +14,7 @@
 
 use async_trait::async_trait;
 use ops_domain::rail::{Ack, Instruction, RailAdapter, RailError, RailState, StatementLine};
-use ops_domain::signature;
+use ops_domain::webhooks::signature;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

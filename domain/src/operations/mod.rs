@@ -1,9 +1,13 @@
 //! Operations, their items, and the operation state machine.
 
+mod use_cases;
+
+pub use use_cases::HistoryEntry;
+
+use crate::approvals::ApprovalRequirement;
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::money::{Amount, Currency};
-use crate::workflow::ApprovalRequirement;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
@@ -212,7 +216,7 @@ pub struct Operation {
     #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
     pub metadata: BTreeMap<String, String>,
-    pub environment: crate::auth::Environment,
+    pub environment: crate::access::Environment,
     /// Optimistic-concurrency counter: every stored change bumps it.
     pub version: u64,
 }
@@ -286,7 +290,7 @@ pub(crate) mod tests {
             created_at: OffsetDateTime::UNIX_EPOCH,
             updated_at: OffsetDateTime::UNIX_EPOCH,
             metadata: BTreeMap::new(),
-            environment: crate::auth::Environment::Test,
+            environment: crate::access::Environment::Test,
             version: 0,
         }
     }

@@ -1,6 +1,12 @@
 //! Webhook endpoints and deliveries (DESIGN §6).
 
-use crate::auth::Environment;
+mod delivery;
+pub mod signature;
+mod use_cases;
+
+pub use use_cases::{CreateWebhookEndpoint, ResendEvent, RotateWebhookSecret};
+
+use crate::access::Environment;
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use time::{Duration, OffsetDateTime};
@@ -220,9 +226,9 @@ pub fn is_public(ip: IpAddr) -> bool {
 /// Every event type a webhook endpoint can subscribe to.
 pub fn event_types() -> impl Iterator<Item = String> {
     let operations = std::iter::once("created")
-        .chain(crate::operation::OperationStatus::ALL.iter().map(|s| s.as_str()))
+        .chain(crate::operations::OperationStatus::ALL.iter().map(|s| s.as_str()))
         .map(|s| format!("operation.{s}"));
-    let transactions = crate::transaction::TransactionStatus::ALL
+    let transactions = crate::transactions::TransactionStatus::ALL
         .iter()
         .map(|s| format!("transaction.{}", s.as_str()));
     operations.chain(transactions)

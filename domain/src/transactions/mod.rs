@@ -1,11 +1,22 @@
 //! Transactions and their state machine (DESIGN §4). Transactions are made from approved
 //! operations, one per item; `unknown` is left only by asking the rail, never by resubmitting.
 
-use crate::auth::Environment;
+mod operator;
+mod pipeline;
+mod rail_reports;
+mod submission;
+
+pub use operator::{ResolveTransaction, RetryTransaction};
+pub use pipeline::{
+    settle, submit_backoff, MAX_NOT_FOUND_POLLS, MAX_SUBMIT_ATTEMPTS, POLL_BATCH, RETURN_CHECKS, SUBMIT_TIMEOUT,
+};
+pub use rail_reports::{RailReport, RailSecret, ReportAnswer, RAIL_SECRET};
+
+use crate::access::Environment;
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::money::{Amount, Currency};
-use crate::operation::Beneficiary;
+use crate::operations::Beneficiary;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -186,7 +197,7 @@ impl Transaction {
 pub(crate) mod tests {
     use super::TransactionStatus::{self, *};
     use super::*;
-    use crate::operation::tests::cause;
+    use crate::operations::tests::cause;
 
     #[test]
     fn every_allowed_and_refused_transition() {
@@ -219,7 +230,7 @@ pub(crate) mod tests {
 
     #[test]
     fn transitions_carry_their_cause_and_submit_records_the_reference() {
-        let mut txn = crate::transaction::tests::transaction();
+        let mut txn = crate::transactions::tests::transaction();
         let (from, to, recorded) = txn
             .apply(TransactionTransition::Submit {
                 rail_reference: "sbx_1".into(),

@@ -1,9 +1,17 @@
 //! Approval workflows: ordered rules, first match wins (DESIGN §5).
 
-use crate::auth::Role;
+mod decisions;
+mod floor;
+mod use_cases;
+
+pub use decisions::record_decision;
+pub use floor::{default_floor, floor_name, stricter, Decider};
+pub use use_cases::ApprovalFloor;
+
+use crate::access::Role;
 use crate::error::DomainError;
 use crate::money::Currency;
-use crate::operation::OperationType;
+use crate::operations::OperationType;
 use serde::{Deserialize, Serialize};
 
 /// An inclusive range; either end may be open.
@@ -285,80 +293,6 @@ pub fn builtin(name: &str) -> Option<WorkflowDefinition> {
     })
 }
 
-/// Where a customer's approval floor for one operation type is kept: beside its workflows,
-/// under a name no workflow can take (`valid_name` refuses `:`).
-pub fn floor_name(kind: OperationType) -> String {
-    format!("floor:{}", kind.as_str())
-}
-
-/// The floor a customer has until its admin sets one: in production one approval by an
-/// `approver` (nothing moves on one person's word), in the test environment none.
-pub fn default_floor(environment: crate::auth::Environment) -> WorkflowDefinition {
-    let then = match environment {
-        crate::auth::Environment::Production => Action::RequireApprovals {
-            count: 1,
-            role: Role::Approver,
-        },
-        crate::auth::Environment::Test => Action::Approve,
-    };
-    WorkflowDefinition {
-        description: Some("Default floor".into()),
-        rules: vec![Rule {
-            when: Conditions::default(),
-            then,
-        }],
-    }
-}
-
-impl WorkflowDefinition {
-    /// What an approval floor asks of an operation: its first matching rule's verdict, or
-    /// nothing when no rule matches (a floor only ever adds).
-    pub fn floor_verdict(&self, facts: &Facts) -> Verdict {
-        match self.evaluate(facts) {
-            Verdict::Reject { rule: None, .. } => Verdict::Approve { rule: usize::MAX },
-            verdict => verdict,
-        }
-    }
-}
-
-/// Which verdict decides an operation.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Decider {
-    Workflow,
-    Floor,
-    Both,
-}
-
-/// The stricter of the named workflow's verdict and the customer's floor: reject over
-/// approvals over approve; of two requirements, the larger count and both roles.
-pub fn stricter(workflow: Verdict, floor: Verdict) -> (Verdict, Decider) {
-    use Verdict::*;
-    match (workflow, floor) {
-        (reject @ Reject { .. }, _) => (reject, Decider::Workflow),
-        (_, reject @ Reject { .. }) => (reject, Decider::Floor),
-        (RequireApprovals { rule, requirement: w }, RequireApprovals { requirement: f, .. }) => {
-            let also_role = [w.also_role, Some(f.role), f.also_role]
-                .into_iter()
-                .flatten()
-                .find(|role| *role != w.role);
-            let requirement = ApprovalRequirement {
-                count: w.count.max(f.count),
-                role: w.role,
-                also_role,
-            };
-            let decider = if requirement == w {
-                Decider::Workflow
-            } else {
-                Decider::Both
-            };
-            (RequireApprovals { rule, requirement }, decider)
-        }
-        (require @ RequireApprovals { .. }, Approve { .. }) => (require, Decider::Workflow),
-        (Approve { .. }, require @ RequireApprovals { .. }) => (require, Decider::Floor),
-        (approve @ Approve { .. }, Approve { .. }) => (approve, Decider::Workflow),
-    }
-}
-
 /// Workflow names: lowercase letters, digits, `_` and `-`, 1 to 64 characters.
 pub fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
@@ -368,14 +302,14 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn clp() -> Currency {
+    pub(crate) fn clp() -> Currency {
         Currency::parse("CLP").unwrap()
     }
 
-    fn facts<'a>(currency: &'a Currency, items: Vec<(i64, &'a str, &'a str)>) -> Facts<'a> {
+    pub(crate) fn facts<'a>(currency: &'a Currency, items: Vec<(i64, &'a str, &'a str)>) -> Facts<'a> {
         Facts {
             kind: OperationType::Payout,
             currency,
@@ -384,7 +318,7 @@ mod tests {
         }
     }
 
-    fn rule(when: serde_json::Value, then: Action) -> Rule {
+    pub(crate) fn rule(when: serde_json::Value, then: Action) -> Rule {
         Rule {
             when: serde_json::from_value(when).unwrap(),
             then,
@@ -509,80 +443,6 @@ mod tests {
             }
         );
         assert!(builtin("three_step").is_none());
-    }
-
-    #[test]
-    fn the_stricter_of_workflow_and_floor_decides() {
-        let needs = |count, role| Verdict::RequireApprovals {
-            rule: 0,
-            requirement: ApprovalRequirement {
-                count,
-                role,
-                also_role: None,
-            },
-        };
-        let approve = Verdict::Approve { rule: 0 };
-        let reject = Verdict::Reject {
-            rule: Some(0),
-            reason: "no".into(),
-        };
-        assert_eq!(
-            stricter(approve.clone(), needs(1, Role::Approver)),
-            (needs(1, Role::Approver), Decider::Floor)
-        );
-        assert_eq!(
-            stricter(needs(2, Role::Approver), approve.clone()).0,
-            needs(2, Role::Approver)
-        );
-        assert_eq!(
-            stricter(approve.clone(), reject.clone()),
-            (reject.clone(), Decider::Floor)
-        );
-        assert_eq!(stricter(reject.clone(), needs(3, Role::Admin)).0, reject);
-        assert_eq!(
-            stricter(needs(1, Role::Approver), needs(2, Role::Approver)).0,
-            needs(2, Role::Approver)
-        );
-        let (both, decider) = stricter(needs(2, Role::Approver), needs(1, Role::Admin));
-        assert_eq!(decider, Decider::Both);
-        let Verdict::RequireApprovals { requirement, .. } = both else {
-            panic!()
-        };
-        assert_eq!(
-            (requirement.count, requirement.role, requirement.also_role),
-            (2, Role::Approver, Some(Role::Admin))
-        );
-        assert!(requirement.held_by(&[Role::Approver, Role::Admin]) && !requirement.held_by(&[Role::Approver]));
-        assert_eq!(stricter(approve.clone(), approve.clone()).0, approve);
-    }
-
-    #[test]
-    fn a_floor_without_a_matching_rule_asks_nothing_and_production_starts_with_one_approval() {
-        let clp = clp();
-        let f = facts(&clp, vec![(5, "r", "x")]);
-        let floor = WorkflowDefinition {
-            description: None,
-            rules: vec![rule(
-                serde_json::json!({"currency": ["USD"]}),
-                Action::Reject { reason: "no".into() },
-            )],
-        };
-        assert!(matches!(floor.floor_verdict(&f), Verdict::Approve { .. }));
-        assert!(matches!(
-            default_floor(crate::auth::Environment::Production).floor_verdict(&f),
-            Verdict::RequireApprovals {
-                requirement: ApprovalRequirement {
-                    count: 1,
-                    role: Role::Approver,
-                    ..
-                },
-                ..
-            }
-        ));
-        assert!(matches!(
-            default_floor(crate::auth::Environment::Test).floor_verdict(&f),
-            Verdict::Approve { .. }
-        ));
     }
 
     #[test]

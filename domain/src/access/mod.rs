@@ -1,5 +1,11 @@
 //! Customers, users, API keys, scopes and the principal a request acts as.
 
+mod authenticate;
+mod manage;
+
+pub use authenticate::{RateLimit, CUSTOMER_RATE_KEYS, DEFAULT_RATE_LIMIT, FAILED_AUTHENTICATIONS_PER_SECOND};
+pub use manage::{require_platform_admin, DEFAULT_ROTATION_OVERLAP};
+
 use crate::error::DomainError;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};

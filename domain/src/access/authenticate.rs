@@ -1,0 +1,183 @@
+//! Who is asking: bootstrap of the operator's key, authentication of a bearer secret, and the
+//! request limits (per key, per customer, per address that fails to authenticate).
+
+use crate::access::{self, ApiKey, Principal, Scope};
+use crate::cause::{Actor, Cause};
+use crate::error::DomainError;
+use crate::ids::IdKind;
+use crate::ports::{AuditEntry, Changeset, Clock, Limits, RateLimiter, SystemClock, Write};
+use crate::service::Service;
+use std::sync::Arc;
+
+/// Requests per second an API key may make unless configured otherwise (Stripe's live limit).
+pub const DEFAULT_RATE_LIMIT: u32 = 100;
+
+/// A limit on requests per second, counted by `limiter`: each API key's, each customer's (all
+/// its keys together), and each source's failed authentications.
+pub struct RateLimit {
+    pub limiter: Arc<dyn RateLimiter>,
+    pub per_second: u32,
+    /// Sources over their failed-authentication budget, until the end of which second: refused
+    /// here before any lookup. The shared count decides; this only spares the store.
+    penalty_box: std::sync::Mutex<std::collections::HashMap<String, i64>>,
+}
+
+/// A customer's keys together may make this many keys' worth of requests: more keys do not
+/// buy a customer more of the service.
+pub const CUSTOMER_RATE_KEYS: u32 = 4;
+/// Failed authentications a source may make per second before it is refused outright.
+pub const FAILED_AUTHENTICATIONS_PER_SECOND: u32 = 20;
+
+impl RateLimit {
+    /// `per_second` of zero turns the limit off.
+    pub fn new(limiter: Arc<dyn RateLimiter>, per_second: u32) -> Option<RateLimit> {
+        (per_second > 0).then(|| RateLimit {
+            limiter,
+            per_second,
+            penalty_box: Default::default(),
+        })
+    }
+
+    fn in_penalty_box(&self, source: &str, second: i64) -> bool {
+        let boxed = self.penalty_box.lock().expect("penalty box");
+        boxed.get(source).is_some_and(|until| *until >= second)
+    }
+
+    fn put_in_penalty_box(&self, source: &str, second: i64) {
+        let mut boxed = self.penalty_box.lock().expect("penalty box");
+        boxed.retain(|_, until| *until >= second);
+        boxed.insert(source.to_owned(), second);
+    }
+}
+
+fn too_many_failed_authentications() -> DomainError {
+    DomainError::RateLimited {
+        code: "too_many_failed_authentications",
+        message: format!(
+            "Too many failed authentications from this address: at most {FAILED_AUTHENTICATIONS_PER_SECOND} per second. Retry in a second."
+        ),
+    }
+}
+
+impl Service {
+    /// Creates the operator's platform admin key at start-up unless it already exists.
+    pub async fn bootstrap_admin_key(&self, secret: &str) -> Result<(), DomainError> {
+        access::check_secret_shape(secret, self.environment)?;
+        if secret.len() < 32 {
+            return Err(DomainError::invalid(
+                "OPS_BOOTSTRAP_ADMIN_KEY",
+                "key_too_short",
+                "The bootstrap key must be at least 32 characters.",
+            ));
+        }
+        let secret_hash = self.hasher.hash(secret);
+        if self.store.api_key_by_hash(&secret_hash).await?.is_some() {
+            return Ok(());
+        }
+        let now = self.now();
+        let key = ApiKey {
+            id: self.ids.new_id(IdKind::ApiKey),
+            object: "api_key".into(),
+            customer_id: None,
+            user_id: None,
+            environment: self.environment,
+            scopes: vec![Scope::Admin],
+            created_at: now,
+            expires_at: None,
+            revoked_at: None,
+            created_by: None,
+            rotated_to: None,
+            secret_hash,
+        };
+        let cause = Cause::new(
+            "bootstrap_admin_key",
+            "Created from OPS_BOOTSTRAP_ADMIN_KEY at start-up",
+            Actor::system(),
+            now,
+        );
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(AuditEntry::new("api_key", &key.id, "created", cause)));
+        changes.push(Write::PutApiKey(key));
+        self.commit_created(changes, None, vec![]).await
+    }
+
+    /// Resolves a bearer secret to the principal it stands for. `source` (the client's address,
+    /// when known) is limited in how many failed authentications it may make per second.
+    pub async fn authenticate(&self, secret: Option<&str>, source: Option<&str>) -> Result<Principal, DomainError> {
+        // Wall-clock seconds, not the service's clock: a request rate is real time even when
+        // tests or replays move business time.
+        let second = SystemClock.now().unix_timestamp();
+        let limit = self.rate_limit.as_ref();
+        if let (Some(limit), Some(source)) = (limit, source) {
+            if limit.in_penalty_box(source, second) {
+                return Err(too_many_failed_authentications());
+            }
+        }
+        let key = match self.key_of(secret).await {
+            Ok(key) => key,
+            Err(refused @ DomainError::Unauthenticated { .. }) => {
+                if let (Some(limit), Some(source)) = (limit, source) {
+                    let counter = format!("authfail:{source}");
+                    let failures = Limits {
+                        member: FAILED_AUTHENTICATIONS_PER_SECOND,
+                        group: FAILED_AUTHENTICATIONS_PER_SECOND,
+                    };
+                    if !limit.limiter.admit(&counter, "any", second, failures).await? {
+                        limit.put_in_penalty_box(source, second);
+                        return Err(too_many_failed_authentications());
+                    }
+                }
+                return Err(refused);
+            }
+            Err(other) => return Err(other),
+        };
+        if let Some(limit) = limit {
+            let customer_budget = limit.per_second.saturating_mul(CUSTOMER_RATE_KEYS);
+            let limits = Limits {
+                member: limit.per_second,
+                group: customer_budget,
+            };
+            let customer = key.customer_id.as_deref().unwrap_or("platform");
+            if !limit.limiter.admit(customer, &key.id, second, limits).await? {
+                return Err(DomainError::RateLimited {
+                    code: "rate_limit_exceeded",
+                    message: format!(
+                        "Too many requests: at most {} per second with one API key, {customer_budget} for all of a customer's keys together. Retry in a second; nothing was done.",
+                        limit.per_second
+                    ),
+                });
+            }
+        }
+        let user = match &key.user_id {
+            Some(id) => Some(self.store.user(id).await?.ok_or_else(access::invalid_api_key)?),
+            None => None,
+        };
+        Ok(Principal { key, user })
+    }
+
+    /// The live key a bearer secret stands for.
+    async fn key_of(&self, secret: Option<&str>) -> Result<ApiKey, DomainError> {
+        let secret = secret.ok_or_else(|| {
+            DomainError::unauthenticated("missing_api_key", "Send your API key as 'Authorization: Bearer <key>'.")
+        })?;
+        access::check_secret_shape(secret, self.environment)?;
+        let key = self
+            .store
+            .api_key_by_hash(&self.hasher.hash(secret))
+            .await?
+            .ok_or_else(access::invalid_api_key)?;
+        if key.revoked_at.is_some() || key.environment != self.environment {
+            return Err(DomainError::unauthenticated(
+                "api_key_revoked",
+                "This API key was revoked.",
+            ));
+        }
+        if key.expires_at.is_some_and(|at| at <= self.now()) {
+            return Err(DomainError::unauthenticated(
+                "api_key_expired",
+                "This API key has expired.",
+            ));
+        }
+        Ok(key)
+    }
+}

@@ -1,0 +1,342 @@
+//! Customers, users and API keys: created, rotated, revoked and listed, each change audited.
+
+use crate::access::{self, ApiKey, Customer, Principal, Scope, User};
+use crate::cause::Cause;
+use crate::error::DomainError;
+use crate::idempotency::Ticket;
+use crate::ids::IdKind;
+use crate::ports::{AuditEntry, Changeset, Write};
+use crate::service::{to_json, Page, Service};
+use crate::validate::{self, CreateApiKey, CreateCustomer, CreateUser};
+use serde::Serialize;
+use time::Duration;
+
+/// How long a rotated key keeps working unless the caller says otherwise.
+pub const DEFAULT_ROTATION_OVERLAP: Duration = Duration::hours(24);
+const MAX_ROTATION_OVERLAP: Duration = Duration::days(7);
+
+#[derive(Serialize)]
+struct ApiKeyWithSecret<'a> {
+    #[serde(flatten)]
+    key: &'a ApiKey,
+    secret: &'a str,
+}
+
+impl Service {
+    pub async fn create_customer(
+        &self,
+        principal: &Principal,
+        command: CreateCustomer,
+        ticket: Option<Ticket>,
+    ) -> Result<Vec<u8>, DomainError> {
+        require_platform_admin(principal)?;
+        let name = validate::required_text(command.name, "name", 200)?;
+        let now = self.now();
+        let customer = Customer {
+            id: self.ids.new_id(IdKind::Customer),
+            object: "customer".into(),
+            name,
+            status: "active".into(),
+            created_at: now,
+        };
+        let body = to_json(&customer);
+        let cause = Cause::new("customer_created", "Customer created", principal.actor(), now);
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(AuditEntry::new(
+            "customer",
+            &customer.id,
+            "created",
+            cause,
+        )));
+        changes.push(Write::InsertCustomer(customer));
+        self.commit_created(changes, ticket, body.clone()).await?;
+        Ok(body)
+    }
+
+    pub(crate) async fn visible_customer(
+        &self,
+        principal: &Principal,
+        id: &str,
+        param: &str,
+    ) -> Result<Customer, DomainError> {
+        let not_found = || DomainError::InvalidRequest {
+            code: "resource_missing",
+            param: Some(param.into()),
+            message: format!("No such customer: '{id}'"),
+        };
+        if !principal.can_access(id) || !IdKind::Customer.matches(id) {
+            return Err(not_found());
+        }
+        self.store.customer(id).await?.ok_or_else(not_found)
+    }
+
+    pub async fn create_user(
+        &self,
+        principal: &Principal,
+        customer_id: &str,
+        command: CreateUser,
+        ticket: Option<Ticket>,
+    ) -> Result<Vec<u8>, DomainError> {
+        principal.require(Scope::UsersManage)?;
+        let customer = self.visible_customer(principal, customer_id, "customer_id").await?;
+        let (name, email, roles) = command.validate()?;
+        let now = self.now();
+        let user = User {
+            id: self.ids.new_id(IdKind::User),
+            object: "user".into(),
+            customer_id: customer.id,
+            name,
+            email,
+            roles,
+            created_at: now,
+        };
+        let body = to_json(&user);
+        let cause = Cause::new("user_created", "User created", principal.actor(), now);
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(AuditEntry::new("user", &user.id, "created", cause)));
+        changes.push(Write::InsertUser(user));
+        self.commit_created(changes, ticket, body.clone()).await?;
+        Ok(body)
+    }
+
+    pub async fn create_api_key(
+        &self,
+        principal: &Principal,
+        command: CreateApiKey,
+        ticket: Option<Ticket>,
+    ) -> Result<Vec<u8>, DomainError> {
+        principal.require(Scope::UsersManage)?;
+        let scopes = command.scopes.ok_or_else(|| DomainError::missing("scopes"))?;
+        if scopes.is_empty() {
+            return Err(DomainError::invalid(
+                "scopes",
+                "parameter_invalid_empty",
+                "Give at least one scope.",
+            ));
+        }
+        let customer_id = match (command.customer_id, &principal.key.customer_id) {
+            (Some(id), _) => Some(self.visible_customer(principal, &id, "customer_id").await?.id),
+            (None, Some(own)) => Some(own.clone()),
+            (None, None) => None,
+        };
+        if let Some(customer_id) = &customer_id {
+            if let Some(i) = scopes.iter().position(|s| *s == Scope::Admin) {
+                return Err(DomainError::invalid(
+                    format!("scopes[{i}]"),
+                    "scope_not_grantable",
+                    "The admin scope is for platform keys only.",
+                ));
+            }
+            // A customer's key can hand out only what it holds itself.
+            if let Some(i) = scopes.iter().position(|s| !principal.has_scope(*s)) {
+                return Err(DomainError::forbidden(
+                    "scope_not_grantable",
+                    format!(
+                        "This key cannot grant '{}' (scopes[{i}]) because it lacks it.",
+                        scopes[i].name()
+                    ),
+                ));
+            }
+            debug_assert!(principal.can_access(customer_id));
+        }
+        if let Some(user_id) = &command.user_id {
+            let user = match IdKind::User.matches(user_id) {
+                true => self.store.user(user_id).await?,
+                false => None,
+            };
+            if user.is_none_or(|u| Some(&u.customer_id) != customer_id.as_ref()) {
+                return Err(DomainError::InvalidRequest {
+                    code: "resource_missing",
+                    param: Some("user_id".into()),
+                    message: format!("No such user of this customer: '{user_id}'"),
+                });
+            }
+        }
+        let mut unique = scopes;
+        unique.sort();
+        unique.dedup();
+        let now = self.now();
+        let secret = access::new_secret(self.environment);
+        let key = ApiKey {
+            id: self.ids.new_id(IdKind::ApiKey),
+            object: "api_key".into(),
+            customer_id,
+            user_id: command.user_id,
+            environment: self.environment,
+            scopes: unique,
+            created_at: now,
+            expires_at: None,
+            revoked_at: None,
+            created_by: Some(principal.actor().id),
+            rotated_to: None,
+            secret_hash: self.hasher.hash(&secret),
+        };
+        let cause = Cause::new("api_key_created", "API key created", principal.actor(), now);
+        self.issue_key(key, &secret, cause, Changeset::default(), ticket).await
+    }
+
+    /// Stores a new key and answers with its secret, once. The idempotency record keeps the
+    /// response with the secret withheld: secrets are never stored.
+    async fn issue_key(
+        &self,
+        key: ApiKey,
+        secret: &str,
+        cause: Cause,
+        mut changes: Changeset,
+        ticket: Option<Ticket>,
+    ) -> Result<Vec<u8>, DomainError> {
+        let body = to_json(&ApiKeyWithSecret { key: &key, secret });
+        let withheld = format!("{}…withheld", self.environment.key_prefix());
+        let stored = to_json(&ApiKeyWithSecret {
+            key: &key,
+            secret: &withheld,
+        });
+        changes.push(Write::Audit(AuditEntry::new("api_key", &key.id, "created", cause)));
+        changes.push(Write::PutApiKey(key));
+        self.commit_created(changes, ticket, stored).await?;
+        Ok(body)
+    }
+
+    async fn manageable_key(&self, principal: &Principal, id: &str) -> Result<ApiKey, DomainError> {
+        let key = match IdKind::ApiKey.matches(id) {
+            true => self.store.api_key(id).await?,
+            false => None,
+        };
+        let key = key
+            .filter(|k| k.environment == self.environment)
+            .filter(|k| match &k.customer_id {
+                Some(customer) => principal.can_access(customer),
+                None => principal.is_platform(),
+            })
+            .ok_or_else(|| DomainError::not_found("api_key", id))?;
+        if key.id != principal.key.id {
+            principal.require(Scope::UsersManage)?;
+        }
+        Ok(key)
+    }
+
+    pub async fn rotate_api_key(
+        &self,
+        principal: &Principal,
+        id: &str,
+        command: validate::RotateApiKey,
+        ticket: Option<Ticket>,
+    ) -> Result<Vec<u8>, DomainError> {
+        let overlap = match command.expires_in {
+            None => DEFAULT_ROTATION_OVERLAP,
+            Some(seconds) if (0..=MAX_ROTATION_OVERLAP.whole_seconds()).contains(&seconds) => {
+                Duration::seconds(seconds)
+            }
+            Some(_) => {
+                return Err(DomainError::invalid(
+                    "expires_in",
+                    "out_of_range",
+                    format!("expires_in is 0 to {} seconds.", MAX_ROTATION_OVERLAP.whole_seconds()),
+                ));
+            }
+        };
+        let mut old = self.manageable_key(principal, id).await?;
+        let now = self.now();
+        if old.revoked_at.is_some() || old.expires_at.is_some_and(|at| at <= now) {
+            return Err(DomainError::invalid_state(
+                "api_key_inactive",
+                "A revoked or expired key cannot be rotated.",
+            ));
+        }
+        // A key rotates once: a leaked key cannot keep planting successors while it expires.
+        if old.rotated_to.is_some() || old.expires_at.is_some() {
+            return Err(DomainError::invalid_state(
+                "api_key_already_rotated",
+                "This key was already rotated; rotate its successor instead.",
+            ));
+        }
+        let ends = now + overlap;
+        old.expires_at = Some(old.expires_at.map_or(ends, |at| at.min(ends)));
+        let secret = access::new_secret(self.environment);
+        let new_key = ApiKey {
+            id: self.ids.new_id(IdKind::ApiKey),
+            created_at: now,
+            expires_at: None,
+            created_by: Some(principal.actor().id),
+            rotated_to: None,
+            secret_hash: self.hasher.hash(&secret),
+            ..old.clone()
+        };
+        old.rotated_to = Some(new_key.id.clone());
+        let cause = Cause::new(
+            "api_key_rotated",
+            format!("Rotated from {}", old.id),
+            principal.actor(),
+            now,
+        );
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(AuditEntry::new(
+            "api_key",
+            &old.id,
+            "rotated",
+            cause.clone(),
+        )));
+        changes.push(Write::PutApiKey(old));
+        self.issue_key(new_key, &secret, cause, changes, ticket).await
+    }
+
+    /// Revokes a key and every successor it was rotated into, in one changeset: a leaked key's
+    /// rotation does not outlive the leaked key.
+    pub async fn revoke_api_key(&self, principal: &Principal, id: &str) -> Result<ApiKey, DomainError> {
+        let revoked = self.manageable_key(principal, id).await?;
+        let now = self.now();
+        let mut changes = Changeset::default();
+        let mut next = Some(revoked.clone());
+        let mut first: Option<ApiKey> = None;
+        while let Some(mut key) = next.take() {
+            if key.revoked_at.is_none() {
+                key.revoked_at = Some(now);
+                let message = match &first {
+                    None => "API key revoked".to_string(),
+                    Some(origin) => format!("Revoked with {}, which it was rotated from", origin.id),
+                };
+                let cause = Cause::new("api_key_revoked", message, principal.actor(), now);
+                changes.push(Write::Audit(AuditEntry::new("api_key", &key.id, "revoked", cause)));
+                changes.push(Write::PutApiKey(key.clone()));
+            }
+            next = match &key.rotated_to {
+                Some(successor) => self.store.api_key(successor).await?,
+                None => None,
+            };
+            first.get_or_insert(key);
+        }
+        if !changes.writes.is_empty() {
+            self.store.commit(changes).await?;
+        }
+        Ok(first.unwrap_or(revoked))
+    }
+
+    /// A customer's keys (a platform key: the platform's own, or a customer's with
+    /// `customer_id`), newest first; secrets are never shown.
+    pub async fn list_api_keys(
+        &self,
+        principal: &Principal,
+        customer_id: Option<String>,
+    ) -> Result<Page<ApiKey>, DomainError> {
+        principal.require(Scope::UsersManage)?;
+        let owner = match customer_id {
+            Some(id) => Some(self.visible_customer(principal, &id, "customer_id").await?.id),
+            None => principal.key.customer_id.clone(),
+        };
+        let keys = self.store.api_keys_of(owner.as_deref()).await?;
+        Ok(Page::all(
+            keys.into_iter().filter(|k| k.environment == self.environment).collect(),
+        ))
+    }
+}
+
+pub fn require_platform_admin(principal: &Principal) -> Result<(), DomainError> {
+    if principal.is_platform() && principal.has_scope(Scope::Admin) {
+        Ok(())
+    } else {
+        Err(DomainError::forbidden(
+            "platform_admin_required",
+            "Only a platform admin key can do this.",
+        ))
+    }
+}

@@ -1,0 +1,245 @@
+//! Workflows and approval floors as their owners manage them, and as a new operation resolves
+//! them.
+
+use crate::access::{Principal, Scope};
+use crate::approvals::{self, Workflow, WorkflowDefinition, WorkflowOwner};
+use crate::cause::Cause;
+use crate::error::DomainError;
+use crate::operations::OperationType;
+use crate::ports::{AuditEntry, Changeset, Write};
+use crate::service::Service;
+use serde::Serialize;
+
+impl Service {
+    // ---- Workflows --------------------------------------------------------------------
+
+    /// The definition `name` resolves to for `customer_id`: the customer's own, else the
+    /// platform's, else the built-in one.
+    pub async fn resolve_workflow(
+        &self,
+        customer_id: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Workflow>, DomainError> {
+        if let Some(customer) = customer_id {
+            if let Some(found) = self
+                .store
+                .workflow(&WorkflowOwner::Customer(customer.into()), name)
+                .await?
+            {
+                return Ok(Some(found));
+            }
+        }
+        if let Some(found) = self.store.workflow(&WorkflowOwner::Platform, name).await? {
+            return Ok(Some(found));
+        }
+        Ok(builtin_workflow(name))
+    }
+
+    pub async fn get_workflow(&self, principal: &Principal, name: &str) -> Result<Workflow, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let found = match approvals::valid_name(name) {
+            true => {
+                self.resolve_workflow(principal.key.customer_id.as_deref(), name)
+                    .await?
+            }
+            false => None,
+        };
+        found.ok_or_else(|| DomainError::not_found("workflow", name))
+    }
+
+    pub async fn put_workflow(
+        &self,
+        principal: &Principal,
+        name: &str,
+        definition: WorkflowDefinition,
+    ) -> Result<Workflow, DomainError> {
+        principal.require(Scope::WorkflowsManage)?;
+        if !approvals::valid_name(name) {
+            return Err(DomainError::invalid(
+                "name",
+                "invalid_workflow_name",
+                "Workflow names are 1-64 lowercase letters, digits, '_' or '-'.",
+            ));
+        }
+        definition.validate()?;
+        let owner = match &principal.key.customer_id {
+            Some(customer) => WorkflowOwner::Customer(customer.clone()),
+            None => WorkflowOwner::Platform,
+        };
+        let current = self.store.workflow(&owner, name).await?;
+        let saved = Workflow {
+            name: name.into(),
+            object: "workflow".into(),
+            owner,
+            definition,
+            version: current.as_ref().map_or(1, |w| w.version + 1),
+        };
+        let now = self.now();
+        let cause = Cause::new(
+            "workflow_saved",
+            format!("Workflow {name} saved as version {}", saved.version),
+            principal.actor(),
+            now,
+        );
+        let action = if current.is_some() { "updated" } else { "created" };
+        let entity = format!("{}:{name}", owner_label(&saved.owner));
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(AuditEntry::new("workflow", &entity, action, cause)));
+        changes.push(Write::PutWorkflow(saved.clone()));
+        self.commit_created(changes, None, vec![]).await?;
+        Ok(saved)
+    }
+
+    // ---- Approval floors ----------------------------------------------------------------
+
+    /// The floor `customer_id` has for `kind`: the one its admin set, else the environment's
+    /// default.
+    async fn approval_floor(&self, customer_id: &str, kind: OperationType) -> Result<ApprovalFloor, DomainError> {
+        let stored = self
+            .store
+            .workflow(
+                &WorkflowOwner::Customer(customer_id.into()),
+                &approvals::floor_name(kind),
+            )
+            .await?;
+        Ok(self.floor_of(customer_id, kind, stored))
+    }
+
+    fn floor_of(&self, customer_id: &str, kind: OperationType, stored: Option<Workflow>) -> ApprovalFloor {
+        ApprovalFloor {
+            object: "approval_floor",
+            customer_id: customer_id.into(),
+            kind,
+            is_default: stored.is_none(),
+            version: stored.as_ref().map_or(0, |w| w.version),
+            definition: stored.map_or_else(|| approvals::default_floor(self.environment), |w| w.definition),
+        }
+    }
+
+    /// What decides a new operation: the workflow it names as it resolves for its customer
+    /// (the customer's, else the platform's, else the built-in one) and the customer's floor
+    /// for its type, read together.
+    pub(crate) async fn workflow_and_floor(
+        &self,
+        customer_id: &str,
+        name: &str,
+        kind: OperationType,
+    ) -> Result<(Option<Workflow>, ApprovalFloor), DomainError> {
+        let customer = WorkflowOwner::Customer(customer_id.into());
+        let wanted = [
+            (customer.clone(), name.to_owned()),
+            (WorkflowOwner::Platform, name.to_owned()),
+            (customer, approvals::floor_name(kind)),
+        ];
+        let [own, platform, floor]: [Option<Workflow>; 3] = self
+            .store
+            .workflows(&wanted)
+            .await?
+            .try_into()
+            .map_err(|_| DomainError::Store("the store answered a different number of workflows".into()))?;
+        let named = own.or(platform).or_else(|| builtin_workflow(name));
+        Ok((named, self.floor_of(customer_id, kind, floor)))
+    }
+
+    pub async fn get_approval_floor(
+        &self,
+        principal: &Principal,
+        customer_id: &str,
+        kind: &str,
+    ) -> Result<ApprovalFloor, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let customer = self.visible_customer(principal, customer_id, "customer_id").await?;
+        self.approval_floor(&customer.id, floor_kind(kind)?).await
+    }
+
+    /// Sets a customer's floor: the customer's admin (`users:manage`) or a platform admin.
+    /// Lowering it is deliberate and audited like any change.
+    pub async fn put_approval_floor(
+        &self,
+        principal: &Principal,
+        customer_id: &str,
+        kind: &str,
+        definition: WorkflowDefinition,
+    ) -> Result<ApprovalFloor, DomainError> {
+        principal.require(Scope::UsersManage)?;
+        let customer = self.visible_customer(principal, customer_id, "customer_id").await?;
+        let kind = floor_kind(kind)?;
+        definition.validate()?;
+        let current = self.approval_floor(&customer.id, kind).await?;
+        let saved = Workflow {
+            name: approvals::floor_name(kind),
+            object: "workflow".into(),
+            owner: WorkflowOwner::Customer(customer.id.clone()),
+            definition,
+            version: current.version + 1,
+        };
+        let now = self.now();
+        let cause = Cause::new(
+            "approval_floor_saved",
+            format!(
+                "Approval floor for {} saved as version {}",
+                kind.as_str(),
+                saved.version
+            ),
+            principal.actor(),
+            now,
+        );
+        let mut changes = Changeset::default();
+        let entity = format!("{}:{}", customer.id, saved.name);
+        let action = if current.is_default { "created" } else { "updated" };
+        changes.push(Write::Audit(AuditEntry::new("approval_floor", &entity, action, cause)));
+        changes.push(Write::PutWorkflow(saved.clone()));
+        self.commit_created(changes, None, vec![]).await?;
+        Ok(ApprovalFloor {
+            object: "approval_floor",
+            customer_id: customer.id,
+            kind,
+            is_default: false,
+            version: saved.version,
+            definition: saved.definition,
+        })
+    }
+}
+
+fn builtin_workflow(name: &str) -> Option<Workflow> {
+    approvals::builtin(name).map(|definition| Workflow {
+        name: name.into(),
+        object: "workflow".into(),
+        owner: WorkflowOwner::Builtin,
+        definition,
+        version: 0,
+    })
+}
+
+fn floor_kind(kind: &str) -> Result<OperationType, DomainError> {
+    OperationType::parse(kind).ok_or_else(|| {
+        DomainError::invalid(
+            "type",
+            "invalid_operation_type",
+            format!("No operation type '{kind}'; floors are per operation type (payout, collection, transfer)."),
+        )
+    })
+}
+
+/// What a customer requires of every operation of one type, whatever workflow it names.
+#[derive(Debug, Serialize)]
+pub struct ApprovalFloor {
+    pub object: &'static str,
+    pub customer_id: String,
+    #[serde(rename = "type")]
+    pub kind: OperationType,
+    #[serde(flatten)]
+    pub definition: WorkflowDefinition,
+    /// Whether this is the environment's default (never set by the customer's admin).
+    #[serde(rename = "default")]
+    pub is_default: bool,
+    pub version: u64,
+}
+
+fn owner_label(owner: &WorkflowOwner) -> String {
+    match owner {
+        WorkflowOwner::Builtin => "builtin".into(),
+        WorkflowOwner::Platform => "platform".into(),
+        WorkflowOwner::Customer(id) => id.clone(),
+    }
+}

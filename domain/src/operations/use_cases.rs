@@ -1,0 +1,358 @@
+//! The operations API's four functions (create, query, approve, cancel) and an operation's
+//! history.
+
+use crate::access::{Principal, Scope};
+use crate::approvals::{self, record_decision, Decider, Facts, Verdict};
+use crate::cause::{Actor, Cause};
+use crate::error::DomainError;
+use crate::event::Event;
+use crate::idempotency::Ticket;
+use crate::ids::IdKind;
+use crate::money;
+use crate::operations::{Decision, Item, Operation, OperationStatus, OperationTransition, StatusChange};
+use crate::ports::{AuditEntry, Changeset, OperationQuery, StoreError, Write};
+use crate::service::{customer_scope, to_json, Page, Service};
+use crate::validate::{self, CreateOperation};
+use serde::Serialize;
+use time::OffsetDateTime;
+
+/// Optimistic-concurrency retries before a busy operation is reported as a conflict.
+const MAX_ATTEMPTS: usize = 5;
+
+/// One line of an operation's history.
+#[derive(Debug, Serialize)]
+pub struct HistoryEntry {
+    pub entity_type: String,
+    pub entity_id: String,
+    pub action: String,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub cause: Cause,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+}
+
+impl Service {
+    // ---- Operations -------------------------------------------------------------------
+
+    pub async fn create_operation(
+        &self,
+        principal: &Principal,
+        command: CreateOperation,
+        ticket: Option<Ticket>,
+    ) -> Result<Vec<u8>, DomainError> {
+        principal.require(Scope::OperationsWrite)?;
+        let valid = command.validate(&|rail| self.rails.contains(rail))?;
+        let customer_id = match (&valid.customer_id, &principal.key.customer_id) {
+            // A customer's own key vouches that the customer exists.
+            (Some(id), Some(own)) if id == own => own.clone(),
+            (Some(id), _) => self.visible_customer(principal, id, "customer_id").await?.id,
+            (None, Some(own)) => own.clone(),
+            (None, None) => return Err(DomainError::missing("customer_id")),
+        };
+        let (workflow, floor) = self
+            .workflow_and_floor(&customer_id, &valid.workflow, valid.kind)
+            .await?;
+        let workflow = workflow.ok_or_else(|| {
+            DomainError::invalid(
+                "workflow",
+                "unknown_workflow",
+                format!("No workflow named '{}'.", valid.workflow),
+            )
+        })?;
+        let total_amount = money::total(valid.items.iter().map(|i| i.amount))
+            .ok_or_else(|| DomainError::invalid("items", "total_too_large", "The items' total overflows."))?;
+        let facts = Facts {
+            kind: valid.kind,
+            currency: &valid.currency,
+            total_amount,
+            items: valid
+                .items
+                .iter()
+                .map(|i| {
+                    (
+                        i.amount.minor_units(),
+                        i.destination.rail.as_str(),
+                        i.beneficiary.id_type.as_str(),
+                    )
+                })
+                .collect(),
+        };
+        let (verdict, decider) = approvals::stricter(
+            workflow.definition.evaluate(&facts),
+            floor.definition.floor_verdict(&facts),
+        );
+        let now = self.now();
+        let (decided_by, source) = match decider {
+            Decider::Workflow => (
+                format!("workflow:{}", workflow.name),
+                format!("workflow {}", workflow.name),
+            ),
+            Decider::Floor => (
+                format!("approval_floor:{}", valid.kind.as_str()),
+                format!(
+                    "the customer's approval floor for {} (workflow {} asked less)",
+                    valid.kind.as_str(),
+                    workflow.name
+                ),
+            ),
+            Decider::Both => (
+                format!("workflow:{}", workflow.name),
+                format!(
+                    "workflow {} with the customer's approval floor for {}",
+                    workflow.name,
+                    valid.kind.as_str()
+                ),
+            ),
+        };
+        let decided_by = Actor {
+            kind: crate::cause::ActorType::System,
+            id: decided_by,
+        };
+        let rule_name = |rule: Option<usize>| rule.map_or("no rule".to_string(), |r| format!("rule {r}"));
+        let (status, cause, approval_requirement) = match verdict {
+            Verdict::Approve { rule } => (
+                OperationStatus::Approved,
+                Cause::new(
+                    "workflow_approved",
+                    format!("Approved by workflow {} ({})", workflow.name, rule_name(Some(rule))),
+                    decided_by,
+                    now,
+                ),
+                None,
+            ),
+            Verdict::Reject { rule, reason } => (
+                OperationStatus::Rejected,
+                Cause::new(
+                    if decider == Decider::Floor {
+                        "approval_floor_rejected"
+                    } else {
+                        "workflow_rejected"
+                    },
+                    format!("Rejected by {source} ({}): {reason}", rule_name(rule)),
+                    decided_by,
+                    now,
+                ),
+                None,
+            ),
+            Verdict::RequireApprovals { rule, requirement } => (
+                OperationStatus::PendingApproval,
+                Cause::new(
+                    "approval_required",
+                    format!(
+                        "Required by {source} ({}): {} approval(s) by role {}",
+                        rule_name(Some(rule)),
+                        requirement.count,
+                        requirement.roles_label()
+                    ),
+                    decided_by,
+                    now,
+                ),
+                Some(requirement),
+            ),
+        };
+        let operation = Operation {
+            id: self.ids.new_id(IdKind::Operation),
+            object: "operation".into(),
+            customer_id,
+            kind: valid.kind,
+            currency: valid.currency,
+            items: valid
+                .items
+                .into_iter()
+                .map(|i| Item {
+                    id: self.ids.new_id(IdKind::Item),
+                    beneficiary: i.beneficiary,
+                    destination: i.destination,
+                    amount: i.amount,
+                    reference: i.reference,
+                    transaction_id: None,
+                })
+                .collect(),
+            workflow: workflow.name,
+            status,
+            cause: cause.clone(),
+            total_amount,
+            approval_requirement,
+            approvals: vec![],
+            created_by: principal.actor().id,
+            created_at: now,
+            updated_at: now,
+            metadata: valid.metadata,
+            environment: self.environment,
+            version: 1,
+        };
+        let body = to_json(&operation);
+        crate::validate::check_operation_size(body.len(), operation.items.len())?;
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(
+            AuditEntry::new("operation", &operation.id, "created", cause)
+                .of_operation(&operation.id)
+                .moving(None, status.as_str()),
+        ));
+        let created = Event::of_operation(self.ids.new_id(IdKind::Event), "created", &operation);
+        changes.push(Write::Event(created));
+        changes.push(Write::Event(Event::of_operation(
+            self.ids.new_id(IdKind::Event),
+            status.as_str(),
+            &operation,
+        )));
+        changes.push(Write::InsertOperation(operation));
+        self.commit_created(changes, ticket, body.clone()).await?;
+        Ok(body)
+    }
+
+    pub async fn get_operation(&self, principal: &Principal, id: &str) -> Result<Operation, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        self.visible_operation(principal, id).await
+    }
+
+    async fn visible_operation(&self, principal: &Principal, id: &str) -> Result<Operation, DomainError> {
+        let found = match IdKind::Operation.matches(id) {
+            true => self.store.operation(id).await?,
+            false => None,
+        };
+        found
+            .filter(|op| principal.can_access(&op.customer_id))
+            .ok_or_else(|| DomainError::not_found("operation", id))
+    }
+
+    pub async fn list_operations(
+        &self,
+        principal: &Principal,
+        mut query: OperationQuery,
+    ) -> Result<Page<Operation>, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let Some(customer_id) = customer_scope(principal, query.customer_id.take()) else {
+            return Ok(Page::empty());
+        };
+        let limit = query.limit;
+        let query = OperationQuery {
+            customer_id,
+            limit: limit + 1,
+            ..query
+        };
+        Ok(Page::of(self.store.operations(&query).await?, limit))
+    }
+
+    pub async fn operation_history(&self, principal: &Principal, id: &str) -> Result<Page<HistoryEntry>, DomainError> {
+        let operation = self.get_operation(principal, id).await?;
+        let data = self
+            .store
+            .operation_history(&operation.id)
+            .await?
+            .into_iter()
+            .map(|e| HistoryEntry {
+                entity_type: e.entity_type,
+                entity_id: e.entity_id,
+                action: e.action,
+                from: e.from,
+                to: e.to,
+                cause: e.cause,
+                at: e.at,
+            })
+            .collect();
+        Ok(Page::all(data))
+    }
+
+    pub async fn approve_operation(
+        &self,
+        principal: &Principal,
+        id: &str,
+        command: validate::Approve,
+    ) -> Result<Operation, DomainError> {
+        let comment = validate::optional_text(command.comment, "comment", 500)?;
+        self.decide(principal, id, Decision::Approved, comment).await
+    }
+
+    pub async fn reject_operation(
+        &self,
+        principal: &Principal,
+        id: &str,
+        command: validate::Reject,
+    ) -> Result<Operation, DomainError> {
+        let reason = validate::required_text(command.reason, "reason", 500)?;
+        self.decide(principal, id, Decision::Rejected, Some(reason)).await
+    }
+
+    pub async fn cancel_operation(
+        &self,
+        principal: &Principal,
+        id: &str,
+        command: validate::Cancel,
+    ) -> Result<Operation, DomainError> {
+        principal.require(Scope::OperationsWrite)?;
+        let reason = validate::optional_text(command.reason, "reason", 500)?;
+        self.change_operation(principal, id, |operation, now| {
+            let message = reason.clone().unwrap_or_else(|| "Cancelled on request".into());
+            let cause = Cause::new("cancelled_on_request", message, principal.actor(), now);
+            let change = operation.apply(OperationTransition::Cancel(cause))?;
+            Ok(Some(change))
+        })
+        .await
+    }
+
+    async fn decide(
+        &self,
+        principal: &Principal,
+        id: &str,
+        decision: Decision,
+        comment: Option<String>,
+    ) -> Result<Operation, DomainError> {
+        principal.require(Scope::OperationsApprove)?;
+        self.change_operation(principal, id, |operation, now| {
+            record_decision(operation, principal, decision, comment.clone(), now)
+        })
+        .await
+    }
+
+    /// Loads, changes and stores an operation with its audit entry, retrying when a
+    /// concurrent change won the race (the retry sees the winner's state, so a losing
+    /// approve-versus-cancel gets its 409 from the state machine).
+    async fn change_operation<F>(&self, principal: &Principal, id: &str, change: F) -> Result<Operation, DomainError>
+    where
+        F: Fn(&mut Operation, OffsetDateTime) -> Result<Option<StatusChange>, DomainError>,
+    {
+        for _ in 0..MAX_ATTEMPTS {
+            let mut operation = self.visible_operation(principal, id).await?;
+            let previous = operation.status;
+            let now = self.now();
+            let status_change = change(&mut operation, now)?;
+            operation.version += 1;
+            operation.updated_at = now;
+            let mut changes = Changeset::default();
+            match status_change {
+                Some(change) => self.record_operation_change(&mut changes, &operation, change),
+                None => {
+                    let approval = operation
+                        .approvals
+                        .last()
+                        .expect("a decision without a status change is an approval");
+                    let cause = Cause::new(
+                        "approval_recorded",
+                        format!(
+                            "Approval recorded ({} of {})",
+                            operation.approvals.len(),
+                            operation.approval_requirement.map_or(1, |r| r.count)
+                        ),
+                        principal.actor(),
+                        approval.at,
+                    );
+                    let entry = AuditEntry::new("operation", &operation.id, "approval_recorded", cause)
+                        .moving(Some(previous.as_str()), previous.as_str());
+                    changes.push(Write::Audit(entry.of_operation(&operation.id)));
+                }
+            }
+            changes.push(Write::UpdateOperation(operation.clone()));
+            match self.store.commit(changes).await {
+                Ok(()) => return Ok(operation),
+                Err(StoreError::Conflict) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(DomainError::invalid_state(
+            "conflict",
+            "The operation is changing too fast; retry.",
+        ))
+    }
+}

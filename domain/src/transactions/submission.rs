@@ -1,0 +1,268 @@
+//! Queue → rail submit, and timer → status poll: a transaction is handed to its rail at most
+//! once, and its outcome asked for until it is known.
+
+use super::pipeline::{
+    next_return_check, poll_backoff, rail_actor, submit_backoff, system, MAX_NOT_FOUND_POLLS, MAX_SUBMIT_ATTEMPTS,
+    POLL_BATCH, POLL_CONCURRENCY, SUBMIT_TIMEOUT, UNSERVED_RAIL_WAIT,
+};
+use crate::cause::Cause;
+use crate::error::DomainError;
+use crate::ports::{BatchOutcome, QueueMessage, QueueTask};
+use crate::rail::{Ack, Instruction, RailError, RailState};
+use crate::service::{Handled, Service};
+use crate::transactions::{Transaction, TransactionStatus, TransactionTransition};
+use futures_util::StreamExt;
+
+impl Service {
+    // ---- queue → rail submit ------------------------------------------------------------
+
+    pub async fn handle_submissions(&self, messages: &[QueueMessage]) -> BatchOutcome {
+        let mut outcome = BatchOutcome::default();
+        for message in messages {
+            let result = match QueueTask::parse(&message.body) {
+                Ok(QueueTask::SubmitTransaction { transaction_id }) => self.submit(&transaction_id).await,
+                Ok(other) => {
+                    tracing::error!(message = %message.id, task = ?other, "a task of another queue dropped from the submissions queue");
+                    Ok(Handled::Done)
+                }
+                // Kept for its dead-letter queue, where a deployment that reads it can redrive it.
+                Err(error) => Err(DomainError::Store(error.to_string())),
+            };
+            if !matches!(result, Ok(Handled::Done)) {
+                if let Err(error) = &result {
+                    tracing::warn!(message = %message.id, %error, "submission failed; the message comes again");
+                }
+                outcome.failed.push(message.id.clone());
+            }
+        }
+        outcome
+    }
+
+    /// Hands a pending transaction to its rail, at most once per attempt: the attempt is
+    /// recorded before the call, so a worker that finds an attempt without outcome knows the
+    /// rail may hold the instruction and asks instead of sending again.
+    async fn submit(&self, transaction_id: &str) -> Result<Handled, DomainError> {
+        let claimed = self
+            .update_transaction(transaction_id, |txn, now| {
+                if txn.status != TransactionStatus::Pending {
+                    return Ok(None);
+                }
+                match txn.submitting_since {
+                    Some(since) if now - since < SUBMIT_TIMEOUT => Ok(None),
+                    Some(_) => {
+                        // A worker died during the call: the outcome is unknown.
+                        txn.submitting_since = None;
+                        txn.next_poll_at = Some(now);
+                        let cause = Cause::new(
+                            "submit_outcome_lost",
+                            "A submit call ended without a recorded outcome; asking the rail",
+                            system(),
+                            now,
+                        );
+                        txn.apply(TransactionTransition::MarkUnknown(cause))
+                            .map(|c| Some(Some(c)))
+                    }
+                    None => {
+                        txn.submitting_since = Some(now);
+                        txn.submit_attempts += 1;
+                        Ok(Some(None))
+                    }
+                }
+            })
+            .await?;
+        let Some(transaction) = claimed else {
+            let current = self.store.transaction(transaction_id).await?;
+            let busy = current.is_some_and(|t| t.status == TransactionStatus::Pending && t.submitting_since.is_some());
+            return Ok(if busy { Handled::Later } else { Handled::Done });
+        };
+        if transaction.status != TransactionStatus::Pending {
+            return Ok(Handled::Done); // just marked unknown
+        }
+        let Some(adapter) = self.rails.get(&transaction.rail).cloned() else {
+            let cause = Cause::new(
+                "rail_unavailable",
+                format!("No adapter serves rail {}", transaction.rail),
+                system(),
+                self.now(),
+            );
+            self.record_submit_outcome(transaction, Err(RailError::Permanent(cause.message.clone())))
+                .await?;
+            return Ok(Handled::Done);
+        };
+        let instruction = Instruction {
+            transaction_id: transaction.id.clone(),
+            operation_id: transaction.operation_id.clone(),
+            customer_id: transaction.customer_id.clone(),
+            amount: transaction.amount.minor_units(),
+            currency: transaction.currency.code().to_owned(),
+            beneficiary: transaction.beneficiary.clone(),
+            account: transaction.account.clone(),
+            reference: transaction.reference.clone(),
+            environment: transaction.environment,
+        };
+        let result = adapter.submit(&instruction).await;
+        self.record_submit_outcome(transaction, result).await
+    }
+
+    /// Records the rail's answer on the transaction as the submit claim left it.
+    async fn record_submit_outcome(
+        &self,
+        claimed: Transaction,
+        result: Result<Ack, RailError>,
+    ) -> Result<Handled, DomainError> {
+        let retry_after = std::sync::Mutex::new(None);
+        let transaction_id = claimed.id.clone();
+        self.update_transaction_from(&transaction_id, Some(claimed), |txn, now| {
+            if txn.status != TransactionStatus::Pending || txn.submitting_since.is_none() {
+                return Ok(None);
+            }
+            txn.submitting_since = None;
+            let rail = rail_actor(&txn.rail);
+            let transition = match &result {
+                Ok(Ack::Accepted { rail_reference }) => {
+                    txn.next_poll_at = Some(now + poll_backoff(0));
+                    let cause = Cause::new("accepted_by_rail", format!("Accepted by {} as {rail_reference}", txn.rail), rail, now);
+                    TransactionTransition::Submit { rail_reference: rail_reference.clone(), cause }
+                }
+                Ok(Ack::Rejected { code, reason }) => TransactionTransition::Fail(Cause::new(&format!("rail_rejected_{code}"), reason.clone(), rail, now)),
+                Err(RailError::Timeout) => {
+                    txn.next_poll_at = Some(now + poll_backoff(0));
+                    TransactionTransition::MarkUnknown(Cause::new("rail_timeout", "The rail did not answer in time; its status will be asked", rail, now))
+                }
+                Err(RailError::Transient(reason)) if txn.submit_attempts < MAX_SUBMIT_ATTEMPTS => {
+                    let wait = submit_backoff(txn.submit_attempts);
+                    *retry_after.lock().unwrap_or_else(|e| e.into_inner()) = Some(wait);
+                    tracing::info!(transaction = %txn.id, attempt = txn.submit_attempts, %reason, "transient rail error; retrying");
+                    return Ok(Some(None));
+                }
+                Err(RailError::Transient(reason)) => TransactionTransition::FlagForAttention(Cause::new(
+                    "submit_retries_exhausted",
+                    format!("{} submit attempts failed; last: {reason}", txn.submit_attempts),
+                    system(),
+                    now,
+                )),
+                Err(RailError::Permanent(reason)) => TransactionTransition::FlagForAttention(Cause::new("rail_permanent_error", reason.clone(), rail, now)),
+            };
+            txn.apply(transition).map(|c| Some(Some(c)))
+        })
+        .await?;
+        if let Some(wait) = retry_after.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            self.enqueue(QueueTask::SubmitTransaction { transaction_id }, wait)
+                .await?;
+        }
+        Ok(Handled::Done)
+    }
+
+    // ---- timer → status poll ------------------------------------------------------------
+
+    /// Asks the rails about the transactions whose poll is due (up to [`POLL_BATCH`], several
+    /// at a time); returns how many it asked.
+    pub async fn poll_rails(&self) -> Result<usize, DomainError> {
+        let due = self.store.transactions_due(self.now(), POLL_BATCH).await?;
+        let asked: Vec<bool> = futures_util::stream::iter(due)
+            .map(|transaction| async move { self.poll(&transaction).await })
+            .buffer_unordered(POLL_CONCURRENCY)
+            .collect()
+            .await;
+        Ok(asked.into_iter().filter(|asked| *asked).count())
+    }
+
+    /// Asks the transaction's rail about it and records the answer; false when no adapter
+    /// serves the rail (any more), in which case the poll waits, so that such transactions
+    /// do not fill every round ahead of the others.
+    async fn poll(&self, transaction: &Transaction) -> bool {
+        let Some(adapter) = self.rails.get(&transaction.rail).cloned() else {
+            let deferred = self
+                .update_transaction_from(&transaction.id, Some(transaction.clone()), |txn, now| {
+                    Ok(txn.next_poll_at.is_some().then(|| {
+                        txn.next_poll_at = Some(now + UNSERVED_RAIL_WAIT);
+                        None
+                    }))
+                })
+                .await;
+            if let Err(error) = deferred {
+                tracing::warn!(transaction = %transaction.id, %error, "could not defer the poll of an unserved rail");
+            }
+            return false;
+        };
+        let state = adapter
+            .status(&transaction.id, transaction.rail_reference.as_deref())
+            .await;
+        let copy = Some(transaction.clone());
+        if let Err(error) = self.apply_rail_state(&transaction.id, copy, state, None).await {
+            tracing::warn!(transaction = %transaction.id, %error, "could not record a status answer");
+        }
+        true
+    }
+
+    /// Records what a rail says of a transaction, from a poll (`report` = None) or a report;
+    /// `copy` is the transaction as the poll found it.
+    pub(crate) async fn apply_rail_state(
+        &self,
+        transaction_id: &str,
+        copy: Option<Transaction>,
+        state: Result<RailState, RailError>,
+        report: Option<&str>,
+    ) -> Result<Option<Transaction>, DomainError> {
+        self.update_transaction_from(transaction_id, copy, |txn, now| {
+            use TransactionStatus::*;
+            let rail = rail_actor(&txn.rail);
+            let source = report.map_or("status inquiry".to_string(), |r| format!("rail report {r}"));
+            let waiting = matches!(txn.status, Submitted | Unknown);
+            let transition = match (&state, txn.status) {
+                (Ok(RailState::Confirmed { rail_reference }), Submitted | Unknown) => {
+                    txn.rail_reference.get_or_insert_with(|| rail_reference.clone());
+                    TransactionTransition::Confirm(Cause::new(
+                        "confirmed_by_rail",
+                        format!("Confirmed by {source}"),
+                        rail,
+                        now,
+                    ))
+                }
+                (Ok(RailState::Failed { code, reason }), Submitted | Unknown) => {
+                    TransactionTransition::Fail(Cause::new(
+                        &format!("rail_failed_{code}"),
+                        format!("{reason} ({source})"),
+                        rail,
+                        now,
+                    ))
+                }
+                (Ok(RailState::Returned { code, reason }), Confirmed) => TransactionTransition::Return(Cause::new(
+                    &format!("rail_returned_{code}"),
+                    format!("{reason} ({source})"),
+                    rail,
+                    now,
+                )),
+                (Ok(RailState::NotFound), Unknown) if txn.status_polls + 1 >= MAX_NOT_FOUND_POLLS => {
+                    TransactionTransition::FlagForAttention(Cause::new(
+                        "rail_has_no_record",
+                        format!("The rail reported no such transaction {} times", txn.status_polls + 1),
+                        rail,
+                        now,
+                    ))
+                }
+                _ if waiting => {
+                    // Nothing final yet: ask again later.
+                    txn.status_polls += 1;
+                    txn.next_poll_at = Some(now + poll_backoff(txn.status_polls));
+                    return Ok(Some(None));
+                }
+                _ if txn.status == Confirmed && txn.next_poll_at.is_some() => {
+                    txn.status_polls += 1;
+                    txn.next_poll_at = next_return_check(txn.cause.at, now);
+                    return Ok(Some(None));
+                }
+                _ => return Ok(None),
+            };
+            txn.status_polls += 1;
+            let change = txn.apply(transition)?;
+            // Confirmed money can still come back: keep asking for a while.
+            txn.next_poll_at = match txn.status {
+                Confirmed => next_return_check(now, now),
+                _ => None,
+            };
+            Ok(Some(Some(change)))
+        })
+        .await
+    }
+}

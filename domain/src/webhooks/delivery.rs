@@ -1,0 +1,226 @@
+//! Stream → webhook dispatch and queue → webhook send: one delivery per interested endpoint,
+//! attempted until the receiver takes it or its retries run out.
+
+use crate::error::DomainError;
+use crate::event::Event;
+use crate::ids::IdKind;
+use crate::ports::{BatchOutcome, Changeset, QueueMessage, QueueTask, StoreError, Write};
+use crate::service::{jitter, Service};
+use crate::webhooks::{self, signature, Attempt, Delivery, DeliveryStatus, WebhookEndpoint};
+use futures_util::future::join_all;
+use sha2::{Digest, Sha256};
+use std::collections::hash_map::{Entry, HashMap};
+use time::Duration;
+
+/// Delivery ids are derived from event and endpoint, so dispatching twice makes one delivery.
+fn delivery_id(event_id: &str, endpoint_id: &str) -> String {
+    let digest = Sha256::digest(format!("{event_id}/{endpoint_id}"));
+    format!("whd_{}", &hex::encode(digest)[..26])
+}
+
+impl Service {
+    // ---- stream → webhook dispatch ------------------------------------------------------
+
+    pub async fn handle_webhook_events(&self, events: &[Event]) -> BatchOutcome {
+        let mut outcome = BatchOutcome::default();
+        if let (Some(bus), Some(first)) = (&self.bus, events.first()) {
+            if let Err(error) = bus.publish(events).await {
+                tracing::warn!(%error, "publishing to the event bus failed; the batch comes again");
+                outcome.failed.push(first.id.clone());
+                return outcome;
+            }
+        }
+        // A batch mostly holds one customer's events: its endpoints are looked up once.
+        let mut endpoints_of: HashMap<&str, Vec<WebhookEndpoint>> = HashMap::new();
+        for event in events {
+            let dispatched = async {
+                let endpoints = match endpoints_of.entry(&event.customer_id) {
+                    Entry::Occupied(found) => found.into_mut(),
+                    Entry::Vacant(slot) => {
+                        slot.insert(self.store.webhook_endpoints_for(Some(&event.customer_id)).await?)
+                    }
+                };
+                self.dispatch_to(event, endpoints, None).await
+            };
+            if let Err(error) = dispatched.await {
+                tracing::warn!(event = %event.id, %error, "webhook dispatch failed; the event comes again");
+                outcome.failed.push(event.id.clone());
+                break;
+            }
+        }
+        outcome
+    }
+
+    /// Makes one delivery per interested endpoint and queues it. `fresh` gives new delivery
+    /// ids (a resend); otherwise ids derive from event and endpoint, so a second dispatch of
+    /// the same event finds its deliveries made and only queues them again.
+    pub(crate) async fn dispatch_to(
+        &self,
+        event: &Event,
+        endpoints: &[WebhookEndpoint],
+        fresh: Option<&str>,
+    ) -> Result<Vec<Delivery>, DomainError> {
+        let mut made = vec![];
+        for endpoint in endpoints {
+            if !endpoint.wants(&event.kind, &event.customer_id)
+                || fresh.is_some_and(|only| only != "*" && only != endpoint.id)
+            {
+                continue;
+            }
+            let now = self.now();
+            let id = match fresh {
+                Some(_) => self.ids.new_id(IdKind::Event).replacen("evt_", "whd_", 1),
+                None => delivery_id(&event.id, &endpoint.id),
+            };
+            let delivery = Delivery {
+                id,
+                object: "webhook_delivery".into(),
+                event_id: event.id.clone(),
+                endpoint_id: endpoint.id.clone(),
+                url: endpoint.url.clone(),
+                status: DeliveryStatus::Pending,
+                attempts: vec![],
+                next_attempt_at: Some(now),
+                created_at: now,
+                version: 1,
+            };
+            let mut changes = Changeset::default();
+            changes.push(Write::InsertDelivery(delivery.clone()));
+            match self.store.commit(changes).await {
+                Ok(()) | Err(StoreError::Conflict) => {}
+                Err(other) => return Err(other.into()),
+            }
+            let task = QueueTask::SendWebhook {
+                delivery_id: delivery.id.clone(),
+            };
+            self.enqueue(task, Duration::ZERO).await?;
+            made.push(delivery);
+        }
+        Ok(made)
+    }
+
+    // ---- queue → webhook send -----------------------------------------------------------
+
+    /// Sends a batch side by side: a receiver that hangs holds up its own message only. A
+    /// delivery named twice in one batch is sent once (the first message stands for both).
+    pub async fn handle_webhook_sends(&self, messages: &[QueueMessage]) -> BatchOutcome {
+        let mut deliveries = std::collections::HashSet::new();
+        let mut sends = vec![];
+        let mut unreadable = vec![];
+        for message in messages {
+            match QueueTask::parse(&message.body) {
+                Ok(QueueTask::SendWebhook { delivery_id }) if deliveries.insert(delivery_id.clone()) => {
+                    sends.push((message, delivery_id))
+                }
+                Ok(QueueTask::SendWebhook { .. }) => {}
+                Ok(other) => {
+                    tracing::error!(message = %message.id, task = ?other, "a task of another queue dropped from the webhooks queue")
+                }
+                Err(error) => {
+                    // Kept for its dead-letter queue, where a deployment that reads it can redrive it.
+                    tracing::error!(message = %message.id, %error, "unreadable webhook message left for the dead-letter queue");
+                    unreadable.push(message.id.clone());
+                }
+            }
+        }
+        let sent = join_all(sends.into_iter().map(|(message, delivery_id)| async move {
+            self.send_webhook(&delivery_id).await.map_err(|error| {
+                tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
+                message.id.clone()
+            })
+        }))
+        .await;
+        BatchOutcome {
+            failed: sent.into_iter().filter_map(Result::err).chain(unreadable).collect(),
+        }
+    }
+
+    async fn send_webhook(&self, delivery_id: &str) -> Result<(), DomainError> {
+        let Some(delivery) = self.store.delivery(delivery_id).await? else {
+            return Ok(());
+        };
+        if delivery.status != DeliveryStatus::Pending {
+            return Ok(());
+        }
+        let now = self.now();
+        if let Some(due) = delivery.next_attempt_at.filter(|due| *due > now) {
+            // Not yet (a duplicate message, or a wait longer than a queue can hold).
+            let task = QueueTask::SendWebhook {
+                delivery_id: delivery_id.to_owned(),
+            };
+            self.enqueue(task, due - now).await?;
+            return Ok(());
+        }
+        let event = self
+            .store
+            .event(&delivery.event_id)
+            .await?
+            .ok_or_else(|| DomainError::Store(format!("event {} missing", delivery.event_id)))?;
+        let endpoint = self.store.webhook_endpoint(&delivery.endpoint_id).await?;
+        let mut secrets = vec![];
+        for secret in endpoint.iter().flat_map(|e| e.live_secrets(now)) {
+            if let Some(value) = self.secrets.secret(&secret.secret_name).await? {
+                secrets.push(value);
+            }
+        }
+        let body = serde_json::to_vec(&event).expect("serializes");
+        let started = std::time::Instant::now();
+        let answer = match endpoint.as_ref().map(|e| e.status.as_str()) {
+            Some("enabled") if !secrets.is_empty() => {
+                let refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+                let header = signature::header(&refs, now.unix_timestamp(), &body);
+                self.webhooks.post(&delivery.url, &header, body).await
+            }
+            _ => Err("the endpoint was disabled or deleted".to_string()),
+        };
+        let attempt = Attempt {
+            at: now,
+            status_code: answer.as_ref().ok().copied(),
+            error: answer.as_ref().err().cloned(),
+            duration_ms: started.elapsed().as_millis() as u64,
+        };
+        let delivered = matches!(answer, Ok(200..=299));
+        let mut updated = delivery.clone();
+        updated.attempts.push(attempt);
+        updated.version += 1;
+        if delivered {
+            updated.status = DeliveryStatus::Delivered;
+            updated.next_attempt_at = None;
+        } else {
+            match webhooks::retry_delay(updated.attempts.len() - 1, jitter()) {
+                Some(wait) => updated.next_attempt_at = Some(now + wait),
+                None => {
+                    updated.status = DeliveryStatus::Failed;
+                    updated.next_attempt_at = None;
+                }
+            }
+        }
+        let mut changes = Changeset::default();
+        changes.push(Write::UpdateDelivery(updated.clone()));
+        match self.store.commit(changes).await {
+            Ok(()) => {}
+            // Another worker recorded this attempt first; its record stands.
+            Err(StoreError::Conflict) => return Ok(()),
+            Err(other) => return Err(other.into()),
+        }
+        if let Some(due) = updated.next_attempt_at {
+            let task = QueueTask::SendWebhook {
+                delivery_id: delivery_id.to_owned(),
+            };
+            self.enqueue(task, due - now).await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivery_ids_are_stable_per_event_and_endpoint() {
+        assert_eq!(delivery_id("evt_1", "whe_1"), delivery_id("evt_1", "whe_1"));
+        assert_ne!(delivery_id("evt_1", "whe_1"), delivery_id("evt_1", "whe_2"));
+        assert!(delivery_id("evt_1", "whe_1").starts_with("whd_"));
+    }
+}

@@ -1,0 +1,342 @@
+//! Events, their deliveries and resends, and webhook endpoints as customers manage them.
+
+use crate::access::{Principal, Scope};
+use crate::cause::Cause;
+use crate::error::DomainError;
+use crate::event::Event;
+use crate::ids::IdKind;
+use crate::ports::{AuditEntry, Changeset, EventQuery, Write};
+use crate::service::{customer_scope, Page, Service};
+use crate::validate::required_text;
+use crate::webhooks::{self, Delivery, SigningSecret, WebhookEndpoint};
+use serde::{Deserialize, Serialize};
+use time::Duration;
+
+const MAX_SECRET_OVERLAP: Duration = Duration::days(7);
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateWebhookEndpoint {
+    pub url: Option<String>,
+    pub events: Option<Vec<String>>,
+    /// Platform keys only: the customer whose events it receives (omit for every customer).
+    pub customer_id: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RotateWebhookSecret {
+    /// Seconds the old secret keeps signing (default a day; 0 ends it now).
+    pub expires_in: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResendEvent {
+    pub endpoint_id: Option<String>,
+}
+
+#[derive(Serialize)]
+struct EndpointWithSecret<'a> {
+    #[serde(flatten)]
+    endpoint: &'a WebhookEndpoint,
+    secret: &'a str,
+}
+
+fn new_webhook_secret() -> String {
+    let mut random = [0u8; 32];
+    rand::fill(&mut random);
+    format!("whsec_{}", hex::encode(random))
+}
+
+impl Service {
+    // ---- events -----------------------------------------------------------------------
+
+    pub async fn get_event(&self, principal: &Principal, id: &str) -> Result<Event, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let found = match IdKind::Event.matches(id) {
+            true => self.store.event(id).await?,
+            false => None,
+        };
+        found
+            .filter(|e| principal.can_access(&e.customer_id))
+            .ok_or_else(|| DomainError::not_found("event", id))
+    }
+
+    pub async fn list_events(&self, principal: &Principal, mut query: EventQuery) -> Result<Page<Event>, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let Some(customer_id) = customer_scope(principal, query.customer_id.take()) else {
+            return Ok(Page::empty());
+        };
+        let limit = query.limit;
+        let query = EventQuery {
+            customer_id,
+            limit: limit + 1,
+            ..query
+        };
+        Ok(Page::of(self.store.events(&query).await?, limit))
+    }
+
+    pub async fn event_deliveries(&self, principal: &Principal, id: &str) -> Result<Page<Delivery>, DomainError> {
+        let event = self.get_event(principal, id).await?;
+        let mut data = self.store.deliveries_of_event(&event.id).await?;
+        if let Some(own) = &principal.key.customer_id {
+            let mut visible = vec![];
+            for delivery in data {
+                let endpoint = self.store.webhook_endpoint(&delivery.endpoint_id).await?;
+                if endpoint.is_some_and(|e| e.customer_id.as_deref() == Some(own)) {
+                    visible.push(delivery);
+                }
+            }
+            data = visible;
+        }
+        Ok(Page::all(data))
+    }
+
+    pub async fn resend_event(
+        &self,
+        principal: &Principal,
+        id: &str,
+        command: ResendEvent,
+    ) -> Result<Page<Delivery>, DomainError> {
+        principal.require(Scope::WebhooksManage)?;
+        let event = self.get_event(principal, id).await?;
+        let only = match command.endpoint_id {
+            Some(endpoint_id) => {
+                let endpoint =
+                    self.visible_endpoint(principal, &endpoint_id)
+                        .await
+                        .map_err(|_| DomainError::InvalidRequest {
+                            code: "resource_missing",
+                            param: Some("endpoint_id".into()),
+                            message: format!("No such webhook endpoint: '{endpoint_id}'"),
+                        })?;
+                endpoint.id
+            }
+            None => "*".into(),
+        };
+        // A customer resends to its own endpoints; only the platform resends to the platform's.
+        let endpoints: Vec<WebhookEndpoint> = self
+            .store
+            .webhook_endpoints_for(Some(&event.customer_id))
+            .await?
+            .into_iter()
+            .filter(|e| principal.is_platform() || e.customer_id.is_some())
+            .collect();
+        Ok(Page::all(self.dispatch_to(&event, &endpoints, Some(&only)).await?))
+    }
+
+    // ---- webhook endpoints ------------------------------------------------------------
+
+    async fn visible_endpoint(&self, principal: &Principal, id: &str) -> Result<WebhookEndpoint, DomainError> {
+        principal.require(Scope::WebhooksManage)?;
+        let found = match id.starts_with("whe_") {
+            true => self.store.webhook_endpoint(id).await?,
+            false => None,
+        };
+        found
+            .filter(|e| e.status != "deleted")
+            .filter(|e| match &e.customer_id {
+                Some(customer) => principal.can_access(customer),
+                None => principal.is_platform(),
+            })
+            .ok_or_else(|| DomainError::not_found("webhook_endpoint", id))
+    }
+
+    async fn store_new_secret(&self, endpoint_id: &str, index: usize) -> Result<(String, SigningSecret), DomainError> {
+        let value = new_webhook_secret();
+        let secret_name = format!("webhook/{endpoint_id}/{index}");
+        self.secrets.put_secret(&secret_name, &value).await?;
+        Ok((
+            value,
+            SigningSecret {
+                secret_name,
+                expires_at: None,
+            },
+        ))
+    }
+
+    pub async fn create_webhook_endpoint(
+        &self,
+        principal: &Principal,
+        command: CreateWebhookEndpoint,
+        ticket: Option<crate::idempotency::Ticket>,
+    ) -> Result<Vec<u8>, DomainError> {
+        principal.require(Scope::WebhooksManage)?;
+        let url = required_text(command.url, "url", 2048)?;
+        self.webhook_targets
+            .check_url(&url)
+            .map_err(|m| DomainError::invalid("url", "invalid_url", m))?;
+        let events = command.events.unwrap_or_else(|| vec!["*".into()]);
+        if events.is_empty() {
+            return Err(DomainError::invalid(
+                "events",
+                "parameter_invalid_empty",
+                "Give at least one event type, or \"*\".",
+            ));
+        }
+        if let Some(i) = events
+            .iter()
+            .position(|e| e != "*" && !webhooks::event_types().any(|known| known == *e))
+        {
+            return Err(DomainError::invalid(
+                format!("events[{i}]"),
+                "invalid_event_type",
+                "Unknown event type: subscribe to \"*\" or to types such as operation.approved or transaction.confirmed.",
+            ));
+        }
+        let customer_id = match (&principal.key.customer_id, command.customer_id) {
+            (Some(own), None) => Some(own.clone()),
+            (Some(_), Some(_)) => {
+                return Err(DomainError::invalid(
+                    "customer_id",
+                    "parameter_unknown",
+                    "customer_id is for platform keys; your endpoints are your customer's.",
+                ))
+            }
+            (None, Some(id)) => Some(
+                self.store
+                    .customer(&id)
+                    .await?
+                    .ok_or_else(|| DomainError::InvalidRequest {
+                        code: "resource_missing",
+                        param: Some("customer_id".into()),
+                        message: format!("No such customer: '{id}'"),
+                    })?
+                    .id,
+            ),
+            (None, None) => None,
+        };
+        let id = self.ids.new_id(IdKind::Event).replacen("evt_", "whe_", 1);
+        let (secret, signing) = self.store_new_secret(&id, 0).await?;
+        let now = self.now();
+        let endpoint = WebhookEndpoint {
+            id,
+            object: "webhook_endpoint".into(),
+            customer_id,
+            url,
+            events,
+            status: "enabled".into(),
+            secrets: vec![signing],
+            created_at: now,
+            environment: self.environment,
+            version: 1,
+        };
+        let body = serde_json::to_vec(&EndpointWithSecret {
+            endpoint: &endpoint,
+            secret: &secret,
+        })
+        .expect("serializes");
+        let stored = serde_json::to_vec(&EndpointWithSecret {
+            endpoint: &endpoint,
+            secret: "whsec_…withheld",
+        })
+        .expect("serializes");
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(AuditEntry::new(
+            "webhook_endpoint",
+            &endpoint.id,
+            "created",
+            Cause::new(
+                "webhook_endpoint_created",
+                "Webhook endpoint created",
+                principal.actor(),
+                now,
+            ),
+        )));
+        changes.push(Write::PutWebhookEndpoint(endpoint));
+        self.commit_created(changes, ticket, stored).await?;
+        Ok(body)
+    }
+
+    pub async fn get_webhook_endpoint(&self, principal: &Principal, id: &str) -> Result<WebhookEndpoint, DomainError> {
+        self.visible_endpoint(principal, id).await
+    }
+
+    pub async fn list_webhook_endpoints(&self, principal: &Principal) -> Result<Page<WebhookEndpoint>, DomainError> {
+        principal.require(Scope::WebhooksManage)?;
+        let data = self
+            .store
+            .webhook_endpoints_for(principal.key.customer_id.as_deref())
+            .await?
+            .into_iter()
+            .filter(|e| e.status != "deleted" && (principal.is_platform() || e.customer_id.is_some()))
+            .collect();
+        Ok(Page::all(data))
+    }
+
+    pub async fn delete_webhook_endpoint(
+        &self,
+        principal: &Principal,
+        id: &str,
+    ) -> Result<WebhookEndpoint, DomainError> {
+        let mut endpoint = self.visible_endpoint(principal, id).await?;
+        endpoint.status = "deleted".into();
+        endpoint.version += 1;
+        let now = self.now();
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(AuditEntry::new(
+            "webhook_endpoint",
+            &endpoint.id,
+            "deleted",
+            Cause::new(
+                "webhook_endpoint_deleted",
+                "Webhook endpoint deleted",
+                principal.actor(),
+                now,
+            ),
+        )));
+        changes.push(Write::PutWebhookEndpoint(endpoint.clone()));
+        self.store.commit(changes).await?;
+        Ok(endpoint)
+    }
+
+    /// A new signing secret, shown once; the old ones keep signing until `expires_in`, so
+    /// deliveries carry one `v1=` per live secret meanwhile.
+    pub async fn rotate_webhook_secret(
+        &self,
+        principal: &Principal,
+        id: &str,
+        command: RotateWebhookSecret,
+    ) -> Result<Vec<u8>, DomainError> {
+        let mut endpoint = self.visible_endpoint(principal, id).await?;
+        let overlap = match command.expires_in {
+            None => Duration::hours(24),
+            Some(s) if (0..=MAX_SECRET_OVERLAP.whole_seconds()).contains(&s) => Duration::seconds(s),
+            Some(_) => {
+                return Err(DomainError::invalid(
+                    "expires_in",
+                    "out_of_range",
+                    format!("expires_in is 0 to {} seconds.", MAX_SECRET_OVERLAP.whole_seconds()),
+                ))
+            }
+        };
+        let now = self.now();
+        for old in endpoint.secrets.iter_mut() {
+            old.expires_at = Some(old.expires_at.map_or(now + overlap, |at| at.min(now + overlap)));
+        }
+        let (secret, signing) = self.store_new_secret(&endpoint.id, endpoint.secrets.len()).await?;
+        endpoint.secrets.retain(|s| s.expires_at.is_none_or(|at| at > now));
+        endpoint.secrets.push(signing);
+        endpoint.version += 1;
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(AuditEntry::new(
+            "webhook_endpoint",
+            &endpoint.id,
+            "secret_rotated",
+            Cause::new(
+                "webhook_secret_rotated",
+                "Signing secret rotated",
+                principal.actor(),
+                now,
+            ),
+        )));
+        changes.push(Write::PutWebhookEndpoint(endpoint.clone()));
+        self.store.commit(changes).await?;
+        Ok(serde_json::to_vec(&EndpointWithSecret {
+            endpoint: &endpoint,
+            secret: &secret,
+        })
+        .expect("serializes"))
+    }
+}
