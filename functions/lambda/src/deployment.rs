@@ -33,6 +33,10 @@ pub struct Settings {
     pub sandbox_ledger: Option<std::path::PathBuf>,
     /// Requests per second each API key may make (0: unlimited).
     pub rate_limit: u32,
+    /// Webhooks may go to plain http and to loopback or private addresses: off unless set (a
+    /// function in the cloud reaches no developer's laptop, and must never reach the metadata
+    /// address); refused for production.
+    pub webhook_allow_local: bool,
 }
 
 impl Settings {
@@ -61,6 +65,13 @@ impl Settings {
                 .map_err(|_| format!("OPS_RATE_LIMIT must be a whole number of requests per second, not {value}"))?,
             None => DEFAULT_RATE_LIMIT,
         };
+        let webhook_allow_local = match lookup("OPS_WEBHOOK_ALLOW_LOCAL").as_deref() {
+            None | Some("") | Some("false") => false,
+            Some("true") => true,
+            Some(other) => return Err(format!("OPS_WEBHOOK_ALLOW_LOCAL must be true or false, not {other}").into()),
+        };
+        TargetPolicy::for_environment(environment, Some(webhook_allow_local))
+            .map_err(|e| format!("OPS_WEBHOOK_ALLOW_LOCAL: {e}"))?;
         let sandbox = lookup("OPS_SANDBOX_RAIL")
             .map(|v| v == "true")
             .unwrap_or(environment == Environment::Test);
@@ -76,6 +87,7 @@ impl Settings {
             http_rails,
             sandbox_ledger: sandbox.then(|| std::env::temp_dir().join("rail-sandbox.sqlite")),
             rate_limit,
+            webhook_allow_local,
         })
     }
 
@@ -93,13 +105,15 @@ impl Settings {
             ("OPS_HTTP_RAILS", rails.join(",")),
             ("OPS_SANDBOX_RAIL", self.sandbox_ledger.is_some().to_string()),
             ("OPS_RATE_LIMIT", self.rate_limit.to_string()),
+            ("OPS_WEBHOOK_ALLOW_LOCAL", self.webhook_allow_local.to_string()),
         ]
     }
 
-    /// Production stacks send webhooks to public https receivers only; test stacks may also
-    /// reach receivers on loopback or private networks (development).
-    pub fn webhook_targets(&self) -> TargetPolicy {
-        TargetPolicy::for_environment(self.environment, None).expect("the default policy is allowed")
+    /// Where webhooks may go: public https receivers, and local ones too when a test stack
+    /// allows them (never a production one).
+    pub fn webhook_targets(&self) -> Result<TargetPolicy, Error> {
+        TargetPolicy::for_environment(self.environment, Some(self.webhook_allow_local))
+            .map_err(|e| format!("OPS_WEBHOOK_ALLOW_LOCAL: {e}").into())
     }
 
     /// Builds the use cases over the AWS adapters (clients from the standard AWS
@@ -154,8 +168,8 @@ impl Settings {
             rails,
             queue: queue.clone(),
             secrets,
-            webhooks: Arc::new(HttpWebhookSender::with_policy(self.webhook_targets())),
-            webhook_targets: self.webhook_targets(),
+            webhooks: Arc::new(HttpWebhookSender::with_policy(self.webhook_targets()?)),
+            webhook_targets: self.webhook_targets()?,
             rail_secret: RailSecret::InSecrets,
             bus,
             rate_limit: RateLimit::new(Arc::new(store.clone()), self.rate_limit),
@@ -211,6 +225,7 @@ mod tests {
             ],
             sandbox_ledger: None,
             rate_limit: 250,
+            webhook_allow_local: false,
         }
     }
 
@@ -231,6 +246,24 @@ mod tests {
             .collect();
         let error = Settings::from_vars(|name| vars.get(name).cloned()).unwrap_err();
         assert_eq!(error.to_string(), "SUBMISSIONS_QUEUE_URL is not set");
+    }
+
+    #[test]
+    fn local_webhook_targets_are_off_unless_set_and_never_for_production() {
+        let mut vars: HashMap<_, _> = production().to_vars().into_iter().collect();
+        vars.remove("OPS_WEBHOOK_ALLOW_LOCAL");
+        let read = Settings::from_vars(|name| vars.get(name).cloned()).expect("settings");
+        assert!(!read.webhook_allow_local);
+        assert_eq!(read.webhook_targets().unwrap(), TargetPolicy::PUBLIC_ONLY);
+
+        vars.insert("OPS_WEBHOOK_ALLOW_LOCAL", "true".into());
+        let refused = Settings::from_vars(|name| vars.get(name).cloned()).unwrap_err();
+        assert!(refused.to_string().starts_with("OPS_WEBHOOK_ALLOW_LOCAL"), "{refused}");
+        vars.insert("OPS_ENVIRONMENT", "test".into());
+        let test_stack = Settings::from_vars(|name| vars.get(name).cloned()).expect("settings");
+        assert!(test_stack.webhook_targets().unwrap().allow_local);
+        vars.insert("OPS_WEBHOOK_ALLOW_LOCAL", "yes".into());
+        assert!(Settings::from_vars(|name| vars.get(name).cloned()).is_err());
     }
 
     #[test]

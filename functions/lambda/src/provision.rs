@@ -47,5 +47,7 @@ pub async fn provision(
         http_rails: vec![],
         sandbox_ledger: None,
         rate_limit: ops_domain::access::DEFAULT_RATE_LIMIT,
+        // An emulator's stack is a developer's or a test's: its receivers are local.
+        webhook_allow_local: environment == Environment::Test,
     })
 }

@@ -32,6 +32,9 @@ pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsSe
         None => Settings::from_env().map_err(config_error)?,
     };
     settings.rate_limit = config.rate_limit;
+    if let Some(allow) = config.webhook_allow_local {
+        settings.webhook_allow_local = allow;
+    }
     if config.sandbox_rail.unwrap_or(environment == Environment::Test) {
         std::fs::create_dir_all(&config.data_dir)?;
         settings.sandbox_ledger = Some(
