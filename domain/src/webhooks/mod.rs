@@ -207,17 +207,24 @@ pub fn is_public(ip: IpAddr) -> bool {
                 return is_public(IpAddr::V4(v4));
             }
             let segments = v6.segments();
-            // NAT64 (64:ff9b::/96) reaches the IPv4 address in its last 32 bits.
+            let embedded = |high: u16, low: u16| std::net::Ipv4Addr::from(((high as u32) << 16) | low as u32);
+            // NAT64 (64:ff9b::/96) reaches the IPv4 address in its last 32 bits, 6to4
+            // (2002::/16) the one in its second and third segments.
             if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-                let v4 = std::net::Ipv4Addr::from(((segments[6] as u32) << 16) | segments[7] as u32);
-                return is_public(IpAddr::V4(v4));
+                return is_public(IpAddr::V4(embedded(segments[6], segments[7])));
+            }
+            if segments[0] == 0x2002 {
+                return is_public(IpAddr::V4(embedded(segments[1], segments[2])));
             }
             !(v6.is_unspecified()
                 || v6.is_loopback()
                 || v6.is_multicast()
                 || (segments[0] & 0xfe00) == 0xfc00
                 || (segments[0] & 0xffc0) == 0xfe80
+                || (segments[0] & 0xffc0) == 0xfec0
                 || (segments[0] == 0x2001 && segments[1] == 0x0db8)
+                // Teredo tunnels to an address that is not this one.
+                || (segments[0] == 0x2001 && segments[1] == 0)
                 || segments[..6] == [0, 0, 0, 0, 0, 0])
         }
     }
@@ -252,6 +259,13 @@ mod tests {
         assert!(production.check_url("https://hooks.example.com/ops").is_ok());
         assert!(production.check_url("https://hooks.example.com:443/ops").is_ok());
         assert!(production.check_url("https://93.184.216.34/hook").is_ok());
+        assert!(production
+            .check_url("https://[2606:2800:220:1:248:1893:25c8:1946]/hook")
+            .is_ok());
+        assert!(
+            production.check_url("https://[2002:5db8:d822::1]/hook").is_ok(),
+            "6to4 of a public address"
+        );
         for bad in [
             "http://hooks.example.com",
             "https://hooks.example.com:8443/",
@@ -271,6 +285,10 @@ mod tests {
             "https://[64:ff9b::a9fe:a9fe]/",
             "https://[fd00::1]/",
             "https://[fe80::1]/",
+            "https://[fec0::1]/",
+            "https://[2002:7f00:1::]/",
+            "https://[2002:a9fe:a9fe::1]/",
+            "https://[2001:0:4136:e378::1]/",
             "https://[ff02::1]/",
             "https://localhost/",
             "https://api.localhost./",
