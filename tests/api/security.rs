@@ -596,6 +596,33 @@ async fn an_idempotent_replay_needs_the_scope_the_original_needed() {
         )
         .await;
     assert_eq!(replayed_to_reader.error(403)["code"], "missing_scope");
+
+    // The same for a rotation: only the key itself or a key manager may see it again.
+    let other = app
+        .post("/v1/api_keys", &customer.key, json!({"scopes": ["operations:read"]}))
+        .await
+        .id();
+    let path = format!("/v1/api_keys/{other}/rotate");
+    let rotated = app
+        .send(
+            Method::POST,
+            &path,
+            Some(&customer.key),
+            Some("rotate-1"),
+            Some(&json!({})),
+        )
+        .await;
+    assert_eq!(rotated.status, 201);
+    let replayed = app
+        .send(
+            Method::POST,
+            &path,
+            Some(&reader.key),
+            Some("rotate-1"),
+            Some(&json!({})),
+        )
+        .await;
+    assert_eq!(replayed.error(403)["code"], "missing_scope");
 }
 
 #[tokio::test]

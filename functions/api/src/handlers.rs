@@ -109,7 +109,12 @@ pub async fn rotate_api_key(
     let command = parse(&body)?;
     if headers.contains_key("idempotency-key") {
         let path = format!("/v1/api_keys/{id}/rotate");
-        return create_once(&app, &caller, Ok(()), &headers, &path, &body, |ticket| {
+        // A key may rotate itself; rotating another takes users:manage, replays included.
+        let permission = match caller.key.id == id {
+            true => Ok(()),
+            false => caller.require(Scope::UsersManage),
+        };
+        return create_once(&app, &caller, permission, &headers, &path, &body, |ticket| {
             app.service.rotate_api_key(&caller, &id, command, ticket)
         })
         .await;
