@@ -1,6 +1,6 @@
 //! Customers, users and API keys: created, rotated, revoked and listed, each change audited.
 
-use crate::access::{self, ApiKey, Customer, Principal, Scope, User};
+use crate::access::{self, ApiKey, Customer, CustomerStatus, Principal, Scope, User};
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::idempotency::Ticket;
@@ -36,7 +36,7 @@ impl Service {
             id: self.ids.new_id(IdKind::Customer),
             object: "customer".into(),
             name,
-            status: "active".into(),
+            status: CustomerStatus::Active,
             created_at: now,
         };
         let body = to_json(&customer);

@@ -104,12 +104,18 @@ impl Role {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CustomerStatus {
+    Active,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Customer {
     pub id: String,
     pub object: String,
     pub name: String,
-    pub status: String,
+    pub status: CustomerStatus,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }

@@ -6,7 +6,7 @@ use crate::event::Event;
 use crate::ids::IdKind;
 use crate::ports::{BatchOutcome, Changeset, QueueMessage, QueueTask, StoreError, Write};
 use crate::service::{jitter, Service};
-use crate::webhooks::{self, signature, Attempt, Delivery, DeliveryStatus, WebhookEndpoint};
+use crate::webhooks::{self, signature, Attempt, Delivery, DeliveryStatus, EndpointStatus, WebhookEndpoint};
 use futures_util::future::join_all;
 use sha2::{Digest, Sha256};
 use std::collections::hash_map::{Entry, HashMap};
@@ -165,8 +165,8 @@ impl Service {
         }
         let body = serde_json::to_vec(&event).expect("serializes");
         let started = std::time::Instant::now();
-        let answer = match endpoint.as_ref().map(|e| e.status.as_str()) {
-            Some("enabled") if !secrets.is_empty() => {
+        let answer = match endpoint.as_ref().map(|e| e.status) {
+            Some(EndpointStatus::Enabled) if !secrets.is_empty() => {
                 let refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
                 let header = signature::header(&refs, now.unix_timestamp(), &body);
                 self.webhooks.post(&delivery.url, &header, body).await

@@ -40,6 +40,14 @@ pub struct SigningSecret {
     pub expires_at: Option<OffsetDateTime>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointStatus {
+    Enabled,
+    /// Deleted endpoints are kept for their deliveries' sake, and receive nothing.
+    Deleted,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WebhookEndpoint {
     pub id: String,
@@ -49,7 +57,7 @@ pub struct WebhookEndpoint {
     pub url: String,
     /// Event types, or `*` for all.
     pub events: Vec<String>,
-    pub status: String,
+    pub status: EndpointStatus,
     /// Where the signing secrets are kept; never shown (stores persist it beside the JSON).
     #[serde(skip_serializing, default)]
     pub secrets: Vec<SigningSecret>,
@@ -61,7 +69,7 @@ pub struct WebhookEndpoint {
 
 impl WebhookEndpoint {
     pub fn wants(&self, event_type: &str, customer_id: &str) -> bool {
-        self.status == "enabled"
+        self.status == EndpointStatus::Enabled
             && self.customer_id.as_deref().is_none_or(|own| own == customer_id)
             && self.events.iter().any(|e| e == "*" || e == event_type)
     }
@@ -331,7 +339,7 @@ mod tests {
             customer_id: Some("cus_1".into()),
             url: "https://x".into(),
             events: vec!["transaction.confirmed".into()],
-            status: "enabled".into(),
+            status: EndpointStatus::Enabled,
             secrets: vec![],
             created_at: OffsetDateTime::UNIX_EPOCH,
             environment: Environment::Test,

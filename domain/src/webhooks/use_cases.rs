@@ -8,7 +8,7 @@ use crate::ids::IdKind;
 use crate::ports::{AuditEntry, Changeset, EventQuery, Write};
 use crate::service::{customer_scope, Page, Service};
 use crate::validate::required_text;
-use crate::webhooks::{self, Delivery, SigningSecret, WebhookEndpoint};
+use crate::webhooks::{self, Delivery, EndpointStatus, SigningSecret, WebhookEndpoint};
 use serde::{Deserialize, Serialize};
 use time::Duration;
 
@@ -135,7 +135,7 @@ impl Service {
             false => None,
         };
         found
-            .filter(|e| e.status != "deleted")
+            .filter(|e| e.status != EndpointStatus::Deleted)
             .filter(|e| match &e.customer_id {
                 Some(customer) => principal.can_access(customer),
                 None => principal.is_platform(),
@@ -216,7 +216,7 @@ impl Service {
             customer_id,
             url,
             events,
-            status: "enabled".into(),
+            status: EndpointStatus::Enabled,
             secrets: vec![signing],
             created_at: now,
             environment: self.environment,
@@ -260,7 +260,7 @@ impl Service {
             .webhook_endpoints_for(principal.key.customer_id.as_deref())
             .await?
             .into_iter()
-            .filter(|e| e.status != "deleted" && (principal.is_platform() || e.customer_id.is_some()))
+            .filter(|e| e.status != EndpointStatus::Deleted && (principal.is_platform() || e.customer_id.is_some()))
             .collect();
         Ok(Page::all(data))
     }
@@ -271,7 +271,7 @@ impl Service {
         id: &str,
     ) -> Result<WebhookEndpoint, DomainError> {
         let mut endpoint = self.visible_endpoint(principal, id).await?;
-        endpoint.status = "deleted".into();
+        endpoint.status = EndpointStatus::Deleted;
         endpoint.version += 1;
         let now = self.now();
         let mut changes = Changeset::default();
