@@ -253,7 +253,7 @@ async fn aws_lifecycles() {
         config.aws_provision = Some(format!("bench-{clients}-{}", std::process::id()));
         config.worker = true;
         config.rate_limit = 0;
-        let server = ops_local::start_on_aws(config, ops_lambda::deployment::system_clock())
+        let server = ops_local::start_on_aws(config, ops_runtime::deployment::system_clock())
             .await
             .expect("server starts on the AWS adapters");
         let api = Api {
@@ -267,12 +267,12 @@ async fn aws_lifecycles() {
 
 /// Requests per lifecycle on the AWS adapters (against the emulator the endpoint names), and
 /// what 1,000 payouts would cost at on-demand prices. Returns the stack it measured on.
-async fn aws_round_trips() -> ops_lambda::deployment::Settings {
+async fn aws_round_trips() -> ops_runtime::deployment::Settings {
     use ops_domain::access::Environment;
     use std::sync::Arc;
     let config = ops_infra::aws::load_config().await;
     let stack = format!("bench-{}", std::process::id());
-    let mut settings = ops_lambda::provision::provision(&config, &stack, Environment::Test, None)
+    let mut settings = ops_runtime::provision::provision(&config, &stack, Environment::Test, None)
         .await
         .expect("stack");
     let ledger = tempfile::tempdir().unwrap();
@@ -292,7 +292,7 @@ async fn aws_round_trips() -> ops_lambda::deployment::Settings {
     });
     tokio::spawn(async move { axum::serve(listener, router).await });
     let stream = parts.store.stream_arn().await.unwrap();
-    let pump = ops_lambda::pump::Pump::new(
+    let pump = ops_runtime::pump::Pump::new(
         service.clone(),
         parts.queue.clone(),
         aws_sdk_dynamodbstreams::Client::new(&config),
@@ -491,7 +491,7 @@ async fn answered(client: &reqwest::Client, url: &str, key: Option<&str>) {
 /// `cargo lambda watch --only-lambda-apis` as the Lambda runtime API and the emulator stack
 /// behind it; then one more request on the warm process. Release builds for this machine
 /// (`scripts/bench` builds them).
-async fn cold_starts(stack: &ops_lambda::deployment::Settings) {
+async fn cold_starts(stack: &ops_runtime::deployment::Settings) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("free port")

@@ -575,7 +575,9 @@ async fn one_status_poll_asks_about_every_due_transaction() {
     let waiting = statuses().await["submitted"];
     assert_eq!(waiting, burst, "{:?}", statuses().await);
     app.clock.advance(Duration::seconds(3));
-    let answer = ops_lambda::triggers::status_poll(app.worker().service()).await.unwrap();
+    let answer = ops_runtime::triggers::status_poll(app.worker().service())
+        .await
+        .unwrap();
     assert_eq!(answer["polled"], waiting);
     assert_eq!(statuses().await, BTreeMap::from([("confirmed".to_owned(), burst)]));
     app.drain().await;

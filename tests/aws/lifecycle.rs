@@ -190,7 +190,7 @@ async fn a_payout_runs_its_whole_lifecycle_on_the_aws_adapters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_message_that_keeps_failing_ends_in_the_dead_letter_queue() {
     let app = spawn_aws_app().await;
-    let pump = ops_lambda::pump::Pump::new(
+    let pump = ops_runtime::pump::Pump::new(
         app.service.clone(),
         app.parts.queue.clone(),
         aws_sdk_dynamodbstreams::Client::new(&app.config),

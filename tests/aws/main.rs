@@ -12,8 +12,8 @@ mod triggers;
 
 use ops_domain::access::Environment;
 use ops_domain::service::Service;
-use ops_lambda::deployment::Parts;
-use ops_lambda::pump::Pump;
+use ops_runtime::deployment::Parts;
+use ops_runtime::pump::Pump;
 use ops_tests::{Api, TestClock, ADMIN_KEY, RAIL_SECRET};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -25,7 +25,7 @@ pub struct AwsApp {
     pub pump: Pump,
     pub clock: Arc<TestClock>,
     pub config: aws_config::SdkConfig,
-    pub settings: ops_lambda::deployment::Settings,
+    pub settings: ops_runtime::deployment::Settings,
     _ledger: tempfile::TempDir,
 }
 
@@ -46,7 +46,7 @@ pub async fn spawn_aws_app() -> AwsApp {
     static STACKS: AtomicUsize = AtomicUsize::new(0);
     let name = format!("ops-{}-{}", std::process::id(), STACKS.fetch_add(1, Ordering::SeqCst));
     let config = ops_infra::aws::load_config().await;
-    let mut settings = ops_lambda::provision::provision(&config, &name, Environment::Test, Some(RAIL_SECRET))
+    let mut settings = ops_runtime::provision::provision(&config, &name, Environment::Test, Some(RAIL_SECRET))
         .await
         .expect("stack provisioned");
     let ledger = tempfile::tempdir().unwrap();

@@ -115,7 +115,7 @@ fn functions_are_given_every_setting_they_read() {
         "TABLE_NAME" | "SUBMISSIONS_QUEUE_URL" | "WEBHOOKS_QUEUE_URL" | "SECRETS_PREFIX" => Some(name.to_owned()),
         _ => None,
     };
-    let settings = ops_lambda::deployment::Settings::from_vars(required).expect("settings");
+    let settings = ops_runtime::deployment::Settings::from_vars(required).expect("settings");
     for (name, _) in settings.to_vars() {
         assert!(
             variables.contains(&format!("        {name}: ")),

@@ -55,17 +55,17 @@ async fn every_sample_payload_reaches_its_handler() {
     // DynamoDB stream → transition and webhook dispatch: the event record is read, the other
     // record skipped, and nothing fails (the operation is unknown to this stack).
     let stream: StreamEvent = serde_json::from_str(&sample("dynamodb-stream-new-events.json")).unwrap();
-    let events = ops_lambda::triggers::stream_events(&stream).unwrap();
+    let events = ops_runtime::triggers::stream_events(&stream).unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(
         (events[0].0.as_str(), events[0].1.kind.as_str()),
         ("111", "operation.approved")
     );
-    assert!(ops_lambda::triggers::transition(&app.service, stream.clone())
+    assert!(ops_runtime::triggers::transition(&app.service, stream.clone())
         .await
         .batch_item_failures
         .is_empty());
-    assert!(ops_lambda::triggers::webhook_dispatch(&app.service, stream)
+    assert!(ops_runtime::triggers::webhook_dispatch(&app.service, stream)
         .await
         .batch_item_failures
         .is_empty());
@@ -74,7 +74,7 @@ async fn every_sample_payload_reaches_its_handler() {
     // of a version this deployment does not read (refused by name, kept for the dead-letter
     // queue, never misread).
     let submissions: SqsEvent = serde_json::from_str(&sample("sqs-rail-submit.json")).unwrap();
-    let response = ops_lambda::triggers::rail_submit(&app.service, submissions).await;
+    let response = ops_runtime::triggers::rail_submit(&app.service, submissions).await;
     let failed: Vec<&str> = response
         .batch_item_failures
         .iter()
@@ -95,7 +95,7 @@ async fn every_sample_payload_reaches_its_handler() {
 
     // SQS → webhook send: a delivery that no longer exists is done with.
     let sends: SqsEvent = serde_json::from_str(&sample("sqs-webhook-send.json")).unwrap();
-    assert!(ops_lambda::triggers::webhook_send(&app.service, sends)
+    assert!(ops_runtime::triggers::webhook_send(&app.service, sends)
         .await
         .batch_item_failures
         .is_empty());
@@ -103,7 +103,7 @@ async fn every_sample_payload_reaches_its_handler() {
     // Schedule → status poll.
     let _: serde_json::Value = serde_json::from_str(&sample("schedule-status-poll.json")).unwrap();
     assert_eq!(
-        ops_lambda::triggers::status_poll(&app.service).await.unwrap()["polled"],
+        ops_runtime::triggers::status_poll(&app.service).await.unwrap()["polled"],
         0
     );
 }

@@ -4,7 +4,7 @@
 use crate::TestClock;
 use ops_domain::ports::QueueName;
 use ops_infra::aws::DynamoStore;
-use ops_lambda::pump::{Pump, StreamConsumer};
+use ops_runtime::pump::{Pump, StreamConsumer};
 
 /// The fewest DynamoDB requests each step of a one-item payout's lifecycle can make under the
 /// design: every state change one changeset with its audit entry and event, and a read of

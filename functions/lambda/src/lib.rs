@@ -1,17 +1,18 @@
 //! The Lambda functions' shared library. Each binary in `src/bin/` is a thin `main` that
-//! builds its clients once ([`deployment`]) and hands events to a handler here or in
-//! `ops-api`; no logic lives in a `main`.
-
-pub mod deployment;
-pub mod provision;
-pub mod pump;
-pub mod triggers;
+//! builds its clients once ([`start`], over `ops-runtime`) and hands events to a handler: an
+//! API endpoint's router from `ops-api`, or a trigger handler from `ops_runtime::triggers`. No
+//! logic lives in a `main`.
 
 use ops_api::{App, ClientAddress, Endpoint};
+use ops_domain::service::Service;
+use ops_runtime::deployment::{system_clock, Settings};
+use std::sync::Arc;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Serves one API endpoint behind API Gateway.
 pub async fn serve_endpoint(endpoint: Endpoint) -> Result<(), lambda_http::Error> {
-    let service = deployment::start().await?;
+    let service = start().await?;
     let router = ops_api::router_for(App { service }, &[endpoint]).layer(axum::middleware::map_request(with_source_ip));
     lambda_http::run(router).await
 }
@@ -28,4 +29,19 @@ async fn with_source_ip(mut request: axum::extract::Request) -> axum::extract::R
         request.extensions_mut().insert(ClientAddress(ip));
     }
     request
+}
+
+/// A trigger function's start: logs, settings and the service, once per container.
+pub async fn start() -> Result<Arc<Service>, Error> {
+    init_tracing();
+    Settings::from_env()?.service(system_clock()).await
+}
+
+/// JSON logs for CloudWatch, filtered by `RUST_LOG` (default `info`).
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .without_time()
+        .try_init();
 }

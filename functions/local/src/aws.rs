@@ -6,8 +6,8 @@ use crate::{loops, Config, StartError};
 use ops_api::App;
 use ops_domain::access::Environment;
 use ops_domain::ports::{Clock, QueueName};
-use ops_lambda::deployment::Settings;
-use ops_lambda::pump::{Pump, StreamConsumer};
+use ops_runtime::deployment::Settings;
+use ops_runtime::pump::{Pump, StreamConsumer};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +26,7 @@ pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsSe
     let environment = Environment::from(config.environment);
     let sdk = ops_infra::aws::load_config().await;
     let mut settings = match &config.aws_provision {
-        Some(stack) => ops_lambda::provision::provision(&sdk, stack, environment, config.rail_secret.as_deref())
+        Some(stack) => ops_runtime::provision::provision(&sdk, stack, environment, config.rail_secret.as_deref())
             .await
             .map_err(config_error)?,
         None => Settings::from_env().map_err(config_error)?,

@@ -3,11 +3,11 @@ use lambda_runtime::{service_fn, LambdaEvent};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    let service = ops_lambda::deployment::start().await?;
+    let service = ops_lambda::start().await?;
     lambda_runtime::run(service_fn(|_: LambdaEvent<serde_json::Value>| {
         let service = service.clone();
         async move {
-            ops_lambda::triggers::status_poll(&service)
+            ops_runtime::triggers::status_poll(&service)
                 .await
                 .map_err(lambda_runtime::Error::from)
         }

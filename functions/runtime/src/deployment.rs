@@ -185,23 +185,8 @@ pub struct Parts {
     pub sandbox: Option<Arc<SandboxRail>>,
 }
 
-/// A trigger function's start: logs, settings and the service, once per container.
-pub async fn start() -> Result<Arc<Service>, Error> {
-    init_tracing();
-    Settings::from_env()?.service(system_clock()).await
-}
-
 pub fn system_clock() -> Arc<dyn Clock> {
     Arc::new(SystemClock)
-}
-
-/// JSON logs for CloudWatch, filtered by `RUST_LOG` (default `info`).
-pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .without_time()
-        .try_init();
 }
 
 #[cfg(test)]
