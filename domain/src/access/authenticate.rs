@@ -39,12 +39,12 @@ impl RateLimit {
     }
 
     fn in_penalty_box(&self, source: &str, second: i64) -> bool {
-        let boxed = self.penalty_box.lock().expect("penalty box");
+        let boxed = self.penalty_box.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         boxed.get(source).is_some_and(|until| *until >= second)
     }
 
     fn put_in_penalty_box(&self, source: &str, second: i64) {
-        let mut boxed = self.penalty_box.lock().expect("penalty box");
+        let mut boxed = self.penalty_box.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         boxed.retain(|_, until| *until >= second);
         boxed.insert(source.to_owned(), second);
     }
