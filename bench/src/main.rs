@@ -291,20 +291,14 @@ async fn aws_round_trips() -> ops_runtime::deployment::Settings {
         service: service.clone(),
     });
     tokio::spawn(async move { axum::serve(listener, router).await });
-    let stream = parts.store.stream_arn().await.unwrap();
-    let pump = ops_runtime::pump::Pump::new(
-        service.clone(),
-        parts.queue.clone(),
-        aws_sdk_dynamodbstreams::Client::new(&config),
-        stream,
-    );
+    let driver = parts.driver(&config, service.clone()).await.expect("trigger driver");
     let receiver = Receiver::start(0).await;
     let customer = api.create_customer().await;
     let approver = api.add_member(&customer, &["approver"], &["operations:approve"]).await;
     api.subscribe(&customer.key, &receiver.url, &["operation.completed"])
         .await;
     let mut setup = Steps::default();
-    settle(&pump, &clock, &parts.store, &mut setup).await;
+    settle(&driver, &clock, &parts.store, &mut setup).await;
     let (requests, (transactions, items), puts, units, sqs) = (
         parts.store.requests(),
         parts.store.transactions(),
@@ -334,7 +328,7 @@ async fn aws_round_trips() -> ops_runtime::deployment::Settings {
         });
         assert_eq!(approved.await.status, 200);
     }
-    settle(&pump, &clock, &parts.store, &mut steps).await;
+    settle(&driver, &clock, &parts.store, &mut steps).await;
     let per = |n: u64| n as f64 / lifecycles as f64;
     let dynamo = per(parts.store.requests() - requests - steps.schedule_queries);
     let (tx, written) = (

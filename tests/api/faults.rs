@@ -4,7 +4,7 @@
 
 use ops_domain::ports::{Queue, QueueName};
 use ops_infra::QueueConsumer;
-use ops_local::Subscription;
+use ops_runtime::driver::{StreamConsumer, Trigger};
 use ops_tests::receiver::Receiver;
 use ops_tests::{payout, spawn_app, spawn_app_with};
 use serde_json::json;
@@ -30,8 +30,8 @@ async fn duplicated_records_and_messages_have_no_second_effect() {
                 .id(),
         );
     }
-    let worker = app.worker();
-    let store = worker.store();
+    let driver = app.driver();
+    let store = &app.embedded().store;
 
     // The stream: each consumer gets the first batch twice before its checkpoint moves, and
     // the regular pump then replays it a third time.
@@ -47,38 +47,45 @@ async fn duplicated_records_and_messages_have_no_second_effect() {
         10,
         "operation.created and operation.approved per operation"
     );
-    for subscription in [Subscription::Transitions, Subscription::Webhooks] {
+    for consumer in StreamConsumer::ALL {
         for _ in 0..2 {
-            assert!(worker.handle_stream(subscription, &first).await.failed.is_empty());
+            assert!(consumer.consume(driver.service(), &first).await.failed.is_empty());
         }
     }
-    while worker.pump_stream(Subscription::Transitions).await.unwrap() > 0 {}
+    while driver.round(Trigger::Stream(StreamConsumer::Transition)).await.unwrap() > 0 {}
 
     // The submission queue: every message handled, then "crashed" before its ack, and also
     // sent twice more.
-    let messages = worker
-        .queue()
+    let messages = app
+        .embedded()
+        .queue
         .receive(QueueName::Submissions, 100, Duration::seconds(30))
         .await
         .unwrap();
     assert!(messages.len() >= 15, "{} submission messages", messages.len());
     for message in &messages {
         for _ in 0..2 {
-            worker
-                .queue()
+            app.embedded()
+                .queue
                 .send(QueueName::Submissions, message.body.clone(), Duration::ZERO)
                 .await
                 .unwrap();
         }
     }
-    assert!(worker.service().handle_submissions(&messages).await.failed.is_empty());
+    assert!(driver.service().handle_submissions(&messages).await.failed.is_empty());
     app.clock.advance(Duration::seconds(31));
 
     // Webhook sends: every message twice in one batch (sent side by side), then the batch
     // again, never acknowledged.
-    while worker.pump_stream(Subscription::Webhooks).await.unwrap() > 0 {}
-    let webhook_messages = worker
-        .queue()
+    while driver
+        .round(Trigger::Stream(StreamConsumer::WebhookDispatch))
+        .await
+        .unwrap()
+        > 0
+    {}
+    let webhook_messages = app
+        .embedded()
+        .queue
         .receive(QueueName::Webhooks, 100, Duration::seconds(120))
         .await
         .unwrap();
@@ -88,8 +95,8 @@ async fn duplicated_records_and_messages_have_no_second_effect() {
         webhook_messages.len()
     );
     let doubled = [webhook_messages.clone(), webhook_messages.clone()].concat();
-    worker.service().handle_webhook_sends(&doubled).await;
-    worker.service().handle_webhook_sends(&webhook_messages).await;
+    driver.service().handle_webhook_sends(&doubled).await;
+    driver.service().handle_webhook_sends(&webhook_messages).await;
     app.settle(Duration::seconds(30), 20).await;
 
     // The rail saw each transaction once (plus the documented transient refusals).
@@ -192,7 +199,7 @@ async fn duplicated_records_and_messages_have_no_second_effect() {
 #[tokio::test]
 async fn a_poisoned_message_goes_to_the_dead_letter_queue_after_five_receives() {
     let app = spawn_app().await;
-    let queue = app.worker().queue();
+    let queue = &app.embedded().queue;
     queue
         .send(
             QueueName::Webhooks,

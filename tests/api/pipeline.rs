@@ -1,5 +1,5 @@
 use ops_domain::ports::QueueName;
-use ops_local::Subscription;
+use ops_runtime::driver::{StreamConsumer, Trigger};
 use ops_tests::receiver::{signature_is_valid, Receiver};
 use ops_tests::{payout, spawn_app, TestApp, ADMIN_KEY};
 use serde_json::{json, Value};
@@ -564,10 +564,10 @@ async fn one_status_poll_asks_about_every_due_transaction() {
         counts
     };
     // Made and submitted, with no status poll yet (those fall due 2 s after submission).
-    let worker = app.worker();
+    let driver = app.driver();
     loop {
-        let made = worker.pump_stream(Subscription::Transitions).await.unwrap();
-        let submitted = worker.pump_queue(QueueName::Submissions).await.unwrap();
+        let made = driver.round(Trigger::Stream(StreamConsumer::Transition)).await.unwrap();
+        let submitted = driver.round(Trigger::Queue(QueueName::Submissions)).await.unwrap();
         if made + submitted == 0 {
             break;
         }
@@ -575,7 +575,7 @@ async fn one_status_poll_asks_about_every_due_transaction() {
     let waiting = statuses().await["submitted"];
     assert_eq!(waiting, burst, "{:?}", statuses().await);
     app.clock.advance(Duration::seconds(3));
-    let answer = ops_runtime::triggers::status_poll(app.worker().service())
+    let answer = ops_runtime::triggers::status_poll(app.driver().service())
         .await
         .unwrap();
     assert_eq!(answer["polled"], waiting);

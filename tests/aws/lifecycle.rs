@@ -1,6 +1,7 @@
 use crate::spawn_aws_app;
 use ops_domain::ports::{Queue, QueueName};
 use ops_infra::QueueConsumer;
+use ops_runtime::driver::Trigger;
 use ops_tests::receiver::{signature_is_valid, Receiver};
 use ops_tests::{payout, ADMIN_KEY};
 use serde_json::json;
@@ -190,13 +191,7 @@ async fn a_payout_runs_its_whole_lifecycle_on_the_aws_adapters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_message_that_keeps_failing_ends_in_the_dead_letter_queue() {
     let app = spawn_aws_app().await;
-    let pump = ops_runtime::pump::Pump::new(
-        app.service.clone(),
-        app.parts.queue.clone(),
-        aws_sdk_dynamodbstreams::Client::new(&app.config),
-        app.parts.store.stream_arn().await.unwrap(),
-    )
-    .with_visibility(Duration::ZERO);
+    let driver = app.driver.clone().with_visibility(Duration::ZERO);
     // A submission for a transaction that does not exist fails every time.
     app.parts
         .queue
@@ -208,7 +203,7 @@ async fn a_message_that_keeps_failing_ends_in_the_dead_letter_queue() {
         .await
         .unwrap();
     for _ in 0..8 {
-        pump.pump_queue(QueueName::Submissions).await.unwrap();
+        driver.round(Trigger::Queue(QueueName::Submissions)).await.unwrap();
     }
     let dead = app.parts.queue.dead_letters(QueueName::Submissions).await.unwrap();
     assert_eq!(dead.len(), 1, "the poisoned message is in the dead-letter queue");

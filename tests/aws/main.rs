@@ -13,7 +13,7 @@ mod triggers;
 use ops_domain::access::Environment;
 use ops_domain::service::Service;
 use ops_runtime::deployment::Parts;
-use ops_runtime::pump::Pump;
+use ops_runtime::driver::Driver;
 use ops_tests::{Api, TestClock, ADMIN_KEY, RAIL_SECRET};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -22,7 +22,7 @@ pub struct AwsApp {
     pub api: Api,
     pub service: Arc<Service>,
     pub parts: Parts,
-    pub pump: Pump,
+    pub driver: Driver,
     pub clock: Arc<TestClock>,
     pub config: aws_config::SdkConfig,
     pub settings: ops_runtime::deployment::Settings,
@@ -37,7 +37,7 @@ impl std::ops::Deref for AwsApp {
 }
 
 /// A fresh stack on the emulator (its own table, queues, bus and secrets), the API on a random
-/// port, and a pump standing in for Lambda's event source mappings.
+/// port, and the trigger driver standing in for Lambda's event source mappings.
 pub async fn spawn_aws_app() -> AwsApp {
     assert!(
         std::env::var("AWS_ENDPOINT_URL").is_ok(),
@@ -64,13 +64,7 @@ pub async fn spawn_aws_app() -> AwsApp {
         service: service.clone(),
     });
     tokio::spawn(async move { axum::serve(listener, router).await });
-    let stream_arn = parts.store.stream_arn().await.unwrap();
-    let pump = Pump::new(
-        service.clone(),
-        parts.queue.clone(),
-        aws_sdk_dynamodbstreams::Client::new(&config),
-        stream_arn,
-    );
+    let driver = parts.driver(&config, service.clone()).await.expect("trigger driver");
     AwsApp {
         api: Api {
             base,
@@ -78,7 +72,7 @@ pub async fn spawn_aws_app() -> AwsApp {
         },
         service,
         parts,
-        pump,
+        driver,
         clock,
         config,
         settings,
@@ -91,7 +85,7 @@ impl AwsApp {
     pub async fn settle(&self, step: time::Duration, rounds: usize) {
         for _ in 0..rounds {
             for _ in 0..100 {
-                if self.pump.tick().await.expect("pump") == 0 {
+                if self.driver.tick().await.expect("trigger round") == 0 {
                     break;
                 }
             }

@@ -33,7 +33,7 @@ async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
         let approved = steps.measure("POST /v1/operations/{id}/approve", store, approve).await;
         assert_eq!(approved.status, 200);
     }
-    settle(&app.pump, &app.clock, store, &mut steps).await;
+    settle(&app.driver, &app.clock, store, &mut steps).await;
     assert_eq!(
         receiver.received().len(),
         payouts,

@@ -3,6 +3,8 @@
 use crate::spawn_aws_app;
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
+use ops_domain::ports::QueueName;
+use ops_runtime::driver::StreamConsumer;
 use ops_tests::ADMIN_KEY;
 use tower::ServiceExt;
 
@@ -61,20 +63,24 @@ async fn every_sample_payload_reaches_its_handler() {
         (events[0].0.as_str(), events[0].1.kind.as_str()),
         ("111", "operation.approved")
     );
-    assert!(ops_runtime::triggers::transition(&app.service, stream.clone())
-        .await
-        .batch_item_failures
-        .is_empty());
-    assert!(ops_runtime::triggers::webhook_dispatch(&app.service, stream)
-        .await
-        .batch_item_failures
-        .is_empty());
+    assert!(
+        ops_runtime::triggers::stream(&app.service, StreamConsumer::Transition, stream.clone())
+            .await
+            .batch_item_failures
+            .is_empty()
+    );
+    assert!(
+        ops_runtime::triggers::stream(&app.service, StreamConsumer::WebhookDispatch, stream)
+            .await
+            .batch_item_failures
+            .is_empty()
+    );
 
     // SQS → rail submit: the unknown transaction is a batch item failure, and so is the task
     // of a version this deployment does not read (refused by name, kept for the dead-letter
     // queue, never misread).
     let submissions: SqsEvent = serde_json::from_str(&sample("sqs-rail-submit.json")).unwrap();
-    let response = ops_runtime::triggers::rail_submit(&app.service, submissions).await;
+    let response = ops_runtime::triggers::queue(&app.service, QueueName::Submissions, submissions).await;
     let failed: Vec<&str> = response
         .batch_item_failures
         .iter()
@@ -95,7 +101,7 @@ async fn every_sample_payload_reaches_its_handler() {
 
     // SQS → webhook send: a delivery that no longer exists is done with.
     let sends: SqsEvent = serde_json::from_str(&sample("sqs-webhook-send.json")).unwrap();
-    assert!(ops_runtime::triggers::webhook_send(&app.service, sends)
+    assert!(ops_runtime::triggers::queue(&app.service, QueueName::Webhooks, sends)
         .await
         .batch_item_failures
         .is_empty());

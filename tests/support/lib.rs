@@ -5,7 +5,8 @@ pub mod receiver;
 pub mod requests;
 
 use ops_domain::ports::Clock;
-use ops_local::{Config, Server, Worker};
+use ops_local::{Config, Embedded, Server};
+use ops_runtime::driver::Driver;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -173,8 +174,14 @@ impl TestApp {
         start(self.data_dir, self.config, self.clock).await
     }
 
-    pub fn worker(&self) -> &Worker {
-        &self.server.worker
+    /// The trigger driver: the stream consumers, the queues and the status poll.
+    pub fn driver(&self) -> &Driver {
+        &self.server.driver
+    }
+
+    /// The embedded store and queues, for tests that act as a crashing or doubling consumer.
+    pub fn embedded(&self) -> &Embedded {
+        &self.server.embedded
     }
 
     pub fn sandbox(&self) -> Vec<ops_infra::rails::SandboxEntry> {
@@ -184,7 +191,7 @@ impl TestApp {
     /// Runs the pipeline until it has nothing left to do now.
     pub async fn drain(&self) {
         for _ in 0..1000 {
-            if self.worker().tick().await.expect("pipeline tick") == 0 {
+            if self.driver().tick().await.expect("pipeline tick") == 0 {
                 return;
             }
         }

@@ -2,9 +2,8 @@
 //! fewest the design allows: the bench prints them, a test holds the pipeline to them.
 
 use crate::TestClock;
-use ops_domain::ports::QueueName;
 use ops_infra::aws::DynamoStore;
-use ops_runtime::pump::{Pump, StreamConsumer};
+use ops_runtime::driver::{Driver, Trigger};
 
 /// The fewest DynamoDB requests each step of a one-item payout's lifecycle can make under the
 /// design: every state change one changeset with its audit entry and event, and a read of
@@ -81,32 +80,19 @@ impl Steps {
 /// Runs the triggers one at a time, counting each one's requests, until every payout has
 /// gone through: six 30 s steps see each completed, the long ones run its return checks out
 /// (1 min, 10 min, 1 h and 24 h after confirmation), so each lifecycle is counted whole.
-pub async fn settle(pump: &Pump, clock: &TestClock, store: &DynamoStore, steps: &mut Steps) {
+pub async fn settle(driver: &Driver, clock: &TestClock, store: &DynamoStore, steps: &mut Steps) {
     let minutes = time::Duration::minutes;
     let mut advances = vec![time::Duration::seconds(30); 6];
     advances.extend([minutes(10), minutes(60), minutes(24 * 60), time::Duration::ZERO]);
     for advance in advances {
         loop {
             let mut handled = 0;
-            for consumer in [StreamConsumer::Transition, StreamConsumer::WebhookDispatch] {
+            for trigger in Trigger::ALL {
                 handled += steps
-                    .measure(consumer.as_str(), store, pump.pump_stream(consumer))
+                    .measure(trigger.as_str(), store, driver.round(trigger))
                     .await
-                    .expect("stream");
+                    .expect("trigger round");
             }
-            for (queue, function) in [
-                (QueueName::Submissions, "queue-rail-submit"),
-                (QueueName::Webhooks, "queue-webhook-send"),
-            ] {
-                handled += steps
-                    .measure(function, store, pump.pump_queue(queue))
-                    .await
-                    .expect("queue");
-            }
-            handled += steps
-                .measure("schedule-status-poll", store, pump.poll_rails())
-                .await
-                .expect("poll");
             if handled == 0 {
                 break;
             }

@@ -2,15 +2,13 @@
 //! moto, or real AWS as `AWS_ENDPOINT_URL` says), pumping the table's stream and the SQS
 //! queues itself so the whole lifecycle runs without Lambda.
 
-use crate::{loops, Config, StartError};
+use crate::{Config, StartError};
 use ops_api::App;
 use ops_domain::access::Environment;
-use ops_domain::ports::{Clock, QueueName};
+use ops_domain::ports::Clock;
 use ops_runtime::deployment::Settings;
-use ops_runtime::pump::{Pump, StreamConsumer};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::task::JoinHandle;
 
 pub struct AwsServer {
@@ -51,36 +49,11 @@ pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsSe
             .await
             .map_err(|e| config_error(format!("OPS_BOOTSTRAP_ADMIN_KEY: {e}")))?;
     }
-    let stream_arn = parts.store.stream_arn().await.map_err(config_error)?;
-    let pump = Pump::new(
-        service.clone(),
-        parts.queue.clone(),
-        aws_sdk_dynamodbstreams::Client::new(&sdk),
-        stream_arn,
-    );
+    let driver = parts.driver(&sdk, service.clone()).await.map_err(config_error)?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let address = listener.local_addr()?;
     let router = ops_api::router(App { service });
-    let pipeline = config.worker.then(|| loops::run(pump_triggers(Arc::new(pump))));
+    let pipeline = config.worker.then(|| driver.run());
     let task = tokio::spawn(crate::serve(listener, router, config.max_connections, pipeline));
     Ok(AwsServer { address, task })
-}
-
-/// Each trigger of the stack in a loop of its own, as in [`crate::worker::Worker::run`], but
-/// resting longer when idle: every empty round is a few requests to the endpoint.
-fn pump_triggers(pump: Arc<Pump>) -> Vec<loops::Trigger> {
-    let idle = Duration::from_millis(200);
-    let mut triggers = vec![];
-    for consumer in [StreamConsumer::Transition, StreamConsumer::WebhookDispatch] {
-        let round = move |pump: Arc<Pump>| async move { pump.pump_stream(consumer).await };
-        triggers.push(loops::trigger(consumer.as_str(), idle, pump.clone(), round));
-    }
-    for queue in [QueueName::Submissions, QueueName::Webhooks] {
-        let round = move |pump: Arc<Pump>| async move { pump.pump_queue(queue).await };
-        triggers.push(loops::trigger(queue.as_str(), idle, pump.clone(), round));
-    }
-    // One query per poll shard: once a second is plenty (the cloud's schedule is a minute).
-    let poll = |pump: Arc<Pump>| async move { pump.poll_rails().await };
-    triggers.push(loops::trigger("status-poll", Duration::from_secs(1), pump, poll));
-    triggers
 }

@@ -3,31 +3,27 @@
 
 use clap::Parser;
 use ops_api::App;
-use ops_domain::access::RateLimit;
-use ops_domain::access::{Environment, KeyHasher};
-use ops_domain::ids::UlidGenerator;
+use ops_domain::access::Environment;
 use ops_domain::ports::{Clock, SystemClock};
-use ops_domain::rail::Rails;
-use ops_domain::service::Service;
 use ops_domain::transactions::RailSecret;
 use ops_domain::transactions::RAIL_SECRET;
 use ops_domain::webhooks::TargetPolicy;
 use ops_infra::embedded::{InMemoryRateLimiter, SealedSecrets, SqliteQueue, SqliteStore};
-use ops_infra::rails::{HttpRail, SandboxRail};
-use ops_infra::webhook_sender::HttpWebhookSender;
+use ops_infra::rails::SandboxRail;
+use ops_runtime::compose::{self, Adapters, HttpRailSpec, Options};
+use ops_runtime::driver::{Driver, Pace};
+use ops_runtime::streams::EmbeddedStream;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::task::{JoinHandle, JoinSet};
 
 mod aws;
 mod data_dir;
 mod http_server;
-mod loops;
-mod worker;
 
 pub use aws::{start_on_aws, AwsServer};
-pub use worker::{Subscription, Worker};
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -69,8 +65,8 @@ pub struct Config {
     pub webhook_timeout_ms: u64,
     /// Rails served by the PSP's connectivity layer over HTTP: `rail_id=base_url`,
     /// comma-separated (e.g. `psp-local:spei=https://connect.example/spei`).
-    #[arg(long, env = "OPS_HTTP_RAILS", value_delimiter = ',')]
-    pub http_rails: Vec<String>,
+    #[arg(long, env = "OPS_HTTP_RAILS", value_name = "OPS_HTTP_RAILS", value_delimiter = ',')]
+    pub http_rails: Vec<HttpRailSpec>,
     /// How long the HTTP rail adapter waits for an answer before the outcome counts as
     /// unknown (and is asked about, never resent).
     #[arg(long, env = "OPS_HTTP_RAIL_TIMEOUT_MS", default_value_t = 10_000)]
@@ -123,8 +119,16 @@ pub enum Backend {
 pub struct Server {
     pub address: SocketAddr,
     pub task: JoinHandle<std::io::Result<()>>,
-    pub worker: Worker,
+    pub driver: Driver,
+    pub embedded: Embedded,
     pub sandbox: Option<Arc<SandboxRail>>,
+}
+
+/// The embedded adapters local mode runs on.
+#[derive(Clone)]
+pub struct Embedded {
+    pub store: SqliteStore,
+    pub queue: SqliteQueue,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -155,10 +159,12 @@ fn local_pepper(data_dir: &Path) -> std::io::Result<String> {
 /// Everything local mode runs on.
 pub struct Local {
     pub app: App,
-    pub worker: Worker,
+    pub driver: Driver,
+    pub embedded: Embedded,
     pub sandbox: Option<Arc<SandboxRail>>,
 }
 
+/// Opens the data directory's adapters and assembles the service over them.
 pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, StartError> {
     let environment = Environment::from(config.environment);
     let webhook_targets = TargetPolicy::for_environment(environment, config.webhook_allow_local)
@@ -169,78 +175,66 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         None => local_pepper(&config.data_dir)?,
     };
     let database = config.data_dir.join(format!("ops-{}.sqlite", environment.as_str()));
-    let sandbox_ledger = config
-        .data_dir
-        .join(format!("rail-sandbox-{}.sqlite", environment.as_str()));
     data_dir::create_private_file(&database)?;
     for path in data_dir::too_open(&config.data_dir)? {
         tracing::warn!(path = %path.display(), "others may read this part of the data directory (API-key pepper, sealed secrets, every payout); make it owner-only: chmod go-rwx");
     }
     let store = SqliteStore::open(&database).map_err(|e| StartError::Config(format!("{}: {e}", database.display())))?;
     let queue = SqliteQueue::new(store.clone(), clock.clone());
-    let mut rails = Rails::default();
-    let mut sandbox = None;
-    if config.sandbox_rail.unwrap_or(environment == Environment::Test) {
-        data_dir::create_private_file(&sandbox_ledger)?;
-        let rail = Arc::new(
-            SandboxRail::open(&sandbox_ledger)
-                .map_err(|e| StartError::Config(format!("{}: {e}", sandbox_ledger.display())))?,
-        );
-        rails = rails.with(rail.clone());
-        sandbox = Some(rail);
-    }
-    for spec in &config.http_rails {
-        let (id, url) = spec
-            .split_once('=')
-            .filter(|(id, url)| {
-                ops_domain::validate::valid_rail_id(id) && (url.starts_with("http://") || url.starts_with("https://"))
-            })
-            .ok_or_else(|| StartError::Config(format!("OPS_HTTP_RAILS: '{spec}' is not rail_id=http(s)://base_url")))?;
-        let secret = config
-            .rail_secret
-            .as_deref()
-            .ok_or_else(|| StartError::Config("OPS_HTTP_RAILS needs OPS_RAIL_SECRET to sign requests".into()))?;
-        rails = rails.with(Arc::new(HttpRail::new(
-            id,
-            url,
-            secret,
-            std::time::Duration::from_millis(config.http_rail_timeout_ms),
-        )));
-    }
+    let sandbox = match config.sandbox_rail.unwrap_or(environment == Environment::Test) {
+        true => {
+            let ledger = config
+                .data_dir
+                .join(format!("rail-sandbox-{}.sqlite", environment.as_str()));
+            data_dir::create_private_file(&ledger)?;
+            let rail =
+                SandboxRail::open(&ledger).map_err(|e| StartError::Config(format!("{}: {e}", ledger.display())))?;
+            Some(Arc::new(rail))
+        }
+        false => None,
+    };
+    let rails = compose::rails(
+        sandbox.clone(),
+        &config.http_rails,
+        config.rail_secret.as_deref(),
+        Duration::from_millis(config.http_rail_timeout_ms),
+    )
+    .map_err(StartError::Config)?;
     let secrets = SealedSecrets::new(store.clone(), config.secrets_key.as_deref().unwrap_or(&pepper));
     // Older versions copied the rail secret into the database; it lives only in the environment.
     secrets
         .forget(RAIL_SECRET)
         .await
         .map_err(|e| StartError::Config(e.to_string()))?;
-    let service = Arc::new(Service {
+    let adapters = Adapters {
         store: Arc::new(store.clone()),
-        clock,
-        ids: Arc::new(UlidGenerator::default()),
-        hasher: KeyHasher::new(pepper),
-        environment,
-        rails,
         queue: Arc::new(queue.clone()),
         secrets: Arc::new(secrets),
-        webhooks: Arc::new(HttpWebhookSender::new(
-            webhook_targets,
-            std::time::Duration::from_millis(config.webhook_timeout_ms),
-        )),
-        webhook_targets,
-        rail_secret: RailSecret::Configured(config.rail_secret.clone()),
+        rate_limiter: Arc::new(InMemoryRateLimiter::default()),
         bus: None,
-        rate_limit: RateLimit::new(Arc::new(InMemoryRateLimiter::default()), config.rate_limit),
-    });
+    };
+    let options = Options {
+        environment,
+        pepper,
+        rails,
+        webhook_targets,
+        webhook_timeout: Duration::from_millis(config.webhook_timeout_ms),
+        rail_secret: RailSecret::Configured(config.rail_secret.clone()),
+        rate_limit: config.rate_limit,
+    };
+    let service = Arc::new(compose::service(adapters, options, clock));
     if let Some(secret) = &config.bootstrap_admin_key {
         service
             .bootstrap_admin_key(secret)
             .await
             .map_err(|e| StartError::Config(format!("OPS_BOOTSTRAP_ADMIN_KEY: {e}")))?;
     }
-    let worker = Worker::new(service.clone(), store, queue);
+    let stream = Arc::new(EmbeddedStream::new(store.clone()));
+    let driver = Driver::new(service.clone(), stream, Arc::new(queue.clone()), Pace::EMBEDDED);
     Ok(Local {
         app: App { service },
-        worker,
+        driver,
+        embedded: Embedded { store, queue },
         sandbox,
     })
 }
@@ -274,17 +268,13 @@ pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<S
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let address = listener.local_addr()?;
     let router = ops_api::router(local.app);
-    let worker = local.worker.clone();
-    let task = tokio::spawn(serve(
-        listener,
-        router,
-        config.max_connections,
-        config.worker.then(|| worker.run()),
-    ));
+    let pipeline = config.worker.then(|| local.driver.clone().run());
+    let task = tokio::spawn(serve(listener, router, config.max_connections, pipeline));
     Ok(Server {
         address,
         task,
-        worker: local.worker,
+        driver: local.driver,
+        embedded: local.embedded,
         sandbox: local.sandbox,
     })
 }
@@ -298,6 +288,7 @@ mod tests {
         for (flag, value, variable) in [
             ("--environment", "prod", "OPS_ENVIRONMENT"),
             ("--backend", "dynamo", "OPS_BACKEND"),
+            ("--http-rails", "spei=http://x", "OPS_HTTP_RAILS"),
         ] {
             let refused = Config::try_parse_from(["ops-local", flag, value])
                 .unwrap_err()

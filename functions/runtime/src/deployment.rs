@@ -1,16 +1,16 @@
 //! What a function needs from its environment, read once per container.
 
-use ops_domain::access::{Environment, KeyHasher};
-use ops_domain::access::{RateLimit, DEFAULT_RATE_LIMIT};
-use ops_domain::ids::UlidGenerator;
+use crate::compose::{self, Adapters, HttpRailSpec, Options};
+use crate::driver::{Driver, Pace};
+use crate::streams::DynamoStream;
+use ops_domain::access::{Environment, DEFAULT_RATE_LIMIT};
 use ops_domain::ports::{Clock, Secrets, SystemClock};
-use ops_domain::rail::Rails;
 use ops_domain::service::Service;
 use ops_domain::transactions::RailSecret;
 use ops_domain::webhooks::TargetPolicy;
+use ops_domain::webhooks::DELIVERY_TIMEOUT;
 use ops_infra::aws::{DynamoStore, EventBridgeBus, QueueUrls, SecretsManagerSecrets, SqsQueue};
-use ops_infra::rails::{HttpRail, SandboxRail};
-use ops_infra::webhook_sender::HttpWebhookSender;
+use ops_infra::rails::SandboxRail;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,8 +27,8 @@ pub struct Settings {
     pub queues: QueueUrls,
     pub event_bus: Option<String>,
     pub secrets_prefix: String,
-    /// `rail_id=base_url` pairs served over HTTP.
-    pub http_rails: Vec<(String, String)>,
+    /// Rails served over HTTP.
+    pub http_rails: Vec<HttpRailSpec>,
     /// Where the sandbox rail keeps its ledger, if it is served.
     pub sandbox_ledger: Option<std::path::PathBuf>,
     /// Requests per second each API key may make (0: unlimited).
@@ -53,11 +53,7 @@ impl Settings {
             .unwrap_or_default()
             .split(',')
             .filter(|s| !s.is_empty())
-            .map(|spec| {
-                spec.split_once('=')
-                    .map(|(id, url)| (id.to_owned(), url.to_owned()))
-                    .ok_or_else(|| format!("OPS_HTTP_RAILS: bad entry {spec}"))
-            })
+            .map(|spec| spec.parse().map_err(|e| format!("OPS_HTTP_RAILS: {e}")))
             .collect::<Result<_, _>>()?;
         let rate_limit = match lookup("OPS_RATE_LIMIT").filter(|v| !v.is_empty()) {
             Some(value) => value
@@ -94,7 +90,7 @@ impl Settings {
     /// The environment variables a function of this stack runs with (what `template.yaml`
     /// sets), for starting a function binary outside Lambda.
     pub fn to_vars(&self) -> Vec<(&'static str, String)> {
-        let rails: Vec<String> = self.http_rails.iter().map(|(id, url)| format!("{id}={url}")).collect();
+        let rails: Vec<String> = self.http_rails.iter().map(ToString::to_string).collect();
         vec![
             ("OPS_ENVIRONMENT", self.environment.as_str().to_owned()),
             ("TABLE_NAME", self.table.clone()),
@@ -139,50 +135,59 @@ impl Settings {
             .secret(PEPPER_SECRET)
             .await?
             .ok_or_else(|| format!("secret {}{PEPPER_SECRET} is missing", self.secrets_prefix))?;
-        let mut rails = Rails::default();
-        let mut sandbox = None;
-        if let Some(ledger) = &self.sandbox_ledger {
-            let rail = Arc::new(SandboxRail::open(ledger)?);
-            rails = rails.with(rail.clone());
-            sandbox = Some(rail);
-        }
-        if !self.http_rails.is_empty() {
-            let secret = secrets
-                .secret(ops_domain::transactions::RAIL_SECRET)
-                .await?
-                .ok_or("OPS_HTTP_RAILS needs the rail secret")?;
-            for (id, url) in &self.http_rails {
-                rails = rails.with(Arc::new(HttpRail::new(id, url, &secret, Duration::from_secs(10))));
-            }
-        }
-        let bus = self
-            .event_bus
-            .as_ref()
-            .map(|name| Arc::new(EventBridgeBus::new(aws_sdk_eventbridge::Client::new(config), name)) as _);
-        let service = Service {
+        let sandbox = match &self.sandbox_ledger {
+            Some(ledger) => Some(Arc::new(SandboxRail::open(ledger)?)),
+            None => None,
+        };
+        let rail_secret = match self.http_rails.is_empty() {
+            true => None,
+            false => secrets.secret(ops_domain::transactions::RAIL_SECRET).await?,
+        };
+        let rails = compose::rails(sandbox.clone(), &self.http_rails, rail_secret.as_deref(), RAIL_TIMEOUT)?;
+        let adapters = Adapters {
             store: Arc::new(store.clone()),
-            clock,
-            ids: Arc::new(UlidGenerator::default()),
-            hasher: KeyHasher::new(pepper),
-            environment: self.environment,
-            rails,
             queue: queue.clone(),
             secrets,
-            webhooks: Arc::new(HttpWebhookSender::with_policy(self.webhook_targets()?)),
-            webhook_targets: self.webhook_targets()?,
-            rail_secret: RailSecret::InSecrets,
-            bus,
-            rate_limit: RateLimit::new(Arc::new(store.clone()), self.rate_limit),
+            rate_limiter: Arc::new(store.clone()),
+            bus: self
+                .event_bus
+                .as_ref()
+                .map(|name| Arc::new(EventBridgeBus::new(aws_sdk_eventbridge::Client::new(config), name)) as _),
         };
+        let options = Options {
+            environment: self.environment,
+            pepper,
+            rails,
+            webhook_targets: self.webhook_targets()?,
+            webhook_timeout: DELIVERY_TIMEOUT,
+            rail_secret: RailSecret::InSecrets,
+            rate_limit: self.rate_limit,
+        };
+        let service = compose::service(adapters, options, clock);
         Ok((service, Parts { store, queue, sandbox }))
     }
 }
+
+/// How long an HTTP rail has to answer before the outcome counts as unknown.
+const RAIL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The adapters behind a service, for local pumping and for tests.
 pub struct Parts {
     pub store: DynamoStore,
     pub queue: Arc<SqsQueue>,
     pub sandbox: Option<Arc<SandboxRail>>,
+}
+
+impl Parts {
+    /// The trigger driver over the table's stream and the stack's queues: what the event
+    /// source mappings and schedules do in the cloud.
+    pub async fn driver(&self, config: &aws_config::SdkConfig, service: Arc<Service>) -> Result<Driver, Error> {
+        let stream = DynamoStream::new(
+            aws_sdk_dynamodbstreams::Client::new(config),
+            self.store.stream_arn().await?,
+        );
+        Ok(Driver::new(service, Arc::new(stream), self.queue.clone(), Pace::AWS))
+    }
 }
 
 pub fn system_clock() -> Arc<dyn Clock> {
@@ -205,8 +210,8 @@ mod tests {
             event_bus: Some("ops-prod-events".into()),
             secrets_prefix: "ops-prod/".into(),
             http_rails: vec![
-                ("psp-local:spei".into(), "https://connect.example/spei".into()),
-                ("psp-local:ach".into(), "https://connect.example/ach".into()),
+                "psp-local:spei=https://connect.example/spei".parse().unwrap(),
+                "psp-local:ach=https://connect.example/ach".parse().unwrap(),
             ],
             sandbox_ledger: None,
             rate_limit: 250,

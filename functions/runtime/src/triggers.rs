@@ -1,11 +1,12 @@
 //! The trigger functions' handlers: Lambda events in, the domain's consumers called, partial
 //! batch failures out (`ReportBatchItemFailures`).
 
+use crate::driver::{consume_queue, StreamConsumer};
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use ops_domain::event::Event;
-use ops_domain::ports::{BatchOutcome, QueueMessage};
+use ops_domain::ports::{BatchOutcome, QueueMessage, QueueName};
 use ops_domain::service::Service;
 
 /// The domain events carried by a stream batch, with the sequence number of each record.
@@ -54,23 +55,12 @@ fn unreadable(sequence: String) -> DynamoDbEventResponse {
     response
 }
 
-/// stream → transition
-pub async fn transition(service: &Service, batch: StreamEvent) -> DynamoDbEventResponse {
+/// stream → `consumer` (transition, or webhook dispatch and the event bus)
+pub async fn stream(service: &Service, consumer: StreamConsumer, batch: StreamEvent) -> DynamoDbEventResponse {
     match stream_events(&batch) {
         Ok(events) => {
             let plain: Vec<Event> = events.iter().map(|(_, e)| e.clone()).collect();
-            stream_response(&events, service.handle_transition_events(&plain).await)
-        }
-        Err(sequence) => unreadable(sequence),
-    }
-}
-
-/// stream → webhook dispatch (and the event bus)
-pub async fn webhook_dispatch(service: &Service, batch: StreamEvent) -> DynamoDbEventResponse {
-    match stream_events(&batch) {
-        Ok(events) => {
-            let plain: Vec<Event> = events.iter().map(|(_, e)| e.clone()).collect();
-            stream_response(&events, service.handle_webhook_events(&plain).await)
+            stream_response(&events, consumer.consume(service, &plain).await)
         }
         Err(sequence) => unreadable(sequence),
     }
@@ -102,14 +92,9 @@ fn queue_response(outcome: BatchOutcome) -> SqsBatchResponse {
     response
 }
 
-/// SQS → rail submit
-pub async fn rail_submit(service: &Service, batch: SqsEvent) -> SqsBatchResponse {
-    queue_response(service.handle_submissions(&queue_messages(&batch)).await)
-}
-
-/// SQS → webhook send
-pub async fn webhook_send(service: &Service, batch: SqsEvent) -> SqsBatchResponse {
-    queue_response(service.handle_webhook_sends(&queue_messages(&batch)).await)
+/// SQS → the queue's consumer (rail submit, or webhook send)
+pub async fn queue(service: &Service, queue: QueueName, batch: SqsEvent) -> SqsBatchResponse {
+    queue_response(consume_queue(service, queue, &queue_messages(&batch)).await)
 }
 
 /// How long one status-poll invocation keeps taking rounds (the function times out at 30 s);

@@ -8,7 +8,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         |event: LambdaEvent<aws_lambda_events::event::dynamodb::Event>| {
             let service = service.clone();
             async move {
-                Ok::<_, lambda_runtime::Error>(ops_runtime::triggers::webhook_dispatch(&service, event.payload).await)
+                Ok::<_, lambda_runtime::Error>(
+                    ops_runtime::triggers::stream(
+                        &service,
+                        ops_runtime::driver::StreamConsumer::WebhookDispatch,
+                        event.payload,
+                    )
+                    .await,
+                )
             }
         },
     ))

@@ -1,0 +1,132 @@
+//! The composition root: the one place a [`Service`] is assembled. Local mode opens the
+//! embedded adapters (`ops-local`), a Lambda function or local mode against AWS the AWS ones
+//! ([`crate::deployment`]); both hand them here with the same options.
+
+use ops_domain::access::{Environment, KeyHasher, RateLimit};
+use ops_domain::ids::UlidGenerator;
+use ops_domain::ports::{Clock, EventBus, Queue, RateLimiter, Secrets, Store};
+use ops_domain::rail::Rails;
+use ops_domain::service::Service;
+use ops_domain::transactions::RailSecret;
+use ops_domain::webhooks::TargetPolicy;
+use ops_infra::rails::{HttpRail, SandboxRail};
+use ops_infra::webhook_sender::HttpWebhookSender;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The adapters a service runs on: the embedded ones or the AWS ones.
+pub struct Adapters {
+    pub store: Arc<dyn Store>,
+    pub queue: Arc<dyn Queue>,
+    pub secrets: Arc<dyn Secrets>,
+    pub rate_limiter: Arc<dyn RateLimiter>,
+    /// Where events also go for the PSP's own systems (EventBridge); none locally.
+    pub bus: Option<Arc<dyn EventBus>>,
+}
+
+/// What a service is told, whatever it runs on.
+pub struct Options {
+    pub environment: Environment,
+    /// Mixed into API-key hashes.
+    pub pepper: String,
+    pub rails: Rails,
+    pub webhook_targets: TargetPolicy,
+    /// How long a webhook receiver has to answer.
+    pub webhook_timeout: Duration,
+    pub rail_secret: RailSecret,
+    /// Requests per second each API key may make (0: unlimited).
+    pub rate_limit: u32,
+}
+
+pub fn service(adapters: Adapters, options: Options, clock: Arc<dyn Clock>) -> Service {
+    Service {
+        store: adapters.store,
+        clock,
+        ids: Arc::new(UlidGenerator::default()),
+        hasher: KeyHasher::new(options.pepper),
+        environment: options.environment,
+        rails: options.rails,
+        queue: adapters.queue,
+        secrets: adapters.secrets,
+        webhooks: Arc::new(HttpWebhookSender::new(options.webhook_targets, options.webhook_timeout)),
+        webhook_targets: options.webhook_targets,
+        rail_secret: options.rail_secret,
+        bus: adapters.bus,
+        rate_limit: RateLimit::new(adapters.rate_limiter, options.rate_limit),
+    }
+}
+
+/// A rail served by the PSP's connectivity layer over HTTP (`OPS_HTTP_RAILS` entries:
+/// `rail_id=http(s)://base_url`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRailSpec {
+    pub id: String,
+    pub base_url: String,
+}
+
+impl FromStr for HttpRailSpec {
+    type Err = String;
+
+    fn from_str(spec: &str) -> Result<HttpRailSpec, String> {
+        spec.split_once('=')
+            .filter(|(id, url)| {
+                ops_domain::validate::valid_rail_id(id) && (url.starts_with("http://") || url.starts_with("https://"))
+            })
+            .map(|(id, url)| HttpRailSpec {
+                id: id.to_owned(),
+                base_url: url.to_owned(),
+            })
+            .ok_or_else(|| format!("'{spec}' is not rail_id=http(s)://base_url"))
+    }
+}
+
+impl std::fmt::Display for HttpRailSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}", self.id, self.base_url)
+    }
+}
+
+/// The rails a service can use: the sandbox if it is served, and the HTTP rails, whose
+/// requests are signed with the rail secret.
+pub fn rails(
+    sandbox: Option<Arc<SandboxRail>>,
+    http_rails: &[HttpRailSpec],
+    rail_secret: Option<&str>,
+    timeout: Duration,
+) -> Result<Rails, String> {
+    let mut rails = Rails::default();
+    if let Some(sandbox) = sandbox {
+        rails = rails.with(sandbox);
+    }
+    if http_rails.is_empty() {
+        return Ok(rails);
+    }
+    let secret = rail_secret.ok_or("OPS_HTTP_RAILS needs the rail secret (OPS_RAIL_SECRET) to sign requests")?;
+    for rail in http_rails {
+        rails = rails.with(Arc::new(HttpRail::new(&rail.id, &rail.base_url, secret, timeout)));
+    }
+    Ok(rails)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_rails_are_read_and_a_bad_entry_is_refused() {
+        let spec: HttpRailSpec = "psp-local:spei=https://connect.example/spei".parse().unwrap();
+        assert_eq!(spec.id, "psp-local:spei");
+        assert_eq!(spec.to_string().parse::<HttpRailSpec>(), Ok(spec));
+        for bad in ["psp-local:spei", "psp-local:spei=ftp://x", "bad id=https://x"] {
+            assert!(bad.parse::<HttpRailSpec>().unwrap_err().contains(bad));
+        }
+        assert!(rails(
+            None,
+            &["psp-local:ach=https://x".parse().unwrap()],
+            None,
+            Duration::ZERO
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,264 @@
+//! The one trigger driver: what Lambda's event source mappings and schedules do in the cloud,
+//! for local mode (over the embedded stream and queues) and for local mode against AWS or the
+//! emulator (over the table's DynamoDB stream and SQS). Each trigger hands its batch to the
+//! same consumer a Lambda function calls ([`StreamConsumer::consume`], [`consume_queue`]) and
+//! acknowledges only what the consumer reports as done.
+
+use async_trait::async_trait;
+use ops_domain::event::Event;
+use ops_domain::ports::{BatchOutcome, QueueMessage, QueueName};
+use ops_domain::service::Service;
+use ops_infra::QueueConsumer;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// The consumers of the change stream, each with its own checkpoint (two event source
+/// mappings in the cloud).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StreamConsumer {
+    /// Transactions, submissions, settlement.
+    Transition,
+    /// Webhook deliveries and the event bus.
+    WebhookDispatch,
+}
+
+impl StreamConsumer {
+    pub const ALL: [StreamConsumer; 2] = [StreamConsumer::Transition, StreamConsumer::WebhookDispatch];
+
+    /// The function that consumes the stream in the cloud.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamConsumer::Transition => "stream-transition",
+            StreamConsumer::WebhookDispatch => "stream-webhook-dispatch",
+        }
+    }
+
+    /// Hands a batch of events to this consumer's use case.
+    pub async fn consume(self, service: &Service, events: &[Event]) -> BatchOutcome {
+        match self {
+            StreamConsumer::Transition => service.handle_transition_events(events).await,
+            StreamConsumer::WebhookDispatch => service.handle_webhook_events(events).await,
+        }
+    }
+}
+
+/// Hands a batch of messages to the use case that consumes `queue`.
+pub async fn consume_queue(service: &Service, queue: QueueName, messages: &[QueueMessage]) -> BatchOutcome {
+    match queue {
+        QueueName::Submissions => service.handle_submissions(messages).await,
+        QueueName::Webhooks => service.handle_webhook_sends(messages).await,
+    }
+}
+
+/// Everything that makes the pipeline move; one Lambda function each in the cloud.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Trigger {
+    Stream(StreamConsumer),
+    Queue(QueueName),
+    /// The status-poll schedule.
+    StatusPoll,
+}
+
+impl Trigger {
+    pub const ALL: [Trigger; 5] = [
+        Trigger::Stream(StreamConsumer::Transition),
+        Trigger::Stream(StreamConsumer::WebhookDispatch),
+        Trigger::Queue(QueueName::Submissions),
+        Trigger::Queue(QueueName::Webhooks),
+        Trigger::StatusPoll,
+    ];
+
+    /// The function that runs this trigger in the cloud.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Stream(consumer) => consumer.as_str(),
+            Trigger::Queue(QueueName::Submissions) => "queue-rail-submit",
+            Trigger::Queue(QueueName::Webhooks) => "queue-webhook-send",
+            Trigger::StatusPoll => "schedule-status-poll",
+        }
+    }
+}
+
+/// Events read from one shard of the change stream for one consumer, each with its position.
+pub struct StreamBatch {
+    pub shard: String,
+    pub events: Vec<(String, Event)>,
+    /// The position of the last record read (non-event records included), where the
+    /// checkpoint moves when every event was handled.
+    pub last: String,
+}
+
+/// A change stream with a checkpoint per consumer: the embedded event log, or the table's
+/// DynamoDB stream.
+#[async_trait]
+pub trait ChangeStream: Send + Sync {
+    /// The next records after `consumer`'s checkpoint, one batch per shard that has any.
+    async fn read(&self, consumer: StreamConsumer) -> Result<Vec<StreamBatch>, Error>;
+    /// Everything up to `position` in `shard` is handled by `consumer`.
+    async fn advance(&self, consumer: StreamConsumer, shard: &str, position: &str) -> Result<(), Error>;
+}
+
+/// How the driver paces itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    /// Rest after a round that found nothing to do (or failed).
+    pub idle: Duration,
+    /// Rest after a status poll that found nothing due.
+    pub poll_idle: Duration,
+    /// How long a received message stays hidden while it is handled (the function's timeout).
+    pub submissions_visibility: time::Duration,
+    pub webhooks_visibility: time::Duration,
+    /// Webhook sends side by side, as concurrent invocations of the function run in the cloud.
+    pub webhook_senders: usize,
+}
+
+impl Pace {
+    /// SQLite answers an empty read in microseconds.
+    pub const EMBEDDED: Pace = Pace {
+        idle: Duration::from_millis(100),
+        poll_idle: Duration::from_millis(100),
+        submissions_visibility: time::Duration::seconds(30),
+        webhooks_visibility: time::Duration::seconds(120),
+        webhook_senders: 4,
+    };
+    /// Every empty round is a few requests to the endpoint; one poll query per shard a second
+    /// is plenty (the cloud's schedule is a minute).
+    pub const AWS: Pace = Pace {
+        idle: Duration::from_millis(200),
+        poll_idle: Duration::from_secs(1),
+        submissions_visibility: time::Duration::seconds(30),
+        webhooks_visibility: time::Duration::seconds(30),
+        webhook_senders: 1,
+    };
+}
+
+/// Runs the triggers over a change stream and queues.
+#[derive(Clone)]
+pub struct Driver {
+    service: Arc<Service>,
+    stream: Arc<dyn ChangeStream>,
+    queue: Arc<dyn QueueConsumer>,
+    pace: Pace,
+}
+
+const QUEUE_BATCH: usize = 10;
+
+impl Driver {
+    pub fn new(
+        service: Arc<Service>,
+        stream: Arc<dyn ChangeStream>,
+        queue: Arc<dyn QueueConsumer>,
+        pace: Pace,
+    ) -> Driver {
+        Driver {
+            service,
+            stream,
+            queue,
+            pace,
+        }
+    }
+
+    /// The same driver, hiding received messages for `visibility` (zero: redelivered at once).
+    pub fn with_visibility(mut self, visibility: time::Duration) -> Driver {
+        self.pace.submissions_visibility = visibility;
+        self.pace.webhooks_visibility = visibility;
+        self
+    }
+
+    pub fn service(&self) -> &Arc<Service> {
+        &self.service
+    }
+
+    /// One round of one trigger; returns how many items it handled.
+    pub async fn round(&self, trigger: Trigger) -> Result<usize, Error> {
+        match trigger {
+            Trigger::Stream(consumer) => self.stream_round(consumer).await,
+            Trigger::Queue(queue) => self.queue_round(queue).await,
+            Trigger::StatusPoll => Ok(self.service.poll_rails().await?),
+        }
+    }
+
+    /// One round of every trigger; returns how many items they handled.
+    pub async fn tick(&self) -> Result<usize, Error> {
+        let mut handled = 0;
+        for trigger in Trigger::ALL {
+            handled += self.round(trigger).await?;
+        }
+        Ok(handled)
+    }
+
+    /// Hands each shard's batch to the consumer; the checkpoint stops before the first failed
+    /// event (as Lambda does with `ReportBatchItemFailures`), so it and what follows come again.
+    async fn stream_round(&self, consumer: StreamConsumer) -> Result<usize, Error> {
+        let mut handled = 0;
+        for batch in self.stream.read(consumer).await? {
+            let events: Vec<Event> = batch.events.iter().map(|(_, e)| e.clone()).collect();
+            let outcome = consumer.consume(&self.service, &events).await;
+            let checkpoint = match outcome.failed.first() {
+                Some(failed) => batch
+                    .events
+                    .iter()
+                    .take_while(|(_, e)| &e.id != failed)
+                    .last()
+                    .map(|(position, _)| position),
+                None => Some(&batch.last),
+            };
+            if let Some(position) = checkpoint {
+                self.stream.advance(consumer, &batch.shard, position).await?;
+            }
+            handled += events.len() - outcome.failed.len().min(events.len());
+        }
+        Ok(handled)
+    }
+
+    /// Receives a batch, hands it to the consumer and deletes what was handled; failed
+    /// messages reappear after their visibility timeout.
+    async fn queue_round(&self, queue: QueueName) -> Result<usize, Error> {
+        let visibility = match queue {
+            QueueName::Submissions => self.pace.submissions_visibility,
+            QueueName::Webhooks => self.pace.webhooks_visibility,
+        };
+        let messages = self.queue.receive(queue, QUEUE_BATCH, visibility).await?;
+        if messages.is_empty() {
+            return Ok(0);
+        }
+        let outcome = consume_queue(&self.service, queue, &messages).await;
+        for message in messages.iter().filter(|m| !outcome.failed.contains(&m.id)) {
+            self.queue.ack(queue, &message.id).await?;
+        }
+        Ok(messages.len())
+    }
+
+    /// Runs each trigger in a loop of its own until dropped, as each is a function of its own
+    /// in the cloud: a webhook receiver that hangs holds up webhook sends, never submissions,
+    /// status polls or the other customers' payouts.
+    pub async fn run(self) {
+        let mut loops = JoinSet::new();
+        for trigger in Trigger::ALL {
+            let (idle, copies) = match trigger {
+                Trigger::StatusPoll => (self.pace.poll_idle, 1),
+                Trigger::Queue(QueueName::Webhooks) => (self.pace.idle, self.pace.webhook_senders.max(1)),
+                _ => (self.pace.idle, 1),
+            };
+            for _ in 0..copies {
+                let driver = self.clone();
+                loops.spawn(async move {
+                    loop {
+                        match driver.round(trigger).await {
+                            Ok(0) => tokio::time::sleep(idle).await,
+                            Ok(_) => {}
+                            Err(error) => {
+                                tracing::error!(trigger = trigger.as_str(), %error, "trigger round failed");
+                                tokio::time::sleep(idle).await;
+                            }
+                        }
+                    }
+                });
+            }
+        }
+        while loops.join_next().await.is_some() {}
+    }
+}

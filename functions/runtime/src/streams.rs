@@ -1,0 +1,199 @@
+//! The change streams the [`Driver`](crate::driver::Driver) reads: the embedded event log
+//! (local mode) and the table's DynamoDB stream (local mode against AWS or the emulator). The
+//! DynamoDB records go through the very payload Lambda would hand the function, and are read
+//! back by the same code the function runs ([`crate::triggers::stream_events`]).
+
+use crate::driver::{ChangeStream, Error, StreamBatch, StreamConsumer};
+use crate::triggers;
+use async_trait::async_trait;
+use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+use aws_sdk_dynamodbstreams::types::{AttributeValue, Record, ShardIteratorType};
+use ops_infra::embedded::SqliteStore;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+const BATCH: usize = 100;
+
+/// The embedded event log: one shard, positions are its sequence numbers.
+pub struct EmbeddedStream {
+    store: SqliteStore,
+}
+
+impl EmbeddedStream {
+    pub fn new(store: SqliteStore) -> EmbeddedStream {
+        EmbeddedStream { store }
+    }
+}
+
+/// The checkpoints' names in the database (kept from the first versions, so an existing data
+/// directory resumes where it stopped).
+fn checkpoint_name(consumer: StreamConsumer) -> &'static str {
+    match consumer {
+        StreamConsumer::Transition => "transitions",
+        StreamConsumer::WebhookDispatch => "webhooks",
+    }
+}
+
+#[async_trait]
+impl ChangeStream for EmbeddedStream {
+    async fn read(&self, consumer: StreamConsumer) -> Result<Vec<StreamBatch>, Error> {
+        let batch = self.store.stream_batch(checkpoint_name(consumer), BATCH).await?;
+        let Some((last, _)) = batch.last() else {
+            return Ok(vec![]);
+        };
+        Ok(vec![StreamBatch {
+            shard: String::new(),
+            last: last.to_string(),
+            events: batch.into_iter().map(|(seq, event)| (seq.to_string(), event)).collect(),
+        }])
+    }
+
+    async fn advance(&self, consumer: StreamConsumer, _shard: &str, position: &str) -> Result<(), Error> {
+        let seq: i64 = position.parse()?;
+        Ok(self.store.advance_checkpoint(checkpoint_name(consumer), seq).await?)
+    }
+}
+
+/// The table's DynamoDB stream, read shard by shard the way an event source mapping does
+/// (filtered to new events), with the checkpoints in memory.
+pub struct DynamoStream {
+    client: aws_sdk_dynamodbstreams::Client,
+    arn: String,
+    /// Last handled sequence number per consumer and shard.
+    checkpoints: Mutex<HashMap<(StreamConsumer, String), String>>,
+}
+
+impl DynamoStream {
+    pub fn new(client: aws_sdk_dynamodbstreams::Client, arn: String) -> DynamoStream {
+        DynamoStream {
+            client,
+            arn,
+            checkpoints: Mutex::default(),
+        }
+    }
+
+    fn checkpoint(&self, consumer: StreamConsumer, shard: &str) -> Option<String> {
+        let checkpoints = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
+        checkpoints.get(&(consumer, shard.to_owned())).cloned()
+    }
+
+    async fn shards(&self) -> Result<Vec<String>, Error> {
+        let described = self.client.describe_stream().stream_arn(&self.arn).send().await?;
+        Ok(described
+            .stream_description()
+            .map(|d| {
+                d.shards()
+                    .iter()
+                    .filter_map(|s| s.shard_id().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+}
+
+#[async_trait]
+impl ChangeStream for DynamoStream {
+    async fn read(&self, consumer: StreamConsumer) -> Result<Vec<StreamBatch>, Error> {
+        let mut batches = vec![];
+        for shard in self.shards().await? {
+            let mut request = self.client.get_shard_iterator().stream_arn(&self.arn).shard_id(&shard);
+            request = match self.checkpoint(consumer, &shard) {
+                Some(sequence) => request
+                    .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
+                    .sequence_number(sequence),
+                None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
+            };
+            let Some(iterator) = request.send().await?.shard_iterator().map(str::to_owned) else {
+                continue;
+            };
+            let read = self
+                .client
+                .get_records()
+                .shard_iterator(iterator)
+                .limit(BATCH as i32)
+                .send()
+                .await?;
+            let records = read.records();
+            let Some(last) = records
+                .last()
+                .and_then(|r| r.dynamodb())
+                .and_then(|d| d.sequence_number())
+            else {
+                continue;
+            };
+            let new_events: Vec<Record> = records.iter().filter(|r| is_new_event(r)).cloned().collect();
+            let events = triggers::stream_events(&stream_payload(&new_events, &self.arn)?)
+                .map_err(|sequence| format!("unreadable event record {sequence} in shard {shard}"))?;
+            batches.push(StreamBatch {
+                shard,
+                events,
+                last: last.to_owned(),
+            });
+        }
+        Ok(batches)
+    }
+
+    async fn advance(&self, consumer: StreamConsumer, shard: &str, position: &str) -> Result<(), Error> {
+        let mut checkpoints = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
+        checkpoints.insert((consumer, shard.to_owned()), position.to_owned());
+        Ok(())
+    }
+}
+
+/// A stream attribute as Lambda's JSON shows it (`{"S": …}`); only the kinds this table
+/// writes on event items.
+fn attribute_json(value: &AttributeValue) -> Option<Value> {
+    match value {
+        AttributeValue::S(s) => Some(json!({ "S": s })),
+        AttributeValue::N(n) => Some(json!({ "N": n })),
+        AttributeValue::Bool(b) => Some(json!({ "BOOL": b })),
+        _ => None,
+    }
+}
+
+fn image_json(image: Option<&HashMap<String, AttributeValue>>) -> Value {
+    let map: Map<String, Value> = image
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), attribute_json(v)?)))
+        .collect();
+    Value::Object(map)
+}
+
+/// Whether the record passes the event source mapping's filter: inserts of event items.
+fn is_new_event(record: &Record) -> bool {
+    let entity = record
+        .dynamodb()
+        .and_then(|d| d.new_image())
+        .and_then(|i| i.get("entity"))
+        .and_then(|v| v.as_s().ok());
+    record.event_name().map(|n| n.as_str()) == Some("INSERT") && entity.map(String::as_str) == Some("event")
+}
+
+/// The Lambda payload for stream records.
+fn stream_payload(records: &[Record], stream_arn: &str) -> Result<StreamEvent, serde_json::Error> {
+    let records: Vec<Value> = records
+        .iter()
+        .map(|r| {
+            let change = r.dynamodb();
+            json!({
+                "eventID": r.event_id(),
+                "eventName": r.event_name().map(|n| n.as_str()),
+                "eventSource": "aws:dynamodb",
+                "eventVersion": "1.1",
+                "awsRegion": r.aws_region().unwrap_or("us-east-1"),
+                "eventSourceARN": stream_arn,
+                "dynamodb": {
+                    "ApproximateCreationDateTime": 0,
+                    "Keys": image_json(change.and_then(|c| c.keys())),
+                    "NewImage": image_json(change.and_then(|c| c.new_image())),
+                    "SequenceNumber": change.and_then(|c| c.sequence_number()),
+                    "SizeBytes": change.and_then(|c| c.size_bytes()).unwrap_or(0),
+                    "StreamViewType": "NEW_IMAGE",
+                },
+            })
+        })
+        .collect();
+    serde_json::from_value(json!({ "Records": records }))
+}
