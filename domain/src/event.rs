@@ -2,8 +2,8 @@
 //! transaction as the change (a transactional outbox), then streamed to their consumers.
 
 use crate::access::Environment;
-use crate::operations::Operation;
-use crate::transactions::Transaction;
+use crate::operations::{Operation, OperationStatus};
+use crate::transactions::{Transaction, TransactionStatus};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -88,5 +88,29 @@ impl Event {
             transaction.updated_at,
             data,
         )
+    }
+}
+
+/// Every event type a webhook endpoint can subscribe to.
+pub fn event_types() -> impl Iterator<Item = String> {
+    let operations = std::iter::once("created")
+        .chain(OperationStatus::ALL.iter().map(|s| s.as_str()))
+        .map(|s| format!("operation.{s}"));
+    let transactions = TransactionStatus::ALL
+        .iter()
+        .map(|s| format!("transaction.{}", s.as_str()));
+    operations.chain(transactions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_types_are_the_state_changes_and_nothing_else() {
+        let types: Vec<String> = event_types().collect();
+        assert!(types.contains(&"operation.created".to_string()));
+        assert!(types.contains(&"transaction.confirmed".to_string()));
+        assert!(!types.contains(&"operation.zzz".to_string()));
     }
 }

@@ -5,13 +5,16 @@
 //! through the traits in [`ports`] (`ops-infra` implements them):
 //!
 //! - [`access`]: customers, users, API keys, who a request acts as, and request limits;
-//! - [`approvals`]: workflows, approval floors and the four-eyes rules;
-//! - [`operations`]: operations and the operations API (create, query, approve, cancel);
+//! - [`approvals`]: workflows and approval floors (which approvals an operation needs);
+//! - [`operations`]: operations, the four-eyes rules, and the operations API (create, query,
+//!   approve, cancel);
 //! - [`transactions`]: transactions, the execution pipeline, operator actions, rail reports;
 //! - [`webhooks`]: events' deliveries, signatures and endpoints.
 //!
 //! Beside them: [`service`] (the shared state the use cases run on), and the pieces every
-//! module uses (causes, errors, events, idempotency, ids, money, rails, validation).
+//! module uses (causes, errors, events, idempotency, ids, money, operation types, rails,
+//! validation). The module folders import each other one way only: access ← approvals ←
+//! operations ← transactions, and webhooks beside them.
 
 pub mod access;
 pub mod approvals;
@@ -21,6 +24,7 @@ pub mod event;
 pub mod idempotency;
 pub mod ids;
 pub mod money;
+pub mod operation_type;
 pub mod operations;
 pub mod ports;
 pub mod rail;

@@ -3,7 +3,7 @@
 
 use super::{Action, ApprovalRequirement, Conditions, Facts, Rule, Verdict, WorkflowDefinition};
 use crate::access::{Environment, Role};
-use crate::operations::OperationType;
+use crate::operation_type::OperationType;
 
 /// Where a customer's approval floor for one operation type is kept: beside its workflows,
 /// under a name no workflow can take (`valid_name` refuses `:`).

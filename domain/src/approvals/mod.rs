@@ -1,17 +1,15 @@
 //! Approval workflows: ordered rules, first match wins (DESIGN §5).
 
-mod decisions;
 mod floor;
 mod use_cases;
 
-pub use decisions::record_decision;
 pub use floor::{default_floor, floor_name, stricter, Decider};
 pub use use_cases::ApprovalFloor;
 
 use crate::access::Role;
 use crate::error::DomainError;
 use crate::money::Currency;
-use crate::operations::OperationType;
+use crate::operation_type::OperationType;
 use serde::{Deserialize, Serialize};
 
 /// An inclusive range; either end may be open.

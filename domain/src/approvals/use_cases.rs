@@ -5,7 +5,7 @@ use crate::access::{Principal, Scope};
 use crate::approvals::{self, Workflow, WorkflowDefinition, WorkflowOwner};
 use crate::cause::Cause;
 use crate::error::DomainError;
-use crate::operations::OperationType;
+use crate::operation_type::OperationType;
 use crate::ports::{AuditEntry, Changeset, Write};
 use crate::service::Service;
 use serde::Serialize;

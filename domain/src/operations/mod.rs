@@ -1,7 +1,10 @@
 //! Operations, their items, and the operation state machine.
 
+mod decisions;
 mod use_cases;
 
+pub use crate::operation_type::OperationType;
+pub use decisions::record_decision;
 pub use use_cases::HistoryEntry;
 
 use crate::approvals::ApprovalRequirement;
@@ -11,34 +14,6 @@ use crate::money::{Amount, Currency};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OperationType {
-    Payout,
-    Collection,
-    Transfer,
-}
-
-impl OperationType {
-    pub const ALL: [OperationType; 3] = [
-        OperationType::Payout,
-        OperationType::Collection,
-        OperationType::Transfer,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OperationType::Payout => "payout",
-            OperationType::Collection => "collection",
-            OperationType::Transfer => "transfer",
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<OperationType> {
-        Self::ALL.into_iter().find(|t| t.as_str() == value)
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,8 +1,9 @@
 //! The operations API's four functions (create, query, approve, cancel) and an operation's
 //! history.
 
+use super::record_decision;
 use crate::access::{Principal, Scope};
-use crate::approvals::{self, record_decision, Decider, Facts, Verdict};
+use crate::approvals::{self, Decider, Facts, Verdict};
 use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
 use crate::event::Event;

@@ -238,17 +238,6 @@ pub fn is_public(ip: IpAddr) -> bool {
     }
 }
 
-/// Every event type a webhook endpoint can subscribe to.
-pub fn event_types() -> impl Iterator<Item = String> {
-    let operations = std::iter::once("created")
-        .chain(crate::operations::OperationStatus::ALL.iter().map(|s| s.as_str()))
-        .map(|s| format!("operation.{s}"));
-    let transactions = crate::transactions::TransactionStatus::ALL
-        .iter()
-        .map(|s| format!("transaction.{}", s.as_str()));
-    operations.chain(transactions)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,14 +310,6 @@ mod tests {
         let strict = TargetPolicy::for_environment(Environment::Test, Some(false)).unwrap();
         assert!(strict.check_url("http://127.0.0.1:9000/hook").is_err());
         assert!(TargetPolicy::for_environment(Environment::Production, Some(true)).is_err());
-    }
-
-    #[test]
-    fn event_types_are_the_state_changes_and_nothing_else() {
-        let types: Vec<String> = event_types().collect();
-        assert!(types.contains(&"operation.created".to_string()));
-        assert!(types.contains(&"transaction.confirmed".to_string()));
-        assert!(!types.contains(&"operation.zzz".to_string()));
     }
 
     #[test]

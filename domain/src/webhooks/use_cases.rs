@@ -8,7 +8,7 @@ use crate::ids::IdKind;
 use crate::ports::{AuditEntry, Changeset, EventQuery, Write};
 use crate::service::{customer_scope, Page, Service};
 use crate::validate::required_text;
-use crate::webhooks::{self, Delivery, EndpointStatus, SigningSecret, WebhookEndpoint};
+use crate::webhooks::{Delivery, EndpointStatus, SigningSecret, WebhookEndpoint};
 use serde::{Deserialize, Serialize};
 use time::Duration;
 
@@ -177,7 +177,7 @@ impl Service {
         }
         if let Some(i) = events
             .iter()
-            .position(|e| e != "*" && !webhooks::event_types().any(|known| known == *e))
+            .position(|e| e != "*" && !crate::event::event_types().any(|known| known == *e))
         {
             return Err(DomainError::invalid(
                 format!("events[{i}]"),

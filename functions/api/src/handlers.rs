@@ -323,7 +323,7 @@ pub async fn list_events(State(app): State<App>, Caller(caller): Caller, RawQuer
     if let Some(kind) = query
         .kind
         .as_deref()
-        .filter(|k| !ops_domain::webhooks::event_types().any(|t| t == *k))
+        .filter(|k| !ops_domain::event::event_types().any(|t| t == *k))
     {
         return Err(DomainError::invalid("type", "invalid_event_type", format!("Unknown event type '{kind}'.")).into());
     }

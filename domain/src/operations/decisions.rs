@@ -1,9 +1,9 @@
 //! The four-eyes rules for deciding on an operation.
 
+use super::{Approval, Decision, Operation, OperationStatus, OperationTransition, StatusChange};
 use crate::access::Principal;
 use crate::cause::Cause;
 use crate::error::DomainError;
-use crate::operations::{Approval, Decision, Operation, OperationStatus, OperationTransition, StatusChange};
 use time::OffsetDateTime;
 
 /// The four-eyes rules: a decision is signed by a user holding the required role, never the
