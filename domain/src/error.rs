@@ -1,8 +1,9 @@
+use crate::ports::{BusError, QueueError, SecretsError, StoreError};
 use thiserror::Error;
 
 /// Everything a use case can refuse. The HTTP layer maps each variant to a status code in one
 /// place (`ops_api::error`); nothing here knows about status codes.
-#[derive(Debug, Error, Clone, PartialEq)]
+#[derive(Debug, Error)]
 pub enum DomainError {
     /// Bad input: names the offending parameter where there is one.
     #[error("{message}")]
@@ -11,8 +12,10 @@ pub enum DomainError {
         param: Option<String>,
         message: String,
     },
-    #[error("No such {resource}: '{id}'")]
-    NotFound { resource: &'static str, id: String },
+    /// The resource asked for (in the path, or named by `param`) does not exist, or belongs
+    /// to someone the caller may not see.
+    #[error("{message}")]
+    NotFound { param: Option<String>, message: String },
     #[error("{message}")]
     Unauthenticated { code: &'static str, message: String },
     #[error("{message}")]
@@ -29,8 +32,14 @@ pub enum DomainError {
     #[error("{message}")]
     RateLimited { code: &'static str, message: String },
     /// The store could not be reached or failed; nothing was written.
-    #[error("the store failed: {0}")]
-    Store(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    #[error(transparent)]
+    Secrets(#[from] SecretsError),
+    #[error(transparent)]
+    Bus(#[from] BusError),
 }
 
 impl DomainError {
@@ -52,10 +61,19 @@ impl DomainError {
         }
     }
 
-    pub fn not_found(resource: &'static str, id: impl Into<String>) -> Self {
+    /// The resource in the request's path does not exist (for this caller).
+    pub fn not_found(resource: &'static str, id: impl std::fmt::Display) -> Self {
         DomainError::NotFound {
-            resource,
-            id: id.into(),
+            param: None,
+            message: format!("No such {resource}: '{id}'"),
+        }
+    }
+
+    /// The resource a request's `param` names does not exist (for this caller).
+    pub fn missing_reference(param: impl Into<String>, message: impl Into<String>) -> Self {
+        DomainError::NotFound {
+            param: Some(param.into()),
+            message: message.into(),
         }
     }
 

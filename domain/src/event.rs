@@ -1,5 +1,7 @@
 //! Events: one per state change (and `operation.created`), written in the same store
 //! transaction as the change (a transactional outbox), then streamed to their consumers.
+//! An event is also the signed document webhooks deliver (DESIGN §6), so it is built here in
+//! its wire shape, `object` names included.
 
 use crate::access::Environment;
 use crate::operations::{Operation, OperationStatus};
@@ -53,7 +55,7 @@ impl Event {
             "type": operation.kind,
             "currency": operation.currency,
             "total_amount": operation.total_amount,
-            "object": operation,
+            "object": snapshot("operation", operation),
         });
         Event::new(
             id,
@@ -89,6 +91,13 @@ impl Event {
             data,
         )
     }
+}
+
+/// A resource as an event carries it: its fields and its `object` name.
+fn snapshot(object: &str, resource: &impl Serialize) -> serde_json::Value {
+    let mut value = serde_json::to_value(resource).expect("resources always serialize");
+    value["object"] = object.into();
+    value
 }
 
 /// Every event type a webhook endpoint can subscribe to.

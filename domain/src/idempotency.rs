@@ -2,8 +2,11 @@
 //! transaction as the effect, replayed byte for byte.
 
 use crate::error::DomainError;
+use crate::ports::Write;
+use crate::service::Service;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::future::Future;
 use time::{Duration, OffsetDateTime};
 
 /// How long a completed key is remembered.
@@ -11,7 +14,6 @@ pub const RETENTION: Duration = Duration::hours(24);
 /// A claim whose request has not finished after this long (the process died) may be taken over:
 /// nothing it did was committed, because completion commits with the effect.
 pub const CLAIM_TIMEOUT: Duration = Duration::seconds(60);
-pub const MAX_KEY_LENGTH: usize = 255;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredResponse {
@@ -63,34 +65,73 @@ pub fn fingerprint_bytes(method: &str, path: &str, body: &[u8]) -> String {
     hex::encode(hasher.finalize())
 }
 
-pub fn check_key(key: Option<&str>) -> Result<&str, DomainError> {
-    let key = key.ok_or_else(|| {
-        DomainError::invalid(
-            "Idempotency-Key",
-            "idempotency_key_missing",
-            "This request creates a resource: send an Idempotency-Key header.",
-        )
-    })?;
-    if key.is_empty()
-        || key.len() > MAX_KEY_LENGTH
-        || key
-            .chars()
-            .any(|c| c.is_control() || crate::validate::is_invisible_or_bidi(c))
-    {
-        return Err(DomainError::invalid(
-            "Idempotency-Key",
-            "idempotency_key_invalid",
-            format!("Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable characters."),
-        ));
-    }
-    Ok(key)
+/// A claimed key, handed to a use case so its effect completes the key in the same changeset.
+/// `render` turns what the use case made into the response the client is sent: the wire shape
+/// belongs to the caller (the HTTP edge), the moment of completion to the use case.
+pub struct Ticket<T> {
+    scope: String,
+    key: String,
+    render: Box<dyn FnOnce(&T) -> StoredResponse + Send>,
 }
 
-/// A claimed key, handed to a use case so it can complete the key with its effect.
-#[derive(Debug, Clone)]
-pub struct Ticket {
-    pub scope: String,
-    pub key: String,
+impl<T> Ticket<T> {
+    /// The write that completes the key with the response made from `made`.
+    pub fn complete(self, made: &T) -> Write {
+        Write::CompleteIdempotency {
+            scope: self.scope,
+            key: self.key,
+            response: (self.render)(made),
+        }
+    }
+}
+
+/// What running an effect under an idempotency key came to.
+#[derive(Debug)]
+pub enum Once<T> {
+    /// The effect ran now.
+    Done(T),
+    /// The same request under this key was done before: its response, to send again.
+    Replayed(StoredResponse),
+}
+
+impl Service {
+    /// The idempotency protocol (DESIGN §3), in one place: claims the key before any effect,
+    /// runs `effect` with a [`Ticket`] that completes the key in the effect's own changeset,
+    /// gives the key back if the effect failed (nothing was written, so a corrected request may
+    /// use it), and answers a repeat with the stored response. `reused` is the refusal when the
+    /// key was used for another request.
+    pub async fn once<T, F, Fut>(
+        &self,
+        claim: IdempotencyClaim,
+        render: impl FnOnce(&T) -> StoredResponse + Send + 'static,
+        reused: DomainError,
+        effect: F,
+    ) -> Result<Once<T>, DomainError>
+    where
+        F: FnOnce(Ticket<T>) -> Fut,
+        Fut: Future<Output = Result<T, DomainError>>,
+    {
+        match self.store.claim_idempotency_key(&claim).await? {
+            ClaimOutcome::Claimed => {}
+            ClaimOutcome::Replay(stored) => return Ok(Once::Replayed(stored)),
+            ClaimOutcome::InFlight => return Err(DomainError::IdempotencyKeyInUse),
+            ClaimOutcome::Mismatch => return Err(reused),
+        }
+        let ticket = Ticket {
+            scope: claim.scope.clone(),
+            key: claim.key.clone(),
+            render: Box::new(render),
+        };
+        match effect(ticket).await {
+            Ok(made) => Ok(Once::Done(made)),
+            Err(error) => {
+                if let Err(release) = self.store.release_idempotency_key(&claim.scope, &claim.key).await {
+                    tracing::warn!(%release, "could not release an idempotency key; it frees itself after its claim timeout");
+                }
+                Err(error)
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -108,14 +149,5 @@ mod tests {
             fingerprint("POST", "/v1/x", &a),
             fingerprint("POST", "/v1/x", &json!({"a": 2, "b": [1, 2]}))
         );
-    }
-
-    #[test]
-    fn keys_are_checked() {
-        assert!(check_key(None).is_err());
-        assert!(check_key(Some("")).is_err());
-        assert!(check_key(Some(&"k".repeat(256))).is_err());
-        assert!(check_key(Some("a\nb")).is_err());
-        assert_eq!(check_key(Some("order-42")).unwrap(), "order-42");
     }
 }

@@ -12,6 +12,8 @@ pub enum IdKind {
     Item,
     Transaction,
     Event,
+    WebhookEndpoint,
+    Delivery,
     Request,
 }
 
@@ -25,6 +27,8 @@ impl IdKind {
             IdKind::Item => "itm",
             IdKind::Transaction => "txn",
             IdKind::Event => "evt",
+            IdKind::WebhookEndpoint => "whe",
+            IdKind::Delivery => "whd",
             IdKind::Request => "req",
         }
     }

@@ -115,18 +115,59 @@ impl Changeset {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+/// What an adapter's failure came from (an SDK error, a SQLite error …), kept for the log.
+pub type ErrorSource = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+
+fn source(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> ErrorSource {
+    ErrorSource::from(error.into())
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// A write's condition failed (a concurrent change won); nothing was written.
     #[error("a concurrent change won")]
     Conflict,
-    #[error("{0}")]
-    Unavailable(String),
+    /// The store could not be reached, or failed; nothing was written.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(#[source] ErrorSource),
 }
 
-impl From<StoreError> for crate::DomainError {
-    fn from(error: StoreError) -> Self {
-        crate::DomainError::Store(error.to_string())
+impl StoreError {
+    pub fn unavailable(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreError {
+        StoreError::Unavailable(source(error))
+    }
+}
+
+/// A queue could not take or give a message.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the queue is unavailable: {0}")]
+pub struct QueueError(#[source] pub ErrorSource);
+
+impl QueueError {
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> QueueError {
+        QueueError(source(error))
+    }
+}
+
+/// The secrets store could not keep or give a secret.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the secrets store is unavailable: {0}")]
+pub struct SecretsError(#[source] pub ErrorSource);
+
+impl SecretsError {
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SecretsError {
+        SecretsError(source(error))
+    }
+}
+
+/// The event bus did not take a batch of events.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the event bus is unavailable: {0}")]
+pub struct BusError(#[source] pub ErrorSource);
+
+impl BusError {
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> BusError {
+        BusError(source(error))
     }
 }
 
@@ -214,7 +255,7 @@ impl QueueName {
 #[async_trait]
 pub trait Queue: Send + Sync {
     /// Sends `body`, visible to consumers after `delay` (at most [`MAX_QUEUE_DELAY`]).
-    async fn send(&self, queue: QueueName, body: String, delay: time::Duration) -> Result<(), StoreError>;
+    async fn send(&self, queue: QueueName, body: String, delay: time::Duration) -> Result<(), QueueError>;
 }
 
 /// The longest a queue holds a message back (SQS's limit); longer waits are taken in hops.
@@ -341,8 +382,8 @@ pub struct BatchOutcome {
 /// Where secret values live (Secrets Manager in the cloud, the database locally).
 #[async_trait]
 pub trait Secrets: Send + Sync {
-    async fn put_secret(&self, name: &str, value: &str) -> Result<(), StoreError>;
-    async fn secret(&self, name: &str) -> Result<Option<String>, StoreError>;
+    async fn put_secret(&self, name: &str, value: &str) -> Result<(), SecretsError>;
+    async fn secret(&self, name: &str) -> Result<Option<String>, SecretsError>;
 }
 
 /// Counts requests in one-second windows (DESIGN §3 `rate_limit_error`), so one caller cannot
@@ -374,5 +415,5 @@ pub trait WebhookSender: Send + Sync {
 /// Where events go for the PSP's own systems besides webhooks (EventBridge in the cloud).
 #[async_trait]
 pub trait EventBus: Send + Sync {
-    async fn publish(&self, events: &[Event]) -> Result<(), StoreError>;
+    async fn publish(&self, events: &[Event]) -> Result<(), BusError>;
 }

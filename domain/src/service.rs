@@ -6,14 +6,13 @@
 use crate::access::{Environment, KeyHasher, Principal, RateLimit};
 use crate::error::DomainError;
 use crate::event::Event;
-use crate::idempotency::{StoredResponse, Ticket};
+use crate::idempotency::Ticket;
 use crate::ids::{IdGenerator, IdKind};
 use crate::operations::{Operation, StatusChange};
 use crate::ports::{AuditEntry, Changeset, Clock, EventBus, Queue, Secrets, Store, StoreError, WebhookSender, Write};
 use crate::rail::Rails;
 use crate::transactions::RailSecret;
 use crate::webhooks::TargetPolicy;
-use serde::Serialize;
 use std::sync::Arc;
 use time::OffsetDateTime;
 
@@ -39,10 +38,9 @@ pub struct Service {
     pub rate_limit: Option<RateLimit>,
 }
 
-/// A page of a list.
-#[derive(Debug, Serialize)]
+/// A page of a list: up to the limit asked, and whether more follow.
+#[derive(Debug)]
 pub struct Page<T> {
-    pub object: &'static str,
     pub data: Vec<T>,
     pub has_more: bool,
 }
@@ -50,31 +48,27 @@ pub struct Page<T> {
 impl<T> Page<T> {
     /// Every item, in one page.
     pub fn all(data: Vec<T>) -> Page<T> {
-        Page {
-            object: "list",
-            data,
-            has_more: false,
-        }
+        Page { data, has_more: false }
     }
 
     pub fn empty() -> Page<T> {
-        Page {
-            object: "list",
-            data: vec![],
-            has_more: false,
-        }
+        Page::all(vec![])
     }
 
     /// A page from up to `limit + 1` items fetched: the extra one only says there is more.
     pub fn of(mut data: Vec<T>, limit: usize) -> Page<T> {
         let has_more = data.len() > limit;
         data.truncate(limit);
-        Page {
-            object: "list",
-            data,
-            has_more,
-        }
+        Page { data, has_more }
     }
+}
+
+/// A resource made with a secret that is shown once, in the answer to its creation, and never
+/// again (an API key, a webhook endpoint's signing secret).
+#[derive(Debug)]
+pub struct Issued<T> {
+    pub resource: T,
+    pub secret: String,
 }
 
 /// The customer filter a list runs with: a customer's key only ever sees its own customer, and
@@ -85,10 +79,6 @@ pub(crate) fn customer_scope(principal: &Principal, asked: Option<String>) -> Op
         (Some(own), _) => Some(Some(own.clone())),
         (None, asked) => Some(asked),
     }
-}
-
-pub(crate) fn to_json(value: &impl Serialize) -> Vec<u8> {
-    serde_json::to_vec(value).expect("domain objects always serialize")
 }
 
 impl Service {
@@ -108,24 +98,22 @@ impl Service {
         )));
     }
 
-    /// Commits `changes`, completing `ticket` (if any) with `status` and `stored_body` in the
-    /// same transaction, so an effect and its idempotency record land together.
-    pub(crate) async fn commit_created(
+    /// Commits `changes`, completing `ticket` (if any) with what was `made` in the same
+    /// transaction, so an effect and its idempotency record land together.
+    pub(crate) async fn commit_created<T>(
         &self,
         mut changes: Changeset,
-        ticket: Option<Ticket>,
-        stored_body: Vec<u8>,
+        ticket: Option<Ticket<T>>,
+        made: &T,
     ) -> Result<(), DomainError> {
         if let Some(ticket) = ticket {
-            changes.push(Write::CompleteIdempotency {
-                scope: ticket.scope,
-                key: ticket.key,
-                response: StoredResponse {
-                    status: 201,
-                    body: stored_body,
-                },
-            });
+            changes.push(ticket.complete(made));
         }
+        self.commit(changes).await
+    }
+
+    /// Commits `changes`; a lost race with a concurrent change is a conflict to retry.
+    pub(crate) async fn commit(&self, changes: Changeset) -> Result<(), DomainError> {
         self.store.commit(changes).await.map_err(|e| match e {
             StoreError::Conflict => {
                 DomainError::invalid_state("conflict", "A concurrent request changed this resource; retry.")

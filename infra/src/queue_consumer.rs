@@ -3,7 +3,7 @@
 //! trait.
 
 use async_trait::async_trait;
-use ops_domain::ports::{Queue, QueueMessage, QueueName, StoreError};
+use ops_domain::ports::{Queue, QueueError, QueueMessage, QueueName};
 use time::Duration;
 
 #[async_trait]
@@ -16,11 +16,11 @@ pub trait QueueConsumer: Queue {
         queue: QueueName,
         max: usize,
         visibility: Duration,
-    ) -> Result<Vec<QueueMessage>, StoreError>;
+    ) -> Result<Vec<QueueMessage>, QueueError>;
 
     /// Deletes a handled message; acknowledging it again does nothing.
-    async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), StoreError>;
+    async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), QueueError>;
 
     /// Bodies of messages in `queue`'s dead-letter queue (up to ten on SQS), left in it.
-    async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, StoreError>;
+    async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, QueueError>;
 }

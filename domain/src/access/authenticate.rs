@@ -77,7 +77,6 @@ impl Service {
         let now = self.now();
         let key = ApiKey {
             id: self.ids.new_id(IdKind::ApiKey),
-            object: "api_key".into(),
             customer_id: None,
             user_id: None,
             environment: self.environment,
@@ -98,7 +97,7 @@ impl Service {
         let mut changes = Changeset::default();
         changes.push(Write::Audit(AuditEntry::new("api_key", &key.id, "created", cause)));
         changes.push(Write::PutApiKey(key));
-        self.commit_created(changes, None, vec![]).await
+        self.commit(changes).await
     }
 
     /// Resolves a bearer secret to the principal it stands for. `source` (the client's address,

@@ -6,40 +6,30 @@ use crate::error::DomainError;
 use crate::idempotency::Ticket;
 use crate::ids::IdKind;
 use crate::ports::{AuditEntry, Changeset, Write};
-use crate::service::{to_json, Page, Service};
+use crate::service::{Issued, Page, Service};
 use crate::validate::{self, CreateApiKey, CreateCustomer, CreateUser};
-use serde::Serialize;
 use time::Duration;
 
 /// How long a rotated key keeps working unless the caller says otherwise.
 pub const DEFAULT_ROTATION_OVERLAP: Duration = Duration::hours(24);
 const MAX_ROTATION_OVERLAP: Duration = Duration::days(7);
 
-#[derive(Serialize)]
-struct ApiKeyWithSecret<'a> {
-    #[serde(flatten)]
-    key: &'a ApiKey,
-    secret: &'a str,
-}
-
 impl Service {
     pub async fn create_customer(
         &self,
         principal: &Principal,
         command: CreateCustomer,
-        ticket: Option<Ticket>,
-    ) -> Result<Vec<u8>, DomainError> {
+        ticket: Option<Ticket<Customer>>,
+    ) -> Result<Customer, DomainError> {
         require_platform_admin(principal)?;
         let name = validate::required_text(command.name, "name", 200)?;
         let now = self.now();
         let customer = Customer {
             id: self.ids.new_id(IdKind::Customer),
-            object: "customer".into(),
             name,
             status: CustomerStatus::Active,
             created_at: now,
         };
-        let body = to_json(&customer);
         let cause = Cause::new("customer_created", "Customer created", principal.actor(), now);
         let mut changes = Changeset::default();
         changes.push(Write::Audit(AuditEntry::new(
@@ -48,9 +38,9 @@ impl Service {
             "created",
             cause,
         )));
-        changes.push(Write::InsertCustomer(customer));
-        self.commit_created(changes, ticket, body.clone()).await?;
-        Ok(body)
+        changes.push(Write::InsertCustomer(customer.clone()));
+        self.commit_created(changes, ticket, &customer).await?;
+        Ok(customer)
     }
 
     pub(crate) async fn visible_customer(
@@ -59,11 +49,7 @@ impl Service {
         id: &str,
         param: &str,
     ) -> Result<Customer, DomainError> {
-        let not_found = || DomainError::InvalidRequest {
-            code: "resource_missing",
-            param: Some(param.into()),
-            message: format!("No such customer: '{id}'"),
-        };
+        let not_found = || DomainError::missing_reference(param, format!("No such customer: '{id}'"));
         if !principal.can_access(id) || !IdKind::Customer.matches(id) {
             return Err(not_found());
         }
@@ -75,36 +61,34 @@ impl Service {
         principal: &Principal,
         customer_id: &str,
         command: CreateUser,
-        ticket: Option<Ticket>,
-    ) -> Result<Vec<u8>, DomainError> {
+        ticket: Option<Ticket<User>>,
+    ) -> Result<User, DomainError> {
         principal.require(Scope::UsersManage)?;
         let customer = self.visible_customer(principal, customer_id, "customer_id").await?;
         let (name, email, roles) = command.validate()?;
         let now = self.now();
         let user = User {
             id: self.ids.new_id(IdKind::User),
-            object: "user".into(),
             customer_id: customer.id,
             name,
             email,
             roles,
             created_at: now,
         };
-        let body = to_json(&user);
         let cause = Cause::new("user_created", "User created", principal.actor(), now);
         let mut changes = Changeset::default();
         changes.push(Write::Audit(AuditEntry::new("user", &user.id, "created", cause)));
-        changes.push(Write::InsertUser(user));
-        self.commit_created(changes, ticket, body.clone()).await?;
-        Ok(body)
+        changes.push(Write::InsertUser(user.clone()));
+        self.commit_created(changes, ticket, &user).await?;
+        Ok(user)
     }
 
     pub async fn create_api_key(
         &self,
         principal: &Principal,
         command: CreateApiKey,
-        ticket: Option<Ticket>,
-    ) -> Result<Vec<u8>, DomainError> {
+        ticket: Option<Ticket<Issued<ApiKey>>>,
+    ) -> Result<Issued<ApiKey>, DomainError> {
         principal.require(Scope::UsersManage)?;
         let scopes = command.scopes.ok_or_else(|| DomainError::missing("scopes"))?;
         if scopes.is_empty() {
@@ -145,11 +129,10 @@ impl Service {
                 false => None,
             };
             if user.is_none_or(|u| Some(&u.customer_id) != customer_id.as_ref()) {
-                return Err(DomainError::InvalidRequest {
-                    code: "resource_missing",
-                    param: Some("user_id".into()),
-                    message: format!("No such user of this customer: '{user_id}'"),
-                });
+                return Err(DomainError::missing_reference(
+                    "user_id",
+                    format!("No such user of this customer: '{user_id}'"),
+                ));
             }
         }
         let mut unique = scopes;
@@ -159,7 +142,6 @@ impl Service {
         let secret = access::new_secret(self.environment);
         let key = ApiKey {
             id: self.ids.new_id(IdKind::ApiKey),
-            object: "api_key".into(),
             customer_id,
             user_id: command.user_id,
             environment: self.environment,
@@ -172,29 +154,24 @@ impl Service {
             secret_hash: self.hasher.hash(&secret),
         };
         let cause = Cause::new("api_key_created", "API key created", principal.actor(), now);
-        self.issue_key(key, &secret, cause, Changeset::default(), ticket).await
+        self.issue_key(key, secret, cause, Changeset::default(), ticket).await
     }
 
-    /// Stores a new key and answers with its secret, once. The idempotency record keeps the
-    /// response with the secret withheld: secrets are never stored.
+    /// Stores a new key and answers with its secret, once (secrets are never stored: how the
+    /// idempotency record withholds it is the ticket's affair).
     async fn issue_key(
         &self,
         key: ApiKey,
-        secret: &str,
+        secret: String,
         cause: Cause,
         mut changes: Changeset,
-        ticket: Option<Ticket>,
-    ) -> Result<Vec<u8>, DomainError> {
-        let body = to_json(&ApiKeyWithSecret { key: &key, secret });
-        let withheld = format!("{}…withheld", self.environment.key_prefix());
-        let stored = to_json(&ApiKeyWithSecret {
-            key: &key,
-            secret: &withheld,
-        });
+        ticket: Option<Ticket<Issued<ApiKey>>>,
+    ) -> Result<Issued<ApiKey>, DomainError> {
         changes.push(Write::Audit(AuditEntry::new("api_key", &key.id, "created", cause)));
-        changes.push(Write::PutApiKey(key));
-        self.commit_created(changes, ticket, stored).await?;
-        Ok(body)
+        changes.push(Write::PutApiKey(key.clone()));
+        let issued = Issued { resource: key, secret };
+        self.commit_created(changes, ticket, &issued).await?;
+        Ok(issued)
     }
 
     async fn manageable_key(&self, principal: &Principal, id: &str) -> Result<ApiKey, DomainError> {
@@ -220,8 +197,8 @@ impl Service {
         principal: &Principal,
         id: &str,
         command: validate::RotateApiKey,
-        ticket: Option<Ticket>,
-    ) -> Result<Vec<u8>, DomainError> {
+        ticket: Option<Ticket<Issued<ApiKey>>>,
+    ) -> Result<Issued<ApiKey>, DomainError> {
         let overlap = match command.expires_in {
             None => DEFAULT_ROTATION_OVERLAP,
             Some(seconds) if (0..=MAX_ROTATION_OVERLAP.whole_seconds()).contains(&seconds) => {
@@ -277,7 +254,7 @@ impl Service {
             cause.clone(),
         )));
         changes.push(Write::PutApiKey(old));
-        self.issue_key(new_key, &secret, cause, changes, ticket).await
+        self.issue_key(new_key, secret, cause, changes, ticket).await
     }
 
     /// Revokes a key and every successor it was rotated into, in one changeset: a leaked key's

@@ -113,7 +113,6 @@ pub enum CustomerStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Customer {
     pub id: String,
-    pub object: String,
     pub name: String,
     pub status: CustomerStatus,
     #[serde(with = "time::serde::rfc3339")]
@@ -123,7 +122,6 @@ pub struct Customer {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct User {
     pub id: String,
-    pub object: String,
     pub customer_id: String,
     pub name: String,
     pub email: String,
@@ -135,7 +133,6 @@ pub struct User {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApiKey {
     pub id: String,
-    pub object: String,
     /// `None` for platform (PSP operator) keys.
     pub customer_id: Option<String>,
     pub user_id: Option<String>,
@@ -154,8 +151,8 @@ pub struct ApiKey {
     /// The key this one was rotated into; a key rotates once, and revoking it revokes that one.
     #[serde(default)]
     pub rotated_to: Option<String>,
-    /// Peppered hash of the secret; the secret itself is never stored.
-    #[serde(skip_serializing)]
+    /// Peppered hash of the secret; the secret itself is never stored (and the hash never
+    /// shown: the API's wire shape leaves it out).
     pub secret_hash: String,
 }
 

@@ -113,7 +113,6 @@ pub enum WorkflowOwner {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Workflow {
     pub name: String,
-    pub object: String,
     pub owner: WorkflowOwner,
     #[serde(flatten)]
     pub definition: WorkflowDefinition,

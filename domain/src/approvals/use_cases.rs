@@ -69,7 +69,6 @@ impl Service {
         let current = self.store.workflow(&owner, name).await?;
         let saved = Workflow {
             name: name.into(),
-            object: "workflow".into(),
             owner,
             definition,
             version: current.as_ref().map_or(1, |w| w.version + 1),
@@ -86,7 +85,7 @@ impl Service {
         let mut changes = Changeset::default();
         changes.push(Write::Audit(AuditEntry::new("workflow", &entity, action, cause)));
         changes.push(Write::PutWorkflow(saved.clone()));
-        self.commit_created(changes, None, vec![]).await?;
+        self.commit(changes).await?;
         Ok(saved)
     }
 
@@ -107,7 +106,6 @@ impl Service {
 
     fn floor_of(&self, customer_id: &str, kind: OperationType, stored: Option<Workflow>) -> ApprovalFloor {
         ApprovalFloor {
-            object: "approval_floor",
             customer_id: customer_id.into(),
             kind,
             is_default: stored.is_none(),
@@ -131,12 +129,12 @@ impl Service {
             (WorkflowOwner::Platform, name.to_owned()),
             (customer, approvals::floor_name(kind)),
         ];
-        let [own, platform, floor]: [Option<Workflow>; 3] = self
-            .store
-            .workflows(&wanted)
-            .await?
-            .try_into()
-            .map_err(|_| DomainError::Store("the store answered a different number of workflows".into()))?;
+        let [own, platform, floor]: [Option<Workflow>; 3] =
+            self.store.workflows(&wanted).await?.try_into().map_err(|_| {
+                DomainError::Store(crate::ports::StoreError::unavailable(
+                    "the store answered a different number of workflows",
+                ))
+            })?;
         let named = own.or(platform).or_else(|| builtin_workflow(name));
         Ok((named, self.floor_of(customer_id, kind, floor)))
     }
@@ -168,7 +166,6 @@ impl Service {
         let current = self.approval_floor(&customer.id, kind).await?;
         let saved = Workflow {
             name: approvals::floor_name(kind),
-            object: "workflow".into(),
             owner: WorkflowOwner::Customer(customer.id.clone()),
             definition,
             version: current.version + 1,
@@ -189,9 +186,8 @@ impl Service {
         let action = if current.is_default { "created" } else { "updated" };
         changes.push(Write::Audit(AuditEntry::new("approval_floor", &entity, action, cause)));
         changes.push(Write::PutWorkflow(saved.clone()));
-        self.commit_created(changes, None, vec![]).await?;
+        self.commit(changes).await?;
         Ok(ApprovalFloor {
-            object: "approval_floor",
             customer_id: customer.id,
             kind,
             is_default: false,
@@ -204,7 +200,6 @@ impl Service {
 fn builtin_workflow(name: &str) -> Option<Workflow> {
     approvals::builtin(name).map(|definition| Workflow {
         name: name.into(),
-        object: "workflow".into(),
         owner: WorkflowOwner::Builtin,
         definition,
         version: 0,
@@ -224,7 +219,6 @@ fn floor_kind(kind: &str) -> Result<OperationType, DomainError> {
 /// What a customer requires of every operation of one type, whatever workflow it names.
 #[derive(Debug, Serialize)]
 pub struct ApprovalFloor {
-    pub object: &'static str,
     pub customer_id: String,
     #[serde(rename = "type")]
     pub kind: OperationType,

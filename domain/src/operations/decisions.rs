@@ -118,7 +118,6 @@ mod four_eyes_tests {
         Principal {
             key: ApiKey {
                 id: format!("key_{user_id}"),
-                object: "api_key".into(),
                 customer_id: Some("cus_1".into()),
                 user_id: Some(user_id.into()),
                 environment: Environment::Test,
@@ -132,7 +131,6 @@ mod four_eyes_tests {
             },
             user: Some(User {
                 id: user_id.into(),
-                object: "user".into(),
                 customer_id: "cus_1".into(),
                 name: "n".into(),
                 email: "e@x.io".into(),

@@ -171,7 +171,6 @@ pub struct Approval {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Operation {
     pub id: String,
-    pub object: String,
     pub customer_id: String,
     #[serde(rename = "type")]
     pub kind: OperationType,
@@ -250,7 +249,6 @@ pub(crate) mod tests {
     pub fn operation_in(status: OperationStatus) -> Operation {
         Operation {
             id: "op_1".into(),
-            object: "operation".into(),
             customer_id: "cus_1".into(),
             kind: OperationType::Payout,
             currency: Currency::parse("CLP").unwrap(),

@@ -12,7 +12,7 @@ use crate::ids::IdKind;
 use crate::money;
 use crate::operations::{Decision, Item, Operation, OperationStatus, OperationTransition, StatusChange};
 use crate::ports::{AuditEntry, Changeset, OperationQuery, StoreError, Write};
-use crate::service::{customer_scope, to_json, Page, Service};
+use crate::service::{customer_scope, Page, Service};
 use crate::validate::{self, CreateOperation};
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -40,8 +40,8 @@ impl Service {
         &self,
         principal: &Principal,
         command: CreateOperation,
-        ticket: Option<Ticket>,
-    ) -> Result<Vec<u8>, DomainError> {
+        ticket: Option<Ticket<Operation>>,
+    ) -> Result<Operation, DomainError> {
         principal.require(Scope::OperationsWrite)?;
         let valid = command.validate(&|rail| self.rails.contains(rail))?;
         let customer_id = match (&valid.customer_id, &principal.key.customer_id) {
@@ -154,7 +154,6 @@ impl Service {
         };
         let operation = Operation {
             id: self.ids.new_id(IdKind::Operation),
-            object: "operation".into(),
             customer_id,
             kind: valid.kind,
             currency: valid.currency,
@@ -183,8 +182,9 @@ impl Service {
             environment: self.environment,
             version: 1,
         };
-        let body = to_json(&operation);
-        crate::validate::check_operation_size(body.len(), operation.items.len())?;
+        // The stored document must fit a store item.
+        let stored_size = serde_json::to_vec(&operation).map_or(usize::MAX, |doc| doc.len());
+        crate::validate::check_operation_size(stored_size, operation.items.len())?;
         let mut changes = Changeset::default();
         changes.push(Write::Audit(
             AuditEntry::new("operation", &operation.id, "created", cause)
@@ -198,9 +198,9 @@ impl Service {
             status.as_str(),
             &operation,
         )));
-        changes.push(Write::InsertOperation(operation));
-        self.commit_created(changes, ticket, body.clone()).await?;
-        Ok(body)
+        changes.push(Write::InsertOperation(operation.clone()));
+        self.commit_created(changes, ticket, &operation).await?;
+        Ok(operation)
     }
 
     pub async fn get_operation(&self, principal: &Principal, id: &str) -> Result<Operation, DomainError> {

@@ -10,7 +10,7 @@ pub use operator::{ResolveTransaction, RetryTransaction};
 pub use pipeline::{
     settle, submit_backoff, MAX_NOT_FOUND_POLLS, MAX_SUBMIT_ATTEMPTS, POLL_BATCH, RETURN_CHECKS, SUBMIT_TIMEOUT,
 };
-pub use rail_reports::{RailReport, RailSecret, ReportAnswer, RAIL_SECRET};
+pub use rail_reports::{RailReport, RailSecret, RAIL_SECRET};
 
 use crate::access::Environment;
 use crate::cause::Cause;
@@ -112,7 +112,6 @@ impl TransactionTransition {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Transaction {
     pub id: String,
-    pub object: String,
     pub operation_id: String,
     pub customer_id: String,
     pub item_id: String,
@@ -322,7 +321,6 @@ pub(crate) mod tests {
         let at = OffsetDateTime::UNIX_EPOCH;
         Transaction {
             id: "txn_1".into(),
-            object: "transaction".into(),
             operation_id: "op_1".into(),
             customer_id: "cus_1".into(),
             item_id: "itm_1".into(),

@@ -250,7 +250,6 @@ impl Service {
                 );
                 let transaction = Transaction {
                     id: transaction_id_of(&item.id),
-                    object: "transaction".into(),
                     operation_id: operation.id.clone(),
                     customer_id: operation.customer_id.clone(),
                     item_id: item.id.clone(),

@@ -1,9 +1,9 @@
 //! Signed rail reports: a rail's connectivity layer tells the outcome of a transaction.
 
 use crate::error::DomainError;
-use crate::idempotency::{self, ClaimOutcome, IdempotencyClaim, StoredResponse};
+use crate::idempotency::{self, IdempotencyClaim, Once, StoredResponse};
 use crate::ids::IdKind;
-use crate::ports::{Changeset, Write};
+use crate::ports::Changeset;
 use crate::rail::RailState;
 use crate::service::Service;
 use crate::transactions::Transaction;
@@ -20,13 +20,6 @@ pub enum RailSecret {
     Configured(Option<String>),
     /// Read through the secrets port under [`crate::transactions::RAIL_SECRET`].
     InSecrets,
-}
-
-/// The answer to a rail report: the transaction as it stands, and whether this report id was
-/// already taken (then nothing changed).
-pub struct ReportAnswer {
-    pub body: Vec<u8>,
-    pub replayed: bool,
 }
 
 /// What a rail's connectivity layer reports about a transaction.
@@ -55,12 +48,15 @@ impl Service {
     /// Applies a rail's report, signed like a webhook with the rail report secret. Each report
     /// id is taken once (remembered far longer than a signature stays fresh): the same report
     /// again is answered as before, with no effect; another report under a used id is refused.
+    /// The answer is the transaction as it now stands, made into the stored response by
+    /// `render`.
     pub async fn accept_rail_report(
         &self,
         signature_header: Option<&str>,
         body: &[u8],
         report: impl FnOnce() -> Result<RailReport, DomainError>,
-    ) -> Result<ReportAnswer, DomainError> {
+        render: impl FnOnce(&Transaction) -> StoredResponse + Send + 'static,
+    ) -> Result<Once<Transaction>, DomainError> {
         let secret = self.rail_secret().await?.ok_or_else(|| {
             DomainError::unauthenticated("rail_reports_disabled", "No rail report secret is configured.")
         })?;
@@ -100,47 +96,20 @@ impl Service {
             fingerprint: idempotency::fingerprint_bytes("POST", "/v1/rail_reports", body),
             now: self.now(),
         };
-        match self.store.claim_idempotency_key(&claim).await? {
-            ClaimOutcome::Claimed => {}
-            ClaimOutcome::Replay(stored) => {
-                return Ok(ReportAnswer {
-                    body: stored.body,
-                    replayed: true,
-                })
-            }
-            ClaimOutcome::InFlight => return Err(DomainError::IdempotencyKeyInUse),
-            ClaimOutcome::Mismatch => {
-                return Err(DomainError::invalid_state(
-                    "rail_report_id_reused",
-                    format!("Report {report_id} was already received with another body."),
-                ))
-            }
-        }
-        let applied = self
-            .apply_report(&report_id, &rail, &transaction_id, rail_reference, &state, code, reason)
-            .await;
-        let transaction = match applied {
-            Ok(transaction) => transaction,
-            Err(error) => {
-                // Nothing was applied: the connectivity layer may send the corrected report again.
-                if let Err(release) = self.store.release_idempotency_key(&claim.scope, &claim.key).await {
-                    tracing::warn!(%release, "could not release a rail report id; it frees itself after its claim timeout");
-                }
-                return Err(error);
-            }
-        };
-        let body = serde_json::to_vec(&transaction).expect("serializes");
-        let mut changes = Changeset::default();
-        changes.push(Write::CompleteIdempotency {
-            scope: claim.scope,
-            key: claim.key,
-            response: StoredResponse {
-                status: 200,
-                body: body.clone(),
-            },
-        });
-        self.store.commit(changes).await?;
-        Ok(ReportAnswer { body, replayed: false })
+        let reused = DomainError::invalid_state(
+            "rail_report_id_reused",
+            format!("Report {report_id} was already received with another body."),
+        );
+        self.once(claim, render, reused, |ticket| async move {
+            let transaction = self
+                .apply_report(&report_id, &rail, &transaction_id, rail_reference, &state, code, reason)
+                .await?;
+            let mut changes = Changeset::default();
+            changes.push(ticket.complete(&transaction));
+            self.store.commit(changes).await?;
+            Ok(transaction)
+        })
+        .await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -158,13 +127,12 @@ impl Service {
             true => self.store.transaction(transaction_id).await?,
             false => None,
         };
-        let transaction = transaction
-            .filter(|t| t.rail == rail)
-            .ok_or_else(|| DomainError::InvalidRequest {
-                code: "resource_missing",
-                param: Some("transaction_id".into()),
-                message: format!("No transaction {transaction_id} on rail {rail}."),
-            })?;
+        let transaction = transaction.filter(|t| t.rail == rail).ok_or_else(|| {
+            DomainError::missing_reference(
+                "transaction_id",
+                format!("No transaction {transaction_id} on rail {rail}."),
+            )
+        })?;
         let code = code.unwrap_or_else(|| "unspecified".into());
         let reason = reason.unwrap_or_else(|| "reported by the rail".into());
         let state = match state {

@@ -26,7 +26,7 @@ impl Service {
                     Ok(Handled::Done)
                 }
                 // Kept for its dead-letter queue, where a deployment that reads it can redrive it.
-                Err(error) => Err(DomainError::Store(error.to_string())),
+                Err(error) => Err(DomainError::Queue(crate::ports::QueueError::new(error))),
             };
             if !matches!(result, Ok(Handled::Done)) {
                 if let Err(error) = &result {

@@ -69,12 +69,11 @@ impl Service {
             }
             let now = self.now();
             let id = match fresh {
-                Some(_) => self.ids.new_id(IdKind::Event).replacen("evt_", "whd_", 1),
+                Some(_) => self.ids.new_id(IdKind::Delivery),
                 None => delivery_id(&event.id, &endpoint.id),
             };
             let delivery = Delivery {
                 id,
-                object: "webhook_delivery".into(),
                 event_id: event.id.clone(),
                 endpoint_id: endpoint.id.clone(),
                 url: endpoint.url.clone(),
@@ -151,11 +150,12 @@ impl Service {
             self.enqueue(task, due - now).await?;
             return Ok(());
         }
-        let event = self
-            .store
-            .event(&delivery.event_id)
-            .await?
-            .ok_or_else(|| DomainError::Store(format!("event {} missing", delivery.event_id)))?;
+        let event = self.store.event(&delivery.event_id).await?.ok_or_else(|| {
+            DomainError::Store(crate::ports::StoreError::unavailable(format!(
+                "event {} missing",
+                delivery.event_id
+            )))
+        })?;
         let endpoint = self.store.webhook_endpoint(&delivery.endpoint_id).await?;
         let mut secrets = vec![];
         for secret in endpoint.iter().flat_map(|e| e.live_secrets(now)) {

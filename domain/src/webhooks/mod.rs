@@ -51,15 +51,14 @@ pub enum EndpointStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WebhookEndpoint {
     pub id: String,
-    pub object: String,
     /// `None`: a platform endpoint, which receives every customer's events.
     pub customer_id: Option<String>,
     pub url: String,
     /// Event types, or `*` for all.
     pub events: Vec<String>,
     pub status: EndpointStatus,
-    /// Where the signing secrets are kept; never shown (stores persist it beside the JSON).
-    #[serde(skip_serializing, default)]
+    /// Where the signing secrets are kept (never shown: the API's wire shape leaves them out).
+    #[serde(default)]
     pub secrets: Vec<SigningSecret>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
@@ -103,7 +102,6 @@ pub struct Attempt {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Delivery {
     pub id: String,
-    pub object: String,
     pub event_id: String,
     pub endpoint_id: String,
     pub url: String,
@@ -316,7 +314,6 @@ mod tests {
     fn endpoints_select_events_by_type_and_customer() {
         let endpoint = WebhookEndpoint {
             id: "whe_1".into(),
-            object: "webhook_endpoint".into(),
             customer_id: Some("cus_1".into()),
             url: "https://x".into(),
             events: vec!["transaction.confirmed".into()],

@@ -4,12 +4,13 @@ use crate::access::{Principal, Scope};
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::event::Event;
+use crate::idempotency::Ticket;
 use crate::ids::IdKind;
 use crate::ports::{AuditEntry, Changeset, EventQuery, Write};
-use crate::service::{customer_scope, Page, Service};
+use crate::service::{customer_scope, Issued, Page, Service};
 use crate::validate::required_text;
 use crate::webhooks::{Delivery, EndpointStatus, SigningSecret, WebhookEndpoint};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use time::Duration;
 
 const MAX_SECRET_OVERLAP: Duration = Duration::days(7);
@@ -34,13 +35,6 @@ pub struct RotateWebhookSecret {
 #[serde(deny_unknown_fields)]
 pub struct ResendEvent {
     pub endpoint_id: Option<String>,
-}
-
-#[derive(Serialize)]
-struct EndpointWithSecret<'a> {
-    #[serde(flatten)]
-    endpoint: &'a WebhookEndpoint,
-    secret: &'a str,
 }
 
 fn new_webhook_secret() -> String {
@@ -103,14 +97,9 @@ impl Service {
         let event = self.get_event(principal, id).await?;
         let only = match command.endpoint_id {
             Some(endpoint_id) => {
-                let endpoint =
-                    self.visible_endpoint(principal, &endpoint_id)
-                        .await
-                        .map_err(|_| DomainError::InvalidRequest {
-                            code: "resource_missing",
-                            param: Some("endpoint_id".into()),
-                            message: format!("No such webhook endpoint: '{endpoint_id}'"),
-                        })?;
+                let endpoint = self.visible_endpoint(principal, &endpoint_id).await.map_err(|_| {
+                    DomainError::missing_reference("endpoint_id", format!("No such webhook endpoint: '{endpoint_id}'"))
+                })?;
                 endpoint.id
             }
             None => "*".into(),
@@ -160,8 +149,8 @@ impl Service {
         &self,
         principal: &Principal,
         command: CreateWebhookEndpoint,
-        ticket: Option<crate::idempotency::Ticket>,
-    ) -> Result<Vec<u8>, DomainError> {
+        ticket: Option<Ticket<Issued<WebhookEndpoint>>>,
+    ) -> Result<Issued<WebhookEndpoint>, DomainError> {
         principal.require(Scope::WebhooksManage)?;
         let url = required_text(command.url, "url", 2048)?;
         self.webhook_targets
@@ -198,21 +187,16 @@ impl Service {
                 self.store
                     .customer(&id)
                     .await?
-                    .ok_or_else(|| DomainError::InvalidRequest {
-                        code: "resource_missing",
-                        param: Some("customer_id".into()),
-                        message: format!("No such customer: '{id}'"),
-                    })?
+                    .ok_or_else(|| DomainError::missing_reference("customer_id", format!("No such customer: '{id}'")))?
                     .id,
             ),
             (None, None) => None,
         };
-        let id = self.ids.new_id(IdKind::Event).replacen("evt_", "whe_", 1);
+        let id = self.ids.new_id(IdKind::WebhookEndpoint);
         let (secret, signing) = self.store_new_secret(&id, 0).await?;
         let now = self.now();
         let endpoint = WebhookEndpoint {
             id,
-            object: "webhook_endpoint".into(),
             customer_id,
             url,
             events,
@@ -222,16 +206,6 @@ impl Service {
             environment: self.environment,
             version: 1,
         };
-        let body = serde_json::to_vec(&EndpointWithSecret {
-            endpoint: &endpoint,
-            secret: &secret,
-        })
-        .expect("serializes");
-        let stored = serde_json::to_vec(&EndpointWithSecret {
-            endpoint: &endpoint,
-            secret: "whsec_…withheld",
-        })
-        .expect("serializes");
         let mut changes = Changeset::default();
         changes.push(Write::Audit(AuditEntry::new(
             "webhook_endpoint",
@@ -244,9 +218,13 @@ impl Service {
                 now,
             ),
         )));
-        changes.push(Write::PutWebhookEndpoint(endpoint));
-        self.commit_created(changes, ticket, stored).await?;
-        Ok(body)
+        changes.push(Write::PutWebhookEndpoint(endpoint.clone()));
+        let issued = Issued {
+            resource: endpoint,
+            secret,
+        };
+        self.commit_created(changes, ticket, &issued).await?;
+        Ok(issued)
     }
 
     pub async fn get_webhook_endpoint(&self, principal: &Principal, id: &str) -> Result<WebhookEndpoint, DomainError> {
@@ -298,7 +276,7 @@ impl Service {
         principal: &Principal,
         id: &str,
         command: RotateWebhookSecret,
-    ) -> Result<Vec<u8>, DomainError> {
+    ) -> Result<Issued<WebhookEndpoint>, DomainError> {
         let mut endpoint = self.visible_endpoint(principal, id).await?;
         let overlap = match command.expires_in {
             None => Duration::hours(24),
@@ -333,10 +311,9 @@ impl Service {
         )));
         changes.push(Write::PutWebhookEndpoint(endpoint.clone()));
         self.store.commit(changes).await?;
-        Ok(serde_json::to_vec(&EndpointWithSecret {
-            endpoint: &endpoint,
-            secret: &secret,
+        Ok(Issued {
+            resource: endpoint,
+            secret,
         })
-        .expect("serializes"))
     }
 }

@@ -48,20 +48,15 @@ impl ApiError {
         use DomainError as D;
         match self {
             ApiError::Domain(error) => match error {
-                D::InvalidRequest {
-                    code: "resource_missing",
-                    param,
-                    ..
-                } => (
+                D::InvalidRequest { code, param, .. } => {
+                    (StatusCode::BAD_REQUEST, "invalid_request_error", code, param.as_deref())
+                }
+                D::NotFound { param, .. } => (
                     StatusCode::NOT_FOUND,
                     "invalid_request_error",
                     "resource_missing",
                     param.as_deref(),
                 ),
-                D::InvalidRequest { code, param, .. } => {
-                    (StatusCode::BAD_REQUEST, "invalid_request_error", code, param.as_deref())
-                }
-                D::NotFound { .. } => (StatusCode::NOT_FOUND, "invalid_request_error", "resource_missing", None),
                 D::Unauthenticated { code, .. } => (StatusCode::UNAUTHORIZED, "authentication_error", code, None),
                 D::Forbidden { code, .. } => (StatusCode::FORBIDDEN, "permission_error", code, None),
                 D::InvalidState { code, .. } => (StatusCode::CONFLICT, "state_error", code, None),
@@ -78,7 +73,9 @@ impl ApiError {
                     Some("Idempotency-Key"),
                 ),
                 D::RateLimited { code, .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", code, None),
-                D::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "api_error", "internal_error", None),
+                D::Store(_) | D::Queue(_) | D::Secrets(_) | D::Bus(_) => {
+                    (StatusCode::INTERNAL_SERVER_ERROR, "api_error", "internal_error", None)
+                }
             },
             ApiError::BodyTooLarge { .. } => (
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -104,13 +101,30 @@ impl ApiError {
     }
 }
 
+/// An error and every error beneath it, for the log (an SDK error's detail is in its sources).
+fn with_sources(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, kind, code, param) = self.parts();
         let message = match &self {
             // Internal details go to the log, not to the client.
-            ApiError::Domain(DomainError::Store(detail)) => {
-                tracing::error!(%detail, "store failure");
+            ApiError::Domain(
+                failure @ (DomainError::Store(_)
+                | DomainError::Queue(_)
+                | DomainError::Secrets(_)
+                | DomainError::Bus(_)),
+            ) => {
+                tracing::error!(error = %with_sources(failure), "infrastructure failure");
                 "Something went wrong on our side; nothing was changed. Retry with the same Idempotency-Key."
                     .to_string()
             }

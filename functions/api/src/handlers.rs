@@ -2,7 +2,8 @@
 
 use crate::error::ApiError;
 use crate::extract::{parse, query_pairs, Caller, JsonBody, PathParam, PathParams, RawBody};
-use crate::idempotency::{create_once, json_response};
+use crate::idempotency::{create_once, json_response, replayed, stored};
+use crate::wire::{to_json, Wire};
 use crate::App;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -11,6 +12,7 @@ use axum::Json;
 use ops_domain::access::require_platform_admin;
 use ops_domain::access::Scope;
 use ops_domain::approvals::WorkflowDefinition;
+use ops_domain::idempotency::Once;
 use ops_domain::ids::IdKind;
 use ops_domain::operations::{OperationStatus, OperationType};
 use ops_domain::ports::{EventQuery, OperationQuery};
@@ -18,8 +20,8 @@ use ops_domain::DomainError;
 
 type Answer = Result<Response, ApiError>;
 
-fn ok(value: impl serde::Serialize) -> Answer {
-    Ok(Json(value).into_response())
+fn ok(value: impl Wire) -> Answer {
+    Ok(json_response(StatusCode::OK, to_json(&value)))
 }
 
 pub async fn health() -> Json<serde_json::Value> {
@@ -120,7 +122,7 @@ pub async fn rotate_api_key(
         .await;
     }
     let created = app.service.rotate_api_key(&caller, &id, command, None).await?;
-    Ok(json_response(StatusCode::CREATED, created))
+    Ok(json_response(StatusCode::CREATED, to_json(&created)))
 }
 
 pub async fn revoke_api_key(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
@@ -388,8 +390,7 @@ pub async fn rotate_webhook_secret(
     PathParam(id): PathParam,
     JsonBody(body): JsonBody,
 ) -> Answer {
-    let rotated = app.service.rotate_webhook_secret(&caller, &id, parse(&body)?).await?;
-    Ok(json_response(StatusCode::OK, rotated))
+    ok(app.service.rotate_webhook_secret(&caller, &id, parse(&body)?).await?)
 }
 
 /// Signed by the connectivity layer (no API key): the signature covers the exact bytes.
@@ -406,12 +407,12 @@ pub async fn rail_report(State(app): State<App>, headers: HeaderMap, RawBody(byt
             other => DomainError::invalid("body", "invalid_body", other.to_string()),
         })
     };
-    let answer = app.service.accept_rail_report(header, &bytes, parse_report).await?;
-    let mut response = json_response(StatusCode::OK, answer.body);
-    if answer.replayed {
-        response
-            .headers_mut()
-            .insert("idempotent-replayed", axum::http::HeaderValue::from_static("true"));
-    }
-    Ok(response)
+    let answer = app
+        .service
+        .accept_rail_report(header, &bytes, parse_report, stored(StatusCode::OK))
+        .await?;
+    Ok(match answer {
+        Once::Done(transaction) => json_response(StatusCode::OK, to_json(&transaction)),
+        Once::Replayed(stored) => replayed(stored),
+    })
 }

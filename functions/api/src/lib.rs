@@ -6,6 +6,7 @@ pub mod error;
 mod extract;
 mod handlers;
 mod idempotency;
+pub mod wire;
 
 use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::Router;

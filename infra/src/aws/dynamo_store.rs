@@ -91,25 +91,20 @@ fn n(value: impl ToString) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
-fn unavailable(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Unavailable(e.to_string())
+fn unavailable(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreError {
+    StoreError::unavailable(e)
 }
 
-fn sdk_error<E: std::error::Error + 'static, R: std::fmt::Debug>(e: SdkError<E, R>) -> StoreError {
-    StoreError::Unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())
+fn sdk_error<E, R>(e: SdkError<E, R>) -> StoreError
+where
+    E: std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    StoreError::unavailable(e)
 }
 
 fn doc<T: Serialize>(value: &T) -> AttributeValue {
     s(serde_json::to_string(value).expect("domain objects always serialize"))
-}
-
-/// The entity's JSON with fields its public form leaves out (secret hashes, secret names).
-fn doc_with(value: impl Serialize, extra: &[(&str, serde_json::Value)]) -> AttributeValue {
-    let mut json = serde_json::to_value(value).expect("serializes");
-    for (k, v) in extra {
-        json[*k] = v.clone();
-    }
-    s(json.to_string())
 }
 
 fn read_doc<T: DeserializeOwned>(item: &Item) -> Result<T, StoreError> {
@@ -200,7 +195,7 @@ impl DynamoStore {
         match attempt.map_err(SdkError::into_service_error) {
             Ok(_) => Ok(()),
             Err(PutItemError::ConditionalCheckFailedException(_)) => Err(StoreError::Conflict),
-            Err(other) => Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(other))),
+            Err(other) => Err(unavailable(other)),
         }
     }
 
@@ -367,7 +362,7 @@ impl DynamoStore {
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
             Write::PutApiKey(k) => {
-                let body = doc_with(k, &[("secret_hash", k.secret_hash.clone().into())]);
+                let body = doc(k);
                 let by_id = keyed(
                     keys::api_key(&k.id),
                     vec![
@@ -427,7 +422,7 @@ impl DynamoStore {
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
             Write::PutWebhookEndpoint(w) => {
-                let body = doc_with(w, &[("secrets", serde_json::to_value(&w.secrets).expect("serializes"))]);
+                let body = doc(w);
                 let it = keyed(
                     keys::webhook_endpoint(&w.id),
                     vec![
@@ -691,7 +686,7 @@ impl Store for DynamoStore {
                         Err(unavailable(format!("transaction cancelled: {cancelled:?}")))
                     }
                 }
-                other => Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(other))),
+                other => Err(unavailable(other)),
             },
         }
     }
@@ -941,7 +936,7 @@ impl Store for DynamoStore {
             Ok(_) => return Ok(ClaimOutcome::Claimed),
             Err(error) => match error.into_service_error() {
                 PutItemError::ConditionalCheckFailedException(failed) => failed.item.unwrap_or_default(),
-                other => return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(other))),
+                other => return Err(unavailable(other)),
             },
         };
         let fingerprint = existing.get("fingerprint").and_then(|v| v.as_s().ok());
@@ -975,7 +970,7 @@ impl Store for DynamoStore {
             .map(|_| ())
             .or_else(|e| match e.into_service_error() {
                 aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException(_) => Ok(()),
-                other => Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(other))),
+                other => Err(unavailable(other)),
             })
     }
 }
@@ -1011,7 +1006,7 @@ impl RateLimiter for DynamoStore {
             Ok(_) => Ok(true),
             Err(error) => match error.into_service_error() {
                 UpdateItemError::ConditionalCheckFailedException(_) => Ok(false),
-                other => Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(other))),
+                other => Err(unavailable(other)),
             },
         }
     }

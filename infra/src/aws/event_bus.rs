@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use aws_sdk_eventbridge::Client;
 use ops_domain::event::Event;
-use ops_domain::ports::{EventBus, StoreError};
+use ops_domain::ports::{BusError, EventBus};
 
 pub struct EventBridgeBus {
     client: Client,
@@ -22,7 +22,7 @@ impl EventBridgeBus {
 
 #[async_trait]
 impl EventBus for EventBridgeBus {
-    async fn publish(&self, events: &[Event]) -> Result<(), StoreError> {
+    async fn publish(&self, events: &[Event]) -> Result<(), BusError> {
         // PutEvents takes at most 10 entries per call.
         for chunk in events.chunks(10) {
             let entries = chunk
@@ -42,9 +42,9 @@ impl EventBus for EventBridgeBus {
                 .set_entries(Some(entries))
                 .send()
                 .await
-                .map_err(|e| StoreError::Unavailable(aws_sdk_eventbridge::error::DisplayErrorContext(e).to_string()))?;
+                .map_err(BusError::new)?;
             if sent.failed_entry_count() > 0 {
-                return Err(StoreError::Unavailable(format!(
+                return Err(BusError::new(format!(
                     "{} events were refused by the bus",
                     sent.failed_entry_count()
                 )));

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use aws_sdk_secretsmanager::operation::create_secret::CreateSecretError;
 use aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueError;
 use aws_sdk_secretsmanager::Client;
-use ops_domain::ports::{Secrets, StoreError};
+use ops_domain::ports::{Secrets, SecretsError};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -19,8 +19,8 @@ pub struct SecretsManagerSecrets {
     cache: Mutex<HashMap<String, (Option<String>, Instant)>>,
 }
 
-fn unavailable(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Unavailable(e.to_string())
+fn unavailable(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SecretsError {
+    SecretsError::new(e)
 }
 
 impl SecretsManagerSecrets {
@@ -35,7 +35,7 @@ impl SecretsManagerSecrets {
 
 #[async_trait]
 impl Secrets for SecretsManagerSecrets {
-    async fn put_secret(&self, name: &str, value: &str) -> Result<(), StoreError> {
+    async fn put_secret(&self, name: &str, value: &str) -> Result<(), SecretsError> {
         let id = format!("{}{name}", self.prefix);
         let created = self.client.create_secret().name(&id).secret_string(value).send().await;
         match created.map_err(|e| e.into_service_error()) {
@@ -47,9 +47,9 @@ impl Secrets for SecretsManagerSecrets {
                     .secret_string(value)
                     .send()
                     .await
-                    .map_err(|e| unavailable(aws_sdk_secretsmanager::error::DisplayErrorContext(e)))?;
+                    .map_err(unavailable)?;
             }
-            Err(other) => return Err(unavailable(aws_sdk_secretsmanager::error::DisplayErrorContext(other))),
+            Err(other) => return Err(unavailable(other)),
         }
         self.cache
             .lock()
@@ -58,7 +58,7 @@ impl Secrets for SecretsManagerSecrets {
         Ok(())
     }
 
-    async fn secret(&self, name: &str) -> Result<Option<String>, StoreError> {
+    async fn secret(&self, name: &str) -> Result<Option<String>, SecretsError> {
         if let Some((value, at)) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(name) {
             if at.elapsed() < CACHE_FOR {
                 return Ok(value.clone());
@@ -73,7 +73,7 @@ impl Secrets for SecretsManagerSecrets {
         let value = match fetched.map_err(|e| e.into_service_error()) {
             Ok(found) => found.secret_string().map(str::to_owned),
             Err(GetSecretValueError::ResourceNotFoundException(_)) => None,
-            Err(other) => return Err(unavailable(aws_sdk_secretsmanager::error::DisplayErrorContext(other))),
+            Err(other) => return Err(unavailable(other)),
         };
         self.cache
             .lock()

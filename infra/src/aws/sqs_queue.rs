@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use aws_sdk_sqs::Client;
 
-use ops_domain::ports::{Queue, QueueMessage, QueueName, StoreError, MAX_RECEIVES};
+use ops_domain::ports::{Queue, QueueError, QueueMessage, QueueName, MAX_RECEIVES};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -26,13 +26,13 @@ pub struct SqsQueue {
     requests: AtomicU64,
 }
 
-fn unavailable(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Unavailable(e.to_string())
+fn unavailable(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> QueueError {
+    QueueError::new(e)
 }
 
 /// An SQS call that failed, with the whole chain of causes in its message.
-fn failed(e: impl std::error::Error) -> StoreError {
-    unavailable(aws_sdk_sqs::error::DisplayErrorContext(e))
+fn failed(e: impl std::error::Error + Send + Sync + 'static) -> QueueError {
+    unavailable(e)
 }
 
 impl SqsQueue {
@@ -51,7 +51,7 @@ impl SqsQueue {
 
     /// Creates the stack's queues, `<name>-submissions` and `<name>-webhooks`, each with a
     /// dead-letter queue, the way `template.yaml` declares them (for emulators and tests).
-    pub async fn create_queues(client: &Client, name: &str) -> Result<QueueUrls, StoreError> {
+    pub async fn create_queues(client: &Client, name: &str) -> Result<QueueUrls, QueueError> {
         Ok(QueueUrls {
             submissions: queue_with_dead_letters(client, &format!("{name}-submissions")).await?,
             webhooks: queue_with_dead_letters(client, &format!("{name}-webhooks")).await?,
@@ -59,7 +59,7 @@ impl SqsQueue {
     }
 
     /// The dead-letter queue named in `queue`'s redrive policy.
-    async fn dead_letter_url(&self, queue: QueueName) -> Result<String, StoreError> {
+    async fn dead_letter_url(&self, queue: QueueName) -> Result<String, QueueError> {
         let attributes = self
             .client
             .get_queue_attributes()
@@ -107,7 +107,7 @@ impl SqsQueue {
     }
 }
 
-async fn queue_with_dead_letters(client: &Client, name: &str) -> Result<String, StoreError> {
+async fn queue_with_dead_letters(client: &Client, name: &str) -> Result<String, QueueError> {
     let dead_letters = client
         .create_queue()
         .queue_name(format!("{name}-dlq"))
@@ -145,7 +145,7 @@ async fn queue_with_dead_letters(client: &Client, name: &str) -> Result<String, 
 
 #[async_trait]
 impl Queue for SqsQueue {
-    async fn send(&self, queue: QueueName, body: String, delay: time::Duration) -> Result<(), StoreError> {
+    async fn send(&self, queue: QueueName, body: String, delay: time::Duration) -> Result<(), QueueError> {
         let seconds = delay
             .clamp(time::Duration::ZERO, ops_domain::ports::MAX_QUEUE_DELAY)
             .whole_seconds() as i32;
@@ -168,7 +168,7 @@ impl QueueConsumer for SqsQueue {
         queue: QueueName,
         max: usize,
         visibility: time::Duration,
-    ) -> Result<Vec<QueueMessage>, StoreError> {
+    ) -> Result<Vec<QueueMessage>, QueueError> {
         let received = self
             .client
             .receive_message()
@@ -200,7 +200,7 @@ impl QueueConsumer for SqsQueue {
             .collect())
     }
 
-    async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), StoreError> {
+    async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), QueueError> {
         let receipt = self
             .receipts
             .lock()
@@ -217,7 +217,7 @@ impl QueueConsumer for SqsQueue {
         Ok(())
     }
 
-    async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, StoreError> {
+    async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, QueueError> {
         let url = self.dead_letter_url(queue).await?;
         let received = self
             .client

@@ -21,7 +21,6 @@ fn cause(code: &str) -> Cause {
 pub fn operation(id: &str, customer: &str, status: OperationStatus) -> Operation {
     Operation {
         id: id.into(),
-        object: "operation".into(),
         customer_id: customer.into(),
         kind: OperationType::Payout,
         currency: Currency::parse("CLP").unwrap(),
@@ -71,7 +70,6 @@ pub async fn run_all(store: Arc<dyn Store>) {
 fn api_key(id: &str, customer: Option<&str>) -> ApiKey {
     ApiKey {
         id: id.into(),
-        object: "api_key".into(),
         customer_id: customer.map(Into::into),
         user_id: None,
         environment: Environment::Test,
@@ -115,10 +113,10 @@ async fn api_keys_are_listed_by_owner(store: &dyn Store) {
     // A secret's hash stands for one key: another key under it is refused, nothing written.
     let mut impostor = api_key("key_01e", Some("cus_keys"));
     impostor.secret_hash = "hash-of-key_01a".into();
-    assert_eq!(
+    assert!(matches!(
         store.commit(changes(vec![Write::PutApiKey(impostor)])).await,
         Err(StoreError::Conflict)
-    );
+    ));
     assert_eq!(
         store.api_key_by_hash("hash-of-key_01a").await.unwrap().unwrap().id,
         "key_01a"
@@ -146,7 +144,7 @@ async fn entity_and_audit_land_together(store: &dyn Store) {
             Write::UpdateOperation(stale),
         ]))
         .await;
-    assert_eq!(result, Err(StoreError::Conflict));
+    assert!(matches!(result, Err(StoreError::Conflict)));
     assert_eq!(store.operation("op_a1").await.unwrap(), Some(op.clone()));
     let history = store.operation_history("op_a1").await.unwrap();
     assert_eq!(history.len(), 1, "the refused changeset left no audit entry");
@@ -155,12 +153,12 @@ async fn entity_and_audit_land_together(store: &dyn Store) {
     let mut skipped = op.clone();
     skipped.version = 3;
     let lone = store.commit(changes(vec![Write::UpdateOperation(skipped)])).await;
-    assert_eq!(lone, Err(StoreError::Conflict));
+    assert!(matches!(lone, Err(StoreError::Conflict)));
     assert_eq!(store.operation("op_a1").await.unwrap(), Some(op.clone()));
 
     // Inserting an id twice is a conflict, not an overwrite.
     let again = store.commit(changes(vec![Write::InsertOperation(op)])).await;
-    assert_eq!(again, Err(StoreError::Conflict));
+    assert!(matches!(again, Err(StoreError::Conflict)));
 }
 
 async fn lists_are_newest_first_filtered_and_paged(store: &dyn Store) {
@@ -302,7 +300,7 @@ async fn concurrent_conflicting_updates_have_one_winner(store: Arc<dyn Store>) {
         let (status, result) = contender.await.unwrap();
         match result {
             Ok(()) => winners.push(status),
-            Err(e) => assert_eq!(e, StoreError::Conflict),
+            Err(e) => assert!(matches!(e, StoreError::Conflict), "{e}"),
         }
     }
     assert_eq!(winners.len(), 1, "exactly one concurrent update wins");
@@ -351,7 +349,10 @@ async fn idempotency_claims(store: &dyn Store) {
         ClaimOutcome::Replay(response.clone())
     );
     // Completing twice is refused: one key, one effect.
-    assert_eq!(store.commit(changes(vec![complete])).await, Err(StoreError::Conflict));
+    assert!(matches!(
+        store.commit(changes(vec![complete])).await,
+        Err(StoreError::Conflict)
+    ));
     // Still remembered after 23 hours, forgotten after the retention period.
     let later = now + time::Duration::hours(23);
     assert_eq!(

@@ -4,7 +4,7 @@
 use super::sqlite_store::{unavailable, SqliteStore};
 use crate::QueueConsumer;
 use async_trait::async_trait;
-use ops_domain::ports::{Clock, Queue, QueueMessage, QueueName, StoreError, MAX_RECEIVES};
+use ops_domain::ports::{Clock, Queue, QueueError, QueueMessage, QueueName, MAX_RECEIVES};
 use rusqlite::params;
 use std::sync::Arc;
 use time::Duration;
@@ -29,7 +29,7 @@ impl SqliteQueue {
     }
 
     /// Bodies of every message waiting in `queue`, visible or not.
-    pub async fn waiting(&self, queue: QueueName) -> Result<Vec<String>, StoreError> {
+    pub async fn waiting(&self, queue: QueueName) -> Result<Vec<String>, QueueError> {
         self.depth_query(
             "SELECT body FROM queue_messages WHERE queue = ?1 ORDER BY id",
             queue.as_str().to_owned(),
@@ -37,7 +37,7 @@ impl SqliteQueue {
         .await
     }
 
-    async fn depth_query(&self, sql: &'static str, queue: String) -> Result<Vec<String>, StoreError> {
+    async fn depth_query(&self, sql: &'static str, queue: String) -> Result<Vec<String>, QueueError> {
         self.store
             .with(move |c| {
                 let mut statement = c.prepare_cached(sql).map_err(unavailable)?;
@@ -45,12 +45,13 @@ impl SqliteQueue {
                 rows.collect::<Result<_, _>>().map_err(unavailable)
             })
             .await
+            .map_err(QueueError::new)
     }
 }
 
 #[async_trait]
 impl Queue for SqliteQueue {
-    async fn send(&self, queue: QueueName, body: String, delay: Duration) -> Result<(), StoreError> {
+    async fn send(&self, queue: QueueName, body: String, delay: Duration) -> Result<(), QueueError> {
         let visible_at = self.now_ms() + delay.whole_milliseconds().max(0) as i64;
         self.store
             .with(move |c| {
@@ -62,6 +63,7 @@ impl Queue for SqliteQueue {
                 Ok(())
             })
             .await
+            .map_err(QueueError::new)
     }
 }
 
@@ -72,7 +74,7 @@ impl QueueConsumer for SqliteQueue {
         queue: QueueName,
         max: usize,
         visibility: Duration,
-    ) -> Result<Vec<QueueMessage>, StoreError> {
+    ) -> Result<Vec<QueueMessage>, QueueError> {
         let now = self.now_ms();
         let hidden_until = now + visibility.whole_milliseconds() as i64;
         self.store
@@ -101,10 +103,11 @@ impl QueueConsumer for SqliteQueue {
                 Ok(received)
             })
             .await
+            .map_err(QueueError::new)
     }
 
-    async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), StoreError> {
-        let id: i64 = message_id.parse().map_err(unavailable)?;
+    async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), QueueError> {
+        let id: i64 = message_id.parse().map_err(QueueError::new)?;
         self.store
             .with(move |c| {
                 c.execute(
@@ -115,9 +118,10 @@ impl QueueConsumer for SqliteQueue {
                 Ok(())
             })
             .await
+            .map_err(QueueError::new)
     }
 
-    async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, StoreError> {
+    async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, QueueError> {
         self.depth_query(
             "SELECT body FROM queue_messages WHERE queue = ?1 ORDER BY id",
             dead_letter_name(queue),

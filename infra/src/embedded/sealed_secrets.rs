@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce};
 use ops_domain::access::KeyHasher;
-use ops_domain::ports::{Secrets, StoreError};
+use ops_domain::ports::{Secrets, SecretsError, StoreError};
 
 /// Marks a sealed value; rows without it were written in clear by an older version.
 const SEALED: &str = "sealed-v1:";
@@ -46,8 +46,8 @@ impl SealedSecrets {
         format!("{SEALED}{}{}", hex::encode(nonce), hex::encode(sealed))
     }
 
-    fn open(&self, name: &str, stored: &str) -> Result<String, StoreError> {
-        let refused = || StoreError::Unavailable(format!("secret {name} cannot be opened with this key"));
+    fn open(&self, name: &str, stored: &str) -> Result<String, SecretsError> {
+        let refused = || SecretsError::new(format!("secret {name} cannot be opened with this key"));
         let bytes = hex::decode(stored).map_err(|_| refused())?;
         if bytes.len() < NONCE_BYTES {
             return Err(refused());
@@ -75,12 +75,13 @@ impl SealedSecrets {
 
 #[async_trait]
 impl Secrets for SealedSecrets {
-    async fn put_secret(&self, name: &str, value: &str) -> Result<(), StoreError> {
-        self.store.put_secret_row(name, self.seal(name, value)).await
+    async fn put_secret(&self, name: &str, value: &str) -> Result<(), SecretsError> {
+        let sealed = self.seal(name, value);
+        self.store.put_secret_row(name, sealed).await.map_err(SecretsError::new)
     }
 
-    async fn secret(&self, name: &str) -> Result<Option<String>, StoreError> {
-        match self.store.secret_row(name).await? {
+    async fn secret(&self, name: &str) -> Result<Option<String>, SecretsError> {
+        match self.store.secret_row(name).await.map_err(SecretsError::new)? {
             None => Ok(None),
             Some(stored) => match stored.strip_prefix(SEALED) {
                 Some(sealed) => self.open(name, sealed).map(Some),

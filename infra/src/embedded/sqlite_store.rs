@@ -99,19 +99,12 @@ impl From<ConditionFailed> for TxError {
     }
 }
 
-pub(crate) fn unavailable(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Unavailable(e.to_string())
+pub(crate) fn unavailable(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreError {
+    StoreError::unavailable(e)
 }
 
 fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("domain objects always serialize")
-}
-
-/// The endpoint's JSON plus its secret names, which its public JSON leaves out.
-fn endpoint_document(endpoint: &WebhookEndpoint) -> String {
-    let mut body = serde_json::to_value(endpoint).expect("serializes");
-    body["secrets"] = serde_json::to_value(&endpoint.secrets).expect("serializes");
-    body.to_string()
 }
 
 fn owner_key(owner: &WorkflowOwner) -> String {
@@ -286,13 +279,10 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
             )?;
         }
         Write::PutApiKey(k) => {
-            // The hash is not part of the JSON a client sees, so it is kept beside it.
-            let mut body = serde_json::to_value(k).expect("serializes");
-            body["secret_hash"] = k.secret_hash.clone().into();
             tx.execute(
                 "INSERT INTO api_keys (id, secret_hash, body) VALUES (?1, ?2, ?3)
                  ON CONFLICT (id) DO UPDATE SET body = excluded.body",
-                params![k.id, k.secret_hash, body.to_string()],
+                params![k.id, k.secret_hash, json(k)],
             )?;
         }
         Write::InsertOperation(op) => {
@@ -360,7 +350,7 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
                 "INSERT INTO webhook_endpoints (id, customer_id, version, body) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body
                  WHERE webhook_endpoints.version = excluded.version - 1",
-                params![w.id, w.customer_id, w.version as i64, endpoint_document(w)],
+                params![w.id, w.customer_id, w.version as i64, json(w)],
             )?;
             if changed != 1 {
                 return Err(ConditionFailed.into());

@@ -1,0 +1,223 @@
+//! The API's wire shapes: how each of the domain's values looks in a response. The domain's
+//! values carry no `object` names, no list envelopes, and every field they store; here each gets
+//! its name, lists their envelope, and what is never shown (key hashes, where signing secrets
+//! are kept) is left out.
+
+use ops_domain::access::{ApiKey, Customer, Environment, Scope, User};
+use ops_domain::approvals::{ApprovalFloor, Workflow};
+use ops_domain::event::Event;
+use ops_domain::operations::{HistoryEntry, Operation};
+use ops_domain::service::{Issued, Page};
+use ops_domain::transactions::Transaction;
+use ops_domain::webhooks::{Delivery, EndpointStatus, WebhookEndpoint};
+use serde::Serialize;
+use time::OffsetDateTime;
+
+/// A value as the API shows it.
+pub trait Wire {
+    fn wire(&self) -> impl Serialize + '_;
+}
+
+/// A resource's fields under its `object` name.
+#[derive(Serialize)]
+struct Named<'a, T> {
+    object: &'static str,
+    #[serde(flatten)]
+    fields: &'a T,
+}
+
+fn named<'a, T>(object: &'static str, fields: &'a T) -> Named<'a, T> {
+    Named { object, fields }
+}
+
+macro_rules! named {
+    ($($type:ty => $object:literal),* $(,)?) => {
+        $(impl Wire for $type {
+            fn wire(&self) -> impl Serialize + '_ {
+                named($object, self)
+            }
+        })*
+    };
+}
+
+named! {
+    Customer => "customer",
+    User => "user",
+    Operation => "operation",
+    Transaction => "transaction",
+    Workflow => "workflow",
+    ApprovalFloor => "approval_floor",
+    Delivery => "webhook_delivery",
+}
+
+/// Entries of an operation's history are only ever shown in its list.
+impl Wire for HistoryEntry {
+    fn wire(&self) -> impl Serialize + '_ {
+        self
+    }
+}
+
+/// An event is already the signed document webhooks deliver, `object` included.
+impl Wire for Event {
+    fn wire(&self) -> impl Serialize + '_ {
+        self
+    }
+}
+
+/// An API key without its secret's hash.
+#[derive(Serialize)]
+struct ApiKeyShown<'a> {
+    id: &'a str,
+    object: &'static str,
+    customer_id: &'a Option<String>,
+    user_id: &'a Option<String>,
+    environment: Environment,
+    scopes: &'a [Scope],
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    expires_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    revoked_at: Option<OffsetDateTime>,
+    created_by: &'a Option<String>,
+    rotated_to: &'a Option<String>,
+}
+
+impl Wire for ApiKey {
+    fn wire(&self) -> impl Serialize + '_ {
+        ApiKeyShown {
+            id: &self.id,
+            object: "api_key",
+            customer_id: &self.customer_id,
+            user_id: &self.user_id,
+            environment: self.environment,
+            scopes: &self.scopes,
+            created_at: self.created_at,
+            expires_at: self.expires_at,
+            revoked_at: self.revoked_at,
+            created_by: &self.created_by,
+            rotated_to: &self.rotated_to,
+        }
+    }
+}
+
+/// A webhook endpoint without where its signing secrets are kept.
+#[derive(Serialize)]
+struct EndpointShown<'a> {
+    id: &'a str,
+    object: &'static str,
+    customer_id: &'a Option<String>,
+    url: &'a str,
+    events: &'a [String],
+    status: EndpointStatus,
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+    environment: Environment,
+    version: u64,
+}
+
+impl Wire for WebhookEndpoint {
+    fn wire(&self) -> impl Serialize + '_ {
+        EndpointShown {
+            id: &self.id,
+            object: "webhook_endpoint",
+            customer_id: &self.customer_id,
+            url: &self.url,
+            events: &self.events,
+            status: self.status,
+            created_at: self.created_at,
+            environment: self.environment,
+            version: self.version,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct List<T> {
+    object: &'static str,
+    data: Vec<T>,
+    has_more: bool,
+}
+
+impl<T: Wire> Wire for Page<T> {
+    fn wire(&self) -> impl Serialize + '_ {
+        List {
+            object: "list",
+            data: self.data.iter().map(Wire::wire).collect(),
+            has_more: self.has_more,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct WithSecret<R> {
+    #[serde(flatten)]
+    resource: R,
+    secret: String,
+}
+
+/// A resource with the secret it was issued with: shown once, in the answer to its creation.
+impl<T: Wire> Wire for Issued<T> {
+    fn wire(&self) -> impl Serialize + '_ {
+        WithSecret {
+            resource: self.resource.wire(),
+            secret: self.secret.clone(),
+        }
+    }
+}
+
+/// The JSON bytes of `value`'s wire shape.
+pub fn to_json<T: Wire + ?Sized>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(&value.wire()).expect("wire shapes always serialize")
+}
+
+/// What an idempotency record keeps of an answer: the answer itself, except that a secret
+/// shown once is withheld (only its prefix kept, `sk_test_…withheld`), since secrets are never
+/// stored.
+pub trait Stored: Wire {
+    fn stored_json(&self) -> Vec<u8> {
+        to_json(self)
+    }
+}
+
+impl Stored for Customer {}
+impl Stored for User {}
+impl Stored for Operation {}
+impl Stored for Transaction {}
+
+impl<T: Wire> Stored for Issued<T> {
+    fn stored_json(&self) -> Vec<u8> {
+        let prefix = self.secret.rfind('_').map_or("", |end| &self.secret[..=end]);
+        serde_json::to_vec(&WithSecret {
+            resource: self.resource.wire(),
+            secret: format!("{prefix}…withheld"),
+        })
+        .expect("wire shapes always serialize")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_answer_withholds_the_secret_and_keeps_the_rest() {
+        let issued = Issued {
+            resource: Customer {
+                id: "cus_1".into(),
+                name: "Acme".into(),
+                status: ops_domain::access::CustomerStatus::Active,
+                created_at: OffsetDateTime::UNIX_EPOCH,
+            },
+            secret: "sk_test_0123abcd".into(),
+        };
+        let shown: serde_json::Value = serde_json::from_slice(&to_json(&issued)).unwrap();
+        let stored: serde_json::Value = serde_json::from_slice(&issued.stored_json()).unwrap();
+        assert_eq!(shown["secret"], "sk_test_0123abcd");
+        assert_eq!(stored["secret"], "sk_test_…withheld");
+        assert_eq!(
+            (shown["object"].clone(), stored["id"].clone()),
+            ("customer".into(), "cus_1".into())
+        );
+    }
+}
