@@ -134,6 +134,16 @@ impl Service {
     }
 }
 
+/// Where idempotency keys are claimed (the store's port for this protocol); a claim is
+/// completed by a [`Write::CompleteIdempotency`] in the effect's own changeset.
+#[async_trait::async_trait]
+pub trait IdempotencyStore: Send + Sync {
+    /// Claims an idempotency key before any effect; see [`ClaimOutcome`].
+    async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, crate::ports::StoreError>;
+    /// Gives up a claim whose request failed before writing anything.
+    async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), crate::ports::StoreError>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,14 +1,14 @@
 //! Ports: what the use cases need from the outside world. `ops-infra` implements each one
 //! twice (embedded for local mode, AWS for the cloud) and runs one conformance suite on both.
 
-use crate::access::{ApiKey, Customer, User};
-use crate::approvals::{Workflow, WorkflowOwner};
+use crate::access::{AccessStore, ApiKey, Customer, User};
+use crate::approvals::{Workflow, WorkflowStore};
 use crate::cause::Cause;
 use crate::event::Event;
-use crate::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse};
-use crate::operations::{Operation, OperationStatus, OperationType};
-use crate::transactions::Transaction;
-use crate::webhooks::{Delivery, WebhookEndpoint};
+use crate::idempotency::{IdempotencyStore, StoredResponse};
+use crate::operations::{Operation, OperationStore};
+use crate::transactions::{Transaction, TransactionStore};
+use crate::webhooks::{Delivery, WebhookEndpoint, WebhookStore};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -171,66 +171,23 @@ impl BusError {
     }
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct OperationQuery {
-    pub customer_id: Option<String>,
-    pub status: Option<OperationStatus>,
-    pub kind: Option<OperationType>,
-    /// Only operations with a smaller (older) id.
-    pub starting_after: Option<String>,
-    pub limit: usize,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct EventQuery {
-    pub customer_id: Option<String>,
-    pub kind: Option<String>,
-    pub starting_after: Option<String>,
-    pub limit: usize,
-}
-
+/// Commits a [`Changeset`]: every write, with its conditions, or none.
 #[async_trait]
-pub trait Store: Send + Sync {
+pub trait Commit: Send + Sync {
     async fn commit(&self, changes: Changeset) -> Result<(), StoreError>;
+}
 
-    async fn customer(&self, id: &str) -> Result<Option<Customer>, StoreError>;
-    async fn user(&self, id: &str) -> Result<Option<User>, StoreError>;
-    async fn api_key(&self, id: &str) -> Result<Option<ApiKey>, StoreError>;
-    async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, StoreError>;
-    /// A customer's keys (`None`: the platform's), newest first.
-    async fn api_keys_of(&self, customer_id: Option<&str>) -> Result<Vec<ApiKey>, StoreError>;
-    async fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError>;
-    /// Newest first, at most `query.limit`.
-    async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError>;
-    /// Every audit entry of an operation and its transactions, oldest first.
-    async fn operation_history(&self, operation_id: &str) -> Result<Vec<AuditEntry>, StoreError>;
-    async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError>;
-    /// Several definitions, in the order asked (one request where the store can).
-    async fn workflows(&self, wanted: &[(WorkflowOwner, String)]) -> Result<Vec<Option<Workflow>>, StoreError> {
-        let mut found = Vec::with_capacity(wanted.len());
-        for (owner, name) in wanted {
-            found.push(self.workflow(owner, name).await?);
-        }
-        Ok(found)
-    }
+/// The whole store: each module's narrow port (the reads its use cases need, declared in its
+/// folder) and the one way to write. A store adapter implements each; a use case names only
+/// the ports it reads.
+pub trait Store:
+    Commit + AccessStore + WorkflowStore + OperationStore + TransactionStore + WebhookStore + IdempotencyStore
+{
+}
 
-    async fn transaction(&self, id: &str) -> Result<Option<Transaction>, StoreError>;
-    async fn transactions_of_operation(&self, operation_id: &str) -> Result<Vec<Transaction>, StoreError>;
-    /// Transactions whose `next_poll_at` has come, oldest first.
-    async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError>;
-    async fn event(&self, id: &str) -> Result<Option<Event>, StoreError>;
-    /// Newest first.
-    async fn events(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError>;
-    async fn webhook_endpoint(&self, id: &str) -> Result<Option<WebhookEndpoint>, StoreError>;
-    /// The customer's endpoints and the platform's (`None`: only the platform's).
-    async fn webhook_endpoints_for(&self, customer_id: Option<&str>) -> Result<Vec<WebhookEndpoint>, StoreError>;
-    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError>;
-    async fn deliveries_of_event(&self, event_id: &str) -> Result<Vec<Delivery>, StoreError>;
-
-    /// Claims an idempotency key before any effect; see [`ClaimOutcome`].
-    async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError>;
-    /// Gives up a claim whose request failed before writing anything.
-    async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), StoreError>;
+impl<T> Store for T where
+    T: Commit + AccessStore + WorkflowStore + OperationStore + TransactionStore + WebhookStore + IdempotencyStore
+{
 }
 
 /// The queues between the pipeline's stages.

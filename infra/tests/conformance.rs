@@ -1,5 +1,6 @@
 use ops_domain::operations::OperationStatus;
-use ops_domain::ports::{Changeset, OperationQuery, Store, SystemClock, Write};
+use ops_domain::operations::{OperationQuery, OperationStore};
+use ops_domain::ports::{Changeset, Commit, SystemClock, Write};
 use ops_infra::aws::{DynamoStore, SecretsManagerSecrets, SqsQueue};
 use ops_infra::conformance;
 use ops_infra::embedded::{InMemoryRateLimiter, SealedSecrets, SqliteQueue, SqliteStore};

@@ -260,6 +260,17 @@ impl Principal {
     }
 }
 
+/// The reads of customers, users and keys (the store's port for this module).
+#[async_trait::async_trait]
+pub trait AccessStore: Send + Sync {
+    async fn customer(&self, id: &str) -> Result<Option<Customer>, crate::ports::StoreError>;
+    async fn user(&self, id: &str) -> Result<Option<User>, crate::ports::StoreError>;
+    async fn api_key(&self, id: &str) -> Result<Option<ApiKey>, crate::ports::StoreError>;
+    async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, crate::ports::StoreError>;
+    /// A customer's keys (`None`: the platform's), newest first.
+    async fn api_keys_of(&self, customer_id: Option<&str>) -> Result<Vec<ApiKey>, crate::ports::StoreError>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -298,6 +298,23 @@ pub fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
+/// The reads of workflow definitions (the store's port for this module).
+#[async_trait::async_trait]
+pub trait WorkflowStore: Send + Sync {
+    async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, crate::ports::StoreError>;
+    /// Several definitions, in the order asked (one request where the store can).
+    async fn workflows(
+        &self,
+        wanted: &[(WorkflowOwner, String)],
+    ) -> Result<Vec<Option<Workflow>>, crate::ports::StoreError> {
+        let mut found = Vec::with_capacity(wanted.len());
+        for (owner, name) in wanted {
+            found.push(self.workflow(owner, name).await?);
+        }
+        Ok(found)
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

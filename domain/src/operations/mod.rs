@@ -223,6 +223,29 @@ impl Operation {
     }
 }
 
+#[derive(Debug, Clone, Default)]
+pub struct OperationQuery {
+    pub customer_id: Option<String>,
+    pub status: Option<OperationStatus>,
+    pub kind: Option<OperationType>,
+    /// Only operations with a smaller (older) id.
+    pub starting_after: Option<String>,
+    pub limit: usize,
+}
+
+/// The reads of operations and their history (the store's port for this module).
+#[async_trait::async_trait]
+pub trait OperationStore: Send + Sync {
+    async fn operation(&self, id: &str) -> Result<Option<Operation>, crate::ports::StoreError>;
+    /// Newest first, at most `query.limit`.
+    async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, crate::ports::StoreError>;
+    /// Every audit entry of an operation and its transactions, oldest first.
+    async fn operation_history(
+        &self,
+        operation_id: &str,
+    ) -> Result<Vec<crate::ports::AuditEntry>, crate::ports::StoreError>;
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -2,6 +2,7 @@
 //! history.
 
 use super::record_decision;
+use super::OperationQuery;
 use crate::access::{Principal, Scope};
 use crate::approvals::{self, Decider, Facts, Verdict};
 use crate::cause::{Actor, Cause};
@@ -11,7 +12,7 @@ use crate::idempotency::Ticket;
 use crate::ids::IdKind;
 use crate::money;
 use crate::operations::{Decision, Item, Operation, OperationStatus, OperationTransition, StatusChange};
-use crate::ports::{AuditEntry, Changeset, OperationQuery, StoreError, Write};
+use crate::ports::{AuditEntry, Changeset, StoreError, Write};
 use crate::service::{customer_scope, Page, Service};
 use crate::validate::{self, CreateOperation};
 use serde::Serialize;

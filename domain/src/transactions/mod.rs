@@ -192,6 +192,20 @@ impl Transaction {
     }
 }
 
+/// The reads of transactions (the store's port for this module).
+#[async_trait::async_trait]
+pub trait TransactionStore: Send + Sync {
+    async fn transaction(&self, id: &str) -> Result<Option<Transaction>, crate::ports::StoreError>;
+    async fn transactions_of_operation(&self, operation_id: &str)
+        -> Result<Vec<Transaction>, crate::ports::StoreError>;
+    /// Transactions whose `next_poll_at` has come, oldest first.
+    async fn transactions_due(
+        &self,
+        now: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<Transaction>, crate::ports::StoreError>;
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::TransactionStatus::{self, *};

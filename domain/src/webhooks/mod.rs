@@ -236,6 +236,30 @@ pub fn is_public(ip: IpAddr) -> bool {
     }
 }
 
+#[derive(Debug, Clone, Default)]
+pub struct EventQuery {
+    pub customer_id: Option<String>,
+    pub kind: Option<String>,
+    pub starting_after: Option<String>,
+    pub limit: usize,
+}
+
+/// The reads of events, endpoints and deliveries (the store's port for this module).
+#[async_trait::async_trait]
+pub trait WebhookStore: Send + Sync {
+    async fn event(&self, id: &str) -> Result<Option<crate::event::Event>, crate::ports::StoreError>;
+    /// Newest first.
+    async fn events(&self, query: &EventQuery) -> Result<Vec<crate::event::Event>, crate::ports::StoreError>;
+    async fn webhook_endpoint(&self, id: &str) -> Result<Option<WebhookEndpoint>, crate::ports::StoreError>;
+    /// The customer's endpoints and the platform's (`None`: only the platform's).
+    async fn webhook_endpoints_for(
+        &self,
+        customer_id: Option<&str>,
+    ) -> Result<Vec<WebhookEndpoint>, crate::ports::StoreError>;
+    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, crate::ports::StoreError>;
+    async fn deliveries_of_event(&self, event_id: &str) -> Result<Vec<Delivery>, crate::ports::StoreError>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

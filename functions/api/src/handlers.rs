@@ -14,8 +14,9 @@ use ops_domain::access::Scope;
 use ops_domain::approvals::WorkflowDefinition;
 use ops_domain::idempotency::Once;
 use ops_domain::ids::IdKind;
+use ops_domain::operations::OperationQuery;
 use ops_domain::operations::{OperationStatus, OperationType};
-use ops_domain::ports::{EventQuery, OperationQuery};
+use ops_domain::webhooks::EventQuery;
 use ops_domain::DomainError;
 
 type Answer = Result<Response, ApiError>;

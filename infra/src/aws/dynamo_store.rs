@@ -42,17 +42,17 @@ use aws_sdk_dynamodb::types::{
     StreamSpecification, StreamViewType, TimeToLiveSpecification, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
-use ops_domain::access::{ApiKey, Customer, User};
-use ops_domain::approvals::{Workflow, WorkflowOwner};
+use ops_domain::access::{AccessStore, ApiKey, Customer, User};
+use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
 use ops_domain::event::Event;
-use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse, CLAIM_TIMEOUT, RETENTION};
-use ops_domain::ids::{IdGenerator, IdKind, UlidGenerator};
-use ops_domain::operations::Operation;
-use ops_domain::ports::{
-    AuditEntry, Changeset, EventQuery, Limits, OperationQuery, RateLimiter, Store, StoreError, Write,
+use ops_domain::idempotency::{
+    ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
-use ops_domain::transactions::Transaction;
-use ops_domain::webhooks::{Delivery, WebhookEndpoint};
+use ops_domain::ids::{IdGenerator, IdKind, UlidGenerator};
+use ops_domain::operations::{Operation, OperationQuery, OperationStore};
+use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, RateLimiter, StoreError, Write};
+use ops_domain::transactions::{Transaction, TransactionStore};
+use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -646,7 +646,7 @@ impl Filter {
 }
 
 #[async_trait]
-impl Store for DynamoStore {
+impl Commit for DynamoStore {
     async fn commit(&self, changes: Changeset) -> Result<(), StoreError> {
         let mut items: Vec<TransactWriteItem> = changes.writes.iter().flat_map(|w| self.write(w)).collect();
         if items.len() > MAX_WRITES {
@@ -690,7 +690,10 @@ impl Store for DynamoStore {
             },
         }
     }
+}
 
+#[async_trait]
+impl AccessStore for DynamoStore {
     async fn customer(&self, id: &str) -> Result<Option<Customer>, StoreError> {
         self.get(keys::customer(id)).await
     }
@@ -718,7 +721,10 @@ impl Store for DynamoStore {
         )
         .await
     }
+}
 
+#[async_trait]
+impl OperationStore for DynamoStore {
     async fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError> {
         self.get(keys::operation(id)).await
     }
@@ -753,7 +759,10 @@ impl Store for DynamoStore {
         )
         .await
     }
+}
 
+#[async_trait]
+impl WorkflowStore for DynamoStore {
     async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError> {
         self.get(keys::workflow(owner, name)).await
     }
@@ -807,7 +816,10 @@ impl Store for DynamoStore {
             .map(|(owner, name)| found.get(&keys::workflow(owner, name)).cloned())
             .collect())
     }
+}
 
+#[async_trait]
+impl TransactionStore for DynamoStore {
     async fn transaction(&self, id: &str) -> Result<Option<Transaction>, StoreError> {
         self.get(keys::transaction(id)).await
     }
@@ -842,7 +854,10 @@ impl Store for DynamoStore {
         due.truncate(limit);
         Ok(due)
     }
+}
 
+#[async_trait]
+impl WebhookStore for DynamoStore {
     async fn event(&self, id: &str) -> Result<Option<Event>, StoreError> {
         self.get(keys::event(id)).await
     }
@@ -906,7 +921,10 @@ impl Store for DynamoStore {
         )
         .await
     }
+}
 
+#[async_trait]
+impl IdempotencyStore for DynamoStore {
     async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
         let now = claim.now.unix_timestamp();
         let item = keyed(

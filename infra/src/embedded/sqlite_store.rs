@@ -2,15 +2,16 @@
 //! lookups need; a changeset is one `BEGIN IMMEDIATE … COMMIT`.
 
 use async_trait::async_trait;
-use ops_domain::access::{ApiKey, Customer, User};
-use ops_domain::approvals::{Workflow, WorkflowOwner};
+use ops_domain::access::{AccessStore, ApiKey, Customer, User};
+use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
 use ops_domain::event::Event;
-use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse, CLAIM_TIMEOUT, RETENTION};
-use ops_domain::operations::Operation;
-use ops_domain::ports::EventQuery;
-use ops_domain::ports::{AuditEntry, Changeset, OperationQuery, Store, StoreError, Write};
-use ops_domain::transactions::Transaction;
-use ops_domain::webhooks::{Delivery, WebhookEndpoint};
+use ops_domain::idempotency::{
+    ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
+};
+use ops_domain::operations::{Operation, OperationQuery, OperationStore};
+use ops_domain::ports::{AuditEntry, Changeset, Commit, StoreError, Write};
+use ops_domain::transactions::{Transaction, TransactionStore};
+use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::de::DeserializeOwned;
@@ -391,7 +392,7 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl Commit for SqliteStore {
     async fn commit(&self, changes: Changeset) -> Result<(), StoreError> {
         self.with(move |c| {
             let tx = c
@@ -408,7 +409,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl AccessStore for SqliteStore {
     async fn customer(&self, id: &str) -> Result<Option<Customer>, StoreError> {
         self.document("SELECT body FROM customers WHERE id = ?1", id.into())
             .await
@@ -435,7 +439,10 @@ impl Store for SqliteStore {
         )
         .await
     }
+}
 
+#[async_trait]
+impl OperationStore for SqliteStore {
     async fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError> {
         self.document("SELECT body FROM operations WHERE id = ?1", id.into())
             .await
@@ -468,7 +475,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl WorkflowStore for SqliteStore {
     async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError> {
         let (owner, name) = (owner_key(owner), name.to_owned());
         self.with(move |c| {
@@ -484,7 +494,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl TransactionStore for SqliteStore {
     async fn transaction(&self, id: &str) -> Result<Option<Transaction>, StoreError> {
         self.document("SELECT body FROM transactions WHERE id = ?1", id.into())
             .await
@@ -508,7 +521,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl WebhookStore for SqliteStore {
     async fn event(&self, id: &str) -> Result<Option<Event>, StoreError> {
         self.document("SELECT body FROM events WHERE id = ?1", id.into()).await
     }
@@ -551,7 +567,10 @@ impl Store for SqliteStore {
         )
         .await
     }
+}
 
+#[async_trait]
+impl IdempotencyStore for SqliteStore {
     async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
         let claim = claim.clone();
         self.with(move |c| {
