@@ -4,6 +4,7 @@
 //! its wire shape, `object` names included.
 
 use crate::access::Environment;
+use crate::ids::{CustomerId, EventId};
 use crate::operations::{Operation, OperationStatus};
 use crate::transactions::{Transaction, TransactionStatus};
 use serde::{Deserialize, Serialize};
@@ -11,7 +12,7 @@ use time::OffsetDateTime;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
-    pub id: String,
+    pub id: crate::ids::EventId,
     pub object: String,
     #[serde(rename = "type")]
     pub kind: String,
@@ -20,15 +21,15 @@ pub struct Event {
     pub environment: Environment,
     pub api_version: String,
     /// The customer the event concerns; webhook endpoints of that customer receive it.
-    pub customer_id: String,
+    pub customer_id: crate::ids::CustomerId,
     pub data: serde_json::Value,
 }
 
 impl Event {
     fn new(
-        id: String,
+        id: EventId,
         kind: String,
-        customer_id: &str,
+        customer_id: &CustomerId,
         environment: Environment,
         at: OffsetDateTime,
         data: serde_json::Value,
@@ -40,13 +41,13 @@ impl Event {
             created: at.unix_timestamp(),
             environment,
             api_version: "v1".into(),
-            customer_id: customer_id.into(),
+            customer_id: customer_id.clone(),
             data,
         }
     }
 
     /// `operation.<status>` (or `operation.created`) with the operation as it now is.
-    pub fn of_operation(id: String, kind: &str, operation: &Operation) -> Event {
+    pub fn of_operation(id: EventId, kind: &str, operation: &Operation) -> Event {
         let data = serde_json::json!({
             "operation_id": operation.id,
             "customer_id": operation.customer_id,
@@ -68,7 +69,7 @@ impl Event {
     }
 
     /// `transaction.<status>`; its data carries the seed's six fields at the top level.
-    pub fn of_transaction(id: String, transaction: &Transaction) -> Event {
+    pub fn of_transaction(id: EventId, transaction: &Transaction) -> Event {
         let data = serde_json::json!({
             "transaction_id": transaction.id,
             "operation_id": transaction.operation_id,

@@ -1,6 +1,7 @@
 //! Identifiers: `<prefix>_<opaque>`. The opaque part is a lowercase ULID, so ids sort by
 //! creation time and lists can page on the id alone.
 
+use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +44,132 @@ impl IdKind {
     }
 }
 
+/// One type per kind of id, so an operation id is never passed where a transaction id is
+/// wanted. The JSON is the plain string. An id given by a caller is read with `parse` at the
+/// edge (a malformed one names nothing, so it is refused there); ids read back from the store
+/// or made by the generator are trusted as they are.
+macro_rules! typed_ids {
+    ($($(#[$doc:meta])* $name:ident => $kind:ident, $resource:literal),* $(,)?) => {$(
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub const KIND: IdKind = IdKind::$kind;
+
+            /// A caller's id, if it has this kind's shape.
+            pub fn parse(id: &str) -> Option<$name> {
+                IdKind::$kind.matches(id).then(|| $name(id.to_owned()))
+            }
+
+            /// A new id of this kind.
+            pub fn new(ids: &dyn IdGenerator) -> $name {
+                $name(ids.new_id(IdKind::$kind))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TypedId for $name {
+            const RESOURCE: &'static str = $resource;
+
+            fn parse(id: &str) -> Option<$name> {
+                $name::parse(id)
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        /// Trusted ids only (the store's, the tests'): a caller's goes through `parse`.
+        impl From<&str> for $name {
+            fn from(id: &str) -> $name {
+                $name(id.to_owned())
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(id: String) -> $name {
+                $name(id)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+
+        impl From<&$name> for String {
+            fn from(id: &$name) -> String {
+                id.0.clone()
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                &self.0 == other
+            }
+        }
+    )*};
+}
+
+/// What every typed id can do, for code that reads any of them (the HTTP edge's path ids).
+pub trait TypedId: Sized {
+    /// The resource's name in a "No such …" answer.
+    const RESOURCE: &'static str;
+    fn parse(id: &str) -> Option<Self>;
+}
+
+typed_ids! {
+    CustomerId => Customer, "customer",
+    UserId => User, "user",
+    ApiKeyId => ApiKey, "api_key",
+    OperationId => Operation, "operation",
+    ItemId => Item, "item",
+    TransactionId => Transaction, "transaction",
+    EventId => Event, "event",
+    WebhookEndpointId => WebhookEndpoint, "webhook_endpoint",
+    DeliveryId => Delivery, "webhook_delivery",
+}
+
 /// Port: where new ids come from (deterministic in some tests, ULIDs otherwise).
 pub trait IdGenerator: Send + Sync {
     fn new_id(&self, kind: IdKind) -> String;
@@ -77,6 +204,17 @@ mod tests {
         let mut sorted = made.clone();
         sorted.sort();
         assert_eq!(made, sorted);
+    }
+
+    #[test]
+    fn a_typed_id_reads_only_its_own_kind_and_is_a_plain_string_in_json() {
+        assert!(OperationId::parse("op_01abc").is_some());
+        for bad in ["txn_01abc", "op_", "op_a-b", "op 1"] {
+            assert!(OperationId::parse(bad).is_none(), "{bad}");
+        }
+        let id = TransactionId::new(&UlidGenerator::default());
+        assert!(id.starts_with("txn_"));
+        assert_eq!(serde_json::to_string(&id).unwrap(), format!("\"{id}\""));
     }
 
     #[test]

@@ -225,10 +225,10 @@ pub const MAX_QUEUE_DELAY: time::Duration = time::Duration::minutes(15);
 pub enum QueueTask {
     /// Hand this transaction to its rail (the submissions queue).
     #[serde(rename = "submit_transaction.v1")]
-    SubmitTransaction { transaction_id: String },
+    SubmitTransaction { transaction_id: crate::ids::TransactionId },
     /// Attempt this webhook delivery (the webhooks queue).
     #[serde(rename = "send_webhook.v1")]
-    SendWebhook { delivery_id: String },
+    SendWebhook { delivery_id: crate::ids::DeliveryId },
 }
 
 /// A message body that is no task this deployment knows.
@@ -255,8 +255,8 @@ impl QueueTask {
         #[derive(Deserialize)]
         #[serde(untagged, deny_unknown_fields)]
         enum Legacy {
-            Submit { transaction_id: String },
-            Webhook { delivery_id: String },
+            Submit { transaction_id: crate::ids::TransactionId },
+            Webhook { delivery_id: crate::ids::DeliveryId },
         }
         if let Ok(task) = serde_json::from_str::<QueueTask>(body) {
             return Ok(task);

@@ -10,11 +10,11 @@ use std::sync::Arc;
 /// What the rail is asked to execute. `transaction_id` is the rail's idempotency key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Instruction {
-    pub transaction_id: String,
-    pub operation_id: String,
-    pub customer_id: String,
-    pub amount: i64,
-    pub currency: String,
+    pub transaction_id: crate::ids::TransactionId,
+    pub operation_id: crate::ids::OperationId,
+    pub customer_id: crate::ids::CustomerId,
+    pub amount: crate::money::Amount,
+    pub currency: crate::money::Currency,
     pub beneficiary: Beneficiary,
     pub account: String,
     pub reference: Option<String>,
@@ -75,7 +75,11 @@ pub trait RailAdapter: Send + Sync {
     async fn submit(&self, instruction: &Instruction) -> Result<Ack, RailError>;
     /// Asks what became of a transaction (by its id, the rail's idempotency key, and the
     /// rail's reference when known).
-    async fn status(&self, transaction_id: &str, rail_reference: Option<&str>) -> Result<RailState, RailError>;
+    async fn status(
+        &self,
+        transaction_id: &crate::ids::TransactionId,
+        rail_reference: Option<&str>,
+    ) -> Result<RailState, RailError>;
     async fn import_statement(&self, statement: &[u8]) -> Result<Vec<StatementLine>, RailError>;
 }
 

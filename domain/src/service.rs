@@ -7,7 +7,7 @@ use crate::access::{Environment, KeyHasher, Principal, RateLimit};
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::idempotency::Ticket;
-use crate::ids::{IdGenerator, IdKind};
+use crate::ids::{CustomerId, IdGenerator};
 use crate::operations::{Operation, StatusChange};
 use crate::ports::{AuditEntry, Changeset, Clock, EventBus, Queue, Secrets, Store, StoreError, WebhookSender, Write};
 use crate::rail::Rails;
@@ -73,7 +73,7 @@ pub struct Issued<T> {
 
 /// The customer filter a list runs with: a customer's key only ever sees its own customer, and
 /// asking for another one finds nothing (`None`).
-pub(crate) fn customer_scope(principal: &Principal, asked: Option<String>) -> Option<Option<String>> {
+pub(crate) fn customer_scope(principal: &Principal, asked: Option<CustomerId>) -> Option<Option<CustomerId>> {
     match (&principal.key.customer_id, asked) {
         (Some(own), Some(asked)) if *own != asked => None,
         (Some(own), _) => Some(Some(own.clone())),
@@ -92,7 +92,7 @@ impl Service {
             .moving(change.from.map(|s| s.as_str()), change.to.as_str());
         changes.push(Write::Audit(entry.of_operation(&operation.id)));
         changes.push(Write::Event(Event::of_operation(
-            self.ids.new_id(IdKind::Event),
+            crate::ids::EventId::new(&*self.ids),
             change.to.as_str(),
             operation,
         )));

@@ -100,7 +100,7 @@ async fn dynamo_lists_read_only_what_they_return() {
             let before = store.requests();
             let found = store.operations(&query).await.unwrap();
             (
-                found.into_iter().map(|o| o.id).collect::<Vec<_>>(),
+                found.into_iter().map(|o| o.id.to_string()).collect::<Vec<_>>(),
                 store.requests() - before,
             )
         }

@@ -4,7 +4,6 @@
 use crate::access::{self, ApiKey, Principal, Scope};
 use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
-use crate::ids::IdKind;
 use crate::ports::{AuditEntry, Changeset, Clock, Limits, RateLimiter, SystemClock, Write};
 use crate::service::Service;
 use std::sync::Arc;
@@ -76,7 +75,7 @@ impl Service {
         }
         let now = self.now();
         let key = ApiKey {
-            id: self.ids.new_id(IdKind::ApiKey),
+            id: crate::ids::ApiKeyId::new(&*self.ids),
             customer_id: None,
             user_id: None,
             environment: self.environment,

@@ -4,7 +4,7 @@ use crate::access::{self, ApiKey, Customer, CustomerStatus, Principal, Scope, Us
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::idempotency::Ticket;
-use crate::ids::IdKind;
+use crate::ids::{ApiKeyId, CustomerId, UserId};
 use crate::ports::{AuditEntry, Changeset, Write};
 use crate::service::{Issued, Page, Service};
 use crate::validate::{self, CreateApiKey, CreateCustomer, CreateUser};
@@ -25,7 +25,7 @@ impl Service {
         let name = validate::required_text(command.name, "name", 200)?;
         let now = self.now();
         let customer = Customer {
-            id: self.ids.new_id(IdKind::Customer),
+            id: crate::ids::CustomerId::new(&*self.ids),
             name,
             status: CustomerStatus::Active,
             created_at: now,
@@ -50,10 +50,10 @@ impl Service {
         param: &str,
     ) -> Result<Customer, DomainError> {
         let not_found = || DomainError::missing_reference(param, format!("No such customer: '{id}'"));
-        if !principal.can_access(id) || !IdKind::Customer.matches(id) {
+        let Some(id) = CustomerId::parse(id).filter(|id| principal.can_access(id)) else {
             return Err(not_found());
-        }
-        self.store.customer(id).await?.ok_or_else(not_found)
+        };
+        self.store.customer(&id).await?.ok_or_else(not_found)
     }
 
     pub async fn create_user(
@@ -68,7 +68,7 @@ impl Service {
         let (name, email, roles) = command.validate()?;
         let now = self.now();
         let user = User {
-            id: self.ids.new_id(IdKind::User),
+            id: crate::ids::UserId::new(&*self.ids),
             customer_id: customer.id,
             name,
             email,
@@ -123,27 +123,33 @@ impl Service {
             }
             debug_assert!(principal.can_access(customer_id));
         }
-        if let Some(user_id) = &command.user_id {
-            let user = match IdKind::User.matches(user_id) {
-                true => self.store.user(user_id).await?,
-                false => None,
-            };
-            if user.is_none_or(|u| Some(&u.customer_id) != customer_id.as_ref()) {
-                return Err(DomainError::missing_reference(
-                    "user_id",
-                    format!("No such user of this customer: '{user_id}'"),
-                ));
+        let user_id = match &command.user_id {
+            Some(raw) => {
+                let user = match UserId::parse(raw) {
+                    Some(id) => self.store.user(&id).await?,
+                    None => None,
+                };
+                match user.filter(|u| Some(&u.customer_id) == customer_id.as_ref()) {
+                    Some(user) => Some(user.id),
+                    None => {
+                        return Err(DomainError::missing_reference(
+                            "user_id",
+                            format!("No such user of this customer: '{raw}'"),
+                        ))
+                    }
+                }
             }
-        }
+            None => None,
+        };
         let mut unique = scopes;
         unique.sort();
         unique.dedup();
         let now = self.now();
         let secret = access::new_secret(self.environment);
         let key = ApiKey {
-            id: self.ids.new_id(IdKind::ApiKey),
+            id: crate::ids::ApiKeyId::new(&*self.ids),
             customer_id,
-            user_id: command.user_id,
+            user_id,
             environment: self.environment,
             scopes: unique,
             created_at: now,
@@ -174,12 +180,11 @@ impl Service {
         Ok(issued)
     }
 
-    async fn manageable_key(&self, principal: &Principal, id: &str) -> Result<ApiKey, DomainError> {
-        let key = match IdKind::ApiKey.matches(id) {
-            true => self.store.api_key(id).await?,
-            false => None,
-        };
-        let key = key
+    async fn manageable_key(&self, principal: &Principal, id: &ApiKeyId) -> Result<ApiKey, DomainError> {
+        let key = self
+            .store
+            .api_key(id)
+            .await?
             .filter(|k| k.environment == self.environment)
             .filter(|k| match &k.customer_id {
                 Some(customer) => principal.can_access(customer),
@@ -195,7 +200,7 @@ impl Service {
     pub async fn rotate_api_key(
         &self,
         principal: &Principal,
-        id: &str,
+        id: &ApiKeyId,
         command: validate::RotateApiKey,
         ticket: Option<Ticket<Issued<ApiKey>>>,
     ) -> Result<Issued<ApiKey>, DomainError> {
@@ -231,7 +236,7 @@ impl Service {
         old.expires_at = Some(old.expires_at.map_or(ends, |at| at.min(ends)));
         let secret = access::new_secret(self.environment);
         let new_key = ApiKey {
-            id: self.ids.new_id(IdKind::ApiKey),
+            id: crate::ids::ApiKeyId::new(&*self.ids),
             created_at: now,
             expires_at: None,
             created_by: Some(principal.actor().id),
@@ -259,7 +264,7 @@ impl Service {
 
     /// Revokes a key and every successor it was rotated into, in one changeset: a leaked key's
     /// rotation does not outlive the leaked key.
-    pub async fn revoke_api_key(&self, principal: &Principal, id: &str) -> Result<ApiKey, DomainError> {
+    pub async fn revoke_api_key(&self, principal: &Principal, id: &ApiKeyId) -> Result<ApiKey, DomainError> {
         let revoked = self.manageable_key(principal, id).await?;
         let now = self.now();
         let mut changes = Changeset::default();
@@ -300,7 +305,7 @@ impl Service {
             Some(id) => Some(self.visible_customer(principal, &id, "customer_id").await?.id),
             None => principal.key.customer_id.clone(),
         };
-        let keys = self.store.api_keys_of(owner.as_deref()).await?;
+        let keys = self.store.api_keys_of(owner.as_ref()).await?;
         Ok(Page::all(
             keys.into_iter().filter(|k| k.environment == self.environment).collect(),
         ))

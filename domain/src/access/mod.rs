@@ -112,7 +112,7 @@ pub enum CustomerStatus {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Customer {
-    pub id: String,
+    pub id: crate::ids::CustomerId,
     pub name: String,
     pub status: CustomerStatus,
     #[serde(with = "time::serde::rfc3339")]
@@ -121,8 +121,8 @@ pub struct Customer {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct User {
-    pub id: String,
-    pub customer_id: String,
+    pub id: crate::ids::UserId,
+    pub customer_id: crate::ids::CustomerId,
     pub name: String,
     pub email: String,
     pub roles: Vec<Role>,
@@ -132,10 +132,10 @@ pub struct User {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApiKey {
-    pub id: String,
+    pub id: crate::ids::ApiKeyId,
     /// `None` for platform (PSP operator) keys.
-    pub customer_id: Option<String>,
-    pub user_id: Option<String>,
+    pub customer_id: Option<crate::ids::CustomerId>,
+    pub user_id: Option<crate::ids::UserId>,
     pub environment: Environment,
     pub scopes: Vec<Scope>,
     #[serde(with = "time::serde::rfc3339")]
@@ -150,7 +150,7 @@ pub struct ApiKey {
     pub created_by: Option<String>,
     /// The key this one was rotated into; a key rotates once, and revoking it revokes that one.
     #[serde(default)]
-    pub rotated_to: Option<String>,
+    pub rotated_to: Option<crate::ids::ApiKeyId>,
     /// Peppered hash of the secret; the secret itself is never stored (and the hash never
     /// shown: the API's wire shape leaves it out).
     pub secret_hash: String,
@@ -250,11 +250,11 @@ impl Principal {
         match &self.user {
             Some(user) => Actor {
                 kind: ActorType::User,
-                id: user.id.clone(),
+                id: user.id.to_string(),
             },
             None => Actor {
                 kind: ActorType::ApiKey,
-                id: self.key.id.clone(),
+                id: self.key.id.to_string(),
             },
         }
     }
@@ -263,12 +263,15 @@ impl Principal {
 /// The reads of customers, users and keys (the store's port for this module).
 #[async_trait::async_trait]
 pub trait AccessStore: Send + Sync {
-    async fn customer(&self, id: &str) -> Result<Option<Customer>, crate::ports::StoreError>;
-    async fn user(&self, id: &str) -> Result<Option<User>, crate::ports::StoreError>;
-    async fn api_key(&self, id: &str) -> Result<Option<ApiKey>, crate::ports::StoreError>;
+    async fn customer(&self, id: &crate::ids::CustomerId) -> Result<Option<Customer>, crate::ports::StoreError>;
+    async fn user(&self, id: &crate::ids::UserId) -> Result<Option<User>, crate::ports::StoreError>;
+    async fn api_key(&self, id: &crate::ids::ApiKeyId) -> Result<Option<ApiKey>, crate::ports::StoreError>;
     async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, crate::ports::StoreError>;
     /// A customer's keys (`None`: the platform's), newest first.
-    async fn api_keys_of(&self, customer_id: Option<&str>) -> Result<Vec<ApiKey>, crate::ports::StoreError>;
+    async fn api_keys_of(
+        &self,
+        customer_id: Option<&crate::ids::CustomerId>,
+    ) -> Result<Vec<ApiKey>, crate::ports::StoreError>;
 }
 
 #[cfg(test)]

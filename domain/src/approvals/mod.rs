@@ -107,7 +107,7 @@ pub struct WorkflowDefinition {
 pub enum WorkflowOwner {
     Builtin,
     Platform,
-    Customer(String),
+    Customer(crate::ids::CustomerId),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

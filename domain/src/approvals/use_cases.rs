@@ -5,6 +5,7 @@ use crate::access::{Principal, Scope};
 use crate::approvals::{self, Workflow, WorkflowDefinition, WorkflowOwner};
 use crate::cause::Cause;
 use crate::error::DomainError;
+use crate::ids::CustomerId;
 use crate::operation_type::OperationType;
 use crate::ports::{AuditEntry, Changeset, Write};
 use crate::service::Service;
@@ -17,13 +18,13 @@ impl Service {
     /// platform's, else the built-in one.
     pub async fn resolve_workflow(
         &self,
-        customer_id: Option<&str>,
+        customer_id: Option<&CustomerId>,
         name: &str,
     ) -> Result<Option<Workflow>, DomainError> {
         if let Some(customer) = customer_id {
             if let Some(found) = self
                 .store
-                .workflow(&WorkflowOwner::Customer(customer.into()), name)
+                .workflow(&WorkflowOwner::Customer(customer.clone()), name)
                 .await?
             {
                 return Ok(Some(found));
@@ -38,10 +39,7 @@ impl Service {
     pub async fn get_workflow(&self, principal: &Principal, name: &str) -> Result<Workflow, DomainError> {
         principal.require(Scope::OperationsRead)?;
         let found = match approvals::valid_name(name) {
-            true => {
-                self.resolve_workflow(principal.key.customer_id.as_deref(), name)
-                    .await?
-            }
+            true => self.resolve_workflow(principal.key.customer_id.as_ref(), name).await?,
             false => None,
         };
         found.ok_or_else(|| DomainError::not_found("workflow", name))
@@ -93,20 +91,24 @@ impl Service {
 
     /// The floor `customer_id` has for `kind`: the one its admin set, else the environment's
     /// default.
-    async fn approval_floor(&self, customer_id: &str, kind: OperationType) -> Result<ApprovalFloor, DomainError> {
+    async fn approval_floor(
+        &self,
+        customer_id: &CustomerId,
+        kind: OperationType,
+    ) -> Result<ApprovalFloor, DomainError> {
         let stored = self
             .store
             .workflow(
-                &WorkflowOwner::Customer(customer_id.into()),
+                &WorkflowOwner::Customer(customer_id.clone()),
                 &approvals::floor_name(kind),
             )
             .await?;
         Ok(self.floor_of(customer_id, kind, stored))
     }
 
-    fn floor_of(&self, customer_id: &str, kind: OperationType, stored: Option<Workflow>) -> ApprovalFloor {
+    fn floor_of(&self, customer_id: &CustomerId, kind: OperationType, stored: Option<Workflow>) -> ApprovalFloor {
         ApprovalFloor {
-            customer_id: customer_id.into(),
+            customer_id: customer_id.clone(),
             kind,
             is_default: stored.is_none(),
             version: stored.as_ref().map_or(0, |w| w.version),
@@ -119,11 +121,11 @@ impl Service {
     /// for its type, read together.
     pub(crate) async fn workflow_and_floor(
         &self,
-        customer_id: &str,
+        customer_id: &CustomerId,
         name: &str,
         kind: OperationType,
     ) -> Result<(Option<Workflow>, ApprovalFloor), DomainError> {
-        let customer = WorkflowOwner::Customer(customer_id.into());
+        let customer = WorkflowOwner::Customer(customer_id.clone());
         let wanted = [
             (customer.clone(), name.to_owned()),
             (WorkflowOwner::Platform, name.to_owned()),
@@ -219,7 +221,7 @@ fn floor_kind(kind: &str) -> Result<OperationType, DomainError> {
 /// What a customer requires of every operation of one type, whatever workflow it names.
 #[derive(Debug, Serialize)]
 pub struct ApprovalFloor {
-    pub customer_id: String,
+    pub customer_id: CustomerId,
     #[serde(rename = "type")]
     pub kind: OperationType,
     #[serde(flatten)]
@@ -234,6 +236,6 @@ fn owner_label(owner: &WorkflowOwner) -> String {
     match owner {
         WorkflowOwner::Builtin => "builtin".into(),
         WorkflowOwner::Platform => "platform".into(),
-        WorkflowOwner::Customer(id) => id.clone(),
+        WorkflowOwner::Customer(id) => id.to_string(),
     }
 }

@@ -117,7 +117,7 @@ mod four_eyes_tests {
         let at = OffsetDateTime::UNIX_EPOCH;
         Principal {
             key: ApiKey {
-                id: format!("key_{user_id}"),
+                id: format!("key_{user_id}").into(),
                 customer_id: Some("cus_1".into()),
                 user_id: Some(user_id.into()),
                 environment: Environment::Test,

@@ -143,13 +143,13 @@ pub struct Destination {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Item {
-    pub id: String,
+    pub id: crate::ids::ItemId,
     pub beneficiary: Beneficiary,
     pub destination: Destination,
     pub amount: Amount,
     pub reference: Option<String>,
     /// Set when the operation is approved and its transactions are made.
-    pub transaction_id: Option<String>,
+    pub transaction_id: Option<crate::ids::TransactionId>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,7 +161,7 @@ pub enum Decision {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Approval {
-    pub user_id: String,
+    pub user_id: crate::ids::UserId,
     pub decision: Decision,
     pub comment: Option<String>,
     #[serde(with = "time::serde::rfc3339")]
@@ -170,8 +170,8 @@ pub struct Approval {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Operation {
-    pub id: String,
-    pub customer_id: String,
+    pub id: crate::ids::OperationId,
+    pub customer_id: crate::ids::CustomerId,
     #[serde(rename = "type")]
     pub kind: OperationType,
     pub currency: Currency,
@@ -225,24 +225,24 @@ impl Operation {
 
 #[derive(Debug, Clone, Default)]
 pub struct OperationQuery {
-    pub customer_id: Option<String>,
+    pub customer_id: Option<crate::ids::CustomerId>,
     pub status: Option<OperationStatus>,
     pub kind: Option<OperationType>,
     /// Only operations with a smaller (older) id.
-    pub starting_after: Option<String>,
+    pub starting_after: Option<crate::ids::OperationId>,
     pub limit: usize,
 }
 
 /// The reads of operations and their history (the store's port for this module).
 #[async_trait::async_trait]
 pub trait OperationStore: Send + Sync {
-    async fn operation(&self, id: &str) -> Result<Option<Operation>, crate::ports::StoreError>;
+    async fn operation(&self, id: &crate::ids::OperationId) -> Result<Option<Operation>, crate::ports::StoreError>;
     /// Newest first, at most `query.limit`.
     async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, crate::ports::StoreError>;
     /// Every audit entry of an operation and its transactions, oldest first.
     async fn operation_history(
         &self,
-        operation_id: &str,
+        operation_id: &crate::ids::OperationId,
     ) -> Result<Vec<crate::ports::AuditEntry>, crate::ports::StoreError>;
 }
 

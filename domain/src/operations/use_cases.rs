@@ -9,7 +9,7 @@ use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::idempotency::Ticket;
-use crate::ids::IdKind;
+use crate::ids::OperationId;
 use crate::money;
 use crate::operations::{Decision, Item, Operation, OperationStatus, OperationTransition, StatusChange};
 use crate::ports::{AuditEntry, Changeset, StoreError, Write};
@@ -47,7 +47,7 @@ impl Service {
         let valid = command.validate(&|rail| self.rails.contains(rail))?;
         let customer_id = match (&valid.customer_id, &principal.key.customer_id) {
             // A customer's own key vouches that the customer exists.
-            (Some(id), Some(own)) if id == own => own.clone(),
+            (Some(id), Some(own)) if own == id => own.clone(),
             (Some(id), _) => self.visible_customer(principal, id, "customer_id").await?.id,
             (None, Some(own)) => own.clone(),
             (None, None) => return Err(DomainError::missing("customer_id")),
@@ -154,7 +154,7 @@ impl Service {
             ),
         };
         let operation = Operation {
-            id: self.ids.new_id(IdKind::Operation),
+            id: crate::ids::OperationId::new(&*self.ids),
             customer_id,
             kind: valid.kind,
             currency: valid.currency,
@@ -162,7 +162,7 @@ impl Service {
                 .items
                 .into_iter()
                 .map(|i| Item {
-                    id: self.ids.new_id(IdKind::Item),
+                    id: crate::ids::ItemId::new(&*self.ids),
                     beneficiary: i.beneficiary,
                     destination: i.destination,
                     amount: i.amount,
@@ -192,10 +192,10 @@ impl Service {
                 .of_operation(&operation.id)
                 .moving(None, status.as_str()),
         ));
-        let created = Event::of_operation(self.ids.new_id(IdKind::Event), "created", &operation);
+        let created = Event::of_operation(crate::ids::EventId::new(&*self.ids), "created", &operation);
         changes.push(Write::Event(created));
         changes.push(Write::Event(Event::of_operation(
-            self.ids.new_id(IdKind::Event),
+            crate::ids::EventId::new(&*self.ids),
             status.as_str(),
             &operation,
         )));
@@ -204,17 +204,15 @@ impl Service {
         Ok(operation)
     }
 
-    pub async fn get_operation(&self, principal: &Principal, id: &str) -> Result<Operation, DomainError> {
+    pub async fn get_operation(&self, principal: &Principal, id: &OperationId) -> Result<Operation, DomainError> {
         principal.require(Scope::OperationsRead)?;
         self.visible_operation(principal, id).await
     }
 
-    async fn visible_operation(&self, principal: &Principal, id: &str) -> Result<Operation, DomainError> {
-        let found = match IdKind::Operation.matches(id) {
-            true => self.store.operation(id).await?,
-            false => None,
-        };
-        found
+    async fn visible_operation(&self, principal: &Principal, id: &OperationId) -> Result<Operation, DomainError> {
+        self.store
+            .operation(id)
+            .await?
             .filter(|op| principal.can_access(&op.customer_id))
             .ok_or_else(|| DomainError::not_found("operation", id))
     }
@@ -237,7 +235,11 @@ impl Service {
         Ok(Page::of(self.store.operations(&query).await?, limit))
     }
 
-    pub async fn operation_history(&self, principal: &Principal, id: &str) -> Result<Page<HistoryEntry>, DomainError> {
+    pub async fn operation_history(
+        &self,
+        principal: &Principal,
+        id: &OperationId,
+    ) -> Result<Page<HistoryEntry>, DomainError> {
         let operation = self.get_operation(principal, id).await?;
         let data = self
             .store
@@ -260,7 +262,7 @@ impl Service {
     pub async fn approve_operation(
         &self,
         principal: &Principal,
-        id: &str,
+        id: &OperationId,
         command: validate::Approve,
     ) -> Result<Operation, DomainError> {
         let comment = validate::optional_text(command.comment, "comment", 500)?;
@@ -270,7 +272,7 @@ impl Service {
     pub async fn reject_operation(
         &self,
         principal: &Principal,
-        id: &str,
+        id: &OperationId,
         command: validate::Reject,
     ) -> Result<Operation, DomainError> {
         let reason = validate::required_text(command.reason, "reason", 500)?;
@@ -280,7 +282,7 @@ impl Service {
     pub async fn cancel_operation(
         &self,
         principal: &Principal,
-        id: &str,
+        id: &OperationId,
         command: validate::Cancel,
     ) -> Result<Operation, DomainError> {
         principal.require(Scope::OperationsWrite)?;
@@ -297,7 +299,7 @@ impl Service {
     async fn decide(
         &self,
         principal: &Principal,
-        id: &str,
+        id: &OperationId,
         decision: Decision,
         comment: Option<String>,
     ) -> Result<Operation, DomainError> {
@@ -311,7 +313,12 @@ impl Service {
     /// Loads, changes and stores an operation with its audit entry, retrying when a
     /// concurrent change won the race (the retry sees the winner's state, so a losing
     /// approve-versus-cancel gets its 409 from the state machine).
-    async fn change_operation<F>(&self, principal: &Principal, id: &str, change: F) -> Result<Operation, DomainError>
+    async fn change_operation<F>(
+        &self,
+        principal: &Principal,
+        id: &OperationId,
+        change: F,
+    ) -> Result<Operation, DomainError>
     where
         F: Fn(&mut Operation, OffsetDateTime) -> Result<Option<StatusChange>, DomainError>,
     {

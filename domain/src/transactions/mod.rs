@@ -111,10 +111,10 @@ impl TransactionTransition {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Transaction {
-    pub id: String,
-    pub operation_id: String,
-    pub customer_id: String,
-    pub item_id: String,
+    pub id: crate::ids::TransactionId,
+    pub operation_id: crate::ids::OperationId,
+    pub customer_id: crate::ids::CustomerId,
+    pub item_id: crate::ids::ItemId,
     pub rail: String,
     pub rail_reference: Option<String>,
     pub amount: Amount,
@@ -195,9 +195,14 @@ impl Transaction {
 /// The reads of transactions (the store's port for this module).
 #[async_trait::async_trait]
 pub trait TransactionStore: Send + Sync {
-    async fn transaction(&self, id: &str) -> Result<Option<Transaction>, crate::ports::StoreError>;
-    async fn transactions_of_operation(&self, operation_id: &str)
-        -> Result<Vec<Transaction>, crate::ports::StoreError>;
+    async fn transaction(
+        &self,
+        id: &crate::ids::TransactionId,
+    ) -> Result<Option<Transaction>, crate::ports::StoreError>;
+    async fn transactions_of_operation(
+        &self,
+        operation_id: &crate::ids::OperationId,
+    ) -> Result<Vec<Transaction>, crate::ports::StoreError>;
     /// Transactions whose `next_poll_at` has come, oldest first.
     async fn transactions_due(
         &self,

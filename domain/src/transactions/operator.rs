@@ -3,7 +3,7 @@
 use crate::access::{Principal, Scope};
 use crate::cause::{Actor, ActorType, Cause};
 use crate::error::DomainError;
-use crate::ids::IdKind;
+use crate::ids::{OperationId, TransactionId};
 use crate::service::{Page, Service};
 use crate::transactions::{Transaction, TransactionStatus, TransactionTransition};
 use crate::validate::{optional_text, required_text};
@@ -34,25 +34,23 @@ impl Service {
         }
     }
 
-    async fn visible_transaction(&self, principal: &Principal, id: &str) -> Result<Transaction, DomainError> {
+    async fn visible_transaction(&self, principal: &Principal, id: &TransactionId) -> Result<Transaction, DomainError> {
         principal.require(Scope::OperationsRead)?;
-        let found = match IdKind::Transaction.matches(id) {
-            true => self.store.transaction(id).await?,
-            false => None,
-        };
-        found
+        self.store
+            .transaction(id)
+            .await?
             .filter(|t| principal.can_access(&t.customer_id))
             .ok_or_else(|| DomainError::not_found("transaction", id))
     }
 
-    pub async fn get_transaction(&self, principal: &Principal, id: &str) -> Result<Transaction, DomainError> {
+    pub async fn get_transaction(&self, principal: &Principal, id: &TransactionId) -> Result<Transaction, DomainError> {
         self.visible_transaction(principal, id).await
     }
 
     pub async fn list_transactions(
         &self,
         principal: &Principal,
-        operation_id: &str,
+        operation_id: &OperationId,
     ) -> Result<Page<Transaction>, DomainError> {
         let operation = self.get_operation(principal, operation_id).await?;
         let data = self.store.transactions_of_operation(&operation.id).await?;
@@ -64,7 +62,7 @@ impl Service {
     pub async fn retry_transaction(
         &self,
         principal: &Principal,
-        id: &str,
+        id: &TransactionId,
         command: RetryTransaction,
     ) -> Result<Transaction, DomainError> {
         Self::require_operator(principal)?;
@@ -90,7 +88,7 @@ impl Service {
     pub async fn resolve_transaction(
         &self,
         principal: &Principal,
-        id: &str,
+        id: &TransactionId,
         command: ResolveTransaction,
     ) -> Result<Transaction, DomainError> {
         Self::require_operator(principal)?;

@@ -12,7 +12,7 @@
 use crate::cause::{Actor, ActorType, Cause};
 use crate::error::DomainError;
 use crate::event::Event;
-use crate::ids::IdKind;
+use crate::ids::{ItemId, OperationId, TransactionId};
 use crate::operations::{Operation, OperationStatus, OperationTransition, StatusChange};
 use crate::ports::{AuditEntry, BatchOutcome, Changeset, QueueTask, StoreError, Write, MAX_QUEUE_DELAY};
 use crate::service::{jitter, Handled, Service};
@@ -71,8 +71,8 @@ pub(super) fn next_return_check(confirmed_at: OffsetDateTime, now: OffsetDateTim
 
 /// Each item's transaction id is fixed by the item, so making it twice is a conflict, not a
 /// second transaction.
-fn transaction_id_of(item_id: &str) -> String {
-    format!("txn_{}", item_id.trim_start_matches("itm_"))
+fn transaction_id_of(item_id: &ItemId) -> TransactionId {
+    TransactionId::from(format!("txn_{}", item_id.trim_start_matches("itm_")))
 }
 
 /// Transactions made per store transaction: three writes each stays under DynamoDB's 100.
@@ -91,7 +91,7 @@ impl Service {
                 .moving(Some(from.as_str()), to.as_str());
             changes.push(Write::Audit(entry.of_operation(&transaction.operation_id)));
             changes.push(Write::Event(Event::of_transaction(
-                self.ids.new_id(IdKind::Event),
+                crate::ids::EventId::new(&*self.ids),
                 transaction,
             )));
         }
@@ -102,7 +102,11 @@ impl Service {
     /// Applies `change` to the current transaction and stores it; retried on a lost race so
     /// the change always sees the latest state. `change` returns `None` when there is
     /// nothing (more) to do.
-    pub(crate) async fn update_transaction<F>(&self, id: &str, change: F) -> Result<Option<Transaction>, DomainError>
+    pub(crate) async fn update_transaction<F>(
+        &self,
+        id: &TransactionId,
+        change: F,
+    ) -> Result<Option<Transaction>, DomainError>
     where
         F: Fn(
             &mut Transaction,
@@ -117,7 +121,7 @@ impl Service {
     /// again on a fresh read.
     pub(crate) async fn update_transaction_from<F>(
         &self,
-        id: &str,
+        id: &TransactionId,
         mut copy: Option<Transaction>,
         change: F,
     ) -> Result<Option<Transaction>, DomainError>
@@ -174,15 +178,16 @@ impl Service {
                     tracing::warn!(event = %event.id, %error, "transition handler failed; the event comes again");
                 }
                 // A stream is ordered: everything from the first failure on comes again.
-                outcome.failed.push(event.id.clone());
+                outcome.failed.push(event.id.to_string());
                 break;
             }
         }
         outcome
     }
 
-    fn data_id<'a>(event: &'a Event, field: &str) -> &'a str {
-        event.data[field].as_str().unwrap_or_default()
+    /// An id an event carries in its data (the store's, so trusted).
+    fn data_id<T: for<'a> From<&'a str>>(event: &Event, field: &str) -> T {
+        T::from(event.data[field].as_str().unwrap_or_default())
     }
 
     /// An approved operation moves to processing with a transaction id fixed for each item,
@@ -190,8 +195,8 @@ impl Service {
     /// transaction). Both steps are idempotent: a second delivery finds the operation
     /// processing and makes only the transactions still missing (none exist before the move).
     async fn start_processing(&self, event: &Event) -> Result<Handled, DomainError> {
-        let operation_id = Self::data_id(event, "operation_id");
-        let Some(mut operation) = self.store.operation(operation_id).await? else {
+        let operation_id: OperationId = Self::data_id(event, "operation_id");
+        let Some(mut operation) = self.store.operation(&operation_id).await? else {
             return Ok(Handled::Done);
         };
         match operation.status {
@@ -277,7 +282,7 @@ impl Service {
                     .of_operation(&operation.id);
                 changes.push(Write::Audit(entry));
                 changes.push(Write::Event(Event::of_transaction(
-                    self.ids.new_id(IdKind::Event),
+                    crate::ids::EventId::new(&*self.ids),
                     &transaction,
                 )));
                 changes.push(Write::InsertTransaction(transaction));
@@ -293,7 +298,7 @@ impl Service {
     }
 
     async fn queue_submission(&self, event: &Event) -> Result<Handled, DomainError> {
-        let transaction_id = Self::data_id(event, "transaction_id").to_owned();
+        let transaction_id = Self::data_id(event, "transaction_id");
         self.enqueue(QueueTask::SubmitTransaction { transaction_id }, Duration::ZERO)
             .await?;
         Ok(Handled::Done)
@@ -310,11 +315,11 @@ impl Service {
 
     /// Recomputes an operation's status from its transactions.
     async fn settle_operation(&self, event: &Event) -> Result<Handled, DomainError> {
-        let operation_id = Self::data_id(event, "operation_id");
-        let Some(mut operation) = self.store.operation(operation_id).await? else {
+        let operation_id: OperationId = Self::data_id(event, "operation_id");
+        let Some(mut operation) = self.store.operation(&operation_id).await? else {
             return Ok(Handled::Done);
         };
-        let transactions = self.store.transactions_of_operation(operation_id).await?;
+        let transactions = self.store.transactions_of_operation(&operation_id).await?;
         let Some(change) = settle(&mut operation, &transactions, self.now())? else {
             return Ok(Handled::Done);
         };
@@ -400,7 +405,7 @@ mod tests {
             settle(&mut operation, &one_made, OffsetDateTime::UNIX_EPOCH).unwrap(),
             None
         );
-        assert_eq!(transaction_id_of("itm_01abc"), "txn_01abc");
+        assert_eq!(transaction_id_of(&"itm_01abc".into()), "txn_01abc");
     }
 
     fn txns(statuses: &[TransactionStatus]) -> Vec<Transaction> {

@@ -2,7 +2,7 @@
 
 use crate::error::DomainError;
 use crate::idempotency::{self, IdempotencyClaim, Once, StoredResponse};
-use crate::ids::IdKind;
+use crate::ids::TransactionId;
 use crate::ports::Changeset;
 use crate::rail::RailState;
 use crate::service::Service;
@@ -123,9 +123,9 @@ impl Service {
         code: Option<String>,
         reason: Option<String>,
     ) -> Result<Transaction, DomainError> {
-        let transaction = match IdKind::Transaction.matches(transaction_id) {
-            true => self.store.transaction(transaction_id).await?,
-            false => None,
+        let transaction = match TransactionId::parse(transaction_id) {
+            Some(id) => self.store.transaction(&id).await?,
+            None => None,
         };
         let transaction = transaction.filter(|t| t.rail == rail).ok_or_else(|| {
             DomainError::missing_reference(

@@ -7,6 +7,7 @@ use super::pipeline::{
 };
 use crate::cause::Cause;
 use crate::error::DomainError;
+use crate::ids::TransactionId;
 use crate::ports::{BatchOutcome, QueueMessage, QueueTask};
 use crate::rail::{Ack, Instruction, RailError, RailState};
 use crate::service::{Handled, Service};
@@ -41,7 +42,7 @@ impl Service {
     /// Hands a pending transaction to its rail, at most once per attempt: the attempt is
     /// recorded before the call, so a worker that finds an attempt without outcome knows the
     /// rail may hold the instruction and asks instead of sending again.
-    async fn submit(&self, transaction_id: &str) -> Result<Handled, DomainError> {
+    async fn submit(&self, transaction_id: &TransactionId) -> Result<Handled, DomainError> {
         let claimed = self
             .update_transaction(transaction_id, |txn, now| {
                 if txn.status != TransactionStatus::Pending {
@@ -93,8 +94,8 @@ impl Service {
             transaction_id: transaction.id.clone(),
             operation_id: transaction.operation_id.clone(),
             customer_id: transaction.customer_id.clone(),
-            amount: transaction.amount.minor_units(),
-            currency: transaction.currency.code().to_owned(),
+            amount: transaction.amount,
+            currency: transaction.currency.clone(),
             beneficiary: transaction.beneficiary.clone(),
             account: transaction.account.clone(),
             reference: transaction.reference.clone(),
@@ -199,7 +200,7 @@ impl Service {
     /// `copy` is the transaction as the poll found it.
     pub(crate) async fn apply_rail_state(
         &self,
-        transaction_id: &str,
+        transaction_id: &TransactionId,
         copy: Option<Transaction>,
         state: Result<RailState, RailError>,
         report: Option<&str>,

@@ -3,7 +3,7 @@
 
 use crate::error::DomainError;
 use crate::event::Event;
-use crate::ids::IdKind;
+use crate::ids::{DeliveryId, EventId, WebhookEndpointId};
 use crate::ports::{BatchOutcome, Changeset, QueueMessage, QueueTask, StoreError, Write};
 use crate::service::{jitter, Service};
 use crate::webhooks::{self, signature, Attempt, Delivery, DeliveryStatus, EndpointStatus, WebhookEndpoint};
@@ -13,9 +13,9 @@ use std::collections::hash_map::{Entry, HashMap};
 use time::Duration;
 
 /// Delivery ids are derived from event and endpoint, so dispatching twice makes one delivery.
-fn delivery_id(event_id: &str, endpoint_id: &str) -> String {
+fn delivery_id(event_id: &EventId, endpoint_id: &WebhookEndpointId) -> DeliveryId {
     let digest = Sha256::digest(format!("{event_id}/{endpoint_id}"));
-    format!("whd_{}", &hex::encode(digest)[..26])
+    DeliveryId::from(format!("whd_{}", &hex::encode(digest)[..26]))
 }
 
 impl Service {
@@ -26,7 +26,7 @@ impl Service {
         if let (Some(bus), Some(first)) = (&self.bus, events.first()) {
             if let Err(error) = bus.publish(events).await {
                 tracing::warn!(%error, "publishing to the event bus failed; the batch comes again");
-                outcome.failed.push(first.id.clone());
+                outcome.failed.push(first.id.to_string());
                 return outcome;
             }
         }
@@ -44,7 +44,7 @@ impl Service {
             };
             if let Err(error) = dispatched.await {
                 tracing::warn!(event = %event.id, %error, "webhook dispatch failed; the event comes again");
-                outcome.failed.push(event.id.clone());
+                outcome.failed.push(event.id.to_string());
                 break;
             }
         }
@@ -63,13 +63,13 @@ impl Service {
         let mut made = vec![];
         for endpoint in endpoints {
             if !endpoint.wants(&event.kind, &event.customer_id)
-                || fresh.is_some_and(|only| only != "*" && only != endpoint.id)
+                || fresh.is_some_and(|only| only != "*" && endpoint.id != only)
             {
                 continue;
             }
             let now = self.now();
             let id = match fresh {
-                Some(_) => self.ids.new_id(IdKind::Delivery),
+                Some(_) => DeliveryId::new(&*self.ids),
                 None => delivery_id(&event.id, &endpoint.id),
             };
             let delivery = Delivery {
@@ -134,7 +134,7 @@ impl Service {
         }
     }
 
-    async fn send_webhook(&self, delivery_id: &str) -> Result<(), DomainError> {
+    async fn send_webhook(&self, delivery_id: &DeliveryId) -> Result<(), DomainError> {
         let Some(delivery) = self.store.delivery(delivery_id).await? else {
             return Ok(());
         };
@@ -145,7 +145,7 @@ impl Service {
         if let Some(due) = delivery.next_attempt_at.filter(|due| *due > now) {
             // Not yet (a duplicate message, or a wait longer than a queue can hold).
             let task = QueueTask::SendWebhook {
-                delivery_id: delivery_id.to_owned(),
+                delivery_id: delivery_id.clone(),
             };
             self.enqueue(task, due - now).await?;
             return Ok(());
@@ -205,7 +205,7 @@ impl Service {
         }
         if let Some(due) = updated.next_attempt_at {
             let task = QueueTask::SendWebhook {
-                delivery_id: delivery_id.to_owned(),
+                delivery_id: delivery_id.clone(),
             };
             self.enqueue(task, due - now).await?;
         }
@@ -219,8 +219,9 @@ mod tests {
 
     #[test]
     fn delivery_ids_are_stable_per_event_and_endpoint() {
-        assert_eq!(delivery_id("evt_1", "whe_1"), delivery_id("evt_1", "whe_1"));
-        assert_ne!(delivery_id("evt_1", "whe_1"), delivery_id("evt_1", "whe_2"));
-        assert!(delivery_id("evt_1", "whe_1").starts_with("whd_"));
+        let (event, one, two) = ("evt_1".into(), "whe_1".into(), "whe_2".into());
+        assert_eq!(delivery_id(&event, &one), delivery_id(&event, &one));
+        assert_ne!(delivery_id(&event, &one), delivery_id(&event, &two));
+        assert!(DeliveryId::parse(&delivery_id(&event, &one)).is_some());
     }
 }

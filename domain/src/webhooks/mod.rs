@@ -50,9 +50,9 @@ pub enum EndpointStatus {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WebhookEndpoint {
-    pub id: String,
+    pub id: crate::ids::WebhookEndpointId,
     /// `None`: a platform endpoint, which receives every customer's events.
-    pub customer_id: Option<String>,
+    pub customer_id: Option<crate::ids::CustomerId>,
     pub url: String,
     /// Event types, or `*` for all.
     pub events: Vec<String>,
@@ -101,9 +101,9 @@ pub struct Attempt {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Delivery {
-    pub id: String,
-    pub event_id: String,
-    pub endpoint_id: String,
+    pub id: crate::ids::DeliveryId,
+    pub event_id: crate::ids::EventId,
+    pub endpoint_id: crate::ids::WebhookEndpointId,
     pub url: String,
     pub status: DeliveryStatus,
     pub attempts: Vec<Attempt>,
@@ -238,26 +238,32 @@ pub fn is_public(ip: IpAddr) -> bool {
 
 #[derive(Debug, Clone, Default)]
 pub struct EventQuery {
-    pub customer_id: Option<String>,
+    pub customer_id: Option<crate::ids::CustomerId>,
     pub kind: Option<String>,
-    pub starting_after: Option<String>,
+    pub starting_after: Option<crate::ids::EventId>,
     pub limit: usize,
 }
 
 /// The reads of events, endpoints and deliveries (the store's port for this module).
 #[async_trait::async_trait]
 pub trait WebhookStore: Send + Sync {
-    async fn event(&self, id: &str) -> Result<Option<crate::event::Event>, crate::ports::StoreError>;
+    async fn event(&self, id: &crate::ids::EventId) -> Result<Option<crate::event::Event>, crate::ports::StoreError>;
     /// Newest first.
     async fn events(&self, query: &EventQuery) -> Result<Vec<crate::event::Event>, crate::ports::StoreError>;
-    async fn webhook_endpoint(&self, id: &str) -> Result<Option<WebhookEndpoint>, crate::ports::StoreError>;
+    async fn webhook_endpoint(
+        &self,
+        id: &crate::ids::WebhookEndpointId,
+    ) -> Result<Option<WebhookEndpoint>, crate::ports::StoreError>;
     /// The customer's endpoints and the platform's (`None`: only the platform's).
     async fn webhook_endpoints_for(
         &self,
-        customer_id: Option<&str>,
+        customer_id: Option<&crate::ids::CustomerId>,
     ) -> Result<Vec<WebhookEndpoint>, crate::ports::StoreError>;
-    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, crate::ports::StoreError>;
-    async fn deliveries_of_event(&self, event_id: &str) -> Result<Vec<Delivery>, crate::ports::StoreError>;
+    async fn delivery(&self, id: &crate::ids::DeliveryId) -> Result<Option<Delivery>, crate::ports::StoreError>;
+    async fn deliveries_of_event(
+        &self,
+        event_id: &crate::ids::EventId,
+    ) -> Result<Vec<Delivery>, crate::ports::StoreError>;
 }
 
 #[cfg(test)]

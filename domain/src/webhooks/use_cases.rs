@@ -5,7 +5,7 @@ use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::idempotency::Ticket;
-use crate::ids::IdKind;
+use crate::ids::{EventId, WebhookEndpointId};
 use crate::ports::{AuditEntry, Changeset, Write};
 use crate::service::{customer_scope, Issued, Page, Service};
 use crate::validate::required_text;
@@ -47,13 +47,11 @@ fn new_webhook_secret() -> String {
 impl Service {
     // ---- events -----------------------------------------------------------------------
 
-    pub async fn get_event(&self, principal: &Principal, id: &str) -> Result<Event, DomainError> {
+    pub async fn get_event(&self, principal: &Principal, id: &EventId) -> Result<Event, DomainError> {
         principal.require(Scope::OperationsRead)?;
-        let found = match IdKind::Event.matches(id) {
-            true => self.store.event(id).await?,
-            false => None,
-        };
-        found
+        self.store
+            .event(id)
+            .await?
             .filter(|e| principal.can_access(&e.customer_id))
             .ok_or_else(|| DomainError::not_found("event", id))
     }
@@ -72,7 +70,7 @@ impl Service {
         Ok(Page::of(self.store.events(&query).await?, limit))
     }
 
-    pub async fn event_deliveries(&self, principal: &Principal, id: &str) -> Result<Page<Delivery>, DomainError> {
+    pub async fn event_deliveries(&self, principal: &Principal, id: &EventId) -> Result<Page<Delivery>, DomainError> {
         let event = self.get_event(principal, id).await?;
         let mut data = self.store.deliveries_of_event(&event.id).await?;
         if let Some(own) = &principal.key.customer_id {
@@ -91,17 +89,19 @@ impl Service {
     pub async fn resend_event(
         &self,
         principal: &Principal,
-        id: &str,
+        id: &EventId,
         command: ResendEvent,
     ) -> Result<Page<Delivery>, DomainError> {
         principal.require(Scope::WebhooksManage)?;
         let event = self.get_event(principal, id).await?;
         let only = match command.endpoint_id {
             Some(endpoint_id) => {
-                let endpoint = self.visible_endpoint(principal, &endpoint_id).await.map_err(|_| {
+                let missing = || {
                     DomainError::missing_reference("endpoint_id", format!("No such webhook endpoint: '{endpoint_id}'"))
-                })?;
-                endpoint.id
+                };
+                let id = WebhookEndpointId::parse(&endpoint_id).ok_or_else(missing)?;
+                let endpoint = self.visible_endpoint(principal, &id).await.map_err(|_| missing())?;
+                endpoint.id.to_string()
             }
             None => "*".into(),
         };
@@ -118,13 +118,15 @@ impl Service {
 
     // ---- webhook endpoints ------------------------------------------------------------
 
-    async fn visible_endpoint(&self, principal: &Principal, id: &str) -> Result<WebhookEndpoint, DomainError> {
+    async fn visible_endpoint(
+        &self,
+        principal: &Principal,
+        id: &WebhookEndpointId,
+    ) -> Result<WebhookEndpoint, DomainError> {
         principal.require(Scope::WebhooksManage)?;
-        let found = match id.starts_with("whe_") {
-            true => self.store.webhook_endpoint(id).await?,
-            false => None,
-        };
-        found
+        self.store
+            .webhook_endpoint(id)
+            .await?
             .filter(|e| e.status != EndpointStatus::Deleted)
             .filter(|e| match &e.customer_id {
                 Some(customer) => principal.can_access(customer),
@@ -184,16 +186,10 @@ impl Service {
                     "customer_id is for platform keys; your endpoints are your customer's.",
                 ))
             }
-            (None, Some(id)) => Some(
-                self.store
-                    .customer(&id)
-                    .await?
-                    .ok_or_else(|| DomainError::missing_reference("customer_id", format!("No such customer: '{id}'")))?
-                    .id,
-            ),
+            (None, Some(id)) => Some(self.visible_customer(principal, &id, "customer_id").await?.id),
             (None, None) => None,
         };
-        let id = self.ids.new_id(IdKind::WebhookEndpoint);
+        let id = crate::ids::WebhookEndpointId::new(&*self.ids);
         let (secret, signing) = self.store_new_secret(&id, 0).await?;
         let now = self.now();
         let endpoint = WebhookEndpoint {
@@ -228,7 +224,11 @@ impl Service {
         Ok(issued)
     }
 
-    pub async fn get_webhook_endpoint(&self, principal: &Principal, id: &str) -> Result<WebhookEndpoint, DomainError> {
+    pub async fn get_webhook_endpoint(
+        &self,
+        principal: &Principal,
+        id: &WebhookEndpointId,
+    ) -> Result<WebhookEndpoint, DomainError> {
         self.visible_endpoint(principal, id).await
     }
 
@@ -236,7 +236,7 @@ impl Service {
         principal.require(Scope::WebhooksManage)?;
         let data = self
             .store
-            .webhook_endpoints_for(principal.key.customer_id.as_deref())
+            .webhook_endpoints_for(principal.key.customer_id.as_ref())
             .await?
             .into_iter()
             .filter(|e| e.status != EndpointStatus::Deleted && (principal.is_platform() || e.customer_id.is_some()))
@@ -247,7 +247,7 @@ impl Service {
     pub async fn delete_webhook_endpoint(
         &self,
         principal: &Principal,
-        id: &str,
+        id: &WebhookEndpointId,
     ) -> Result<WebhookEndpoint, DomainError> {
         let mut endpoint = self.visible_endpoint(principal, id).await?;
         endpoint.status = EndpointStatus::Deleted;
@@ -275,7 +275,7 @@ impl Service {
     pub async fn rotate_webhook_secret(
         &self,
         principal: &Principal,
-        id: &str,
+        id: &WebhookEndpointId,
         command: RotateWebhookSecret,
     ) -> Result<Issued<WebhookEndpoint>, DomainError> {
         let mut endpoint = self.visible_endpoint(principal, id).await?;

@@ -6,6 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
 use ops_domain::access::Principal;
+use ops_domain::ids::TypedId;
 use ops_domain::DomainError;
 use serde::de::DeserializeOwned;
 
@@ -53,6 +54,21 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
             .await
             .map(|axum::extract::Path(value)| PathParam(value))
             .map_err(|e| DomainError::invalid("path", "invalid_path", format!("The URL path is malformed: {e}")).into())
+    }
+}
+
+/// A path parameter that is an id, read into its type: an id of another shape names nothing,
+/// so it is answered 404 here, before any use case runs.
+pub struct PathId<T>(pub T);
+
+impl<S: Send + Sync, T: TypedId> FromRequestParts<S> for PathId<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let PathParam(raw) = PathParam::from_request_parts(parts, state).await?;
+        T::parse(&raw)
+            .map(PathId)
+            .ok_or_else(|| DomainError::not_found(T::RESOURCE, raw).into())
     }
 }
 

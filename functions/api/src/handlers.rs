@@ -1,7 +1,7 @@
 //! One function per route. Each reads the request, calls one use case and shapes the answer.
 
 use crate::error::ApiError;
-use crate::extract::{parse, query_pairs, Caller, JsonBody, PathParam, PathParams, RawBody};
+use crate::extract::{parse, query_pairs, Caller, JsonBody, PathId, PathParam, PathParams, RawBody};
 use crate::idempotency::{create_once, json_response, replayed, stored};
 use crate::wire::{to_json, Wire};
 use crate::App;
@@ -13,7 +13,7 @@ use ops_domain::access::require_platform_admin;
 use ops_domain::access::Scope;
 use ops_domain::approvals::WorkflowDefinition;
 use ops_domain::idempotency::Once;
-use ops_domain::ids::IdKind;
+use ops_domain::ids::{ApiKeyId, CustomerId, EventId, IdKind, OperationId, TransactionId, WebhookEndpointId};
 use ops_domain::operations::OperationQuery;
 use ops_domain::operations::{OperationStatus, OperationType};
 use ops_domain::webhooks::EventQuery;
@@ -105,7 +105,7 @@ pub async fn create_api_key(
 pub async fn rotate_api_key(
     State(app): State<App>,
     Caller(caller): Caller,
-    PathParam(id): PathParam,
+    PathId(id): PathId<ApiKeyId>,
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Answer {
@@ -126,7 +126,7 @@ pub async fn rotate_api_key(
     Ok(json_response(StatusCode::CREATED, to_json(&created)))
 }
 
-pub async fn revoke_api_key(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
+pub async fn revoke_api_key(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<ApiKeyId>) -> Answer {
     ok(app.service.revoke_api_key(&caller, &id).await?)
 }
 
@@ -189,7 +189,7 @@ pub async fn create_operation(
     .await
 }
 
-pub async fn get_operation(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
+pub async fn get_operation(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<OperationId>) -> Answer {
     ok(app.service.get_operation(&caller, &id).await?)
 }
 
@@ -232,9 +232,9 @@ fn list_params(raw: Option<&str>, item: IdKind, filters: &[&str]) -> Result<List
 pub async fn list_operations(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
     let params = list_params(raw.as_deref(), IdKind::Operation, &["status", "type"])?;
     let mut query = OperationQuery {
-        customer_id: params.customer_id,
+        customer_id: params.customer_id.map(CustomerId::from),
         limit: params.limit,
-        starting_after: params.starting_after,
+        starting_after: params.starting_after.map(OperationId::from),
         ..Default::default()
     };
     for (name, value) in params.filters {
@@ -255,7 +255,7 @@ pub async fn list_operations(State(app): State<App>, Caller(caller): Caller, Raw
 pub async fn approve_operation(
     State(app): State<App>,
     Caller(caller): Caller,
-    PathParam(id): PathParam,
+    PathId(id): PathId<OperationId>,
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.approve_operation(&caller, &id, parse(&body)?).await?)
@@ -264,7 +264,7 @@ pub async fn approve_operation(
 pub async fn reject_operation(
     State(app): State<App>,
     Caller(caller): Caller,
-    PathParam(id): PathParam,
+    PathId(id): PathId<OperationId>,
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.reject_operation(&caller, &id, parse(&body)?).await?)
@@ -273,34 +273,43 @@ pub async fn reject_operation(
 pub async fn cancel_operation(
     State(app): State<App>,
     Caller(caller): Caller,
-    PathParam(id): PathParam,
+    PathId(id): PathId<OperationId>,
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.cancel_operation(&caller, &id, parse(&body)?).await?)
 }
 
-pub async fn operation_history(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
+pub async fn operation_history(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<OperationId>,
+) -> Answer {
     ok(app.service.operation_history(&caller, &id).await?)
 }
 
 pub async fn list_transactions(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
     let pairs = query_pairs(raw.as_deref(), &["operation_id"])?;
-    let operation_id = pairs
+    let raw = pairs
         .into_iter()
         .map(|(_, value)| value)
         .next()
         .ok_or_else(|| DomainError::missing("operation_id"))?;
+    let operation_id = OperationId::parse(&raw).ok_or_else(|| DomainError::not_found("operation", raw))?;
     ok(app.service.list_transactions(&caller, &operation_id).await?)
 }
 
-pub async fn get_transaction(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
+pub async fn get_transaction(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<TransactionId>,
+) -> Answer {
     ok(app.service.get_transaction(&caller, &id).await?)
 }
 
 pub async fn retry_transaction(
     State(app): State<App>,
     Caller(caller): Caller,
-    PathParam(id): PathParam,
+    PathId(id): PathId<TransactionId>,
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.retry_transaction(&caller, &id, parse(&body)?).await?)
@@ -309,7 +318,7 @@ pub async fn retry_transaction(
 pub async fn resolve_transaction(
     State(app): State<App>,
     Caller(caller): Caller,
-    PathParam(id): PathParam,
+    PathId(id): PathId<TransactionId>,
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.resolve_transaction(&caller, &id, parse(&body)?).await?)
@@ -318,9 +327,9 @@ pub async fn resolve_transaction(
 pub async fn list_events(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
     let params = list_params(raw.as_deref(), IdKind::Event, &["type"])?;
     let query = EventQuery {
-        customer_id: params.customer_id,
+        customer_id: params.customer_id.map(CustomerId::from),
         limit: params.limit,
-        starting_after: params.starting_after,
+        starting_after: params.starting_after.map(EventId::from),
         kind: params.filters.into_iter().map(|(_, value)| value).next(),
     };
     if let Some(kind) = query
@@ -333,18 +342,18 @@ pub async fn list_events(State(app): State<App>, Caller(caller): Caller, RawQuer
     ok(app.service.list_events(&caller, query).await?)
 }
 
-pub async fn get_event(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
+pub async fn get_event(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<EventId>) -> Answer {
     ok(app.service.get_event(&caller, &id).await?)
 }
 
-pub async fn event_deliveries(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
+pub async fn event_deliveries(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<EventId>) -> Answer {
     ok(app.service.event_deliveries(&caller, &id).await?)
 }
 
 pub async fn resend_event(
     State(app): State<App>,
     Caller(caller): Caller,
-    PathParam(id): PathParam,
+    PathId(id): PathId<EventId>,
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.resend_event(&caller, &id, parse(&body)?).await?)
@@ -373,14 +382,18 @@ pub async fn list_webhook_endpoints(State(app): State<App>, Caller(caller): Call
     ok(app.service.list_webhook_endpoints(&caller).await?)
 }
 
-pub async fn get_webhook_endpoint(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
+pub async fn get_webhook_endpoint(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WebhookEndpointId>,
+) -> Answer {
     ok(app.service.get_webhook_endpoint(&caller, &id).await?)
 }
 
 pub async fn delete_webhook_endpoint(
     State(app): State<App>,
     Caller(caller): Caller,
-    PathParam(id): PathParam,
+    PathId(id): PathId<WebhookEndpointId>,
 ) -> Answer {
     ok(app.service.delete_webhook_endpoint(&caller, &id).await?)
 }
@@ -388,7 +401,7 @@ pub async fn delete_webhook_endpoint(
 pub async fn rotate_webhook_secret(
     State(app): State<App>,
     Caller(caller): Caller,
-    PathParam(id): PathParam,
+    PathId(id): PathId<WebhookEndpointId>,
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.rotate_webhook_secret(&caller, &id, parse(&body)?).await?)

@@ -6,6 +6,7 @@
 use ops_domain::access::{ApiKey, Customer, Environment, Scope, User};
 use ops_domain::approvals::{ApprovalFloor, Workflow};
 use ops_domain::event::Event;
+use ops_domain::ids::{ApiKeyId, CustomerId, UserId};
 use ops_domain::operations::{HistoryEntry, Operation};
 use ops_domain::service::{Issued, Page};
 use ops_domain::transactions::Transaction;
@@ -69,8 +70,8 @@ impl Wire for Event {
 struct ApiKeyShown<'a> {
     id: &'a str,
     object: &'static str,
-    customer_id: &'a Option<String>,
-    user_id: &'a Option<String>,
+    customer_id: &'a Option<CustomerId>,
+    user_id: &'a Option<UserId>,
     environment: Environment,
     scopes: &'a [Scope],
     #[serde(with = "time::serde::rfc3339")]
@@ -80,7 +81,7 @@ struct ApiKeyShown<'a> {
     #[serde(with = "time::serde::rfc3339::option")]
     revoked_at: Option<OffsetDateTime>,
     created_by: &'a Option<String>,
-    rotated_to: &'a Option<String>,
+    rotated_to: &'a Option<ApiKeyId>,
 }
 
 impl Wire for ApiKey {
@@ -106,7 +107,7 @@ impl Wire for ApiKey {
 struct EndpointShown<'a> {
     id: &'a str,
     object: &'static str,
-    customer_id: &'a Option<String>,
+    customer_id: &'a Option<CustomerId>,
     url: &'a str,
     events: &'a [String],
     status: EndpointStatus,

@@ -48,7 +48,10 @@ use ops_domain::event::Event;
 use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
-use ops_domain::ids::{IdGenerator, IdKind, UlidGenerator};
+use ops_domain::ids::{
+    ApiKeyId, CustomerId, DeliveryId, EventId, IdGenerator, IdKind, OperationId, TransactionId, UlidGenerator, UserId,
+    WebhookEndpointId,
+};
 use ops_domain::operations::{Operation, OperationQuery, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, RateLimiter, StoreError, Write};
 use ops_domain::transactions::{Transaction, TransactionStore};
@@ -694,15 +697,15 @@ impl Commit for DynamoStore {
 
 #[async_trait]
 impl AccessStore for DynamoStore {
-    async fn customer(&self, id: &str) -> Result<Option<Customer>, StoreError> {
+    async fn customer(&self, id: &CustomerId) -> Result<Option<Customer>, StoreError> {
         self.get(keys::customer(id)).await
     }
 
-    async fn user(&self, id: &str) -> Result<Option<User>, StoreError> {
+    async fn user(&self, id: &UserId) -> Result<Option<User>, StoreError> {
         self.get(keys::user(id)).await
     }
 
-    async fn api_key(&self, id: &str) -> Result<Option<ApiKey>, StoreError> {
+    async fn api_key(&self, id: &ApiKeyId) -> Result<Option<ApiKey>, StoreError> {
         self.get(keys::api_key(id)).await
     }
 
@@ -710,11 +713,11 @@ impl AccessStore for DynamoStore {
         self.get(keys::api_key_by_hash(secret_hash)).await
     }
 
-    async fn api_keys_of(&self, customer_id: Option<&str>) -> Result<Vec<ApiKey>, StoreError> {
+    async fn api_keys_of(&self, customer_id: Option<&CustomerId>) -> Result<Vec<ApiKey>, StoreError> {
         self.query(
             Some("GSI1"),
             "GSI1PK = :pk",
-            vec![(":pk", s(keys::keys_of(customer_id)))],
+            vec![(":pk", s(keys::keys_of(customer_id.map(|id| id.as_str()))))],
             None,
             true,
             1000,
@@ -725,12 +728,15 @@ impl AccessStore for DynamoStore {
 
 #[async_trait]
 impl OperationStore for DynamoStore {
-    async fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError> {
+    async fn operation(&self, id: &OperationId) -> Result<Option<Operation>, StoreError> {
         self.get(keys::operation(id)).await
     }
 
     async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError> {
-        let after = query.starting_after.clone().unwrap_or_else(|| "\u{10FFFF}".into());
+        let after = query
+            .starting_after
+            .as_ref()
+            .map_or_else(|| "\u{10FFFF}".into(), String::from);
         let status = query.status.map(|s| s.as_str());
         let (index, partition) = match (&query.customer_id, status) {
             (Some(customer), Some(status)) => ("GSI2", Partition::One(keys::operations_of_in(customer, status))),
@@ -742,12 +748,12 @@ impl OperationStore for DynamoStore {
             .with("ty", "type", query.kind.map(|k| k.as_str()))
             .into_option();
         self.newest_first(index, partition, after, filter, query.limit, |op: &Operation| {
-            op.id.clone()
+            op.id.to_string()
         })
         .await
     }
 
-    async fn operation_history(&self, operation_id: &str) -> Result<Vec<AuditEntry>, StoreError> {
+    async fn operation_history(&self, operation_id: &OperationId) -> Result<Vec<AuditEntry>, StoreError> {
         let (partition, entries) = keys::operation_history(operation_id);
         self.query(
             None,
@@ -820,11 +826,11 @@ impl WorkflowStore for DynamoStore {
 
 #[async_trait]
 impl TransactionStore for DynamoStore {
-    async fn transaction(&self, id: &str) -> Result<Option<Transaction>, StoreError> {
+    async fn transaction(&self, id: &TransactionId) -> Result<Option<Transaction>, StoreError> {
         self.get(keys::transaction(id)).await
     }
 
-    async fn transactions_of_operation(&self, operation_id: &str) -> Result<Vec<Transaction>, StoreError> {
+    async fn transactions_of_operation(&self, operation_id: &OperationId) -> Result<Vec<Transaction>, StoreError> {
         self.query(
             Some("GSI1"),
             "GSI1PK = :pk",
@@ -858,27 +864,33 @@ impl TransactionStore for DynamoStore {
 
 #[async_trait]
 impl WebhookStore for DynamoStore {
-    async fn event(&self, id: &str) -> Result<Option<Event>, StoreError> {
+    async fn event(&self, id: &EventId) -> Result<Option<Event>, StoreError> {
         self.get(keys::event(id)).await
     }
 
     async fn events(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
-        let after = query.starting_after.clone().unwrap_or_else(|| "\u{10FFFF}".into());
+        let after = query
+            .starting_after
+            .as_ref()
+            .map_or_else(|| "\u{10FFFF}".into(), String::from);
         let (index, partition) = match (&query.customer_id, &query.kind) {
             (Some(customer), Some(kind)) => ("GSI2", Partition::One(keys::events_of_type(customer, kind))),
             (Some(customer), None) => ("GSI1", Partition::One(keys::events_of(customer))),
             (None, Some(kind)) => ("GSI4", Partition::Sharded(keys::all_events_of_type(kind))),
             (None, None) => ("GSI3", Partition::Sharded(keys::all_events())),
         };
-        self.newest_first(index, partition, after, None, query.limit, |e: &Event| e.id.clone())
+        self.newest_first(index, partition, after, None, query.limit, |e: &Event| e.id.to_string())
             .await
     }
 
-    async fn webhook_endpoint(&self, id: &str) -> Result<Option<WebhookEndpoint>, StoreError> {
+    async fn webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<WebhookEndpoint>, StoreError> {
         self.get(keys::webhook_endpoint(id)).await
     }
 
-    async fn webhook_endpoints_for(&self, customer_id: Option<&str>) -> Result<Vec<WebhookEndpoint>, StoreError> {
+    async fn webhook_endpoints_for(
+        &self,
+        customer_id: Option<&CustomerId>,
+    ) -> Result<Vec<WebhookEndpoint>, StoreError> {
         let mut endpoints: Vec<WebhookEndpoint> = self
             .query(
                 Some("GSI1"),
@@ -906,11 +918,11 @@ impl WebhookStore for DynamoStore {
         Ok(endpoints)
     }
 
-    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {
+    async fn delivery(&self, id: &DeliveryId) -> Result<Option<Delivery>, StoreError> {
         self.get(keys::delivery(id)).await
     }
 
-    async fn deliveries_of_event(&self, event_id: &str) -> Result<Vec<Delivery>, StoreError> {
+    async fn deliveries_of_event(&self, event_id: &EventId) -> Result<Vec<Delivery>, StoreError> {
         self.query(
             Some("GSI1"),
             "GSI1PK = :pk",

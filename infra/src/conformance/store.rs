@@ -99,12 +99,12 @@ async fn api_keys_are_listed_by_owner(store: &dyn Store) {
     rotated.rotated_to = Some("key_01b".into());
     store.commit(changes(vec![Write::PutApiKey(rotated)])).await.unwrap();
     let ids = |keys: Vec<ApiKey>| keys.into_iter().map(|k| k.id).collect::<Vec<_>>();
-    let listed = store.api_keys_of(Some("cus_keys")).await.unwrap();
+    let listed = store.api_keys_of(Some(&"cus_keys".into())).await.unwrap();
     assert_eq!(listed[1].rotated_to.as_deref(), Some("key_01b"));
     assert_eq!(ids(listed), ["key_01b", "key_01a"]);
     assert_eq!(ids(store.api_keys_of(None).await.unwrap()), ["key_01d"]);
     assert_eq!(
-        ids(store.api_keys_of(Some("cus_none")).await.unwrap()),
+        ids(store.api_keys_of(Some(&"cus_none".into())).await.unwrap()),
         Vec::<String>::new()
     );
     let found = store.api_key_by_hash("hash-of-key_01a").await.unwrap().unwrap();
@@ -123,7 +123,7 @@ async fn api_keys_are_listed_by_owner(store: &dyn Store) {
         store.api_key_by_hash("hash-of-key_01a").await.unwrap().unwrap().id,
         "key_01a"
     );
-    assert_eq!(store.api_key("key_01e").await.unwrap(), None);
+    assert_eq!(store.api_key(&"key_01e".into()).await.unwrap(), None);
 }
 
 async fn entity_and_audit_land_together(store: &dyn Store) {
@@ -135,7 +135,7 @@ async fn entity_and_audit_land_together(store: &dyn Store) {
         ]))
         .await
         .unwrap();
-    assert_eq!(store.operation("op_a1").await.unwrap(), Some(op.clone()));
+    assert_eq!(store.operation(&"op_a1".into()).await.unwrap(), Some(op.clone()));
 
     // A failing condition anywhere in the changeset writes nothing at all.
     let mut stale = op.clone();
@@ -147,8 +147,8 @@ async fn entity_and_audit_land_together(store: &dyn Store) {
         ]))
         .await;
     assert!(matches!(result, Err(StoreError::Conflict)));
-    assert_eq!(store.operation("op_a1").await.unwrap(), Some(op.clone()));
-    let history = store.operation_history("op_a1").await.unwrap();
+    assert_eq!(store.operation(&"op_a1".into()).await.unwrap(), Some(op.clone()));
+    let history = store.operation_history(&"op_a1".into()).await.unwrap();
     assert_eq!(history.len(), 1, "the refused changeset left no audit entry");
 
     // A lone write is held to its condition as well: an update made from a stale read loses.
@@ -156,7 +156,7 @@ async fn entity_and_audit_land_together(store: &dyn Store) {
     skipped.version = 3;
     let lone = store.commit(changes(vec![Write::UpdateOperation(skipped)])).await;
     assert!(matches!(lone, Err(StoreError::Conflict)));
-    assert_eq!(store.operation("op_a1").await.unwrap(), Some(op.clone()));
+    assert_eq!(store.operation(&"op_a1".into()).await.unwrap(), Some(op.clone()));
 
     // Inserting an id twice is a conflict, not an overwrite.
     let again = store.commit(changes(vec![Write::InsertOperation(op)])).await;
@@ -306,10 +306,10 @@ async fn concurrent_conflicting_updates_have_one_winner(store: Arc<dyn Store>) {
         }
     }
     assert_eq!(winners.len(), 1, "exactly one concurrent update wins");
-    let stored = store.operation("op_c1").await.unwrap().unwrap();
+    let stored = store.operation(&"op_c1".into()).await.unwrap().unwrap();
     assert_eq!(stored.status, winners[0]);
     assert_eq!(
-        store.operation_history("op_c1").await.unwrap().len(),
+        store.operation_history(&"op_c1".into()).await.unwrap().len(),
         1,
         "only the winner's audit entry"
     );
@@ -399,7 +399,7 @@ async fn idempotency_claims(store: &dyn Store) {
 async fn the_largest_operation_the_api_accepts_is_stored(store: &dyn Store) {
     let mut op = operation("op_big", "cus_big", OperationStatus::Approved);
     let item = |n: usize| Item {
-        id: format!("itm_{n:026}"),
+        id: format!("itm_{n:026}").into(),
         beneficiary: Beneficiary {
             id_type: "RUT".into(),
             id: "9".repeat(64),
@@ -431,7 +431,7 @@ async fn the_largest_operation_the_api_accepts_is_stored(store: &dyn Store) {
         .await
         .unwrap();
     for item in op.items.iter_mut() {
-        item.transaction_id = Some(item.id.replacen("itm_", "txn_", 1));
+        item.transaction_id = Some(item.id.replacen("itm_", "txn_", 1).into());
     }
     op.status = OperationStatus::Processing;
     op.version = 2;
@@ -443,5 +443,5 @@ async fn the_largest_operation_the_api_accepts_is_stored(store: &dyn Store) {
         ]))
         .await
         .unwrap();
-    assert_eq!(store.operation("op_big").await.unwrap(), Some(op));
+    assert_eq!(store.operation(&"op_big".into()).await.unwrap(), Some(op));
 }

@@ -8,6 +8,9 @@ use ops_domain::event::Event;
 use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
+use ops_domain::ids::{
+    ApiKeyId, CustomerId, DeliveryId, EventId, OperationId, TransactionId, UserId, WebhookEndpointId,
+};
 use ops_domain::operations::{Operation, OperationQuery, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, StoreError, Write};
 use ops_domain::transactions::{Transaction, TransactionStore};
@@ -270,28 +273,28 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
         Write::InsertCustomer(c) => {
             tx.execute(
                 "INSERT INTO customers (id, body) VALUES (?1, ?2)",
-                params![c.id, json(c)],
+                params![c.id.as_str(), json(c)],
             )?;
         }
         Write::InsertUser(u) => {
             tx.execute(
                 "INSERT INTO users (id, customer_id, body) VALUES (?1, ?2, ?3)",
-                params![u.id, u.customer_id, json(u)],
+                params![u.id.as_str(), u.customer_id.as_str(), json(u)],
             )?;
         }
         Write::PutApiKey(k) => {
             tx.execute(
                 "INSERT INTO api_keys (id, secret_hash, body) VALUES (?1, ?2, ?3)
                  ON CONFLICT (id) DO UPDATE SET body = excluded.body",
-                params![k.id, k.secret_hash, json(k)],
+                params![k.id.as_str(), k.secret_hash, json(k)],
             )?;
         }
         Write::InsertOperation(op) => {
             tx.execute(
                 "INSERT INTO operations (id, customer_id, status, type, version, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![
-                    op.id,
-                    op.customer_id,
+                    op.id.as_str(),
+                    op.customer_id.as_str(),
                     op.status.as_str(),
                     op.kind.as_str(),
                     op.version as i64,
@@ -303,7 +306,7 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
             let changed = tx.execute(
                 "UPDATE operations SET status = ?2, version = ?3, body = ?4 WHERE id = ?1 AND version = ?5",
                 params![
-                    op.id,
+                    op.id.as_str(),
                     op.status.as_str(),
                     op.version as i64,
                     json(op),
@@ -328,13 +331,13 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
         Write::InsertTransaction(t) => {
             tx.execute(
                 "INSERT INTO transactions (id, operation_id, status, next_poll_at, version, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![t.id, t.operation_id, t.status.as_str(), t.next_poll_at.map(|at| at.unix_timestamp()), t.version as i64, json(t)],
+                params![t.id.as_str(), t.operation_id.as_str(), t.status.as_str(), t.next_poll_at.map(|at| at.unix_timestamp()), t.version as i64, json(t)],
             )?;
         }
         Write::UpdateTransaction(t) => {
             let changed = tx.execute(
                 "UPDATE transactions SET status = ?2, next_poll_at = ?3, version = ?4, body = ?5 WHERE id = ?1 AND version = ?6",
-                params![t.id, t.status.as_str(), t.next_poll_at.map(|at| at.unix_timestamp()), t.version as i64, json(t), t.version as i64 - 1],
+                params![t.id.as_str(), t.status.as_str(), t.next_poll_at.map(|at| at.unix_timestamp()), t.version as i64, json(t), t.version as i64 - 1],
             )?;
             if changed != 1 {
                 return Err(ConditionFailed.into());
@@ -343,7 +346,7 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
         Write::Event(e) => {
             tx.execute(
                 "INSERT INTO events (id, customer_id, type, body) VALUES (?1, ?2, ?3, ?4)",
-                params![e.id, e.customer_id, e.kind, json(e)],
+                params![e.id.as_str(), e.customer_id.as_str(), e.kind, json(e)],
             )?;
         }
         Write::PutWebhookEndpoint(w) => {
@@ -351,7 +354,7 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
                 "INSERT INTO webhook_endpoints (id, customer_id, version, body) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body
                  WHERE webhook_endpoints.version = excluded.version - 1",
-                params![w.id, w.customer_id, w.version as i64, json(w)],
+                params![w.id.as_str(), w.customer_id.as_deref(), w.version as i64, json(w)],
             )?;
             if changed != 1 {
                 return Err(ConditionFailed.into());
@@ -360,13 +363,13 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
         Write::InsertDelivery(d) => {
             tx.execute(
                 "INSERT INTO deliveries (id, event_id, version, body) VALUES (?1, ?2, ?3, ?4)",
-                params![d.id, d.event_id, d.version as i64, json(d)],
+                params![d.id.as_str(), d.event_id.as_str(), d.version as i64, json(d)],
             )?;
         }
         Write::UpdateDelivery(d) => {
             let changed = tx.execute(
                 "UPDATE deliveries SET version = ?2, body = ?3 WHERE id = ?1 AND version = ?4",
-                params![d.id, d.version as i64, json(d), d.version as i64 - 1],
+                params![d.id.as_str(), d.version as i64, json(d), d.version as i64 - 1],
             )?;
             if changed != 1 {
                 return Err(ConditionFailed.into());
@@ -413,16 +416,16 @@ impl Commit for SqliteStore {
 
 #[async_trait]
 impl AccessStore for SqliteStore {
-    async fn customer(&self, id: &str) -> Result<Option<Customer>, StoreError> {
+    async fn customer(&self, id: &CustomerId) -> Result<Option<Customer>, StoreError> {
         self.document("SELECT body FROM customers WHERE id = ?1", id.into())
             .await
     }
 
-    async fn user(&self, id: &str) -> Result<Option<User>, StoreError> {
+    async fn user(&self, id: &UserId) -> Result<Option<User>, StoreError> {
         self.document("SELECT body FROM users WHERE id = ?1", id.into()).await
     }
 
-    async fn api_key(&self, id: &str) -> Result<Option<ApiKey>, StoreError> {
+    async fn api_key(&self, id: &ApiKeyId) -> Result<Option<ApiKey>, StoreError> {
         self.document("SELECT body FROM api_keys WHERE id = ?1", id.into())
             .await
     }
@@ -432,10 +435,10 @@ impl AccessStore for SqliteStore {
             .await
     }
 
-    async fn api_keys_of(&self, customer_id: Option<&str>) -> Result<Vec<ApiKey>, StoreError> {
+    async fn api_keys_of(&self, customer_id: Option<&CustomerId>) -> Result<Vec<ApiKey>, StoreError> {
         self.documents(
             "SELECT body FROM api_keys WHERE coalesce(json_extract(body, '$.customer_id'), '') = ?1 ORDER BY id DESC",
-            customer_id.unwrap_or("").to_owned(),
+            customer_id.map_or("", |id| id.as_str()).to_owned(),
         )
         .await
     }
@@ -443,7 +446,7 @@ impl AccessStore for SqliteStore {
 
 #[async_trait]
 impl OperationStore for SqliteStore {
-    async fn operation(&self, id: &str) -> Result<Option<Operation>, StoreError> {
+    async fn operation(&self, id: &OperationId) -> Result<Option<Operation>, StoreError> {
         self.document("SELECT body FROM operations WHERE id = ?1", id.into())
             .await
     }
@@ -452,23 +455,23 @@ impl OperationStore for SqliteStore {
         let query = query.clone();
         self.with(move |c| {
             let list = List::new("operations", "id", query.limit)
-                .filter("customer_id = ?", query.customer_id)
+                .filter("customer_id = ?", query.customer_id.clone().map(String::from))
                 .filter("status = ?", query.status.map(|s| s.as_str().to_owned()))
                 .filter("type = ?", query.kind.map(|k| k.as_str().to_owned()))
-                .filter("id < ?", query.starting_after);
+                .filter("id < ?", query.starting_after.clone().map(String::from));
             list.run(c)
         })
         .await
     }
 
-    async fn operation_history(&self, operation_id: &str) -> Result<Vec<AuditEntry>, StoreError> {
+    async fn operation_history(&self, operation_id: &OperationId) -> Result<Vec<AuditEntry>, StoreError> {
         let operation_id = operation_id.to_owned();
         self.with(move |c| {
             let mut statement = c
                 .prepare_cached("SELECT body FROM audit WHERE operation_id = ?1 ORDER BY seq")
                 .map_err(unavailable)?;
             let rows = statement
-                .query_map([operation_id], |row| row.get::<_, String>(0))
+                .query_map([operation_id.as_str()], |row| row.get::<_, String>(0))
                 .map_err(unavailable)?;
             rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
                 .collect()
@@ -498,12 +501,12 @@ impl WorkflowStore for SqliteStore {
 
 #[async_trait]
 impl TransactionStore for SqliteStore {
-    async fn transaction(&self, id: &str) -> Result<Option<Transaction>, StoreError> {
+    async fn transaction(&self, id: &TransactionId) -> Result<Option<Transaction>, StoreError> {
         self.document("SELECT body FROM transactions WHERE id = ?1", id.into())
             .await
     }
 
-    async fn transactions_of_operation(&self, operation_id: &str) -> Result<Vec<Transaction>, StoreError> {
+    async fn transactions_of_operation(&self, operation_id: &OperationId) -> Result<Vec<Transaction>, StoreError> {
         self.documents(
             "SELECT body FROM transactions WHERE operation_id = ?1 ORDER BY id",
             operation_id.into(),
@@ -525,7 +528,7 @@ impl TransactionStore for SqliteStore {
 
 #[async_trait]
 impl WebhookStore for SqliteStore {
-    async fn event(&self, id: &str) -> Result<Option<Event>, StoreError> {
+    async fn event(&self, id: &EventId) -> Result<Option<Event>, StoreError> {
         self.document("SELECT body FROM events WHERE id = ?1", id.into()).await
     }
 
@@ -533,21 +536,27 @@ impl WebhookStore for SqliteStore {
         let query = query.clone();
         self.with(move |c| {
             let list = List::new("events", "seq", query.limit)
-                .filter("customer_id = ?", query.customer_id)
+                .filter("customer_id = ?", query.customer_id.clone().map(String::from))
                 .filter("type = ?", query.kind)
-                .filter("seq < (SELECT seq FROM events WHERE id = ?)", query.starting_after);
+                .filter(
+                    "seq < (SELECT seq FROM events WHERE id = ?)",
+                    query.starting_after.clone().map(String::from),
+                );
             list.run(c)
         })
         .await
     }
 
-    async fn webhook_endpoint(&self, id: &str) -> Result<Option<WebhookEndpoint>, StoreError> {
+    async fn webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<WebhookEndpoint>, StoreError> {
         self.document("SELECT body FROM webhook_endpoints WHERE id = ?1", id.into())
             .await
     }
 
-    async fn webhook_endpoints_for(&self, customer_id: Option<&str>) -> Result<Vec<WebhookEndpoint>, StoreError> {
-        let customer = customer_id.unwrap_or("").to_owned();
+    async fn webhook_endpoints_for(
+        &self,
+        customer_id: Option<&CustomerId>,
+    ) -> Result<Vec<WebhookEndpoint>, StoreError> {
+        let customer = customer_id.map_or("", |id| id.as_str()).to_owned();
         self.documents(
             "SELECT body FROM webhook_endpoints WHERE customer_id IS NULL OR customer_id = ?1 ORDER BY id",
             customer,
@@ -555,12 +564,12 @@ impl WebhookStore for SqliteStore {
         .await
     }
 
-    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {
+    async fn delivery(&self, id: &DeliveryId) -> Result<Option<Delivery>, StoreError> {
         self.document("SELECT body FROM deliveries WHERE id = ?1", id.into())
             .await
     }
 
-    async fn deliveries_of_event(&self, event_id: &str) -> Result<Vec<Delivery>, StoreError> {
+    async fn deliveries_of_event(&self, event_id: &EventId) -> Result<Vec<Delivery>, StoreError> {
         self.documents(
             "SELECT body FROM deliveries WHERE event_id = ?1 ORDER BY id",
             event_id.into(),

@@ -94,7 +94,11 @@ impl RailAdapter for HttpRail {
         .await
     }
 
-    async fn status(&self, transaction_id: &str, rail_reference: Option<&str>) -> Result<RailState, RailError> {
+    async fn status(
+        &self,
+        transaction_id: &ops_domain::ids::TransactionId,
+        rail_reference: Option<&str>,
+    ) -> Result<RailState, RailError> {
         let body = serde_json::json!({"transaction_id": transaction_id, "rail_reference": rail_reference});
         self.call("/status", "application/json", body.to_string().into_bytes())
             .await

@@ -100,12 +100,12 @@ impl RailAdapter for SandboxRail {
 
     async fn submit(&self, instruction: &Instruction) -> Result<Ack, RailError> {
         let connection = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        let id = &instruction.transaction_id;
+        let id = instruction.transaction_id.as_str();
         connection
             .execute(
                 "INSERT INTO ledger (transaction_id, amount, submit_calls, duplicate_submits, accepted, status_calls)
                  VALUES (?1, ?2, 0, 0, 0, 0) ON CONFLICT (transaction_id) DO NOTHING",
-                params![id, instruction.amount],
+                params![id, instruction.amount.minor_units()],
             )
             .map_err(rail_error)?;
         let (calls, accepted): (u32, bool) = connection
@@ -129,7 +129,7 @@ impl RailAdapter for SandboxRail {
                 .execute("UPDATE ledger SET accepted = 1 WHERE transaction_id = ?1", [id])
                 .map_err(rail_error)
         };
-        match Self::outcome(instruction.amount) {
+        match Self::outcome(instruction.amount.minor_units()) {
             1 => Ok(Ack::Rejected {
                 code: "account_closed".into(),
                 reason: "The destination account is closed.".into(),
@@ -152,12 +152,16 @@ impl RailAdapter for SandboxRail {
         }
     }
 
-    async fn status(&self, transaction_id: &str, _rail_reference: Option<&str>) -> Result<RailState, RailError> {
+    async fn status(
+        &self,
+        transaction_id: &ops_domain::ids::TransactionId,
+        _rail_reference: Option<&str>,
+    ) -> Result<RailState, RailError> {
         let connection = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         let found: Option<(i64, bool, u32)> = connection
             .query_row(
                 "UPDATE ledger SET status_calls = status_calls + 1 WHERE transaction_id = ?1 RETURNING amount, accepted, status_calls",
-                [transaction_id],
+                [transaction_id.as_str()],
                 |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
             .optional()
