@@ -3,9 +3,14 @@
 //! API endpoint's router from `ops-api`, or a trigger handler from `ops_runtime::triggers`. No
 //! logic lives in a `main`.
 
+use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+use aws_lambda_events::event::sqs::SqsEvent;
+use lambda_runtime::{service_fn, LambdaEvent};
 use ops_api::{App, ClientAddress, Endpoint};
+use ops_domain::ports::QueueName;
 use ops_domain::service::Service;
 use ops_runtime::deployment::{system_clock, Settings};
+use ops_runtime::driver::StreamConsumer;
 use std::sync::Arc;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -29,6 +34,26 @@ async fn with_source_ip(mut request: axum::extract::Request) -> axum::extract::R
         request.extensions_mut().insert(ClientAddress(ip));
     }
     request
+}
+
+/// Serves one consumer of the table's stream (its event source mapping hands it batches).
+pub async fn serve_stream(consumer: StreamConsumer) -> Result<(), lambda_runtime::Error> {
+    let service = start().await?;
+    lambda_runtime::run(service_fn(|event: LambdaEvent<StreamEvent>| {
+        let service = service.clone();
+        async move { Ok::<_, lambda_runtime::Error>(ops_runtime::triggers::stream(&service, consumer, event.payload).await) }
+    }))
+    .await
+}
+
+/// Serves the consumer of one queue.
+pub async fn serve_queue(queue: QueueName) -> Result<(), lambda_runtime::Error> {
+    let service = start().await?;
+    lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {
+        let service = service.clone();
+        async move { Ok::<_, lambda_runtime::Error>(ops_runtime::triggers::queue(&service, queue, event.payload).await) }
+    }))
+    .await
 }
 
 /// A trigger function's start: logs, settings and the service, once per container.
