@@ -1,6 +1,8 @@
 //! The rail adapter port (DESIGN §7) and the registry of adapters by rail id.
 
 use crate::access::Environment;
+use crate::ids::TransactionId;
+use crate::money::{Amount, Currency};
 use crate::operations::Beneficiary;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -10,11 +12,11 @@ use std::sync::Arc;
 /// What the rail is asked to execute. `transaction_id` is the rail's idempotency key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Instruction {
-    pub transaction_id: crate::ids::TransactionId,
+    pub transaction_id: TransactionId,
     pub operation_id: crate::ids::OperationId,
     pub customer_id: crate::ids::CustomerId,
-    pub amount: crate::money::Amount,
-    pub currency: crate::money::Currency,
+    pub amount: Amount,
+    pub currency: Currency,
     pub beneficiary: Beneficiary,
     pub account: String,
     pub reference: Option<String>,
@@ -59,13 +61,34 @@ pub enum RailError {
     Permanent(String),
 }
 
+/// What a statement says became of a payment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatementStatus {
+    Confirmed,
+    Failed,
+    Returned,
+}
+
+impl StatementStatus {
+    pub fn parse(status: &str) -> Option<StatementStatus> {
+        match status {
+            "confirmed" => Some(StatementStatus::Confirmed),
+            "failed" => Some(StatementStatus::Failed),
+            "returned" => Some(StatementStatus::Returned),
+            _ => None,
+        }
+    }
+}
+
+/// One line of a rail's statement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatementLine {
     pub rail_reference: String,
-    pub transaction_id: Option<String>,
-    pub amount: i64,
-    pub currency: String,
-    pub status: String,
+    pub transaction_id: Option<TransactionId>,
+    pub amount: Amount,
+    pub currency: Currency,
+    pub status: StatementStatus,
 }
 
 #[async_trait]
@@ -77,7 +100,7 @@ pub trait RailAdapter: Send + Sync {
     /// rail's reference when known).
     async fn status(
         &self,
-        transaction_id: &crate::ids::TransactionId,
+        transaction_id: &TransactionId,
         rail_reference: Option<&str>,
     ) -> Result<RailState, RailError>;
     async fn import_statement(&self, statement: &[u8]) -> Result<Vec<StatementLine>, RailError>;

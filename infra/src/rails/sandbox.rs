@@ -17,7 +17,9 @@
 //! tests read it to prove no transaction was ever sent twice.
 
 use async_trait::async_trait;
-use ops_domain::rail::{Ack, Instruction, RailAdapter, RailError, RailState, StatementLine};
+use ops_domain::ids::TransactionId;
+use ops_domain::money::{Amount, Currency};
+use ops_domain::rail::{Ack, Instruction, RailAdapter, RailError, RailState, StatementLine, StatementStatus};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 use std::sync::Mutex;
@@ -196,16 +198,49 @@ impl RailAdapter for SandboxRail {
                 let [reference, transaction, amount, currency, status] = fields[..] else {
                     return Err(RailError::Permanent(format!("line {}: expected 5 fields", n + 1)));
                 };
+                let bad = |field: &str| RailError::Permanent(format!("line {}: bad {field}", n + 1));
                 Ok(StatementLine {
                     rail_reference: reference.into(),
-                    transaction_id: (!transaction.is_empty()).then(|| transaction.into()),
-                    amount: amount
-                        .parse()
-                        .map_err(|_| RailError::Permanent(format!("line {}: bad amount", n + 1)))?,
-                    currency: currency.into(),
-                    status: status.into(),
+                    transaction_id: match transaction {
+                        "" => None,
+                        id => Some(TransactionId::parse(id).ok_or_else(|| bad("transaction_id"))?),
+                    },
+                    amount: amount.parse().ok().and_then(Amount::new).ok_or_else(|| bad("amount"))?,
+                    currency: Currency::parse(currency).ok_or_else(|| bad("currency"))?,
+                    status: StatementStatus::parse(status).ok_or_else(|| bad("status"))?,
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_statement_is_read_into_typed_lines_and_a_bad_field_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let rail = SandboxRail::open(&dir.path().join("ledger.sqlite")).unwrap();
+        let lines = rail
+            .import_statement(b"sbx_1,txn_01abc,1500,CLP,confirmed\n\nsbx_2,,20,USD,returned\n")
+            .await
+            .unwrap();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].transaction_id, Some(TransactionId::from("txn_01abc")));
+        assert_eq!((lines[0].amount.minor_units(), lines[0].currency.code()), (1500, "CLP"));
+        assert_eq!(
+            (lines[1].transaction_id.clone(), lines[1].status),
+            (None, StatementStatus::Returned)
+        );
+        for (bad, field) in [
+            ("sbx_1,op_1,1500,CLP,confirmed", "transaction_id"),
+            ("sbx_1,,0,CLP,confirmed", "amount"),
+            ("sbx_1,,10,XXX1,confirmed", "currency"),
+            ("sbx_1,,10,CLP,booked", "status"),
+        ] {
+            let refused = rail.import_statement(bad.as_bytes()).await.unwrap_err();
+            assert!(refused.to_string().contains(field), "{bad}: {refused}");
+        }
     }
 }
