@@ -1,5 +1,6 @@
 //! Reading requests: the bearer key, JSON bodies and query strings, each failure a precise 4xx.
 
+use crate::body::{BodyError, BodyValue};
 use crate::error::ApiError;
 use crate::App;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -151,34 +152,30 @@ pub fn parse<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, ApiErr
     if !value.is_object() {
         return Err(DomainError::invalid("body", "invalid_body", "The body must be a JSON object.").into());
     }
-    serde_path_to_error::deserialize(value).map_err(|error| {
+    serde_path_to_error::deserialize(BodyValue(value.clone())).map_err(|error| {
         let path = error.path().to_string();
-        let inner = error.into_inner().to_string();
-        // Unknown fields are already the last segment of the path; missing ones are not.
+        // An unknown field is already the last segment of the path; a missing one is not.
         let join = |field: &str| match path.as_str() {
             "." => field.to_string(),
             p if p == field || p.ends_with(&format!(".{field}")) => p.to_string(),
             p => format!("{p}.{field}"),
         };
-        let quoted = inner.split('`').nth(1).unwrap_or_default();
-        let (param, code, message) = if inner.starts_with("unknown field") {
-            (
-                join(quoted),
+        let (param, code, message) = match error.into_inner() {
+            BodyError::UnknownField(field) => (
+                join(&field),
                 "parameter_unknown",
-                format!("Received unknown parameter: {}", join(quoted)),
-            )
-        } else if inner.starts_with("missing field") {
-            (
-                join(quoted),
+                format!("Received unknown parameter: {}", join(&field)),
+            ),
+            BodyError::MissingField(field) => (
+                join(field),
                 "parameter_missing",
-                format!("Missing required param: {}.", join(quoted)),
-            )
-        } else {
-            (
+                format!("Missing required param: {}.", join(field)),
+            ),
+            BodyError::Invalid(inner) => (
                 path.clone(),
                 "parameter_invalid",
                 format!("Invalid value for {path}: {inner}."),
-            )
+            ),
         };
         ApiError::Domain(DomainError::InvalidRequest {
             code,

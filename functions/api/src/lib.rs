@@ -1,6 +1,7 @@
 //! The operations API as HTTP handlers. The local server mounts [`router`] whole; each Lambda
 //! function mounts the same handlers for its own route.
 
+mod body;
 mod duplicates;
 pub mod error;
 mod extract;

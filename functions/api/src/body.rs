@@ -1,0 +1,196 @@
+//! Reads a JSON body into a command with errors that say what went wrong as a type, not as
+//! text: a field no command has, a field a command needs, or a value of the wrong kind. serde's
+//! derive reports these through `de::Error::unknown_field` and `missing_field`; this
+//! deserializer over a `serde_json::Value` keeps them as [`BodyError`] variants instead of
+//! folding them into a message.
+
+use serde::de::value::{MapDeserializer, SeqDeserializer};
+use serde::de::{self, Deserializer, IntoDeserializer, Visitor};
+use serde::forward_to_deserialize_any;
+use serde_json::Value;
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum BodyError {
+    UnknownField(String),
+    MissingField(&'static str),
+    /// A value of the wrong kind or out of range, in serde's words.
+    Invalid(String),
+}
+
+impl fmt::Display for BodyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BodyError::UnknownField(field) => write!(f, "unknown field {field}"),
+            BodyError::MissingField(field) => write!(f, "missing field {field}"),
+            BodyError::Invalid(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for BodyError {}
+
+impl de::Error for BodyError {
+    fn custom<T: fmt::Display>(message: T) -> Self {
+        BodyError::Invalid(message.to_string())
+    }
+
+    fn unknown_field(field: &str, _expected: &'static [&'static str]) -> Self {
+        BodyError::UnknownField(field.to_owned())
+    }
+
+    fn missing_field(field: &'static str) -> Self {
+        BodyError::MissingField(field)
+    }
+}
+
+/// A JSON value as a deserializer whose error is a [`BodyError`].
+pub struct BodyValue(pub Value);
+
+impl<'de> IntoDeserializer<'de, BodyError> for BodyValue {
+    type Deserializer = BodyValue;
+
+    fn into_deserializer(self) -> BodyValue {
+        self
+    }
+}
+
+impl<'de> Deserializer<'de> for BodyValue {
+    type Error = BodyError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, BodyError> {
+        match self.0 {
+            Value::Null => visitor.visit_unit(),
+            Value::Bool(b) => visitor.visit_bool(b),
+            Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+                (Some(u), _, _) => visitor.visit_u64(u),
+                (_, Some(i), _) => visitor.visit_i64(i),
+                (_, _, Some(f)) => visitor.visit_f64(f),
+                _ => Err(de::Error::custom("a number out of range")),
+            },
+            Value::String(s) => visitor.visit_string(s),
+            Value::Array(items) => {
+                let mut seq = SeqDeserializer::new(items.into_iter().map(BodyValue));
+                let read = visitor.visit_seq(&mut seq)?;
+                seq.end()?;
+                Ok(read)
+            }
+            Value::Object(map) => {
+                let mut entries = MapDeserializer::new(map.into_iter().map(|(k, v)| (k, BodyValue(v))));
+                let read = visitor.visit_map(&mut entries)?;
+                entries.end()?;
+                Ok(read)
+            }
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, BodyError> {
+        match self.0 {
+            Value::Null => visitor.visit_none(),
+            other => visitor.visit_some(BodyValue(other)),
+        }
+    }
+
+    /// Unit variants are strings; the others an object with the variant's name as its one key.
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, BodyError> {
+        match self.0 {
+            Value::String(variant) => visitor.visit_enum(variant.into_deserializer()),
+            Value::Object(map) if map.len() == 1 => {
+                let entries = MapDeserializer::new(map.into_iter().map(|(k, v)| (k, BodyValue(v))));
+                visitor.visit_enum(de::value::MapAccessDeserializer::new(entries))
+            }
+            // Every other kind of value is refused by the visitor, in serde's usual words.
+            other => match BodyValue(other).deserialize_any(EnumExpected { name, variants }) {
+                Err(refused) => Err(refused),
+                Ok(_) => Err(de::Error::custom(format!("expected a {name}"))),
+            },
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, BodyError> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf unit
+        unit_struct seq tuple tuple_struct map struct identifier ignored_any
+    }
+}
+
+/// Refuses a value that cannot name an enum variant, in serde's usual words.
+struct EnumExpected {
+    name: &'static str,
+    variants: &'static [&'static str],
+}
+
+impl<'de> Visitor<'de> for EnumExpected {
+    type Value = de::IgnoredAny;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a {} (one of {})", self.name, self.variants.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Command {
+        name: String,
+        count: Option<u32>,
+        kind: Kind,
+        tags: Vec<String>,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(rename_all = "snake_case")]
+    enum Kind {
+        Payout,
+        Transfer,
+    }
+
+    fn read(value: Value) -> Result<Command, BodyError> {
+        Command::deserialize(BodyValue(value))
+    }
+
+    #[test]
+    fn fields_unknown_missing_and_invalid_are_told_apart_by_type() {
+        let ok = read(json!({"name": "a", "count": 2, "kind": "transfer", "tags": ["x"]})).unwrap();
+        assert_eq!((ok.count, ok.kind), (Some(2), Kind::Transfer));
+        assert_eq!(
+            read(json!({"name": "a", "kind": "payout", "tags": []})).unwrap().count,
+            None
+        );
+        assert_eq!(
+            read(json!({"name": "a", "kind": "payout", "tags": [], "extra": 1})),
+            Err(BodyError::UnknownField("extra".into()))
+        );
+        assert_eq!(
+            read(json!({"kind": "payout", "tags": []})),
+            Err(BodyError::MissingField("name"))
+        );
+        for bad in [
+            json!({"name": 1, "kind": "payout", "tags": []}),
+            json!({"name": "a", "count": -1, "kind": "payout", "tags": []}),
+            json!({"name": "a", "count": 1.5, "kind": "payout", "tags": []}),
+            json!({"name": "a", "kind": "refund", "tags": []}),
+            json!({"name": "a", "kind": 3, "tags": []}),
+            json!({"name": "a", "kind": "payout", "tags": "x"}),
+        ] {
+            assert!(matches!(read(bad.clone()), Err(BodyError::Invalid(_))), "{bad}");
+        }
+    }
+}
