@@ -5,7 +5,6 @@ mod use_cases;
 
 pub use crate::operation_type::OperationType;
 pub use decisions::record_decision;
-pub use use_cases::HistoryEntry;
 
 use crate::approvals::ApprovalRequirement;
 use crate::cause::Cause;

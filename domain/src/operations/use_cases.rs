@@ -15,25 +15,12 @@ use crate::operations::{Decision, Item, Operation, OperationStatus, OperationTra
 use crate::ports::{AuditEntry, Changeset, StoreError, Write};
 use crate::service::{customer_scope, Page, Service};
 use crate::validate::{self, CreateOperation};
-use serde::Serialize;
 use time::OffsetDateTime;
 
 /// Optimistic-concurrency retries before a busy operation is reported as a conflict.
 const MAX_ATTEMPTS: usize = 5;
 
 /// One line of an operation's history.
-#[derive(Debug, Serialize)]
-pub struct HistoryEntry {
-    pub entity_type: String,
-    pub entity_id: String,
-    pub action: String,
-    pub from: Option<String>,
-    pub to: Option<String>,
-    pub cause: Cause,
-    #[serde(with = "time::serde::rfc3339")]
-    pub at: OffsetDateTime,
-}
-
 impl Service {
     // ---- Operations -------------------------------------------------------------------
 
@@ -239,24 +226,9 @@ impl Service {
         &self,
         principal: &Principal,
         id: &OperationId,
-    ) -> Result<Page<HistoryEntry>, DomainError> {
+    ) -> Result<Page<AuditEntry>, DomainError> {
         let operation = self.get_operation(principal, id).await?;
-        let data = self
-            .store
-            .operation_history(&operation.id)
-            .await?
-            .into_iter()
-            .map(|e| HistoryEntry {
-                entity_type: e.entity_type,
-                entity_id: e.entity_id,
-                action: e.action,
-                from: e.from,
-                to: e.to,
-                cause: e.cause,
-                at: e.at,
-            })
-            .collect();
-        Ok(Page::all(data))
+        Ok(Page::all(self.store.operation_history(&operation.id).await?))
     }
 
     pub async fn approve_operation(

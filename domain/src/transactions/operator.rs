@@ -73,7 +73,7 @@ impl Service {
             id: principal.actor().id,
         };
         let retried = self
-            .update_transaction(id, |txn, now| {
+            .update_transaction(id, None, |txn, now| {
                 let cause = Cause::new("operator_retry", reason.clone(), actor.clone(), now);
                 let change = txn.apply(TransactionTransition::Retry(cause))?;
                 txn.submit_attempts = 0;
@@ -100,7 +100,7 @@ impl Service {
             id: principal.actor().id,
         };
         let resolved = self
-            .update_transaction(id, |txn, now| {
+            .update_transaction(id, None, |txn, now| {
                 if !matches!(
                     txn.status,
                     TransactionStatus::NeedsAttention | TransactionStatus::Unknown

@@ -99,27 +99,12 @@ impl Service {
         changes
     }
 
-    /// Applies `change` to the current transaction and stores it; retried on a lost race so
-    /// the change always sees the latest state. `change` returns `None` when there is
-    /// nothing (more) to do.
+    /// Applies `change` to the transaction and stores it; retried on a lost race so the
+    /// change always sees the latest state. `change` returns `None` when there is nothing
+    /// (more) to do. It starts from `copy` when one is in hand, which saves a read: a copy
+    /// that is out of date loses the versioned write, and the change is made again on a fresh
+    /// read.
     pub(crate) async fn update_transaction<F>(
-        &self,
-        id: &TransactionId,
-        change: F,
-    ) -> Result<Option<Transaction>, DomainError>
-    where
-        F: Fn(
-            &mut Transaction,
-            OffsetDateTime,
-        ) -> Result<Option<Option<(TransactionStatus, TransactionStatus, Cause)>>, DomainError>,
-    {
-        self.update_transaction_from(id, None, change).await
-    }
-
-    /// As [`Self::update_transaction`], starting from `copy` when one is in hand, which saves
-    /// a read: a copy that is out of date loses the versioned write, and the change is made
-    /// again on a fresh read.
-    pub(crate) async fn update_transaction_from<F>(
         &self,
         id: &TransactionId,
         mut copy: Option<Transaction>,

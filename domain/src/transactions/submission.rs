@@ -44,7 +44,7 @@ impl Service {
     /// rail may hold the instruction and asks instead of sending again.
     async fn submit(&self, transaction_id: &TransactionId) -> Result<Handled, DomainError> {
         let claimed = self
-            .update_transaction(transaction_id, |txn, now| {
+            .update_transaction(transaction_id, None, |txn, now| {
                 if txn.status != TransactionStatus::Pending {
                     return Ok(None);
                 }
@@ -113,7 +113,7 @@ impl Service {
     ) -> Result<Handled, DomainError> {
         let retry_after = std::sync::Mutex::new(None);
         let transaction_id = claimed.id.clone();
-        self.update_transaction_from(&transaction_id, Some(claimed), |txn, now| {
+        self.update_transaction(&transaction_id, Some(claimed), |txn, now| {
             if txn.status != TransactionStatus::Pending || txn.submitting_since.is_none() {
                 return Ok(None);
             }
@@ -174,7 +174,7 @@ impl Service {
     async fn poll(&self, transaction: &Transaction) -> bool {
         let Some(adapter) = self.rails.get(&transaction.rail).cloned() else {
             let deferred = self
-                .update_transaction_from(&transaction.id, Some(transaction.clone()), |txn, now| {
+                .update_transaction(&transaction.id, Some(transaction.clone()), |txn, now| {
                     Ok(txn.next_poll_at.is_some().then(|| {
                         txn.next_poll_at = Some(now + UNSERVED_RAIL_WAIT);
                         None
@@ -205,7 +205,7 @@ impl Service {
         state: Result<RailState, RailError>,
         report: Option<&str>,
     ) -> Result<Option<Transaction>, DomainError> {
-        self.update_transaction_from(transaction_id, copy, |txn, now| {
+        self.update_transaction(transaction_id, copy, |txn, now| {
             use TransactionStatus::*;
             let rail = rail_actor(&txn.rail);
             let source = report.map_or("status inquiry".to_string(), |r| format!("rail report {r}"));

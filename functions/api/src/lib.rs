@@ -23,136 +23,63 @@ pub struct App {
     pub service: Arc<Service>,
 }
 
-/// One API endpoint: one Lambda function in the cloud, one route of the local server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Endpoint {
-    Health,
-    OpenApi,
-    CreateCustomer,
-    CreateUser,
-    CreateApiKey,
-    ListApiKeys,
-    RevokeApiKey,
-    RotateApiKey,
-    GetApprovalFloor,
-    PutApprovalFloor,
-    GetWorkflow,
-    PutWorkflow,
-    CreateOperation,
-    ListOperations,
-    GetOperation,
-    ApproveOperation,
-    RejectOperation,
-    CancelOperation,
-    OperationHistory,
-    ListTransactions,
-    GetTransaction,
-    RetryTransaction,
-    ResolveTransaction,
-    ListEvents,
-    GetEvent,
-    EventDeliveries,
-    ResendEvent,
-    CreateWebhookEndpoint,
-    ListWebhookEndpoints,
-    GetWebhookEndpoint,
-    DeleteWebhookEndpoint,
-    RotateWebhookSecret,
-    RailReport,
+/// Declares the endpoints once: the enum, the list of all of them, and each one's route.
+macro_rules! endpoints {
+    ($($name:ident => ($method:literal, $path:literal, $handler:expr $(,)?)),* $(,)?) => {
+        /// One API endpoint: one Lambda function in the cloud, one route of the local server.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Endpoint {
+            $($name),*
+        }
+
+        impl Endpoint {
+            pub const ALL: &'static [Endpoint] = &[$(Endpoint::$name),*];
+
+            /// The route's method, path and handler.
+            fn route(self) -> (&'static str, &'static str, MethodRouter<App>) {
+                use handlers::*;
+                match self {
+                    $(Endpoint::$name => ($method, $path, $handler)),*
+                }
+            }
+        }
+    };
 }
 
-impl Endpoint {
-    pub const ALL: [Endpoint; 33] = {
-        use Endpoint::*;
-        [
-            Health,
-            OpenApi,
-            CreateCustomer,
-            CreateUser,
-            CreateApiKey,
-            ListApiKeys,
-            RevokeApiKey,
-            RotateApiKey,
-            GetApprovalFloor,
-            PutApprovalFloor,
-            GetWorkflow,
-            PutWorkflow,
-            CreateOperation,
-            ListOperations,
-            GetOperation,
-            ApproveOperation,
-            RejectOperation,
-            CancelOperation,
-            OperationHistory,
-            ListTransactions,
-            GetTransaction,
-            RetryTransaction,
-            ResolveTransaction,
-            ListEvents,
-            GetEvent,
-            EventDeliveries,
-            ResendEvent,
-            CreateWebhookEndpoint,
-            ListWebhookEndpoints,
-            GetWebhookEndpoint,
-            DeleteWebhookEndpoint,
-            RotateWebhookSecret,
-            RailReport,
-        ]
-    };
-
-    /// The route's method, path and handler.
-    fn route(self) -> (&'static str, &'static str, MethodRouter<App>) {
-        use handlers::*;
-        use Endpoint::*;
-        match self {
-            Health => ("GET", "/health", get(health)),
-            OpenApi => ("GET", "/v1/openapi.json", get(openapi)),
-            CreateCustomer => ("POST", "/v1/customers", post(create_customer)),
-            CreateUser => ("POST", "/v1/customers/{id}/users", post(create_user)),
-            CreateApiKey => ("POST", "/v1/api_keys", post(create_api_key)),
-            ListApiKeys => ("GET", "/v1/api_keys", get(list_api_keys)),
-            RevokeApiKey => ("DELETE", "/v1/api_keys/{id}", delete(revoke_api_key)),
-            RotateApiKey => ("POST", "/v1/api_keys/{id}/rotate", post(rotate_api_key)),
-            GetApprovalFloor => (
-                "GET",
-                "/v1/customers/{id}/approval_floors/{type}",
-                get(get_approval_floor),
-            ),
-            PutApprovalFloor => (
-                "PUT",
-                "/v1/customers/{id}/approval_floors/{type}",
-                put(put_approval_floor),
-            ),
-            GetWorkflow => ("GET", "/v1/workflows/{name}", get(get_workflow)),
-            PutWorkflow => ("PUT", "/v1/workflows/{name}", put(put_workflow)),
-            CreateOperation => ("POST", "/v1/operations", post(create_operation)),
-            ListOperations => ("GET", "/v1/operations", get(list_operations)),
-            GetOperation => ("GET", "/v1/operations/{id}", get(get_operation)),
-            ApproveOperation => ("POST", "/v1/operations/{id}/approve", post(approve_operation)),
-            RejectOperation => ("POST", "/v1/operations/{id}/reject", post(reject_operation)),
-            CancelOperation => ("POST", "/v1/operations/{id}/cancel", post(cancel_operation)),
-            OperationHistory => ("GET", "/v1/operations/{id}/history", get(operation_history)),
-            ListTransactions => ("GET", "/v1/transactions", get(list_transactions)),
-            GetTransaction => ("GET", "/v1/transactions/{id}", get(get_transaction)),
-            RetryTransaction => ("POST", "/v1/transactions/{id}/retry", post(retry_transaction)),
-            ResolveTransaction => ("POST", "/v1/transactions/{id}/resolve", post(resolve_transaction)),
-            ListEvents => ("GET", "/v1/events", get(list_events)),
-            GetEvent => ("GET", "/v1/events/{id}", get(get_event)),
-            EventDeliveries => ("GET", "/v1/events/{id}/deliveries", get(event_deliveries)),
-            ResendEvent => ("POST", "/v1/events/{id}/resend", post(resend_event)),
-            CreateWebhookEndpoint => ("POST", "/v1/webhook_endpoints", post(create_webhook_endpoint)),
-            ListWebhookEndpoints => ("GET", "/v1/webhook_endpoints", get(list_webhook_endpoints)),
-            GetWebhookEndpoint => ("GET", "/v1/webhook_endpoints/{id}", get(get_webhook_endpoint)),
-            DeleteWebhookEndpoint => ("DELETE", "/v1/webhook_endpoints/{id}", delete(delete_webhook_endpoint)),
-            RotateWebhookSecret => (
-                "POST",
-                "/v1/webhook_endpoints/{id}/rotate_secret",
-                post(rotate_webhook_secret),
-            ),
-            RailReport => ("POST", "/v1/rail_reports", post(rail_report)),
-        }
-    }
+endpoints! {
+    Health => ("GET", "/health", get(health)),
+    OpenApi => ("GET", "/v1/openapi.json", get(openapi)),
+    CreateCustomer => ("POST", "/v1/customers", post(create_customer)),
+    CreateUser => ("POST", "/v1/customers/{id}/users", post(create_user)),
+    CreateApiKey => ("POST", "/v1/api_keys", post(create_api_key)),
+    ListApiKeys => ("GET", "/v1/api_keys", get(list_api_keys)),
+    RevokeApiKey => ("DELETE", "/v1/api_keys/{id}", delete(revoke_api_key)),
+    RotateApiKey => ("POST", "/v1/api_keys/{id}/rotate", post(rotate_api_key)),
+    GetApprovalFloor => ("GET", "/v1/customers/{id}/approval_floors/{type}", get(get_approval_floor)),
+    PutApprovalFloor => ("PUT", "/v1/customers/{id}/approval_floors/{type}", put(put_approval_floor)),
+    GetWorkflow => ("GET", "/v1/workflows/{name}", get(get_workflow)),
+    PutWorkflow => ("PUT", "/v1/workflows/{name}", put(put_workflow)),
+    CreateOperation => ("POST", "/v1/operations", post(create_operation)),
+    ListOperations => ("GET", "/v1/operations", get(list_operations)),
+    GetOperation => ("GET", "/v1/operations/{id}", get(get_operation)),
+    ApproveOperation => ("POST", "/v1/operations/{id}/approve", post(approve_operation)),
+    RejectOperation => ("POST", "/v1/operations/{id}/reject", post(reject_operation)),
+    CancelOperation => ("POST", "/v1/operations/{id}/cancel", post(cancel_operation)),
+    OperationHistory => ("GET", "/v1/operations/{id}/history", get(operation_history)),
+    ListTransactions => ("GET", "/v1/transactions", get(list_transactions)),
+    GetTransaction => ("GET", "/v1/transactions/{id}", get(get_transaction)),
+    RetryTransaction => ("POST", "/v1/transactions/{id}/retry", post(retry_transaction)),
+    ResolveTransaction => ("POST", "/v1/transactions/{id}/resolve", post(resolve_transaction)),
+    ListEvents => ("GET", "/v1/events", get(list_events)),
+    GetEvent => ("GET", "/v1/events/{id}", get(get_event)),
+    EventDeliveries => ("GET", "/v1/events/{id}/deliveries", get(event_deliveries)),
+    ResendEvent => ("POST", "/v1/events/{id}/resend", post(resend_event)),
+    CreateWebhookEndpoint => ("POST", "/v1/webhook_endpoints", post(create_webhook_endpoint)),
+    ListWebhookEndpoints => ("GET", "/v1/webhook_endpoints", get(list_webhook_endpoints)),
+    GetWebhookEndpoint => ("GET", "/v1/webhook_endpoints/{id}", get(get_webhook_endpoint)),
+    DeleteWebhookEndpoint => ("DELETE", "/v1/webhook_endpoints/{id}", delete(delete_webhook_endpoint)),
+    RotateWebhookSecret => ("POST", "/v1/webhook_endpoints/{id}/rotate_secret", post(rotate_webhook_secret)),
+    RailReport => ("POST", "/v1/rail_reports", post(rail_report)),
 }
 
 impl Endpoint {
@@ -188,5 +115,5 @@ pub fn router_for(app: App, endpoints: &[Endpoint]) -> Router {
 
 /// Every route of the API (the local server).
 pub fn router(app: App) -> Router {
-    router_for(app, &Endpoint::ALL)
+    router_for(app, Endpoint::ALL)
 }

@@ -5,9 +5,11 @@
 
 use ops_domain::access::{ApiKey, Customer, Environment, Scope, User};
 use ops_domain::approvals::{ApprovalFloor, Workflow};
+use ops_domain::cause::Cause;
 use ops_domain::event::Event;
 use ops_domain::ids::{ApiKeyId, CustomerId, UserId};
-use ops_domain::operations::{HistoryEntry, Operation};
+use ops_domain::operations::Operation;
+use ops_domain::ports::AuditEntry;
 use ops_domain::service::{Issued, Page};
 use ops_domain::transactions::Transaction;
 use ops_domain::webhooks::{Delivery, EndpointStatus, WebhookEndpoint};
@@ -51,10 +53,31 @@ named! {
     Delivery => "webhook_delivery",
 }
 
-/// Entries of an operation's history are only ever shown in its list.
-impl Wire for HistoryEntry {
+/// An entry of an operation's history (only ever shown in its list, so without the
+/// operation's id).
+#[derive(Serialize)]
+struct HistoryEntry<'a> {
+    entity_type: &'a str,
+    entity_id: &'a str,
+    action: &'a str,
+    from: &'a Option<String>,
+    to: &'a Option<String>,
+    cause: &'a Cause,
+    #[serde(with = "time::serde::rfc3339")]
+    at: OffsetDateTime,
+}
+
+impl Wire for AuditEntry {
     fn wire(&self) -> impl Serialize + '_ {
-        self
+        HistoryEntry {
+            entity_type: &self.entity_type,
+            entity_id: &self.entity_id,
+            action: &self.action,
+            from: &self.from,
+            to: &self.to,
+            cause: &self.cause,
+            at: self.at,
+        }
     }
 }
 
