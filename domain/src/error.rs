@@ -1,4 +1,4 @@
-use crate::ports::{BusError, QueueError, SecretsError, StoreError};
+use crate::ports::{BusError, QueueError, SecretsError, StoreError, TimerError};
 use thiserror::Error;
 
 /// Everything a use case can refuse. The HTTP layer maps each variant to a status code in one
@@ -40,6 +40,8 @@ pub enum DomainError {
     Secrets(#[from] SecretsError),
     #[error(transparent)]
     Bus(#[from] BusError),
+    #[error(transparent)]
+    Timer(#[from] TimerError),
 }
 
 impl DomainError {

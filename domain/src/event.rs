@@ -6,6 +6,7 @@
 use crate::access::Environment;
 use crate::ids::{CustomerId, EventId};
 use crate::operations::{Operation, OperationStatus};
+use crate::schedules::{Occurrence, Schedule};
 use crate::transactions::{Transaction, TransactionStatus};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -94,6 +95,60 @@ impl Event {
     }
 }
 
+impl Event {
+    /// `schedule.<change>` (created, paused, resumed, ended, deleted) with the schedule as it
+    /// now is.
+    pub fn of_schedule(id: EventId, change: &str, schedule: &Schedule) -> Event {
+        let data = serde_json::json!({
+            "schedule_id": schedule.id,
+            "customer_id": schedule.customer_id,
+            "status": schedule.status,
+            "cause": schedule.cause,
+            "object": snapshot("schedule", schedule),
+        });
+        Event::new(
+            id,
+            format!("schedule.{change}"),
+            &schedule.customer_id,
+            schedule.environment,
+            schedule.updated_at,
+            data,
+        )
+    }
+
+    /// `schedule.occurrence_missed` or `schedule.occurrence_skipped`: an occurrence that made
+    /// no operation, with why.
+    pub fn of_occurrence(id: EventId, schedule: &Schedule, occurrence: &Occurrence) -> Event {
+        let data = serde_json::json!({
+            "schedule_id": schedule.id,
+            "customer_id": schedule.customer_id,
+            "scheduled_at": occurrence.scheduled_at.format(&time::format_description::well_known::Rfc3339).ok(),
+            "status": occurrence.status,
+            "reason": occurrence.reason,
+            "object": snapshot("schedule_occurrence", occurrence),
+        });
+        Event::new(
+            id,
+            format!("schedule.occurrence_{}", occurrence.status.as_str()),
+            &schedule.customer_id,
+            schedule.environment,
+            occurrence.recorded_at,
+            data,
+        )
+    }
+}
+
+/// The changes of a schedule that are events.
+pub const SCHEDULE_EVENTS: [&str; 7] = [
+    "created",
+    "paused",
+    "resumed",
+    "ended",
+    "deleted",
+    "occurrence_missed",
+    "occurrence_skipped",
+];
+
 /// A resource as an event carries it: its fields and its `object` name.
 fn snapshot(object: &str, resource: &impl Serialize) -> serde_json::Value {
     let mut value = serde_json::to_value(resource).expect("resources always serialize");
@@ -109,7 +164,8 @@ pub fn event_types() -> impl Iterator<Item = String> {
     let transactions = TransactionStatus::ALL
         .iter()
         .map(|s| format!("transaction.{}", s.as_str()));
-    operations.chain(transactions)
+    let schedules = SCHEDULE_EVENTS.iter().map(|change| format!("schedule.{change}"));
+    operations.chain(transactions).chain(schedules)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub enum IdKind {
     Event,
     WebhookEndpoint,
     Delivery,
+    Schedule,
     Request,
 }
 
@@ -30,6 +31,7 @@ impl IdKind {
             IdKind::Event => "evt",
             IdKind::WebhookEndpoint => "whe",
             IdKind::Delivery => "whd",
+            IdKind::Schedule => "sch",
             IdKind::Request => "req",
         }
     }
@@ -168,6 +170,7 @@ typed_ids! {
     EventId => Event, "event",
     WebhookEndpointId => WebhookEndpoint, "webhook_endpoint",
     DeliveryId => Delivery, "webhook_delivery",
+    ScheduleId => Schedule, "schedule",
 }
 
 /// Port: where new ids come from (deterministic in some tests, ULIDs otherwise).

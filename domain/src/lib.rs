@@ -9,12 +9,13 @@
 //! - [`operations`]: operations, the four-eyes rules, and the operations API (create, query,
 //!   approve, cancel);
 //! - [`transactions`]: transactions, the execution pipeline, operator actions, rail reports;
-//! - [`webhooks`]: events' deliveries, signatures and endpoints.
+//! - [`webhooks`]: events' deliveries, signatures and endpoints;
+//! - [`schedules`]: recurring operations and the timer that fires them.
 //!
 //! Beside them: [`service`] (the shared state the use cases run on), and the pieces every
 //! module uses (causes, errors, events, idempotency, ids, money, operation types, rails,
 //! validation). The module folders import each other one way only: access ← approvals ←
-//! operations ← transactions, and webhooks beside them.
+//! operations ← transactions, webhooks beside them, and schedules on top of operations.
 
 pub mod access;
 pub mod approvals;
@@ -28,6 +29,7 @@ pub mod operation_type;
 pub mod operations;
 pub mod ports;
 pub mod rail;
+pub mod schedules;
 pub mod service;
 pub mod transactions;
 pub mod validate;

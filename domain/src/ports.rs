@@ -7,6 +7,7 @@ use crate::cause::Cause;
 use crate::event::Event;
 use crate::idempotency::{IdempotencyStore, StoredResponse};
 use crate::operations::{Operation, OperationStore};
+use crate::schedules::{Occurrence, Schedule, ScheduleStore};
 use crate::transactions::{Transaction, TransactionStore};
 use crate::webhooks::{Delivery, WebhookEndpoint, WebhookStore};
 use async_trait::async_trait;
@@ -94,6 +95,10 @@ pub enum Write {
     /// Replace the stored delivery if its version is still `delivery.version - 1`.
     UpdateDelivery(Delivery),
     Audit(AuditEntry),
+    /// Insert (version 1) or replace if the stored version is still `schedule.version - 1`.
+    PutSchedule(Schedule),
+    /// Insert; an occurrence of the same schedule and time already stored is a conflict.
+    InsertOccurrence(Occurrence),
     /// Completes a claimed idempotency key with the response the client was sent.
     CompleteIdempotency {
         scope: String,
@@ -160,6 +165,17 @@ impl SecretsError {
     }
 }
 
+/// The cloud's timer (EventBridge Scheduler) did not take a change.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the schedule timer is unavailable: {0}")]
+pub struct TimerError(#[source] pub ErrorSource);
+
+impl TimerError {
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> TimerError {
+        TimerError(source(error))
+    }
+}
+
 /// The event bus did not take a batch of events.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("the event bus is unavailable: {0}")]
@@ -181,12 +197,26 @@ pub trait Commit: Send + Sync {
 /// folder) and the one way to write. A store adapter implements each; a use case names only
 /// the ports it reads.
 pub trait Store:
-    Commit + AccessStore + WorkflowStore + OperationStore + TransactionStore + WebhookStore + IdempotencyStore
+    Commit
+    + AccessStore
+    + WorkflowStore
+    + OperationStore
+    + TransactionStore
+    + WebhookStore
+    + IdempotencyStore
+    + ScheduleStore
 {
 }
 
 impl<T> Store for T where
-    T: Commit + AccessStore + WorkflowStore + OperationStore + TransactionStore + WebhookStore + IdempotencyStore
+    T: Commit
+        + AccessStore
+        + WorkflowStore
+        + OperationStore
+        + TransactionStore
+        + WebhookStore
+        + IdempotencyStore
+        + ScheduleStore
 {
 }
 

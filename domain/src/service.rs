@@ -1,7 +1,7 @@
 //! The service: the use cases' shared state (the ports they talk to) and what every use case
 //! needs (the clock, pages of lists, committing a create with its idempotency record). The use
 //! cases themselves live with their module: `access`, `approvals`, `operations`,
-//! `transactions`, `webhooks`.
+//! `transactions`, `webhooks`, `schedules`.
 
 use crate::access::{Environment, KeyHasher, Principal, RateLimit};
 use crate::error::DomainError;
@@ -11,6 +11,7 @@ use crate::ids::{CustomerId, IdGenerator};
 use crate::operations::{Operation, StatusChange};
 use crate::ports::{AuditEntry, Changeset, Clock, EventBus, Queue, Secrets, Store, StoreError, WebhookSender, Write};
 use crate::rail::Rails;
+use crate::schedules::ScheduleTimers;
 use crate::transactions::RailSecret;
 use crate::webhooks::TargetPolicy;
 use std::sync::Arc;
@@ -36,6 +37,9 @@ pub struct Service {
     pub bus: Option<Arc<dyn EventBus>>,
     /// Requests per second each API key may make; none: unlimited.
     pub rate_limit: Option<RateLimit>,
+    /// The cloud's schedule timer (EventBridge Scheduler); none in local mode, where the
+    /// store's due index is the timer.
+    pub timers: Option<Arc<dyn ScheduleTimers>>,
 }
 
 /// A page of a list: up to the limit asked, and whether more follow.

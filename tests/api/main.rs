@@ -7,6 +7,7 @@ mod openapi;
 mod operations;
 mod pipeline;
 mod rails;
+mod schedules;
 mod security;
 mod validation;
 mod workflows;

@@ -7,6 +7,7 @@
 mod lifecycle;
 mod local_mode;
 mod requests;
+mod schedules;
 mod template;
 mod triggers;
 

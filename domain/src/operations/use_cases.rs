@@ -30,6 +30,20 @@ impl Service {
         command: CreateOperation,
         ticket: Option<Ticket<Operation>>,
     ) -> Result<Operation, DomainError> {
+        let (operation, changes) = self.draft_operation(principal, command, None).await?;
+        self.commit_created(changes, ticket, &operation).await?;
+        Ok(operation)
+    }
+
+    /// An operation as `principal` would create it, and the changeset that stores it (with
+    /// its audit entry and events), not yet committed. `made_by` is the schedule that makes
+    /// it, if one does: it is then the creator and the actor of the operation's cause.
+    pub(crate) async fn draft_operation(
+        &self,
+        principal: &Principal,
+        command: CreateOperation,
+        made_by: Option<&Actor>,
+    ) -> Result<(Operation, Changeset), DomainError> {
         principal.require(Scope::OperationsWrite)?;
         let valid = command.validate(&|rail| self.rails.contains(rail))?;
         let customer_id = match (&valid.customer_id, &principal.key.customer_id) {
@@ -140,6 +154,14 @@ impl Service {
                 Some(requirement),
             ),
         };
+        let cause = match made_by {
+            Some(schedule) => Cause {
+                message: format!("Made by schedule {}. {}", schedule.id, cause.message),
+                actor: schedule.clone(),
+                ..cause
+            },
+            None => cause,
+        };
         let operation = Operation {
             id: crate::ids::OperationId::new(&*self.ids),
             customer_id,
@@ -163,7 +185,7 @@ impl Service {
             total_amount,
             approval_requirement,
             approvals: vec![],
-            created_by: principal.actor().id,
+            created_by: made_by.map_or_else(|| principal.actor().id, |schedule| schedule.id.clone()),
             created_at: now,
             updated_at: now,
             metadata: valid.metadata,
@@ -187,8 +209,7 @@ impl Service {
             &operation,
         )));
         changes.push(Write::InsertOperation(operation.clone()));
-        self.commit_created(changes, ticket, &operation).await?;
-        Ok(operation)
+        Ok((operation, changes))
     }
 
     pub async fn get_operation(&self, principal: &Principal, id: &OperationId) -> Result<Operation, DomainError> {

@@ -156,6 +156,9 @@ impl Service {
                 "operation.approved" => self.start_processing(event).await,
                 "transaction.pending" => self.queue_submission(event).await,
                 kind if kind.starts_with("transaction.") => self.settle_operation(event).await,
+                kind if kind.starts_with("schedule.") && !kind.starts_with("schedule.occurrence_") => {
+                    self.sync_schedule_timer(event).await
+                }
                 _ => Ok(Handled::Done),
             };
             if !matches!(result, Ok(Handled::Done)) {

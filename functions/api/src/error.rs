@@ -73,7 +73,7 @@ impl ApiError {
                     Some("Idempotency-Key"),
                 ),
                 D::RateLimited { code, .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", code, None),
-                D::Store(_) | D::Queue(_) | D::Secrets(_) | D::Bus(_) => {
+                D::Store(_) | D::Queue(_) | D::Secrets(_) | D::Bus(_) | D::Timer(_) => {
                     (StatusCode::INTERNAL_SERVER_ERROR, "api_error", "internal_error", None)
                 }
             },
@@ -122,7 +122,8 @@ impl IntoResponse for ApiError {
                 failure @ (DomainError::Store(_)
                 | DomainError::Queue(_)
                 | DomainError::Secrets(_)
-                | DomainError::Bus(_)),
+                | DomainError::Bus(_)
+                | DomainError::Timer(_)),
             ) => {
                 tracing::error!(error = %with_sources(failure), "infrastructure failure");
                 "Something went wrong on our side; nothing was changed. Retry with the same Idempotency-Key."

@@ -80,6 +80,13 @@ endpoints! {
     DeleteWebhookEndpoint => ("DELETE", "/v1/webhook_endpoints/{id}", delete(delete_webhook_endpoint)),
     RotateWebhookSecret => ("POST", "/v1/webhook_endpoints/{id}/rotate_secret", post(rotate_webhook_secret)),
     RailReport => ("POST", "/v1/rail_reports", post(rail_report)),
+    CreateSchedule => ("POST", "/v1/schedules", post(create_schedule)),
+    ListSchedules => ("GET", "/v1/schedules", get(list_schedules)),
+    GetSchedule => ("GET", "/v1/schedules/{id}", get(get_schedule)),
+    DeleteSchedule => ("DELETE", "/v1/schedules/{id}", delete(delete_schedule)),
+    PauseSchedule => ("POST", "/v1/schedules/{id}/pause", post(pause_schedule)),
+    ResumeSchedule => ("POST", "/v1/schedules/{id}/resume", post(resume_schedule)),
+    ScheduleOccurrences => ("GET", "/v1/schedules/{id}/occurrences", get(schedule_occurrences)),
 }
 
 impl Endpoint {

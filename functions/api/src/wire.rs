@@ -10,6 +10,7 @@ use ops_domain::event::Event;
 use ops_domain::ids::{ApiKeyId, CustomerId, UserId};
 use ops_domain::operations::Operation;
 use ops_domain::ports::AuditEntry;
+use ops_domain::schedules::{Occurrence, Schedule};
 use ops_domain::service::{Issued, Page};
 use ops_domain::transactions::Transaction;
 use ops_domain::webhooks::{Delivery, EndpointStatus, WebhookEndpoint};
@@ -51,6 +52,8 @@ named! {
     Workflow => "workflow",
     ApprovalFloor => "approval_floor",
     Delivery => "webhook_delivery",
+    Schedule => "schedule",
+    Occurrence => "schedule_occurrence",
 }
 
 /// An entry of an operation's history (only ever shown in its list, so without the
@@ -208,6 +211,7 @@ impl Stored for Customer {}
 impl Stored for User {}
 impl Stored for Operation {}
 impl Stored for Transaction {}
+impl Stored for Schedule {}
 
 impl<T: Wire> Stored for Issued<T> {
     fn stored_json(&self) -> Vec<u8> {

@@ -212,6 +212,7 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         secrets: Arc::new(secrets),
         rate_limiter: Arc::new(InMemoryRateLimiter::default()),
         bus: None,
+        timers: None,
     };
     let options = Options {
         environment,

@@ -6,6 +6,7 @@ use ops_domain::access::{Environment, KeyHasher, RateLimit};
 use ops_domain::ids::UlidGenerator;
 use ops_domain::ports::{Clock, EventBus, Queue, RateLimiter, Secrets, Store};
 use ops_domain::rail::Rails;
+use ops_domain::schedules::ScheduleTimers;
 use ops_domain::service::Service;
 use ops_domain::transactions::RailSecret;
 use ops_domain::webhooks::TargetPolicy;
@@ -23,6 +24,9 @@ pub struct Adapters {
     pub rate_limiter: Arc<dyn RateLimiter>,
     /// Where events also go for the PSP's own systems (EventBridge); none locally.
     pub bus: Option<Arc<dyn EventBus>>,
+    /// The schedules' timer (EventBridge Scheduler); none locally, where the store's due
+    /// index is the timer.
+    pub timers: Option<Arc<dyn ScheduleTimers>>,
 }
 
 /// What a service is told, whatever it runs on.
@@ -54,6 +58,7 @@ pub fn service(adapters: Adapters, options: Options, clock: Arc<dyn Clock>) -> S
         rail_secret: options.rail_secret,
         bus: adapters.bus,
         rate_limit: RateLimit::new(adapters.rate_limiter, options.rate_limit),
+        timers: adapters.timers,
     }
 }
 

@@ -9,7 +9,9 @@ use ops_domain::service::Service;
 use ops_domain::transactions::RailSecret;
 use ops_domain::webhooks::TargetPolicy;
 use ops_domain::webhooks::DELIVERY_TIMEOUT;
-use ops_infra::aws::{DynamoStore, EventBridgeBus, QueueUrls, SecretsManagerSecrets, SqsQueue};
+use ops_infra::aws::{
+    DynamoStore, EventBridgeBus, EventBridgeTimers, QueueUrls, SecretsManagerSecrets, SqsQueue, TimerTarget,
+};
 use ops_infra::rails::SandboxRail;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +39,9 @@ pub struct Settings {
     /// function in the cloud reaches no developer's laptop, and must never reach the metadata
     /// address); refused for production.
     pub webhook_allow_local: bool,
+    /// Where the schedules' timers live (EventBridge Scheduler); none: schedules fire only
+    /// by the due index (local mode against AWS).
+    pub timers: Option<TimerTarget>,
 }
 
 impl Settings {
@@ -71,6 +76,19 @@ impl Settings {
         let sandbox = lookup("OPS_SANDBOX_RAIL")
             .map(|v| v == "true")
             .unwrap_or(environment == Environment::Test);
+        let timers = match (
+            lookup("SCHEDULE_GROUP").filter(|v| !v.is_empty()),
+            lookup("SCHEDULE_FIRE_ARN").filter(|v| !v.is_empty()),
+            lookup("SCHEDULER_ROLE_ARN").filter(|v| !v.is_empty()),
+        ) {
+            (Some(group), Some(function_arn), Some(role_arn)) => Some(TimerTarget {
+                group,
+                function_arn,
+                role_arn,
+            }),
+            (None, None, None) => None,
+            _ => return Err("SCHEDULE_GROUP, SCHEDULE_FIRE_ARN and SCHEDULER_ROLE_ARN go together".into()),
+        };
         Ok(Settings {
             environment,
             table: var("TABLE_NAME")?,
@@ -84,6 +102,7 @@ impl Settings {
             sandbox_ledger: sandbox.then(|| std::env::temp_dir().join("rail-sandbox.sqlite")),
             rate_limit,
             webhook_allow_local,
+            timers,
         })
     }
 
@@ -102,6 +121,18 @@ impl Settings {
             ("OPS_SANDBOX_RAIL", self.sandbox_ledger.is_some().to_string()),
             ("OPS_RATE_LIMIT", self.rate_limit.to_string()),
             ("OPS_WEBHOOK_ALLOW_LOCAL", self.webhook_allow_local.to_string()),
+            (
+                "SCHEDULE_GROUP",
+                self.timers.as_ref().map(|t| t.group.clone()).unwrap_or_default(),
+            ),
+            (
+                "SCHEDULE_FIRE_ARN",
+                self.timers.as_ref().map(|t| t.function_arn.clone()).unwrap_or_default(),
+            ),
+            (
+                "SCHEDULER_ROLE_ARN",
+                self.timers.as_ref().map(|t| t.role_arn.clone()).unwrap_or_default(),
+            ),
         ]
     }
 
@@ -153,6 +184,12 @@ impl Settings {
                 .event_bus
                 .as_ref()
                 .map(|name| Arc::new(EventBridgeBus::new(aws_sdk_eventbridge::Client::new(config), name)) as _),
+            timers: self.timers.as_ref().map(|target| {
+                Arc::new(EventBridgeTimers::new(
+                    aws_sdk_scheduler::Client::new(config),
+                    target.clone(),
+                )) as _
+            }),
         };
         let options = Options {
             environment: self.environment,
@@ -216,6 +253,11 @@ mod tests {
             sandbox_ledger: None,
             rate_limit: 250,
             webhook_allow_local: false,
+            timers: Some(TimerTarget {
+                group: "ops-prod-schedules".into(),
+                function_arn: "arn:aws:lambda:eu-west-1:1:function:ops-prod-schedule-fire".into(),
+                role_arn: "arn:aws:iam::1:role/ops-prod-scheduler".into(),
+            }),
         }
     }
 

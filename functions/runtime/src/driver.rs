@@ -60,15 +60,19 @@ pub enum Trigger {
     Queue(QueueName),
     /// The status-poll schedule.
     StatusPoll,
+    /// Schedules' occurrences: EventBridge Scheduler invoking `schedule-fire` in the cloud,
+    /// the due index here.
+    ScheduleTimer,
 }
 
 impl Trigger {
-    pub const ALL: [Trigger; 5] = [
+    pub const ALL: [Trigger; 6] = [
         Trigger::Stream(StreamConsumer::Transition),
         Trigger::Stream(StreamConsumer::WebhookDispatch),
         Trigger::Queue(QueueName::Submissions),
         Trigger::Queue(QueueName::Webhooks),
         Trigger::StatusPoll,
+        Trigger::ScheduleTimer,
     ];
 
     /// The function that runs this trigger in the cloud.
@@ -78,6 +82,7 @@ impl Trigger {
             Trigger::Queue(QueueName::Submissions) => "queue-rail-submit",
             Trigger::Queue(QueueName::Webhooks) => "queue-webhook-send",
             Trigger::StatusPoll => "schedule-status-poll",
+            Trigger::ScheduleTimer => "schedule-fire",
         }
     }
 }
@@ -178,6 +183,7 @@ impl Driver {
             Trigger::Stream(consumer) => self.stream_round(consumer).await,
             Trigger::Queue(queue) => self.queue_round(queue).await,
             Trigger::StatusPoll => Ok(self.service.poll_rails().await?),
+            Trigger::ScheduleTimer => Ok(self.service.fire_due_schedules().await?),
         }
     }
 
@@ -239,7 +245,7 @@ impl Driver {
         let mut loops = JoinSet::new();
         for trigger in Trigger::ALL {
             let (idle, copies) = match trigger {
-                Trigger::StatusPoll => (self.pace.poll_idle, 1),
+                Trigger::StatusPoll | Trigger::ScheduleTimer => (self.pace.poll_idle, 1),
                 Trigger::Queue(QueueName::Webhooks) => (self.pace.idle, self.pace.webhook_senders.max(1)),
                 _ => (self.pace.idle, 1),
             };

@@ -1,11 +1,11 @@
 //! Creates a stack's resources on an emulator (moto, LocalStack) the way `template.yaml`
 //! declares them in the cloud: the table with its stream and TTL, both queues with their
-//! dead-letter queues, the event bus, and the secrets.
+//! dead-letter queues, the event bus, the schedule group, and the secrets.
 
 use crate::deployment::{Settings, PEPPER_SECRET};
 use ops_domain::access::Environment;
 use ops_domain::ports::Secrets;
-use ops_infra::aws::{DynamoStore, SecretsManagerSecrets, SqsQueue};
+use ops_infra::aws::{DynamoStore, SecretsManagerSecrets, SqsQueue, TimerTarget};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -28,6 +28,20 @@ pub async fn provision(
         .name(&bus)
         .send()
         .await?;
+    let group = format!("{name}-schedules");
+    aws_sdk_scheduler::Client::new(config)
+        .create_schedule_group()
+        .name(&group)
+        .send()
+        .await?;
+    // The function and the role exist in the cloud's stack only; the emulator keeps the
+    // schedules that name them and never fires one (the tests invoke `schedule-fire`).
+    let region = config.region().map_or("us-east-1".into(), |r| r.to_string());
+    let timers = TimerTarget {
+        group,
+        function_arn: format!("arn:aws:lambda:{region}:123456789012:function:{name}-schedule-fire"),
+        role_arn: format!("arn:aws:iam::123456789012:role/{name}-scheduler"),
+    };
     let secrets_prefix = format!("{name}/");
     let secrets = SecretsManagerSecrets::new(aws_sdk_secretsmanager::Client::new(config), &secrets_prefix);
     let mut pepper = [0u8; 32];
@@ -49,5 +63,6 @@ pub async fn provision(
         rate_limit: ops_domain::access::DEFAULT_RATE_LIMIT,
         // An emulator's stack is a developer's or a test's: its receivers are local.
         webhook_allow_local: environment == Environment::Test,
+        timers: Some(timers),
     })
 }

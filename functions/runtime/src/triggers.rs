@@ -7,6 +7,7 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use ops_domain::event::Event;
 use ops_domain::ports::{BatchOutcome, QueueMessage, QueueName};
+use ops_domain::schedules::FireSchedule;
 use ops_domain::service::Service;
 
 /// The domain events carried by a stream batch, with the sequence number of each record.
@@ -114,4 +115,12 @@ pub async fn status_poll(service: &Service) -> Result<serde_json::Value, String>
         }
     }
     Ok(serde_json::json!({ "polled": polled }))
+}
+
+/// EventBridge Scheduler → schedule fire: records the occurrence the Scheduler names (and
+/// any it never fired), each once however often it is delivered.
+pub async fn schedule_fire(service: &Service, payload: serde_json::Value) -> Result<serde_json::Value, String> {
+    let fire: FireSchedule = serde_json::from_value(payload).map_err(|e| format!("not a schedule firing: {e}"))?;
+    let recorded = service.fire_schedule(&fire).await.map_err(|e| e.to_string())?;
+    Ok(serde_json::json!({ "recorded": recorded }))
 }

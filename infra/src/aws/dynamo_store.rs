@@ -19,6 +19,9 @@
 //! | every event (of one type), platform | `GSI3PK = EVTS#<shard>` (`GSI4PK = EVTYPE#<type>#<shard>`) |
 //! | webhook endpoints of a customer (or the platform's) | `GSI1PK = CUSWHE#<customer or PLATFORM>` |
 //! | deliveries of an event | `GSI1PK = EVTWHD#<event>` |
+//! | schedules of a customer (every schedule), newest first, deleted ones left out | `GSI1PK = CUSSCH#<customer>` (`GSI3PK = SCHS#<shard>`) |
+//! | active schedules due a run | `GSI2PK = SCHDUE#<shard>`, `GSI2SK = <due unix s, padded>#<id>` (sparse) |
+//! | occurrences of a schedule | `PK = SCH#<id>`, `SK = OCC#<unix s, padded>` |
 //! | idempotency record | `PK = IDEM#<scope>#<key>`, expired by the `ttl` attribute |
 //! | a customer's requests in one second, per key | `PK = RATE#<customer>#<unix second>` (`count`, `member:<key id>`), expired by `ttl` |
 //!
@@ -49,11 +52,12 @@ use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
 use ops_domain::ids::{
-    ApiKeyId, CustomerId, DeliveryId, EventId, IdGenerator, IdKind, OperationId, TransactionId, UlidGenerator, UserId,
-    WebhookEndpointId,
+    ApiKeyId, CustomerId, DeliveryId, EventId, IdGenerator, IdKind, OperationId, ScheduleId, TransactionId,
+    UlidGenerator, UserId, WebhookEndpointId,
 };
 use ops_domain::operations::{Operation, OperationQuery, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, RateLimiter, StoreError, Write};
+use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{Transaction, TransactionStore};
 use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore};
 use serde::de::DeserializeOwned;
@@ -354,6 +358,30 @@ impl DynamoStore {
         item
     }
 
+    /// A schedule: in its customer's and the platform's lists unless deleted, and in the
+    /// due index while active.
+    fn schedule_item(schedule: &Schedule) -> Item {
+        let mut item = keyed(
+            keys::schedule(&schedule.id),
+            vec![
+                ("entity", s("schedule")),
+                ("doc", doc(schedule)),
+                ("version", n(schedule.version)),
+            ],
+        );
+        if schedule.is_visible() {
+            item.insert("GSI1PK".into(), s(keys::schedules_of(&schedule.customer_id)));
+            item.insert("GSI1SK".into(), s(&schedule.id));
+            item.insert("GSI3PK".into(), s(keys::all_schedules_shard(&schedule.id)));
+            item.insert("GSI3SK".into(), s(&schedule.id));
+        }
+        if let (ScheduleStatus::Active, Some(due)) = (schedule.status, schedule.next_run_at) {
+            item.insert("GSI2PK".into(), s(keys::schedule_due_shard(&schedule.id)));
+            item.insert("GSI2SK".into(), s(keys::poll_sort(due, &schedule.id)));
+        }
+        item
+    }
+
     fn write(&self, write: &Write) -> Vec<TransactWriteItem> {
         match write {
             Write::InsertCustomer(c) => {
@@ -450,6 +478,14 @@ impl DynamoStore {
                     ],
                 );
                 vec![self.versioned(it, d.version)]
+            }
+            Write::PutSchedule(schedule) => vec![self.versioned(Self::schedule_item(schedule), schedule.version)],
+            Write::InsertOccurrence(occurrence) => {
+                let it = keyed(
+                    keys::occurrence(&occurrence.schedule_id, occurrence.scheduled_at),
+                    vec![("entity", s("occurrence")), ("doc", doc(occurrence))],
+                );
+                vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
             Write::Audit(entry) => vec![self.put(self.audit_item(entry), Some("attribute_not_exists(PK)"), vec![])],
             Write::CompleteIdempotency { scope, key, response } => {
@@ -859,6 +895,68 @@ impl TransactionStore for DynamoStore {
         due.sort_by(|a, b| (a.next_poll_at, &a.id).cmp(&(b.next_poll_at, &b.id)));
         due.truncate(limit);
         Ok(due)
+    }
+}
+
+#[async_trait]
+impl ScheduleStore for DynamoStore {
+    async fn schedule(&self, id: &ScheduleId) -> Result<Option<Schedule>, StoreError> {
+        self.get(keys::schedule(id)).await
+    }
+
+    async fn schedules(&self, query: &ScheduleQuery) -> Result<Vec<Schedule>, StoreError> {
+        let after = query
+            .starting_after
+            .as_ref()
+            .map_or_else(|| "\u{10FFFF}".into(), String::from);
+        let (index, partition) = match &query.customer_id {
+            Some(customer) => ("GSI1", Partition::One(keys::schedules_of(customer))),
+            None => ("GSI3", Partition::Sharded(keys::all_schedules())),
+        };
+        self.newest_first(index, partition, after, None, query.limit, |s: &Schedule| {
+            s.id.to_string()
+        })
+        .await
+    }
+
+    async fn schedules_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Schedule>, StoreError> {
+        let until = keys::poll_due_until(now);
+        let mut due = each_partition(keys::schedules_due_partitions(), |key| {
+            self.query::<Schedule>(
+                Some("GSI2"),
+                "GSI2PK = :pk AND GSI2SK <= :until",
+                vec![(":pk", s(key)), (":until", s(until.clone()))],
+                None,
+                false,
+                limit,
+            )
+        })
+        .await?;
+        due.sort_by(|a, b| (a.next_run_at, &a.id).cmp(&(b.next_run_at, &b.id)));
+        due.truncate(limit);
+        Ok(due)
+    }
+
+    async fn occurrence(&self, id: &ScheduleId, at: OffsetDateTime) -> Result<Option<Occurrence>, StoreError> {
+        self.get(keys::occurrence(id, at)).await
+    }
+
+    async fn occurrences(
+        &self,
+        id: &ScheduleId,
+        before: Option<OffsetDateTime>,
+        limit: usize,
+    ) -> Result<Vec<Occurrence>, StoreError> {
+        let (partition, low, high) = keys::occurrences_before(id, before);
+        self.query(
+            None,
+            "PK = :pk AND SK BETWEEN :low AND :high",
+            vec![(":pk", s(partition)), (":low", s(low)), (":high", s(high))],
+            None,
+            true,
+            limit,
+        )
+        .await
     }
 }
 

@@ -83,6 +83,33 @@ pub fn delivery(id: &str) -> Primary {
     primary(format!("WHD#{id}"), "WHD")
 }
 
+pub fn schedule(id: &str) -> Primary {
+    primary(format!("SCH#{id}"), "SCH")
+}
+
+const OCCURRENCE: &str = "OCC#";
+
+/// An occurrence, in its schedule's partition, sorted by its time.
+pub fn occurrence(schedule_id: &str, at: OffsetDateTime) -> Primary {
+    Primary {
+        pk: schedule(schedule_id).pk,
+        sk: occurrence_sort(at),
+    }
+}
+
+fn occurrence_sort(at: OffsetDateTime) -> String {
+    format!("{OCCURRENCE}{:012}", at.unix_timestamp().max(0))
+}
+
+/// A schedule's occurrences before `before`: its partition and the range of their sort keys.
+pub fn occurrences_before(schedule_id: &str, before: Option<OffsetDateTime>) -> (String, String, String) {
+    let high = before.map_or_else(
+        || format!("{OCCURRENCE}~"),
+        |at| occurrence_sort(at - time::Duration::SECOND),
+    );
+    (schedule(schedule_id).pk, OCCURRENCE.to_string(), high)
+}
+
 /// A workflow definition (or an approval floor, stored beside its owner's workflows).
 pub fn workflow(owner: &WorkflowOwner, name: &str) -> Primary {
     let owner = match owner {
@@ -189,6 +216,34 @@ pub fn poll_sort(due: OffsetDateTime, transaction_id: &str) -> String {
 /// Sorts after every entry due at or before `now`.
 pub fn poll_due_until(now: OffsetDateTime) -> String {
     format!("{:012}#~", now.unix_timestamp().max(0))
+}
+
+/// A customer's schedules (GSI1).
+pub fn schedules_of(customer: &str) -> String {
+    format!("CUSSCH#{customer}")
+}
+
+const SCHEDULES: &str = "SCHS";
+
+/// Every schedule (GSI3): the partition of one, and all of them.
+pub fn all_schedules_shard(schedule_id: &str) -> String {
+    sharded(SCHEDULES, schedule_id)
+}
+
+pub fn all_schedules() -> Vec<String> {
+    shards(SCHEDULES)
+}
+
+const SCHEDULES_DUE: &str = "SCHDUE";
+
+/// The embedded timer's index on the table (GSI2, sparse): the partition of an active
+/// schedule's next run, and all of them. Sorted as the poll schedule is.
+pub fn schedule_due_shard(schedule_id: &str) -> String {
+    sharded(SCHEDULES_DUE, schedule_id)
+}
+
+pub fn schedules_due_partitions() -> Vec<String> {
+    shards(SCHEDULES_DUE)
 }
 
 /// A customer's events (GSI1), and of one type (GSI2).

@@ -1,15 +1,17 @@
 //! The ports on AWS: DynamoDB (store, change stream), SQS (queues), Secrets Manager,
-//! EventBridge. Clients come from the standard AWS configuration, so `AWS_ENDPOINT_URL` points
+//! EventBridge (the event bus) and EventBridge Scheduler (the schedules' timer). Clients come from the standard AWS configuration, so `AWS_ENDPOINT_URL` points
 //! them at LocalStack or moto, and nothing at all means real AWS.
 
 mod dynamo_store;
 mod event_bus;
+mod event_scheduler;
 mod keys;
 mod secrets_manager;
 mod sqs_queue;
 
 pub use dynamo_store::{DynamoStore, INDEXES, MAX_WRITES, SHARDS};
 pub use event_bus::EventBridgeBus;
+pub use event_scheduler::{EventBridgeTimers, TimerTarget};
 pub use secrets_manager::SecretsManagerSecrets;
 pub use sqs_queue::{QueueUrls, SqsQueue};
 

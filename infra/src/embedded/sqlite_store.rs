@@ -9,10 +9,11 @@ use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
 use ops_domain::ids::{
-    ApiKeyId, CustomerId, DeliveryId, EventId, OperationId, TransactionId, UserId, WebhookEndpointId,
+    ApiKeyId, CustomerId, DeliveryId, EventId, OperationId, ScheduleId, TransactionId, UserId, WebhookEndpointId,
 };
 use ops_domain::operations::{Operation, OperationQuery, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, StoreError, Write};
+use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{Transaction, TransactionStore};
 use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore};
 use rusqlite::types::Value;
@@ -71,6 +72,16 @@ CREATE TABLE IF NOT EXISTS queue_messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body TEXT NOT NULL,
     visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS queue_messages_visible ON queue_messages (queue, visible_at);
+-- `due_at` is the next run of an active schedule, else NULL: the embedded timer's index.
+CREATE TABLE IF NOT EXISTS schedules (
+    id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, visible INTEGER NOT NULL, due_at INTEGER,
+    version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS schedules_by_customer ON schedules (customer_id, id) WHERE visible = 1;
+CREATE INDEX IF NOT EXISTS schedules_visible ON schedules (id) WHERE visible = 1;
+CREATE INDEX IF NOT EXISTS schedules_due ON schedules (due_at) WHERE due_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS occurrences (
+    schedule_id TEXT NOT NULL, scheduled_at INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (schedule_id, scheduled_at));
 ";
 
 #[derive(Clone)]
@@ -249,6 +260,12 @@ impl List {
         self
     }
 
+    /// Adds `clause` (with no `?`) always.
+    fn always(mut self, clause: &'static str) -> Self {
+        self.clauses.push(clause);
+        self
+    }
+
     fn sql(&self) -> String {
         let mut sql = format!("SELECT body FROM {}", self.table);
         if !self.clauses.is_empty() {
@@ -359,6 +376,39 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
             if changed != 1 {
                 return Err(ConditionFailed.into());
             }
+        }
+        Write::PutSchedule(schedule) => {
+            let due = schedule
+                .next_run_at
+                .filter(|_| schedule.status == ScheduleStatus::Active)
+                .map(|at| at.unix_timestamp());
+            let changed = tx.execute(
+                "INSERT INTO schedules (id, customer_id, visible, due_at, version, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (id) DO UPDATE SET visible = excluded.visible, due_at = excluded.due_at,
+                   version = excluded.version, body = excluded.body
+                 WHERE schedules.version = excluded.version - 1",
+                params![
+                    schedule.id.as_str(),
+                    schedule.customer_id.as_str(),
+                    schedule.is_visible(),
+                    due,
+                    schedule.version as i64,
+                    json(schedule)
+                ],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
+        Write::InsertOccurrence(occurrence) => {
+            tx.execute(
+                "INSERT INTO occurrences (schedule_id, scheduled_at, body) VALUES (?1, ?2, ?3)",
+                params![
+                    occurrence.schedule_id.as_str(),
+                    occurrence.scheduled_at.unix_timestamp(),
+                    json(occurrence)
+                ],
+            )?;
         }
         Write::InsertDelivery(d) => {
             tx.execute(
@@ -520,6 +570,78 @@ impl TransactionStore for SqliteStore {
                 .prepare_cached("SELECT body FROM transactions WHERE next_poll_at IS NOT NULL AND next_poll_at <= ?1 ORDER BY next_poll_at LIMIT ?2")
                 .map_err(unavailable)?;
             let rows = statement.query_map(params![now.unix_timestamp(), limit as i64], |row| row.get::<_, String>(0)).map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable)).collect()
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl ScheduleStore for SqliteStore {
+    async fn schedule(&self, id: &ScheduleId) -> Result<Option<Schedule>, StoreError> {
+        self.document("SELECT body FROM schedules WHERE id = ?1", id.into())
+            .await
+    }
+
+    async fn schedules(&self, query: &ScheduleQuery) -> Result<Vec<Schedule>, StoreError> {
+        let query = query.clone();
+        self.with(move |c| {
+            List::new("schedules", "id", query.limit)
+                .always("visible = 1")
+                .filter("customer_id = ?", query.customer_id.map(String::from))
+                .filter("id < ?", query.starting_after.map(String::from))
+                .run(c)
+        })
+        .await
+    }
+
+    async fn schedules_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Schedule>, StoreError> {
+        self.with(move |c| {
+            let mut statement = c
+                .prepare_cached(
+                    "SELECT body FROM schedules WHERE due_at IS NOT NULL AND due_at <= ?1 ORDER BY due_at LIMIT ?2",
+                )
+                .map_err(unavailable)?;
+            let rows = statement
+                .query_map(params![now.unix_timestamp(), limit as i64], |row| {
+                    row.get::<_, String>(0)
+                })
+                .map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
+                .collect()
+        })
+        .await
+    }
+
+    async fn occurrence(&self, id: &ScheduleId, at: OffsetDateTime) -> Result<Option<Occurrence>, StoreError> {
+        let id = id.to_string();
+        self.with(move |c| {
+            let body: Option<String> = c
+                .query_row(
+                    "SELECT body FROM occurrences WHERE schedule_id = ?1 AND scheduled_at = ?2",
+                    params![id, at.unix_timestamp()],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(unavailable)?;
+            body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
+        })
+        .await
+    }
+
+    async fn occurrences(
+        &self,
+        id: &ScheduleId,
+        before: Option<OffsetDateTime>,
+        limit: usize,
+    ) -> Result<Vec<Occurrence>, StoreError> {
+        let id = id.to_string();
+        let before = before.map_or(i64::MAX, |at| at.unix_timestamp());
+        self.with(move |c| {
+            let mut statement = c
+                .prepare_cached("SELECT body FROM occurrences WHERE schedule_id = ?1 AND scheduled_at < ?2 ORDER BY scheduled_at DESC LIMIT ?3")
+                .map_err(unavailable)?;
+            let rows = statement.query_map(params![id, before, limit as i64], |row| row.get::<_, String>(0)).map_err(unavailable)?;
             rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable)).collect()
         })
         .await

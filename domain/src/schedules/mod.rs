@@ -1,0 +1,153 @@
+//! Recurring operations (DESIGN §8.3): schedules, their occurrences, and the timer that fires
+//! them (EventBridge Scheduler in the cloud, the store's due index locally).
+//!
+//! An occurrence never makes two operations: the operation is created under an idempotency
+//! key made of the schedule id and the occurrence's time, and in the same changeset as the
+//! occurrence's record and the schedule's next run, so a second firing finds it recorded.
+
+pub mod expression;
+mod use_cases;
+
+pub use use_cases::{CreateSchedule, FireSchedule, LATE_LIMIT};
+
+use crate::access::Environment;
+use crate::cause::Cause;
+use crate::ids::{ApiKeyId, CustomerId, OperationId, ScheduleId};
+use crate::ports::{StoreError, TimerError};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScheduleStatus {
+    Active,
+    Paused,
+    /// No run left (an `at()` that ran, or past its end).
+    Ended,
+    /// Deleted on request: kept for its occurrences' sake, shown to no one.
+    Deleted,
+}
+
+impl ScheduleStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScheduleStatus::Active => "active",
+            ScheduleStatus::Paused => "paused",
+            ScheduleStatus::Ended => "ended",
+            ScheduleStatus::Deleted => "deleted",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub id: ScheduleId,
+    pub customer_id: CustomerId,
+    /// Canonical text: `rate(…)`, `cron(…)` or `at(…)`.
+    pub expression: String,
+    /// IANA name.
+    pub timezone: String,
+    /// The body of the operation each occurrence creates (as `POST /v1/operations` takes it,
+    /// validated when the schedule was made, without `customer_id`).
+    pub operation: serde_json::Value,
+    pub status: ScheduleStatus,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub start_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub end_at: Option<OffsetDateTime>,
+    /// The next occurrence not yet recorded; none once ended (or while paused).
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub next_run_at: Option<OffsetDateTime>,
+    /// Where a rate counts from: the start, or the minute the schedule was made.
+    #[serde(with = "time::serde::rfc3339")]
+    pub anchor: OffsetDateTime,
+    /// The key whose authority each occurrence acts with: revoked or expired, it makes nothing.
+    pub api_key_id: ApiKeyId,
+    pub created_by: String,
+    pub cause: Cause,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    pub environment: Environment,
+    pub version: u64,
+}
+
+impl Schedule {
+    pub fn is_visible(&self) -> bool {
+        self.status != ScheduleStatus::Deleted
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OccurrenceStatus {
+    /// Its operation was made.
+    Created,
+    /// Fired more than a day late (the service was down): recorded, nothing made.
+    Missed,
+    /// The schedule could not act (its key, customer or operation no longer works).
+    Skipped,
+}
+
+impl OccurrenceStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OccurrenceStatus::Created => "created",
+            OccurrenceStatus::Missed => "missed",
+            OccurrenceStatus::Skipped => "skipped",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Occurrence {
+    pub schedule_id: ScheduleId,
+    #[serde(with = "time::serde::rfc3339")]
+    pub scheduled_at: OffsetDateTime,
+    pub status: OccurrenceStatus,
+    pub operation_id: Option<OperationId>,
+    /// Why nothing was made (missed or skipped).
+    pub reason: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub recorded_at: OffsetDateTime,
+}
+
+/// Which schedules a list returns: newest first, a customer's (or every customer's).
+#[derive(Debug, Clone, Default)]
+pub struct ScheduleQuery {
+    pub customer_id: Option<CustomerId>,
+    pub starting_after: Option<ScheduleId>,
+    pub limit: usize,
+}
+
+/// The store's port for schedules.
+#[async_trait]
+pub trait ScheduleStore: Send + Sync {
+    async fn schedule(&self, id: &ScheduleId) -> Result<Option<Schedule>, StoreError>;
+    /// Visible schedules (not deleted), newest first.
+    async fn schedules(&self, query: &ScheduleQuery) -> Result<Vec<Schedule>, StoreError>;
+    /// Active schedules whose next run is at or before `now`, soonest first: the embedded
+    /// timer's index, read without touching schedules that are not due.
+    async fn schedules_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Schedule>, StoreError>;
+    async fn occurrence(&self, id: &ScheduleId, at: OffsetDateTime) -> Result<Option<Occurrence>, StoreError>;
+    /// A schedule's occurrences, newest first, those before `before` when given.
+    async fn occurrences(
+        &self,
+        id: &ScheduleId,
+        before: Option<OffsetDateTime>,
+        limit: usize,
+    ) -> Result<Vec<Occurrence>, StoreError>;
+}
+
+/// The cloud's timer: one EventBridge Scheduler schedule per schedule, invoking the
+/// `schedule-fire` function with the schedule id and the occurrence's time. Locally there is
+/// none: the store's due index is the timer.
+#[async_trait]
+pub trait ScheduleTimers: Send + Sync {
+    /// Creates or updates the timer of `schedule` (enabled when active, disabled when paused).
+    async fn put(&self, schedule: &Schedule) -> Result<(), TimerError>;
+    /// Removes the timer of a schedule, if there is one.
+    async fn remove(&self, id: &ScheduleId) -> Result<(), TimerError>;
+}

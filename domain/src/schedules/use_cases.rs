@@ -1,0 +1,668 @@
+//! The schedules API (create, list, get, pause, resume, delete, occurrences) and the firing of
+//! occurrences, by the cloud's timer or the embedded one.
+
+use super::expression::{parse_zone, Expression};
+use super::{Occurrence, OccurrenceStatus, Schedule, ScheduleQuery, ScheduleStatus};
+use crate::access::{Principal, Scope};
+use crate::cause::{Actor, ActorType, Cause};
+use crate::error::DomainError;
+use crate::event::Event;
+use crate::idempotency::{fingerprint, IdempotencyClaim, Once, StoredResponse, Ticket};
+use crate::ids::{CustomerId, EventId, ScheduleId};
+use crate::operations::Operation;
+use crate::ports::{AuditEntry, Changeset, StoreError, Write};
+use crate::service::{customer_scope, Handled, Page, Service};
+use crate::validate::{self, CreateOperation};
+use serde::Deserialize;
+use time::format_description::well_known::Rfc3339;
+use time::{Duration, OffsetDateTime};
+
+/// An occurrence fired later than this after its time (the service was down) makes nothing:
+/// it is recorded `missed`.
+pub const LATE_LIMIT: Duration = Duration::hours(24);
+/// Optimistic-concurrency retries before a busy schedule is reported as a conflict.
+const MAX_ATTEMPTS: usize = 5;
+/// Occurrences one firing records at most; a schedule further behind goes on at the next.
+const CATCH_UP: usize = 100;
+/// Schedules one round of the embedded timer fires.
+const DUE_BATCH: usize = 100;
+/// Rotations followed from a schedule's key to the key that succeeded it.
+const MAX_ROTATIONS: usize = 5;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSchedule {
+    pub customer_id: Option<String>,
+    pub expression: Option<String>,
+    pub timezone: Option<String>,
+    pub start_at: Option<String>,
+    pub end_at: Option<String>,
+    pub operation: Option<serde_json::Value>,
+}
+
+/// What the timer sends for an occurrence (the Scheduler's target input on AWS).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FireSchedule {
+    pub schedule_id: ScheduleId,
+    #[serde(with = "time::serde::rfc3339")]
+    pub scheduled_at: OffsetDateTime,
+}
+
+fn schedule_actor(id: &ScheduleId) -> Actor {
+    Actor {
+        kind: ActorType::Schedule,
+        id: id.to_string(),
+    }
+}
+
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&Rfc3339).expect("times in range format")
+}
+
+/// A time given as RFC 3339, on a whole minute (the Scheduler's precision).
+fn optional_time(value: Option<String>, param: &str) -> Result<Option<OffsetDateTime>, DomainError> {
+    value
+        .map(|text| {
+            OffsetDateTime::parse(&text, &Rfc3339)
+                .map(minute)
+                .map_err(|_| DomainError::invalid(param, "invalid_time", format!("'{text}' is not an RFC 3339 time.")))
+        })
+        .transpose()
+}
+
+fn minute(at: OffsetDateTime) -> OffsetDateTime {
+    at.replace_second(0)
+        .and_then(|at| at.replace_nanosecond(0))
+        .expect("zero is a valid second")
+}
+
+/// A refusal of the schedule's operation body, naming its field under `operation.`.
+fn within_operation(error: DomainError) -> DomainError {
+    let prefixed = |param: Option<String>| Some(param.map_or("operation".into(), |p| format!("operation.{p}")));
+    match error {
+        DomainError::InvalidRequest { code, param, message } => DomainError::InvalidRequest {
+            code,
+            param: prefixed(param),
+            message,
+        },
+        DomainError::NotFound { param, message } => DomainError::NotFound {
+            param: prefixed(param),
+            message,
+        },
+        other => other,
+    }
+}
+
+/// The create body a schedule's operation stands for, for its customer.
+fn operation_body(template: &serde_json::Value, customer_id: &CustomerId) -> Result<CreateOperation, DomainError> {
+    let mut body = template.clone();
+    body["customer_id"] = customer_id.to_string().into();
+    serde_json::from_value(body)
+        .map_err(|e| DomainError::invalid("operation", "invalid_operation", format!("Not an operation: {e}.")))
+}
+
+/// What firing one occurrence came to.
+enum Fired {
+    Recorded,
+    /// A concurrent firing changed the schedule first: read it again.
+    Raced,
+}
+
+impl Service {
+    pub async fn create_schedule(
+        &self,
+        principal: &Principal,
+        command: CreateSchedule,
+        ticket: Option<Ticket<Schedule>>,
+    ) -> Result<Schedule, DomainError> {
+        principal.require(Scope::OperationsWrite)?;
+        let text = validate::required_text(command.expression, "expression", 256)?;
+        let expression: Expression = text.trim().parse()?;
+        let timezone = validate::optional_text(command.timezone, "timezone", 64)?.unwrap_or_else(|| "UTC".into());
+        let zone = parse_zone(&timezone)?;
+        let start_at = optional_time(command.start_at, "start_at")?;
+        let end_at = optional_time(command.end_at, "end_at")?;
+        let now = self.now();
+        if let (Some(start), Some(end)) = (start_at, end_at) {
+            if end <= start {
+                return Err(DomainError::invalid(
+                    "end_at",
+                    "end_before_start",
+                    "end_at is after start_at.",
+                ));
+            }
+        }
+        if end_at.is_some_and(|end| end <= now) {
+            return Err(DomainError::invalid(
+                "end_at",
+                "end_in_past",
+                "end_at is in the future.",
+            ));
+        }
+        let customer_id = match (command.customer_id, &principal.key.customer_id) {
+            (Some(id), Some(own)) if *own == id => own.clone(),
+            (Some(id), _) => self.visible_customer(principal, &id, "customer_id").await?.id,
+            (None, Some(own)) => own.clone(),
+            (None, None) => return Err(DomainError::missing("customer_id")),
+        };
+        let template = command.operation.ok_or_else(|| DomainError::missing("operation"))?;
+        if !template.is_object() {
+            return Err(DomainError::invalid(
+                "operation",
+                "invalid_operation",
+                "operation is the body of an operation to create.",
+            ));
+        }
+        if template.get("customer_id").is_some() {
+            return Err(DomainError::invalid(
+                "operation.customer_id",
+                "parameter_unknown",
+                "The schedule's customer_id is its operations' customer.",
+            ));
+        }
+        // Refused now with the error a create would give, rather than at every occurrence.
+        let body = operation_body(&template, &customer_id).map_err(within_operation)?;
+        self.draft_operation(principal, body, None)
+            .await
+            .map_err(within_operation)?;
+        let anchor = start_at.unwrap_or_else(|| minute(now));
+        let first = expression
+            .first_from(start_at.map_or(anchor, |start| start.max(now)), zone, anchor)
+            .filter(|at| end_at.is_none_or(|end| *at <= end));
+        let Some(first) = first else {
+            return Err(if expression.is_once() {
+                DomainError::invalid("expression", "at_in_past", "An at() schedule runs in the future.")
+            } else {
+                DomainError::invalid("end_at", "never_runs", "The schedule would not run before its end.")
+            });
+        };
+        let cause = Cause::new(
+            "schedule_created",
+            format!("Schedule {} in {timezone} created", expression.text()),
+            principal.actor(),
+            now,
+        );
+        let schedule = Schedule {
+            id: ScheduleId::new(&*self.ids),
+            customer_id,
+            expression: expression.text(),
+            timezone,
+            operation: template,
+            status: ScheduleStatus::Active,
+            start_at,
+            end_at,
+            next_run_at: Some(first),
+            anchor,
+            api_key_id: principal.key.id.clone(),
+            created_by: principal.actor().id,
+            cause: cause.clone(),
+            created_at: now,
+            updated_at: now,
+            environment: self.environment,
+            version: 1,
+        };
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(
+            AuditEntry::new("schedule", &schedule.id, "created", cause).moving(None, schedule.status.as_str()),
+        ));
+        changes.push(Write::Event(Event::of_schedule(
+            EventId::new(&*self.ids),
+            "created",
+            &schedule,
+        )));
+        changes.push(Write::PutSchedule(schedule.clone()));
+        self.commit_created(changes, ticket, &schedule).await?;
+        Ok(schedule)
+    }
+
+    pub async fn get_schedule(&self, principal: &Principal, id: &ScheduleId) -> Result<Schedule, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        self.visible_schedule(principal, id).await
+    }
+
+    async fn visible_schedule(&self, principal: &Principal, id: &ScheduleId) -> Result<Schedule, DomainError> {
+        self.store
+            .schedule(id)
+            .await?
+            .filter(|s| s.is_visible() && principal.can_access(&s.customer_id))
+            .ok_or_else(|| DomainError::not_found("schedule", id))
+    }
+
+    pub async fn list_schedules(
+        &self,
+        principal: &Principal,
+        mut query: ScheduleQuery,
+    ) -> Result<Page<Schedule>, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let Some(customer_id) = customer_scope(principal, query.customer_id.take()) else {
+            return Ok(Page::empty());
+        };
+        let limit = query.limit;
+        let query = ScheduleQuery {
+            customer_id,
+            limit: limit + 1,
+            ..query
+        };
+        Ok(Page::of(self.store.schedules(&query).await?, limit))
+    }
+
+    pub async fn schedule_occurrences(
+        &self,
+        principal: &Principal,
+        id: &ScheduleId,
+        before: Option<OffsetDateTime>,
+        limit: usize,
+    ) -> Result<Page<Occurrence>, DomainError> {
+        let schedule = self.get_schedule(principal, id).await?;
+        Ok(Page::of(
+            self.store.occurrences(&schedule.id, before, limit + 1).await?,
+            limit,
+        ))
+    }
+
+    pub async fn pause_schedule(&self, principal: &Principal, id: &ScheduleId) -> Result<Schedule, DomainError> {
+        self.change_schedule(principal, id, "paused", |schedule, now| {
+            if schedule.status != ScheduleStatus::Active {
+                return Err(not_in(schedule, "paused", "active"));
+            }
+            schedule.status = ScheduleStatus::Paused;
+            schedule.next_run_at = None;
+            Ok(Cause::new(
+                "paused_on_request",
+                "Paused on request",
+                principal.actor(),
+                now,
+            ))
+        })
+        .await
+    }
+
+    /// Runs again from the next occurrence after now: those that fell in the pause are not made.
+    pub async fn resume_schedule(&self, principal: &Principal, id: &ScheduleId) -> Result<Schedule, DomainError> {
+        self.change_schedule(principal, id, "resumed", |schedule, now| {
+            if schedule.status != ScheduleStatus::Paused {
+                return Err(not_in(schedule, "resumed", "paused"));
+            }
+            let next = next_run(schedule, schedule.start_at.map_or(now, |start| start.max(now)), true)?;
+            match next {
+                Some(next) => {
+                    schedule.status = ScheduleStatus::Active;
+                    schedule.next_run_at = Some(next);
+                    Ok(Cause::new(
+                        "resumed_on_request",
+                        "Resumed on request",
+                        principal.actor(),
+                        now,
+                    ))
+                }
+                None => Err(DomainError::invalid_state(
+                    "schedule_ended",
+                    "The schedule has no run left to resume; create a new one.",
+                )),
+            }
+        })
+        .await
+    }
+
+    pub async fn delete_schedule(&self, principal: &Principal, id: &ScheduleId) -> Result<Schedule, DomainError> {
+        self.change_schedule(principal, id, "deleted", |schedule, now| {
+            schedule.status = ScheduleStatus::Deleted;
+            schedule.next_run_at = None;
+            Ok(Cause::new(
+                "deleted_on_request",
+                "Deleted on request",
+                principal.actor(),
+                now,
+            ))
+        })
+        .await
+    }
+
+    /// Loads, changes and stores a schedule with its audit entry and event, retrying when a
+    /// concurrent change (a firing) won the race.
+    async fn change_schedule<F>(
+        &self,
+        principal: &Principal,
+        id: &ScheduleId,
+        change: &'static str,
+        apply: F,
+    ) -> Result<Schedule, DomainError>
+    where
+        F: Fn(&mut Schedule, OffsetDateTime) -> Result<Cause, DomainError>,
+    {
+        principal.require(Scope::OperationsWrite)?;
+        for _ in 0..MAX_ATTEMPTS {
+            let mut schedule = self.visible_schedule(principal, id).await?;
+            let from = schedule.status;
+            let now = self.now();
+            let cause = apply(&mut schedule, now)?;
+            let mut changes = Changeset::default();
+            self.record_schedule_change(&mut changes, &mut schedule, from, change, cause, now);
+            match self.store.commit(changes).await {
+                Ok(()) => return Ok(schedule),
+                Err(StoreError::Conflict) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(DomainError::invalid_state(
+            "conflict",
+            "The schedule is changing too fast; retry.",
+        ))
+    }
+
+    /// Stores `schedule` as changed by `cause`, with its audit entry and its event.
+    fn record_schedule_change(
+        &self,
+        changes: &mut Changeset,
+        schedule: &mut Schedule,
+        from: ScheduleStatus,
+        change: &str,
+        cause: Cause,
+        now: OffsetDateTime,
+    ) {
+        schedule.cause = cause.clone();
+        schedule.version += 1;
+        schedule.updated_at = now;
+        changes.push(Write::Audit(
+            AuditEntry::new("schedule", &schedule.id, "status_changed", cause)
+                .moving(Some(from.as_str()), schedule.status.as_str()),
+        ));
+        changes.push(Write::Event(Event::of_schedule(
+            EventId::new(&*self.ids),
+            change,
+            schedule,
+        )));
+        changes.push(Write::PutSchedule(schedule.clone()));
+    }
+
+    // ---- firing --------------------------------------------------------------------------
+
+    /// Records every occurrence of the schedule due at or before `scheduled_at` (catching up
+    /// on those a stopped service never fired), each once however often it is fired. A
+    /// firing for a paused, ended or deleted schedule, or for a time already recorded, does
+    /// nothing. Returns how many occurrences it recorded.
+    pub async fn fire_schedule(&self, fire: &FireSchedule) -> Result<usize, DomainError> {
+        let mut recorded = 0;
+        let mut races = 0;
+        while recorded < CATCH_UP {
+            let Some(schedule) = self.store.schedule(&fire.schedule_id).await? else {
+                tracing::warn!(schedule = %fire.schedule_id, "a firing for no schedule");
+                break;
+            };
+            let due = schedule.next_run_at.filter(|next| *next <= fire.scheduled_at);
+            let (ScheduleStatus::Active, Some(due)) = (schedule.status, due) else {
+                break;
+            };
+            match self.fire_occurrence(&schedule, due).await? {
+                Fired::Recorded => recorded += 1,
+                Fired::Raced if races < MAX_ATTEMPTS => races += 1,
+                Fired::Raced => {
+                    return Err(DomainError::invalid_state(
+                        "conflict",
+                        "The schedule is changing too fast.",
+                    ))
+                }
+            }
+        }
+        Ok(recorded)
+    }
+
+    /// The embedded timer's round: fires every schedule due by now, found by the due index.
+    pub async fn fire_due_schedules(&self) -> Result<usize, DomainError> {
+        let now = self.now();
+        let mut recorded = 0;
+        for schedule in self.store.schedules_due(now, DUE_BATCH).await? {
+            let fire = FireSchedule {
+                schedule_id: schedule.id.clone(),
+                scheduled_at: now,
+            };
+            match self.fire_schedule(&fire).await {
+                Ok(count) => recorded += count,
+                // One schedule's failure does not hold the others back; it is due again next round.
+                Err(error) => tracing::warn!(schedule = %schedule.id, %error, "firing a schedule failed"),
+            }
+        }
+        Ok(recorded)
+    }
+
+    /// Records the occurrence at `at`: its operation, or why there is none.
+    async fn fire_occurrence(&self, schedule: &Schedule, at: OffsetDateTime) -> Result<Fired, DomainError> {
+        let now = self.now();
+        let late = now - at;
+        if late > LATE_LIMIT {
+            let reason = format!(
+                "Fired {} hour(s) late (the service was not running); an occurrence more than 24 hours late is not made.",
+                late.whole_hours()
+            );
+            return self
+                .record_without_operation(schedule, at, OccurrenceStatus::Missed, reason)
+                .await;
+        }
+        let principal = match self.schedule_principal(schedule, now).await? {
+            Ok(principal) => principal,
+            Err(reason) => {
+                return self
+                    .record_without_operation(schedule, at, OccurrenceStatus::Skipped, reason)
+                    .await
+            }
+        };
+        let claim = IdempotencyClaim {
+            // A scope of their own, so no client's key can stand in for an occurrence's.
+            scope: format!("{}:schedules", principal.idempotency_scope()),
+            key: format!("{}@{}", schedule.id, rfc3339(at)),
+            fingerprint: fingerprint("POST", "/v1/operations", &schedule.operation),
+            now,
+        };
+        let render = |operation: &Operation| StoredResponse {
+            status: 201,
+            body: operation.id.as_bytes().to_vec(),
+        };
+        let made = self
+            .once(claim, render, DomainError::IdempotencyKeyReused, |ticket| async move {
+                let body = operation_body(&schedule.operation, &schedule.customer_id)?;
+                let actor = schedule_actor(&schedule.id);
+                let (operation, mut changes) = self.draft_operation(&principal, body, Some(&actor)).await?;
+                let occurrence = Occurrence {
+                    schedule_id: schedule.id.clone(),
+                    scheduled_at: at,
+                    status: OccurrenceStatus::Created,
+                    operation_id: Some(operation.id.clone()),
+                    reason: None,
+                    recorded_at: now,
+                };
+                self.advance(&mut changes, schedule, occurrence, now)?;
+                changes.push(ticket.complete(&operation));
+                self.store.commit(changes).await?;
+                Ok(operation)
+            })
+            .await;
+        match made {
+            Ok(Once::Done(_)) => Ok(Fired::Recorded),
+            // Made and recorded by an earlier firing whose schedule we read before it committed.
+            Ok(Once::Replayed(_)) | Err(DomainError::Store(StoreError::Conflict)) => Ok(Fired::Raced),
+            Err(
+                refused @ (DomainError::InvalidRequest { .. }
+                | DomainError::NotFound { .. }
+                | DomainError::Forbidden { .. }),
+            ) => {
+                let reason = format!("The operation was refused: {refused}");
+                self.record_without_operation(schedule, at, OccurrenceStatus::Skipped, reason)
+                    .await
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    async fn record_without_operation(
+        &self,
+        schedule: &Schedule,
+        at: OffsetDateTime,
+        status: OccurrenceStatus,
+        reason: String,
+    ) -> Result<Fired, DomainError> {
+        let now = self.now();
+        let occurrence = Occurrence {
+            schedule_id: schedule.id.clone(),
+            scheduled_at: at,
+            status,
+            operation_id: None,
+            reason: Some(reason),
+            recorded_at: now,
+        };
+        let mut changes = Changeset::default();
+        changes.push(Write::Event(Event::of_occurrence(
+            EventId::new(&*self.ids),
+            schedule,
+            &occurrence,
+        )));
+        self.advance(&mut changes, schedule, occurrence, now)?;
+        match self.store.commit(changes).await {
+            Ok(()) => Ok(Fired::Recorded),
+            Err(StoreError::Conflict) => Ok(Fired::Raced),
+            Err(other) => Err(other.into()),
+        }
+    }
+
+    /// Records `occurrence` and moves the schedule to its next run (or ends it), in `changes`.
+    fn advance(
+        &self,
+        changes: &mut Changeset,
+        schedule: &Schedule,
+        occurrence: Occurrence,
+        now: OffsetDateTime,
+    ) -> Result<(), DomainError> {
+        let cause = Cause::new(
+            &format!("occurrence_{}", occurrence.status.as_str()),
+            format!(
+                "Occurrence of {} {}{}",
+                rfc3339(occurrence.scheduled_at),
+                occurrence.status.as_str(),
+                occurrence.reason.as_ref().map_or(String::new(), |r| format!(": {r}"))
+            ),
+            schedule_actor(&schedule.id),
+            now,
+        );
+        let entry = AuditEntry::new("schedule", &schedule.id, "occurrence_recorded", cause);
+        changes.push(Write::Audit(match &occurrence.operation_id {
+            Some(operation) => entry.of_operation(operation),
+            None => entry,
+        }));
+        let mut next = schedule.clone();
+        next.next_run_at = next_run(schedule, occurrence.scheduled_at, false)?;
+        changes.push(Write::InsertOccurrence(occurrence));
+        if next.next_run_at.is_none() {
+            next.status = ScheduleStatus::Ended;
+            let cause = Cause::new("schedule_ended", "No run left", schedule_actor(&schedule.id), now);
+            self.record_schedule_change(changes, &mut next, schedule.status, "ended", cause, now);
+        } else {
+            next.version += 1;
+            next.updated_at = now;
+            changes.push(Write::PutSchedule(next));
+        }
+        Ok(())
+    }
+
+    /// Who a schedule acts as: the key that made it (or the key it was rotated into), if it
+    /// still works, with its user. `Err` says why it does not.
+    async fn schedule_principal(
+        &self,
+        schedule: &Schedule,
+        now: OffsetDateTime,
+    ) -> Result<Result<Principal, String>, DomainError> {
+        if self.store.customer(&schedule.customer_id).await?.is_none() {
+            return Ok(Err(format!("The customer {} no longer exists.", schedule.customer_id)));
+        }
+        let mut key_id = schedule.api_key_id.clone();
+        let mut rotations = 0;
+        let key = loop {
+            let Some(key) = self.store.api_key(&key_id).await? else {
+                return Ok(Err(format!(
+                    "The API key {key_id} that made the schedule no longer exists."
+                )));
+            };
+            match &key.rotated_to {
+                Some(successor) if rotations < MAX_ROTATIONS => {
+                    key_id = successor.clone();
+                    rotations += 1;
+                }
+                _ => break key,
+            }
+        };
+        if key.revoked_at.is_some() {
+            return Ok(Err(format!(
+                "The API key {} that made the schedule was revoked.",
+                key.id
+            )));
+        }
+        if key.expires_at.is_some_and(|at| at <= now) {
+            return Ok(Err(format!(
+                "The API key {} that made the schedule has expired.",
+                key.id
+            )));
+        }
+        let user = match &key.user_id {
+            Some(id) => match self.store.user(id).await? {
+                Some(user) => Some(user),
+                None => {
+                    return Ok(Err(format!(
+                        "The user {id} of the schedule's API key no longer exists."
+                    )))
+                }
+            },
+            None => None,
+        };
+        let principal = Principal { key, user };
+        if !principal.has_scope(Scope::OperationsWrite) {
+            return Ok(Err(format!(
+                "The API key {} lacks the 'operations:write' scope.",
+                principal.key.id
+            )));
+        }
+        Ok(Ok(principal))
+    }
+
+    // ---- the cloud's timer --------------------------------------------------------------
+
+    /// Makes the cloud's timer of the schedule an event names match the schedule as it now
+    /// is (read again, so events handled out of order still leave it right).
+    pub(crate) async fn sync_schedule_timer(&self, event: &Event) -> Result<Handled, DomainError> {
+        let Some(timers) = &self.timers else {
+            return Ok(Handled::Done);
+        };
+        let id = ScheduleId::from(event.data["schedule_id"].as_str().unwrap_or_default());
+        match self.store.schedule(&id).await? {
+            Some(schedule) if matches!(schedule.status, ScheduleStatus::Active | ScheduleStatus::Paused) => {
+                timers.put(&schedule).await?
+            }
+            _ => timers.remove(&id).await?,
+        }
+        Ok(Handled::Done)
+    }
+}
+
+/// The schedule's run after `after` (at or after it when `inclusive`), within its end.
+fn next_run(
+    schedule: &Schedule,
+    after: OffsetDateTime,
+    inclusive: bool,
+) -> Result<Option<OffsetDateTime>, DomainError> {
+    let expression: Expression = schedule.expression.parse()?;
+    let zone = parse_zone(&schedule.timezone)?;
+    let next = if inclusive {
+        expression.first_from(after, zone, schedule.anchor)
+    } else {
+        expression.next_after(after, zone, schedule.anchor)
+    };
+    Ok(next.filter(|at| schedule.end_at.is_none_or(|end| *at <= end)))
+}
+
+fn not_in(schedule: &Schedule, change: &str, needed: &str) -> DomainError {
+    DomainError::invalid_state(
+        "invalid_schedule_status",
+        format!(
+            "A schedule is {change} only when {needed}; this one is {}.",
+            schedule.status.as_str()
+        ),
+    )
+}

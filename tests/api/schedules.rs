@@ -1,0 +1,365 @@
+//! Recurring operations: schedules fired by the embedded timer as the tests' clock moves.
+
+use chrono::{Datelike, Offset, Timelike};
+use ops_domain::ids::ScheduleId;
+use ops_domain::ports::Clock;
+use ops_domain::schedules::FireSchedule;
+use ops_tests::{payout, spawn_app, TestApp, ADMIN_KEY};
+use reqwest::Method;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use time::format_description::well_known::Rfc3339;
+use time::macros::datetime;
+use time::{Duration, OffsetDateTime};
+
+/// Moves the service's clock to `target` (which must be ahead of it).
+fn jump_to(app: &TestApp, target: OffsetDateTime) {
+    let now = app.clock.now();
+    assert!(target > now, "the clock only moves forward: {target} is before {now}");
+    app.clock.advance(target - now);
+}
+
+fn time_of(value: &Value) -> OffsetDateTime {
+    OffsetDateTime::parse(value.as_str().expect("a time"), &Rfc3339).unwrap()
+}
+
+/// The body of a one-item payout for a schedule (the schedule names the customer).
+fn operation(workflow: &str) -> Value {
+    let mut body = payout("cus_unused", workflow, &[250_000]);
+    body.as_object_mut().unwrap().remove("customer_id");
+    body
+}
+
+async fn occurrences(app: &TestApp, key: &str, id: &str) -> Vec<Value> {
+    let page = app.get(&format!("/v1/schedules/{id}/occurrences?limit=100"), key).await;
+    assert_eq!(page.status, 200, "{}", page.json());
+    page.json()["data"].as_array().unwrap().clone()
+}
+
+async fn operations_of(app: &TestApp, key: &str) -> Vec<Value> {
+    app.get("/v1/operations?limit=100", key).await.json()["data"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test]
+async fn a_monthly_payroll_runs_at_nine_in_santiago_across_daylight_saving_and_each_occurrence_once() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    jump_to(&app, datetime!(2031-01-15 00:00 UTC));
+    let created = app
+        .post(
+            "/v1/schedules",
+            &acme.key,
+            json!({"expression": "cron(0 9 1 * ? *)", "timezone": "America/Santiago", "operation": operation("auto")}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let schedule = created.json();
+    assert_eq!(
+        (schedule["object"].as_str(), schedule["status"].as_str()),
+        (Some("schedule"), Some("active"))
+    );
+    let id = schedule["id"].as_str().unwrap().to_owned();
+
+    let santiago = chrono_tz::America::Santiago;
+    let mut offsets = BTreeSet::new();
+    for _ in 0..12 {
+        let next = app.get(&format!("/v1/schedules/{id}"), &acme.key).await.json()["next_run_at"].clone();
+        let next = time_of(&next);
+        let local = chrono::DateTime::from_timestamp(next.unix_timestamp(), 0)
+            .unwrap()
+            .with_timezone(&santiago);
+        assert_eq!((local.day(), local.hour(), local.minute()), (1, 9, 0), "{local}");
+        offsets.insert(local.offset().fix().local_minus_utc() / 3600);
+        jump_to(&app, next + Duration::seconds(30));
+        app.drain().await;
+    }
+    assert_eq!(offsets, BTreeSet::from([-4, -3]), "summer and winter time both seen");
+
+    let recorded = occurrences(&app, &acme.key, &id).await;
+    assert_eq!(recorded.len(), 12);
+    assert!(recorded
+        .iter()
+        .all(|o| o["status"] == "created" && o["object"] == "schedule_occurrence"));
+    let made = operations_of(&app, &acme.key).await;
+    assert_eq!(made.len(), 12, "one operation per occurrence");
+    let operation = made.last().unwrap();
+    assert_eq!(operation["created_by"], id.as_str());
+    let history = app
+        .get(
+            &format!("/v1/operations/{}/history", operation["id"].as_str().unwrap()),
+            &acme.key,
+        )
+        .await
+        .json();
+    let made_by = &history["data"][0];
+    assert_eq!(
+        (made_by["action"].as_str(), made_by["to"].as_str()),
+        (Some("created"), Some("approved"))
+    );
+    assert_eq!(made_by["cause"]["actor"], json!({"type": "schedule", "id": id}));
+    assert_eq!(
+        operation["status"], "completed",
+        "the payroll went through its workflow and paid"
+    );
+
+    // The timer fires at least once: again for a recorded occurrence changes nothing, and two
+    // firings of the next one at the same moment make one operation.
+    let service = app.driver().service().clone();
+    let fire = |at: OffsetDateTime| FireSchedule {
+        schedule_id: ScheduleId::parse(&id).unwrap(),
+        scheduled_at: at,
+    };
+    let last = time_of(&recorded[0]["scheduled_at"]);
+    assert_eq!(service.fire_schedule(&fire(last)).await.unwrap(), 0);
+    let next = time_of(&app.get(&format!("/v1/schedules/{id}"), &acme.key).await.json()["next_run_at"]);
+    jump_to(&app, next + Duration::seconds(5));
+    let (first, second) = (fire(next), fire(next));
+    let (one, other) = tokio::join!(service.fire_schedule(&first), service.fire_schedule(&second));
+    let outcomes = format!("{one:?} {other:?}");
+    assert_eq!(one.unwrap_or(0) + other.unwrap_or(0), 1, "{outcomes}");
+    app.drain().await;
+    assert_eq!(occurrences(&app, &acme.key, &id).await.len(), 13);
+    assert_eq!(operations_of(&app, &acme.key).await.len(), 13);
+}
+
+#[tokio::test]
+async fn a_stopped_service_makes_what_is_less_than_a_day_late_and_records_the_rest_missed() {
+    let mut app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let created = app
+        .post(
+            "/v1/schedules",
+            &acme.key,
+            json!({"expression": "rate(1 hour)", "operation": operation("two_step")}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let id = created.id();
+    let anchor = time_of(&created.json()["anchor"]);
+    assert_eq!(
+        created.json()["next_run_at"],
+        created.json()["anchor"],
+        "a rate starts at once"
+    );
+    app.drain().await;
+    let first = operations_of(&app, &acme.key).await;
+    assert_eq!(first.len(), 1);
+    assert_eq!(
+        first[0]["status"], "pending_approval",
+        "a two-step payroll waits for its approver"
+    );
+
+    // Down for two hours: both occurrences are made, each with its own time.
+    app.clock.advance(Duration::hours(2) + Duration::minutes(1));
+    app = app.restart().await;
+    app.drain().await;
+    let recorded = occurrences(&app, &acme.key, &id).await;
+    let times: Vec<OffsetDateTime> = recorded.iter().map(|o| time_of(&o["scheduled_at"])).collect();
+    assert_eq!(
+        times,
+        [anchor + Duration::hours(2), anchor + Duration::hours(1), anchor]
+    );
+    assert!(recorded.iter().all(|o| o["status"] == "created"));
+
+    // Down for two days: what is more than a day late is missed, the rest made.
+    app.clock.advance(Duration::days(2));
+    app = app.restart().await;
+    app.drain().await;
+    let recorded = occurrences(&app, &acme.key, &id).await;
+    assert_eq!(recorded.len(), 3 + 48);
+    let (mut missed, mut made) = (0, 0);
+    for occurrence in &recorded {
+        let late = time_of(&occurrence["recorded_at"]) - time_of(&occurrence["scheduled_at"]);
+        if late > Duration::hours(24) {
+            assert_eq!(occurrence["status"], "missed", "{occurrence}");
+            assert!(occurrence["operation_id"].is_null() && occurrence["reason"].is_string());
+            missed += 1;
+        } else {
+            assert_eq!(occurrence["status"], "created", "{occurrence}");
+            made += 1;
+        }
+    }
+    assert!(
+        (23..=25).contains(&missed) && missed + made == 51,
+        "{missed} missed, {made} made"
+    );
+    assert_eq!(operations_of(&app, &acme.key).await.len(), made);
+    let events = app
+        .get("/v1/events?type=schedule.occurrence_missed&limit=100", &acme.key)
+        .await
+        .json();
+    assert_eq!(events["data"].as_array().unwrap().len(), missed);
+}
+
+#[tokio::test]
+async fn pause_resume_delete_and_a_revoked_key_make_nothing() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let globex = app.create_customer().await;
+    let key = app
+        .post(
+            "/v1/api_keys",
+            ADMIN_KEY,
+            json!({"customer_id": acme.id, "scopes": ["operations:read", "operations:write"]}),
+        )
+        .await
+        .json();
+    let secret = key["secret"].as_str().unwrap().to_owned();
+    let daily =
+        json!({"expression": "rate(1 day)", "start_at": "2031-02-01T12:00:00Z", "operation": operation("auto")});
+    let id = app.post("/v1/schedules", &secret, daily).await.id();
+    let path = format!("/v1/schedules/{id}");
+
+    // Another customer sees nothing of it.
+    assert_eq!(app.get(&path, &globex.key).await.status, 404);
+    assert_eq!(
+        app.post(&format!("{path}/pause"), &globex.key, json!({})).await.status,
+        404
+    );
+    let theirs = app.get("/v1/schedules", &globex.key).await.json();
+    assert!(theirs["data"].as_array().unwrap().is_empty());
+    assert_eq!(
+        app.get("/v1/schedules", &acme.key).await.json()["data"][0]["id"],
+        id.as_str()
+    );
+
+    let paused = app.post(&format!("{path}/pause"), &acme.key, json!({})).await;
+    assert_eq!(paused.json()["status"], "paused");
+    assert!(paused.json()["next_run_at"].is_null());
+    assert_eq!(
+        app.post(&format!("{path}/pause"), &acme.key, json!({})).await.status,
+        409
+    );
+    jump_to(&app, datetime!(2031-02-03 12:30 UTC));
+    app.drain().await;
+    assert!(
+        occurrences(&app, &acme.key, &id).await.is_empty(),
+        "a paused schedule makes nothing"
+    );
+    let resumed = app.post(&format!("{path}/resume"), &acme.key, json!({})).await.json();
+    assert_eq!(
+        (resumed["status"].as_str(), time_of(&resumed["next_run_at"])),
+        (Some("active"), datetime!(2031-02-04 12:00 UTC)),
+        "runs from the next occurrence after now; those in the pause are not made up"
+    );
+
+    // The key the schedule acts with is revoked: the occurrence is recorded, nothing made.
+    let revoked = app
+        .send(
+            Method::DELETE,
+            &format!("/v1/api_keys/{}", key["id"].as_str().unwrap()),
+            Some(ADMIN_KEY),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(revoked.status, 200, "{}", revoked.json());
+    jump_to(&app, datetime!(2031-02-04 12:01 UTC));
+    app.drain().await;
+    let recorded = occurrences(&app, &acme.key, &id).await;
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0]["status"], "skipped");
+    assert!(
+        recorded[0]["reason"].as_str().unwrap().contains("revoked"),
+        "{}",
+        recorded[0]
+    );
+    assert!(operations_of(&app, &acme.key).await.is_empty());
+
+    let deleted = app.send(Method::DELETE, &path, Some(&acme.key), None, None).await;
+    assert_eq!(deleted.status, 200);
+    assert_eq!(app.get(&path, &acme.key).await.status, 404);
+    assert!(app.get("/v1/schedules", &acme.key).await.json()["data"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let history = app.get("/v1/events?type=schedule.deleted", &acme.key).await.json();
+    assert_eq!(history["data"][0]["data"]["schedule_id"], id.as_str());
+}
+
+#[tokio::test]
+async fn bad_schedules_are_refused_by_field_and_nothing_is_written() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let with = |changes: Value| {
+        let mut body =
+            json!({"expression": "cron(0 9 1 * ? *)", "timezone": "America/Santiago", "operation": operation("auto")});
+        for (name, value) in changes.as_object().unwrap() {
+            body[name] = value.clone();
+        }
+        body
+    };
+    let mut bad_operation = operation("auto");
+    bad_operation["items"][0]["amount"] = json!(-5);
+    let mut unknown_workflow = operation("auto");
+    unknown_workflow["workflow"] = json!("nobody_knows");
+    for (body, param, code) in [
+        (
+            with(json!({"expression": "every day"})),
+            "expression",
+            "invalid_expression",
+        ),
+        (
+            with(json!({"expression": "rate(0 minutes)"})),
+            "expression",
+            "rate_too_short",
+        ),
+        (
+            with(json!({"expression": "cron(0 9 1 * 2 *)"})),
+            "expression",
+            "invalid_expression",
+        ),
+        (
+            with(json!({"timezone": "Mars/Olympus"})),
+            "timezone",
+            "invalid_timezone",
+        ),
+        (
+            with(json!({"expression": "at(2020-01-01T09:00:00)"})),
+            "expression",
+            "at_in_past",
+        ),
+        (
+            with(json!({"start_at": "2031-02-01T00:00:00Z", "end_at": "2031-01-01T00:00:00Z"})),
+            "end_at",
+            "end_before_start",
+        ),
+        (with(json!({"start_at": "tomorrow"})), "start_at", "invalid_time"),
+        (
+            with(json!({"operation": bad_operation})),
+            "operation.items[0].amount",
+            "",
+        ),
+        (
+            with(json!({"operation": unknown_workflow})),
+            "operation.workflow",
+            "unknown_workflow",
+        ),
+        (
+            with(json!({"operation": {"customer_id": acme.id}})),
+            "operation.customer_id",
+            "parameter_unknown",
+        ),
+    ] {
+        let refused = app.post("/v1/schedules", &acme.key, body.clone()).await;
+        assert_eq!(refused.status, 400, "{body}: {}", refused.json());
+        let error = &refused.json()["error"];
+        assert_eq!(error["param"], param, "{body}: {error}");
+        if !code.is_empty() {
+            assert_eq!(error["code"], code, "{body}: {error}");
+        }
+    }
+    assert!(app.get("/v1/schedules", &acme.key).await.json()["data"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert!(
+        app.get("/v1/events?type=schedule.created", &acme.key).await.json()["data"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -1,0 +1,110 @@
+//! Schedules on AWS: each schedule's EventBridge Scheduler schedule is created, paused,
+//! resumed and deleted on the emulator as the schedule changes (by the transition function,
+//! from the change stream), and `schedule-fire` records an occurrence once however often the
+//! Scheduler delivers it.
+
+use crate::spawn_aws_app;
+use aws_sdk_scheduler::error::ProvideErrorMetadata;
+use aws_sdk_scheduler::types::ScheduleState;
+use ops_domain::ports::Clock;
+use ops_tests::payout;
+use reqwest::Method;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_is_mirrored_on_eventbridge_scheduler_and_fired_once() {
+    let app = spawn_aws_app().await;
+    let acme = app.create_customer().await;
+    let mut operation = payout(&acme.id, "two_step", &[120_000]);
+    operation.as_object_mut().unwrap().remove("customer_id");
+    let created = app
+        .post(
+            "/v1/schedules",
+            &acme.key,
+            json!({"expression": "cron(0 9 1 * ? *)", "timezone": "America/Santiago", "operation": operation}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let id = created.id();
+    let path = format!("/v1/schedules/{id}");
+    let target = app.settings.timers.clone().expect("the stack has a schedule group");
+    let scheduler = aws_sdk_scheduler::Client::new(&app.config);
+    let mirrored = || async {
+        scheduler
+            .get_schedule()
+            .name(&id)
+            .group_name(&target.group)
+            .send()
+            .await
+    };
+    app.settle(time::Duration::ZERO, 1).await;
+    let timer = mirrored().await.expect("the schedule's timer exists");
+    assert_eq!(timer.schedule_expression(), Some("cron(0 9 1 * ? *)"));
+    assert_eq!(timer.schedule_expression_timezone(), Some("America/Santiago"));
+    assert_eq!(timer.state(), Some(&ScheduleState::Enabled));
+    let invoked = timer.target().expect("a target");
+    assert_eq!(
+        (invoked.arn(), invoked.role_arn()),
+        (target.function_arn.as_str(), target.role_arn.as_str())
+    );
+    let input: serde_json::Value = serde_json::from_str(invoked.input().unwrap()).unwrap();
+    assert_eq!(
+        input,
+        json!({"schedule_id": id, "scheduled_at": "<aws.scheduler.scheduled-time>"}),
+        "what schedule-fire reads"
+    );
+
+    assert_eq!(
+        app.post(&format!("{path}/pause"), &acme.key, json!({})).await.status,
+        200
+    );
+    app.settle(time::Duration::ZERO, 1).await;
+    assert_eq!(mirrored().await.unwrap().state(), Some(&ScheduleState::Disabled));
+    assert_eq!(
+        app.post(&format!("{path}/resume"), &acme.key, json!({})).await.status,
+        200
+    );
+    app.settle(time::Duration::ZERO, 1).await;
+    assert_eq!(mirrored().await.unwrap().state(), Some(&ScheduleState::Enabled));
+
+    // The Scheduler fires the next occurrence, twice (at-least-once): one operation.
+    let next = created.json()["next_run_at"].as_str().unwrap().to_owned();
+    let due = time::OffsetDateTime::parse(&next, &time::format_description::well_known::Rfc3339).unwrap();
+    app.clock.advance(due - app.clock.now() + time::Duration::seconds(20));
+    let mut payload: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{}/../events/schedule-fire.json", env!("CARGO_MANIFEST_DIR"))).unwrap(),
+    )
+    .unwrap();
+    payload["schedule_id"] = id.clone().into();
+    payload["scheduled_at"] = next.clone().into();
+    let first = ops_runtime::triggers::schedule_fire(&app.service, payload.clone())
+        .await
+        .unwrap();
+    let again = ops_runtime::triggers::schedule_fire(&app.service, payload)
+        .await
+        .unwrap();
+    assert_eq!(
+        (first["recorded"].as_u64(), again["recorded"].as_u64()),
+        (Some(1), Some(0))
+    );
+    let occurrences = app.get(&format!("{path}/occurrences"), &acme.key).await.json();
+    assert_eq!(occurrences["data"].as_array().unwrap().len(), 1);
+    assert_eq!(occurrences["data"][0]["scheduled_at"], next.as_str());
+    let operations = app.get("/v1/operations", &acme.key).await.json();
+    let operations = operations["data"].as_array().unwrap();
+    assert_eq!(operations.len(), 1);
+    assert_eq!(operations[0]["status"], "pending_approval", "through its workflow");
+    assert_eq!(operations[0]["created_by"], id.as_str());
+    assert!(
+        ops_runtime::triggers::schedule_fire(&app.service, json!({"schedule_id": id}))
+            .await
+            .is_err(),
+        "a payload without its time is refused"
+    );
+
+    let deleted = app.send(Method::DELETE, &path, Some(&acme.key), None, None).await;
+    assert_eq!(deleted.status, 200);
+    app.settle(time::Duration::ZERO, 1).await;
+    let gone = mirrored().await.expect_err("the timer is deleted with its schedule");
+    assert_eq!(gone.code(), Some("ResourceNotFoundException"));
+}
