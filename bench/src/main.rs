@@ -227,7 +227,7 @@ async fn schedule_timer() {
     println!();
     println!("### Schedule timer (local mode, SQLite)");
     println!();
-    println!("| active schedules | due-index read per round, p50 | p99 |");
+    println!("| active schedules | due-index read per round, p50 (ms) | p99 (ms) |");
     println!("|---:|---:|---:|");
     let data_dir = tempfile::tempdir().unwrap();
     let store = ops_infra::embedded::SqliteStore::open(&data_dir.path().join("timer.sqlite")).unwrap();
