@@ -174,7 +174,8 @@ impl Expression {
                     return Some(anchor);
                 }
                 let periods = (after - anchor).whole_seconds() / every.whole_seconds() + 1;
-                Some(anchor + every * i32::try_from(periods).ok()?)
+                // Past the end of representable time there is no next run (not a panic).
+                anchor.checked_add(every.checked_mul(i32::try_from(periods).ok()?)?)
             }
             Expression::Cron(schedule, _) => {
                 // The crate walks wall-clock times (read as UTC); each is then placed in the zone.
@@ -191,7 +192,7 @@ impl Expression {
 
     /// The first run at or after `from`.
     pub fn first_from(&self, from: OffsetDateTime, zone: Tz, anchor: OffsetDateTime) -> Option<OffsetDateTime> {
-        self.next_after(from - Duration::seconds(1), zone, anchor)
+        self.next_after(from.checked_sub(Duration::seconds(1))?, zone, anchor)
     }
 }
 
@@ -301,6 +302,15 @@ mod tests {
             "rate(1 minutes)".parse::<Expression>().unwrap().text(),
             "rate(1 minute)"
         );
+    }
+
+    #[test]
+    fn a_rate_at_the_end_of_time_has_no_next_run() {
+        let end = datetime!(9999-12-31 23:00 UTC);
+        let every: Expression = "rate(3650 days)".parse().unwrap();
+        let zone = parse_zone("UTC").unwrap();
+        assert_eq!(every.next_after(end, zone, end), None);
+        assert_eq!(every.first_from(end, zone, end), Some(end));
     }
 
     #[test]
