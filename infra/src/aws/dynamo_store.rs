@@ -551,6 +551,32 @@ impl DynamoStore {
         Ok(found)
     }
 
+    /// Up to `limit` items of a sharded due index (GSI2, sorted by due time) due at or before
+    /// `now`, soonest first (`when` gives an item's due time and id).
+    async fn due<T: DeserializeOwned>(
+        &self,
+        partitions: Vec<String>,
+        now: OffsetDateTime,
+        limit: usize,
+        when: impl Fn(&T) -> (Option<OffsetDateTime>, String),
+    ) -> Result<Vec<T>, StoreError> {
+        let until = keys::poll_due_until(now);
+        let mut due = each_partition(partitions, |key| {
+            self.query::<T>(
+                Some("GSI2"),
+                "GSI2PK = :pk AND GSI2SK <= :until",
+                vec![(":pk", s(key)), (":until", s(until.clone()))],
+                None,
+                false,
+                limit,
+            )
+        })
+        .await?;
+        due.sort_by_key(|item| when(item));
+        due.truncate(limit);
+        Ok(due)
+    }
+
     /// Queries an index (or the table when `index` is `None`), following pages until `limit`
     /// items passed `filter` or the index has no more. Filters name `status` and `type` as
     /// `#st` and `#ty` (both are reserved words).
@@ -879,22 +905,11 @@ impl TransactionStore for DynamoStore {
     }
 
     async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError> {
-        let until = keys::poll_due_until(now);
         self.poll_queries.fetch_add(u64::from(SHARDS), Ordering::Relaxed);
-        let mut due = each_partition(keys::poll_partitions(), |key| {
-            self.query::<Transaction>(
-                Some("GSI2"),
-                "GSI2PK = :pk AND GSI2SK <= :until",
-                vec![(":pk", s(key)), (":until", s(until.clone()))],
-                None,
-                false,
-                limit,
-            )
+        self.due(keys::poll_partitions(), now, limit, |t: &Transaction| {
+            (t.next_poll_at, t.id.to_string())
         })
-        .await?;
-        due.sort_by(|a, b| (a.next_poll_at, &a.id).cmp(&(b.next_poll_at, &b.id)));
-        due.truncate(limit);
-        Ok(due)
+        .await
     }
 }
 
@@ -920,21 +935,10 @@ impl ScheduleStore for DynamoStore {
     }
 
     async fn schedules_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Schedule>, StoreError> {
-        let until = keys::poll_due_until(now);
-        let mut due = each_partition(keys::schedules_due_partitions(), |key| {
-            self.query::<Schedule>(
-                Some("GSI2"),
-                "GSI2PK = :pk AND GSI2SK <= :until",
-                vec![(":pk", s(key)), (":until", s(until.clone()))],
-                None,
-                false,
-                limit,
-            )
+        self.due(keys::schedules_due_partitions(), now, limit, |s: &Schedule| {
+            (s.next_run_at, s.id.to_string())
         })
-        .await?;
-        due.sort_by(|a, b| (a.next_run_at, &a.id).cmp(&(b.next_run_at, &b.id)));
-        due.truncate(limit);
-        Ok(due)
+        .await
     }
 
     async fn occurrence(&self, id: &ScheduleId, at: OffsetDateTime) -> Result<Option<Occurrence>, StoreError> {
