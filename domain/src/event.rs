@@ -4,7 +4,9 @@
 //! its wire shape, `object` names included.
 
 use crate::access::Environment;
+use crate::cause::Cause;
 use crate::ids::{CustomerId, EventId};
+use crate::ledger::{Account, Movement};
 use crate::operations::{Operation, OperationStatus};
 use crate::schedules::{Occurrence, Schedule};
 use crate::transactions::{Transaction, TransactionStatus};
@@ -138,6 +140,63 @@ impl Event {
     }
 }
 
+impl Event {
+    /// `account.created`, with the account.
+    pub fn of_account(id: EventId, account: &Account, cause: &Cause) -> Event {
+        let data = serde_json::json!({
+            "account_id": account.id,
+            "customer_id": account.customer_id,
+            "kind": account.kind,
+            "currency": account.currency,
+            "cause": cause,
+            "object": snapshot("account", account),
+        });
+        let customer = account
+            .customer_id
+            .clone()
+            .unwrap_or_else(|| CustomerId::from(PLATFORM));
+        Event::new(
+            id,
+            "account.created".into(),
+            &customer,
+            account.environment,
+            cause.at,
+            data,
+        )
+    }
+
+    /// `movement.<status>` (pending, posted, voided) with the movement as it now is.
+    pub fn of_movement(id: EventId, movement: &Movement, environment: Environment) -> Event {
+        let data = serde_json::json!({
+            "movement_id": movement.id,
+            "customer_id": movement.customer_id,
+            "operation_id": movement.operation_id,
+            "transaction_id": movement.transaction_id,
+            "status": movement.status,
+            "currency": movement.currency,
+            "amount": movement.amount(),
+            "cause": movement.cause,
+            "object": snapshot("movement", movement),
+        });
+        let customer = movement
+            .customer_id
+            .clone()
+            .unwrap_or_else(|| CustomerId::from(PLATFORM));
+        Event::new(
+            id,
+            format!("movement.{}", movement.status.as_str()),
+            &customer,
+            environment,
+            movement.cause.at,
+            data,
+        )
+    }
+}
+
+/// The customer id of events about the platform's own accounts: only the platform's webhook
+/// endpoints receive them.
+pub const PLATFORM: &str = "platform";
+
 /// The changes of a schedule that are events.
 pub const SCHEDULE_EVENTS: [&str; 7] = [
     "created",
@@ -165,7 +224,15 @@ pub fn event_types() -> impl Iterator<Item = String> {
         .iter()
         .map(|s| format!("transaction.{}", s.as_str()));
     let schedules = SCHEDULE_EVENTS.iter().map(|change| format!("schedule.{change}"));
-    operations.chain(transactions).chain(schedules)
+    let ledger = [
+        "account.created",
+        "movement.pending",
+        "movement.posted",
+        "movement.voided",
+    ]
+    .into_iter()
+    .map(String::from);
+    operations.chain(transactions).chain(schedules).chain(ledger)
 }
 
 #[cfg(test)]

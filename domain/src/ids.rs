@@ -16,6 +16,8 @@ pub enum IdKind {
     WebhookEndpoint,
     Delivery,
     Schedule,
+    Account,
+    Movement,
     Request,
 }
 
@@ -32,6 +34,8 @@ impl IdKind {
             IdKind::WebhookEndpoint => "whe",
             IdKind::Delivery => "whd",
             IdKind::Schedule => "sch",
+            IdKind::Account => "acc",
+            IdKind::Movement => "mov",
             IdKind::Request => "req",
         }
     }
@@ -171,6 +175,8 @@ typed_ids! {
     WebhookEndpointId => WebhookEndpoint, "webhook_endpoint",
     DeliveryId => Delivery, "webhook_delivery",
     ScheduleId => Schedule, "schedule",
+    AccountId => Account, "account",
+    MovementId => Movement, "movement",
 }
 
 /// Port: where new ids come from (deterministic in some tests, ULIDs otherwise).

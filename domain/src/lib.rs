@@ -10,7 +10,8 @@
 //!   approve, cancel);
 //! - [`transactions`]: transactions, the execution pipeline, operator actions, rail reports;
 //! - [`webhooks`]: events' deliveries, signatures and endpoints;
-//! - [`schedules`]: recurring operations and the timer that fires them.
+//! - [`schedules`]: recurring operations and the timer that fires them;
+//! - [`ledger`]: accounts and movements (double entry), holds placed with an approval.
 //!
 //! Beside them: [`service`] (the shared state the use cases run on), and the pieces every
 //! module uses (causes, errors, events, idempotency, ids, money, operation types, rails,
@@ -24,6 +25,7 @@ pub mod error;
 pub mod event;
 pub mod idempotency;
 pub mod ids;
+pub mod ledger;
 pub mod money;
 pub mod operation_type;
 pub mod operations;

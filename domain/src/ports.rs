@@ -6,6 +6,7 @@ use crate::approvals::{Workflow, WorkflowStore};
 use crate::cause::Cause;
 use crate::event::Event;
 use crate::idempotency::{IdempotencyStore, StoredResponse};
+use crate::ledger::LedgerStore;
 use crate::operations::{Operation, OperationStore};
 use crate::schedules::{Occurrence, Schedule, ScheduleStore};
 use crate::transactions::{Transaction, TransactionStore};
@@ -99,6 +100,15 @@ pub enum Write {
     PutSchedule(Schedule),
     /// Insert; an occurrence of the same schedule and time already stored is a conflict.
     InsertOccurrence(Occurrence),
+    /// Insert; a second account of the same holder and currency is a conflict.
+    InsertAccount(crate::ledger::Account),
+    /// Insert; a movement of the same id already stored is a conflict.
+    InsertMovement(crate::ledger::Movement),
+    /// Replace the stored movement if its version is still `movement.version - 1`.
+    UpdateMovement(crate::ledger::Movement),
+    /// Adds to an account's balances; a conflict if the account is missing, or if the change
+    /// is guarded and would take `available` below zero.
+    ChangeBalances(crate::ledger::AccountChange),
     /// Completes a claimed idempotency key with the response the client was sent.
     CompleteIdempotency {
         scope: String,
@@ -205,6 +215,7 @@ pub trait Store:
     + WebhookStore
     + IdempotencyStore
     + ScheduleStore
+    + LedgerStore
 {
 }
 
@@ -217,6 +228,7 @@ impl<T> Store for T where
         + WebhookStore
         + IdempotencyStore
         + ScheduleStore
+        + LedgerStore
 {
 }
 

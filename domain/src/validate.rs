@@ -45,6 +45,7 @@ pub struct CreateOperation {
     pub items: Option<Vec<ItemInput>>,
     pub workflow: Option<String>,
     pub metadata: Option<BTreeMap<String, String>>,
+    pub source_account_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -80,6 +81,7 @@ pub struct ValidOperation {
     pub items: Vec<ValidItem>,
     pub workflow: String,
     pub metadata: BTreeMap<String, String>,
+    pub source_account_id: Option<crate::ids::AccountId>,
 }
 
 #[derive(Debug)]
@@ -207,6 +209,18 @@ impl CreateOperation {
             .map(|(i, item)| item.validate(&format!("items[{i}]"), known_rail))
             .collect::<Result<Vec<_>, _>>()?;
         let metadata = validate_metadata(self.metadata.unwrap_or_default())?;
+        let source_account_id = self
+            .source_account_id
+            .map(|id| {
+                crate::ids::AccountId::parse(&id).ok_or_else(|| {
+                    DomainError::invalid(
+                        "source_account_id",
+                        "invalid_account_id",
+                        format!("'{id}' is not an account id (acc_…)."),
+                    )
+                })
+            })
+            .transpose()?;
         Ok(ValidOperation {
             customer_id,
             kind,
@@ -214,6 +228,7 @@ impl CreateOperation {
             items,
             workflow,
             metadata,
+            source_account_id,
         })
     }
 }

@@ -70,7 +70,8 @@ impl OperationStatus {
         matches!(
             (self, to),
             (PendingApproval, Approved | Rejected | Cancelled)
-                | (Approved, Processing | Cancelled)
+                // Failed: the approved operation's account lacks the funds.
+                | (Approved, Processing | Cancelled | Failed)
                 | (Processing, Completed | PartiallyCompleted | Failed | NeedsAttention)
                 | (NeedsAttention, Processing | Completed | PartiallyCompleted | Failed)
         )
@@ -190,6 +191,9 @@ pub struct Operation {
     pub updated_at: OffsetDateTime,
     pub metadata: BTreeMap<String, String>,
     pub environment: crate::access::Environment,
+    /// The customer account the operation draws on, if any: approval holds the money there.
+    #[serde(default)]
+    pub source_account_id: Option<crate::ids::AccountId>,
     /// Optimistic-concurrency counter: every stored change bumps it.
     pub version: u64,
 }
@@ -286,6 +290,7 @@ pub(crate) mod tests {
             updated_at: OffsetDateTime::UNIX_EPOCH,
             metadata: BTreeMap::new(),
             environment: crate::access::Environment::Test,
+            source_account_id: None,
             version: 0,
         }
     }
@@ -299,6 +304,7 @@ pub(crate) mod tests {
             (PendingApproval, Cancelled),
             (Approved, Processing),
             (Approved, Cancelled),
+            (Approved, Failed),
             (Processing, Completed),
             (Processing, PartiallyCompleted),
             (Processing, Failed),

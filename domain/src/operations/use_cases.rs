@@ -46,6 +46,7 @@ impl Service {
     ) -> Result<(Operation, Changeset), DomainError> {
         principal.require(Scope::OperationsWrite)?;
         let valid = command.validate(&|rail| self.rails.contains(rail))?;
+        let items = valid.items.len();
         let customer_id = match (&valid.customer_id, &principal.key.customer_id) {
             // A customer's own key vouches that the customer exists.
             (Some(id), Some(own)) if own == id => own.clone(),
@@ -85,6 +86,15 @@ impl Service {
             workflow.definition.evaluate(&facts),
             floor.definition.floor_verdict(&facts),
         );
+        let source_account_id = self
+            .source_account(
+                &customer_id,
+                valid.kind,
+                &valid.currency,
+                valid.source_account_id,
+                items,
+            )
+            .await?;
         let now = self.now();
         let (decided_by, source) = match decider {
             Decider::Workflow => (
@@ -190,6 +200,7 @@ impl Service {
             updated_at: now,
             metadata: valid.metadata,
             environment: self.environment,
+            source_account_id,
             version: 1,
         };
         // The stored document must fit a store item.
@@ -208,6 +219,11 @@ impl Service {
             status.as_str(),
             &operation,
         )));
+        let mut operation = operation;
+        if status == OperationStatus::Approved {
+            let approval = operation.cause.clone();
+            self.hold_funds(&mut changes, &mut operation, &approval).await?;
+        }
         changes.push(Write::InsertOperation(operation.clone()));
         Ok((operation, changes))
     }
@@ -324,7 +340,18 @@ impl Service {
             operation.updated_at = now;
             let mut changes = Changeset::default();
             match status_change {
-                Some(change) => self.record_operation_change(&mut changes, &operation, change),
+                Some(change) => {
+                    let cause = change.cause.clone();
+                    let to = change.to;
+                    self.record_operation_change(&mut changes, &operation, change);
+                    match (previous, to) {
+                        (_, OperationStatus::Approved) => self.hold_funds(&mut changes, &mut operation, &cause).await?,
+                        (OperationStatus::Approved, OperationStatus::Cancelled) => {
+                            self.release_holds(&mut changes, &operation, &cause).await?
+                        }
+                        _ => {}
+                    }
+                }
                 None => {
                     let approval = operation
                         .approvals

@@ -7,6 +7,7 @@ mod rail_reports;
 mod submission;
 
 pub use operator::{ResolveTransaction, RetryTransaction};
+pub(crate) use pipeline::transaction_id_of;
 pub use pipeline::{
     settle, submit_backoff, MAX_NOT_FOUND_POLLS, MAX_SUBMIT_ATTEMPTS, POLL_BATCH, RETURN_CHECKS, SUBMIT_TIMEOUT,
 };
@@ -140,6 +141,9 @@ pub struct Transaction {
     #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
     pub environment: Environment,
+    /// The hold its operation placed on an account for it, settled with its outcome.
+    #[serde(default)]
+    pub hold_id: Option<crate::ids::MovementId>,
     pub version: u64,
 }
 
@@ -363,6 +367,7 @@ pub(crate) mod tests {
             created_at: at,
             updated_at: at,
             environment: Environment::Test,
+            hold_id: None,
             version: 1,
         }
     }

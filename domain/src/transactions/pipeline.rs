@@ -71,7 +71,7 @@ pub(super) fn next_return_check(confirmed_at: OffsetDateTime, now: OffsetDateTim
 
 /// Each item's transaction id is fixed by the item, so making it twice is a conflict, not a
 /// second transaction.
-fn transaction_id_of(item_id: &ItemId) -> TransactionId {
+pub(crate) fn transaction_id_of(item_id: &ItemId) -> TransactionId {
     TransactionId::from(format!("txn_{}", item_id.trim_start_matches("itm_")))
 }
 
@@ -79,14 +79,16 @@ fn transaction_id_of(item_id: &ItemId) -> TransactionId {
 const TRANSACTIONS_PER_CHANGESET: usize = 25;
 
 impl Service {
-    /// Writes a transaction's change with its audit entry and event in one changeset.
-    fn transaction_changes(
+    /// Writes a transaction's change with its audit entry, its event and what it does to
+    /// its hold in one changeset.
+    async fn transaction_changes(
         &self,
         transaction: &Transaction,
         change: Option<(TransactionStatus, TransactionStatus, Cause)>,
-    ) -> Changeset {
+    ) -> Result<Changeset, DomainError> {
         let mut changes = Changeset::default();
         if let Some((from, to, cause)) = change {
+            self.settle_hold(&mut changes, transaction, to, &cause).await?;
             let entry = AuditEntry::new("transaction", &transaction.id, "status_changed", cause)
                 .moving(Some(from.as_str()), to.as_str());
             changes.push(Write::Audit(entry.of_operation(&transaction.operation_id)));
@@ -96,7 +98,7 @@ impl Service {
             )));
         }
         changes.push(Write::UpdateTransaction(transaction.clone()));
-        changes
+        Ok(changes)
     }
 
     /// Applies `change` to the transaction and stores it; retried on a lost race so the
@@ -133,7 +135,7 @@ impl Service {
             transaction.updated_at = now;
             match self
                 .store
-                .commit(self.transaction_changes(&transaction, status_change))
+                .commit(self.transaction_changes(&transaction, status_change).await?)
                 .await
             {
                 Ok(()) => return Ok(Some(transaction)),
@@ -263,6 +265,10 @@ impl Service {
                     created_at: now,
                     updated_at: now,
                     environment: operation.environment,
+                    hold_id: operation
+                        .source_account_id
+                        .as_ref()
+                        .map(|_| crate::ledger::movement_of_item(&item.id)),
                     version: 1,
                 };
                 let entry = AuditEntry::new("transaction", &transaction.id, "created", cause)

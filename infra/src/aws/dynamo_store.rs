@@ -22,6 +22,10 @@
 //! | schedules of a customer (every schedule), newest first, deleted ones left out | `GSI1PK = CUSSCH#<customer>` (`GSI3PK = SCHS#<shard>`) |
 //! | active schedules due a run | `GSI2PK = SCHDUE#<shard>`, `GSI2SK = <due unix s, padded>#<id>` (sparse) |
 //! | occurrences of a schedule | `PK = SCH#<id>`, `SK = OCC#<unix s, padded>` |
+//! | account by holder and currency | `PK = ACCHOLDER#<holder>#<currency>` (names the account) |
+//! | accounts of a customer (the platform), in one currency | `GSI1PK = CUSACC#<customer or PLATFORM>` (`GSI2PK = CUSACCCUR#…#<currency>`) |
+//! | every account (in one currency), platform | `GSI3PK = ACCS#<shard>` (`GSI4PK = ACCCUR#<currency>#<shard>`) |
+//! | movements of an account | `GSI1PK = ACCMOV#<debited>` and `GSI2PK = ACCMOV#<credited>`, merged |
 //! | idempotency record | `PK = IDEM#<scope>#<key>`, expired by the `ttl` attribute |
 //! | a customer's requests in one second, per key | `PK = RATE#<customer>#<unix second>` (`count`, `member:<key id>`), expired by `ttl` |
 //!
@@ -51,10 +55,13 @@ use ops_domain::event::Event;
 use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
+use ops_domain::ids::{AccountId, MovementId};
 use ops_domain::ids::{
     ApiKeyId, CustomerId, DeliveryId, EventId, IdGenerator, IdKind, OperationId, ScheduleId, TransactionId,
     UlidGenerator, UserId, WebhookEndpointId,
 };
+use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
+use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationQuery, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, RateLimiter, StoreError, Write};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
@@ -116,10 +123,25 @@ fn doc<T: Serialize>(value: &T) -> AttributeValue {
 
 fn read_doc<T: DeserializeOwned>(item: &Item) -> Result<T, StoreError> {
     match item.get("doc") {
+        // An account's balances change by `ADD` on their own attributes, not in its document.
+        Some(AttributeValue::S(json)) if item.contains_key(BALANCES[0]) => {
+            let mut value: serde_json::Value = serde_json::from_str(json).map_err(unavailable)?;
+            for name in BALANCES {
+                let amount = match item.get(name) {
+                    Some(AttributeValue::N(amount)) => amount.parse::<i64>().map_err(unavailable)?,
+                    _ => 0,
+                };
+                value["balances"][name] = amount.into();
+            }
+            serde_json::from_value(value).map_err(unavailable)
+        }
         Some(AttributeValue::S(json)) => serde_json::from_str(json).map_err(unavailable),
         _ => Err(unavailable("item without doc")),
     }
 }
+
+/// An account item's balance attributes (`available` beside them is what the guard reads).
+const BALANCES: [&str; 3] = ["posted", "pending_debits", "pending_credits"];
 
 /// The attributes of an item's primary key.
 fn key_item(key: keys::Primary) -> Vec<(&'static str, AttributeValue)> {
@@ -382,6 +404,22 @@ impl DynamoStore {
         item
     }
 
+    /// A movement, in the movement lists of the account it debits (GSI1) and credits (GSI2).
+    fn movement_item(movement: &Movement) -> Item {
+        keyed(
+            keys::movement(&movement.id),
+            vec![
+                ("entity", s("movement")),
+                ("doc", doc(movement)),
+                ("version", n(movement.version)),
+                ("GSI1PK", s(keys::movements_of(movement.debited()))),
+                ("GSI1SK", s(&movement.id)),
+                ("GSI2PK", s(keys::movements_of(movement.credited()))),
+                ("GSI2SK", s(&movement.id)),
+            ],
+        )
+    }
+
     fn write(&self, write: &Write) -> Vec<TransactWriteItem> {
         match write {
             Write::InsertCustomer(c) => {
@@ -488,6 +526,63 @@ impl DynamoStore {
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
             Write::Audit(entry) => vec![self.put(self.audit_item(entry), Some("attribute_not_exists(PK)"), vec![])],
+            Write::InsertAccount(account) => {
+                let owner = account.customer_id.as_deref();
+                let currency = account.currency.code();
+                let mut attributes = vec![
+                    ("entity", s("account")),
+                    ("doc", doc(account)),
+                    ("available", n(0)),
+                    ("GSI1PK", s(keys::accounts_of(owner))),
+                    ("GSI1SK", s(&account.id)),
+                    ("GSI2PK", s(keys::accounts_of_in(owner, currency))),
+                    ("GSI2SK", s(&account.id)),
+                    ("GSI3PK", s(keys::all_accounts_shard(&account.id))),
+                    ("GSI3SK", s(&account.id)),
+                    ("GSI4PK", s(keys::all_accounts_in_shard(currency, &account.id))),
+                    ("GSI4SK", s(&account.id)),
+                ];
+                attributes.extend(BALANCES.map(|name| (name, n(0))));
+                let holder = keyed(
+                    keys::account_holder(&account.holder(), currency),
+                    vec![("entity", s("account_holder")), ("account_id", s(&account.id))],
+                );
+                vec![
+                    self.put(
+                        keyed(keys::account(&account.id), attributes),
+                        Some("attribute_not_exists(PK)"),
+                        vec![],
+                    ),
+                    self.put(holder, Some("attribute_not_exists(PK)"), vec![]),
+                ]
+            }
+            Write::InsertMovement(movement) => {
+                vec![self.put(Self::movement_item(movement), Some("attribute_not_exists(PK)"), vec![])]
+            }
+            Write::UpdateMovement(movement) => vec![self.versioned(Self::movement_item(movement), movement.version)],
+            Write::ChangeBalances(account) => {
+                let change = &account.change;
+                let mut update = Update::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(item(key_item(keys::account(&account.account_id)))))
+                    .update_expression(
+                        "ADD posted :posted, pending_debits :debits, pending_credits :credits, available :available",
+                    )
+                    .expression_attribute_values(":posted", n(change.posted))
+                    .expression_attribute_values(":debits", n(change.pending_debits))
+                    .expression_attribute_values(":credits", n(change.pending_credits))
+                    .expression_attribute_values(":available", n(change.available()));
+                update = if account.guard_available {
+                    update
+                        .condition_expression("attribute_exists(PK) AND available >= :needed")
+                        .expression_attribute_values(":needed", n(-change.available()))
+                } else {
+                    update.condition_expression("attribute_exists(PK)")
+                };
+                vec![TransactWriteItem::builder()
+                    .update(update.build().expect("balance change"))
+                    .build()]
+            }
             Write::CompleteIdempotency { scope, key, response } => {
                 let update = Update::builder()
                     .table_name(&self.table)
@@ -910,6 +1005,81 @@ impl TransactionStore for DynamoStore {
             (t.next_poll_at, t.id.to_string())
         })
         .await
+    }
+}
+
+#[async_trait]
+impl LedgerStore for DynamoStore {
+    async fn account(&self, id: &AccountId) -> Result<Option<Account>, StoreError> {
+        self.get(keys::account(id)).await
+    }
+
+    async fn account_of(&self, holder: &str, currency: &Currency) -> Result<Option<Account>, StoreError> {
+        self.count();
+        let found = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(item(key_item(keys::account_holder(holder, currency.code())))))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        match found.item().and_then(|i| i.get("account_id")) {
+            Some(AttributeValue::S(id)) => self.account(&AccountId::from(id.as_str())).await,
+            _ => Ok(None),
+        }
+    }
+
+    async fn accounts(&self, query: &AccountQuery) -> Result<Vec<Account>, StoreError> {
+        let after = query
+            .starting_after
+            .as_ref()
+            .map_or_else(|| "\u{10FFFF}".into(), String::from);
+        let (index, partition) = match (&query.customer_id, &query.currency) {
+            (Some(customer), None) => ("GSI1", Partition::One(keys::accounts_of(Some(customer)))),
+            (Some(customer), Some(currency)) => (
+                "GSI2",
+                Partition::One(keys::accounts_of_in(Some(customer), currency.code())),
+            ),
+            (None, Some(currency)) => ("GSI4", Partition::Sharded(keys::all_accounts_in(currency.code()))),
+            (None, None) => ("GSI3", Partition::Sharded(keys::all_accounts())),
+        };
+        self.newest_first(index, partition, after, None, query.limit, |a: &Account| {
+            a.id.to_string()
+        })
+        .await
+    }
+
+    async fn movement(&self, id: &MovementId) -> Result<Option<Movement>, StoreError> {
+        self.get(keys::movement(id)).await
+    }
+
+    async fn movements_of(
+        &self,
+        account: &AccountId,
+        starting_after: Option<&MovementId>,
+        limit: usize,
+    ) -> Result<Vec<Movement>, StoreError> {
+        let after = starting_after.map_or_else(|| "\u{10FFFF}".into(), String::from);
+        let key = keys::movements_of(account);
+        let (debits, credits) = futures_util::try_join!(
+            self.newest_first(
+                "GSI1",
+                Partition::One(key.clone()),
+                after.clone(),
+                None,
+                limit,
+                |m: &Movement| m.id.to_string()
+            ),
+            self.newest_first("GSI2", Partition::One(key), after, None, limit, |m: &Movement| m
+                .id
+                .to_string()),
+        )?;
+        let mut movements: Vec<Movement> = debits.into_iter().chain(credits).collect();
+        movements.sort_by(|a, b| b.id.cmp(&a.id));
+        movements.truncate(limit);
+        Ok(movements)
     }
 }
 

@@ -87,6 +87,19 @@ pub fn schedule(id: &str) -> Primary {
     primary(format!("SCH#{id}"), "SCH")
 }
 
+pub fn account(id: &str) -> Primary {
+    primary(format!("ACC#{id}"), "ACC")
+}
+
+/// The item that makes a holder's account in a currency unique, naming the account.
+pub fn account_holder(holder: &str, currency: &str) -> Primary {
+    primary(format!("ACCHOLDER#{holder}#{currency}"), "ACC")
+}
+
+pub fn movement(id: &str) -> Primary {
+    primary(format!("MOV#{id}"), "MOV")
+}
+
 const OCCURRENCE: &str = "OCC#";
 
 /// An occurrence, in its schedule's partition, sorted by its time.
@@ -276,6 +289,43 @@ pub fn all_events_of_type_shard(kind: &str, event_id: &str) -> String {
 
 pub fn all_events_of_type(kind: &str) -> Vec<String> {
     shards(&events_typed_prefix(kind))
+}
+
+/// A customer's (or the platform's) accounts (GSI1), and in one currency (GSI2).
+pub fn accounts_of(customer: Option<&str>) -> String {
+    format!("CUSACC#{}", owner(customer))
+}
+
+pub fn accounts_of_in(customer: Option<&str>, currency: &str) -> String {
+    format!("CUSACCCUR#{}#{currency}", owner(customer))
+}
+
+const ACCOUNTS: &str = "ACCS";
+
+/// Every account (GSI3), and in one currency (GSI4): the partition of one, and all of them.
+pub fn all_accounts_shard(account_id: &str) -> String {
+    sharded(ACCOUNTS, account_id)
+}
+
+pub fn all_accounts() -> Vec<String> {
+    shards(ACCOUNTS)
+}
+
+fn accounts_in_prefix(currency: &str) -> String {
+    format!("ACCCUR#{currency}")
+}
+
+pub fn all_accounts_in_shard(currency: &str, account_id: &str) -> String {
+    sharded(&accounts_in_prefix(currency), account_id)
+}
+
+pub fn all_accounts_in(currency: &str) -> Vec<String> {
+    shards(&accounts_in_prefix(currency))
+}
+
+/// An account's movements: those debiting it (GSI1) and crediting it (GSI2) share the key.
+pub fn movements_of(account_id: &str) -> String {
+    format!("ACCMOV#{account_id}")
 }
 
 /// A customer's (or the platform's) webhook endpoints (GSI1).

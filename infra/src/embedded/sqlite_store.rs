@@ -8,9 +8,12 @@ use ops_domain::event::Event;
 use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
+use ops_domain::ids::{AccountId, MovementId};
 use ops_domain::ids::{
     ApiKeyId, CustomerId, DeliveryId, EventId, OperationId, ScheduleId, TransactionId, UserId, WebhookEndpointId,
 };
+use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
+use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationQuery, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, StoreError, Write};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
@@ -82,6 +85,16 @@ CREATE INDEX IF NOT EXISTS schedules_due ON schedules (due_at) WHERE due_at IS N
 CREATE TABLE IF NOT EXISTS occurrences (
     schedule_id TEXT NOT NULL, scheduled_at INTEGER NOT NULL, body TEXT NOT NULL,
     PRIMARY KEY (schedule_id, scheduled_at));
+-- The balances live in columns (the guard reads them) and in the document (lists read it).
+CREATE TABLE IF NOT EXISTS accounts (
+    id TEXT PRIMARY KEY, holder TEXT NOT NULL, currency TEXT NOT NULL, customer_id TEXT,
+    posted INTEGER NOT NULL DEFAULT 0, pending_debits INTEGER NOT NULL DEFAULT 0,
+    pending_credits INTEGER NOT NULL DEFAULT 0, body TEXT NOT NULL, UNIQUE (holder, currency));
+CREATE INDEX IF NOT EXISTS accounts_by_customer ON accounts (customer_id, id);
+CREATE INDEX IF NOT EXISTS accounts_by_currency ON accounts (currency, id);
+CREATE TABLE IF NOT EXISTS movements (id TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS movement_entries (
+    account_id TEXT NOT NULL, movement_id TEXT NOT NULL, PRIMARY KEY (account_id, movement_id));
 ";
 
 #[derive(Clone)]
@@ -410,6 +423,65 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
                 ],
             )?;
         }
+        Write::InsertAccount(account) => {
+            tx.execute(
+                "INSERT INTO accounts (id, holder, currency, customer_id, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    account.id.as_str(),
+                    account.holder(),
+                    account.currency.code(),
+                    account.customer_id.as_deref(),
+                    json(account)
+                ],
+            )?;
+        }
+        Write::InsertMovement(movement) => {
+            tx.execute(
+                "INSERT INTO movements (id, version, body) VALUES (?1, ?2, ?3)",
+                params![movement.id.as_str(), movement.version as i64, json(movement)],
+            )?;
+            for entry in &movement.entries {
+                tx.execute(
+                    "INSERT INTO movement_entries (account_id, movement_id) VALUES (?1, ?2)",
+                    params![entry.account_id.as_str(), movement.id.as_str()],
+                )?;
+            }
+        }
+        Write::UpdateMovement(movement) => {
+            let changed = tx.execute(
+                "UPDATE movements SET version = ?2, body = ?3 WHERE id = ?1 AND version = ?4",
+                params![
+                    movement.id.as_str(),
+                    movement.version as i64,
+                    json(movement),
+                    movement.version as i64 - 1
+                ],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
+        Write::ChangeBalances(account) => {
+            let change = &account.change;
+            let changed = tx.execute(
+                "UPDATE accounts SET posted = posted + ?2, pending_debits = pending_debits + ?3,
+                   pending_credits = pending_credits + ?4,
+                   body = json_set(body, '$.balances.posted', posted + ?2,
+                     '$.balances.pending_debits', pending_debits + ?3,
+                     '$.balances.pending_credits', pending_credits + ?4)
+                 WHERE id = ?1 AND (?5 = 0 OR posted - pending_debits + ?2 - ?3 >= 0)",
+                params![
+                    account.account_id.as_str(),
+                    change.posted,
+                    change.pending_debits,
+                    change.pending_credits,
+                    account.guard_available
+                ],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
         Write::InsertDelivery(d) => {
             tx.execute(
                 "INSERT INTO deliveries (id, event_id, version, body) VALUES (?1, ?2, ?3, ?4)",
@@ -571,6 +643,72 @@ impl TransactionStore for SqliteStore {
                 .map_err(unavailable)?;
             let rows = statement.query_map(params![now.unix_timestamp(), limit as i64], |row| row.get::<_, String>(0)).map_err(unavailable)?;
             rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable)).collect()
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl LedgerStore for SqliteStore {
+    async fn account(&self, id: &AccountId) -> Result<Option<Account>, StoreError> {
+        self.document("SELECT body FROM accounts WHERE id = ?1", id.into())
+            .await
+    }
+
+    async fn account_of(&self, holder: &str, currency: &Currency) -> Result<Option<Account>, StoreError> {
+        let (holder, currency) = (holder.to_owned(), currency.code().to_owned());
+        self.with(move |c| {
+            let body: Option<String> = c
+                .query_row(
+                    "SELECT body FROM accounts WHERE holder = ?1 AND currency = ?2",
+                    params![holder, currency],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(unavailable)?;
+            body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
+        })
+        .await
+    }
+
+    async fn accounts(&self, query: &AccountQuery) -> Result<Vec<Account>, StoreError> {
+        let query = query.clone();
+        self.with(move |c| {
+            List::new("accounts", "id", query.limit)
+                .filter("customer_id = ?", query.customer_id.map(String::from))
+                .filter("currency = ?", query.currency.map(|c| c.code().to_owned()))
+                .filter("id < ?", query.starting_after.map(String::from))
+                .run(c)
+        })
+        .await
+    }
+
+    async fn movement(&self, id: &MovementId) -> Result<Option<Movement>, StoreError> {
+        self.document("SELECT body FROM movements WHERE id = ?1", id.into())
+            .await
+    }
+
+    async fn movements_of(
+        &self,
+        account: &AccountId,
+        starting_after: Option<&MovementId>,
+        limit: usize,
+    ) -> Result<Vec<Movement>, StoreError> {
+        let account = account.to_string();
+        let before = starting_after.map(String::from);
+        self.with(move |c| {
+            let mut statement = c
+                .prepare_cached(
+                    "SELECT m.body FROM movement_entries e JOIN movements m ON m.id = e.movement_id
+                     WHERE e.account_id = ?1 AND (?2 IS NULL OR e.movement_id < ?2)
+                     ORDER BY e.movement_id DESC LIMIT ?3",
+                )
+                .map_err(unavailable)?;
+            let rows = statement
+                .query_map(params![account, before, limit as i64], |row| row.get::<_, String>(0))
+                .map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
+                .collect()
         })
         .await
     }
