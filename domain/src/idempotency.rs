@@ -71,15 +71,15 @@ pub fn fingerprint_bytes(method: &str, path: &str, body: &[u8]) -> String {
 pub struct Ticket<T> {
     scope: String,
     key: String,
-    render: Box<dyn FnOnce(&T) -> StoredResponse + Send>,
+    render: Box<dyn Fn(&T) -> StoredResponse + Send>,
 }
 
 impl<T> Ticket<T> {
     /// The write that completes the key with the response made from `made`.
-    pub fn complete(self, made: &T) -> Write {
+    pub fn complete(&self, made: &T) -> Write {
         Write::CompleteIdempotency {
-            scope: self.scope,
-            key: self.key,
+            scope: self.scope.clone(),
+            key: self.key.clone(),
             response: (self.render)(made),
         }
     }
@@ -103,7 +103,7 @@ impl Service {
     pub async fn once<T, F, Fut>(
         &self,
         claim: IdempotencyClaim,
-        render: impl FnOnce(&T) -> StoredResponse + Send + 'static,
+        render: impl Fn(&T) -> StoredResponse + Send + 'static,
         reused: DomainError,
         effect: F,
     ) -> Result<Once<T>, DomainError>

@@ -118,12 +118,17 @@ impl Service {
 
     /// Commits `changes`; a lost race with a concurrent change is a conflict to retry.
     pub(crate) async fn commit(&self, changes: Changeset) -> Result<(), DomainError> {
-        self.store.commit(changes).await.map_err(|e| match e {
+        self.store.commit(changes).await.map_err(|e| self.commit_error(e))
+    }
+
+    /// A store's refusal of a commit, as the caller is told it.
+    pub(crate) fn commit_error(&self, error: StoreError) -> DomainError {
+        match error {
             StoreError::Conflict => {
                 DomainError::invalid_state("conflict", "A concurrent request changed this resource; retry.")
             }
             other => other.into(),
-        })
+        }
     }
 }
 

@@ -35,7 +35,7 @@ pub fn check_operation_size(stored_bytes: usize, items: usize) -> Result<(), Dom
     Ok(())
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateOperation {
     pub customer_id: Option<String>,
@@ -48,7 +48,7 @@ pub struct CreateOperation {
     pub source_account_id: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ItemInput {
     pub beneficiary: Option<BeneficiaryInput>,
@@ -57,14 +57,14 @@ pub struct ItemInput {
     pub reference: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BeneficiaryInput {
     pub id_type: Option<String>,
     pub id: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DestinationInput {
     pub rail: Option<String>,

@@ -3,6 +3,7 @@
 mod auth;
 mod faults;
 mod idempotency;
+mod ledger;
 mod openapi;
 mod operations;
 mod pipeline;

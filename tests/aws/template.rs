@@ -148,5 +148,5 @@ fn read_endpoints_write_nothing_but_their_keys_request_counters() {
         );
         readers += 1;
     }
-    assert_eq!(readers, 18, "the GET endpoints");
+    assert_eq!(readers, 21, "the GET endpoints");
 }

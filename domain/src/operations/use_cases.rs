@@ -30,9 +30,20 @@ impl Service {
         command: CreateOperation,
         ticket: Option<Ticket<Operation>>,
     ) -> Result<Operation, DomainError> {
-        let (operation, changes) = self.draft_operation(principal, command, None).await?;
-        self.commit_created(changes, ticket, &operation).await?;
-        Ok(operation)
+        // A lost race (another approval took the account's last funds) is drafted again: the
+        // new draft sees the funds as they now are.
+        for _ in 0..MAX_ATTEMPTS {
+            let (operation, mut changes) = self.draft_operation(principal, command.clone(), None).await?;
+            if let Some(ticket) = &ticket {
+                changes.push(ticket.complete(&operation));
+            }
+            match self.store.commit(changes).await {
+                Ok(()) => return Ok(operation),
+                Err(StoreError::Conflict) if operation.source_account_id.is_some() => continue,
+                Err(other) => return Err(self.commit_error(other)),
+            }
+        }
+        Err(DomainError::invalid_state("conflict", "The account is changing too fast; retry."))
     }
 
     /// An operation as `principal` would create it, and the changeset that stores it (with

@@ -55,7 +55,7 @@ impl Service {
         signature_header: Option<&str>,
         body: &[u8],
         report: impl FnOnce() -> Result<RailReport, DomainError>,
-        render: impl FnOnce(&Transaction) -> StoredResponse + Send + 'static,
+        render: impl Fn(&Transaction) -> StoredResponse + Send + 'static,
     ) -> Result<Once<Transaction>, DomainError> {
         let secret = self.rail_secret().await?.ok_or_else(|| {
             DomainError::unauthenticated("rail_reports_disabled", "No rail report secret is configured.")

@@ -14,8 +14,11 @@ use ops_domain::access::Scope;
 use ops_domain::approvals::WorkflowDefinition;
 use ops_domain::idempotency::Once;
 use ops_domain::ids::{
-    ApiKeyId, CustomerId, EventId, IdKind, OperationId, ScheduleId, TransactionId, WebhookEndpointId,
+    AccountId, ApiKeyId, CustomerId, EventId, IdKind, MovementId, OperationId, ScheduleId, TransactionId,
+    WebhookEndpointId,
 };
+use ops_domain::ledger::AccountQuery;
+use ops_domain::money::Currency;
 use ops_domain::operations::OperationQuery;
 use ops_domain::operations::{OperationStatus, OperationType};
 use ops_domain::schedules::ScheduleQuery;
@@ -502,4 +505,94 @@ pub async fn schedule_occurrences(
         }
     }
     ok(app.service.schedule_occurrences(&caller, &id, before, limit).await?)
+}
+
+pub async fn create_account(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let command = parse(&body)?;
+    create_once(
+        &app,
+        &caller,
+        require_platform_admin(&caller),
+        &headers,
+        "/v1/accounts",
+        &body,
+        |ticket| app.service.create_account(&caller, command, ticket),
+    )
+    .await
+}
+
+pub async fn list_accounts(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let params = list_params(raw.as_deref(), IdKind::Account, &["currency"])?;
+    let mut query = AccountQuery {
+        customer_id: params.customer_id.map(CustomerId::from),
+        starting_after: params.starting_after.map(AccountId::from),
+        limit: params.limit,
+        ..AccountQuery::default()
+    };
+    for (name, value) in params.filters {
+        let currency = Currency::parse(&value).ok_or_else(|| {
+            ApiError::from(DomainError::invalid(
+                name,
+                "invalid_currency",
+                format!("'{value}' is not an ISO 4217 currency."),
+            ))
+        })?;
+        query.currency = Some(currency);
+    }
+    ok(app.service.list_accounts(&caller, query).await?)
+}
+
+pub async fn get_account(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<AccountId>) -> Answer {
+    ok(app.service.get_account(&caller, &id).await?)
+}
+
+/// The movements on an account, newest first.
+pub async fn account_movements(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<AccountId>,
+    RawQuery(raw): RawQuery,
+) -> Answer {
+    let mut limit = 10;
+    let mut starting_after = None;
+    for (name, value) in query_pairs(raw.as_deref(), &["limit", "starting_after"])? {
+        let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
+        match name.as_str() {
+            "limit" => match value.parse::<usize>() {
+                Ok(value) if (1..=100).contains(&value) => limit = value,
+                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
+            },
+            _ => match MovementId::parse(&value) {
+                Some(id) => starting_after = Some(id),
+                None => return Err(bad("invalid_id", format!("'{value}' is not a movement id."))),
+            },
+        }
+    }
+    ok(app.service.account_movements(&caller, &id, starting_after, limit).await?)
+}
+
+pub async fn adjust_account(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<AccountId>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let command = parse(&body)?;
+    let path = format!("/v1/accounts/{id}/adjustments");
+    create_once(
+        &app,
+        &caller,
+        require_platform_admin(&caller),
+        &headers,
+        &path,
+        &body,
+        |ticket| app.service.adjust_account(&caller, &id, command, ticket),
+    )
+    .await
 }

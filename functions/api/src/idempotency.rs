@@ -67,7 +67,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<String, DomainError> {
 }
 
 /// `status` and the wire shape of `made` (its secret withheld), as a replay will send them.
-pub fn stored<T: Stored>(status: StatusCode) -> impl FnOnce(&T) -> StoredResponse + Send + 'static {
+pub fn stored<T: Stored>(status: StatusCode) -> impl Fn(&T) -> StoredResponse + Send + 'static {
     move |made| StoredResponse {
         status: status.as_u16(),
         body: made.stored_json(),

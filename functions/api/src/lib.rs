@@ -87,6 +87,11 @@ endpoints! {
     PauseSchedule => ("POST", "/v1/schedules/{id}/pause", post(pause_schedule)),
     ResumeSchedule => ("POST", "/v1/schedules/{id}/resume", post(resume_schedule)),
     ScheduleOccurrences => ("GET", "/v1/schedules/{id}/occurrences", get(schedule_occurrences)),
+    CreateAccount => ("POST", "/v1/accounts", post(create_account)),
+    ListAccounts => ("GET", "/v1/accounts", get(list_accounts)),
+    GetAccount => ("GET", "/v1/accounts/{id}", get(get_account)),
+    AccountMovements => ("GET", "/v1/accounts/{id}/movements", get(account_movements)),
+    AdjustAccount => ("POST", "/v1/accounts/{id}/adjustments", post(adjust_account)),
 }
 
 impl Endpoint {

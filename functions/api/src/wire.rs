@@ -10,6 +10,7 @@ use ops_domain::event::Event;
 use ops_domain::ids::{ApiKeyId, CustomerId, UserId};
 use ops_domain::operations::Operation;
 use ops_domain::ports::AuditEntry;
+use ops_domain::ledger::{Account, Movement};
 use ops_domain::schedules::{Occurrence, Schedule};
 use ops_domain::service::{Issued, Page};
 use ops_domain::transactions::Transaction;
@@ -54,6 +55,8 @@ named! {
     Delivery => "webhook_delivery",
     Schedule => "schedule",
     Occurrence => "schedule_occurrence",
+    Account => "account",
+    Movement => "movement",
 }
 
 /// An entry of an operation's history (only ever shown in its list, so without the
@@ -212,6 +215,8 @@ impl Stored for User {}
 impl Stored for Operation {}
 impl Stored for Transaction {}
 impl Stored for Schedule {}
+impl Stored for Account {}
+impl Stored for Movement {}
 
 impl<T: Wire> Stored for Issued<T> {
     fn stored_json(&self) -> Vec<u8> {
