@@ -7,11 +7,18 @@ use time::Duration;
 
 async fn open_account(app: &TestApp, customer: &Customer, currency: &str) -> String {
     let opened = app
-        .post("/v1/accounts", ADMIN_KEY, json!({"customer_id": customer.id, "currency": currency}))
+        .post(
+            "/v1/accounts",
+            ADMIN_KEY,
+            json!({"customer_id": customer.id, "currency": currency}),
+        )
         .await;
     assert_eq!(opened.status, 201, "{}", opened.json());
     let account = opened.json();
-    assert_eq!((account["object"].as_str(), account["kind"].as_str()), (Some("account"), Some("customer")));
+    assert_eq!(
+        (account["object"].as_str(), account["kind"].as_str()),
+        (Some("account"), Some("customer"))
+    );
     account["id"].as_str().unwrap().to_owned()
 }
 
@@ -32,7 +39,11 @@ async fn balances(app: &TestApp, key: &str, account: &str) -> (i64, i64, i64) {
     let reply = app.get(&format!("/v1/accounts/{account}"), key).await;
     assert_eq!(reply.status, 200, "{}", reply.json());
     let b = &reply.json()["balances"];
-    (b["posted"].as_i64().unwrap(), b["pending"].as_i64().unwrap(), b["available"].as_i64().unwrap())
+    (
+        b["posted"].as_i64().unwrap(),
+        b["pending"].as_i64().unwrap(),
+        b["available"].as_i64().unwrap(),
+    )
 }
 
 /// Every CLP account's posted and pending balances sum to zero (the ledger is double entry).
@@ -41,7 +52,12 @@ async fn assert_zero_sum(app: &TestApp) {
         .as_array()
         .unwrap()
         .clone();
-    let sum = |field: &str| accounts.iter().map(|a| a["balances"][field].as_i64().unwrap()).sum::<i64>();
+    let sum = |field: &str| {
+        accounts
+            .iter()
+            .map(|a| a["balances"][field].as_i64().unwrap())
+            .sum::<i64>()
+    };
     assert_eq!((sum("posted"), sum("pending")), (0, 0), "{accounts:#?}");
 }
 
@@ -59,14 +75,27 @@ async fn a_funded_payout_holds_on_approval_then_posts_voids_and_reverses_with_th
     let account = open_account(&app, &acme, "CLP").await;
     assert_eq!(balances(&app, &acme.key, &account).await, (0, 0, 0));
     fund(&app, &account, 1_000_000).await;
-    assert_eq!(balances(&app, &acme.key, &account).await, (1_000_000, 1_000_000, 1_000_000));
+    assert_eq!(
+        balances(&app, &acme.key, &account).await,
+        (1_000_000, 1_000_000, 1_000_000)
+    );
 
     // Confirmed, failed after submit (…02), confirmed then returned (…06).
-    let created = app.post("/v1/operations", &acme.key, payout(&acme.id, "auto", &[100_000, 200_002, 300_006])).await;
+    let created = app
+        .post(
+            "/v1/operations",
+            &acme.key,
+            payout(&acme.id, "auto", &[100_000, 200_002, 300_006]),
+        )
+        .await;
     assert_eq!(created.status, 201, "{}", created.json());
     let operation = created.json();
     assert_eq!(operation["status"], "approved");
-    assert_eq!(operation["source_account_id"], account.as_str(), "the customer's CLP account by default");
+    assert_eq!(
+        operation["source_account_id"],
+        account.as_str(),
+        "the customer's CLP account by default"
+    );
     assert_eq!(
         balances(&app, &acme.key, &account).await,
         (1_000_000, 400_000 - 8, 400_000 - 8),
@@ -80,24 +109,39 @@ async fn a_funded_payout_holds_on_approval_then_posts_voids_and_reverses_with_th
         .iter()
         .map(|t| t["status"].as_str().unwrap().to_owned())
         .collect();
-    assert!(statuses.contains(&"returned".to_string()) && statuses.contains(&"failed".to_string()), "{statuses:?}");
+    assert!(
+        statuses.contains(&"returned".to_string()) && statuses.contains(&"failed".to_string()),
+        "{statuses:?}"
+    );
     // Only the confirmed 100,000 left the account: the failure voided its hold, the return
     // posted the reverse.
     assert_eq!(balances(&app, &acme.key, &account).await, (900_000, 900_000, 900_000));
     assert_zero_sum(&app).await;
 
-    let movements = app.get(&format!("/v1/accounts/{account}/movements?limit=100"), &acme.key).await.json();
+    let movements = app
+        .get(&format!("/v1/accounts/{account}/movements?limit=100"), &acme.key)
+        .await
+        .json();
     let movements = movements["data"].as_array().unwrap();
     let count = |status: &str| movements.iter().filter(|m| m["status"] == status).count();
-    assert_eq!((count("posted"), count("voided"), count("pending")), (4, 1, 0), "{movements:#?}");
+    assert_eq!(
+        (count("posted"), count("voided"), count("pending")),
+        (4, 1, 0),
+        "{movements:#?}"
+    );
     for movement in movements {
         let entries = movement["entries"].as_array().unwrap();
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[0]["amount"], entries[1]["amount"], "debits equal credits");
-        assert_eq!((entries[0]["direction"].as_str(), entries[1]["direction"].as_str()), (Some("debit"), Some("credit")));
+        assert_eq!(
+            (entries[0]["direction"].as_str(), entries[1]["direction"].as_str()),
+            (Some("debit"), Some("credit"))
+        );
         assert!(movement["cause"]["code"].is_string());
     }
-    let reversal = movements.iter().find(|m| m["cause"]["code"] == "beneficiary_returned" || m["id"].as_str().unwrap().ends_with('r'));
+    let reversal = movements
+        .iter()
+        .find(|m| m["cause"]["code"] == "beneficiary_returned" || m["id"].as_str().unwrap().ends_with('r'));
     assert!(reversal.is_some(), "the return's reversal is listed");
 
     // Each movement change is an event.
@@ -111,21 +155,32 @@ async fn money_that_is_not_there_never_reaches_a_rail() {
     let acme = app.create_customer().await;
     let account = open_account(&app, &acme, "CLP").await;
     fund(&app, &account, 50_000).await;
-    let created = app.post("/v1/operations", &acme.key, payout(&acme.id, "auto", &[30_000, 30_000])).await;
+    let created = app
+        .post("/v1/operations", &acme.key, payout(&acme.id, "auto", &[30_000, 30_000]))
+        .await;
     assert_eq!(created.status, 201, "{}", created.json());
     let operation = created.json();
     assert_eq!(operation["status"], "failed");
     assert_eq!(operation["cause"]["code"], "insufficient_funds");
     app.settle(Duration::minutes(1), 5).await;
-    assert!(transactions_of(&app, &acme.key, &operation).await.is_empty(), "no transaction is made");
+    assert!(
+        transactions_of(&app, &acme.key, &operation).await.is_empty(),
+        "no transaction is made"
+    );
     assert!(app.sandbox().is_empty(), "the rail never heard of it");
     assert_eq!(balances(&app, &acme.key, &account).await, (50_000, 50_000, 50_000));
     let history = app
-        .get(&format!("/v1/operations/{}/history", operation["id"].as_str().unwrap()), &acme.key)
+        .get(
+            &format!("/v1/operations/{}/history", operation["id"].as_str().unwrap()),
+            &acme.key,
+        )
         .await
         .json();
     let last = history["data"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!((last["from"].as_str(), last["to"].as_str()), (Some("approved"), Some("failed")));
+    assert_eq!(
+        (last["from"].as_str(), last["to"].as_str()),
+        (Some("approved"), Some("failed"))
+    );
 }
 
 #[tokio::test]
@@ -136,7 +191,9 @@ async fn two_approvals_racing_for_the_last_funds_have_exactly_one_winner() {
     fund(&app, &account, 1_000).await;
     let mut pending = vec![];
     for _ in 0..4 {
-        let created = app.post("/v1/operations", &acme.key, payout(&acme.id, "two_step", &[600])).await;
+        let created = app
+            .post("/v1/operations", &acme.key, payout(&acme.id, "two_step", &[600]))
+            .await;
         assert_eq!(created.json()["status"], "pending_approval");
         pending.push(created.json()["id"].as_str().unwrap().to_owned());
     }
@@ -144,22 +201,37 @@ async fn two_approvals_racing_for_the_last_funds_have_exactly_one_winner() {
         (0..4).map(|_| app.add_member(&acme, &["approver"], &["operations:read", "operations:approve"])),
     )
     .await;
-    let paths: Vec<String> = pending.iter().map(|id| format!("/v1/operations/{id}/approve")).collect();
+    let paths: Vec<String> = pending
+        .iter()
+        .map(|id| format!("/v1/operations/{id}/approve"))
+        .collect();
     let decisions = futures_util::future::join_all(
-        paths.iter().zip(&approvers).map(|(path, approver)| app.post(path, &approver.key, json!({}))),
+        paths
+            .iter()
+            .zip(&approvers)
+            .map(|(path, approver)| app.post(path, &approver.key, json!({}))),
     )
     .await;
     let mut outcomes: Vec<String> = decisions
         .iter()
         .map(|d| {
             assert_eq!(d.status, 200, "{}", d.json());
-            format!("{}:{}", d.json()["status"].as_str().unwrap(), d.json()["cause"]["code"].as_str().unwrap())
+            format!(
+                "{}:{}",
+                d.json()["status"].as_str().unwrap(),
+                d.json()["cause"]["code"].as_str().unwrap()
+            )
         })
         .collect();
     outcomes.sort();
     assert_eq!(
         outcomes,
-        ["approved:approved_by_approver", "failed:insufficient_funds", "failed:insufficient_funds", "failed:insufficient_funds"]
+        [
+            "approved:approved_by_approver",
+            "failed:insufficient_funds",
+            "failed:insufficient_funds",
+            "failed:insufficient_funds"
+        ]
     );
     assert_eq!(balances(&app, &acme.key, &account).await, (1_000, 400, 400));
 }
@@ -170,10 +242,14 @@ async fn cancelling_an_approved_payout_releases_its_holds() {
     let acme = app.create_customer().await;
     let account = open_account(&app, &acme, "CLP").await;
     fund(&app, &account, 10_000).await;
-    let created = app.post("/v1/operations", &acme.key, payout(&acme.id, "auto", &[4_000, 5_000])).await;
+    let created = app
+        .post("/v1/operations", &acme.key, payout(&acme.id, "auto", &[4_000, 5_000]))
+        .await;
     let id = created.json()["id"].as_str().unwrap().to_owned();
     assert_eq!(balances(&app, &acme.key, &account).await.2, 1_000);
-    let cancelled = app.post(&format!("/v1/operations/{id}/cancel"), &acme.key, json!({})).await;
+    let cancelled = app
+        .post(&format!("/v1/operations/{id}/cancel"), &acme.key, json!({}))
+        .await;
     assert_eq!(cancelled.json()["status"], "cancelled", "{}", cancelled.json());
     assert_eq!(balances(&app, &acme.key, &account).await, (10_000, 10_000, 10_000));
     assert_zero_sum(&app).await;
@@ -189,11 +265,29 @@ async fn accounts_refuse_bad_input_precisely_and_write_nothing() {
     let usd = open_account(&app, &acme, "USD").await;
     fund(&app, &account, 1_000).await;
 
-    let again = app.post("/v1/accounts", ADMIN_KEY, json!({"customer_id": acme.id, "currency": "CLP"})).await;
+    let again = app
+        .post(
+            "/v1/accounts",
+            ADMIN_KEY,
+            json!({"customer_id": acme.id, "currency": "CLP"}),
+        )
+        .await;
     assert_eq!(again.error(409)["code"], "account_exists");
-    let by_customer = app.post("/v1/accounts", &acme.key, json!({"customer_id": acme.id, "currency": "EUR"})).await;
+    let by_customer = app
+        .post(
+            "/v1/accounts",
+            &acme.key,
+            json!({"customer_id": acme.id, "currency": "EUR"}),
+        )
+        .await;
     by_customer.error(403);
-    let bad_currency = app.post("/v1/accounts", ADMIN_KEY, json!({"customer_id": acme.id, "currency": "XXX"})).await;
+    let bad_currency = app
+        .post(
+            "/v1/accounts",
+            ADMIN_KEY,
+            json!({"customer_id": acme.id, "currency": "XXX"}),
+        )
+        .await;
     assert_eq!(bad_currency.error(400)["param"], "currency");
 
     let with_source = |source: &str| {
@@ -207,14 +301,22 @@ async fn accounts_refuse_bad_input_precisely_and_write_nothing() {
     assert_eq!(foreign.error(404)["param"], "source_account_id");
     let mismatch = app.post("/v1/operations", &acme.key, with_source(&usd)).await;
     assert_eq!(
-        (mismatch.error(400)["param"].as_str(), mismatch.error(400)["code"].as_str()),
+        (
+            mismatch.error(400)["param"].as_str(),
+            mismatch.error(400)["code"].as_str()
+        ),
         (Some("source_account_id"), Some("currency_mismatch"))
     );
-    assert_eq!(app.get("/v1/operations", &acme.key).await.json()["data"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        app.get("/v1/operations", &acme.key).await.json()["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
 
-    let adjust = |amount: Value, direction: &str| {
-        json!({"amount": amount, "direction": direction, "reason": "correction"})
-    };
+    let adjust =
+        |amount: Value, direction: &str| json!({"amount": amount, "direction": direction, "reason": "correction"});
     let path = format!("/v1/accounts/{account}/adjustments");
     for (body, param) in [
         (adjust(json!(0), "credit"), "amount"),
@@ -233,9 +335,18 @@ async fn accounts_refuse_bad_input_precisely_and_write_nothing() {
 
     // Another customer's account does not exist for this one.
     app.get(&format!("/v1/accounts/{others}"), &acme.key).await.error(404);
-    app.get(&format!("/v1/accounts/{others}/movements"), &acme.key).await.error(404);
-    let listed = app.get(&format!("/v1/accounts?customer_id={}", other.id), &acme.key).await.json();
+    app.get(&format!("/v1/accounts/{others}/movements"), &acme.key)
+        .await
+        .error(404);
+    let listed = app
+        .get(&format!("/v1/accounts?customer_id={}", other.id), &acme.key)
+        .await
+        .json();
     assert_eq!(listed["data"].as_array().unwrap().len(), 0);
     let own = app.get("/v1/accounts", &acme.key).await.json();
-    assert_eq!(own["data"].as_array().unwrap().len(), 2, "its CLP and USD accounts, not the platform's");
+    assert_eq!(
+        own["data"].as_array().unwrap().len(),
+        2,
+        "its CLP and USD accounts, not the platform's"
+    );
 }

@@ -4,6 +4,7 @@ mod auth;
 mod faults;
 mod idempotency;
 mod ledger;
+mod ledger_properties;
 mod openapi;
 mod operations;
 mod pipeline;

@@ -657,7 +657,7 @@ mod tests {
         );
         assert_eq!(
             (of("acc_s").change.pending_credits, of("acc_s").guard_available),
-            (0 + 30, false)
+            (30, false)
         );
         assert_eq!(
             changes.writes.len(),

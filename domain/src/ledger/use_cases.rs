@@ -364,8 +364,7 @@ impl Service {
         items: usize,
     ) -> Result<Option<AccountId>, DomainError> {
         let account = match named {
-            Some(id) if kind != OperationType::Payout => {
-                let _ = id;
+            Some(_) if kind != OperationType::Payout => {
                 return Err(DomainError::invalid(
                     "source_account_id",
                     "not_supported_for_type",

@@ -43,7 +43,10 @@ impl Service {
                 Err(other) => return Err(self.commit_error(other)),
             }
         }
-        Err(DomainError::invalid_state("conflict", "The account is changing too fast; retry."))
+        Err(DomainError::invalid_state(
+            "conflict",
+            "The account is changing too fast; retry.",
+        ))
     }
 
     /// An operation as `principal` would create it, and the changeset that stores it (with

@@ -573,7 +573,10 @@ pub async fn account_movements(
             },
         }
     }
-    ok(app.service.account_movements(&caller, &id, starting_after, limit).await?)
+    ok(app
+        .service
+        .account_movements(&caller, &id, starting_after, limit)
+        .await?)
 }
 
 pub async fn adjust_account(
