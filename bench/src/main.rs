@@ -192,7 +192,7 @@ async fn lookup_table(api: &Api, label: &str, mut stored: usize, targets: &[usiz
     }
 }
 
-/// `ops-bench [local] [aws] [aws-requests] [sizes] [timer]`: the parts to run (all by default). The
+/// `ops-bench [local] [aws] [aws-requests] [sizes] [timer] [ledger]`: the parts to run (all by default). The
 /// aws parts need `AWS_ENDPOINT_URL` (an emulator) and are skipped without it; `aws-requests`
 /// is the request counts alone, without the lifecycle timings and cold starts.
 #[tokio::main(flavor = "multi_thread")]
@@ -215,6 +215,130 @@ async fn main() {
     }
     if wanted("timer") {
         schedule_timer().await;
+    }
+    if wanted("ledger") {
+        ledger_holds(emulator).await;
+    }
+}
+
+/// Opens a CLP account for a new customer of `api` and funds it.
+async fn funded_customer(api: &Api, amount: i64) -> (ops_tests::Customer, String) {
+    let customer = api.create_customer().await;
+    let account = api
+        .post(
+            "/v1/accounts",
+            ADMIN_KEY,
+            json!({"customer_id": customer.id, "currency": "CLP"}),
+        )
+        .await
+        .id();
+    let funded = api
+        .post(
+            &format!("/v1/accounts/{account}/adjustments"),
+            ADMIN_KEY,
+            json!({"amount": amount, "direction": "credit", "reason": "bench"}),
+        )
+        .await;
+    assert_eq!(funded.status, 201, "{}", funded.json());
+    (customer, account)
+}
+
+/// Auto-approved one-item payouts from `clients` concurrent clients, all drawing on one
+/// account: each create places a hold on that account in its approval's changeset.
+/// Returns holds per second, after checking none was lost or doubled.
+async fn hot_account_round(api: &Api, clients: usize, per_client: usize) -> f64 {
+    let (customer, account) = funded_customer(api, 1_000_000_000).await;
+    let started = Instant::now();
+    join_all((0..clients).map(|_| async {
+        for _ in 0..per_client {
+            let made = api
+                .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[1_000]))
+                .await;
+            assert_eq!(made.json()["status"], "approved", "{}", made.json());
+        }
+    }))
+    .await;
+    let elapsed = started.elapsed();
+    let balances = api.get(&format!("/v1/accounts/{account}"), &customer.key).await.json()["balances"].clone();
+    let holds = (clients * per_client) as i64;
+    assert_eq!(balances["pending_debits"], holds * 1_000, "every hold once: {balances}");
+    holds as f64 / elapsed.as_secs_f64()
+}
+
+/// Holds one account sustains locally (SQLite) at 8 and 64 concurrent clients, and the
+/// DynamoDB requests and write units a funded payout's create takes beside an unfunded one.
+async fn ledger_holds(emulator: bool) {
+    println!();
+    println!("### Hot account: holds on one account (local mode, SQLite, pipeline off)");
+    println!();
+    println!("| concurrent clients | holds | holds per second |");
+    println!("|---:|---:|---:|");
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut config = ops_tests::config(data_dir.path().to_path_buf());
+    config.worker = false;
+    config.rate_limit = 0;
+    let server = ops_local::start(config).await.expect("server starts");
+    let api = Api {
+        base: format!("http://{}", server.address),
+        client: reqwest::Client::new(),
+    };
+    for (clients, per_client) in [(8, 50), (64, 8)] {
+        let rate = hot_account_round(&api, clients, per_client).await;
+        println!("| {clients} | {} | {rate:.0} |", clients * per_client);
+    }
+    if emulator {
+        ledger_requests().await;
+    }
+}
+
+/// DynamoDB requests and write units of one auto-approved payout create, funded from an
+/// account (its hold, the hold's audit entry and event, and the balance update ride in the
+/// approval's transaction) and unfunded.
+async fn ledger_requests() {
+    use ops_domain::access::Environment;
+    use std::sync::Arc;
+    let config = ops_infra::aws::load_config().await;
+    let stack = format!("bench-ledger-{}", std::process::id());
+    let settings = ops_runtime::provision::provision(&config, &stack, Environment::Test, None)
+        .await
+        .expect("stack");
+    let clock = Arc::new(ops_tests::TestClock::default());
+    let (service, parts) = settings.service_with(&config, clock).await.expect("service");
+    let service = Arc::new(service);
+    service.bootstrap_admin_key(ADMIN_KEY).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api = Api {
+        base: format!("http://{}", listener.local_addr().unwrap()),
+        client: reqwest::Client::new(),
+    };
+    let router = ops_api::router(ops_api::App { service });
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let (funded, _) = funded_customer(&api, 1_000_000_000).await;
+    let unfunded = api.create_customer().await;
+    println!();
+    println!("### Hot account on DynamoDB: one auto-approved one-item payout create (emulator)");
+    println!();
+    println!("| payout | DynamoDB requests | write units |");
+    println!("|---|---:|---:|");
+    for (label, customer) in [
+        ("drawing on an account (hold placed)", &funded),
+        ("no account", &unfunded),
+    ] {
+        // The first create of each opens nothing new; measure the next ten.
+        api.post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[1_000]))
+            .await;
+        let (requests, units) = (parts.store.requests(), parts.store.write_units());
+        for _ in 0..10 {
+            let made = api
+                .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[1_000]))
+                .await;
+            assert_eq!(made.json()["status"], "approved");
+        }
+        println!(
+            "| {label} | {:.1} | {:.1} |",
+            (parts.store.requests() - requests) as f64 / 10.0,
+            (parts.store.write_units() - units) as f64 / 10.0
+        );
     }
 }
 

@@ -4,6 +4,7 @@
 //! checks `template.yaml` against the code (it lives here so that testing never builds the 35
 //! Lambda binaries, which an integration test of their own package would).
 
+mod ledger;
 mod lifecycle;
 mod local_mode;
 mod requests;
