@@ -9,6 +9,16 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// Which way the money goes at the rail: `credit` pays the beneficiary's account (a payout),
+/// `debit` collects from the payer's account (a collection).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RailDirection {
+    #[default]
+    Credit,
+    Debit,
+}
+
 /// What the rail is asked to execute. `transaction_id` is the rail's idempotency key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Instruction {
@@ -21,6 +31,8 @@ pub struct Instruction {
     pub account: String,
     pub reference: Option<String>,
     pub environment: Environment,
+    #[serde(default)]
+    pub direction: RailDirection,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -46,6 +46,7 @@ pub struct CreateOperation {
     pub workflow: Option<String>,
     pub metadata: Option<BTreeMap<String, String>>,
     pub source_account_id: Option<String>,
+    pub destination_account_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -82,6 +83,7 @@ pub struct ValidOperation {
     pub workflow: String,
     pub metadata: BTreeMap<String, String>,
     pub source_account_id: Option<crate::ids::AccountId>,
+    pub destination_account_id: Option<crate::ids::AccountId>,
 }
 
 #[derive(Debug)]
@@ -209,18 +211,20 @@ impl CreateOperation {
             .map(|(i, item)| item.validate(&format!("items[{i}]"), known_rail))
             .collect::<Result<Vec<_>, _>>()?;
         let metadata = validate_metadata(self.metadata.unwrap_or_default())?;
-        let source_account_id = self
-            .source_account_id
-            .map(|id| {
+        let account_id = |id: Option<String>, param: &str| {
+            id.map(|id| {
                 crate::ids::AccountId::parse(&id).ok_or_else(|| {
                     DomainError::invalid(
-                        "source_account_id",
+                        param,
                         "invalid_account_id",
                         format!("'{id}' is not an account id (acc_…)."),
                     )
                 })
             })
-            .transpose()?;
+            .transpose()
+        };
+        let source_account_id = account_id(self.source_account_id, "source_account_id")?;
+        let destination_account_id = account_id(self.destination_account_id, "destination_account_id")?;
         Ok(ValidOperation {
             customer_id,
             kind,
@@ -229,6 +233,7 @@ impl CreateOperation {
             workflow,
             metadata,
             source_account_id,
+            destination_account_id,
         })
     }
 }

@@ -350,3 +350,59 @@ async fn accounts_refuse_bad_input_precisely_and_write_nothing() {
         "its CLP and USD accounts, not the platform's"
     );
 }
+
+#[tokio::test]
+async fn a_collection_credits_the_account_when_the_rail_confirms_and_a_return_takes_it_back() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let account = open_account(&app, &acme, "CLP").await;
+    let mut body = payout(&acme.id, "auto", &[50_000, 60_006]);
+    body["type"] = json!("collection");
+    let created = app.post("/v1/operations", &acme.key, body.clone()).await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let operation = created.json();
+    assert_eq!(
+        operation["destination_account_id"],
+        account.as_str(),
+        "the customer's CLP account by default"
+    );
+    assert_eq!(
+        balances(&app, &acme.key, &account).await,
+        (0, 0, 0),
+        "nothing is credited before the rail confirms"
+    );
+
+    app.settle(Duration::minutes(2), 30).await;
+    let transactions = transactions_of(&app, &acme.key, &operation).await;
+    assert!(
+        transactions.iter().all(|t| t["direction"] == "debit"),
+        "the rail is told to collect: {transactions:?}"
+    );
+    // The first collected and stayed; the second was collected, then returned.
+    assert_eq!(balances(&app, &acme.key, &account).await, (50_000, 50_000, 50_000));
+    assert_zero_sum(&app).await;
+    let movements = app
+        .get(&format!("/v1/accounts/{account}/movements"), &acme.key)
+        .await
+        .json();
+    assert_eq!(
+        movements["data"].as_array().unwrap().len(),
+        3,
+        "two credits and one reversal: {movements}"
+    );
+
+    // Each flow names only the account it moves money on.
+    body["source_account_id"] = json!(account);
+    let refused = app.post("/v1/operations", &acme.key, body).await;
+    assert_eq!(
+        (
+            refused.error(400)["param"].as_str(),
+            refused.error(400)["code"].as_str()
+        ),
+        (Some("source_account_id"), Some("not_supported_for_type"))
+    );
+    let mut payout_body = payout(&acme.id, "auto", &[100]);
+    payout_body["destination_account_id"] = json!(account);
+    let refused = app.post("/v1/operations", &acme.key, payout_body).await;
+    assert_eq!(refused.error(400)["param"], "destination_account_id");
+}

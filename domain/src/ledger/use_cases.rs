@@ -352,40 +352,45 @@ impl Service {
 
     // ---- operations on accounts ---------------------------------------------------------
 
-    /// The account a new operation draws on: the one it names (the caller's own, in its
-    /// currency), else the customer's account in that currency, else none (no ledger money
-    /// moves, as before accounts existed).
-    pub(crate) async fn source_account(
+    /// The accounts a new operation moves money on: a payout draws on its source account, a
+    /// collection credits its destination account. Each is the one the operation names (the
+    /// customer's own, in its currency), else the customer's account in that currency, else
+    /// none (no ledger money moves, as before accounts existed).
+    pub(crate) async fn ledger_accounts(
         &self,
         customer_id: &CustomerId,
         kind: OperationType,
         currency: &Currency,
-        named: Option<AccountId>,
+        (source, destination): (Option<AccountId>, Option<AccountId>),
         items: usize,
-    ) -> Result<Option<AccountId>, DomainError> {
+    ) -> Result<(Option<AccountId>, Option<AccountId>), DomainError> {
+        let refuse = |param: &'static str| {
+            Err(DomainError::invalid(
+                param,
+                "not_supported_for_type",
+                format!("{param} is not taken by {} operations.", kind.as_str()),
+            ))
+        };
+        let (named, param) = match (kind, source, destination) {
+            (OperationType::Payout, _, Some(_)) => return refuse("destination_account_id"),
+            (OperationType::Collection, Some(_), _) => return refuse("source_account_id"),
+            (OperationType::Transfer, Some(_), _) => return refuse("source_account_id"),
+            (OperationType::Transfer, _, Some(_)) => return refuse("destination_account_id"),
+            (OperationType::Transfer, None, None) => return Ok((None, None)),
+            (OperationType::Payout, source, None) => (source, "source_account_id"),
+            (OperationType::Collection, None, destination) => (destination, "destination_account_id"),
+        };
         let account = match named {
-            Some(_) if kind != OperationType::Payout => {
-                return Err(DomainError::invalid(
-                    "source_account_id",
-                    "not_supported_for_type",
-                    format!(
-                        "source_account_id is for payouts; {} operations do not draw on an account yet.",
-                        kind.as_str()
-                    ),
-                ));
-            }
             Some(id) => {
                 let account = self
                     .store
                     .account(&id)
                     .await?
                     .filter(|a| a.customer_id.as_ref() == Some(customer_id))
-                    .ok_or_else(|| {
-                        DomainError::missing_reference("source_account_id", format!("No such account: '{id}'"))
-                    })?;
+                    .ok_or_else(|| DomainError::missing_reference(param, format!("No such account: '{id}'")))?;
                 if account.currency != *currency {
                     return Err(DomainError::invalid(
-                        "source_account_id",
+                        param,
                         "currency_mismatch",
                         format!(
                             "Account {} holds {}; the operation is in {}.",
@@ -397,17 +402,22 @@ impl Service {
                 }
                 Some(account)
             }
-            None if kind == OperationType::Payout => self.store.account_of(customer_id, currency).await?,
-            None => None,
+            None => self.store.account_of(customer_id, currency).await?,
         };
-        if account.is_some() && items > MAX_FUNDED_ITEMS {
+        let Some(account) = account else {
+            return Ok((None, None));
+        };
+        if kind == OperationType::Collection {
+            return Ok((None, Some(account.id)));
+        }
+        if items > MAX_FUNDED_ITEMS {
             return Err(DomainError::invalid(
                 "items",
                 "too_many_items_for_account",
                 format!("An operation drawing on an account has at most {MAX_FUNDED_ITEMS} items; split it."),
             ));
         }
-        Ok(account.map(|a| a.id))
+        Ok((Some(account.id), None))
     }
 
     /// Places the holds of an operation just approved (`approval`) in `changes`; if its
@@ -509,6 +519,11 @@ impl Service {
         to: TransactionStatus,
         cause: &Cause,
     ) -> Result<(), DomainError> {
+        if let Some(account_id) = &transaction.credit_account_id {
+            return self
+                .settle_collection(changes, transaction, account_id, to, cause)
+                .await;
+        }
         let Some(hold_id) = &transaction.hold_id else {
             return Ok(());
         };
@@ -527,6 +542,58 @@ impl Service {
             }
             (TransactionStatus::Returned, MovementStatus::Posted) => {
                 posting.place(hold.reversal(reversal_of(&hold.id), cause.clone()), &[]);
+            }
+            _ => {}
+        }
+        posting.write_to(changes, &*self.ids, self.environment);
+        Ok(())
+    }
+}
+
+impl Service {
+    /// The ledger's part of a collection's outcome: `confirmed` credits the customer's
+    /// account from the rail's settlement account (the payer's money arrived there), a
+    /// `returned` takes it back. The return is not guarded: the money left, whatever the
+    /// customer did with it since, so a return can take `available` below zero.
+    async fn settle_collection(
+        &self,
+        changes: &mut Changeset,
+        transaction: &Transaction,
+        account_id: &AccountId,
+        to: TransactionStatus,
+        cause: &Cause,
+    ) -> Result<(), DomainError> {
+        let id = movement_of_item(&transaction.item_id);
+        let mut posting = Posting::default();
+        match to {
+            TransactionStatus::Confirmed => {
+                let account = self
+                    .store
+                    .account(account_id)
+                    .await?
+                    .ok_or_else(|| DomainError::not_found("account", account_id))?;
+                let settlement = self
+                    .platform_account(AccountKind::Settlement, Some(&transaction.rail), &transaction.currency)
+                    .await?;
+                let credit = Movement::between(
+                    id,
+                    &settlement,
+                    &account,
+                    transaction.amount,
+                    MovementStatus::Posted,
+                    MovementOf {
+                        customer_id: Some(transaction.customer_id.clone()),
+                        operation_id: Some(transaction.operation_id.clone()),
+                        transaction_id: Some(transaction.id.clone()),
+                    },
+                    cause.clone(),
+                );
+                posting.place(credit, &[]);
+            }
+            TransactionStatus::Returned => {
+                if let Some(credit) = self.store.movement(&id).await? {
+                    posting.place(credit.reversal(reversal_of(&credit.id), cause.clone()), &[]);
+                }
             }
             _ => {}
         }

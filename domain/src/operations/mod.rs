@@ -194,6 +194,9 @@ pub struct Operation {
     /// The customer account the operation draws on, if any: approval holds the money there.
     #[serde(default)]
     pub source_account_id: Option<crate::ids::AccountId>,
+    /// The customer account a collection credits as its transactions are confirmed.
+    #[serde(default)]
+    pub destination_account_id: Option<crate::ids::AccountId>,
     /// Optimistic-concurrency counter: every stored change bumps it.
     pub version: u64,
 }
@@ -291,6 +294,7 @@ pub(crate) mod tests {
             metadata: BTreeMap::new(),
             environment: crate::access::Environment::Test,
             source_account_id: None,
+            destination_account_id: None,
             version: 0,
         }
     }

@@ -100,12 +100,12 @@ impl Service {
             workflow.definition.evaluate(&facts),
             floor.definition.floor_verdict(&facts),
         );
-        let source_account_id = self
-            .source_account(
+        let (source_account_id, destination_account_id) = self
+            .ledger_accounts(
                 &customer_id,
                 valid.kind,
                 &valid.currency,
-                valid.source_account_id,
+                (valid.source_account_id, valid.destination_account_id),
                 items,
             )
             .await?;
@@ -215,6 +215,7 @@ impl Service {
             metadata: valid.metadata,
             environment: self.environment,
             source_account_id,
+            destination_account_id,
             version: 1,
         };
         // The stored document must fit a store item.

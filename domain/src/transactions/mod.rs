@@ -144,6 +144,12 @@ pub struct Transaction {
     /// The hold its operation placed on an account for it, settled with its outcome.
     #[serde(default)]
     pub hold_id: Option<crate::ids::MovementId>,
+    /// Payout (`credit`) or collection (`debit`), as the rail is told.
+    #[serde(default)]
+    pub direction: crate::rail::RailDirection,
+    /// The customer account a collection credits once the rail confirms it.
+    #[serde(default)]
+    pub credit_account_id: Option<crate::ids::AccountId>,
     pub version: u64,
 }
 
@@ -368,6 +374,8 @@ pub(crate) mod tests {
             updated_at: at,
             environment: Environment::Test,
             hold_id: None,
+            direction: crate::rail::RailDirection::Credit,
+            credit_account_id: None,
             version: 1,
         }
     }

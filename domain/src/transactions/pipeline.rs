@@ -269,6 +269,11 @@ impl Service {
                         .source_account_id
                         .as_ref()
                         .map(|_| crate::ledger::movement_of_item(&item.id)),
+                    direction: match operation.kind {
+                        crate::operations::OperationType::Collection => crate::rail::RailDirection::Debit,
+                        _ => crate::rail::RailDirection::Credit,
+                    },
+                    credit_account_id: operation.destination_account_id.clone(),
                     version: 1,
                 };
                 let entry = AuditEntry::new("transaction", &transaction.id, "created", cause)

@@ -100,6 +100,7 @@ impl Service {
             account: transaction.account.clone(),
             reference: transaction.reference.clone(),
             environment: transaction.environment,
+            direction: transaction.direction,
         };
         let result = adapter.submit(&instruction).await;
         self.record_submit_outcome(transaction, result).await

@@ -44,6 +44,7 @@ pub fn operation(id: &str, customer: &str, status: OperationStatus) -> Operation
         metadata: BTreeMap::new(),
         environment: Environment::Test,
         source_account_id: None,
+        destination_account_id: None,
         version: 1,
     }
 }
