@@ -70,6 +70,8 @@ pub struct BeneficiaryInput {
 pub struct DestinationInput {
     pub rail: Option<String>,
     pub account: Option<String>,
+    /// A transfer's destination: an account of this ledger.
+    pub account_id: Option<String>,
 }
 
 /// A create-operation command that passed validation (the customer and workflow are checked
@@ -208,7 +210,7 @@ impl CreateOperation {
         let items = inputs
             .into_iter()
             .enumerate()
-            .map(|(i, item)| item.validate(&format!("items[{i}]"), known_rail))
+            .map(|(i, item)| item.validate(&format!("items[{i}]"), kind, known_rail))
             .collect::<Result<Vec<_>, _>>()?;
         let metadata = validate_metadata(self.metadata.unwrap_or_default())?;
         let account_id = |id: Option<String>, param: &str| {
@@ -239,7 +241,12 @@ impl CreateOperation {
 }
 
 impl ItemInput {
-    fn validate(self, at: &str, known_rail: &dyn Fn(&str) -> bool) -> Result<ValidItem, DomainError> {
+    fn validate(
+        self,
+        at: &str,
+        kind: OperationType,
+        known_rail: &dyn Fn(&str) -> bool,
+    ) -> Result<ValidItem, DomainError> {
         let beneficiary = self
             .beneficiary
             .ok_or_else(|| DomainError::missing(format!("{at}.beneficiary")))?;
@@ -259,23 +266,11 @@ impl ItemInput {
         let destination = self
             .destination
             .ok_or_else(|| DomainError::missing(format!("{at}.destination")))?;
-        let rail_param = format!("{at}.destination.rail");
-        let rail = required_text(destination.rail, &rail_param, 80)?;
-        if !valid_rail_id(&rail) {
-            return Err(DomainError::invalid(
-                rail_param,
-                "invalid_rail",
-                format!("'{rail}' is not a rail id of the form psp-local:<rail_name>."),
-            ));
-        }
-        if !known_rail(&rail) {
-            return Err(DomainError::invalid(
-                rail_param,
-                "unknown_rail",
-                format!("No adapter serves rail '{rail}'."),
-            ));
-        }
-        let account = required_text(destination.account, &format!("{at}.destination.account"), 64)?;
+        let destination = if kind == OperationType::Transfer {
+            transfer_destination(destination, at)?
+        } else {
+            rail_destination(destination, at, known_rail)?
+        };
         let amount_param = format!("{at}.amount");
         let raw_amount = self.amount.ok_or_else(|| DomainError::missing(&amount_param))?;
         let amount = Amount::new(raw_amount).ok_or_else(|| {
@@ -291,11 +286,73 @@ impl ItemInput {
                 id_type,
                 id: beneficiary_id,
             },
-            destination: Destination { rail, account },
+            destination,
             amount,
             reference,
         })
     }
+}
+
+/// An item's destination at a rail: a known rail and an account there.
+fn rail_destination(
+    destination: DestinationInput,
+    at: &str,
+    known_rail: &dyn Fn(&str) -> bool,
+) -> Result<Destination, DomainError> {
+    if destination.account_id.is_some() {
+        return Err(DomainError::invalid(
+            format!("{at}.destination.account_id"),
+            "transfer_only",
+            "destination.account_id is a transfer's; name a rail and an account.",
+        ));
+    }
+    let rail_param = format!("{at}.destination.rail");
+    let rail = required_text(destination.rail, &rail_param, 80)?;
+    if !valid_rail_id(&rail) {
+        return Err(DomainError::invalid(
+            rail_param,
+            "invalid_rail",
+            format!("'{rail}' is not a rail id of the form psp-local:<rail_name>."),
+        ));
+    }
+    if !known_rail(&rail) {
+        return Err(DomainError::invalid(
+            rail_param,
+            "unknown_rail",
+            format!("No adapter serves rail '{rail}'."),
+        ));
+    }
+    let account = required_text(destination.account, &format!("{at}.destination.account"), 64)?;
+    Ok(Destination {
+        rail,
+        account,
+        account_id: None,
+    })
+}
+
+/// A transfer's destination: an account of this ledger, and nothing at a rail.
+fn transfer_destination(destination: DestinationInput, at: &str) -> Result<Destination, DomainError> {
+    if destination.rail.is_some() || destination.account.is_some() {
+        return Err(DomainError::invalid(
+            format!("{at}.destination"),
+            "no_rail_for_transfer",
+            "A transfer moves money between accounts of this ledger: name destination.account_id only.",
+        ));
+    }
+    let param = format!("{at}.destination.account_id");
+    let id = required_text(destination.account_id, &param, 64)?;
+    let account_id = crate::ids::AccountId::parse(&id).ok_or_else(|| {
+        DomainError::invalid(
+            param,
+            "invalid_account_id",
+            format!("'{id}' is not an account id (acc_…)."),
+        )
+    })?;
+    Ok(Destination {
+        rail: String::new(),
+        account: String::new(),
+        account_id: Some(account_id),
+    })
 }
 
 fn validate_metadata(metadata: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, DomainError> {

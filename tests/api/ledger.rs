@@ -406,3 +406,78 @@ async fn a_collection_credits_the_account_when_the_rail_confirms_and_a_return_ta
     let refused = app.post("/v1/operations", &acme.key, payout_body).await;
     assert_eq!(refused.error(400)["param"], "destination_account_id");
 }
+
+#[tokio::test]
+async fn a_transfer_posts_between_two_accounts_on_approval_with_no_rail() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let supplier = app.create_customer().await;
+    let from = open_account(&app, &acme, "CLP").await;
+    let to = open_account(&app, &supplier, "CLP").await;
+    let usd = open_account(&app, &supplier, "USD").await;
+    fund(&app, &from, 10_000).await;
+    let transfer = |destination: &str, amount: i64| {
+        json!({"customer_id": acme.id, "type": "transfer", "currency": "CLP", "workflow": "auto",
+               "items": [{"beneficiary": {"id_type": "RUT", "id": "1-9"},
+                          "destination": {"account_id": destination}, "amount": amount}]})
+    };
+    let created = app.post("/v1/operations", &acme.key, transfer(&to, 4_000)).await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let operation = created.json();
+    assert_eq!(
+        (operation["status"].as_str(), operation["cause"]["code"].as_str()),
+        (Some("completed"), Some("transfer_posted"))
+    );
+    assert_eq!(balances(&app, &acme.key, &from).await, (6_000, 6_000, 6_000));
+    assert_eq!(balances(&app, &supplier.key, &to).await, (4_000, 4_000, 4_000));
+    app.settle(Duration::minutes(1), 3).await;
+    assert!(
+        transactions_of(&app, &acme.key, &operation).await.is_empty(),
+        "no rail, no transaction"
+    );
+    assert!(app.sandbox().is_empty());
+    assert_zero_sum(&app).await;
+
+    let short = app.post("/v1/operations", &acme.key, transfer(&to, 6_001)).await.json();
+    assert_eq!(short["cause"]["code"], "insufficient_funds");
+    assert_eq!(balances(&app, &acme.key, &from).await, (6_000, 6_000, 6_000));
+
+    for (body, param, code) in [
+        (transfer(&from, 1), "items[0].destination.account_id", "same_account"),
+        (
+            transfer(&usd, 1),
+            "items[0].destination.account_id",
+            "currency_mismatch",
+        ),
+        (
+            transfer("acc_nothere", 1),
+            "items[0].destination.account_id",
+            "resource_missing",
+        ),
+        (
+            transfer("op_1", 1),
+            "items[0].destination.account_id",
+            "invalid_account_id",
+        ),
+    ] {
+        let refused = app.post("/v1/operations", &acme.key, body).await;
+        let status = if code == "resource_missing" { 404 } else { 400 };
+        let error = refused.error(status);
+        assert_eq!(
+            (error["param"].as_str(), error["code"].as_str()),
+            (Some(param), Some(code)),
+            "{error}"
+        );
+    }
+    let mut at_a_rail = transfer(&to, 1);
+    at_a_rail["items"][0]["destination"]["rail"] = json!("psp-local:sandbox");
+    assert_eq!(
+        app.post("/v1/operations", &acme.key, at_a_rail).await.error(400)["param"],
+        "items[0].destination"
+    );
+    let no_account = app.create_customer().await;
+    let mut without = transfer(&to, 1);
+    without["customer_id"] = json!(no_account.id);
+    let refused = app.post("/v1/operations", &no_account.key, without).await;
+    assert_eq!(refused.error(400)["code"], "account_required");
+}

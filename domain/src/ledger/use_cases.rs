@@ -362,7 +362,7 @@ impl Service {
         kind: OperationType,
         currency: &Currency,
         (source, destination): (Option<AccountId>, Option<AccountId>),
-        items: usize,
+        items: &[crate::validate::ValidItem],
     ) -> Result<(Option<AccountId>, Option<AccountId>), DomainError> {
         let refuse = |param: &'static str| {
             Err(DomainError::invalid(
@@ -374,10 +374,8 @@ impl Service {
         let (named, param) = match (kind, source, destination) {
             (OperationType::Payout, _, Some(_)) => return refuse("destination_account_id"),
             (OperationType::Collection, Some(_), _) => return refuse("source_account_id"),
-            (OperationType::Transfer, Some(_), _) => return refuse("source_account_id"),
             (OperationType::Transfer, _, Some(_)) => return refuse("destination_account_id"),
-            (OperationType::Transfer, None, None) => return Ok((None, None)),
-            (OperationType::Payout, source, None) => (source, "source_account_id"),
+            (OperationType::Payout | OperationType::Transfer, source, None) => (source, "source_account_id"),
             (OperationType::Collection, None, destination) => (destination, "destination_account_id"),
         };
         let account = match named {
@@ -405,12 +403,25 @@ impl Service {
             None => self.store.account_of(customer_id, currency).await?,
         };
         let Some(account) = account else {
+            if kind == OperationType::Transfer {
+                return Err(DomainError::invalid(
+                    "source_account_id",
+                    "account_required",
+                    format!(
+                        "A transfer moves money from an account: the customer has no {} account.",
+                        currency.code()
+                    ),
+                ));
+            }
             return Ok((None, None));
         };
         if kind == OperationType::Collection {
             return Ok((None, Some(account.id)));
         }
-        if items > MAX_FUNDED_ITEMS {
+        if kind == OperationType::Transfer {
+            self.check_transfer_destinations(&account, items).await?;
+        }
+        if items.len() > MAX_FUNDED_ITEMS {
             return Err(DomainError::invalid(
                 "items",
                 "too_many_items_for_account",
@@ -418,6 +429,48 @@ impl Service {
             ));
         }
         Ok((Some(account.id), None))
+    }
+
+    /// A transfer's destinations: customer accounts of its currency, none of them its source.
+    async fn check_transfer_destinations(
+        &self,
+        source: &Account,
+        items: &[crate::validate::ValidItem],
+    ) -> Result<(), DomainError> {
+        for (i, item) in items.iter().enumerate() {
+            let param = format!("items[{i}].destination.account_id");
+            let id = item
+                .destination
+                .account_id
+                .as_ref()
+                .expect("a transfer item names an account");
+            if *id == source.id {
+                return Err(DomainError::invalid(
+                    param,
+                    "same_account",
+                    "A transfer moves money to another account than its source.",
+                ));
+            }
+            let account = self
+                .store
+                .account(id)
+                .await?
+                .filter(|a| a.kind == AccountKind::Customer && a.environment == source.environment)
+                .ok_or_else(|| DomainError::missing_reference(param.clone(), format!("No such account: '{id}'")))?;
+            if account.currency != source.currency {
+                return Err(DomainError::invalid(
+                    param,
+                    "currency_mismatch",
+                    format!(
+                        "Account {} holds {}; the transfer is in {}.",
+                        account.id,
+                        account.currency.code(),
+                        source.currency.code()
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Places the holds of an operation just approved (`approval`) in `changes`; if its
@@ -449,6 +502,9 @@ impl Service {
             let failure = operation.apply(OperationTransition::Fail(cause))?;
             self.record_operation_change(changes, operation, failure);
             return Ok(());
+        }
+        if operation.kind == OperationType::Transfer {
+            return self.post_transfer(changes, operation, &source, approval).await;
         }
         let mut settlements: HashMap<&str, Account> = HashMap::new();
         let mut posting = Posting::default();
@@ -482,6 +538,64 @@ impl Service {
             posting.place(hold, &[&source.id]);
         }
         posting.write_to(changes, &*self.ids, self.environment);
+        Ok(())
+    }
+
+    /// A transfer has no rail: its movements are posted with the approval, and the operation
+    /// completes in the same changeset (so it is never cancelled after its money moved).
+    async fn post_transfer(
+        &self,
+        changes: &mut Changeset,
+        operation: &mut Operation,
+        source: &Account,
+        approval: &Cause,
+    ) -> Result<(), DomainError> {
+        let mut posting = Posting::default();
+        for item in &operation.items {
+            let id = item
+                .destination
+                .account_id
+                .as_ref()
+                .expect("a transfer item names an account");
+            let destination = self
+                .store
+                .account(id)
+                .await?
+                .ok_or_else(|| DomainError::not_found("account", id))?;
+            let cause = Cause::new(
+                "transfer_posted",
+                format!("Item {} of approved transfer {}", item.id, operation.id),
+                approval.actor.clone(),
+                approval.at,
+            );
+            let movement = Movement::between(
+                movement_of_item(&item.id),
+                source,
+                &destination,
+                item.amount,
+                MovementStatus::Posted,
+                MovementOf {
+                    customer_id: Some(operation.customer_id.clone()),
+                    operation_id: Some(operation.id.clone()),
+                    transaction_id: None,
+                },
+                cause,
+            );
+            posting.place(movement, &[&source.id]);
+        }
+        posting.write_to(changes, &*self.ids, self.environment);
+        let at = approval.at;
+        let processing = Cause::new("transfer_posting", "Posted on the ledger, no rail", Actor::system(), at);
+        let change = operation.apply(OperationTransition::StartProcessing(processing))?;
+        self.record_operation_change(changes, operation, change);
+        let done = Cause::new(
+            "transfer_posted",
+            format!("{} movement(s) posted", operation.items.len()),
+            Actor::system(),
+            at,
+        );
+        let change = operation.apply(OperationTransition::Complete(done))?;
+        self.record_operation_change(changes, operation, change);
         Ok(())
     }
 

@@ -136,9 +136,15 @@ pub struct Beneficiary {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Where an item's money goes: an account at a rail (`rail`, `account`), or, for a transfer,
+/// an account of this ledger (`account_id`).
 pub struct Destination {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub rail: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub account: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account_id: Option<crate::ids::AccountId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

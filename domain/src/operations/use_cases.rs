@@ -60,7 +60,6 @@ impl Service {
     ) -> Result<(Operation, Changeset), DomainError> {
         principal.require(Scope::OperationsWrite)?;
         let valid = command.validate(&|rail| self.rails.contains(rail))?;
-        let items = valid.items.len();
         let customer_id = match (&valid.customer_id, &principal.key.customer_id) {
             // A customer's own key vouches that the customer exists.
             (Some(id), Some(own)) if own == id => own.clone(),
@@ -106,7 +105,7 @@ impl Service {
                 valid.kind,
                 &valid.currency,
                 (valid.source_account_id, valid.destination_account_id),
-                items,
+                &valid.items,
             )
             .await?;
         let now = self.now();

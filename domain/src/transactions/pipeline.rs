@@ -388,6 +388,7 @@ mod tests {
             destination: crate::operations::Destination {
                 rail: txn.rail,
                 account: txn.account,
+                account_id: None,
             },
             amount: txn.amount,
             reference: None,

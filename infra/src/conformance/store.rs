@@ -766,6 +766,7 @@ async fn the_largest_operation_the_api_accepts_is_stored(store: &dyn Store) {
         destination: Destination {
             rail: "psp-local:sandbox".into(),
             account: "0".repeat(64),
+            account_id: None,
         },
         amount: Amount::new(999_999_999_999).unwrap(),
         reference: Some("r".repeat(140)),
