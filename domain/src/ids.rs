@@ -179,6 +179,15 @@ typed_ids! {
     MovementId => Movement, "movement",
 }
 
+impl MovementId {
+    /// The movement an operation's item makes (a payout's hold, a collection's credit, a
+    /// transfer's posting): fixed by the item, so making it twice is a conflict, not a second
+    /// movement.
+    pub fn of_item(item_id: &ItemId) -> MovementId {
+        MovementId(format!("mov_{}", item_id.trim_start_matches("itm_")))
+    }
+}
+
 /// Port: where new ids come from (deterministic in some tests, ULIDs otherwise).
 pub trait IdGenerator: Send + Sync {
     fn new_id(&self, kind: IdKind) -> String;

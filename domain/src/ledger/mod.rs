@@ -5,7 +5,6 @@
 
 mod use_cases;
 
-pub(crate) use use_cases::movement_of_item;
 pub use use_cases::{AdjustAccount, CreateAccount, MAX_FUNDED_ITEMS};
 
 use crate::cause::Cause;

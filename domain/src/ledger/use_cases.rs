@@ -11,7 +11,7 @@ use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::idempotency::Ticket;
-use crate::ids::{AccountId, CustomerId, EventId, ItemId, MovementId};
+use crate::ids::{AccountId, CustomerId, EventId, MovementId};
 use crate::money::{Amount, Currency};
 use crate::operations::{Operation, OperationStatus, OperationTransition, OperationType};
 use crate::ports::{AuditEntry, Changeset, StoreError, Write};
@@ -41,11 +41,6 @@ pub struct AdjustAccount {
     pub amount: Option<i64>,
     pub direction: Option<String>,
     pub reason: Option<String>,
-}
-
-/// The id of the hold (or, for flows without one, the movement) an item makes.
-pub(crate) fn movement_of_item(item_id: &ItemId) -> MovementId {
-    MovementId::from(format!("mov_{}", item_id.trim_start_matches("itm_")))
 }
 
 /// The id of the reversal of a movement (a return).
@@ -523,7 +518,7 @@ impl Service {
                 at,
             );
             let hold = Movement::between(
-                movement_of_item(&item.id),
+                MovementId::of_item(&item.id),
                 &source,
                 &settlements[rail],
                 item.amount,
@@ -569,7 +564,7 @@ impl Service {
                 approval.at,
             );
             let movement = Movement::between(
-                movement_of_item(&item.id),
+                MovementId::of_item(&item.id),
                 source,
                 &destination,
                 item.amount,
@@ -611,7 +606,7 @@ impl Service {
         }
         let mut posting = Posting::default();
         for item in &operation.items {
-            let Some(mut hold) = self.store.movement(&movement_of_item(&item.id)).await? else {
+            let Some(mut hold) = self.store.movement(&MovementId::of_item(&item.id)).await? else {
                 continue;
             };
             if hold.status == MovementStatus::Pending {
@@ -677,7 +672,7 @@ impl Service {
         to: TransactionStatus,
         cause: &Cause,
     ) -> Result<(), DomainError> {
-        let id = movement_of_item(&transaction.item_id);
+        let id = MovementId::of_item(&transaction.item_id);
         let mut posting = Posting::default();
         match to {
             TransactionStatus::Confirmed => {

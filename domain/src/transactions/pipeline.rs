@@ -268,7 +268,7 @@ impl Service {
                     hold_id: operation
                         .source_account_id
                         .as_ref()
-                        .map(|_| crate::ledger::movement_of_item(&item.id)),
+                        .map(|_| crate::ids::MovementId::of_item(&item.id)),
                     direction: match operation.kind {
                         crate::operations::OperationType::Collection => crate::rail::RailDirection::Debit,
                         _ => crate::rail::RailDirection::Credit,
