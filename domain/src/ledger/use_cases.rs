@@ -628,6 +628,13 @@ impl Service {
         to: TransactionStatus,
         cause: &Cause,
     ) -> Result<(), DomainError> {
+        // Only an outcome moves ledger money; the steps before it read nothing here.
+        if !matches!(
+            to,
+            TransactionStatus::Confirmed | TransactionStatus::Failed | TransactionStatus::Returned
+        ) {
+            return Ok(());
+        }
         if let Some(account_id) = &transaction.credit_account_id {
             return self
                 .settle_collection(changes, transaction, account_id, to, cause)
