@@ -1,7 +1,7 @@
 //! The AWS adapters and the Lambda handlers against an AWS emulator (moto_server, started by
 //! `./scripts/test`). The emulator cannot invoke Lambdas, so the tests read the table's stream
 //! and the queues themselves and hand the Lambda payloads to the same handlers. `template`
-//! checks `template.yaml` against the code (it lives here so that testing never builds the 35
+//! checks `template.yaml` against the code (it lives here so that testing never builds the
 //! Lambda binaries, which an integration test of their own package would).
 
 mod ledger;
