@@ -1,6 +1,7 @@
 //! Accounts and movements: a funded account pays out through holds that post, void and
 //! reverse with the rail's outcome; money that is not there never reaches a rail.
 
+use ops_domain::ledger::MAX_TRANSFER_ITEMS;
 use ops_tests::{payout, spawn_app, Customer, TestApp, ADMIN_KEY};
 use serde_json::{json, Value};
 use time::Duration;
@@ -469,6 +470,11 @@ async fn a_transfer_posts_between_two_accounts_on_approval_with_no_rail() {
             "{error}"
         );
     }
+    // Too many items is refused before any destination is looked up.
+    let mut too_many = transfer("acc_nothere", 1);
+    too_many["items"] = json!(vec![too_many["items"][0].clone(); MAX_TRANSFER_ITEMS + 1]);
+    let refused = app.post("/v1/operations", &acme.key, too_many).await;
+    assert_eq!(refused.error(400)["code"], "too_many_items_for_account");
     let mut at_a_rail = transfer(&to, 1);
     at_a_rail["items"][0]["destination"]["rail"] = json!("psp-local:sandbox");
     assert_eq!(

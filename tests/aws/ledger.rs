@@ -2,11 +2,12 @@
 //! `TransactWriteItems`, settled by the stream's outcomes, never overdrawing a hot account.
 
 use crate::{spawn_aws_app, AwsApp};
+use ops_domain::ledger::{MAX_FUNDED_ITEMS, MAX_TRANSFER_ITEMS};
 use ops_tests::{payout, Customer, ADMIN_KEY};
-use serde_json::json;
+use serde_json::{json, Value};
 use time::Duration;
 
-async fn funded_account(app: &AwsApp, customer: &Customer, amount: i64) -> String {
+async fn open_account(app: &AwsApp, customer: &Customer) -> String {
     let opened = app
         .post(
             "/v1/accounts",
@@ -15,7 +16,11 @@ async fn funded_account(app: &AwsApp, customer: &Customer, amount: i64) -> Strin
         )
         .await;
     assert_eq!(opened.status, 201, "{}", opened.json());
-    let account = opened.id();
+    opened.id()
+}
+
+async fn funded_account(app: &AwsApp, customer: &Customer, amount: i64) -> String {
+    let account = open_account(app, customer).await;
     let funded = app
         .post(
             &format!("/v1/accounts/{account}/adjustments"),
@@ -111,4 +116,79 @@ async fn a_funded_payout_holds_posts_and_voids_on_dynamodb_and_never_pays_money_
         decisions.iter().map(|d| d.json()).collect::<Vec<_>>()
     );
     assert_eq!(balances(&app, &hot.key, &hot_account).await, (3_500, 500, 500));
+}
+
+fn transfer(customer: &Customer, workflow: &str, destinations: &[String]) -> Value {
+    let items: Vec<Value> = destinations
+        .iter()
+        .map(|account| {
+            json!({"beneficiary": {"id_type": "RUT", "id": "1-9"},
+                   "destination": {"account_id": account}, "amount": 100})
+        })
+        .collect();
+    json!({"customer_id": customer.id, "type": "transfer", "currency": "CLP",
+           "workflow": workflow, "items": items})
+}
+
+/// The largest operations an account takes fit one `TransactWriteItems` (100 writes), whether
+/// approved on create or by an approver; one item more is a 400 before anything is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_largest_funded_operations_commit_in_one_dynamodb_transaction() {
+    let app = spawn_aws_app().await;
+    let acme = app.create_customer().await;
+    let source = funded_account(&app, &acme, 1_000_000).await;
+    // Every destination a different account, so every item changes its own balance.
+    let mut destinations = vec![];
+    for _ in 0..2 * MAX_TRANSFER_ITEMS {
+        let supplier = app.create_customer().await;
+        destinations.push(open_account(&app, &supplier).await);
+    }
+    let (first, second) = destinations.split_at(MAX_TRANSFER_ITEMS);
+
+    let created = app
+        .post("/v1/operations", &acme.key, transfer(&acme, "auto", first))
+        .await;
+    assert_eq!(
+        (created.status.as_u16(), created.json()["status"].as_str()),
+        (201, Some("completed")),
+        "{}",
+        created.json()
+    );
+    let approver = app
+        .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
+        .await;
+    let waiting = app
+        .post("/v1/operations", &acme.key, transfer(&acme, "two_step", second))
+        .await
+        .id();
+    let approved = app
+        .post(&format!("/v1/operations/{waiting}/approve"), &approver.key, json!({}))
+        .await;
+    assert_eq!(approved.json()["status"], "completed", "{}", approved.json());
+    for account in &destinations {
+        assert_eq!(balances(&app, ADMIN_KEY, account).await.0, 100, "{account}");
+    }
+    let spent = 100 * 2 * MAX_TRANSFER_ITEMS as i64;
+    assert_eq!(balances(&app, &acme.key, &source).await.0, 1_000_000 - spent);
+
+    let mut one_more = destinations[..MAX_TRANSFER_ITEMS].to_vec();
+    one_more.push(destinations[MAX_TRANSFER_ITEMS].clone());
+    let refused = app
+        .post("/v1/operations", &acme.key, transfer(&acme, "auto", &one_more))
+        .await;
+    assert_eq!(refused.error(400)["code"], "too_many_items_for_account");
+
+    let largest = vec![1_000; MAX_FUNDED_ITEMS];
+    let held = app
+        .post("/v1/operations", &acme.key, payout(&acme.id, "auto", &largest))
+        .await;
+    assert_eq!(held.json()["status"], "approved", "{}", held.json());
+    let held = 1_000 * MAX_FUNDED_ITEMS as i64;
+    assert_eq!(
+        balances(&app, &acme.key, &source).await,
+        (1_000_000 - spent, 1_000_000 - spent - held, 1_000_000 - spent - held)
+    );
+    let too_many = payout(&acme.id, "auto", &[1_000; MAX_FUNDED_ITEMS + 1]);
+    let refused = app.post("/v1/operations", &acme.key, too_many).await;
+    assert_eq!(refused.error(400)["code"], "too_many_items_for_account");
 }

@@ -5,7 +5,7 @@
 
 mod use_cases;
 
-pub use use_cases::{AdjustAccount, CreateAccount, MAX_FUNDED_ITEMS};
+pub use use_cases::{AdjustAccount, CreateAccount, MAX_FUNDED_ITEMS, MAX_TRANSFER_ITEMS};
 
 use crate::cause::Cause;
 use crate::error::DomainError;

@@ -25,6 +25,10 @@ use std::collections::HashMap;
 /// and event, written with the approval in one store transaction (DynamoDB takes 100 writes).
 pub const MAX_FUNDED_ITEMS: usize = 25;
 
+/// Items of a transfer: each also changes its destination's balance, so four writes an item
+/// (and a create approved on the spot adds its own) must stay within DynamoDB's 100.
+pub const MAX_TRANSFER_ITEMS: usize = 20;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateAccount {
@@ -413,15 +417,19 @@ impl Service {
         if kind == OperationType::Collection {
             return Ok((None, Some(account.id)));
         }
-        if kind == OperationType::Transfer {
-            self.check_transfer_destinations(&account, items).await?;
-        }
-        if items.len() > MAX_FUNDED_ITEMS {
+        let (limit, what) = match kind {
+            OperationType::Transfer => (MAX_TRANSFER_ITEMS, "A transfer"),
+            _ => (MAX_FUNDED_ITEMS, "An operation drawing on an account"),
+        };
+        if items.len() > limit {
             return Err(DomainError::invalid(
                 "items",
                 "too_many_items_for_account",
-                format!("An operation drawing on an account has at most {MAX_FUNDED_ITEMS} items; split it."),
+                format!("{what} has at most {limit} items; split it."),
             ));
+        }
+        if kind == OperationType::Transfer {
+            self.check_transfer_destinations(&account, items).await?;
         }
         Ok((Some(account.id), None))
     }
