@@ -140,10 +140,20 @@ async fn a_funded_payout_holds_on_approval_then_posts_voids_and_reverses_with_th
         );
         assert!(movement["cause"]["code"].is_string());
     }
+    // The returned item's hold was posted, then reversed by a movement named after it.
+    let returned_item = operation["items"][2]["id"].as_str().unwrap();
+    let reversal_id = format!("mov_{}r", returned_item.trim_start_matches("itm_"));
     let reversal = movements
         .iter()
-        .find(|m| m["cause"]["code"] == "beneficiary_returned" || m["id"].as_str().unwrap().ends_with('r'));
-    assert!(reversal.is_some(), "the return's reversal is listed");
+        .find(|m| m["id"] == reversal_id.as_str())
+        .unwrap_or_else(|| panic!("the return's reversal {reversal_id} is listed: {movements:#?}"));
+    assert_eq!(reversal["status"], "posted");
+    assert_eq!(reversal["entries"][0]["amount"], 300_006);
+    assert_eq!(
+        reversal["entries"][1]["account_id"],
+        account.as_str(),
+        "the reversal credits the customer"
+    );
 
     // Each movement change is an event.
     let events = app.get("/v1/events?type=movement.voided", &acme.key).await.json();
