@@ -2,7 +2,8 @@
 //! (confirmed, failed, returned, unknown then resolved), duplicate stream deliveries and
 //! crashes, checked after every step: each movement balanced, the ledger zero-sum, each
 //! account's balances equal to its movements summed from scratch, no available balance below
-//! zero; and the customer's account agrees with what became of each payout.
+//! zero; and the customer's account agrees with what became of each payout, collection and
+//! transfer.
 
 use ops_domain::event::Event;
 use ops_tests::{payout, spawn_app, Customer, TestApp, ADMIN_KEY};
@@ -10,11 +11,20 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 use time::Duration;
 
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Payout,
+    Collection,
+    /// To the supplier's account.
+    Transfer,
+}
+
 #[derive(Debug, Clone)]
 enum Step {
-    /// A payout whose items end in the sandbox's outcome digits, auto-approved or waiting for
-    /// a second signature.
+    /// An operation whose items end in the sandbox's outcome digits, auto-approved or waiting
+    /// for a second signature.
     Create {
+        kind: Kind,
         outcomes: Vec<i64>,
         two_step: bool,
     },
@@ -35,9 +45,10 @@ fn step() -> impl Strategy<Value = Step> {
     // 00 confirms, 01 is refused at submit, 02 fails later, 04 is unknown then confirmed,
     // 06 is returned, 08 is unknown then needs an operator.
     let outcome = prop::sample::select(vec![0i64, 1, 2, 4, 6, 8]);
+    let kind = prop_oneof![3 => Just(Kind::Payout), 1 => Just(Kind::Collection), 1 => Just(Kind::Transfer)];
     prop_oneof![
-        3 => (prop::collection::vec(outcome, 1..4), any::<bool>())
-            .prop_map(|(outcomes, two_step)| Step::Create { outcomes, two_step }),
+        3 => (kind, prop::collection::vec(outcome, 1..4), any::<bool>())
+            .prop_map(|(kind, outcomes, two_step)| Step::Create { kind, outcomes, two_step }),
         2 => Just(Step::ApproveOldestPending),
         3 => Just(Step::Run),
         1 => Just(Step::Redeliver),
@@ -51,6 +62,8 @@ struct World {
     app: Option<TestApp>,
     acme: Customer,
     approver: String,
+    /// Another customer's account, where transfers go.
+    supplier_account: String,
     created: usize,
 }
 
@@ -119,17 +132,26 @@ async fn check_invariants(app: &TestApp) {
     assert_eq!((posted_sum, pending_sum), (0, 0), "the ledger sums to zero");
 }
 
-/// What the customer's account must show given what happened to its payouts: every
-/// confirmed transaction posted, every live one (or an approved item not yet a transaction)
-/// held, failed and returned ones nothing.
-async fn check_against_payouts(app: &TestApp, acme: &Customer, funded: i64) {
-    let (mut spent, mut held) = (0i64, 0i64);
+/// What the customer's account must show given what happened to its operations: every
+/// confirmed payout transaction posted, every live one (or an approved item not yet a
+/// transaction) held, failed and returned ones nothing; every confirmed collection credited;
+/// every completed transfer moved to the supplier.
+async fn check_against_operations(world: &World, funded: i64) {
+    let (app, acme) = (world.app.as_ref().unwrap(), &world.acme);
+    let (mut spent, mut held, mut collected, mut transferred) = (0i64, 0i64, 0i64, 0i64);
     for operation in list(app, &acme.key, "/v1/operations").await {
         let status = operation["status"].as_str().unwrap();
         if matches!(status, "pending_approval" | "rejected" | "cancelled") {
             continue;
         }
+        let total = operation["total_amount"].as_i64().unwrap();
+        match operation["type"].as_str().unwrap() {
+            "transfer" if status == "completed" => transferred += total,
+            "transfer" => assert_eq!(status, "failed", "a transfer is posted or refused at once"),
+            _ => {}
+        }
         let id = operation["id"].as_str().unwrap();
+        let collection = operation["type"] == "collection";
         let transactions = app
             .get(&format!("/v1/transactions?operation_id={id}"), &acme.key)
             .await
@@ -138,13 +160,15 @@ async fn check_against_payouts(app: &TestApp, acme: &Customer, funded: i64) {
         for item in operation["items"].as_array().unwrap() {
             let amount = item["amount"].as_i64().unwrap();
             match transactions.iter().find(|t| t["item_id"] == item["id"]) {
+                // Nothing is credited before the rail confirms a collection.
+                Some(t) if collection => collected += if t["status"] == "confirmed" { amount } else { 0 },
                 Some(t) => match t["status"].as_str().unwrap() {
                     "confirmed" => spent += amount,
                     "failed" | "returned" => {}
                     _ => held += amount,
                 },
                 // Approved and held, its transaction not made yet.
-                None if matches!(status, "approved" | "processing") => held += amount,
+                None if !collection && matches!(status, "approved" | "processing") => held += amount,
                 None => {}
             }
         }
@@ -156,8 +180,16 @@ async fn check_against_payouts(app: &TestApp, acme: &Customer, funded: i64) {
             balances["posted"].as_i64().unwrap(),
             balances["pending_debits"].as_i64().unwrap()
         ),
-        (funded - spent, held),
-        "the account follows its payouts' outcomes"
+        (funded - spent + collected - transferred, held),
+        "the account follows its operations' outcomes"
+    );
+    let supplier = app
+        .get(&format!("/v1/accounts/{}", world.supplier_account), ADMIN_KEY)
+        .await;
+    assert_eq!(
+        supplier.json()["balances"]["posted"].as_i64().unwrap(),
+        transferred,
+        "the supplier holds what was transferred"
     );
 }
 
@@ -169,20 +201,29 @@ async fn apply(world: &mut World, step: &Step) {
     }
     let app = world.app.as_ref().expect("a running app");
     match step {
-        Step::Create { outcomes, two_step } => {
+        Step::Create {
+            kind,
+            outcomes,
+            two_step,
+        } => {
             world.created += 1;
             let amounts: Vec<i64> = outcomes
                 .iter()
                 .map(|o| 10_000 * (world.created as i64 % 7 + 1) + o)
                 .collect();
             let workflow = if *two_step { "two_step" } else { "auto" };
-            let created = app
-                .post(
-                    "/v1/operations",
-                    &world.acme.key,
-                    payout(&world.acme.id, workflow, &amounts),
-                )
-                .await;
+            let mut body = payout(&world.acme.id, workflow, &amounts);
+            match kind {
+                Kind::Payout => {}
+                Kind::Collection => body["type"] = json!("collection"),
+                Kind::Transfer => {
+                    body["type"] = json!("transfer");
+                    for item in body["items"].as_array_mut().unwrap() {
+                        item["destination"] = json!({"account_id": world.supplier_account});
+                    }
+                }
+            }
+            let created = app.post("/v1/operations", &world.acme.key, body).await;
             assert_eq!(created.status, 201, "{}", created.json());
         }
         Step::ApproveOldestPending => {
@@ -249,6 +290,15 @@ async fn run(steps: Vec<Step>) {
         )
         .await;
     let account = opened.json()["id"].as_str().unwrap().to_owned();
+    let supplier = app.create_customer().await;
+    let supplier_account = app
+        .post(
+            "/v1/accounts",
+            ADMIN_KEY,
+            json!({"customer_id": supplier.id, "currency": "CLP"}),
+        )
+        .await
+        .id();
     let funded = app
         .post(
             &format!("/v1/accounts/{account}/adjustments"),
@@ -261,18 +311,19 @@ async fn run(steps: Vec<Step>) {
         app: Some(app),
         acme,
         approver,
+        supplier_account,
         created: 0,
     };
     for step in &steps {
         apply(&mut world, step).await;
         check_invariants(world.app.as_ref().unwrap()).await;
-        check_against_payouts(world.app.as_ref().unwrap(), &world.acme, 150_000).await;
+        check_against_operations(&world, 150_000).await;
     }
     // At the end everything settles, and the invariants still hold.
     let app = world.app.as_ref().unwrap();
     app.settle(Duration::minutes(30), 6).await;
     check_invariants(app).await;
-    check_against_payouts(app, &world.acme, 150_000).await;
+    check_against_operations(&world, 150_000).await;
 }
 
 proptest! {
