@@ -5,6 +5,7 @@
 
 use crate::access::Environment;
 use crate::cause::Cause;
+use crate::desk::WorkItem;
 use crate::ids::{CustomerId, EventId};
 use crate::ledger::{Account, Movement};
 use crate::operations::{Operation, OperationStatus};
@@ -193,6 +194,34 @@ impl Event {
     }
 }
 
+impl Event {
+    /// `work_item.<change>` (opened, claimed, assigned, released, closed) with the item as it
+    /// now is.
+    pub fn of_work_item(id: EventId, change: &str, item: &WorkItem) -> Event {
+        let data = serde_json::json!({
+            "work_item_id": item.id,
+            "customer_id": item.customer_id,
+            "queue": item.queue,
+            "status": item.status,
+            "subject": item.subject,
+            "assignee": item.assignee,
+            "cause": item.cause,
+            "object": snapshot("work_item", item),
+        });
+        Event::new(
+            id,
+            format!("work_item.{change}"),
+            &item.customer_id,
+            item.environment,
+            item.cause.at,
+            data,
+        )
+    }
+}
+
+/// The changes of a work item that are events.
+pub const WORK_ITEM_EVENTS: [&str; 5] = ["opened", "claimed", "assigned", "released", "closed"];
+
 /// The customer id of events about the platform's own accounts: only the platform's webhook
 /// endpoints receive them.
 pub const PLATFORM: &str = "platform";
@@ -232,7 +261,12 @@ pub fn event_types() -> impl Iterator<Item = String> {
     ]
     .into_iter()
     .map(String::from);
-    operations.chain(transactions).chain(schedules).chain(ledger)
+    let desk = WORK_ITEM_EVENTS.iter().map(|change| format!("work_item.{change}"));
+    operations
+        .chain(transactions)
+        .chain(schedules)
+        .chain(ledger)
+        .chain(desk)
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ pub enum IdKind {
     Schedule,
     Account,
     Movement,
+    WorkItem,
     Request,
 }
 
@@ -36,6 +37,7 @@ impl IdKind {
             IdKind::Schedule => "sch",
             IdKind::Account => "acc",
             IdKind::Movement => "mov",
+            IdKind::WorkItem => "wi",
             IdKind::Request => "req",
         }
     }
@@ -177,6 +179,7 @@ typed_ids! {
     ScheduleId => Schedule, "schedule",
     AccountId => Account, "account",
     MovementId => Movement, "movement",
+    WorkItemId => WorkItem, "work_item",
 }
 
 impl MovementId {

@@ -21,6 +21,7 @@
 pub mod access;
 pub mod approvals;
 pub mod cause;
+pub mod desk;
 pub mod error;
 pub mod event;
 pub mod idempotency;

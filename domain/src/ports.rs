@@ -4,6 +4,7 @@
 use crate::access::{AccessStore, ApiKey, Customer, User};
 use crate::approvals::{Workflow, WorkflowStore};
 use crate::cause::Cause;
+use crate::desk::{DeskStore, WorkItem};
 use crate::event::Event;
 use crate::idempotency::{IdempotencyStore, StoredResponse};
 use crate::ledger::LedgerStore;
@@ -109,6 +110,11 @@ pub enum Write {
     /// Adds to an account's balances; a conflict if the account is missing, or if the change
     /// is guarded and would take `available` below zero.
     ChangeBalances(crate::ledger::AccountChange),
+    /// Insert; a conflict if an item of the same id exists, or an item of the same queue and
+    /// subject that is not done.
+    InsertWorkItem(WorkItem),
+    /// Replace the stored item if its version is still `item.version - 1`.
+    UpdateWorkItem(WorkItem),
     /// Completes a claimed idempotency key with the response the client was sent.
     CompleteIdempotency {
         scope: String,
@@ -216,6 +222,7 @@ pub trait Store:
     + IdempotencyStore
     + ScheduleStore
     + LedgerStore
+    + DeskStore
 {
 }
 
@@ -229,6 +236,7 @@ impl<T> Store for T where
         + IdempotencyStore
         + ScheduleStore
         + LedgerStore
+        + DeskStore
 {
 }
 

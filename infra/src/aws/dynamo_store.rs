@@ -26,6 +26,10 @@
 //! | accounts of a customer (the platform), in one currency | `GSI1PK = CUSACC#<customer or PLATFORM>` (`GSI2PK = CUSACCCUR#…#<currency>`) |
 //! | every account (in one currency), platform | `GSI3PK = ACCS#<shard>` (`GSI4PK = ACCCUR#<currency>#<shard>`) |
 //! | movements of an account | `GSI1PK = ACCMOV#<debited>` and `GSI2PK = ACCMOV#<credited>`, merged |
+//! | work item of a queue and subject, not done | `PK = WIOPEN#<queue>#<subject>` (names the item) |
+//! | work items of a queue in one status, oldest due first | `GSI1PK = WIQ#<queue>#<status>#<shard>`, `GSI1SK = <due unix s, padded>#<id>` |
+//! | … of a customer | `GSI2PK = CUSWI#<customer>#<queue>#<status>`, sorted as above |
+//! | … held by someone | `GSI3PK = WIASG#<assignee>` (sparse), sorted as above |
 //! | idempotency record | `PK = IDEM#<scope>#<key>`, expired by the `ttl` attribute |
 //! | a customer's requests in one second, per key | `PK = RATE#<customer>#<unix second>` (`count`, `member:<key id>`), expired by `ttl` |
 //!
@@ -44,18 +48,19 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
+    AttributeDefinition, AttributeValue, BillingMode, Delete, GlobalSecondaryIndex, KeySchemaElement, KeyType,
     KeysAndAttributes, Projection, ProjectionType, Put, ReturnValuesOnConditionCheckFailure, ScalarAttributeType,
     StreamSpecification, StreamViewType, TimeToLiveSpecification, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 use ops_domain::access::{AccessStore, ApiKey, Customer, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
+use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
 use ops_domain::event::Event;
 use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
-use ops_domain::ids::{AccountId, MovementId};
+use ops_domain::ids::{AccountId, MovementId, WorkItemId};
 use ops_domain::ids::{
     ApiKeyId, CustomerId, DeliveryId, EventId, IdGenerator, IdKind, OperationId, ScheduleId, TransactionId,
     UlidGenerator, UserId, WebhookEndpointId,
@@ -420,6 +425,30 @@ impl DynamoStore {
         )
     }
 
+    /// A work item, in its queue's and its customer's lists for its status (GSI1, GSI2) and
+    /// its holder's (GSI3), each sorted by due time.
+    fn work_item_item(item: &WorkItem) -> Item {
+        let (queue, status) = (item.queue.as_str(), item.status.as_str());
+        let sort = keys::poll_sort(item.due_at, &item.id);
+        let mut attributes = vec![
+            ("entity", s("work_item")),
+            ("doc", doc(item)),
+            ("version", n(item.version)),
+            ("queue", s(queue)),
+            ("status", s(status)),
+            ("customer_id", s(&item.customer_id)),
+            ("GSI1PK", s(keys::work_items_shard(queue, status, &item.id))),
+            ("GSI1SK", s(&sort)),
+            ("GSI2PK", s(keys::work_items_of(&item.customer_id, queue, status))),
+            ("GSI2SK", s(&sort)),
+        ];
+        if let Some(assignee) = &item.assignee {
+            attributes.push(("GSI3PK", s(keys::work_items_held_by(assignee))));
+            attributes.push(("GSI3SK", s(&sort)));
+        }
+        keyed(keys::work_item(&item.id), attributes)
+    }
+
     fn write(&self, write: &Write) -> Vec<TransactWriteItem> {
         match write {
             Write::InsertCustomer(c) => {
@@ -555,6 +584,36 @@ impl DynamoStore {
                     ),
                     self.put(holder, Some("attribute_not_exists(PK)"), vec![]),
                 ]
+            }
+            Write::InsertWorkItem(work_item) => {
+                let marker = keyed(
+                    keys::open_work_item(work_item.queue.as_str(), &work_item.subject.id),
+                    vec![("entity", s("work_item_open")), ("work_item_id", s(&work_item.id))],
+                );
+                vec![
+                    self.put(
+                        Self::work_item_item(work_item),
+                        Some("attribute_not_exists(PK)"),
+                        vec![],
+                    ),
+                    self.put(marker, Some("attribute_not_exists(PK)"), vec![]),
+                ]
+            }
+            Write::UpdateWorkItem(work_item) => {
+                let mut writes = vec![self.versioned(Self::work_item_item(work_item), work_item.version)];
+                if work_item.status == WorkItemStatus::Done {
+                    // Done: the subject may open a new item.
+                    let marker = keys::open_work_item(work_item.queue.as_str(), &work_item.subject.id);
+                    let delete = Delete::builder()
+                        .table_name(&self.table)
+                        .set_key(Some(item(key_item(marker))))
+                        .condition_expression("work_item_id = :id")
+                        .expression_attribute_values(":id", s(&work_item.id))
+                        .build()
+                        .expect("table and key set");
+                    writes.push(TransactWriteItem::builder().delete(delete).build());
+                }
+                writes
             }
             Write::InsertMovement(movement) => {
                 vec![self.put(Self::movement_item(movement), Some("attribute_not_exists(PK)"), vec![])]
@@ -1311,5 +1370,93 @@ impl RateLimiter for DynamoStore {
                 other => Err(unavailable(other)),
             },
         }
+    }
+}
+
+#[async_trait]
+impl DeskStore for DynamoStore {
+    async fn work_item(&self, id: &WorkItemId) -> Result<Option<WorkItem>, StoreError> {
+        self.get(keys::work_item(id)).await
+    }
+
+    async fn open_work_item(&self, queue: Queue, subject_id: &str) -> Result<Option<WorkItem>, StoreError> {
+        self.count();
+        let found = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(item(key_item(keys::open_work_item(queue.as_str(), subject_id)))))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        match found.item().and_then(|i| i.get("work_item_id")) {
+            Some(AttributeValue::S(id)) => self.work_item(&WorkItemId::from(id.as_str())).await,
+            _ => Ok(None),
+        }
+    }
+
+    /// Reads the lists the filters name (a holder's; else a customer's, or each shard of a
+    /// queue's, for each queue and status asked) from after `starting_after`, and merges them
+    /// by due time.
+    async fn work_items(&self, query: &WorkItemQuery) -> Result<Vec<WorkItem>, StoreError> {
+        let after = match &query.starting_after {
+            Some(id) => match self.work_item(id).await? {
+                Some(item) => keys::poll_sort(item.due_at, &item.id),
+                None => return Ok(vec![]),
+            },
+            // Sorts before every due time.
+            None => " ".to_owned(),
+        };
+        let queues: Vec<Queue> = query.queue.map_or_else(|| Queue::ALL.to_vec(), |q| vec![q]);
+        let statuses: Vec<WorkItemStatus> = query.status.map_or_else(|| WorkItemStatus::ALL.to_vec(), |s| vec![s]);
+        let (index, partitions, filter) = match &query.assignee {
+            Some(Assignee::Holder(holder)) => {
+                let filter = Filter::default()
+                    .with("qu", "queue", query.queue.map(Queue::as_str))
+                    .with("st", "status", query.status.map(WorkItemStatus::as_str))
+                    .with("cu", "customer_id", query.customer_id.as_deref());
+                ("GSI3", vec![keys::work_items_held_by(holder)], filter.into_option())
+            }
+            // Nobody holds an open item, and every claimed one is held.
+            Some(Assignee::Unassigned) if query.status.is_some_and(|s| s != WorkItemStatus::Open) => {
+                return Ok(vec![]);
+            }
+            unassigned_or_any => {
+                let statuses = if unassigned_or_any.is_some() {
+                    vec![WorkItemStatus::Open]
+                } else {
+                    statuses
+                };
+                let mut partitions = vec![];
+                for queue in &queues {
+                    for status in &statuses {
+                        match &query.customer_id {
+                            Some(customer) => {
+                                partitions.push(keys::work_items_of(customer, queue.as_str(), status.as_str()))
+                            }
+                            None => partitions.extend(keys::work_items_in(queue.as_str(), status.as_str())),
+                        }
+                    }
+                }
+                let index = if query.customer_id.is_some() { "GSI2" } else { "GSI1" };
+                (index, partitions, None)
+            }
+        };
+        let condition = format!("{index}PK = :pk AND {index}SK > :after");
+        let mut found = each_partition(partitions, |key| {
+            self.query::<WorkItem>(
+                Some(index),
+                &condition,
+                vec![(":pk", s(key)), (":after", s(after.clone()))],
+                filter.clone(),
+                false,
+                query.limit,
+            )
+        })
+        .await?;
+        found.sort_by(|a, b| (a.due_at, &a.id).cmp(&(b.due_at, &b.id)));
+        found.truncate(query.limit);
+        Ok(found)
     }
 }

@@ -231,6 +231,40 @@ pub fn poll_due_until(now: OffsetDateTime) -> String {
     format!("{:012}#~", now.unix_timestamp().max(0))
 }
 
+// ---- the desk ----------------------------------------------------------------------------
+
+pub fn work_item(id: &str) -> Primary {
+    primary(format!("WI#{id}"), "WI")
+}
+
+/// The marker of a queue's item not done about a subject (names the item): there is one at most.
+pub fn open_work_item(queue: &str, subject_id: &str) -> Primary {
+    primary(format!("WIOPEN#{queue}#{subject_id}"), "WI")
+}
+
+fn work_items_prefix(queue: &str, status: &str) -> String {
+    format!("WIQ#{queue}#{status}")
+}
+
+/// A queue's items in one status (GSI1, sorted by due time): the partition of one, and all.
+pub fn work_items_shard(queue: &str, status: &str, id: &str) -> String {
+    sharded(&work_items_prefix(queue, status), id)
+}
+
+pub fn work_items_in(queue: &str, status: &str) -> Vec<String> {
+    shards(&work_items_prefix(queue, status))
+}
+
+/// A customer's items of a queue in one status (GSI2, sorted by due time).
+pub fn work_items_of(customer: &str, queue: &str, status: &str) -> String {
+    format!("CUSWI#{customer}#{queue}#{status}")
+}
+
+/// The items someone holds (GSI3, sparse, sorted by due time).
+pub fn work_items_held_by(assignee: &str) -> String {
+    format!("WIASG#{assignee}")
+}
+
 /// A customer's schedules (GSI1).
 pub fn schedules_of(customer: &str) -> String {
     format!("CUSSCH#{customer}")

@@ -1,6 +1,7 @@
 //! One behaviour suite per port, run against every implementation of it (embedded and AWS),
 //! so local mode and the cloud cannot drift apart.
 
+pub mod desk;
 pub mod queue;
 pub mod rate_limiter;
 pub mod secrets;

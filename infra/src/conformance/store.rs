@@ -78,6 +78,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     accounts_keep_their_balances_and_movements(store.as_ref()).await;
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 8).await;
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 64).await;
+    super::desk::run_all(store).await;
 }
 
 fn account(id: &str, customer: Option<&str>, kind: AccountKind) -> Account {

@@ -4,11 +4,12 @@
 use async_trait::async_trait;
 use ops_domain::access::{AccessStore, ApiKey, Customer, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
+use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery};
 use ops_domain::event::Event;
 use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
-use ops_domain::ids::{AccountId, MovementId};
+use ops_domain::ids::{AccountId, MovementId, WorkItemId};
 use ops_domain::ids::{
     ApiKeyId, CustomerId, DeliveryId, EventId, OperationId, ScheduleId, TransactionId, UserId, WebhookEndpointId,
 };
@@ -95,6 +96,15 @@ CREATE INDEX IF NOT EXISTS accounts_by_currency ON accounts (currency, id);
 CREATE TABLE IF NOT EXISTS movements (id TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS movement_entries (
     account_id TEXT NOT NULL, movement_id TEXT NOT NULL, PRIMARY KEY (account_id, movement_id));
+-- At most one item not done per queue and subject; lists go oldest due first.
+CREATE TABLE IF NOT EXISTS work_items (
+    id TEXT PRIMARY KEY, queue TEXT NOT NULL, status TEXT NOT NULL, customer_id TEXT NOT NULL,
+    assignee TEXT, subject_id TEXT NOT NULL, due_at INTEGER NOT NULL, version INTEGER NOT NULL,
+    body TEXT NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS work_items_open_subject ON work_items (queue, subject_id) WHERE status <> 'done';
+CREATE INDEX IF NOT EXISTS work_items_by_queue ON work_items (queue, status, due_at, id);
+CREATE INDEX IF NOT EXISTS work_items_by_customer ON work_items (customer_id, queue, status, due_at, id);
+CREATE INDEX IF NOT EXISTS work_items_by_assignee ON work_items (assignee, due_at, id) WHERE assignee IS NOT NULL;
 ";
 
 #[derive(Clone)]
@@ -434,6 +444,39 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
                     json(account)
                 ],
             )?;
+        }
+        Write::InsertWorkItem(item) => {
+            tx.execute(
+                "INSERT INTO work_items (id, queue, status, customer_id, assignee, subject_id, due_at, version, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    item.id.as_str(),
+                    item.queue.as_str(),
+                    item.status.as_str(),
+                    item.customer_id.as_str(),
+                    item.assignee,
+                    item.subject.id,
+                    item.due_at.unix_timestamp(),
+                    item.version as i64,
+                    json(item)
+                ],
+            )?;
+        }
+        Write::UpdateWorkItem(item) => {
+            let changed = tx.execute(
+                "UPDATE work_items SET status = ?2, assignee = ?3, version = ?4, body = ?5 WHERE id = ?1 AND version = ?6",
+                params![
+                    item.id.as_str(),
+                    item.status.as_str(),
+                    item.assignee,
+                    item.version as i64,
+                    json(item),
+                    item.version as i64 - 1
+                ],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
         }
         Write::InsertMovement(movement) => {
             tx.execute(
@@ -921,6 +964,69 @@ impl SqliteStore {
             c.execute("DELETE FROM secrets WHERE name = ?1", [name])
                 .map_err(unavailable)?;
             Ok(())
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl DeskStore for SqliteStore {
+    async fn work_item(&self, id: &WorkItemId) -> Result<Option<WorkItem>, StoreError> {
+        self.document("SELECT body FROM work_items WHERE id = ?1", id.into())
+            .await
+    }
+
+    async fn open_work_item(&self, queue: Queue, subject_id: &str) -> Result<Option<WorkItem>, StoreError> {
+        let (queue, subject_id) = (queue.as_str(), subject_id.to_owned());
+        self.with(move |c| {
+            let body: Option<String> = c
+                .query_row(
+                    "SELECT body FROM work_items WHERE queue = ?1 AND subject_id = ?2 AND status <> 'done'",
+                    params![queue, subject_id],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(unavailable)?;
+            body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
+        })
+        .await
+    }
+
+    async fn work_items(&self, query: &WorkItemQuery) -> Result<Vec<WorkItem>, StoreError> {
+        let query = query.clone();
+        self.with(move |c| {
+            let mut clauses: Vec<&str> = vec![];
+            let mut values: Vec<Value> = vec![];
+            let mut filter = |clause, value: Option<String>| {
+                if let Some(value) = value {
+                    clauses.push(clause);
+                    values.push(Value::Text(value));
+                }
+            };
+            filter("queue = ?", query.queue.map(|q| q.as_str().to_owned()));
+            filter("status = ?", query.status.map(|s| s.as_str().to_owned()));
+            filter("customer_id = ?", query.customer_id.map(String::from));
+            match query.assignee {
+                Some(Assignee::Holder(holder)) => filter("assignee = ?", Some(holder)),
+                Some(Assignee::Unassigned) => clauses.push("assignee IS NULL"),
+                None => {}
+            }
+            if let Some(after) = query.starting_after {
+                clauses.push("(due_at, id) > (SELECT due_at, id FROM work_items WHERE id = ?)");
+                values.push(Value::Text(after.into()));
+            }
+            let mut sql = "SELECT body FROM work_items".to_owned();
+            if !clauses.is_empty() {
+                sql += &format!(" WHERE {}", clauses.join(" AND "));
+            }
+            sql += " ORDER BY due_at, id LIMIT ?";
+            values.push(Value::Integer(query.limit as i64));
+            let mut statement = c.prepare_cached(&sql).map_err(unavailable)?;
+            let rows = statement
+                .query_map(rusqlite::params_from_iter(values), |row| row.get::<_, String>(0))
+                .map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
+                .collect()
         })
         .await
     }

@@ -1,0 +1,253 @@
+//! The operations desk (DESIGN §8.1): work items in two queues, `approvals` and `exceptions`,
+//! opened and closed by the state changes themselves (the desk's stream consumer), claimed,
+//! assigned and released by operators.
+
+mod use_cases;
+
+pub use use_cases::{AssignWorkItem, ClaimWorkItem, ASSIGNMENT_LEASE, CLAIM_LEASE};
+
+use crate::access::{Environment, Role};
+use crate::cause::Cause;
+use crate::error::DomainError;
+use crate::ids::{CustomerId, WorkItemId};
+use crate::ports::StoreError;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use time::{Duration, OffsetDateTime};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Queue {
+    /// Operations waiting for a decision, routed to the role their requirement names.
+    Approvals,
+    /// What the machine could not settle on its own: for the platform's operators.
+    Exceptions,
+}
+
+impl Queue {
+    pub const ALL: [Queue; 2] = [Queue::Approvals, Queue::Exceptions];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Queue::Approvals => "approvals",
+            Queue::Exceptions => "exceptions",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Queue> {
+        Queue::ALL.into_iter().find(|q| q.as_str() == name)
+    }
+
+    /// How long an item may wait before it is past due (the queue's SLA).
+    pub fn sla(self) -> Duration {
+        match self {
+            Queue::Approvals => Duration::hours(4),
+            Queue::Exceptions => Duration::hours(1),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkItemStatus {
+    Open,
+    /// Someone holds it until `claimed_until`; after that it is open again to a claim.
+    Claimed,
+    Done,
+}
+
+impl WorkItemStatus {
+    pub const ALL: [WorkItemStatus; 3] = [WorkItemStatus::Open, WorkItemStatus::Claimed, WorkItemStatus::Done];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkItemStatus::Open => "open",
+            WorkItemStatus::Claimed => "claimed",
+            WorkItemStatus::Done => "done",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<WorkItemStatus> {
+        WorkItemStatus::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubjectType {
+    Operation,
+    Transaction,
+}
+
+/// What an item is about: it closes when this is resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subject {
+    #[serde(rename = "type")]
+    pub kind: SubjectType,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resolution {
+    pub cause: Cause,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkItem {
+    pub id: WorkItemId,
+    pub queue: Queue,
+    /// Why it is in the queue: `approval`, `operation_needs_attention`,
+    /// `transaction_needs_attention`.
+    pub kind: String,
+    pub subject: Subject,
+    pub customer_id: CustomerId,
+    pub status: WorkItemStatus,
+    /// Who holds it: a user id (or, for a platform key without a user, the key's id).
+    pub assignee: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub claimed_until: Option<OffsetDateTime>,
+    /// The role a customer's user needs to act on it (approvals); platform operators act on all.
+    pub required_role: Option<Role>,
+    /// The cause of its latest change.
+    pub cause: Cause,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub due_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub done_at: Option<OffsetDateTime>,
+    pub resolution: Option<Resolution>,
+    pub environment: Environment,
+    pub version: u64,
+}
+
+/// A change to a work item; each carries its cause.
+#[derive(Debug, Clone)]
+pub enum WorkItemTransition {
+    Claim {
+        assignee: String,
+        until: OffsetDateTime,
+        cause: Cause,
+    },
+    Assign {
+        assignee: String,
+        until: OffsetDateTime,
+        cause: Cause,
+    },
+    Release(Cause),
+    /// Its subject was resolved.
+    Close(Cause),
+}
+
+impl WorkItemTransition {
+    /// The change's name in audit entries and event types (`work_item.<name>`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            WorkItemTransition::Claim { .. } => "claimed",
+            WorkItemTransition::Assign { .. } => "assigned",
+            WorkItemTransition::Release(_) => "released",
+            WorkItemTransition::Close(_) => "closed",
+        }
+    }
+}
+
+impl WorkItem {
+    /// Open, or claimed on a lease that ran out.
+    pub fn is_claimable(&self, now: OffsetDateTime) -> bool {
+        match self.status {
+            WorkItemStatus::Open => true,
+            WorkItemStatus::Claimed => self.claimed_until.is_some_and(|until| until <= now),
+            WorkItemStatus::Done => false,
+        }
+    }
+
+    /// Applies `transition` if the item's state allows it; `now` decides whether a lease ran out.
+    pub fn apply(&mut self, transition: WorkItemTransition, now: OffsetDateTime) -> Result<(), DomainError> {
+        let refuse = |item: &WorkItem, what: &str| {
+            Err(DomainError::invalid_state(
+                "invalid_transition",
+                format!(
+                    "Work item {} is {}; it cannot be {what}.",
+                    item.id,
+                    item.status.as_str()
+                ),
+            ))
+        };
+        let name = transition.name();
+        match transition {
+            WorkItemTransition::Claim { assignee, until, cause } => {
+                if !self.is_claimable(now) {
+                    return Err(DomainError::invalid_state(
+                        "already_claimed",
+                        format!("Work item {} is held by someone else.", self.id),
+                    ));
+                }
+                self.hold(assignee, until, cause);
+            }
+            WorkItemTransition::Assign { assignee, until, cause } => {
+                if self.status == WorkItemStatus::Done {
+                    return refuse(self, name);
+                }
+                self.hold(assignee, until, cause);
+            }
+            WorkItemTransition::Release(cause) => {
+                if self.status != WorkItemStatus::Claimed {
+                    return refuse(self, name);
+                }
+                self.status = WorkItemStatus::Open;
+                self.assignee = None;
+                self.claimed_until = None;
+                self.cause = cause;
+            }
+            WorkItemTransition::Close(cause) => {
+                if self.status == WorkItemStatus::Done {
+                    return refuse(self, name);
+                }
+                self.status = WorkItemStatus::Done;
+                self.claimed_until = None;
+                self.done_at = Some(cause.at);
+                self.resolution = Some(Resolution { cause: cause.clone() });
+                self.cause = cause;
+            }
+        }
+        self.version += 1;
+        Ok(())
+    }
+
+    fn hold(&mut self, assignee: String, until: OffsetDateTime, cause: Cause) {
+        self.status = WorkItemStatus::Claimed;
+        self.assignee = Some(assignee);
+        self.claimed_until = Some(until);
+        self.cause = cause;
+    }
+}
+
+/// Who holds the items a list asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Assignee {
+    Unassigned,
+    /// A user id (or a platform key's id).
+    Holder(String),
+}
+
+/// Which items a list returns: oldest `due_at` first.
+#[derive(Debug, Clone, Default)]
+pub struct WorkItemQuery {
+    pub queue: Option<Queue>,
+    pub status: Option<WorkItemStatus>,
+    pub assignee: Option<Assignee>,
+    pub customer_id: Option<CustomerId>,
+    /// Only items after this one in the list's order.
+    pub starting_after: Option<WorkItemId>,
+    pub limit: usize,
+}
+
+/// The store's port for the desk.
+#[async_trait]
+pub trait DeskStore: Send + Sync {
+    async fn work_item(&self, id: &WorkItemId) -> Result<Option<WorkItem>, StoreError>;
+    /// The item not yet done about `subject_id` in `queue` (there is at most one).
+    async fn open_work_item(&self, queue: Queue, subject_id: &str) -> Result<Option<WorkItem>, StoreError>;
+    /// Items matching `query`, oldest `due_at` first (ties by id), at most `query.limit`.
+    async fn work_items(&self, query: &WorkItemQuery) -> Result<Vec<WorkItem>, StoreError>;
+}

@@ -1,0 +1,378 @@
+//! The desk's use cases: the stream consumer that opens and closes work items as their
+//! subjects change, and the operator's list, get, claim, assign and release.
+
+use super::{Queue, Subject, SubjectType, WorkItem, WorkItemQuery, WorkItemStatus, WorkItemTransition};
+use crate::access::{Principal, Role, Scope};
+use crate::cause::Cause;
+use crate::error::DomainError;
+use crate::event::Event;
+use crate::ids::{OperationId, TransactionId, UserId, WorkItemId};
+use crate::operations::OperationStatus;
+use crate::ports::{AuditEntry, BatchOutcome, Changeset, StoreError, Write};
+use crate::service::{customer_scope, Handled, Page, Service};
+use crate::transactions::TransactionStatus;
+use serde::Deserialize;
+use time::Duration;
+
+/// How long a claim holds an item before it goes back to the queue.
+pub const CLAIM_LEASE: Duration = Duration::minutes(15);
+/// How long an assignment holds an item: a working day.
+pub const ASSIGNMENT_LEASE: Duration = Duration::hours(8);
+/// Candidates one claim looks at before answering that the queue has nothing for the caller.
+const CLAIM_CANDIDATES: usize = 100;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimWorkItem {
+    pub queue: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssignWorkItem {
+    pub user_id: Option<String>,
+}
+
+/// What a subject's current state asks of the desk.
+struct Wanted {
+    queue: Queue,
+    kind: &'static str,
+    subject: Subject,
+    customer_id: crate::ids::CustomerId,
+    required_role: Option<Role>,
+    /// Whether an item should be open now.
+    open: bool,
+    /// The subject's latest cause: why an item opens or closes.
+    cause: Cause,
+}
+
+impl Service {
+    /// Stream → desk: each operation or transaction event makes the desk agree with its
+    /// subject's current state (read again, so a late or repeated delivery changes nothing).
+    pub async fn handle_desk_events(&self, events: &[Event]) -> BatchOutcome {
+        let mut outcome = BatchOutcome::default();
+        for event in events {
+            let result = self.reconcile_desk(event).await;
+            if !matches!(result, Ok(Handled::Done)) {
+                if let Err(error) = &result {
+                    tracing::warn!(event = %event.id, %error, "desk handler failed; the event comes again");
+                }
+                outcome.failed.push(event.id.to_string());
+                break;
+            }
+        }
+        outcome
+    }
+
+    async fn reconcile_desk(&self, event: &Event) -> Result<Handled, DomainError> {
+        for wanted in self.wanted_items(event).await? {
+            let open = self.store.open_work_item(wanted.queue, &wanted.subject.id).await?;
+            let mut changes = Changeset::default();
+            match (open, wanted.open) {
+                (None, true) => {
+                    let at = wanted.cause.at;
+                    let item = WorkItem {
+                        id: WorkItemId::from(format!("wi_{}", event.id.trim_start_matches("evt_"))),
+                        queue: wanted.queue,
+                        kind: wanted.kind.to_owned(),
+                        subject: wanted.subject,
+                        customer_id: wanted.customer_id,
+                        status: WorkItemStatus::Open,
+                        assignee: None,
+                        claimed_until: None,
+                        required_role: wanted.required_role,
+                        cause: wanted.cause,
+                        created_at: at,
+                        // Whole seconds: the stores sort by them.
+                        due_at: (at + wanted.queue.sla())
+                            .replace_nanosecond(0)
+                            .expect("0 is a valid nanosecond"),
+                        done_at: None,
+                        resolution: None,
+                        environment: self.environment,
+                        version: 1,
+                    };
+                    self.record_work_item(&mut changes, &item, "opened");
+                    changes.push(Write::InsertWorkItem(item));
+                }
+                (Some(mut item), false) => {
+                    item.apply(WorkItemTransition::Close(wanted.cause), self.now())?;
+                    self.record_work_item(&mut changes, &item, "closed");
+                    changes.push(Write::UpdateWorkItem(item));
+                }
+                _ => continue,
+            }
+            match self.store.commit(changes).await {
+                Ok(()) => {}
+                // Another delivery (or a claim) got there first: look again next time.
+                Err(StoreError::Conflict) => return Ok(Handled::Later),
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Ok(Handled::Done)
+    }
+
+    /// The items an event's subject calls for, from the subject as it is now.
+    async fn wanted_items(&self, event: &Event) -> Result<Vec<Wanted>, DomainError> {
+        if event.kind.starts_with("operation.") {
+            let id = OperationId::from(event.data["operation_id"].as_str().unwrap_or_default());
+            let Some(operation) = self.store.operation(&id).await? else {
+                return Ok(vec![]);
+            };
+            let subject = Subject {
+                kind: SubjectType::Operation,
+                id: operation.id.to_string(),
+            };
+            return Ok(vec![
+                Wanted {
+                    queue: Queue::Approvals,
+                    kind: "approval",
+                    subject: subject.clone(),
+                    customer_id: operation.customer_id.clone(),
+                    required_role: operation.approval_requirement.as_ref().map(|r| r.role),
+                    open: operation.status == OperationStatus::PendingApproval,
+                    cause: operation.cause.clone(),
+                },
+                Wanted {
+                    queue: Queue::Exceptions,
+                    kind: "operation_needs_attention",
+                    subject,
+                    customer_id: operation.customer_id,
+                    required_role: None,
+                    open: operation.status == OperationStatus::NeedsAttention,
+                    cause: operation.cause,
+                },
+            ]);
+        }
+        if event.kind.starts_with("transaction.") {
+            let id = TransactionId::from(event.data["transaction_id"].as_str().unwrap_or_default());
+            let Some(transaction) = self.store.transaction(&id).await? else {
+                return Ok(vec![]);
+            };
+            return Ok(vec![Wanted {
+                queue: Queue::Exceptions,
+                kind: "transaction_needs_attention",
+                subject: Subject {
+                    kind: SubjectType::Transaction,
+                    id: transaction.id.to_string(),
+                },
+                customer_id: transaction.customer_id,
+                required_role: None,
+                open: transaction.status == TransactionStatus::NeedsAttention,
+                cause: transaction.cause,
+            }]);
+        }
+        Ok(vec![])
+    }
+
+    /// The audit entry and the event of a work item's change, for one changeset.
+    fn record_work_item(&self, changes: &mut Changeset, item: &WorkItem, change: &str) {
+        let mut entry =
+            AuditEntry::new("work_item", &item.id, change, item.cause.clone()).moving(None, item.status.as_str());
+        if item.subject.kind == SubjectType::Operation {
+            entry = entry.of_operation(&item.subject.id);
+        }
+        changes.push(Write::Audit(entry));
+        changes.push(Write::Event(Event::of_work_item(
+            crate::ids::EventId::new(&*self.ids),
+            change,
+            item,
+        )));
+    }
+
+    pub async fn list_work_items(
+        &self,
+        principal: &Principal,
+        mut query: WorkItemQuery,
+    ) -> Result<Page<WorkItem>, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let Some(customer_id) = customer_scope(principal, query.customer_id.take()) else {
+            return Ok(Page::empty());
+        };
+        let limit = query.limit;
+        let query = WorkItemQuery {
+            customer_id,
+            limit: limit + 1,
+            ..query
+        };
+        Ok(Page::of(self.store.work_items(&query).await?, limit))
+    }
+
+    pub async fn get_work_item(&self, principal: &Principal, id: &WorkItemId) -> Result<WorkItem, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        self.store
+            .work_item(id)
+            .await?
+            .filter(|item| principal.can_access(&item.customer_id))
+            .ok_or_else(|| DomainError::not_found("work_item", id))
+    }
+
+    /// Hands the caller the oldest item of the queue it may act on, held for [`CLAIM_LEASE`].
+    /// Two claimers never get the same item: each claim is a conditional update, and a
+    /// claimer that loses one race moves on to the next item.
+    pub async fn claim_work_item(&self, principal: &Principal, claim: ClaimWorkItem) -> Result<WorkItem, DomainError> {
+        let name = claim
+            .queue
+            .ok_or_else(|| DomainError::invalid("queue", "parameter_missing", "queue is required."))?;
+        let queue = Queue::parse(&name).ok_or_else(|| {
+            DomainError::invalid(
+                "queue",
+                "invalid_queue",
+                format!("Unknown queue '{name}'; the queues are approvals and exceptions."),
+            )
+        })?;
+        self.may_work(principal, queue)?;
+        let customer_id = principal.key.customer_id.clone();
+        let mut candidates = vec![];
+        for status in [WorkItemStatus::Open, WorkItemStatus::Claimed] {
+            let query = WorkItemQuery {
+                queue: Some(queue),
+                status: Some(status),
+                customer_id: customer_id.clone(),
+                limit: CLAIM_CANDIDATES,
+                ..WorkItemQuery::default()
+            };
+            candidates.extend(self.store.work_items(&query).await?);
+        }
+        let now = self.now();
+        candidates.retain(|item| item.is_claimable(now) && may_act_on(principal, item));
+        candidates.sort_by(|a, b| (a.due_at, &a.id).cmp(&(b.due_at, &b.id)));
+        let actor = principal.actor();
+        for mut item in candidates {
+            let cause = Cause::new("claimed", format!("Claimed by {}", actor.id), actor.clone(), now);
+            item.apply(
+                WorkItemTransition::Claim {
+                    assignee: actor.id.clone(),
+                    until: now + CLAIM_LEASE,
+                    cause,
+                },
+                now,
+            )?;
+            let mut changes = Changeset::default();
+            self.record_work_item(&mut changes, &item, "claimed");
+            changes.push(Write::UpdateWorkItem(item.clone()));
+            match self.store.commit(changes).await {
+                Ok(()) => return Ok(item),
+                Err(StoreError::Conflict) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(DomainError::missing_reference(
+            "queue",
+            format!("The {} queue has no item you may claim.", queue.as_str()),
+        ))
+    }
+
+    /// Gives an approvals item to a user of its customer who holds the role it needs.
+    pub async fn assign_work_item(
+        &self,
+        principal: &Principal,
+        id: &WorkItemId,
+        assign: AssignWorkItem,
+    ) -> Result<WorkItem, DomainError> {
+        let mut item = self.get_work_item(principal, id).await?;
+        self.may_work(principal, item.queue)?;
+        if item.queue == Queue::Exceptions {
+            return Err(DomainError::invalid(
+                "user_id",
+                "not_assignable",
+                "Exceptions are worked by the platform's operators, who claim them; they are not assigned to a customer's user.",
+            ));
+        }
+        let user_id = assign
+            .user_id
+            .ok_or_else(|| DomainError::invalid("user_id", "parameter_missing", "user_id is required."))?;
+        let user_id = UserId::parse(&user_id)
+            .ok_or_else(|| DomainError::invalid("user_id", "invalid_user_id", "user_id is not a user id (usr_…)."))?;
+        let user = self
+            .store
+            .user(&user_id)
+            .await?
+            .filter(|user| user.customer_id == item.customer_id)
+            .ok_or_else(|| DomainError::missing_reference("user_id", format!("No such user: '{user_id}'")))?;
+        if let Some(role) = item.required_role {
+            if !user.roles.contains(&role) {
+                return Err(DomainError::invalid(
+                    "user_id",
+                    "role_missing",
+                    format!(
+                        "User {} does not hold the role {} this item needs.",
+                        user.id,
+                        role.name()
+                    ),
+                ));
+            }
+        }
+        let now = self.now();
+        let actor = principal.actor();
+        let cause = Cause::new(
+            "assigned",
+            format!("Assigned to {} by {}", user.id, actor.id),
+            actor,
+            now,
+        );
+        item.apply(
+            WorkItemTransition::Assign {
+                assignee: user.id.to_string(),
+                until: now + ASSIGNMENT_LEASE,
+                cause,
+            },
+            now,
+        )?;
+        self.commit_work_item(item, "assigned").await
+    }
+
+    /// Puts a claimed item back in its queue: its holder may, and the platform's operators.
+    pub async fn release_work_item(&self, principal: &Principal, id: &WorkItemId) -> Result<WorkItem, DomainError> {
+        let mut item = self.get_work_item(principal, id).await?;
+        self.may_work(principal, item.queue)?;
+        let actor = principal.actor();
+        if item.status == WorkItemStatus::Claimed
+            && item.assignee.as_deref() != Some(actor.id.as_str())
+            && !principal.is_platform()
+        {
+            return Err(DomainError::forbidden(
+                "not_holder",
+                format!(
+                    "Work item {} is held by someone else; only they may release it.",
+                    item.id
+                ),
+            ));
+        }
+        let now = self.now();
+        let cause = Cause::new("released", format!("Released by {}", actor.id), actor, now);
+        item.apply(WorkItemTransition::Release(cause), now)?;
+        self.commit_work_item(item, "released").await
+    }
+
+    async fn commit_work_item(&self, item: WorkItem, change: &str) -> Result<WorkItem, DomainError> {
+        let mut changes = Changeset::default();
+        self.record_work_item(&mut changes, &item, change);
+        changes.push(Write::UpdateWorkItem(item.clone()));
+        self.commit(changes).await?;
+        Ok(item)
+    }
+
+    /// Approvals are worked by those who may decide; exceptions by the platform's operators.
+    fn may_work(&self, principal: &Principal, queue: Queue) -> Result<(), DomainError> {
+        match queue {
+            Queue::Approvals => principal.require(Scope::OperationsApprove),
+            Queue::Exceptions if principal.is_platform() => Ok(()),
+            Queue::Exceptions => Err(DomainError::forbidden(
+                "platform_only",
+                "The exceptions queue is worked by the platform's operators.",
+            )),
+        }
+    }
+}
+
+/// Whether the caller may act on `item`: its customer's, and (for a user) holding its role.
+fn may_act_on(principal: &Principal, item: &WorkItem) -> bool {
+    if !principal.can_access(&item.customer_id) {
+        return false;
+    }
+    match (&principal.user, item.required_role) {
+        (Some(user), Some(role)) => user.roles.contains(&role),
+        _ => true,
+    }
+}

@@ -1,0 +1,216 @@
+//! The desk's part of the store port: work items listed oldest due first by queue, status,
+//! customer and holder; one item not done per queue and subject; one winner per race.
+
+use ops_domain::access::Environment;
+use ops_domain::cause::{Actor, Cause};
+use ops_domain::desk::{
+    Assignee, Queue, Subject, SubjectType, WorkItem, WorkItemQuery, WorkItemStatus, WorkItemTransition,
+};
+use ops_domain::ids::WorkItemId;
+use ops_domain::ports::{Changeset, Store, StoreError, Write};
+use std::sync::Arc;
+use time::{Duration, OffsetDateTime};
+
+fn at(seconds: i64) -> OffsetDateTime {
+    OffsetDateTime::UNIX_EPOCH + Duration::seconds(1_800_000_000 + seconds)
+}
+
+fn cause(code: &str, seconds: i64) -> Cause {
+    Cause::new(code, code, Actor::system(), at(seconds))
+}
+
+fn work_item(id: &str, queue: Queue, subject: &str, customer: &str, due: i64) -> WorkItem {
+    WorkItem {
+        id: id.into(),
+        queue,
+        kind: "approval".into(),
+        subject: Subject {
+            kind: SubjectType::Operation,
+            id: subject.into(),
+        },
+        customer_id: customer.into(),
+        status: WorkItemStatus::Open,
+        assignee: None,
+        claimed_until: None,
+        required_role: None,
+        cause: cause("opened", 0),
+        created_at: at(0),
+        due_at: at(due),
+        done_at: None,
+        resolution: None,
+        environment: Environment::Test,
+        version: 1,
+    }
+}
+
+async fn commit(store: &dyn Store, write: Write) -> Result<(), StoreError> {
+    store.commit(Changeset { writes: vec![write] }).await
+}
+
+fn ids(items: &[WorkItem]) -> Vec<&str> {
+    items.iter().map(|i| i.id.as_str()).collect()
+}
+
+pub async fn run_all(store: Arc<dyn Store>) {
+    work_items_are_listed_oldest_due_first_by_every_filter(store.as_ref()).await;
+    a_subject_has_one_item_not_done_per_queue(store.as_ref()).await;
+    racing_claims_of_one_item_have_one_winner(store.clone(), 16).await;
+}
+
+async fn work_items_are_listed_oldest_due_first_by_every_filter(store: &dyn Store) {
+    // Inserted out of due order, two customers, both queues.
+    let items = [
+        work_item("wi_l3", Queue::Approvals, "op_l3", "cus_wa", 300),
+        work_item("wi_l1", Queue::Approvals, "op_l1", "cus_wa", 100),
+        work_item("wi_l2", Queue::Approvals, "op_l2", "cus_wb", 200),
+        work_item("wi_l4", Queue::Exceptions, "op_l4", "cus_wa", 50),
+    ];
+    for item in &items {
+        commit(store, Write::InsertWorkItem(item.clone())).await.unwrap();
+    }
+    // Ten to a page unless the query says.
+    let list = |query: WorkItemQuery| async move {
+        let limit = if query.limit == 0 { 10 } else { query.limit };
+        store.work_items(&WorkItemQuery { limit, ..query }).await.unwrap()
+    };
+    let approvals = list(WorkItemQuery {
+        queue: Some(Queue::Approvals),
+        status: Some(WorkItemStatus::Open),
+        ..WorkItemQuery::default()
+    })
+    .await;
+    assert_eq!(ids(&approvals), ["wi_l1", "wi_l2", "wi_l3"]);
+    let of_a = list(WorkItemQuery {
+        customer_id: Some("cus_wa".into()),
+        ..WorkItemQuery::default()
+    })
+    .await;
+    assert_eq!(
+        ids(&of_a),
+        ["wi_l4", "wi_l1", "wi_l3"],
+        "every queue and status of a customer"
+    );
+    let paged = list(WorkItemQuery {
+        queue: Some(Queue::Approvals),
+        starting_after: Some("wi_l1".into()),
+        limit: 1,
+        ..WorkItemQuery::default()
+    })
+    .await;
+    assert_eq!(ids(&paged), ["wi_l2"]);
+
+    // wi_l3 is claimed: it leaves the open list and joins its holder's.
+    let mut claimed = items[0].clone();
+    claimed
+        .apply(
+            WorkItemTransition::Claim {
+                assignee: "usr_w1".into(),
+                until: at(1_000),
+                cause: cause("claimed", 1),
+            },
+            at(1),
+        )
+        .unwrap();
+    commit(store, Write::UpdateWorkItem(claimed.clone())).await.unwrap();
+    assert_eq!(store.work_item(&claimed.id).await.unwrap(), Some(claimed.clone()));
+    let open = list(WorkItemQuery {
+        queue: Some(Queue::Approvals),
+        status: Some(WorkItemStatus::Open),
+        ..WorkItemQuery::default()
+    })
+    .await;
+    assert_eq!(ids(&open), ["wi_l1", "wi_l2"]);
+    let held = list(WorkItemQuery {
+        assignee: Some(Assignee::Holder("usr_w1".into())),
+        ..WorkItemQuery::default()
+    })
+    .await;
+    assert_eq!(ids(&held), ["wi_l3"]);
+    let held_elsewhere = list(WorkItemQuery {
+        assignee: Some(Assignee::Holder("usr_w1".into())),
+        customer_id: Some("cus_wb".into()),
+        ..WorkItemQuery::default()
+    })
+    .await;
+    assert!(held_elsewhere.is_empty());
+    let unassigned = list(WorkItemQuery {
+        assignee: Some(Assignee::Unassigned),
+        customer_id: Some("cus_wa".into()),
+        ..WorkItemQuery::default()
+    })
+    .await;
+    assert_eq!(ids(&unassigned), ["wi_l4", "wi_l1"]);
+
+    // A stale update loses.
+    assert!(matches!(
+        commit(store, Write::UpdateWorkItem(claimed)).await,
+        Err(StoreError::Conflict)
+    ));
+}
+
+async fn a_subject_has_one_item_not_done_per_queue(store: &dyn Store) {
+    let first = work_item("wi_s1", Queue::Exceptions, "txn_s", "cus_ws", 10);
+    commit(store, Write::InsertWorkItem(first.clone())).await.unwrap();
+    let second = work_item("wi_s2", Queue::Exceptions, "txn_s", "cus_ws", 20);
+    assert!(matches!(
+        commit(store, Write::InsertWorkItem(second.clone())).await,
+        Err(StoreError::Conflict)
+    ));
+    assert_eq!(
+        store.open_work_item(Queue::Exceptions, "txn_s").await.unwrap(),
+        Some(first.clone())
+    );
+    assert_eq!(store.open_work_item(Queue::Approvals, "txn_s").await.unwrap(), None);
+    let other_queue = work_item("wi_s3", Queue::Approvals, "txn_s", "cus_ws", 20);
+    commit(store, Write::InsertWorkItem(other_queue)).await.unwrap();
+
+    let mut closed = first;
+    closed
+        .apply(WorkItemTransition::Close(cause("resolved", 5)), at(5))
+        .unwrap();
+    commit(store, Write::UpdateWorkItem(closed.clone())).await.unwrap();
+    assert_eq!(store.open_work_item(Queue::Exceptions, "txn_s").await.unwrap(), None);
+    let done = store.work_item(&closed.id).await.unwrap().unwrap();
+    assert_eq!(
+        (done.status, done.resolution.map(|r| r.cause.code)),
+        (WorkItemStatus::Done, Some("resolved".to_string()))
+    );
+    // Resolved, the subject may need attention again.
+    commit(store, Write::InsertWorkItem(second.clone())).await.unwrap();
+    assert_eq!(
+        store.open_work_item(Queue::Exceptions, "txn_s").await.unwrap(),
+        Some(second)
+    );
+}
+
+async fn racing_claims_of_one_item_have_one_winner(store: Arc<dyn Store>, racers: usize) {
+    let item = work_item("wi_r1", Queue::Approvals, "op_r1", "cus_wr", 10);
+    commit(store.as_ref(), Write::InsertWorkItem(item.clone()))
+        .await
+        .unwrap();
+    let claims = (0..racers).map(|racer| {
+        let (store, mut item) = (store.clone(), item.clone());
+        async move {
+            item.apply(
+                WorkItemTransition::Claim {
+                    assignee: format!("usr_r{racer}"),
+                    until: at(1_000),
+                    cause: cause("claimed", 1),
+                },
+                at(1),
+            )
+            .unwrap();
+            commit(store.as_ref(), Write::UpdateWorkItem(item)).await
+        }
+    });
+    let outcomes = futures_util::future::join_all(claims).await;
+    let won = outcomes.iter().filter(|o| o.is_ok()).count();
+    let lost = outcomes
+        .iter()
+        .filter(|o| matches!(o, Err(StoreError::Conflict)))
+        .count();
+    assert_eq!((won, lost), (1, racers - 1), "{outcomes:?}");
+    let stored = store.work_item(&WorkItemId::from("wi_r1")).await.unwrap().unwrap();
+    assert_eq!(stored.version, 2);
+    assert!(stored.assignee.is_some_and(|a| a.starts_with("usr_r")));
+}
