@@ -67,7 +67,7 @@ fn every_binary_is_a_function_of_the_template_with_its_route() {
     assert_eq!(blocks.len(), binaries, "a function of the template has no binary");
     assert_eq!(
         binaries,
-        ops_api::Endpoint::ALL.len() + 6,
+        ops_api::Endpoint::ALL.len() + ops_runtime::driver::Trigger::ALL.len(),
         "one function per endpoint and per trigger"
     );
 }
@@ -148,5 +148,5 @@ fn read_endpoints_write_nothing_but_their_keys_request_counters() {
         );
         readers += 1;
     }
-    assert_eq!(readers, 21, "the GET endpoints");
+    assert_eq!(readers, 23, "the GET endpoints");
 }

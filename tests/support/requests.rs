@@ -8,11 +8,12 @@ use ops_runtime::driver::{Driver, Trigger};
 /// The fewest DynamoDB requests each step of a one-item payout's lifecycle can make under the
 /// design: every state change one changeset with its audit entry and event, and a read of
 /// each fact that must be current when it is acted on.
-pub const DESIGN_MINIMUM: [(&str, u32, &str); 7] = [
+pub const DESIGN_MINIMUM: [(&str, u32, &str); 8] = [
     ("POST /v1/operations", 6, "the key by its hash; the key's and its customer's count this second (rate limit, one item); the customer's and the platform's definitions of the workflow (either may exist) with the customer's approval floor, in one batch; the customer's account in the currency (a payout draws on it if it exists); the idempotency claim; the changeset"),
     ("POST /v1/operations/{id}/approve", 5, "the key; its and its customer's count this second; its user (roles as they are now); the operation; the changeset"),
     ("stream-transition", 6, "on operation.approved: the operation, the move to processing, the transaction made; on transaction.confirmed: the operation, its transactions, the completion"),
     ("stream-webhook-dispatch", 1, "the delivery made; the endpoints are looked up once per customer in a batch"),
+    ("stream-desk", 7, "on operation.created and pending_approval: the operation (already decided here, so nothing opens); on each event that may leave a queue's state (approved, processing, completed; a transaction's pending and confirmed): its subject's open item, if any"),
     ("queue-rail-submit", 3, "the transaction; the claim recorded before the rail is called; the outcome"),
     ("queue-webhook-send", 4, "the delivery; its event; its endpoint; the attempt"),
     ("schedule-status-poll", 5, "one versioned write per answer: the confirmation and four return checks (the schedule's query finds them)"),

@@ -7,7 +7,6 @@ use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::ids::{OperationId, TransactionId, UserId, WorkItemId};
-use crate::operations::OperationStatus;
 use crate::ports::{AuditEntry, BatchOutcome, Changeset, StoreError, Write};
 use crate::service::{customer_scope, Handled, Page, Service};
 use crate::transactions::TransactionStatus;
@@ -65,7 +64,13 @@ impl Service {
     }
 
     async fn reconcile_desk(&self, event: &Event) -> Result<Handled, DomainError> {
-        for wanted in self.wanted_items(event).await? {
+        // Events come in order, so the one that moves a subject out of a state closes its item
+        // with that transition's own cause, even if the subject has moved on since.
+        let event_cause: Option<Cause> = serde_json::from_value(event.data["cause"].clone()).ok();
+        for mut wanted in self.wanted_items(event).await? {
+            if let Some(cause) = &event_cause {
+                wanted.cause = cause.clone();
+            }
             let open = self.store.open_work_item(wanted.queue, &wanted.subject.id).await?;
             let mut changes = Changeset::default();
             match (open, wanted.open) {
@@ -112,53 +117,80 @@ impl Service {
         Ok(Handled::Done)
     }
 
-    /// The items an event's subject calls for, from the subject as it is now.
+    /// The items an event calls for. Only an event entering a state that opens an item reads
+    /// its subject (it may have moved on: then nothing opens); one that may leave such a state
+    /// asks for the item to close, with the event's cause; any other event asks nothing.
     async fn wanted_items(&self, event: &Event) -> Result<Vec<Wanted>, DomainError> {
+        let status = event.data["status"].as_str().unwrap_or_default();
+        let closing = |queue, kind, subject: Subject| Wanted {
+            queue,
+            kind,
+            subject,
+            customer_id: event.customer_id.clone(),
+            required_role: None,
+            open: false,
+            cause: Cause::new("subject_moved_on", status, crate::cause::Actor::system(), self.now()),
+        };
         if event.kind.starts_with("operation.") {
             let id = OperationId::from(event.data["operation_id"].as_str().unwrap_or_default());
+            let subject = Subject {
+                kind: SubjectType::Operation,
+                id: id.to_string(),
+            };
+            let (queue, kind) = match status {
+                "approved" | "rejected" | "cancelled" => {
+                    return Ok(vec![closing(Queue::Approvals, "approval", subject)])
+                }
+                "processing" | "completed" | "partially_completed" | "failed" => {
+                    return Ok(vec![closing(Queue::Exceptions, "operation_needs_attention", subject)])
+                }
+                "pending_approval" => (Queue::Approvals, "approval"),
+                "needs_attention" => (Queue::Exceptions, "operation_needs_attention"),
+                _ => return Ok(vec![]),
+            };
             let Some(operation) = self.store.operation(&id).await? else {
                 return Ok(vec![]);
             };
-            let subject = Subject {
-                kind: SubjectType::Operation,
-                id: operation.id.to_string(),
-            };
-            return Ok(vec![
-                Wanted {
-                    queue: Queue::Approvals,
-                    kind: "approval",
-                    subject: subject.clone(),
-                    customer_id: operation.customer_id.clone(),
-                    required_role: operation.approval_requirement.as_ref().map(|r| r.role),
-                    open: operation.status == OperationStatus::PendingApproval,
-                    cause: operation.cause.clone(),
-                },
-                Wanted {
-                    queue: Queue::Exceptions,
-                    kind: "operation_needs_attention",
-                    subject,
-                    customer_id: operation.customer_id,
-                    required_role: None,
-                    open: operation.status == OperationStatus::NeedsAttention,
-                    cause: operation.cause,
-                },
-            ]);
+            if operation.status.as_str() != status {
+                return Ok(vec![]);
+            }
+            return Ok(vec![Wanted {
+                queue,
+                kind,
+                subject,
+                customer_id: operation.customer_id,
+                required_role: (queue == Queue::Approvals)
+                    .then(|| operation.approval_requirement.as_ref().map(|r| r.role))
+                    .flatten(),
+                open: true,
+                cause: operation.cause,
+            }]);
         }
         if event.kind.starts_with("transaction.") {
             let id = TransactionId::from(event.data["transaction_id"].as_str().unwrap_or_default());
+            let subject = Subject {
+                kind: SubjectType::Transaction,
+                id: id.to_string(),
+            };
+            let kind = "transaction_needs_attention";
+            match status {
+                "pending" | "failed" | "confirmed" => return Ok(vec![closing(Queue::Exceptions, kind, subject)]),
+                "needs_attention" => {}
+                _ => return Ok(vec![]),
+            }
             let Some(transaction) = self.store.transaction(&id).await? else {
                 return Ok(vec![]);
             };
+            if transaction.status != TransactionStatus::NeedsAttention {
+                return Ok(vec![]);
+            }
             return Ok(vec![Wanted {
                 queue: Queue::Exceptions,
-                kind: "transaction_needs_attention",
-                subject: Subject {
-                    kind: SubjectType::Transaction,
-                    id: transaction.id.to_string(),
-                },
+                kind,
+                subject,
                 customer_id: transaction.customer_id,
                 required_role: None,
-                open: transaction.status == TransactionStatus::NeedsAttention,
+                open: true,
                 cause: transaction.cause,
             }]);
         }

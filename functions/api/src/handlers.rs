@@ -12,10 +12,11 @@ use axum::Json;
 use ops_domain::access::require_platform_admin;
 use ops_domain::access::Scope;
 use ops_domain::approvals::WorkflowDefinition;
+use ops_domain::desk::{Assignee, Queue, WorkItemQuery, WorkItemStatus};
 use ops_domain::idempotency::Once;
 use ops_domain::ids::{
     AccountId, ApiKeyId, CustomerId, EventId, IdKind, MovementId, OperationId, ScheduleId, TransactionId,
-    WebhookEndpointId,
+    WebhookEndpointId, WorkItemId,
 };
 use ops_domain::ledger::AccountQuery;
 use ops_domain::money::Currency;
@@ -598,4 +599,74 @@ pub async fn adjust_account(
         |ticket| app.service.adjust_account(&caller, &id, command, ticket),
     )
     .await
+}
+
+/// Work items oldest due first: `queue`, `status`, `assignee` (`me`, `unassigned` or an id) and
+/// `customer_id` filters.
+pub async fn list_work_items(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let params = list_params(raw.as_deref(), IdKind::WorkItem, &["queue", "status", "assignee"])?;
+    let mut query = WorkItemQuery {
+        customer_id: params.customer_id.map(CustomerId::from),
+        starting_after: params.starting_after.map(WorkItemId::from),
+        limit: params.limit,
+        ..WorkItemQuery::default()
+    };
+    for (name, value) in params.filters {
+        let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
+        match name.as_str() {
+            "queue" => {
+                query.queue = Some(Queue::parse(&value).ok_or_else(|| {
+                    bad(
+                        "invalid_queue",
+                        format!("Unknown queue '{value}'; the queues are approvals and exceptions."),
+                    )
+                })?)
+            }
+            "status" => {
+                query.status = Some(
+                    WorkItemStatus::parse(&value)
+                        .ok_or_else(|| bad("invalid_status", format!("Unknown status '{value}'.")))?,
+                )
+            }
+            _ => {
+                query.assignee = Some(match value.as_str() {
+                    "me" => Assignee::Holder(caller.actor().id),
+                    "unassigned" => Assignee::Unassigned,
+                    id if IdKind::User.matches(id) || IdKind::ApiKey.matches(id) => Assignee::Holder(id.to_owned()),
+                    _ => {
+                        return Err(bad(
+                            "invalid_assignee",
+                            format!("'{value}' is not me, unassigned, or a user id."),
+                        ))
+                    }
+                })
+            }
+        }
+    }
+    ok(app.service.list_work_items(&caller, query).await?)
+}
+
+pub async fn get_work_item(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<WorkItemId>) -> Answer {
+    ok(app.service.get_work_item(&caller, &id).await?)
+}
+
+pub async fn claim_work_item(State(app): State<App>, Caller(caller): Caller, JsonBody(body): JsonBody) -> Answer {
+    ok(app.service.claim_work_item(&caller, parse(&body)?).await?)
+}
+
+pub async fn assign_work_item(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WorkItemId>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app.service.assign_work_item(&caller, &id, parse(&body)?).await?)
+}
+
+pub async fn release_work_item(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WorkItemId>,
+) -> Answer {
+    ok(app.service.release_work_item(&caller, &id).await?)
 }

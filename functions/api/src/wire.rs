@@ -6,6 +6,7 @@
 use ops_domain::access::{ApiKey, Customer, Environment, Scope, User};
 use ops_domain::approvals::{ApprovalFloor, Workflow};
 use ops_domain::cause::Cause;
+use ops_domain::desk::WorkItem;
 use ops_domain::event::Event;
 use ops_domain::ids::{ApiKeyId, CustomerId, UserId};
 use ops_domain::ledger::{Account, Movement};
@@ -57,6 +58,7 @@ named! {
     Occurrence => "schedule_occurrence",
     Account => "account",
     Movement => "movement",
+    WorkItem => "work_item",
 }
 
 /// An entry of an operation's history (only ever shown in its list, so without the

@@ -32,6 +32,7 @@ fn checkpoint_name(consumer: StreamConsumer) -> &'static str {
     match consumer {
         StreamConsumer::Transition => "transitions",
         StreamConsumer::WebhookDispatch => "webhooks",
+        StreamConsumer::Desk => "desk",
     }
 }
 

@@ -1,0 +1,309 @@
+//! The operations desk: work items opened and closed by the state changes themselves, claimed,
+//! assigned and released by operators, never handed to two claimers.
+
+use ops_tests::{payout, spawn_app, Customer, TestApp, ADMIN_KEY};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use time::Duration;
+
+async fn items(app: &TestApp, key: &str, filter: &str) -> Vec<Value> {
+    let reply = app.get(&format!("/v1/work_items?limit=100&{filter}"), key).await;
+    assert_eq!(reply.status, 200, "{}", reply.json());
+    reply.json()["data"].as_array().unwrap().clone()
+}
+
+async fn waiting_payout(app: &TestApp, customer: &Customer, amount: i64) -> String {
+    let created = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "two_step", &[amount]),
+        )
+        .await;
+    assert_eq!(created.json()["status"], "pending_approval", "{}", created.json());
+    created.id()
+}
+
+#[tokio::test]
+async fn an_operation_waiting_for_approval_is_an_approvals_item_until_it_is_decided() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let approver = app
+        .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
+        .await;
+    let id = waiting_payout(&app, &acme, 1_000).await;
+    app.drain().await;
+
+    let open = items(&app, &acme.key, "queue=approvals&status=open").await;
+    assert_eq!(open.len(), 1, "{open:#?}");
+    let item = &open[0];
+    assert_eq!(
+        (
+            item["object"].as_str(),
+            item["subject"]["type"].as_str(),
+            item["subject"]["id"].as_str(),
+            item["required_role"].as_str(),
+            item["kind"].as_str()
+        ),
+        (
+            Some("work_item"),
+            Some("operation"),
+            Some(id.as_str()),
+            Some("approver"),
+            Some("approval")
+        )
+    );
+    // A second delivery of every event opens nothing more.
+    let events: Vec<ops_domain::event::Event> = app.get("/v1/events?limit=20", ADMIN_KEY).await.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .map(|e| serde_json::from_value(e.clone()).unwrap())
+        .collect();
+    app.driver().service().handle_desk_events(&events).await;
+    assert_eq!(items(&app, &acme.key, "queue=approvals").await.len(), 1);
+
+    let approved = app
+        .post(&format!("/v1/operations/{id}/approve"), &approver.key, json!({}))
+        .await;
+    assert_eq!(approved.status, 200, "{}", approved.json());
+    app.drain().await;
+    let item_id = item["id"].as_str().unwrap();
+    let done = app.get(&format!("/v1/work_items/{item_id}"), &acme.key).await.json();
+    assert_eq!(
+        (done["status"].as_str(), done["resolution"]["cause"]["code"].as_str()),
+        (Some("done"), approved.json()["cause"]["code"].as_str()),
+        "closed with the approval's cause"
+    );
+    assert!(items(&app, &acme.key, "queue=approvals&status=open").await.is_empty());
+    // Opening and closing are the operation's history too, each with its cause.
+    let history = app.get(&format!("/v1/operations/{id}/history"), &acme.key).await.json();
+    let work_item_changes: Vec<&str> = history["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["entity_type"] == "work_item")
+        .map(|entry| entry["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(work_item_changes, ["opened", "closed"]);
+    let events = app.get("/v1/events?type=work_item.closed", &acme.key).await.json();
+    assert_eq!(events["data"][0]["data"]["work_item_id"], item_id);
+
+    // Another customer sees none of it.
+    let other = app.create_customer().await;
+    assert!(items(&app, &other.key, "").await.is_empty());
+    assert_eq!(
+        app.get(&format!("/v1/work_items/{item_id}"), &other.key).await.status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn claims_hand_out_the_oldest_item_once_and_leases_run_out() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let first = waiting_payout(&app, &acme, 1_000).await;
+    let second = waiting_payout(&app, &acme, 2_000).await;
+    app.drain().await;
+    let alice = app
+        .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
+        .await;
+    let bob = app
+        .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
+        .await;
+    let maker = app
+        .add_member(&acme, &["maker"], &["operations:read", "operations:approve"])
+        .await;
+
+    let claim = |key: String| {
+        let app = &app;
+        async move {
+            app.post("/v1/work_items/claim", &key, json!({"queue": "approvals"}))
+                .await
+        }
+    };
+    let alices = claim(alice.key.clone()).await;
+    assert_eq!(alices.status, 200, "{}", alices.json());
+    let alices = alices.json();
+    assert_eq!(
+        (
+            alices["subject"]["id"].as_str(),
+            alices["status"].as_str(),
+            alices["assignee"].as_str()
+        ),
+        (Some(first.as_str()), Some("claimed"), Some(alice.user_id.as_str())),
+        "the oldest first"
+    );
+    assert_eq!(claim(bob.key.clone()).await.json()["subject"]["id"], second.as_str());
+    let empty = claim(bob.key.clone()).await;
+    assert_eq!(empty.error(404)["param"], "queue");
+    // Without the role the item needs, nothing is claimable.
+    assert_eq!(claim(maker.key.clone()).await.status, 404);
+    let mine = items(&app, &alice.key, "assignee=me").await;
+    assert_eq!(mine.len(), 1);
+    assert!(items(&app, &acme.key, "assignee=unassigned").await.is_empty());
+
+    // Only the holder releases; the item goes back to the queue.
+    let alices_id = alices["id"].as_str().unwrap();
+    let release = format!("/v1/work_items/{alices_id}/release");
+    assert_eq!(
+        app.post(&release, &bob.key, json!({})).await.error(403)["code"],
+        "not_holder"
+    );
+    let released = app.post(&release, &alice.key, json!({})).await.json();
+    assert_eq!(
+        (released["status"].as_str(), released["assignee"].as_str()),
+        (Some("open"), None)
+    );
+    assert_eq!(claim(alice.key.clone()).await.json()["id"], alices_id);
+
+    // A lease that ran out puts the item back for anyone.
+    app.clock.advance(ops_domain::desk::CLAIM_LEASE + Duration::seconds(1));
+    let taken_over = claim(bob.key.clone()).await.json();
+    assert_eq!(taken_over["id"], alices_id);
+    assert_eq!(taken_over["assignee"], bob.user_id.as_str());
+}
+
+#[tokio::test]
+async fn many_concurrent_claimers_never_get_the_same_item() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    for amount in 1..=6 {
+        waiting_payout(&app, &acme, amount * 1_000).await;
+    }
+    app.drain().await;
+    let claimers = futures_util::future::join_all(
+        (0..16).map(|_| app.add_member(&acme, &["approver"], &["operations:read", "operations:approve"])),
+    )
+    .await;
+    let claims = futures_util::future::join_all(
+        claimers
+            .iter()
+            .map(|c| app.post("/v1/work_items/claim", &c.key, json!({"queue": "approvals"}))),
+    )
+    .await;
+    let won: Vec<String> = claims
+        .iter()
+        .filter(|c| c.status == 200)
+        .map(|c| c.json()["id"].as_str().unwrap().to_owned())
+        .collect();
+    let unique: HashSet<&String> = won.iter().collect();
+    assert_eq!((won.len(), unique.len()), (6, 6), "each item claimed once: {won:?}");
+    assert!(
+        claims.iter().filter(|c| c.status != 200).all(|c| c.status == 404),
+        "the others find the queue empty"
+    );
+}
+
+#[tokio::test]
+async fn assignment_needs_the_role_and_the_customer_and_bad_input_writes_nothing() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    waiting_payout(&app, &acme, 1_000).await;
+    app.drain().await;
+    let approver = app
+        .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
+        .await;
+    let maker = app.add_member(&acme, &["maker"], &["operations:read"]).await;
+    let other = app.create_customer().await;
+    let stranger = app.add_member(&other, &["approver"], &["operations:read"]).await;
+    let item = items(&app, &acme.key, "queue=approvals").await[0].clone();
+    let assign = format!("/v1/work_items/{}/assign", item["id"].as_str().unwrap());
+
+    for (body, status, param, code) in [
+        (json!({"user_id": maker.user_id}), 400, "user_id", "role_missing"),
+        (json!({"user_id": stranger.user_id}), 404, "user_id", "resource_missing"),
+        (json!({"user_id": "op_1"}), 400, "user_id", "invalid_user_id"),
+        (json!({}), 400, "user_id", "parameter_missing"),
+    ] {
+        let refused = app.post(&assign, &acme.key, body).await;
+        let error = refused.error(status);
+        assert_eq!(
+            (error["param"].as_str(), error["code"].as_str()),
+            (Some(param), Some(code)),
+            "{error}"
+        );
+    }
+    let bad_queue = app
+        .post("/v1/work_items/claim", &acme.key, json!({"queue": "lunch"}))
+        .await;
+    assert_eq!(bad_queue.error(400)["code"], "invalid_queue");
+    let exceptions = app
+        .post("/v1/work_items/claim", &acme.key, json!({"queue": "exceptions"}))
+        .await;
+    assert_eq!(exceptions.error(403)["code"], "platform_only");
+    let filter = app.get("/v1/work_items?assignee=someone", &acme.key).await;
+    assert_eq!(filter.error(400)["param"], "assignee");
+    assert_eq!(
+        app.get(&format!("/v1/work_items?customer_id={}", other.id), &acme.key)
+            .await
+            .json()["data"],
+        json!([]),
+        "another customer's filter finds nothing"
+    );
+    // Nothing above changed the item.
+    let unchanged = app
+        .get(&format!("/v1/work_items/{}", item["id"].as_str().unwrap()), &acme.key)
+        .await
+        .json();
+    assert_eq!(unchanged, item);
+
+    let assigned = app.post(&assign, &acme.key, json!({"user_id": approver.user_id})).await;
+    assert_eq!(assigned.status, 200, "{}", assigned.json());
+    assert_eq!(
+        (assigned.json()["status"].as_str(), assigned.json()["assignee"].as_str()),
+        (Some("claimed"), Some(approver.user_id.as_str()))
+    );
+    assert_eq!(items(&app, &approver.key, "assignee=me").await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_transaction_needing_an_operator_is_an_exceptions_item_until_it_is_resolved() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let id = app
+        .post("/v1/operations", &acme.key, payout(&acme.id, "auto", &[20_008]))
+        .await
+        .id();
+    app.settle(Duration::seconds(30), 20).await;
+    let open = items(&app, ADMIN_KEY, "queue=exceptions&status=open").await;
+    let subjects: Vec<(&str, &str)> = open
+        .iter()
+        .map(|i| (i["subject"]["type"].as_str().unwrap(), i["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        subjects.iter().collect::<HashSet<_>>(),
+        [
+            ("operation", "operation_needs_attention"),
+            ("transaction", "transaction_needs_attention")
+        ]
+        .iter()
+        .collect::<HashSet<_>>(),
+        "{open:#?}"
+    );
+    let claimed = app
+        .post("/v1/work_items/claim", ADMIN_KEY, json!({"queue": "exceptions"}))
+        .await;
+    assert_eq!(claimed.status, 200, "{}", claimed.json());
+
+    let transaction = open.iter().find(|i| i["subject"]["type"] == "transaction").unwrap();
+    let txn_id = transaction["subject"]["id"].as_str().unwrap();
+    let resolved = app
+        .post(
+            &format!("/v1/transactions/{txn_id}/resolve"),
+            ADMIN_KEY,
+            json!({"status": "failed", "reason": "the rail has no record"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json());
+    app.settle(Duration::seconds(30), 3).await;
+    let left = items(&app, ADMIN_KEY, "queue=exceptions&status=open").await;
+    let claimed_left = items(&app, ADMIN_KEY, "queue=exceptions&status=claimed").await;
+    assert!(
+        left.is_empty() && claimed_left.is_empty(),
+        "{left:#?} {claimed_left:#?}"
+    );
+    let operation = app.get(&format!("/v1/operations/{id}"), &acme.key).await.json();
+    assert_eq!(operation["status"], "failed");
+}
