@@ -54,7 +54,7 @@ async fn every_sample_payload_reaches_its_handler() {
     assert_eq!(router.oneshot(other).await.unwrap().status(), 404);
     let _ = ADMIN_KEY;
 
-    // DynamoDB stream → transition and webhook dispatch: the event record is read, the other
+    // DynamoDB stream → every stream consumer: the event record is read, the other
     // record skipped, and nothing fails (the operation is unknown to this stack).
     let stream: StreamEvent = serde_json::from_str(&sample("dynamodb-stream-new-events.json")).unwrap();
     let events = ops_runtime::triggers::stream_events(&stream).unwrap();
@@ -63,18 +63,15 @@ async fn every_sample_payload_reaches_its_handler() {
         (events[0].0.as_str(), events[0].1.kind.as_str()),
         ("111", "operation.approved")
     );
-    assert!(
-        ops_runtime::triggers::stream(&app.service, StreamConsumer::Transition, stream.clone())
-            .await
-            .batch_item_failures
-            .is_empty()
-    );
-    assert!(
-        ops_runtime::triggers::stream(&app.service, StreamConsumer::WebhookDispatch, stream)
-            .await
-            .batch_item_failures
-            .is_empty()
-    );
+    for consumer in StreamConsumer::ALL {
+        assert!(
+            ops_runtime::triggers::stream(&app.service, consumer, stream.clone())
+                .await
+                .batch_item_failures
+                .is_empty(),
+            "{consumer:?}"
+        );
+    }
 
     // SQS → rail submit: the unknown transaction is a batch item failure, and so is the task
     // of a version this deployment does not read (refused by name, kept for the dead-letter
