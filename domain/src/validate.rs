@@ -444,6 +444,16 @@ pub struct Approve {
     pub comment: Option<String>,
 }
 
+/// `POST /v1/operations/approve` and `/reject`: the ids, and the comment (approve) or the
+/// reason (reject) every decision shares.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkDecision {
+    pub ids: Option<Vec<String>>,
+    pub comment: Option<String>,
+    pub reason: Option<String>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Reject {

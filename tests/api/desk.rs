@@ -307,3 +307,104 @@ async fn a_transaction_needing_an_operator_is_an_exceptions_item_until_it_is_res
     let operation = app.get(&format!("/v1/operations/{id}"), &acme.key).await.json();
     assert_eq!(operation["status"], "failed");
 }
+
+#[tokio::test]
+async fn bulk_decisions_answer_per_id_and_one_refusal_undoes_nothing() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let maker = app
+        .add_member(&acme, &["maker"], &["operations:read", "operations:write"])
+        .await;
+    let approver = app
+        .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
+        .await;
+    let first = waiting_payout(&app, &acme, 1_000).await;
+    let second = waiting_payout(&app, &acme, 2_000).await;
+    let by_maker = app
+        .post("/v1/operations", &maker.key, payout(&acme.id, "two_step", &[3_000]))
+        .await
+        .id();
+    let other = app.create_customer().await;
+    let theirs = waiting_payout(&app, &other, 4_000).await;
+
+    let decided = app
+        .post(
+            "/v1/operations/approve",
+            &approver.key,
+            json!({"ids": [first, theirs, second], "comment": "payroll checked"}),
+        )
+        .await;
+    assert_eq!(decided.status, 200, "{}", decided.json());
+    let answers = decided.json()["data"].as_array().unwrap().clone();
+    let outcome: Vec<(&str, i64)> = answers
+        .iter()
+        .map(|a| (a["id"].as_str().unwrap(), a["status"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(
+        outcome,
+        [(first.as_str(), 200), (theirs.as_str(), 404), (second.as_str(), 200)]
+    );
+    assert_eq!(answers[0]["operation"]["status"], "approved");
+    assert_eq!(answers[1]["error"]["code"], "resource_missing");
+    assert_eq!(
+        app.get(&format!("/v1/operations/{theirs}"), &other.key).await.json()["status"],
+        "pending_approval",
+        "another customer's operation is untouched"
+    );
+    // Deciding again: each answer says why, as the single endpoint would.
+    let again = app
+        .post("/v1/operations/approve", &approver.key, json!({"ids": [first]}))
+        .await
+        .json();
+    assert_eq!(again["data"][0]["status"], 409, "{again}");
+
+    let rejected = app
+        .post(
+            "/v1/operations/reject",
+            &approver.key,
+            json!({"ids": [by_maker], "reason": "duplicate of last month's"}),
+        )
+        .await
+        .json();
+    assert_eq!(rejected["data"][0]["operation"]["status"], "rejected", "{rejected}");
+
+    for (path, body, param, code) in [
+        ("/v1/operations/approve", json!({}), "ids", "parameter_missing"),
+        ("/v1/operations/approve", json!({"ids": []}), "ids", "invalid_length"),
+        (
+            "/v1/operations/approve",
+            json!({"ids": ["txn_1"]}),
+            "ids[0]",
+            "invalid_id",
+        ),
+        (
+            "/v1/operations/approve",
+            json!({"ids": [first, first]}),
+            "ids[1]",
+            "duplicate_id",
+        ),
+        (
+            "/v1/operations/reject",
+            json!({"ids": [first]}),
+            "reason",
+            "parameter_missing",
+        ),
+    ] {
+        let refused = app.post(path, &approver.key, body).await;
+        let error = refused.error(400);
+        assert_eq!(
+            (error["param"].as_str(), error["code"].as_str()),
+            (Some(param), Some(code)),
+            "{error}"
+        );
+    }
+    let too_many: Vec<String> = (0..101).map(|i| format!("op_{i}")).collect();
+    let refused = app
+        .post("/v1/operations/approve", &approver.key, json!({"ids": too_many}))
+        .await;
+    assert_eq!(refused.error(400)["code"], "invalid_length");
+    let no_scope = app
+        .post("/v1/operations/approve", &maker.key, json!({"ids": [second]}))
+        .await;
+    assert_eq!(no_scope.error(403)["code"], "missing_scope");
+}

@@ -3,6 +3,8 @@
 mod decisions;
 mod use_cases;
 
+pub use use_cases::MAX_BULK_DECISIONS;
+
 pub use crate::operation_type::OperationType;
 pub use decisions::record_decision;
 

@@ -17,6 +17,9 @@ use crate::service::{customer_scope, Page, Service};
 use crate::validate::{self, CreateOperation};
 use time::OffsetDateTime;
 
+/// Operations one bulk approve or reject decides on.
+pub const MAX_BULK_DECISIONS: usize = 100;
+
 /// Optimistic-concurrency retries before a busy operation is reported as a conflict.
 const MAX_ATTEMPTS: usize = 5;
 
@@ -300,6 +303,74 @@ impl Service {
     ) -> Result<Operation, DomainError> {
         let reason = validate::required_text(command.reason, "reason", 500)?;
         self.decide(principal, id, Decision::Rejected, Some(reason)).await
+    }
+
+    /// Decides on each of up to [`MAX_BULK_DECISIONS`] operations, each its own decision under
+    /// the four-eyes rules: one refused leaves the others decided. The request as a whole is
+    /// refused only for what is wrong with it (its ids, its comment or reason, the caller's scope).
+    pub async fn decide_many(
+        &self,
+        principal: &Principal,
+        decision: Decision,
+        command: validate::BulkDecision,
+    ) -> Result<Vec<(OperationId, Result<Operation, DomainError>)>, DomainError> {
+        principal.require(Scope::OperationsApprove)?;
+        let ids = command
+            .ids
+            .ok_or_else(|| DomainError::invalid("ids", "parameter_missing", "ids is required."))?;
+        if ids.is_empty() || ids.len() > MAX_BULK_DECISIONS {
+            return Err(DomainError::invalid(
+                "ids",
+                "invalid_length",
+                format!("ids takes 1 to {MAX_BULK_DECISIONS} operation ids."),
+            ));
+        }
+        let mut parsed: Vec<OperationId> = Vec::with_capacity(ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            let id = OperationId::parse(id).ok_or_else(|| {
+                DomainError::invalid(
+                    format!("ids[{i}]"),
+                    "invalid_id",
+                    format!("'{id}' is not an operation id."),
+                )
+            })?;
+            if parsed.contains(&id) {
+                return Err(DomainError::invalid(
+                    format!("ids[{i}]"),
+                    "duplicate_id",
+                    format!("{id} is named twice."),
+                ));
+            }
+            parsed.push(id);
+        }
+        let text = match decision {
+            Decision::Approved => {
+                if command.reason.is_some() {
+                    return Err(DomainError::invalid(
+                        "reason",
+                        "not_supported",
+                        "An approval takes a comment, not a reason.",
+                    ));
+                }
+                validate::optional_text(command.comment, "comment", 500)?
+            }
+            Decision::Rejected => {
+                if command.comment.is_some() {
+                    return Err(DomainError::invalid(
+                        "comment",
+                        "not_supported",
+                        "A rejection takes a reason, not a comment.",
+                    ));
+                }
+                Some(validate::required_text(command.reason, "reason", 500)?)
+            }
+        };
+        let mut answers = Vec::with_capacity(parsed.len());
+        for id in parsed {
+            let answer = self.decide(principal, &id, decision, text.clone()).await;
+            answers.push((id, answer));
+        }
+        Ok(answers)
     }
 
     pub async fn cancel_operation(

@@ -113,10 +113,12 @@ fn with_sources(error: &dyn std::error::Error) -> String {
     text
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The status and the `error` object of this error, as a response (or one answer of a
+    /// bulk request) carries them.
+    pub fn status_and_body(&self) -> (StatusCode, serde_json::Value) {
         let (status, kind, code, param) = self.parts();
-        let message = match &self {
+        let message = match self {
             // Internal details go to the log, not to the client.
             ApiError::Domain(
                 failure @ (DomainError::Store(_)
@@ -136,6 +138,13 @@ impl IntoResponse for ApiError {
         if let Some(param) = param {
             error["param"] = param.into();
         }
+        (status, error)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, error) = self.status_and_body();
         let mut response = (status, axum::Json(json!({ "error": error }))).into_response();
         if status == StatusCode::TOO_MANY_REQUESTS {
             // Windows are one second long: the next one admits the key again.

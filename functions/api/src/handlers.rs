@@ -21,7 +21,7 @@ use ops_domain::ids::{
 use ops_domain::ledger::AccountQuery;
 use ops_domain::money::Currency;
 use ops_domain::operations::OperationQuery;
-use ops_domain::operations::{OperationStatus, OperationType};
+use ops_domain::operations::{Decision, OperationStatus, OperationType};
 use ops_domain::schedules::ScheduleQuery;
 use ops_domain::webhooks::EventQuery;
 use ops_domain::DomainError;
@@ -275,6 +275,39 @@ pub async fn reject_operation(
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.reject_operation(&caller, &id, parse(&body)?).await?)
+}
+
+/// Each id's answer: its status code and the operation decided, or the error that refused it.
+async fn decide_many(
+    app: &App,
+    caller: &ops_domain::access::Principal,
+    decision: Decision,
+    body: &serde_json::Value,
+) -> Answer {
+    let answers = app.service.decide_many(caller, decision, parse(body)?).await?;
+    let data: Vec<serde_json::Value> = answers
+        .into_iter()
+        .map(|(id, answer)| match answer {
+            Ok(operation) => serde_json::json!({
+                "id": id,
+                "status": 200,
+                "operation": serde_json::from_slice::<serde_json::Value>(&to_json(&operation)).expect("our own JSON"),
+            }),
+            Err(error) => {
+                let (status, error) = ApiError::from(error).status_and_body();
+                serde_json::json!({"id": id, "status": status.as_u16(), "error": error})
+            }
+        })
+        .collect();
+    Ok(Json(serde_json::json!({"object": "list", "data": data, "has_more": false})).into_response())
+}
+
+pub async fn approve_operations(State(app): State<App>, Caller(caller): Caller, JsonBody(body): JsonBody) -> Answer {
+    decide_many(&app, &caller, Decision::Approved, &body).await
+}
+
+pub async fn reject_operations(State(app): State<App>, Caller(caller): Caller, JsonBody(body): JsonBody) -> Answer {
+    decide_many(&app, &caller, Decision::Rejected, &body).await
 }
 
 pub async fn cancel_operation(

@@ -62,6 +62,8 @@ endpoints! {
     CreateOperation => ("POST", "/v1/operations", post(create_operation)),
     ListOperations => ("GET", "/v1/operations", get(list_operations)),
     GetOperation => ("GET", "/v1/operations/{id}", get(get_operation)),
+    ApproveOperations => ("POST", "/v1/operations/approve", post(approve_operations)),
+    RejectOperations => ("POST", "/v1/operations/reject", post(reject_operations)),
     ApproveOperation => ("POST", "/v1/operations/{id}/approve", post(approve_operation)),
     RejectOperation => ("POST", "/v1/operations/{id}/reject", post(reject_operation)),
     CancelOperation => ("POST", "/v1/operations/{id}/cancel", post(cancel_operation)),
