@@ -113,8 +113,13 @@ pub enum Write {
     /// Insert; a conflict if an item of the same id exists, or an item of the same queue and
     /// subject that is not done.
     InsertWorkItem(WorkItem),
-    /// Replace the stored item if its version is still `item.version - 1`.
+    /// Replace the stored item if its version is still `item.version - 1`. Inserting an item
+    /// and closing one also count it on the board (its queue's open items).
     UpdateWorkItem(WorkItem),
+    /// Puts an operation's board entry (insert at version 1, else replace if its version is
+    /// still one less) and moves its count and amount from the column it leaves to the one it
+    /// enters, on its customer's board and the platform's.
+    MoveOnBoard(crate::desk::board::BoardMove),
     /// Completes a claimed idempotency key with the response the client was sent.
     CompleteIdempotency {
         scope: String,

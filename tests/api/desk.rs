@@ -408,3 +408,63 @@ async fn bulk_decisions_answer_per_id_and_one_refusal_undoes_nothing() {
         .await;
     assert_eq!(no_scope.error(403)["code"], "missing_scope");
 }
+
+#[tokio::test]
+async fn the_board_counts_each_column_and_queue_as_the_changes_happen() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let approver = app
+        .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
+        .await;
+    let waiting = waiting_payout(&app, &acme, 1_000).await;
+    waiting_payout(&app, &acme, 2_500).await;
+    app.post("/v1/operations", &acme.key, payout(&acme.id, "auto", &[20_008]))
+        .await;
+    app.drain().await;
+    let board = app.get("/v1/board", &acme.key).await.json();
+    assert_eq!(board["object"], "board");
+    assert_eq!(
+        (
+            board["pending_approval"]["count"].as_i64(),
+            board["pending_approval"]["amount"]["CLP"].as_i64(),
+            board["queues"]["approvals"]["open"].as_i64(),
+            board["queues"]["approvals"]["past_due"].as_i64()
+        ),
+        (Some(2), Some(3_500), Some(2), Some(0)),
+        "{board:#}"
+    );
+    assert!(board["pending_approval"]["oldest_age_seconds"].as_i64().unwrap() >= 0);
+    assert_eq!(board["in_progress"]["count"], 1, "{board:#}");
+
+    // Approving one moves it; past the approvals SLA the other is overdue; the lost
+    // transaction ends up needing an operator.
+    app.post(&format!("/v1/operations/{waiting}/approve"), &approver.key, json!({}))
+        .await;
+    app.settle(Duration::hours(1), 5).await;
+    let board = app.get("/v1/board", &acme.key).await.json();
+    assert_eq!(
+        (
+            board["pending_approval"]["count"].as_i64(),
+            board["queues"]["approvals"]["open"].as_i64(),
+            board["queues"]["approvals"]["past_due"].as_i64(),
+            board["needs_attention"]["count"].as_i64(),
+            board["in_progress"]["count"].as_i64()
+        ),
+        (Some(1), Some(1), Some(1), Some(1), Some(0)),
+        "{board:#}"
+    );
+    assert!(board["pending_approval"]["oldest_age_seconds"].as_i64().unwrap() >= 5 * 3600);
+
+    // The platform sees every customer; a customer only itself.
+    let other = app.create_customer().await;
+    waiting_payout(&app, &other, 7_000).await;
+    app.drain().await;
+    let platform = app.get("/v1/board", ADMIN_KEY).await.json();
+    assert_eq!(platform["pending_approval"]["count"], 2, "{platform:#}");
+    let theirs = app.get(&format!("/v1/board?customer_id={}", other.id), &acme.key).await;
+    assert_eq!(theirs.error(404)["param"], "customer_id");
+    assert_eq!(
+        app.get("/v1/board?customer_id=op_1", &acme.key).await.error(400)["code"],
+        "invalid_id"
+    );
+}

@@ -2,11 +2,11 @@
 //! (confirmed, failed, returned, unknown then resolved), duplicate stream deliveries and
 //! crashes, checked after every step: each movement balanced, the ledger zero-sum, each
 //! account's balances equal to its movements summed from scratch, no available balance below
-//! zero; and the customer's account agrees with what became of each payout, collection and
-//! transfer.
+//! zero; the customer's account agrees with what became of each payout, collection and
+//! transfer; and the operations board's counters equal a recount.
 
 use ops_domain::event::Event;
-use ops_tests::{payout, spawn_app, Customer, TestApp, ADMIN_KEY};
+use ops_tests::{payout, spawn_app_with, Customer, TestApp, ADMIN_KEY};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use time::Duration;
@@ -247,6 +247,7 @@ async fn apply(world: &mut World, step: &Step) {
                 .collect();
             // Whatever it reports, a second delivery must change nothing the invariants see.
             app.driver().service().handle_transition_events(&events).await;
+            app.driver().service().handle_desk_events(&events).await;
         }
         Step::Crash => unreachable!("handled above"),
         Step::ResolveStuck { confirm } => {
@@ -275,8 +276,47 @@ async fn apply(world: &mut World, step: &Step) {
     }
 }
 
+/// The board's counters, kept as the changes happen, equal a recount of the operations and
+/// work items as they are (once the desk's consumer has caught up).
+async fn check_board(app: &TestApp, acme: &Customer) {
+    app.drain().await;
+    let board = app.get("/v1/board", &acme.key).await.json();
+    let operations = list(app, &acme.key, "/v1/operations").await;
+    for (column, statuses) in [
+        ("pending_approval", &["pending_approval"][..]),
+        ("in_progress", &["approved", "processing"][..]),
+        ("needs_attention", &["needs_attention"][..]),
+    ] {
+        let counted: Vec<&Value> = operations
+            .iter()
+            .filter(|o| statuses.contains(&o["status"].as_str().unwrap()))
+            .collect();
+        let amount: i64 = counted.iter().map(|o| o["total_amount"].as_i64().unwrap()).sum();
+        assert_eq!(board[column]["count"], counted.len(), "{column}: {board:#}");
+        assert_eq!(
+            board[column]["amount"]["CLP"].as_i64().unwrap_or(0),
+            amount,
+            "{column}: {board:#}"
+        );
+    }
+    for queue in ["approvals", "exceptions"] {
+        let open = list(
+            app,
+            ADMIN_KEY,
+            &format!("/v1/work_items?customer_id={}&queue={queue}", acme.id),
+        )
+        .await
+        .iter()
+        .filter(|item| item["status"] != "done")
+        .count();
+        assert_eq!(board["queues"][queue]["open"], open, "{queue}: {board:#}");
+    }
+}
+
 async fn run(steps: Vec<Step>) {
-    let app = spawn_app().await;
+    // The checks read every account, movement and work item after each step: more requests a
+    // second than a key's limit, which is not what this test is about.
+    let app = spawn_app_with(|config| config.rate_limit = 1_000_000).await;
     let acme = app.create_customer().await;
     let approver = app
         .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
@@ -318,12 +358,14 @@ async fn run(steps: Vec<Step>) {
         apply(&mut world, step).await;
         check_invariants(world.app.as_ref().unwrap()).await;
         check_against_operations(&world, 150_000).await;
+        check_board(world.app.as_ref().unwrap(), &world.acme).await;
     }
     // At the end everything settles, and the invariants still hold.
     let app = world.app.as_ref().unwrap();
     app.settle(Duration::minutes(30), 6).await;
     check_invariants(app).await;
     check_against_operations(&world, 150_000).await;
+    check_board(app, &world.acme).await;
 }
 
 proptest! {

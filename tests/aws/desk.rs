@@ -70,4 +70,21 @@ async fn the_stream_opens_approvals_items_and_concurrent_claimers_never_share_on
         .await
         .json();
     assert_eq!(done["data"][0]["subject"]["id"], waiting[0].as_str(), "{done}");
+
+    // The board kept count on DynamoDB as the changes happened.
+    let board = app.get("/v1/board", &acme.key).await.json();
+    assert_eq!(
+        (
+            board["pending_approval"]["count"].as_i64(),
+            board["pending_approval"]["amount"]["CLP"].as_i64(),
+            board["queues"]["approvals"]["open"].as_i64()
+        ),
+        (Some(2), Some(5_000), Some(2)),
+        "{board:#}"
+    );
+    let platform = app.get("/v1/board", ops_tests::ADMIN_KEY).await.json();
+    assert!(
+        platform["pending_approval"]["count"].as_i64().unwrap() >= 2,
+        "{platform:#}"
+    );
 }

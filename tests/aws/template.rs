@@ -148,5 +148,5 @@ fn read_endpoints_write_nothing_but_their_keys_request_counters() {
         );
         readers += 1;
     }
-    assert_eq!(readers, 23, "the GET endpoints");
+    assert_eq!(readers, 24, "the GET endpoints");
 }

@@ -2,6 +2,7 @@
 //! opened and closed by the state changes themselves (the desk's stream consumer), claimed,
 //! assigned and released by operators.
 
+pub mod board;
 mod use_cases;
 
 pub use use_cases::{AssignWorkItem, ClaimWorkItem, ASSIGNMENT_LEASE, CLAIM_LEASE};
@@ -9,9 +10,11 @@ pub use use_cases::{AssignWorkItem, ClaimWorkItem, ASSIGNMENT_LEASE, CLAIM_LEASE
 use crate::access::{Environment, Role};
 use crate::cause::Cause;
 use crate::error::DomainError;
-use crate::ids::{CustomerId, WorkItemId};
+use crate::ids::{CustomerId, OperationId, WorkItemId};
+use crate::operations::OperationStatus;
 use crate::ports::StoreError;
 use async_trait::async_trait;
+use board::{BoardCount, BoardEntry};
 use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime};
 
@@ -250,4 +253,21 @@ pub trait DeskStore: Send + Sync {
     async fn open_work_item(&self, queue: Queue, subject_id: &str) -> Result<Option<WorkItem>, StoreError>;
     /// Items matching `query`, oldest `due_at` first (ties by id), at most `query.limit`.
     async fn work_items(&self, query: &WorkItemQuery) -> Result<Vec<WorkItem>, StoreError>;
+    /// Items not done of `queue` (a customer's, or all) due before `now`, up to `limit`.
+    async fn past_due(
+        &self,
+        queue: Queue,
+        customer_id: Option<&CustomerId>,
+        now: OffsetDateTime,
+        limit: usize,
+    ) -> Result<usize, StoreError>;
+    async fn board_entry(&self, operation_id: &OperationId) -> Result<Option<BoardEntry>, StoreError>;
+    /// The board's counters: a customer's, or (none) the platform's over every customer.
+    async fn board_counts(&self, customer_id: Option<&CustomerId>) -> Result<Vec<BoardCount>, StoreError>;
+    /// When the oldest operation in one of `statuses` (a customer's, or any) was created.
+    async fn oldest_operation(
+        &self,
+        statuses: &[OperationStatus],
+        customer_id: Option<&CustomerId>,
+    ) -> Result<Option<OffsetDateTime>, StoreError>;
 }

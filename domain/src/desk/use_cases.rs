@@ -1,22 +1,26 @@
 //! The desk's use cases: the stream consumer that opens and closes work items as their
 //! subjects change, and the operator's list, get, claim, assign and release.
 
+use super::board::{column_bucket, queue_bucket, Board, BoardEntry, BoardMove, Column, ColumnView, QueueView};
 use super::{Queue, Subject, SubjectType, WorkItem, WorkItemQuery, WorkItemStatus, WorkItemTransition};
 use crate::access::{Principal, Role, Scope};
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::event::Event;
-use crate::ids::{OperationId, TransactionId, UserId, WorkItemId};
+use crate::ids::{CustomerId, OperationId, TransactionId, UserId, WorkItemId};
 use crate::ports::{AuditEntry, BatchOutcome, Changeset, StoreError, Write};
 use crate::service::{customer_scope, Handled, Page, Service};
 use crate::transactions::TransactionStatus;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use time::Duration;
 
 /// How long a claim holds an item before it goes back to the queue.
 pub const CLAIM_LEASE: Duration = Duration::minutes(15);
 /// How long an assignment holds an item: a working day.
 pub const ASSIGNMENT_LEASE: Duration = Duration::hours(8);
+/// Past-due items the board counts, at most: enough to say a queue is far behind.
+const PAST_DUE_COUNTED: usize = 1_000;
 /// Candidates one claim looks at before answering that the queue has nothing for the caller.
 const CLAIM_CANDIDATES: usize = 100;
 
@@ -46,12 +50,15 @@ struct Wanted {
 }
 
 impl Service {
-    /// Stream → desk: each operation or transaction event makes the desk agree with its
-    /// subject's current state (read again, so a late or repeated delivery changes nothing).
+    /// Stream → desk: each operation event keeps its place on the board, and each operation or
+    /// transaction event opens or closes its subject's work items.
     pub async fn handle_desk_events(&self, events: &[Event]) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
         for event in events {
-            let result = self.reconcile_desk(event).await;
+            let result = match self.count_on_board(event).await {
+                Ok(Handled::Done) => self.reconcile_desk(event).await,
+                other => other,
+            };
             if !matches!(result, Ok(Handled::Done)) {
                 if let Err(error) = &result {
                     tracing::warn!(event = %event.id, %error, "desk handler failed; the event comes again");
@@ -406,5 +413,120 @@ fn may_act_on(principal: &Principal, item: &WorkItem) -> bool {
     match (&principal.user, item.required_role) {
         (Some(user), Some(role)) => user.roles.contains(&role),
         _ => true,
+    }
+}
+
+impl Service {
+    /// Keeps an operation's place on the board: moved once per change of column, by the
+    /// operation's version in the event, so an older or repeated delivery moves nothing.
+    pub(super) async fn count_on_board(&self, event: &Event) -> Result<Handled, DomainError> {
+        if !event.kind.starts_with("operation.") {
+            return Ok(Handled::Done);
+        }
+        let object = &event.data["object"];
+        let (Some(version), Some(status), Some(currency), Some(amount)) = (
+            object["version"].as_u64(),
+            object["status"]
+                .as_str()
+                .and_then(crate::operations::OperationStatus::parse),
+            object["currency"].as_str().and_then(crate::money::Currency::parse),
+            object["total_amount"].as_i64(),
+        ) else {
+            return Ok(Handled::Done);
+        };
+        let id = OperationId::from(event.data["operation_id"].as_str().unwrap_or_default());
+        let entry = self.store.board_entry(&id).await?;
+        if entry
+            .as_ref()
+            .is_some_and(|e| (e.operation_version, &e.event_id) >= (version, &event.id))
+        {
+            return Ok(Handled::Done);
+        }
+        let from = entry.as_ref().and_then(|e| e.column);
+        let to = Column::of(status);
+        if entry.is_some() && from == to {
+            return Ok(Handled::Done);
+        }
+        let moved = BoardMove {
+            entry: BoardEntry {
+                operation_id: id,
+                customer_id: event.customer_id.clone(),
+                currency,
+                amount,
+                column: to,
+                operation_version: version,
+                event_id: event.id.clone(),
+                version: entry.map_or(1, |e| e.version + 1),
+            },
+            from,
+        };
+        let mut changes = Changeset::default();
+        changes.push(Write::MoveOnBoard(moved));
+        match self.store.commit(changes).await {
+            Ok(()) => Ok(Handled::Done),
+            Err(StoreError::Conflict) => Ok(Handled::Later),
+            Err(other) => Err(other.into()),
+        }
+    }
+
+    /// `GET /v1/board`: a customer's board (theirs only), or the platform's over every customer.
+    pub async fn board(&self, principal: &Principal, customer_id: Option<CustomerId>) -> Result<Board, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let Some(customer_id) = customer_scope(principal, customer_id) else {
+            return Err(DomainError::missing_reference(
+                "customer_id",
+                "No such customer.".to_string(),
+            ));
+        };
+        let now = self.now();
+        let counts = self.store.board_counts(customer_id.as_ref()).await?;
+        let mut columns = Vec::new();
+        for column in Column::ALL {
+            let bucket = column_bucket(column);
+            let mut view = ColumnView {
+                count: 0,
+                amount: BTreeMap::new(),
+                oldest_age_seconds: None,
+            };
+            for count in counts.iter().filter(|c| c.bucket == bucket) {
+                view.count += count.count;
+                if let Some(currency) = &count.currency {
+                    if count.amount != 0 || count.count != 0 {
+                        *view.amount.entry(currency.clone()).or_default() += count.amount;
+                    }
+                }
+            }
+            if view.count > 0 {
+                view.oldest_age_seconds = self
+                    .store
+                    .oldest_operation(column.statuses(), customer_id.as_ref())
+                    .await?
+                    .map(|created| (now - created).whole_seconds().max(0));
+            }
+            columns.push(view);
+        }
+        let mut queues = BTreeMap::new();
+        for queue in Queue::ALL {
+            let bucket = queue_bucket(queue);
+            let open = counts.iter().filter(|c| c.bucket == bucket).map(|c| c.count).sum();
+            let past_due = if open > 0 {
+                self.store
+                    .past_due(queue, customer_id.as_ref(), now, PAST_DUE_COUNTED)
+                    .await? as i64
+            } else {
+                0
+            };
+            queues.insert(queue.as_str(), QueueView { open, past_due });
+        }
+        let [pending_approval, in_progress, needs_attention]: [ColumnView; 3] =
+            columns.try_into().expect("three columns");
+        Ok(Board {
+            customer_id,
+            pending_approval,
+            in_progress,
+            needs_attention,
+            queues,
+            as_of: now,
+        })
     }
 }

@@ -703,3 +703,15 @@ pub async fn release_work_item(
 ) -> Answer {
     ok(app.service.release_work_item(&caller, &id).await?)
 }
+
+/// The operations board: a customer's (`customer_id`, or the caller's own), or the platform's.
+pub async fn board(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let mut customer_id = None;
+    for (name, value) in query_pairs(raw.as_deref(), &["customer_id"])? {
+        if !IdKind::Customer.matches(&value) {
+            return Err(DomainError::invalid(name, "invalid_id", format!("'{value}' is not a customer id.")).into());
+        }
+        customer_id = Some(CustomerId::from(value));
+    }
+    ok(app.service.board(&caller, customer_id).await?)
+}

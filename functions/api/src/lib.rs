@@ -94,6 +94,7 @@ endpoints! {
     GetAccount => ("GET", "/v1/accounts/{id}", get(get_account)),
     AccountMovements => ("GET", "/v1/accounts/{id}/movements", get(account_movements)),
     AdjustAccount => ("POST", "/v1/accounts/{id}/adjustments", post(adjust_account)),
+    Board => ("GET", "/v1/board", get(board)),
     ListWorkItems => ("GET", "/v1/work_items", get(list_work_items)),
     ClaimWorkItem => ("POST", "/v1/work_items/claim", post(claim_work_item)),
     GetWorkItem => ("GET", "/v1/work_items/{id}", get(get_work_item)),

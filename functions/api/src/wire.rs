@@ -6,6 +6,7 @@
 use ops_domain::access::{ApiKey, Customer, Environment, Scope, User};
 use ops_domain::approvals::{ApprovalFloor, Workflow};
 use ops_domain::cause::Cause;
+use ops_domain::desk::board::Board;
 use ops_domain::desk::WorkItem;
 use ops_domain::event::Event;
 use ops_domain::ids::{ApiKeyId, CustomerId, UserId};
@@ -59,6 +60,7 @@ named! {
     Account => "account",
     Movement => "movement",
     WorkItem => "work_item",
+    Board => "board",
 }
 
 /// An entry of an operation's history (only ever shown in its list, so without the

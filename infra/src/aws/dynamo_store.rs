@@ -30,6 +30,8 @@
 //! | work items of a queue in one status, oldest due first | `GSI1PK = WIQ#<queue>#<status>#<shard>`, `GSI1SK = <due unix s, padded>#<id>` |
 //! | … of a customer | `GSI2PK = CUSWI#<customer>#<queue>#<status>`, sorted as above |
 //! | … held by someone | `GSI3PK = WIASG#<assignee>` (sparse), sorted as above |
+//! | an operation's place on the board | `PK = BOARDOP#<operation>` |
+//! | board counters of a customer (the platform's) | `PK = BOARD#<customer>` (`BOARD#PLATFORM#<shard>`), `SK = <bucket>#<currency>` |
 //! | idempotency record | `PK = IDEM#<scope>#<key>`, expired by the `ttl` attribute |
 //! | a customer's requests in one second, per key | `PK = RATE#<customer>#<unix second>` (`count`, `member:<key id>`), expired by `ttl` |
 //!
@@ -55,6 +57,7 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 use ops_domain::access::{AccessStore, ApiKey, Customer, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
+use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry};
 use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
 use ops_domain::event::Event;
 use ops_domain::idempotency::{
@@ -67,7 +70,7 @@ use ops_domain::ids::{
 };
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
-use ops_domain::operations::{Operation, OperationQuery, OperationStore};
+use ops_domain::operations::{Operation, OperationQuery, OperationStatus, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, RateLimiter, StoreError, Write};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{Transaction, TransactionStore};
@@ -449,6 +452,42 @@ impl DynamoStore {
         keyed(keys::work_item(&item.id), attributes)
     }
 
+    /// Adds to a board counter of `customer` and to the platform's (in the shard of
+    /// `counted_id`).
+    fn count_on_board(
+        &self,
+        customer: &str,
+        counted_id: &str,
+        bucket: &str,
+        currency: &str,
+        count: i64,
+        amount: i64,
+    ) -> Vec<TransactWriteItem> {
+        [Some(customer), None]
+            .into_iter()
+            .map(|owner| {
+                let update = Update::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(item(key_item(keys::board_counter(owner, counted_id, bucket, currency)))))
+                    .update_expression("SET #entity = :entity, #bucket = :bucket, #currency = :currency ADD #count :count, #amount :amount")
+                    // Each name by a placeholder: several are DynamoDB reserved words.
+                    .expression_attribute_names("#entity", "entity")
+                    .expression_attribute_names("#bucket", "bucket")
+                    .expression_attribute_names("#currency", "currency")
+                    .expression_attribute_names("#count", "count")
+                    .expression_attribute_names("#amount", "amount")
+                    .expression_attribute_values(":entity", s("board_counter"))
+                    .expression_attribute_values(":bucket", s(bucket))
+                    .expression_attribute_values(":currency", s(currency))
+                    .expression_attribute_values(":count", n(count))
+                    .expression_attribute_values(":amount", n(amount))
+                    .build()
+                    .expect("counter update");
+                TransactWriteItem::builder().update(update).build()
+            })
+            .collect()
+    }
+
     fn write(&self, write: &Write) -> Vec<TransactWriteItem> {
         match write {
             Write::InsertCustomer(c) => {
@@ -590,14 +629,43 @@ impl DynamoStore {
                     keys::open_work_item(work_item.queue.as_str(), &work_item.subject.id),
                     vec![("entity", s("work_item_open")), ("work_item_id", s(&work_item.id))],
                 );
-                vec![
+                let mut writes = vec![
                     self.put(
                         Self::work_item_item(work_item),
                         Some("attribute_not_exists(PK)"),
                         vec![],
                     ),
                     self.put(marker, Some("attribute_not_exists(PK)"), vec![]),
-                ]
+                ];
+                writes.extend(self.count_on_board(
+                    &work_item.customer_id,
+                    &work_item.id,
+                    &queue_bucket(work_item.queue),
+                    "",
+                    1,
+                    0,
+                ));
+                writes
+            }
+            Write::MoveOnBoard(moved) => {
+                let entry = &moved.entry;
+                let it = keyed(
+                    keys::board_entry(&entry.operation_id),
+                    vec![
+                        ("entity", s("board_entry")),
+                        ("doc", doc(entry)),
+                        ("version", n(entry.version)),
+                    ],
+                );
+                let mut writes = vec![self.versioned(it, entry.version)];
+                let (customer, id, currency) = (&entry.customer_id, &entry.operation_id, entry.currency.code());
+                if let Some(from) = moved.from {
+                    writes.extend(self.count_on_board(customer, id, &column_bucket(from), currency, -1, -entry.amount));
+                }
+                if let Some(to) = entry.column {
+                    writes.extend(self.count_on_board(customer, id, &column_bucket(to), currency, 1, entry.amount));
+                }
+                writes
             }
             Write::UpdateWorkItem(work_item) => {
                 let mut writes = vec![self.versioned(Self::work_item_item(work_item), work_item.version)];
@@ -612,6 +680,15 @@ impl DynamoStore {
                         .build()
                         .expect("table and key set");
                     writes.push(TransactWriteItem::builder().delete(delete).build());
+                    // Done is final: the one update that reaches it takes the item off the count.
+                    writes.extend(self.count_on_board(
+                        &work_item.customer_id,
+                        &work_item.id,
+                        &queue_bucket(work_item.queue),
+                        "",
+                        -1,
+                        0,
+                    ));
                 }
                 writes
             }
@@ -1396,6 +1473,80 @@ impl DeskStore for DynamoStore {
         }
     }
 
+    async fn past_due(
+        &self,
+        queue: Queue,
+        customer_id: Option<&CustomerId>,
+        now: OffsetDateTime,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        let until = keys::poll_due_until(now);
+        let mut partitions = vec![];
+        for status in [WorkItemStatus::Open, WorkItemStatus::Claimed] {
+            match customer_id {
+                Some(customer) => partitions.push(keys::work_items_of(customer, queue.as_str(), status.as_str())),
+                None => partitions.extend(keys::work_items_in(queue.as_str(), status.as_str())),
+            }
+        }
+        let index = if customer_id.is_some() { "GSI2" } else { "GSI1" };
+        let condition = format!("{index}PK = :pk AND {index}SK < :until");
+        let due = each_partition(partitions, |key| {
+            self.query::<WorkItem>(
+                Some(index),
+                &condition,
+                vec![(":pk", s(key)), (":until", s(until.clone()))],
+                None,
+                false,
+                limit,
+            )
+        })
+        .await?;
+        Ok(due.len().min(limit))
+    }
+
+    async fn board_entry(&self, operation_id: &OperationId) -> Result<Option<BoardEntry>, StoreError> {
+        self.get(keys::board_entry(operation_id)).await
+    }
+
+    async fn board_counts(&self, customer_id: Option<&CustomerId>) -> Result<Vec<BoardCount>, StoreError> {
+        let partitions = keys::board_counters(customer_id.map(|c| c.as_str()));
+        each_partition(partitions, |key| async move {
+            self.count();
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("PK = :pk")
+                .expression_attribute_values(":pk", s(key))
+                .send()
+                .await
+                .map_err(sdk_error)?;
+            Ok(page.items().iter().map(board_count).collect::<Vec<_>>())
+        })
+        .await
+    }
+
+    async fn oldest_operation(
+        &self,
+        statuses: &[OperationStatus],
+        customer_id: Option<&CustomerId>,
+    ) -> Result<Option<OffsetDateTime>, StoreError> {
+        let mut partitions = vec![];
+        for status in statuses {
+            match customer_id {
+                Some(customer) => partitions.push(("GSI2", keys::operations_of_in(customer, status.as_str()))),
+                None => partitions.extend(keys::operations_in(status.as_str()).into_iter().map(|p| ("GSI4", p))),
+            }
+        }
+        let oldest = futures_util::future::try_join_all(partitions.into_iter().map(|(index, key)| async move {
+            let condition = format!("{index}PK = :pk");
+            self.query::<Operation>(Some(index), &condition, vec![(":pk", s(key))], None, false, 1)
+                .await
+        }))
+        .await?;
+        Ok(oldest.into_iter().flatten().map(|op| op.created_at).min())
+    }
+
     /// Reads the lists the filters name (a holder's; else a customer's, or each shard of a
     /// queue's, for each queue and status asked) from after `starting_after`, and merges them
     /// by due time.
@@ -1458,5 +1609,23 @@ impl DeskStore for DynamoStore {
         found.sort_by(|a, b| (a.due_at, &a.id).cmp(&(b.due_at, &b.id)));
         found.truncate(query.limit);
         Ok(found)
+    }
+}
+
+/// A board counter item as the domain reads it.
+fn board_count(item: &Item) -> BoardCount {
+    let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+    let number = |name: &str| {
+        item.get(name)
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let currency = text("currency");
+    BoardCount {
+        bucket: text("bucket"),
+        currency: (!currency.is_empty()).then_some(currency),
+        count: number("count"),
+        amount: number("amount"),
     }
 }

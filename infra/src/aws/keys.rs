@@ -265,6 +265,31 @@ pub fn work_items_held_by(assignee: &str) -> String {
     format!("WIASG#{assignee}")
 }
 
+/// Where an operation is counted on the board.
+pub fn board_entry(operation_id: &str) -> Primary {
+    primary(format!("BOARDOP#{operation_id}"), "BOARD")
+}
+
+const PLATFORM_BOARD: &str = "BOARD#PLATFORM";
+
+/// A board counter: the partition of its owner (a customer, or the platform's shard of the
+/// id whose change it counts, so no one item takes every change), sorted by bucket and currency.
+pub fn board_counter(customer: Option<&str>, counted_id: &str, bucket: &str, currency: &str) -> Primary {
+    let pk = match customer {
+        Some(customer) => format!("BOARD#{customer}"),
+        None => sharded(PLATFORM_BOARD, counted_id),
+    };
+    primary(pk, &format!("{bucket}#{currency}"))
+}
+
+/// The partitions holding an owner's board counters.
+pub fn board_counters(customer: Option<&str>) -> Vec<String> {
+    match customer {
+        Some(customer) => vec![format!("BOARD#{customer}")],
+        None => shards(PLATFORM_BOARD),
+    }
+}
+
 /// A customer's schedules (GSI1).
 pub fn schedules_of(customer: &str) -> String {
     format!("CUSSCH#{customer}")

@@ -3,10 +3,13 @@
 
 use ops_domain::access::Environment;
 use ops_domain::cause::{Actor, Cause};
+use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry, BoardMove, Column};
 use ops_domain::desk::{
     Assignee, Queue, Subject, SubjectType, WorkItem, WorkItemQuery, WorkItemStatus, WorkItemTransition,
 };
-use ops_domain::ids::WorkItemId;
+use ops_domain::ids::{CustomerId, WorkItemId};
+use ops_domain::money::Currency;
+use ops_domain::operations::OperationStatus;
 use ops_domain::ports::{Changeset, Store, StoreError, Write};
 use std::sync::Arc;
 use time::{Duration, OffsetDateTime};
@@ -55,6 +58,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     work_items_are_listed_oldest_due_first_by_every_filter(store.as_ref()).await;
     a_subject_has_one_item_not_done_per_queue(store.as_ref()).await;
     racing_claims_of_one_item_have_one_winner(store.clone(), 16).await;
+    the_board_counts_moves_once_and_queues_as_items_open_and_close(store.as_ref()).await;
 }
 
 async fn work_items_are_listed_oldest_due_first_by_every_filter(store: &dyn Store) {
@@ -213,4 +217,128 @@ async fn racing_claims_of_one_item_have_one_winner(store: Arc<dyn Store>, racers
     let stored = store.work_item(&WorkItemId::from("wi_r1")).await.unwrap().unwrap();
     assert_eq!(stored.version, 2);
     assert!(stored.assignee.is_some_and(|a| a.starts_with("usr_r")));
+}
+
+fn counted(counts: &[BoardCount], bucket: &str) -> (i64, i64) {
+    counts
+        .iter()
+        .filter(|c| c.bucket == bucket)
+        .fold((0, 0), |(n, a), c| (n + c.count, a + c.amount))
+}
+
+async fn the_board_counts_moves_once_and_queues_as_items_open_and_close(store: &dyn Store) {
+    let customer = CustomerId::from("cus_board");
+    let platform_before = store.board_counts(None).await.unwrap();
+    let entry = |column, version, event: &str| BoardEntry {
+        operation_id: "op_board1".into(),
+        customer_id: customer.clone(),
+        currency: Currency::parse("CLP").unwrap(),
+        amount: 700,
+        column,
+        operation_version: version,
+        event_id: event.into(),
+        version,
+    };
+    let pending = BoardMove {
+        entry: entry(Some(Column::PendingApproval), 1, "evt_1"),
+        from: None,
+    };
+    commit(store, Write::MoveOnBoard(pending.clone())).await.unwrap();
+    let moved = BoardMove {
+        entry: entry(Some(Column::InProgress), 2, "evt_2"),
+        from: Some(Column::PendingApproval),
+    };
+    commit(store, Write::MoveOnBoard(moved.clone())).await.unwrap();
+    assert!(
+        matches!(
+            commit(store, Write::MoveOnBoard(moved)).await,
+            Err(StoreError::Conflict)
+        ),
+        "a move is made once"
+    );
+    assert!(matches!(
+        commit(store, Write::MoveOnBoard(pending)).await,
+        Err(StoreError::Conflict)
+    ));
+    assert_eq!(
+        store.board_entry(&"op_board1".into()).await.unwrap().map(|e| e.column),
+        Some(Some(Column::InProgress))
+    );
+    let counts = store.board_counts(Some(&customer)).await.unwrap();
+    assert_eq!(counted(&counts, &column_bucket(Column::PendingApproval)), (0, 0));
+    assert_eq!(counted(&counts, &column_bucket(Column::InProgress)), (1, 700));
+    let platform = store.board_counts(None).await.unwrap();
+    let in_progress = column_bucket(Column::InProgress);
+    let before = counted(&platform_before, &in_progress);
+    assert_eq!(
+        counted(&platform, &in_progress),
+        (before.0 + 1, before.1 + 700),
+        "the platform's too"
+    );
+
+    // Work items count on their queue while not done; past due by their due time.
+    let item = WorkItem {
+        customer_id: customer.clone(),
+        ..work_item("wi_board", Queue::Exceptions, "txn_board", "cus_board", 100)
+    };
+    commit(store, Write::InsertWorkItem(item.clone())).await.unwrap();
+    let queue = queue_bucket(Queue::Exceptions);
+    assert_eq!(
+        counted(&store.board_counts(Some(&customer)).await.unwrap(), &queue),
+        (1, 0)
+    );
+    assert_eq!(
+        store
+            .past_due(Queue::Exceptions, Some(&customer), at(99), 10)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .past_due(Queue::Exceptions, Some(&customer), at(101), 10)
+            .await
+            .unwrap(),
+        1
+    );
+    let mut closed = item;
+    closed
+        .apply(WorkItemTransition::Close(cause("resolved", 5)), at(5))
+        .unwrap();
+    commit(store, Write::UpdateWorkItem(closed)).await.unwrap();
+    assert_eq!(
+        counted(&store.board_counts(Some(&customer)).await.unwrap(), &queue),
+        (0, 0)
+    );
+    assert_eq!(
+        store
+            .past_due(Queue::Exceptions, Some(&customer), at(101), 10)
+            .await
+            .unwrap(),
+        0
+    );
+
+    // The oldest operation of a column is found without reading the others.
+    for (id, created) in [("op_board2", 10), ("op_board3", 20)] {
+        let mut operation = crate::conformance::store::operation(id, "cus_board", OperationStatus::PendingApproval);
+        operation.created_at = at(created);
+        commit(store, Write::InsertOperation(operation)).await.unwrap();
+    }
+    assert_eq!(
+        store
+            .oldest_operation(&[OperationStatus::PendingApproval], Some(&customer))
+            .await
+            .unwrap(),
+        Some(at(10))
+    );
+    assert_eq!(
+        store
+            .oldest_operation(
+                &[OperationStatus::Approved, OperationStatus::Processing],
+                Some(&customer)
+            )
+            .await
+            .unwrap(),
+        None
+    );
 }

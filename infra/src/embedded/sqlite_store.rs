@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 use ops_domain::access::{AccessStore, ApiKey, Customer, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
-use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery};
+use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry};
+use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
 use ops_domain::event::Event;
 use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
@@ -15,7 +16,7 @@ use ops_domain::ids::{
 };
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
-use ops_domain::operations::{Operation, OperationQuery, OperationStore};
+use ops_domain::operations::{Operation, OperationQuery, OperationStatus, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, StoreError, Write};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{Transaction, TransactionStore};
@@ -105,6 +106,11 @@ CREATE UNIQUE INDEX IF NOT EXISTS work_items_open_subject ON work_items (queue, 
 CREATE INDEX IF NOT EXISTS work_items_by_queue ON work_items (queue, status, due_at, id);
 CREATE INDEX IF NOT EXISTS work_items_by_customer ON work_items (customer_id, queue, status, due_at, id);
 CREATE INDEX IF NOT EXISTS work_items_by_assignee ON work_items (assignee, due_at, id) WHERE assignee IS NOT NULL;
+-- The board: each operation's place, and counters per owner (a customer, or PLATFORM).
+CREATE TABLE IF NOT EXISTS board_entries (operation_id TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS board_counts (
+    owner TEXT NOT NULL, bucket TEXT NOT NULL, currency TEXT NOT NULL,
+    count INTEGER NOT NULL, amount INTEGER NOT NULL, PRIMARY KEY (owner, bucket, currency));
 ";
 
 #[derive(Clone)]
@@ -461,6 +467,7 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
                     json(item)
                 ],
             )?;
+            count_on_board(tx, item.customer_id.as_str(), &queue_bucket(item.queue), "", 1, 0)?;
         }
         Write::UpdateWorkItem(item) => {
             let changed = tx.execute(
@@ -476,6 +483,39 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
             )?;
             if changed != 1 {
                 return Err(ConditionFailed.into());
+            }
+            // Done is final: the one update that reaches it takes the item off the count.
+            if item.status == WorkItemStatus::Done {
+                count_on_board(tx, item.customer_id.as_str(), &queue_bucket(item.queue), "", -1, 0)?;
+            }
+        }
+        Write::MoveOnBoard(moved) => {
+            let entry = &moved.entry;
+            let changed = if entry.version == 1 {
+                tx.execute(
+                    "INSERT INTO board_entries (operation_id, version, body) VALUES (?1, 1, ?2)",
+                    params![entry.operation_id.as_str(), json(entry)],
+                )?
+            } else {
+                tx.execute(
+                    "UPDATE board_entries SET version = ?2, body = ?3 WHERE operation_id = ?1 AND version = ?4",
+                    params![
+                        entry.operation_id.as_str(),
+                        entry.version as i64,
+                        json(entry),
+                        entry.version as i64 - 1
+                    ],
+                )?
+            };
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+            let (customer, currency) = (entry.customer_id.as_str(), entry.currency.code());
+            if let Some(from) = moved.from {
+                count_on_board(tx, customer, &column_bucket(from), currency, -1, -entry.amount)?;
+            }
+            if let Some(to) = entry.column {
+                count_on_board(tx, customer, &column_bucket(to), currency, 1, entry.amount)?;
             }
         }
         Write::InsertMovement(movement) => {
@@ -969,8 +1009,126 @@ impl SqliteStore {
     }
 }
 
+/// The owner of the platform's board counters.
+const PLATFORM_BOARD: &str = "PLATFORM";
+
+/// Adds to a board counter of `customer` and to the platform's.
+fn count_on_board(
+    tx: &rusqlite::Transaction,
+    customer: &str,
+    bucket: &str,
+    currency: &str,
+    count: i64,
+    amount: i64,
+) -> Result<(), TxError> {
+    for owner in [customer, PLATFORM_BOARD] {
+        tx.execute(
+            "INSERT INTO board_counts (owner, bucket, currency, count, amount) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (owner, bucket, currency) DO UPDATE
+             SET count = count + excluded.count, amount = amount + excluded.amount",
+            params![owner, bucket, currency, count, amount],
+        )?;
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl DeskStore for SqliteStore {
+    async fn past_due(
+        &self,
+        queue: Queue,
+        customer_id: Option<&CustomerId>,
+        now: OffsetDateTime,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        let (queue, customer) = (queue.as_str(), customer_id.map(|c| c.to_string()));
+        self.with(move |c| {
+            let sql = match customer {
+                Some(_) => {
+                    "SELECT count(*) FROM (SELECT 1 FROM work_items WHERE customer_id = ?4 AND queue = ?1
+                     AND status IN ('open', 'claimed') AND due_at < ?2 LIMIT ?3)"
+                }
+                None => {
+                    "SELECT count(*) FROM (SELECT 1 FROM work_items WHERE queue = ?1
+                     AND status IN ('open', 'claimed') AND due_at < ?2 LIMIT ?3) WHERE ?4 IS NULL"
+                }
+            };
+            let count: i64 = c
+                .query_row(
+                    sql,
+                    params![queue, now.unix_timestamp(), limit as i64, customer],
+                    |row| row.get(0),
+                )
+                .map_err(unavailable)?;
+            Ok(count as usize)
+        })
+        .await
+    }
+
+    async fn board_entry(&self, operation_id: &OperationId) -> Result<Option<BoardEntry>, StoreError> {
+        self.document(
+            "SELECT body FROM board_entries WHERE operation_id = ?1",
+            operation_id.into(),
+        )
+        .await
+    }
+
+    async fn board_counts(&self, customer_id: Option<&CustomerId>) -> Result<Vec<BoardCount>, StoreError> {
+        let owner = customer_id.map_or_else(|| PLATFORM_BOARD.to_owned(), |c| c.to_string());
+        self.with(move |c| {
+            let mut statement = c
+                .prepare_cached("SELECT bucket, currency, count, amount FROM board_counts WHERE owner = ?1")
+                .map_err(unavailable)?;
+            let rows = statement
+                .query_map([owner], |row| {
+                    let currency: String = row.get(1)?;
+                    Ok(BoardCount {
+                        bucket: row.get(0)?,
+                        currency: (!currency.is_empty()).then_some(currency),
+                        count: row.get(2)?,
+                        amount: row.get(3)?,
+                    })
+                })
+                .map_err(unavailable)?;
+            rows.map(|row| row.map_err(unavailable)).collect()
+        })
+        .await
+    }
+
+    async fn oldest_operation(
+        &self,
+        statuses: &[OperationStatus],
+        customer_id: Option<&CustomerId>,
+    ) -> Result<Option<OffsetDateTime>, StoreError> {
+        let statuses: Vec<&'static str> = statuses.iter().map(|s| s.as_str()).collect();
+        let customer = customer_id.map(|c| c.to_string());
+        self.with(move |c| {
+            let mut oldest: Option<OffsetDateTime> = None;
+            for status in statuses {
+                let body: Option<String> = match &customer {
+                    Some(customer) => c.query_row(
+                        "SELECT body FROM operations WHERE customer_id = ?1 AND status = ?2 ORDER BY id LIMIT 1",
+                        params![customer, status],
+                        |row| row.get(0),
+                    ),
+                    None => c.query_row(
+                        "SELECT body FROM operations WHERE status = ?1 ORDER BY id LIMIT 1",
+                        params![status],
+                        |row| row.get(0),
+                    ),
+                }
+                .optional()
+                .map_err(unavailable)?;
+                if let Some(body) = body {
+                    let operation: Operation = serde_json::from_str(&body).map_err(unavailable)?;
+                    oldest = Some(oldest.map_or(operation.created_at, |o| o.min(operation.created_at)));
+                }
+            }
+            Ok(oldest)
+        })
+        .await
+    }
+
     async fn work_item(&self, id: &WorkItemId) -> Result<Option<WorkItem>, StoreError> {
         self.document("SELECT body FROM work_items WHERE id = ?1", id.into())
             .await
