@@ -41,3 +41,15 @@ start_moto() {
   export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
   export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
 }
+
+# The live board's browser test: Debian's Chromium (installed when missing) and playwright-core
+# from the lock file (it never downloads a browser of its own).
+install_browser() {
+  if [ ! -x /usr/bin/chromium ]; then
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium
+  fi
+  (cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent)
+}

@@ -1,6 +1,7 @@
 //! API tests: every one starts the real local server (`spawn_app`) and speaks HTTP to it.
 
 mod auth;
+mod board_page;
 mod desk;
 mod faults;
 mod idempotency;

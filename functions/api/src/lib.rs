@@ -95,6 +95,7 @@ endpoints! {
     AccountMovements => ("GET", "/v1/accounts/{id}/movements", get(account_movements)),
     AdjustAccount => ("POST", "/v1/accounts/{id}/adjustments", post(adjust_account)),
     Board => ("GET", "/v1/board", get(board)),
+    BoardPage => ("GET", "/board", get(board_page)),
     ListWorkItems => ("GET", "/v1/work_items", get(list_work_items)),
     ClaimWorkItem => ("POST", "/v1/work_items/claim", post(claim_work_item)),
     GetWorkItem => ("GET", "/v1/work_items/{id}", get(get_work_item)),
@@ -109,6 +110,9 @@ impl Endpoint {
         (method, path)
     }
 }
+
+/// The live operations board, as served at `GET /board`.
+pub const BOARD_PAGE: &str = include_str!("../board.html");
 
 /// The OpenAPI 3.1 document of this API, as served at `GET /v1/openapi.json`.
 pub const OPENAPI: &str = include_str!("../openapi.json");

@@ -1,0 +1,66 @@
+//! The live board in a real browser: Debian's Chromium, headless, driven by playwright-core
+//! (tests/browser, installed by the test command), while the pipeline runs beside it.
+
+use ops_tests::{payout, spawn_app};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_approves_from_the_live_board_and_the_operation_changes_column() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let approver = app
+        .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
+        .await;
+    let waiting = app
+        .post("/v1/operations", &acme.key, payout(&acme.id, "two_step", &[125_000]))
+        .await
+        .id();
+    app.drain().await;
+
+    let page = app.get("/board", "").await;
+    assert_eq!(page.status, 200);
+    assert_eq!(page.headers["content-type"], "text/html; charset=utf-8");
+    assert!(page.headers["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .contains("connect-src 'self'"));
+
+    let browser = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("browser");
+    assert!(
+        browser.join("node_modules/playwright-core").exists(),
+        "run the suite with ./scripts/test, which installs playwright-core and Chromium"
+    );
+    let output = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
+    std::fs::create_dir_all(&output).unwrap();
+    let node = tokio::process::Command::new("node")
+        .current_dir(&browser)
+        .arg("board.mjs")
+        .arg(&app.base)
+        .arg(&approver.key)
+        .arg(&waiting)
+        .arg(&output)
+        .output();
+    tokio::pin!(node);
+    // The pipeline runs as it would in the service: a round every 100 ms.
+    let finished = loop {
+        tokio::select! {
+            finished = &mut node => break finished.expect("node runs"),
+            _ = tokio::time::sleep(Duration::from_millis(100)) => app.drain().await,
+        }
+    };
+    let stdout = String::from_utf8_lossy(&finished.stdout);
+    println!("{stdout}");
+    assert!(
+        finished.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&finished.stderr)
+    );
+    assert_eq!(
+        app.get(&format!("/v1/operations/{waiting}"), &acme.key).await.json()["status"]
+            .as_str()
+            .map(|s| s != "pending_approval"),
+        Some(true),
+        "approved from the page"
+    );
+}

@@ -1,0 +1,63 @@
+// Drives the live board in Debian's Chromium, headless, as an operator would: types the key,
+// sees an operation waiting, approves it from the page and watches it change column; sees an
+// API refusal worded as the API words it. Called by tests/api/board_page.rs with:
+//   node board.mjs <base url> <approver key> <operation id> <output dir>
+import { chromium } from "playwright-core";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const [base, key, operationId, output] = process.argv.slice(2);
+const profile = mkdtempSync(join(tmpdir(), "ops-board-chromium-"));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
+});
+const fail = async (page, message) => {
+  await page.screenshot({ path: join(output, "board-failure.png"), fullPage: true });
+  throw new Error(message);
+};
+try {
+  const page = await context.newPage();
+  const started = Date.now();
+  await page.goto(base + "/board");
+  await page.getByRole("heading", { name: "Operations board" }).waitFor();
+  console.log(`first render: ${Date.now() - started} ms`);
+
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Show" }).click();
+  const waiting = page.locator(`#column-pending li[data-id="${operationId}"]`);
+  await waiting.waitFor({ timeout: 5000 }).catch(() => fail(page, "the waiting operation is not in Pending approval"));
+  await page.screenshot({ path: join(output, "board.png"), fullPage: true });
+
+  // An API refusal is shown as the API words it: a rejection without a reason.
+  page.once("dialog", (dialog) => dialog.dismiss());
+  await waiting.getByRole("button", { name: "Reject" }).click();
+  await page.locator("#error", { hasText: "reason" }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the API's refusal was not shown"));
+
+  // Approve from the page: within 2 s of the change the columns show it by themselves.
+  await waiting.getByRole("button", { name: "Approve" }).click();
+  const approvedAt = Date.now();
+  await page.locator(`#column-progress li[data-id="${operationId}"]`).waitFor({ timeout: 2500 })
+    .catch(() => fail(page, "the approved operation did not move to In progress within 2 s"));
+  await waiting.waitFor({ state: "detached", timeout: 2500 });
+  console.log(`moved column: ${Date.now() - approvedAt} ms after the approval`);
+
+  // Its history, with causes and actors, is one click away.
+  await page.locator(`#column-progress li[data-id="${operationId}"] button.open`).click();
+  await page.locator("#history li", { hasText: "approved" }).first().waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the operation's history was not shown"));
+  await page.screenshot({ path: join(output, "board-approved.png"), fullPage: true });
+  console.log(`screenshots: ${join(output, "board.png")}, ${join(output, "board-approved.png")}`);
+} finally {
+  await context.close();
+}
