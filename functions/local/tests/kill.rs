@@ -209,7 +209,10 @@ async fn sigkill_in_the_middle_of_a_batch_loses_nothing_acknowledged_and_sends_n
         .await;
         let data = page["data"].as_array().unwrap();
         for event in data {
-            let operation = event["data"]["operation_id"].as_str().unwrap();
+            // Work item events belong to the desk, not to the operation's lifecycle.
+            let Some(operation) = event["data"]["operation_id"].as_str() else {
+                continue;
+            };
             if acknowledged.iter().any(|id| id == operation) {
                 let entity = event["data"]["transaction_id"].as_str().unwrap_or(operation);
                 *evented
