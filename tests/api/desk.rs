@@ -468,3 +468,54 @@ async fn the_board_counts_each_column_and_queue_as_the_changes_happen() {
         "invalid_id"
     );
 }
+
+#[tokio::test]
+async fn a_late_delivery_of_an_event_whose_item_was_closed_opens_nothing_and_blocks_nothing() {
+    use ops_domain::desk::{Queue, WorkItemTransition};
+    use ops_domain::ports::{Changeset, Commit, Write};
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    // 20_007: the rail is busy at every submit, so the transaction needs an operator, twice.
+    app.post("/v1/operations", &acme.key, payout(&acme.id, "auto", &[20_007]))
+        .await;
+    app.settle(Duration::seconds(30), 20).await;
+    let first = items(&app, ADMIN_KEY, "queue=exceptions&status=open").await;
+    let transaction = first.iter().find(|i| i["subject"]["type"] == "transaction").unwrap();
+    let txn_id = transaction["subject"]["id"].as_str().unwrap().to_owned();
+    let entered: Vec<ops_domain::event::Event> = app
+        .get("/v1/events?type=transaction.needs_attention", ADMIN_KEY)
+        .await
+        .json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| serde_json::from_value(e.clone()).unwrap())
+        .collect();
+    let retried = app
+        .post(&format!("/v1/transactions/{txn_id}/retry"), ADMIN_KEY, json!({}))
+        .await;
+    assert_eq!(retried.status, 200, "{}", retried.json());
+    app.settle(Duration::seconds(30), 20).await;
+    // Back in needs_attention: its second item is open. Close it behind the consumer's back,
+    // as if the consumer had not reached the second entering event yet.
+    let store = &app.embedded().store;
+    let mut second = ops_domain::desk::DeskStore::open_work_item(store, Queue::Exceptions, &txn_id)
+        .await
+        .unwrap()
+        .expect("the second item");
+    assert_ne!(second.id.as_str(), transaction["id"].as_str().unwrap());
+    let now = time::OffsetDateTime::now_utc();
+    let cause = ops_domain::cause::Cause::new("test", "test", ops_domain::cause::Actor::system(), now);
+    second.apply(WorkItemTransition::Close(cause), now).unwrap();
+    store
+        .commit(Changeset {
+            writes: vec![Write::UpdateWorkItem(second)],
+        })
+        .await
+        .unwrap();
+
+    // The first entering event comes again: its item exists (done), so it opens nothing, and
+    // the stream moves on instead of retrying it forever.
+    let outcome = app.driver().service().handle_desk_events(&entered).await;
+    assert!(outcome.failed.is_empty(), "{:?}", outcome.failed);
+}

@@ -82,9 +82,15 @@ impl Service {
             let mut changes = Changeset::default();
             match (open, wanted.open) {
                 (None, true) => {
+                    let id = WorkItemId::from(format!("wi_{}", event.id.trim_start_matches("evt_")));
+                    // This event opened an item before, closed since: a late delivery of it
+                    // opens nothing (and is not a conflict to retry forever).
+                    if self.store.work_item(&id).await?.is_some() {
+                        continue;
+                    }
                     let at = wanted.cause.at;
                     let item = WorkItem {
-                        id: WorkItemId::from(format!("wi_{}", event.id.trim_start_matches("evt_"))),
+                        id,
                         queue: wanted.queue,
                         kind: wanted.kind.to_owned(),
                         subject: wanted.subject,
