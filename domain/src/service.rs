@@ -40,6 +40,8 @@ pub struct Service {
     /// The cloud's schedule timer (EventBridge Scheduler); none in local mode, where the
     /// store's due index is the timer.
     pub timers: Option<Arc<dyn ScheduleTimers>>,
+    /// How long the desk's items may wait before they are past due.
+    pub desk_sla: crate::desk::DeskSla,
 }
 
 /// A page of a list: up to the limit asked, and whether more follow.

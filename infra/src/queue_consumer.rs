@@ -23,4 +23,16 @@ pub trait QueueConsumer: Queue {
 
     /// Bodies of messages in `queue`'s dead-letter queue (up to ten on SQS), left in it.
     async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, QueueError>;
+
+    /// Up to `max` visible messages of `queue`'s dead-letter queue, each hidden for
+    /// `visibility` while it is handled (the dead-letter function's event source in the cloud).
+    async fn receive_dead_letters(
+        &self,
+        queue: QueueName,
+        max: usize,
+        visibility: Duration,
+    ) -> Result<Vec<QueueMessage>, QueueError>;
+
+    /// Deletes a handled dead letter; acknowledging it again does nothing.
+    async fn ack_dead_letter(&self, queue: QueueName, message_id: &str) -> Result<(), QueueError>;
 }

@@ -519,3 +519,22 @@ async fn a_late_delivery_of_an_event_whose_item_was_closed_opens_nothing_and_blo
     let outcome = app.driver().service().handle_desk_events(&entered).await;
     assert!(outcome.failed.is_empty(), "{:?}", outcome.failed);
 }
+
+#[tokio::test]
+async fn each_queues_sla_is_the_deployments_setting() {
+    let app = ops_tests::spawn_app_with(|config| config.approvals_sla_minutes = 10).await;
+    let acme = app.create_customer().await;
+    waiting_payout(&app, &acme, 1_000).await;
+    app.drain().await;
+    let item = &items(&app, &acme.key, "queue=approvals").await[0];
+    let (created, due) = (item["created_at"].as_str().unwrap(), item["due_at"].as_str().unwrap());
+    let parse = |at| time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).unwrap();
+    // Due ten minutes after it opened (in whole seconds, which the stores sort by).
+    let sla = parse(due) - parse(created);
+    assert!(sla > Duration::seconds(599) && sla <= Duration::minutes(10), "{item:#}");
+
+    let past_due = |board: Value| board["queues"]["approvals"]["past_due"].as_i64();
+    assert_eq!(past_due(app.get("/v1/board", &acme.key).await.json()), Some(0));
+    app.clock.advance(Duration::minutes(11));
+    assert_eq!(past_due(app.get("/v1/board", &acme.key).await.json()), Some(1));
+}

@@ -3,6 +3,7 @@
 mod auth;
 mod board_page;
 mod desk;
+mod exceptions;
 mod faults;
 mod idempotency;
 mod ledger;

@@ -192,6 +192,16 @@ async fn a_stopped_service_makes_what_is_less_than_a_day_late_and_records_the_re
         .await
         .json();
     assert_eq!(events["data"].as_array().unwrap().len(), missed);
+    // Each missed occurrence is an exception for the platform's operators.
+    let exceptions = app
+        .get("/v1/work_items?queue=exceptions&status=open&limit=100", ADMIN_KEY)
+        .await
+        .json();
+    let items = exceptions["data"].as_array().unwrap();
+    assert_eq!(items.len(), missed, "{exceptions:#}");
+    assert!(items.iter().all(|item| item["kind"] == "occurrence_missed"
+        && item["subject"]["type"] == "occurrence"
+        && item["subject"]["id"].as_str().unwrap().starts_with(&format!("{id}@"))));
 }
 
 #[tokio::test]
@@ -268,6 +278,37 @@ async fn pause_resume_delete_and_a_revoked_key_make_nothing() {
         recorded[0]
     );
     assert!(operations_of(&app, &acme.key).await.is_empty());
+
+    // It is an exception until an operator acknowledges it, with a reason.
+    let open = app
+        .get("/v1/work_items?queue=exceptions&status=open", ADMIN_KEY)
+        .await
+        .json();
+    let item = &open["data"][0];
+    assert_eq!(
+        (item["kind"].as_str(), item["cause"]["code"].as_str()),
+        (Some("occurrence_skipped"), Some("occurrence_skipped")),
+        "{open:#}"
+    );
+    let resolve = format!("/v1/work_items/{}/resolve", item["id"].as_str().unwrap());
+    let unexplained = app.post(&resolve, ADMIN_KEY, json!({})).await;
+    assert_eq!(unexplained.error(400)["param"], "reason");
+    let acknowledged = app
+        .post(
+            &resolve,
+            ADMIN_KEY,
+            json!({"reason": "The customer rotated keys; told them to recreate it."}),
+        )
+        .await;
+    assert_eq!(
+        (
+            acknowledged.json()["status"].as_str(),
+            acknowledged.json()["resolution"]["cause"]["code"].as_str()
+        ),
+        (Some("done"), Some("acknowledged")),
+        "{}",
+        acknowledged.json()
+    );
 
     let deleted = app.send(Method::DELETE, &path, Some(&acme.key), None, None).await;
     assert_eq!(deleted.status, 200);

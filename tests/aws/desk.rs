@@ -88,3 +88,75 @@ async fn the_stream_opens_approvals_items_and_concurrent_claimers_never_share_on
         "{platform:#}"
     );
 }
+
+/// A submission that reached the SQS dead-letter queue becomes an exceptions item (what the
+/// dead-letter function does), leaves the queue, and a redrive sends it back, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dead_letter_on_sqs_is_an_exception_until_it_is_redriven() {
+    use ops_domain::ports::{Queue, QueueName, MAX_RECEIVES};
+    use ops_infra::QueueConsumer;
+    use ops_runtime::driver::Trigger;
+    let app = spawn_aws_app().await;
+    let acme = app.create_customer().await;
+    let created = app
+        .post("/v1/operations", &acme.key, payout(&acme.id, "auto", &[1_000]))
+        .await;
+    app.settle(Duration::seconds(30), 6).await;
+    let operation = app
+        .get(&format!("/v1/operations/{}", created.id()), &acme.key)
+        .await
+        .json();
+    let transaction_id = operation["items"][0]["transaction_id"].as_str().unwrap().to_owned();
+
+    let queue = &app.parts.queue;
+    let body = json!({"task": "submit_transaction.v1", "transaction_id": transaction_id}).to_string();
+    queue
+        .send(QueueName::Submissions, body.clone(), Duration::ZERO)
+        .await
+        .unwrap();
+    for _ in 0..=MAX_RECEIVES {
+        queue.receive(QueueName::Submissions, 10, Duration::ZERO).await.unwrap();
+    }
+    assert_eq!(
+        queue.dead_letters(QueueName::Submissions).await.unwrap(),
+        [body.as_str()]
+    );
+
+    assert_eq!(app.driver.round(Trigger::DeadLetters).await.unwrap(), 1);
+    assert!(queue.dead_letters(QueueName::Submissions).await.unwrap().is_empty());
+    let open = app
+        .get("/v1/work_items?queue=exceptions&status=open", ops_tests::ADMIN_KEY)
+        .await
+        .json();
+    let item = &open["data"][0];
+    assert_eq!(
+        (
+            item["kind"].as_str(),
+            item["message"].as_str(),
+            item["customer_id"].as_str()
+        ),
+        (Some("dead_letter"), Some(body.as_str()), Some(acme.id.as_str())),
+        "{open:#}"
+    );
+    let redriven = app
+        .post(
+            &format!("/v1/work_items/{}/resolve", item["id"].as_str().unwrap()),
+            ops_tests::ADMIN_KEY,
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        redriven.json()["resolution"]["cause"]["code"],
+        "redriven",
+        "{}",
+        redriven.json()
+    );
+    let back = queue
+        .receive(QueueName::Submissions, 10, Duration::seconds(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        back.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(),
+        [body.as_str()]
+    );
+}

@@ -103,6 +103,17 @@ async fn every_sample_payload_reaches_its_handler() {
         .batch_item_failures
         .is_empty());
 
+    // SQS dead-letter queues → exceptions: the dead letter about nothing stored is dropped,
+    // the task this deployment cannot read stays where it is.
+    let dead: SqsEvent = serde_json::from_str(&sample("sqs-dead-letters.json")).unwrap();
+    let response = ops_runtime::triggers::dead_letters(&app.service, dead).await;
+    let failed: Vec<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(failed, ["44444444-4444-4444-4444-444444444444"]);
+
     // Schedule → status poll.
     let _: serde_json::Value = serde_json::from_str(&sample("schedule-status-poll.json")).unwrap();
     assert_eq!(

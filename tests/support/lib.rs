@@ -99,6 +99,8 @@ pub fn config(data_dir: PathBuf) -> Config {
         aws_provision: None,
         rail_secret: Some(RAIL_SECRET.into()),
         rate_limit: ops_domain::access::DEFAULT_RATE_LIMIT,
+        approvals_sla_minutes: 240,
+        exceptions_sla_minutes: 60,
         max_connections: 1024,
         // Tests drive the pipeline themselves (see `TestApp::settle`).
         worker: false,

@@ -1,10 +1,13 @@
 //! The operations desk (DESIGN §8.1): work items in two queues, `approvals` and `exceptions`,
-//! opened and closed by the state changes themselves (the desk's stream consumer), claimed,
-//! assigned and released by operators.
+//! opened and closed by the state changes themselves (the desk's stream consumer, or the
+//! changeset of the change that made an exception), claimed, assigned and released by
+//! operators.
 
 pub mod board;
+mod exceptions;
 mod use_cases;
 
+pub use exceptions::ResolveWorkItem;
 pub use use_cases::{AssignWorkItem, ClaimWorkItem, ASSIGNMENT_LEASE, CLAIM_LEASE};
 
 use crate::access::{Environment, Role};
@@ -40,13 +43,56 @@ impl Queue {
     pub fn parse(name: &str) -> Option<Queue> {
         Queue::ALL.into_iter().find(|q| q.as_str() == name)
     }
+}
 
-    /// How long an item may wait before it is past due (the queue's SLA).
-    pub fn sla(self) -> Duration {
-        match self {
-            Queue::Approvals => Duration::hours(4),
-            Queue::Exceptions => Duration::hours(1),
+/// How long an item of each queue may wait before it is past due: a deployment's setting
+/// (`OPS_APPROVALS_SLA_MINUTES`, `OPS_EXCEPTIONS_SLA_MINUTES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeskSla {
+    pub approvals: Duration,
+    pub exceptions: Duration,
+}
+
+impl Default for DeskSla {
+    fn default() -> DeskSla {
+        DeskSla {
+            approvals: Duration::hours(4),
+            exceptions: Duration::hours(1),
         }
+    }
+}
+
+impl DeskSla {
+    /// The longest SLA a queue may have: a week.
+    pub const MAX_MINUTES: u32 = 7 * 24 * 60;
+
+    /// From whole minutes, each between one and [`DeskSla::MAX_MINUTES`].
+    pub fn from_minutes(approvals: u32, exceptions: u32) -> Result<DeskSla, String> {
+        let minutes = |name: &str, value: u32| {
+            if (1..=DeskSla::MAX_MINUTES).contains(&value) {
+                Ok(Duration::minutes(value.into()))
+            } else {
+                Err(format!(
+                    "the {name} SLA must be between 1 and {} minutes, not {value}",
+                    DeskSla::MAX_MINUTES
+                ))
+            }
+        };
+        Ok(DeskSla {
+            approvals: minutes("approvals", approvals)?,
+            exceptions: minutes("exceptions", exceptions)?,
+        })
+    }
+
+    pub fn of(&self, queue: Queue) -> Duration {
+        match queue {
+            Queue::Approvals => self.approvals,
+            Queue::Exceptions => self.exceptions,
+        }
+    }
+
+    pub fn minutes(&self, queue: Queue) -> u32 {
+        self.of(queue).whole_minutes() as u32
     }
 }
 
@@ -80,6 +126,12 @@ impl WorkItemStatus {
 pub enum SubjectType {
     Operation,
     Transaction,
+    /// A webhook delivery whose retries ran out.
+    Delivery,
+    /// A queue message that reached a dead-letter queue (its id is the message's).
+    DeadLetter,
+    /// A schedule's occurrence that made nothing (`<schedule id>@<scheduled time>`).
+    Occurrence,
 }
 
 /// What an item is about: it closes when this is resolved.
@@ -100,7 +152,8 @@ pub struct WorkItem {
     pub id: WorkItemId,
     pub queue: Queue,
     /// Why it is in the queue: `approval`, `operation_needs_attention`,
-    /// `transaction_needs_attention`.
+    /// `transaction_needs_attention`, `webhook_delivery_failed`, `dead_letter`,
+    /// `occurrence_missed`, `occurrence_skipped`.
     pub kind: String,
     pub subject: Subject,
     pub customer_id: CustomerId,
@@ -120,6 +173,9 @@ pub struct WorkItem {
     #[serde(with = "time::serde::rfc3339::option")]
     pub done_at: Option<OffsetDateTime>,
     pub resolution: Option<Resolution>,
+    /// A dead letter's body, kept on its item so that a redrive can send it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     pub environment: Environment,
     pub version: u64,
 }
@@ -270,4 +326,22 @@ pub trait DeskStore: Send + Sync {
         statuses: &[OperationStatus],
         customer_id: Option<&CustomerId>,
     ) -> Result<Option<OffsetDateTime>, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_sla_outside_a_minute_to_a_week_is_refused_with_its_queue() {
+        let sla = DeskSla::from_minutes(30, 5).unwrap();
+        assert_eq!(
+            (sla.of(Queue::Approvals), sla.minutes(Queue::Exceptions)),
+            (Duration::minutes(30), 5)
+        );
+        assert!(DeskSla::from_minutes(0, 5).unwrap_err().contains("approvals"));
+        assert!(DeskSla::from_minutes(5, DeskSla::MAX_MINUTES + 1)
+            .unwrap_err()
+            .contains("exceptions"));
+    }
 }

@@ -88,28 +88,15 @@ impl Service {
                     if self.store.work_item(&id).await?.is_some() {
                         continue;
                     }
-                    let at = wanted.cause.at;
-                    let item = WorkItem {
+                    let mut item = self.new_work_item(
                         id,
-                        queue: wanted.queue,
-                        kind: wanted.kind.to_owned(),
-                        subject: wanted.subject,
-                        customer_id: wanted.customer_id,
-                        status: WorkItemStatus::Open,
-                        assignee: None,
-                        claimed_until: None,
-                        required_role: wanted.required_role,
-                        cause: wanted.cause,
-                        created_at: at,
-                        // Whole seconds: the stores sort by them.
-                        due_at: (at + wanted.queue.sla())
-                            .replace_nanosecond(0)
-                            .expect("0 is a valid nanosecond"),
-                        done_at: None,
-                        resolution: None,
-                        environment: self.environment,
-                        version: 1,
-                    };
+                        wanted.queue,
+                        wanted.kind,
+                        wanted.subject,
+                        wanted.customer_id,
+                        wanted.cause,
+                    );
+                    item.required_role = wanted.required_role;
                     self.record_work_item(&mut changes, &item, "opened");
                     changes.push(Write::InsertWorkItem(item));
                 }
@@ -210,8 +197,43 @@ impl Service {
         Ok(vec![])
     }
 
+    /// A new open item, due when its queue's SLA runs out.
+    pub(super) fn new_work_item(
+        &self,
+        id: WorkItemId,
+        queue: Queue,
+        kind: &str,
+        subject: Subject,
+        customer_id: CustomerId,
+        cause: Cause,
+    ) -> WorkItem {
+        let at = cause.at;
+        WorkItem {
+            id,
+            queue,
+            kind: kind.to_owned(),
+            subject,
+            customer_id,
+            status: WorkItemStatus::Open,
+            assignee: None,
+            claimed_until: None,
+            required_role: None,
+            cause,
+            created_at: at,
+            // Whole seconds: the stores sort by them.
+            due_at: (at + self.desk_sla.of(queue))
+                .replace_nanosecond(0)
+                .expect("0 is a valid nanosecond"),
+            done_at: None,
+            resolution: None,
+            message: None,
+            environment: self.environment,
+            version: 1,
+        }
+    }
+
     /// The audit entry and the event of a work item's change, for one changeset.
-    fn record_work_item(&self, changes: &mut Changeset, item: &WorkItem, change: &str) {
+    pub(super) fn record_work_item(&self, changes: &mut Changeset, item: &WorkItem, change: &str) {
         let mut entry =
             AuditEntry::new("work_item", &item.id, change, item.cause.clone()).moving(None, item.status.as_str());
         if item.subject.kind == SubjectType::Operation {
@@ -390,7 +412,7 @@ impl Service {
         self.commit_work_item(item, "released").await
     }
 
-    async fn commit_work_item(&self, item: WorkItem, change: &str) -> Result<WorkItem, DomainError> {
+    pub(super) async fn commit_work_item(&self, item: WorkItem, change: &str) -> Result<WorkItem, DomainError> {
         let mut changes = Changeset::default();
         self.record_work_item(&mut changes, &item, change);
         changes.push(Write::UpdateWorkItem(item.clone()));
@@ -399,7 +421,7 @@ impl Service {
     }
 
     /// Approvals are worked by those who may decide; exceptions by the platform's operators.
-    fn may_work(&self, principal: &Principal, queue: Queue) -> Result<(), DomainError> {
+    pub(super) fn may_work(&self, principal: &Principal, queue: Queue) -> Result<(), DomainError> {
         match queue {
             Queue::Approvals => principal.require(Scope::OperationsApprove),
             Queue::Exceptions if principal.is_platform() => Ok(()),

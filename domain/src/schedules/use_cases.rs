@@ -516,6 +516,8 @@ impl Service {
             schedule,
             &occurrence,
         )));
+        // Nothing was paid: an operator's to look at, in the same changeset.
+        self.occurrence_failed(&mut changes, schedule, &occurrence);
         self.advance(&mut changes, schedule, occurrence, now)?;
         match self.store.commit(changes).await {
             Ok(()) => Ok(Fired::Recorded),

@@ -196,6 +196,10 @@ impl Service {
             }
         }
         let mut changes = Changeset::default();
+        if updated.status == DeliveryStatus::Failed {
+            // Its retries ran out: an operator's to resend, in the same changeset.
+            self.delivery_failed(&mut changes, &updated, &event.customer_id);
+        }
         changes.push(Write::UpdateDelivery(updated.clone()));
         match self.store.commit(changes).await {
             Ok(()) => {}

@@ -113,7 +113,10 @@ impl Service {
             .into_iter()
             .filter(|e| principal.is_platform() || e.customer_id.is_some())
             .collect();
-        Ok(Page::all(self.dispatch_to(&event, &endpoints, Some(&only)).await?))
+        let made = self.dispatch_to(&event, &endpoints, Some(&only)).await?;
+        self.close_failed_deliveries(&event, &made, principal.actor(), None)
+            .await?;
+        Ok(Page::all(made))
     }
 
     // ---- webhook endpoints ------------------------------------------------------------

@@ -704,6 +704,16 @@ pub async fn release_work_item(
     ok(app.service.release_work_item(&caller, &id).await?)
 }
 
+/// Works an exceptions item by its subject's remedy: redrive, resend or acknowledge.
+pub async fn resolve_work_item(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WorkItemId>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app.service.resolve_work_item(&caller, &id, parse(&body)?).await?)
+}
+
 /// The operations board: a customer's (`customer_id`, or the caller's own), or the platform's.
 pub async fn board(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
     let mut customer_id = None;

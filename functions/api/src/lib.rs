@@ -101,6 +101,7 @@ endpoints! {
     GetWorkItem => ("GET", "/v1/work_items/{id}", get(get_work_item)),
     AssignWorkItem => ("POST", "/v1/work_items/{id}/assign", post(assign_work_item)),
     ReleaseWorkItem => ("POST", "/v1/work_items/{id}/release", post(release_work_item)),
+    ResolveWorkItem => ("POST", "/v1/work_items/{id}/resolve", post(resolve_work_item)),
 }
 
 impl Endpoint {

@@ -56,6 +56,16 @@ pub async fn serve_queue(queue: QueueName) -> Result<(), lambda_runtime::Error> 
     .await
 }
 
+/// The dead-letter function: both dead-letter queues → exceptions work items.
+pub async fn serve_dead_letters() -> Result<(), lambda_runtime::Error> {
+    let service = start().await?;
+    lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {
+        let service = service.clone();
+        async move { Ok::<_, lambda_runtime::Error>(ops_runtime::triggers::dead_letters(&service, event.payload).await) }
+    }))
+    .await
+}
+
 /// A trigger function's start: logs, settings and the service, once per container.
 pub async fn start() -> Result<Arc<Service>, Error> {
     init_tracing();

@@ -4,6 +4,7 @@
 use clap::Parser;
 use ops_api::App;
 use ops_domain::access::Environment;
+use ops_domain::desk::DeskSla;
 use ops_domain::ports::{Clock, SystemClock};
 use ops_domain::transactions::RailSecret;
 use ops_domain::transactions::RAIL_SECRET;
@@ -85,6 +86,12 @@ pub struct Config {
     /// Requests per second each API key may make; more are answered 429 (0: unlimited).
     #[arg(long, env = "OPS_RATE_LIMIT", default_value_t = ops_domain::access::DEFAULT_RATE_LIMIT)]
     pub rate_limit: u32,
+    /// Minutes an approval may wait before the board counts it past due.
+    #[arg(long, env = "OPS_APPROVALS_SLA_MINUTES", default_value_t = 240)]
+    pub approvals_sla_minutes: u32,
+    /// Minutes an exception may wait before the board counts it past due.
+    #[arg(long, env = "OPS_EXCEPTIONS_SLA_MINUTES", default_value_t = 60)]
+    pub exceptions_sla_minutes: u32,
     /// Run the pipeline (stream, queues, status polls) in the background; tests turn it off
     /// and drive it themselves.
     #[arg(long, env = "OPS_WORKER", default_value_t = true, action = clap::ArgAction::Set)]
@@ -222,6 +229,8 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         webhook_timeout: Duration::from_millis(config.webhook_timeout_ms),
         rail_secret: RailSecret::Configured(config.rail_secret.clone()),
         rate_limit: config.rate_limit,
+        desk_sla: DeskSla::from_minutes(config.approvals_sla_minutes, config.exceptions_sla_minutes)
+            .map_err(StartError::Config)?,
     };
     let service = Arc::new(compose::service(adapters, options, clock));
     if let Some(secret) = &config.bootstrap_admin_key {

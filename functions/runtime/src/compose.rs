@@ -3,6 +3,7 @@
 //! ([`crate::deployment`]); both hand them here with the same options.
 
 use ops_domain::access::{Environment, KeyHasher, RateLimit};
+use ops_domain::desk::DeskSla;
 use ops_domain::ids::UlidGenerator;
 use ops_domain::ports::{Clock, EventBus, Queue, RateLimiter, Secrets, Store};
 use ops_domain::rail::Rails;
@@ -41,6 +42,7 @@ pub struct Options {
     pub rail_secret: RailSecret,
     /// Requests per second each API key may make (0: unlimited).
     pub rate_limit: u32,
+    pub desk_sla: DeskSla,
 }
 
 pub fn service(adapters: Adapters, options: Options, clock: Arc<dyn Clock>) -> Service {
@@ -59,6 +61,7 @@ pub fn service(adapters: Adapters, options: Options, clock: Arc<dyn Clock>) -> S
         bus: adapters.bus,
         rate_limit: RateLimit::new(adapters.rate_limiter, options.rate_limit),
         timers: adapters.timers,
+        desk_sla: options.desk_sla,
     }
 }
 

@@ -4,6 +4,7 @@ use crate::compose::{self, Adapters, HttpRailSpec, Options};
 use crate::driver::{Driver, Pace};
 use crate::streams::DynamoStream;
 use ops_domain::access::{Environment, DEFAULT_RATE_LIMIT};
+use ops_domain::desk::{DeskSla, Queue};
 use ops_domain::ports::{Clock, Secrets, SystemClock};
 use ops_domain::service::Service;
 use ops_domain::transactions::RailSecret;
@@ -35,6 +36,9 @@ pub struct Settings {
     pub sandbox_ledger: Option<std::path::PathBuf>,
     /// Requests per second each API key may make (0: unlimited).
     pub rate_limit: u32,
+    /// How long the desk's items may wait (`OPS_APPROVALS_SLA_MINUTES`,
+    /// `OPS_EXCEPTIONS_SLA_MINUTES`; defaults when unset).
+    pub desk_sla: DeskSla,
     /// Webhooks may go to plain http and to loopback or private addresses: off unless set (a
     /// function in the cloud reaches no developer's laptop, and must never reach the metadata
     /// address); refused for production.
@@ -66,6 +70,18 @@ impl Settings {
                 .map_err(|_| format!("OPS_RATE_LIMIT must be a whole number of requests per second, not {value}"))?,
             None => DEFAULT_RATE_LIMIT,
         };
+        let sla_minutes = |name: &str, default: u32| match lookup(name).filter(|v| !v.is_empty()) {
+            Some(value) => value
+                .parse::<u32>()
+                .map_err(|_| format!("{name} must be a whole number of minutes, not {value}")),
+            None => Ok(default),
+        };
+        let defaults = DeskSla::default();
+        let desk_sla = DeskSla::from_minutes(
+            sla_minutes("OPS_APPROVALS_SLA_MINUTES", defaults.minutes(Queue::Approvals))?,
+            sla_minutes("OPS_EXCEPTIONS_SLA_MINUTES", defaults.minutes(Queue::Exceptions))?,
+        )
+        .map_err(|e| format!("OPS_*_SLA_MINUTES: {e}"))?;
         let webhook_allow_local = match lookup("OPS_WEBHOOK_ALLOW_LOCAL").as_deref() {
             None | Some("") | Some("false") => false,
             Some("true") => true,
@@ -101,6 +117,7 @@ impl Settings {
             http_rails,
             sandbox_ledger: sandbox.then(|| std::env::temp_dir().join("rail-sandbox.sqlite")),
             rate_limit,
+            desk_sla,
             webhook_allow_local,
             timers,
         })
@@ -120,6 +137,14 @@ impl Settings {
             ("OPS_HTTP_RAILS", rails.join(",")),
             ("OPS_SANDBOX_RAIL", self.sandbox_ledger.is_some().to_string()),
             ("OPS_RATE_LIMIT", self.rate_limit.to_string()),
+            (
+                "OPS_APPROVALS_SLA_MINUTES",
+                self.desk_sla.minutes(Queue::Approvals).to_string(),
+            ),
+            (
+                "OPS_EXCEPTIONS_SLA_MINUTES",
+                self.desk_sla.minutes(Queue::Exceptions).to_string(),
+            ),
             ("OPS_WEBHOOK_ALLOW_LOCAL", self.webhook_allow_local.to_string()),
             (
                 "SCHEDULE_GROUP",
@@ -199,6 +224,7 @@ impl Settings {
             webhook_timeout: DELIVERY_TIMEOUT,
             rail_secret: RailSecret::InSecrets,
             rate_limit: self.rate_limit,
+            desk_sla: self.desk_sla,
         };
         let service = compose::service(adapters, options, clock);
         Ok((service, Parts { store, queue, sandbox }))
@@ -252,6 +278,7 @@ mod tests {
             ],
             sandbox_ledger: None,
             rate_limit: 250,
+            desk_sla: DeskSla::from_minutes(30, 15).unwrap(),
             webhook_allow_local: false,
             timers: Some(TimerTarget {
                 group: "ops-prod-schedules".into(),

@@ -71,10 +71,12 @@ pub enum Trigger {
     /// Schedules' occurrences: EventBridge Scheduler invoking `schedule-fire` in the cloud,
     /// the due index here.
     ScheduleTimer,
+    /// Both dead-letter queues, whose messages become exceptions work items.
+    DeadLetters,
 }
 
 impl Trigger {
-    pub const ALL: [Trigger; 7] = [
+    pub const ALL: [Trigger; 8] = [
         Trigger::Stream(StreamConsumer::Transition),
         Trigger::Stream(StreamConsumer::WebhookDispatch),
         Trigger::Stream(StreamConsumer::Desk),
@@ -82,6 +84,7 @@ impl Trigger {
         Trigger::Queue(QueueName::Webhooks),
         Trigger::StatusPoll,
         Trigger::ScheduleTimer,
+        Trigger::DeadLetters,
     ];
 
     /// The function that runs this trigger in the cloud.
@@ -92,6 +95,7 @@ impl Trigger {
             Trigger::Queue(QueueName::Webhooks) => "queue-webhook-send",
             Trigger::StatusPoll => "schedule-status-poll",
             Trigger::ScheduleTimer => "schedule-fire",
+            Trigger::DeadLetters => "queue-dead-letters",
         }
     }
 }
@@ -193,6 +197,7 @@ impl Driver {
             Trigger::Queue(queue) => self.queue_round(queue).await,
             Trigger::StatusPoll => Ok(self.service.poll_rails().await?),
             Trigger::ScheduleTimer => Ok(self.service.fire_due_schedules().await?),
+            Trigger::DeadLetters => self.dead_letter_round().await,
         }
     }
 
@@ -250,6 +255,23 @@ impl Driver {
         Ok(messages.len())
     }
 
+    /// Receives what reached each dead-letter queue, records it as work items and deletes it.
+    async fn dead_letter_round(&self) -> Result<usize, Error> {
+        let mut handled = 0;
+        for queue in [QueueName::Submissions, QueueName::Webhooks] {
+            let messages = self
+                .queue
+                .receive_dead_letters(queue, QUEUE_BATCH, self.pace.submissions_visibility)
+                .await?;
+            let outcome = self.service.handle_dead_letters(&messages).await;
+            for message in messages.iter().filter(|m| !outcome.failed.contains(&m.id)) {
+                self.queue.ack_dead_letter(queue, &message.id).await?;
+                handled += 1;
+            }
+        }
+        Ok(handled)
+    }
+
     /// Runs each trigger in a loop of its own until dropped, as each is a function of its own
     /// in the cloud: a webhook receiver that hangs holds up webhook sends, never submissions,
     /// status polls or the other customers' payouts.
@@ -257,7 +279,7 @@ impl Driver {
         let mut loops = JoinSet::new();
         for trigger in Trigger::ALL {
             let (idle, copies) = match trigger {
-                Trigger::StatusPoll | Trigger::ScheduleTimer => (self.pace.poll_idle, 1),
+                Trigger::StatusPoll | Trigger::ScheduleTimer | Trigger::DeadLetters => (self.pace.poll_idle, 1),
                 Trigger::Queue(QueueName::Webhooks) => (self.pace.idle, self.pace.webhook_senders.max(1)),
                 _ => (self.pace.idle, 1),
             };

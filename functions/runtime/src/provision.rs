@@ -61,6 +61,7 @@ pub async fn provision(
         http_rails: vec![],
         sandbox_ledger: None,
         rate_limit: ops_domain::access::DEFAULT_RATE_LIMIT,
+        desk_sla: ops_domain::desk::DeskSla::default(),
         // An emulator's stack is a developer's or a test's: its receivers are local.
         webhook_allow_local: environment == Environment::Test,
         timers: Some(timers),

@@ -98,6 +98,11 @@ pub async fn queue(service: &Service, queue: QueueName, batch: SqsEvent) -> SqsB
     queue_response(consume_queue(service, queue, &queue_messages(&batch)).await)
 }
 
+/// SQS dead-letter queues → exceptions work items
+pub async fn dead_letters(service: &Service, batch: SqsEvent) -> SqsBatchResponse {
+    queue_response(service.handle_dead_letters(&queue_messages(&batch)).await)
+}
+
 /// How long one status-poll invocation keeps taking rounds (the function times out at 30 s);
 /// what is still due then waits for the next minute.
 const POLL_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);

@@ -22,6 +22,8 @@ pub struct SqsQueue {
     urls: QueueUrls,
     /// Receipt handles of received messages, by message id, until they are acknowledged.
     receipts: Mutex<HashMap<String, String>>,
+    /// Each queue's dead-letter queue, looked up once.
+    dead_letter_urls: Mutex<HashMap<QueueName, String>>,
     /// Requests sent, for the benchmark.
     requests: AtomicU64,
 }
@@ -41,6 +43,7 @@ impl SqsQueue {
             client,
             urls,
             receipts: Mutex::default(),
+            dead_letter_urls: Mutex::default(),
             requests: AtomicU64::new(0),
         }
     }
@@ -60,6 +63,14 @@ impl SqsQueue {
 
     /// The dead-letter queue named in `queue`'s redrive policy.
     async fn dead_letter_url(&self, queue: QueueName) -> Result<String, QueueError> {
+        if let Some(url) = self
+            .dead_letter_urls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&queue)
+        {
+            return Ok(url.clone());
+        }
         let attributes = self
             .client
             .get_queue_attributes()
@@ -91,15 +102,80 @@ impl SqsQueue {
             .send()
             .await
             .map_err(failed)?;
-        found
+        let url = found
             .queue_url()
             .map(str::to_owned)
-            .ok_or_else(|| unavailable("no dead-letter queue url"))
+            .ok_or_else(|| unavailable("no dead-letter queue url"))?;
+        self.dead_letter_urls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(queue, url.clone());
+        Ok(url)
+    }
+
+    async fn receive_at(
+        &self,
+        url: &str,
+        max: usize,
+        visibility: time::Duration,
+    ) -> Result<Vec<QueueMessage>, QueueError> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let received = self
+            .client
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(max.clamp(1, 10) as i32)
+            .visibility_timeout(visibility.whole_seconds() as i32)
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .map_err(failed)?;
+        let mut receipts = self.receipts.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(received
+            .messages()
+            .iter()
+            .filter_map(|m| {
+                let id = m.message_id()?.to_owned();
+                receipts.insert(id.clone(), m.receipt_handle()?.to_owned());
+                let receive_count = m
+                    .attributes()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(1);
+                Some(QueueMessage {
+                    id,
+                    body: m.body()?.to_owned(),
+                    receive_count,
+                })
+            })
+            .collect())
+    }
+
+    async fn delete_at(&self, url: &str, message_id: &str) -> Result<(), QueueError> {
+        let receipt = self
+            .receipts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(message_id);
+        let Some(receipt) = receipt else { return Ok(()) };
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.client
+            .delete_message()
+            .queue_url(url)
+            .receipt_handle(receipt)
+            .send()
+            .await
+            .map_err(failed)?;
+        Ok(())
     }
 
     /// The queue's URL for a request about to be sent (and counted).
     fn request_to(&self, queue: QueueName) -> &str {
         self.requests.fetch_add(1, Ordering::Relaxed);
+        self.url_of(queue)
+    }
+
+    fn url_of(&self, queue: QueueName) -> &str {
         match queue {
             QueueName::Submissions => &self.urls.submissions,
             QueueName::Webhooks => &self.urls.webhooks,
@@ -169,52 +245,28 @@ impl QueueConsumer for SqsQueue {
         max: usize,
         visibility: time::Duration,
     ) -> Result<Vec<QueueMessage>, QueueError> {
-        let received = self
-            .client
-            .receive_message()
-            .queue_url(self.request_to(queue))
-            .max_number_of_messages(max.clamp(1, 10) as i32)
-            .visibility_timeout(visibility.whole_seconds() as i32)
-            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
-            .send()
-            .await
-            .map_err(failed)?;
-        let mut receipts = self.receipts.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(received
-            .messages()
-            .iter()
-            .filter_map(|m| {
-                let id = m.message_id()?.to_owned();
-                receipts.insert(id.clone(), m.receipt_handle()?.to_owned());
-                let receive_count = m
-                    .attributes()
-                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
-                    .and_then(|c| c.parse().ok())
-                    .unwrap_or(1);
-                Some(QueueMessage {
-                    id,
-                    body: m.body()?.to_owned(),
-                    receive_count,
-                })
-            })
-            .collect())
+        let url = self.url_of(queue).to_owned();
+        self.receive_at(&url, max, visibility).await
     }
 
     async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), QueueError> {
-        let receipt = self
-            .receipts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(message_id);
-        let Some(receipt) = receipt else { return Ok(()) };
-        self.client
-            .delete_message()
-            .queue_url(self.request_to(queue))
-            .receipt_handle(receipt)
-            .send()
-            .await
-            .map_err(failed)?;
-        Ok(())
+        let url = self.url_of(queue).to_owned();
+        self.delete_at(&url, message_id).await
+    }
+
+    async fn receive_dead_letters(
+        &self,
+        queue: QueueName,
+        max: usize,
+        visibility: time::Duration,
+    ) -> Result<Vec<QueueMessage>, QueueError> {
+        let url = self.dead_letter_url(queue).await?;
+        self.receive_at(&url, max, visibility).await
+    }
+
+    async fn ack_dead_letter(&self, queue: QueueName, message_id: &str) -> Result<(), QueueError> {
+        let url = self.dead_letter_url(queue).await?;
+        self.delete_at(&url, message_id).await
     }
 
     async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, QueueError> {

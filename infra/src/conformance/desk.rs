@@ -41,9 +41,33 @@ fn work_item(id: &str, queue: Queue, subject: &str, customer: &str, due: i64) ->
         due_at: at(due),
         done_at: None,
         resolution: None,
+        message: None,
         environment: Environment::Test,
         version: 1,
     }
+}
+
+async fn a_dead_letters_body_is_kept_on_its_item(store: &dyn Store) {
+    let body = r#"{"task":"submit_transaction.v1","transaction_id":"txn_dead"}"#;
+    let item = WorkItem {
+        kind: "dead_letter".into(),
+        subject: Subject {
+            kind: SubjectType::DeadLetter,
+            id: "9f0c2a1e-5b7d-4e8a-a1b2-c3d4e5f60718".into(),
+        },
+        message: Some(body.into()),
+        ..work_item("wi_deadletter", Queue::Exceptions, "", "cus_dead", 50)
+    };
+    commit(store, Write::InsertWorkItem(item.clone())).await.unwrap();
+    assert_eq!(store.work_item(&item.id).await.unwrap(), Some(item.clone()));
+    assert_eq!(
+        store
+            .open_work_item(Queue::Exceptions, &item.subject.id)
+            .await
+            .unwrap()
+            .and_then(|found| found.message),
+        Some(body.to_owned())
+    );
 }
 
 async fn commit(store: &dyn Store, write: Write) -> Result<(), StoreError> {
@@ -57,6 +81,7 @@ fn ids(items: &[WorkItem]) -> Vec<&str> {
 pub async fn run_all(store: Arc<dyn Store>) {
     work_items_are_listed_oldest_due_first_by_every_filter(store.as_ref()).await;
     a_subject_has_one_item_not_done_per_queue(store.as_ref()).await;
+    a_dead_letters_body_is_kept_on_its_item(store.as_ref()).await;
     racing_claims_of_one_item_have_one_winner(store.clone(), 16).await;
     the_board_counts_moves_once_and_queues_as_items_open_and_close(store.as_ref()).await;
 }

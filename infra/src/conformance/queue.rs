@@ -94,10 +94,12 @@ async fn a_delayed_message_waits(queue: &dyn QueueConsumer) {
 async fn a_message_received_too_often_is_dead_lettered(queue: &dyn QueueConsumer) {
     let webhooks = QueueName::Webhooks;
     queue.send(webhooks, "poison".into(), Duration::ZERO).await.unwrap();
+    let mut first_id = None;
     for receives in 1..=MAX_RECEIVES {
         // A handler that fails it every time: it is never acknowledged.
         let received = queue.receive(webhooks, 10, Duration::ZERO).await.unwrap();
         assert_eq!(bodies(&received), ["poison"], "receive {receives}");
+        first_id.get_or_insert(received[0].id.clone());
         assert_eq!(received[0].receive_count, receives);
         tokio::time::sleep(Wait::from_millis(20)).await;
     }
@@ -107,4 +109,24 @@ async fn a_message_received_too_often_is_dead_lettered(queue: &dyn QueueConsumer
     );
     assert_eq!(queue.dead_letters(webhooks).await.unwrap(), ["poison"]);
     assert!(queue.dead_letters(QueueName::Submissions).await.unwrap().is_empty());
+
+    // The dead-letter consumer receives it under the same id, and acknowledging removes it.
+    let dead = queue
+        .receive_dead_letters(webhooks, 10, Duration::seconds(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        (bodies(&dead), Some(&dead[0].id) == first_id.as_ref()),
+        (vec!["poison"], true)
+    );
+    assert!(
+        queue
+            .receive_dead_letters(webhooks, 10, Duration::seconds(30))
+            .await
+            .unwrap()
+            .is_empty(),
+        "hidden while it is handled"
+    );
+    queue.ack_dead_letter(webhooks, &dead[0].id).await.unwrap();
+    assert!(queue.dead_letters(webhooks).await.unwrap().is_empty());
 }

@@ -75,6 +75,51 @@ impl QueueConsumer for SqliteQueue {
         max: usize,
         visibility: Duration,
     ) -> Result<Vec<QueueMessage>, QueueError> {
+        self.receive_from(
+            queue.as_str().to_owned(),
+            Some(dead_letter_name(queue)),
+            max,
+            visibility,
+        )
+        .await
+    }
+
+    async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), QueueError> {
+        self.delete(queue.as_str().to_owned(), message_id).await
+    }
+
+    async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, QueueError> {
+        self.depth_query(
+            "SELECT body FROM queue_messages WHERE queue = ?1 ORDER BY id",
+            dead_letter_name(queue),
+        )
+        .await
+    }
+
+    async fn receive_dead_letters(
+        &self,
+        queue: QueueName,
+        max: usize,
+        visibility: Duration,
+    ) -> Result<Vec<QueueMessage>, QueueError> {
+        self.receive_from(dead_letter_name(queue), None, max, visibility).await
+    }
+
+    async fn ack_dead_letter(&self, queue: QueueName, message_id: &str) -> Result<(), QueueError> {
+        self.delete(dead_letter_name(queue), message_id).await
+    }
+}
+
+impl SqliteQueue {
+    /// Receives from the queue called `name`; a message received too often moves to
+    /// `dead_letters` (a dead-letter queue itself has none: its messages stay).
+    async fn receive_from(
+        &self,
+        name: String,
+        dead_letters: Option<String>,
+        max: usize,
+        visibility: Duration,
+    ) -> Result<Vec<QueueMessage>, QueueError> {
         let now = self.now_ms();
         let hidden_until = now + visibility.whole_milliseconds() as i64;
         self.store
@@ -84,15 +129,16 @@ impl QueueConsumer for SqliteQueue {
                     let mut statement = tx
                         .prepare_cached("SELECT id, body, receive_count FROM queue_messages WHERE queue = ?1 AND visible_at <= ?2 ORDER BY visible_at, id LIMIT ?3")
                         .map_err(unavailable)?;
-                    let rows = statement.query_map(params![queue.as_str(), now, max as i64], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))).map_err(unavailable)?;
+                    let rows = statement.query_map(params![name, now, max as i64], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))).map_err(unavailable)?;
                     rows.collect::<Result<_, _>>().map_err(unavailable)?
                 };
                 let mut received = vec![];
                 for (id, body, count) in candidates {
-                    if count >= MAX_RECEIVES {
-                        tx.execute("UPDATE queue_messages SET queue = ?2, visible_at = ?3 WHERE id = ?1", params![id, dead_letter_name(queue), now])
+                    if let Some(dead_letters) = dead_letters.as_ref().filter(|_| count >= MAX_RECEIVES) {
+                        // Counted afresh in the dead-letter queue, as SQS does.
+                        tx.execute("UPDATE queue_messages SET queue = ?2, visible_at = ?3, receive_count = 0 WHERE id = ?1", params![id, dead_letters, now])
                             .map_err(unavailable)?;
-                        tracing::error!(queue = queue.as_str(), message = id, "message moved to the dead-letter queue");
+                        tracing::error!(queue = %name, message = id, "message moved to the dead-letter queue");
                         continue;
                     }
                     tx.execute("UPDATE queue_messages SET visible_at = ?2, receive_count = receive_count + 1 WHERE id = ?1", params![id, hidden_until])
@@ -106,26 +152,18 @@ impl QueueConsumer for SqliteQueue {
             .map_err(QueueError::new)
     }
 
-    async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), QueueError> {
+    async fn delete(&self, name: String, message_id: &str) -> Result<(), QueueError> {
         let id: i64 = message_id.parse().map_err(QueueError::new)?;
         self.store
             .with(move |c| {
                 c.execute(
                     "DELETE FROM queue_messages WHERE id = ?1 AND queue = ?2",
-                    params![id, queue.as_str()],
+                    params![id, name],
                 )
                 .map_err(unavailable)?;
                 Ok(())
             })
             .await
             .map_err(QueueError::new)
-    }
-
-    async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, QueueError> {
-        self.depth_query(
-            "SELECT body FROM queue_messages WHERE queue = ?1 ORDER BY id",
-            dead_letter_name(queue),
-        )
-        .await
     }
 }

@@ -1,0 +1,329 @@
+//! Exceptions that are no operation's or transaction's state: a webhook delivery whose retries
+//! ran out, a message that reached a dead-letter queue, a schedule's occurrence that made
+//! nothing. Each item opens in the changeset of the change that made it (so it is there exactly
+//! when the change is) and closes with its remedy: a resend, a redrive, or an operator's
+//! acknowledgement.
+
+use super::{Queue, Subject, SubjectType, WorkItem, WorkItemStatus, WorkItemTransition};
+use crate::access::Principal;
+use crate::cause::{Actor, Cause};
+use crate::error::DomainError;
+use crate::event::Event;
+use crate::ids::{CustomerId, DeliveryId, WorkItemId};
+use crate::ports::{BatchOutcome, Changeset, QueueMessage, QueueTask, StoreError, Write, MAX_RECEIVES};
+use crate::schedules::{Occurrence, OccurrenceStatus, Schedule};
+use crate::service::Service;
+use crate::validate::optional_text;
+use crate::webhooks::{Delivery, DeliveryStatus};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use time::Duration;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveWorkItem {
+    /// Why (required to acknowledge an occurrence that made nothing).
+    pub reason: Option<String>,
+}
+
+/// Closing an item races claims and releases: a few tries, then the conflict is answered.
+const CLOSE_ATTEMPTS: usize = 3;
+
+/// A dead letter's item id is fixed by its message, so a redelivered dead letter opens nothing.
+fn dead_letter_item_id(message_id: &str) -> WorkItemId {
+    let digest = Sha256::digest(format!("dead_letter/{message_id}"));
+    WorkItemId::from(format!("wi_{}", &hex::encode(digest)[..26]))
+}
+
+impl Service {
+    /// Opens, in `changes`, the exceptions item of a delivery whose retries just ran out.
+    pub(crate) fn delivery_failed(&self, changes: &mut Changeset, delivery: &Delivery, customer_id: &CustomerId) {
+        let last = delivery.attempts.last();
+        let answer = match (last.and_then(|a| a.status_code), last.and_then(|a| a.error.as_deref())) {
+            (Some(status), _) => format!("HTTP {status}"),
+            (None, Some(error)) => error.to_owned(),
+            (None, None) => "no answer".to_owned(),
+        };
+        let cause = Cause::new(
+            "webhook_delivery_failed",
+            format!(
+                "Delivery {} of event {} to endpoint {} failed {} times; the last answer was {answer}.",
+                delivery.id,
+                delivery.event_id,
+                delivery.endpoint_id,
+                delivery.attempts.len()
+            ),
+            Actor::system(),
+            self.now(),
+        );
+        let subject = Subject {
+            kind: SubjectType::Delivery,
+            id: delivery.id.to_string(),
+        };
+        let item = self.exception(
+            WorkItemId::new(&*self.ids),
+            "webhook_delivery_failed",
+            subject,
+            customer_id,
+            cause,
+        );
+        self.record_work_item(changes, &item, "opened");
+        changes.push(Write::InsertWorkItem(item));
+    }
+
+    /// Opens, in `changes`, the exceptions item of a schedule's occurrence that made nothing.
+    pub(crate) fn occurrence_failed(&self, changes: &mut Changeset, schedule: &Schedule, occurrence: &Occurrence) {
+        let kind = match occurrence.status {
+            OccurrenceStatus::Created => return,
+            OccurrenceStatus::Missed => "occurrence_missed",
+            OccurrenceStatus::Skipped => "occurrence_skipped",
+        };
+        let at = occurrence
+            .scheduled_at
+            .format(&time::format_description::well_known::Rfc3339)
+            .expect("a scheduled time formats");
+        let cause = Cause::new(
+            kind,
+            format!(
+                "The occurrence of {at} made no operation: {}",
+                occurrence.reason.as_deref().unwrap_or("no reason recorded")
+            ),
+            Actor::system(),
+            occurrence.recorded_at,
+        );
+        let subject = Subject {
+            kind: SubjectType::Occurrence,
+            id: format!("{}@{at}", schedule.id),
+        };
+        let item = self.exception(WorkItemId::new(&*self.ids), kind, subject, &schedule.customer_id, cause);
+        self.record_work_item(changes, &item, "opened");
+        changes.push(Write::InsertWorkItem(item));
+    }
+
+    fn exception(
+        &self,
+        id: WorkItemId,
+        kind: &str,
+        subject: Subject,
+        customer_id: &CustomerId,
+        cause: Cause,
+    ) -> WorkItem {
+        self.new_work_item(id, Queue::Exceptions, kind, subject, customer_id.clone(), cause)
+    }
+
+    /// Dead-letter queues → exceptions: each message becomes an item that keeps its body for a
+    /// redrive, and then leaves the dead-letter queue. A task this deployment cannot read (a
+    /// newer one's) stays there for a deployment that can; one about nothing stored is logged
+    /// whole and dropped, as there is nothing to redrive it for.
+    pub async fn handle_dead_letters(&self, messages: &[QueueMessage]) -> BatchOutcome {
+        let mut outcome = BatchOutcome::default();
+        for message in messages {
+            if let Err(error) = QueueTask::parse(&message.body) {
+                tracing::error!(message = %message.id, %error, "a dead letter this deployment cannot read stays in its queue");
+                outcome.failed.push(message.id.clone());
+                continue;
+            }
+            if let Err(error) = self.open_dead_letter(message).await {
+                tracing::warn!(message = %message.id, %error, "a dead letter was not recorded; it comes again");
+                outcome.failed.push(message.id.clone());
+            }
+        }
+        outcome
+    }
+
+    async fn open_dead_letter(&self, message: &QueueMessage) -> Result<(), DomainError> {
+        let Ok(task) = QueueTask::parse(&message.body) else {
+            return Ok(());
+        };
+        let customer_id = match &task {
+            QueueTask::SubmitTransaction { transaction_id } => {
+                self.store.transaction(transaction_id).await?.map(|t| t.customer_id)
+            }
+            QueueTask::SendWebhook { delivery_id } => match self.store.delivery(delivery_id).await? {
+                Some(delivery) => self.store.event(&delivery.event_id).await?.map(|e| e.customer_id),
+                None => None,
+            },
+        };
+        let Some(customer_id) = customer_id else {
+            tracing::error!(message = %message.id, body = %message.body, "a dead letter about nothing stored dropped");
+            return Ok(());
+        };
+        let id = dead_letter_item_id(&message.id);
+        if self.store.work_item(&id).await?.is_some() {
+            return Ok(());
+        }
+        let cause = Cause::new(
+            "dead_lettered",
+            format!(
+                "A {} message was received {MAX_RECEIVES} times without being handled.",
+                task.queue().as_str()
+            ),
+            Actor::system(),
+            self.now(),
+        );
+        let subject = Subject {
+            kind: SubjectType::DeadLetter,
+            id: message.id.clone(),
+        };
+        let mut item = self.exception(id, "dead_letter", subject, &customer_id, cause);
+        item.message = Some(message.body.clone());
+        let mut changes = Changeset::default();
+        self.record_work_item(&mut changes, &item, "opened");
+        changes.push(Write::InsertWorkItem(item));
+        match self.store.commit(changes).await {
+            // Recorded by an earlier delivery of the same dead letter.
+            Ok(()) | Err(StoreError::Conflict) => Ok(()),
+            Err(other) => Err(other.into()),
+        }
+    }
+
+    /// `POST /v1/work_items/{id}/resolve`: works an exceptions item by its subject's remedy: a
+    /// dead letter is sent again to its queue, a failed delivery is resent to its endpoint, an
+    /// occurrence that made nothing is acknowledged with a reason. An operation or a
+    /// transaction is resolved through its own endpoints, which close its item.
+    pub async fn resolve_work_item(
+        &self,
+        principal: &Principal,
+        id: &WorkItemId,
+        command: ResolveWorkItem,
+    ) -> Result<WorkItem, DomainError> {
+        let item = self.get_work_item(principal, id).await?;
+        self.may_work(principal, item.queue)?;
+        if item.status == WorkItemStatus::Done {
+            return Err(DomainError::invalid_state(
+                "invalid_transition",
+                format!("Work item {} is done; it cannot be resolved.", item.id),
+            ));
+        }
+        let reason = optional_text(command.reason, "reason", 500)?;
+        let actor = principal.actor();
+        let said = |what: String| match &reason {
+            Some(reason) => format!("{what}: {reason}"),
+            None => what,
+        };
+        match item.subject.kind {
+            SubjectType::Operation | SubjectType::Transaction => {
+                let kind = if item.subject.kind == SubjectType::Operation {
+                    "operation"
+                } else {
+                    "transaction"
+                };
+                Err(DomainError::invalid_state(
+                    "resolved_by_subject",
+                    format!(
+                        "Work item {} closes when {kind} {} is resolved through its own endpoints.",
+                        item.id, item.subject.id
+                    ),
+                ))
+            }
+            SubjectType::DeadLetter => {
+                let task = item
+                    .message
+                    .as_deref()
+                    .and_then(|body| QueueTask::parse(body).ok())
+                    .ok_or_else(|| {
+                        DomainError::invalid_state("nothing_to_redrive", "The dead letter's body is not a task.")
+                    })?;
+                self.enqueue(task.clone(), Duration::ZERO).await?;
+                let message = said(format!(
+                    "Sent again to the {} queue by {}",
+                    task.queue().as_str(),
+                    actor.id
+                ));
+                let cause = Cause::new("redriven", message, actor, self.now());
+                self.close_exception(&item.subject.id, cause).await?;
+                self.get_work_item(principal, id).await
+            }
+            SubjectType::Delivery => {
+                let delivery = self
+                    .store
+                    .delivery(&DeliveryId::from(item.subject.id.as_str()))
+                    .await?
+                    .ok_or_else(|| DomainError::invalid_state("nothing_to_resend", "The delivery no longer exists."))?;
+                let event = self.store.event(&delivery.event_id).await?;
+                let endpoint = self.store.webhook_endpoint(&delivery.endpoint_id).await?;
+                let (Some(event), Some(endpoint)) = (event, endpoint) else {
+                    return Err(DomainError::invalid_state(
+                        "nothing_to_resend",
+                        "The delivery's event or endpoint no longer exists.",
+                    ));
+                };
+                let made = self.dispatch_to(&event, &[endpoint], Some("*")).await?;
+                if made.is_empty() {
+                    return Err(DomainError::invalid_state(
+                        "nothing_to_resend",
+                        format!("Endpoint {} no longer takes this event.", delivery.endpoint_id),
+                    ));
+                }
+                self.close_failed_deliveries(&event, &made, actor, reason.as_deref())
+                    .await?;
+                self.get_work_item(principal, id).await
+            }
+            SubjectType::Occurrence => {
+                let Some(reason) = reason else {
+                    return Err(DomainError::missing("reason"));
+                };
+                let cause = Cause::new("acknowledged", reason, actor, self.now());
+                self.close_exception(&item.subject.id, cause).await?;
+                self.get_work_item(principal, id).await
+            }
+        }
+    }
+
+    /// After a resend: the exceptions items of the event's failed deliveries to the endpoints
+    /// just resent to close, each naming its new delivery.
+    pub(crate) async fn close_failed_deliveries(
+        &self,
+        event: &Event,
+        made: &[Delivery],
+        actor: Actor,
+        reason: Option<&str>,
+    ) -> Result<(), DomainError> {
+        for failed in self.store.deliveries_of_event(&event.id).await? {
+            if failed.status != DeliveryStatus::Failed {
+                continue;
+            }
+            let Some(resent) = made.iter().find(|d| d.endpoint_id == failed.endpoint_id) else {
+                continue;
+            };
+            let mut message = format!("Resent as delivery {} by {}", resent.id, actor.id);
+            if let Some(reason) = reason {
+                message = format!("{message}: {reason}");
+            }
+            let cause = Cause::new("resent", message, actor.clone(), self.now());
+            self.close_exception(&failed.id, cause).await?;
+        }
+        Ok(())
+    }
+
+    /// Closes the open exceptions item about `subject_id`, if there is one.
+    async fn close_exception(&self, subject_id: &str, cause: Cause) -> Result<(), DomainError> {
+        for _ in 0..CLOSE_ATTEMPTS {
+            let Some(mut item) = self.store.open_work_item(Queue::Exceptions, subject_id).await? else {
+                return Ok(());
+            };
+            item.apply(WorkItemTransition::Close(cause.clone()), self.now())?;
+            let mut changes = Changeset::default();
+            self.record_work_item(&mut changes, &item, "closed");
+            changes.push(Write::UpdateWorkItem(item));
+            match self.store.commit(changes).await {
+                Ok(()) => return Ok(()),
+                Err(StoreError::Conflict) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(StoreError::Conflict.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dead_letters_item_id_is_fixed_by_its_message() {
+        assert_eq!(dead_letter_item_id("m-1"), dead_letter_item_id("m-1"));
+        assert_ne!(dead_letter_item_id("m-1"), dead_letter_item_id("m-2"));
+        assert!(WorkItemId::parse(&dead_letter_item_id("m-1")).is_some());
+    }
+}
