@@ -1,7 +1,8 @@
 //! The live board in a real browser: Debian's Chromium, headless, driven by playwright-core
 //! (tests/browser, installed by the test command), while the pipeline runs beside it.
 
-use ops_tests::{payout, spawn_app};
+use ops_tests::receiver::Receiver;
+use ops_tests::{payout, spawn_app, ADMIN_KEY};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -12,11 +13,20 @@ async fn an_operator_approves_from_the_live_board_and_the_operation_changes_colu
     let approver = app
         .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
         .await;
+    // Its receiver refuses the first nine attempts: the operation's creation is never told,
+    // until an operator resends it from the page.
+    let receiver = Receiver::start(9).await;
+    app.subscribe(&acme.key, &receiver.url, &["operation.created"]).await;
     let waiting = app
         .post("/v1/operations", &acme.key, payout(&acme.id, "two_step", &[125_000]))
         .await
         .id();
-    app.drain().await;
+    app.settle(time::Duration::hours(1), 80).await;
+    let exceptions = app
+        .get("/v1/work_items?queue=exceptions&status=open", ADMIN_KEY)
+        .await
+        .json();
+    let failed_delivery = exceptions["data"][0]["id"].as_str().expect("an exception").to_owned();
 
     let page = app.get("/board", "").await;
     assert_eq!(page.status, 200);
@@ -40,6 +50,8 @@ async fn an_operator_approves_from_the_live_board_and_the_operation_changes_colu
         .arg(&approver.key)
         .arg(&waiting)
         .arg(&output)
+        .arg(ADMIN_KEY)
+        .arg(&failed_delivery)
         .output();
     tokio::pin!(node);
     // The pipeline runs as it would in the service: a round every 100 ms.
@@ -63,4 +75,5 @@ async fn an_operator_approves_from_the_live_board_and_the_operation_changes_colu
         Some(true),
         "approved from the page"
     );
+    assert_eq!(receiver.requests(), 10, "resent from the page, delivered once");
 }

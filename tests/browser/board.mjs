@@ -1,13 +1,14 @@
 // Drives the live board in Debian's Chromium, headless, as an operator would: types the key,
 // sees an operation waiting, approves it from the page and watches it change column; sees an
-// API refusal worded as the API words it. Called by tests/api/board_page.rs with:
-//   node board.mjs <base url> <approver key> <operation id> <output dir>
+// API refusal worded as the API words it; then, as the platform's operator, resends a webhook
+// delivery whose retries ran out from the exceptions list. Called by tests/api/board_page.rs:
+//   node board.mjs <base url> <approver key> <operation id> <output dir> <platform key> <work item id>
 import { chromium } from "playwright-core";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const [base, key, operationId, output] = process.argv.slice(2);
+const [base, key, operationId, output, platformKey, exceptionId] = process.argv.slice(2);
 const profile = mkdtempSync(join(tmpdir(), "ops-board-chromium-"));
 const context = await chromium.launchPersistentContext(profile, {
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
@@ -58,7 +59,21 @@ try {
   await page.locator("#history li", { hasText: "approved" }).first().waitFor({ timeout: 3000 })
     .catch(() => fail(page, "the operation's history was not shown"));
   await page.screenshot({ path: join(output, "board-approved.png"), fullPage: true });
-  console.log(`screenshots: ${join(output, "board.png")}, ${join(output, "board-approved.png")}`);
+
+  // The customer's user sees its exception but may not work it: the API's refusal is shown.
+  const exception = page.locator(`#exceptions li[data-id="${exceptionId}"]`);
+  await exception.waitFor({ timeout: 3000 }).catch(() => fail(page, "the failed delivery is not in Exceptions"));
+  await exception.getByRole("button", { name: "Resend" }).click();
+  await page.locator("#error", { hasText: "platform_only" }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the refusal to a customer's user was not shown"));
+  // The platform's operator resends it: the item leaves the list.
+  await page.getByLabel("API key").fill(platformKey);
+  await page.getByRole("button", { name: "Show" }).click();
+  await exception.getByRole("button", { name: "Resend" }).click();
+  await exception.waitFor({ state: "detached", timeout: 4000 })
+    .catch(() => fail(page, "the resent delivery's exception did not close"));
+  await page.screenshot({ path: join(output, "board-resent.png"), fullPage: true });
+  console.log(`screenshots: ${join(output, "board.png")}, ${join(output, "board-approved.png")}, ${join(output, "board-resent.png")}`);
 } finally {
   await context.close();
 }
