@@ -424,6 +424,60 @@ pub trait WebhookSender: Send + Sync {
     async fn post(&self, url: &str, signature: &str, body: Vec<u8>) -> Result<u16, String>;
 }
 
+/// An operator signal: a count of what just happened, or a level measured now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Signal {
+    pub name: &'static str,
+    pub value: f64,
+    pub unit: SignalUnit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignalUnit {
+    Count,
+    Seconds,
+}
+
+impl Signal {
+    pub fn count(name: &'static str, value: usize) -> Signal {
+        Signal {
+            name,
+            value: value as f64,
+            unit: SignalUnit::Count,
+        }
+    }
+}
+
+/// The operator signals the service records; `template.yaml` has an alarm on each.
+pub mod signals {
+    /// Operations and transactions in `needs_attention` (a level, each minute).
+    pub const NEEDS_ATTENTION: &str = "NeedsAttention";
+    /// Exceptions work items not done, and those past their due time (levels).
+    pub const EXCEPTIONS_OPEN: &str = "ExceptionsOpen";
+    pub const EXCEPTIONS_PAST_DUE: &str = "ExceptionsPastDue";
+    /// Seconds since the oldest operation in progress (handed to the rails, not settled) was made.
+    pub const OLDEST_IN_PROGRESS: &str = "OldestInProgressSeconds";
+    /// Webhook deliveries whose retries ran out (a count as they happen).
+    pub const WEBHOOK_DELIVERIES_FAILED: &str = "WebhookDeliveriesFailed";
+    /// Messages that reached a dead-letter queue (a count as they are taken off it).
+    pub const DEAD_LETTERS: &str = "DeadLetters";
+
+    pub const ALL: [&str; 6] = [
+        NEEDS_ATTENTION,
+        EXCEPTIONS_OPEN,
+        EXCEPTIONS_PAST_DUE,
+        OLDEST_IN_PROGRESS,
+        WEBHOOK_DELIVERIES_FAILED,
+        DEAD_LETTERS,
+    ];
+}
+
+/// Where operator signals go: CloudWatch metrics (Embedded Metric Format log lines) on AWS,
+/// the log locally. Recording never fails a use case.
+pub trait Metrics: Send + Sync {
+    fn record(&self, signals: &[Signal]);
+}
+
 /// Where events go for the PSP's own systems besides webhooks (EventBridge in the cloud).
 #[async_trait]
 pub trait EventBus: Send + Sync {

@@ -42,6 +42,8 @@ pub struct Service {
     pub timers: Option<Arc<dyn ScheduleTimers>>,
     /// How long the desk's items may wait before they are past due.
     pub desk_sla: crate::desk::DeskSla,
+    /// Operator signals (CloudWatch metrics on AWS, the log locally).
+    pub metrics: Arc<dyn crate::ports::Metrics>,
 }
 
 /// A page of a list: up to the limit asked, and whether more follow.

@@ -124,6 +124,18 @@ async fn a_dead_letter_on_sqs_is_an_exception_until_it_is_redriven() {
 
     assert_eq!(app.driver.round(Trigger::DeadLetters).await.unwrap(), 1);
     assert!(queue.dead_letters(QueueName::Submissions).await.unwrap().is_empty());
+    // Counted in the EMF metrics the alarms watch, and in the minute's levels.
+    ops_runtime::triggers::status_poll(&app.service).await.unwrap();
+    let metrics = app.metrics.documents();
+    let value = |name: &str| metrics.iter().find(|m| m.get(name).is_some()).map(|m| m[name].clone());
+    assert_eq!(
+        (value("DeadLetters"), value("ExceptionsOpen"), value("NeedsAttention")),
+        (Some(json!(1.0)), Some(json!(1.0)), Some(json!(0.0))),
+        "{metrics:#?}"
+    );
+    assert!(metrics
+        .iter()
+        .all(|m| m["_aws"]["CloudWatchMetrics"][0]["Namespace"] == ops_infra::aws::NAMESPACE));
     let open = app
         .get("/v1/work_items?queue=exceptions&status=open", ops_tests::ADMIN_KEY)
         .await

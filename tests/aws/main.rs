@@ -19,7 +19,7 @@ use ops_runtime::deployment::Parts;
 use ops_runtime::driver::Driver;
 use ops_tests::{Api, TestClock, ADMIN_KEY, RAIL_SECRET};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub struct AwsApp {
     pub api: Api,
@@ -29,7 +29,35 @@ pub struct AwsApp {
     pub clock: Arc<TestClock>,
     pub config: aws_config::SdkConfig,
     pub settings: ops_runtime::deployment::Settings,
+    /// What the service's EMF metrics wrote (a function's log in the cloud).
+    pub metrics: Written,
     _ledger: tempfile::TempDir,
+}
+
+/// Bytes written, kept for the test to read back line by line.
+#[derive(Clone, Default)]
+pub struct Written(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Written {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Written {
+    /// Each line read as JSON.
+    pub fn documents(&self) -> Vec<serde_json::Value> {
+        String::from_utf8(self.0.lock().unwrap().clone())
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a JSON line"))
+            .collect()
+    }
 }
 
 impl std::ops::Deref for AwsApp {
@@ -55,10 +83,12 @@ pub async fn spawn_aws_app() -> AwsApp {
     let ledger = tempfile::tempdir().unwrap();
     settings.sandbox_ledger = Some(ledger.path().join("sandbox.sqlite"));
     let clock = Arc::new(TestClock::default());
-    let (service, parts) = settings
+    let (mut service, parts) = settings
         .service_with(&config, clock.clone())
         .await
         .expect("service on AWS adapters");
+    let metrics = Written::default();
+    service.metrics = Arc::new(ops_infra::aws::EmfMetrics::new("test", Box::new(metrics.clone())));
     let service = Arc::new(service);
     service.bootstrap_admin_key(ADMIN_KEY).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -79,6 +109,7 @@ pub async fn spawn_aws_app() -> AwsApp {
         clock,
         config,
         settings,
+        metrics,
         _ledger: ledger,
     }
 }

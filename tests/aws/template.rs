@@ -150,3 +150,20 @@ fn read_endpoints_write_nothing_but_their_keys_request_counters() {
     }
     assert_eq!(readers, 25, "the GET endpoints");
 }
+
+#[test]
+fn every_operator_signal_has_an_alarm() {
+    let template = template();
+    for signal in ops_domain::ports::signals::ALL {
+        let named = format!("MetricName: {signal}\n");
+        let alarm = template
+            .split("\n\n")
+            .find(|resource| resource.contains("Type: AWS::CloudWatch::Alarm") && resource.contains(&named));
+        assert!(
+            alarm.is_some_and(|alarm| alarm.contains("Namespace: PaymentOperations")
+                && alarm.contains("{ Name: Environment, Value: !Ref Environment }")),
+            "template.yaml has no alarm on the {signal} signal"
+        );
+    }
+    assert_eq!(ops_infra::aws::NAMESPACE, "PaymentOperations");
+}

@@ -10,7 +10,9 @@ use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::ids::{CustomerId, DeliveryId, WorkItemId};
-use crate::ports::{BatchOutcome, Changeset, QueueMessage, QueueTask, StoreError, Write, MAX_RECEIVES};
+use crate::ports::{
+    signals, BatchOutcome, Changeset, QueueMessage, QueueTask, Signal, StoreError, Write, MAX_RECEIVES,
+};
 use crate::schedules::{Occurrence, OccurrenceStatus, Schedule};
 use crate::service::Service;
 use crate::validate::optional_text;
@@ -171,8 +173,12 @@ impl Service {
         self.record_work_item(&mut changes, &item, "opened");
         changes.push(Write::InsertWorkItem(item));
         match self.store.commit(changes).await {
+            Ok(()) => {
+                self.metrics.record(&[Signal::count(signals::DEAD_LETTERS, 1)]);
+                Ok(())
+            }
             // Recorded by an earlier delivery of the same dead letter.
-            Ok(()) | Err(StoreError::Conflict) => Ok(()),
+            Err(StoreError::Conflict) => Ok(()),
             Err(other) => Err(other.into()),
         }
     }

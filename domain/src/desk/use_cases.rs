@@ -8,7 +8,7 @@ use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::ids::{CustomerId, OperationId, TransactionId, UserId, WorkItemId};
-use crate::ports::{AuditEntry, BatchOutcome, Changeset, StoreError, Write};
+use crate::ports::{signals, AuditEntry, BatchOutcome, Changeset, Signal, SignalUnit, StoreError, Write};
 use crate::service::{customer_scope, Handled, Page, Service};
 use crate::transactions::TransactionStatus;
 use serde::Deserialize;
@@ -506,6 +506,28 @@ impl Service {
                 "No such customer.".to_string(),
             ));
         };
+        self.board_of(customer_id).await
+    }
+
+    /// The schedule's report of the platform's levels (once a minute on AWS): what needs an
+    /// operator, how far behind the exceptions are, how long the oldest payout is in flight.
+    pub async fn record_operator_levels(&self) -> Result<(), DomainError> {
+        let board = self.board_of(None).await?;
+        let exceptions = &board.queues[Queue::Exceptions.as_str()];
+        self.metrics.record(&[
+            Signal::count(signals::NEEDS_ATTENTION, board.needs_attention.count.max(0) as usize),
+            Signal::count(signals::EXCEPTIONS_OPEN, exceptions.open.max(0) as usize),
+            Signal::count(signals::EXCEPTIONS_PAST_DUE, exceptions.past_due.max(0) as usize),
+            Signal {
+                name: signals::OLDEST_IN_PROGRESS,
+                value: board.in_progress.oldest_age_seconds.unwrap_or(0) as f64,
+                unit: SignalUnit::Seconds,
+            },
+        ]);
+        Ok(())
+    }
+
+    async fn board_of(&self, customer_id: Option<CustomerId>) -> Result<Board, DomainError> {
         let now = self.now();
         let counts = self.store.board_counts(customer_id.as_ref()).await?;
         let mut columns = Vec::new();

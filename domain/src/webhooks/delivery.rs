@@ -4,7 +4,7 @@
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::ids::{DeliveryId, EventId, WebhookEndpointId};
-use crate::ports::{BatchOutcome, Changeset, QueueMessage, QueueTask, StoreError, Write};
+use crate::ports::{signals, BatchOutcome, Changeset, QueueMessage, QueueTask, Signal, StoreError, Write};
 use crate::service::{jitter, Service};
 use crate::webhooks::{self, signature, Attempt, Delivery, DeliveryStatus, EndpointStatus, WebhookEndpoint};
 use futures_util::future::join_all;
@@ -202,6 +202,10 @@ impl Service {
         }
         changes.push(Write::UpdateDelivery(updated.clone()));
         match self.store.commit(changes).await {
+            Ok(()) if updated.status == DeliveryStatus::Failed => {
+                self.metrics
+                    .record(&[Signal::count(signals::WEBHOOK_DELIVERIES_FAILED, 1)]);
+            }
             Ok(()) => {}
             // Another worker recorded this attempt first; its record stands.
             Err(StoreError::Conflict) => return Ok(()),

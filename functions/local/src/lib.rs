@@ -9,7 +9,7 @@ use ops_domain::ports::{Clock, SystemClock};
 use ops_domain::transactions::RailSecret;
 use ops_domain::transactions::RAIL_SECRET;
 use ops_domain::webhooks::TargetPolicy;
-use ops_infra::embedded::{InMemoryRateLimiter, SealedSecrets, SqliteQueue, SqliteStore};
+use ops_infra::embedded::{InMemoryRateLimiter, LogMetrics, SealedSecrets, SqliteQueue, SqliteStore};
 use ops_infra::rails::SandboxRail;
 use ops_runtime::compose::{self, Adapters, HttpRailSpec, Options};
 use ops_runtime::driver::{Driver, Pace};
@@ -220,6 +220,7 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         rate_limiter: Arc::new(InMemoryRateLimiter::default()),
         bus: None,
         timers: None,
+        metrics: Arc::new(LogMetrics),
     };
     let options = Options {
         environment,

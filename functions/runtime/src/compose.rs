@@ -5,7 +5,7 @@
 use ops_domain::access::{Environment, KeyHasher, RateLimit};
 use ops_domain::desk::DeskSla;
 use ops_domain::ids::UlidGenerator;
-use ops_domain::ports::{Clock, EventBus, Queue, RateLimiter, Secrets, Store};
+use ops_domain::ports::{Clock, EventBus, Metrics, Queue, RateLimiter, Secrets, Store};
 use ops_domain::rail::Rails;
 use ops_domain::schedules::ScheduleTimers;
 use ops_domain::service::Service;
@@ -28,6 +28,8 @@ pub struct Adapters {
     /// The schedules' timer (EventBridge Scheduler); none locally, where the store's due
     /// index is the timer.
     pub timers: Option<Arc<dyn ScheduleTimers>>,
+    /// Operator signals: CloudWatch metrics (EMF) in a function, the log locally.
+    pub metrics: Arc<dyn Metrics>,
 }
 
 /// What a service is told, whatever it runs on.
@@ -62,6 +64,7 @@ pub fn service(adapters: Adapters, options: Options, clock: Arc<dyn Clock>) -> S
         rate_limit: RateLimit::new(adapters.rate_limiter, options.rate_limit),
         timers: adapters.timers,
         desk_sla: options.desk_sla,
+        metrics: adapters.metrics,
     }
 }
 

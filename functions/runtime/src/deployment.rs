@@ -11,7 +11,7 @@ use ops_domain::transactions::RailSecret;
 use ops_domain::webhooks::TargetPolicy;
 use ops_domain::webhooks::DELIVERY_TIMEOUT;
 use ops_infra::aws::{
-    DynamoStore, EventBridgeBus, EventBridgeTimers, QueueUrls, SecretsManagerSecrets, SqsQueue, TimerTarget,
+    DynamoStore, EmfMetrics, EventBridgeBus, EventBridgeTimers, QueueUrls, SecretsManagerSecrets, SqsQueue, TimerTarget,
 };
 use ops_infra::rails::SandboxRail;
 use std::sync::Arc;
@@ -215,6 +215,7 @@ impl Settings {
                     target.clone(),
                 )) as _
             }),
+            metrics: Arc::new(EmfMetrics::stdout(self.environment.as_str())),
         };
         let options = Options {
             environment: self.environment,

@@ -107,9 +107,13 @@ pub async fn dead_letters(service: &Service, batch: SqsEvent) -> SqsBatchRespons
 /// what is still due then waits for the next minute.
 const POLL_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
 
-/// schedule → status poll: asks the rails about every transaction whose poll is due, round
-/// after round, until none is or the budget is spent.
+/// schedule → status poll: reports the operator levels, then asks the rails about every
+/// transaction whose poll is due, round after round, until none is or the budget is spent.
 pub async fn status_poll(service: &Service) -> Result<serde_json::Value, String> {
+    // The minute's operator levels first: a poll that runs long still reports them.
+    if let Err(error) = service.record_operator_levels().await {
+        tracing::warn!(%error, "the operator levels were not recorded");
+    }
     let started = std::time::Instant::now();
     let mut polled = 0;
     loop {

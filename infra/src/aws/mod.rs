@@ -3,6 +3,7 @@
 //! them at LocalStack or moto, and nothing at all means real AWS.
 
 mod dynamo_store;
+mod emf_metrics;
 mod event_bus;
 mod event_scheduler;
 mod keys;
@@ -10,6 +11,7 @@ mod secrets_manager;
 mod sqs_queue;
 
 pub use dynamo_store::{DynamoStore, INDEXES, MAX_WRITES, SHARDS};
+pub use emf_metrics::{emf_line, EmfMetrics, NAMESPACE};
 pub use event_bus::EventBridgeBus;
 pub use event_scheduler::{EventBridgeTimers, TimerTarget};
 pub use secrets_manager::SecretsManagerSecrets;

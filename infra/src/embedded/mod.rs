@@ -2,11 +2,13 @@
 //! event log read from per-consumer checkpoints) and the queues. Request counts for the rate
 //! limit stay in memory.
 
+mod log_metrics;
 mod queue;
 mod rate_limiter;
 mod sealed_secrets;
 mod sqlite_store;
 
+pub use log_metrics::LogMetrics;
 pub use queue::SqliteQueue;
 pub use rate_limiter::InMemoryRateLimiter;
 pub use sealed_secrets::SealedSecrets;
