@@ -144,8 +144,8 @@ const LIST_NONE: &str = "/v1/operations?limit=10&status=needs_attention";
 async fn lookup_table(api: &Api, label: &str, mut stored: usize, targets: &[usize]) {
     let customer = api.create_customer().await;
     println!();
-    println!("| {label}: stored operations | GET /v1/operations/{{id}} p50 ms | {LIST_ALL} p50 ms | {LIST_NONE} p50 ms | POST /v1/operations p50 ms |");
-    println!("|---|---|---|---|---|");
+    println!("| {label}: stored operations | GET /v1/operations/{{id}} p50 ms | {LIST_ALL} p50 ms | {LIST_NONE} p50 ms | POST /v1/operations p50 ms | GET /v1/board p50 ms |");
+    println!("|---|---|---|---|---|---|");
     let mut probe = String::new();
     for &target in targets {
         let fill: Vec<_> = (stored..target).collect();
@@ -161,7 +161,7 @@ async fn lookup_table(api: &Api, label: &str, mut stored: usize, targets: &[usiz
             probe = ids.last().map(|r| r.id()).unwrap_or(probe);
         }
         stored = target;
-        let (mut get, mut list, mut rare, mut create) = (vec![], vec![], vec![], vec![]);
+        let (mut get, mut list, mut rare, mut create, mut board) = (vec![], vec![], vec![], vec![], vec![]);
         for _ in 0..50 {
             let t = Instant::now();
             api.get(&format!("/v1/operations/{probe}"), &customer.key).await;
@@ -180,19 +180,24 @@ async fn lookup_table(api: &Api, label: &str, mut stored: usize, targets: &[usiz
             )
             .await;
             create.push(t.elapsed());
+            let t = Instant::now();
+            let answer = api.get("/v1/board", &customer.key).await;
+            board.push(t.elapsed());
+            assert_eq!(answer.status, 200);
         }
         stored += 50;
         println!(
-            "| {target} | {} | {} | {} | {} |",
+            "| {target} | {} | {} | {} | {} | {} |",
             ms(percentile(&mut get, 0.5)),
             ms(percentile(&mut list, 0.5)),
             ms(percentile(&mut rare, 0.5)),
-            ms(percentile(&mut create, 0.5))
+            ms(percentile(&mut create, 0.5)),
+            ms(percentile(&mut board, 0.5))
         );
     }
 }
 
-/// `ops-bench [local] [aws] [aws-requests] [sizes] [timer] [ledger]`: the parts to run (all by default). The
+/// `ops-bench [local] [aws] [aws-requests] [sizes] [timer] [ledger] [desk]`: the parts to run (all by default). The
 /// aws parts need `AWS_ENDPOINT_URL` (an emulator) and are skipped without it; `aws-requests`
 /// is the request counts alone, without the lifecycle timings and cold starts.
 #[tokio::main(flavor = "multi_thread")]
@@ -219,6 +224,123 @@ async fn main() {
     if wanted("ledger") {
         ledger_holds(emulator).await;
     }
+    if wanted("desk") {
+        claims().await;
+        board_page_first_render().await;
+    }
+}
+
+/// A local server on a fresh data directory, its pipeline running; one key drives every
+/// client, so the per-key limit is off (the bench measures the service, not the limit).
+async fn local_server() -> (ops_local::Server, Api, tempfile::TempDir) {
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut config = ops_tests::config(data_dir.path().to_path_buf());
+    config.worker = true;
+    config.rate_limit = 0;
+    let server = ops_local::start(config).await.expect("server starts");
+    let api = Api {
+        base: format!("http://{}", server.address),
+        client: reqwest::Client::new(),
+    };
+    (server, api, data_dir)
+}
+
+/// Claim latency: eight approvers claiming from one approvals queue at once until it is empty
+/// (local mode, SQLite); each item is handed out once.
+async fn claims() {
+    let (_server, api, _data) = local_server().await;
+    let customer = api.create_customer().await;
+    let waiting = 400;
+    for chunk in (0..waiting).collect::<Vec<_>>().chunks(32) {
+        join_all(chunk.iter().map(|_| {
+            api.post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &[5_000]),
+            )
+        }))
+        .await;
+    }
+    let open = || async {
+        api.get("/v1/board", &customer.key).await.json()["queues"]["approvals"]["open"]
+            .as_i64()
+            .unwrap_or(0)
+    };
+    while open().await < waiting as i64 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let claimers =
+        join_all((0..8).map(|_| api.add_member(&customer, &["approver"], &["operations:read", "operations:approve"])))
+            .await;
+    let started = Instant::now();
+    let rounds = join_all(claimers.iter().map(|claimer| {
+        let api = &api;
+        async move {
+            let (mut took, mut got) = (vec![], vec![]);
+            loop {
+                let t = Instant::now();
+                let claimed = api
+                    .post("/v1/work_items/claim", &claimer.key, json!({"queue": "approvals"}))
+                    .await;
+                took.push(t.elapsed());
+                if claimed.status != 200 {
+                    return (took, got);
+                }
+                got.push(claimed.id());
+            }
+        }
+    }))
+    .await;
+    let elapsed = started.elapsed();
+    let mut latencies: Vec<Duration> = rounds.iter().flat_map(|(took, _)| took.clone()).collect();
+    let mut handed: Vec<String> = rounds.into_iter().flat_map(|(_, got)| got).collect();
+    let claimed = handed.len();
+    handed.sort();
+    handed.dedup();
+    assert_eq!((claimed, handed.len()), (waiting, waiting), "each item handed out once");
+    println!();
+    println!(
+        "### Claims: 8 approvers claiming from one approvals queue of {waiting} items at once (local mode, SQLite)"
+    );
+    println!();
+    println!("| claims | p50 ms | p99 ms | claims/s |");
+    println!("|---:|---:|---:|---:|");
+    println!(
+        "| {claimed} | {} | {} | {:.0} |",
+        ms(percentile(&mut latencies, 0.5)),
+        ms(percentile(&mut latencies, 0.99)),
+        claimed as f64 / elapsed.as_secs_f64()
+    );
+}
+
+/// The live board's first render in Debian's Chromium (headless, through playwright-core in
+/// tests/browser, which the test command installs): to its heading, and to the columns drawn
+/// from the API after the key is typed.
+async fn board_page_first_render() {
+    let browser = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/browser");
+    if !browser.join("node_modules/playwright-core").exists() {
+        println!("\n(first render skipped: run ./scripts/test once to install playwright-core)");
+        return;
+    }
+    let (_server, api, _data) = local_server().await;
+    let measured = tokio::process::Command::new("node")
+        .current_dir(&browser)
+        .args(["first-render.mjs", &api.base, ADMIN_KEY, "10"])
+        .output()
+        .await
+        .expect("node runs");
+    assert!(
+        measured.status.success(),
+        "{}",
+        String::from_utf8_lossy(&measured.stderr)
+    );
+    let figures: serde_json::Value = serde_json::from_slice(&measured.stdout).expect("figures");
+    println!();
+    println!("### The live board in Chromium (headless, local mode, 10 loads)");
+    println!();
+    println!("| to the heading p50 ms | to the columns drawn from the API p50 ms |");
+    println!("|---:|---:|");
+    println!("| {} | {} |", figures["heading_p50_ms"], figures["columns_p50_ms"]);
 }
 
 /// Opens a CLP account for a new customer of `api` and funds it.
@@ -459,16 +581,7 @@ fn created_at(reply: &ops_tests::Reply) -> time::OffsetDateTime {
 }
 
 async fn local_mode() {
-    let data_dir = tempfile::tempdir().unwrap();
-    let mut config = ops_tests::config(data_dir.path().to_path_buf());
-    config.worker = true;
-    // One key drives every client: the bench measures the service, not the per-key limit.
-    config.rate_limit = 0;
-    let server = ops_local::start(config).await.expect("server starts");
-    let api = Api {
-        base: format!("http://{}", server.address),
-        client: reqwest::Client::new(),
-    };
+    let (_server, api, _data) = local_server().await;
     let runs = [(1, 20), (8, 10), (64, 4)];
     lifecycle_header("local mode (SQLite)");
     for (clients, per_client) in runs {
@@ -623,8 +736,8 @@ async fn aws_round_trips() -> ops_runtime::deployment::Settings {
     // No request path grows with history: the DynamoDB requests one lookup or create makes
     // stay the same as the table fills (the emulator's own latency does grow: it scans).
     println!();
-    println!("| AWS adapters: stored operations | DynamoDB requests per GET /v1/operations/{{id}} | per {LIST_ALL} | per {LIST_NONE} | per POST /v1/operations |");
-    println!("|---|---|---|---|---|");
+    println!("| AWS adapters: stored operations | DynamoDB requests per GET /v1/operations/{{id}} | per {LIST_ALL} | per {LIST_NONE} | per POST /v1/operations | per GET /v1/board |");
+    println!("|---|---|---|---|---|---|");
     let mut stored = lifecycles as usize;
     let create = || {
         api.post(
@@ -660,7 +773,16 @@ async fn aws_round_trips() -> ops_runtime::deployment::Settings {
         }
         let made = per_request(before);
         stored += 10;
-        println!("| {target} | {get:.1} | {list:.1} | {rare:.1} | {made:.1} |");
+        // The desk counts what was made (its approvals waiting), so the board reads them.
+        let desk = ops_runtime::driver::Trigger::Stream(ops_runtime::driver::StreamConsumer::Desk);
+        while driver.round(desk).await.expect("desk round") > 0 {}
+        let before = parts.store.requests();
+        for _ in 0..10 {
+            let answer = api.get("/v1/board", &customer.key).await;
+            assert!(answer.json()["pending_approval"]["count"].as_i64() >= Some(target as i64 - 50));
+        }
+        let board = per_request(before);
+        println!("| {target} | {get:.1} | {list:.1} | {rare:.1} | {made:.1} | {board:.1} |");
     }
     stack_settings
 }

@@ -3,25 +3,11 @@
 // API refusal worded as the API words it; then, as the platform's operator, resends a webhook
 // delivery whose retries ran out from the exceptions list. Called by tests/api/board_page.rs:
 //   node board.mjs <base url> <approver key> <operation id> <output dir> <platform key> <work item id>
-import { chromium } from "playwright-core";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { launch } from "./chromium.mjs";
 
 const [base, key, operationId, output, platformKey, exceptionId] = process.argv.slice(2);
-const profile = mkdtempSync(join(tmpdir(), "ops-board-chromium-"));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-  ],
-});
+const context = await launch("ops-board-chromium");
 const fail = async (page, message) => {
   await page.screenshot({ path: join(output, "board-failure.png"), fullPage: true });
   throw new Error(message);
