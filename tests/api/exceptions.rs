@@ -239,3 +239,56 @@ async fn an_operations_or_transactions_item_is_resolved_through_its_own_endpoint
         .await;
     assert_eq!(still.json()["status"], "open", "nothing written");
 }
+
+#[tokio::test]
+async fn a_failed_delivery_to_an_endpoint_since_deleted_is_closed_with_a_reason() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let receiver = Receiver::start(usize::MAX).await;
+    let endpoint = app.subscribe(&acme.key, &receiver.url, &["operation.created"]).await;
+    app.post("/v1/operations", &acme.key, payout(&acme.id, "two_step", &[5]))
+        .await;
+    app.settle(Duration::hours(1), 80).await;
+    let item = open_exceptions(&app).await.pop().expect("the failed delivery's item");
+    let deleted = app
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/v1/webhook_endpoints/{}", endpoint["id"].as_str().unwrap()),
+            Some(&acme.key),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.json());
+
+    let resolve = format!("/v1/work_items/{}/resolve", item["id"].as_str().unwrap());
+    let unexplained = app.post(&resolve, ADMIN_KEY, json!({})).await;
+    let error = unexplained.error(400);
+    assert_eq!(
+        (error["param"].as_str(), error["code"].as_str()),
+        (Some("reason"), Some("nothing_to_resend"))
+    );
+    let requests = receiver.requests();
+    let closed = app
+        .post(
+            &resolve,
+            ADMIN_KEY,
+            json!({"reason": "The customer removed the endpoint."}),
+        )
+        .await;
+    assert_eq!(
+        (
+            closed.json()["status"].as_str(),
+            closed.json()["resolution"]["cause"]["code"].as_str()
+        ),
+        (Some("done"), Some("acknowledged")),
+        "{}",
+        closed.json()
+    );
+    app.drain().await;
+    assert_eq!(
+        receiver.requests(),
+        requests,
+        "nothing was sent to the deleted endpoint"
+    );
+}

@@ -185,8 +185,9 @@ impl Service {
 
     /// `POST /v1/work_items/{id}/resolve`: works an exceptions item by its subject's remedy: a
     /// dead letter is sent again to its queue, a failed delivery is resent to its endpoint, an
-    /// occurrence that made nothing is acknowledged with a reason. An operation or a
-    /// transaction is resolved through its own endpoints, which close its item.
+    /// occurrence that made nothing is acknowledged with a reason, and so is a dead letter or a
+    /// delivery that can no longer be redone. An operation or a transaction is resolved through
+    /// its own endpoints, which close its item.
     pub async fn resolve_work_item(
         &self,
         principal: &Principal,
@@ -207,6 +208,20 @@ impl Service {
             Some(reason) => format!("{what}: {reason}"),
             None => what,
         };
+        // What cannot be redone is acknowledged instead, with the operator's reason.
+        let acknowledged = |code: &'static str, why: &str| match &reason {
+            Some(reason) => Ok(Cause::new(
+                "acknowledged",
+                format!("{why} Acknowledged by {}: {reason}", actor.id),
+                actor.clone(),
+                self.now(),
+            )),
+            None => Err(DomainError::invalid(
+                "reason",
+                code,
+                format!("{why} Give a reason to close it."),
+            )),
+        };
         match item.subject.kind {
             SubjectType::Operation | SubjectType::Transaction => {
                 let kind = if item.subject.kind == SubjectType::Operation {
@@ -223,13 +238,11 @@ impl Service {
                 ))
             }
             SubjectType::DeadLetter => {
-                let task = item
-                    .message
-                    .as_deref()
-                    .and_then(|body| QueueTask::parse(body).ok())
-                    .ok_or_else(|| {
-                        DomainError::invalid_state("nothing_to_redrive", "The dead letter's body is not a task.")
-                    })?;
+                let task = item.message.as_deref().and_then(|body| QueueTask::parse(body).ok());
+                let Some(task) = task else {
+                    let cause = acknowledged("nothing_to_redrive", "The dead letter's body is not a task.")?;
+                    return self.close_and_show(principal, &item, cause).await;
+                };
                 self.enqueue(task.clone(), Duration::ZERO).await?;
                 let message = said(format!(
                     "Sent again to the {} queue by {}",
@@ -237,43 +250,54 @@ impl Service {
                     actor.id
                 ));
                 let cause = Cause::new("redriven", message, actor, self.now());
-                self.close_exception(&item.subject.id, cause).await?;
-                self.get_work_item(principal, id).await
+                self.close_and_show(principal, &item, cause).await
             }
             SubjectType::Delivery => {
-                let delivery = self
-                    .store
-                    .delivery(&DeliveryId::from(item.subject.id.as_str()))
-                    .await?
-                    .ok_or_else(|| DomainError::invalid_state("nothing_to_resend", "The delivery no longer exists."))?;
-                let event = self.store.event(&delivery.event_id).await?;
-                let endpoint = self.store.webhook_endpoint(&delivery.endpoint_id).await?;
-                let (Some(event), Some(endpoint)) = (event, endpoint) else {
-                    return Err(DomainError::invalid_state(
-                        "nothing_to_resend",
-                        "The delivery's event or endpoint no longer exists.",
-                    ));
-                };
-                let made = self.dispatch_to(&event, &[endpoint], Some("*")).await?;
-                if made.is_empty() {
-                    return Err(DomainError::invalid_state(
-                        "nothing_to_resend",
-                        format!("Endpoint {} no longer takes this event.", delivery.endpoint_id),
-                    ));
+                let delivery_id = DeliveryId::from(item.subject.id.as_str());
+                match self.resend_delivery(&delivery_id).await? {
+                    Some((event, made)) => {
+                        self.close_failed_deliveries(&event, &made, actor, reason.as_deref())
+                            .await?;
+                        self.get_work_item(principal, id).await
+                    }
+                    None => {
+                        let why =
+                            "The delivery's event or endpoint is gone, or the endpoint no longer takes the event.";
+                        let cause = acknowledged("nothing_to_resend", why)?;
+                        self.close_and_show(principal, &item, cause).await
+                    }
                 }
-                self.close_failed_deliveries(&event, &made, actor, reason.as_deref())
-                    .await?;
-                self.get_work_item(principal, id).await
             }
             SubjectType::Occurrence => {
-                let Some(reason) = reason else {
-                    return Err(DomainError::missing("reason"));
-                };
-                let cause = Cause::new("acknowledged", reason, actor, self.now());
-                self.close_exception(&item.subject.id, cause).await?;
-                self.get_work_item(principal, id).await
+                let cause = acknowledged("reason_required", "An occurrence that made nothing is acknowledged.")?;
+                self.close_and_show(principal, &item, cause).await
             }
         }
+    }
+
+    async fn close_and_show(
+        &self,
+        principal: &Principal,
+        item: &WorkItem,
+        cause: Cause,
+    ) -> Result<WorkItem, DomainError> {
+        self.close_exception(&item.subject.id, cause).await?;
+        self.get_work_item(principal, &item.id).await
+    }
+
+    /// A new delivery of a failed one's event to its endpoint, if both are still there and the
+    /// endpoint still takes the event.
+    async fn resend_delivery(&self, id: &DeliveryId) -> Result<Option<(Event, Vec<Delivery>)>, DomainError> {
+        let Some(delivery) = self.store.delivery(id).await? else {
+            return Ok(None);
+        };
+        let event = self.store.event(&delivery.event_id).await?;
+        let endpoint = self.store.webhook_endpoint(&delivery.endpoint_id).await?;
+        let (Some(event), Some(endpoint)) = (event, endpoint) else {
+            return Ok(None);
+        };
+        let made = self.dispatch_to(&event, &[endpoint], Some("*")).await?;
+        Ok((!made.is_empty()).then_some((event, made)))
     }
 
     /// After a resend: the exceptions items of the event's failed deliveries to the endpoints
