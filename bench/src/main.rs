@@ -230,12 +230,12 @@ async fn main() {
     }
 }
 
-/// A local server on a fresh data directory, its pipeline running; one key drives every
-/// client, so the per-key limit is off (the bench measures the service, not the limit).
-async fn local_server() -> (ops_local::Server, Api, tempfile::TempDir) {
+/// A local server on a fresh data directory, its pipeline running if `worker`; one key drives
+/// every client, so the per-key limit is off (the bench measures the service, not the limit).
+async fn local_server(worker: bool) -> (ops_local::Server, Api, tempfile::TempDir) {
     let data_dir = tempfile::tempdir().unwrap();
     let mut config = ops_tests::config(data_dir.path().to_path_buf());
-    config.worker = true;
+    config.worker = worker;
     config.rate_limit = 0;
     let server = ops_local::start(config).await.expect("server starts");
     let api = Api {
@@ -248,7 +248,7 @@ async fn local_server() -> (ops_local::Server, Api, tempfile::TempDir) {
 /// Claim latency: eight approvers claiming from one approvals queue at once until it is empty
 /// (local mode, SQLite); each item is handed out once.
 async fn claims() {
-    let (_server, api, _data) = local_server().await;
+    let (_server, api, _data) = local_server(true).await;
     let customer = api.create_customer().await;
     let waiting = 400;
     for chunk in (0..waiting).collect::<Vec<_>>().chunks(32) {
@@ -322,7 +322,7 @@ async fn board_page_first_render() {
         println!("\n(first render skipped: run ./scripts/test once to install playwright-core)");
         return;
     }
-    let (_server, api, _data) = local_server().await;
+    let (_server, api, _data) = local_server(true).await;
     let measured = tokio::process::Command::new("node")
         .current_dir(&browser)
         .args(["first-render.mjs", &api.base, ADMIN_KEY, "10"])
@@ -395,15 +395,7 @@ async fn ledger_holds(emulator: bool) {
     println!();
     println!("| concurrent clients | holds | holds per second |");
     println!("|---:|---:|---:|");
-    let data_dir = tempfile::tempdir().unwrap();
-    let mut config = ops_tests::config(data_dir.path().to_path_buf());
-    config.worker = false;
-    config.rate_limit = 0;
-    let server = ops_local::start(config).await.expect("server starts");
-    let api = Api {
-        base: format!("http://{}", server.address),
-        client: reqwest::Client::new(),
-    };
+    let (_server, api, _data) = local_server(false).await;
     for (clients, per_client) in [(8, 50), (64, 8)] {
         let rate = hot_account_round(&api, clients, per_client).await;
         println!("| {clients} | {} | {rate:.0} |", clients * per_client);
@@ -581,7 +573,7 @@ fn created_at(reply: &ops_tests::Reply) -> time::OffsetDateTime {
 }
 
 async fn local_mode() {
-    let (_server, api, _data) = local_server().await;
+    let (_server, api, _data) = local_server(true).await;
     let runs = [(1, 20), (8, 10), (64, 4)];
     lifecycle_header("local mode (SQLite)");
     for (clients, per_client) in runs {

@@ -439,7 +439,7 @@ pub enum SignalUnit {
 }
 
 impl Signal {
-    pub fn count(name: &'static str, value: usize) -> Signal {
+    pub fn count(name: &'static str, value: i64) -> Signal {
         Signal {
             name,
             value: value as f64,

@@ -120,12 +120,15 @@ impl Service {
     pub async fn handle_dead_letters(&self, messages: &[QueueMessage]) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
         for message in messages {
-            if let Err(error) = QueueTask::parse(&message.body) {
-                tracing::error!(message = %message.id, %error, "a dead letter this deployment cannot read stays in its queue");
-                outcome.failed.push(message.id.clone());
-                continue;
-            }
-            if let Err(error) = self.open_dead_letter(message).await {
+            let task = match QueueTask::parse(&message.body) {
+                Ok(task) => task,
+                Err(error) => {
+                    tracing::error!(message = %message.id, %error, "a dead letter this deployment cannot read stays in its queue");
+                    outcome.failed.push(message.id.clone());
+                    continue;
+                }
+            };
+            if let Err(error) = self.open_dead_letter(message, &task).await {
                 tracing::warn!(message = %message.id, %error, "a dead letter was not recorded; it comes again");
                 outcome.failed.push(message.id.clone());
             }
@@ -133,11 +136,8 @@ impl Service {
         outcome
     }
 
-    async fn open_dead_letter(&self, message: &QueueMessage) -> Result<(), DomainError> {
-        let Ok(task) = QueueTask::parse(&message.body) else {
-            return Ok(());
-        };
-        let customer_id = match &task {
+    async fn open_dead_letter(&self, message: &QueueMessage, task: &QueueTask) -> Result<(), DomainError> {
+        let customer_id = match task {
             QueueTask::SubmitTransaction { transaction_id } => {
                 self.store.transaction(transaction_id).await?.map(|t| t.customer_id)
             }
@@ -269,7 +269,7 @@ impl Service {
                 }
             }
             SubjectType::Occurrence => {
-                let cause = acknowledged("reason_required", "An occurrence that made nothing is acknowledged.")?;
+                let cause = acknowledged("reason_required", "The occurrence made nothing.")?;
                 self.close_and_show(principal, &item, cause).await
             }
         }

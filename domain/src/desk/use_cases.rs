@@ -515,9 +515,9 @@ impl Service {
         let board = self.board_of(None).await?;
         let exceptions = &board.queues[Queue::Exceptions.as_str()];
         self.metrics.record(&[
-            Signal::count(signals::NEEDS_ATTENTION, board.needs_attention.count.max(0) as usize),
-            Signal::count(signals::EXCEPTIONS_OPEN, exceptions.open.max(0) as usize),
-            Signal::count(signals::EXCEPTIONS_PAST_DUE, exceptions.past_due.max(0) as usize),
+            Signal::count(signals::NEEDS_ATTENTION, board.needs_attention.count),
+            Signal::count(signals::EXCEPTIONS_OPEN, exceptions.open),
+            Signal::count(signals::EXCEPTIONS_PAST_DUE, exceptions.past_due),
             Signal {
                 name: signals::OLDEST_IN_PROGRESS,
                 value: board.in_progress.oldest_age_seconds.unwrap_or(0) as f64,
