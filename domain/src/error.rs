@@ -1,4 +1,4 @@
-use crate::ports::{BusError, QueueError, SecretsError, StoreError, TimerError};
+use crate::ports::{BlobError, BusError, QueueError, SecretsError, StoreError, TimerError};
 use thiserror::Error;
 
 /// Everything a use case can refuse. The HTTP layer maps each variant to a status code in one
@@ -42,6 +42,15 @@ pub enum DomainError {
     Bus(#[from] BusError),
     #[error(transparent)]
     Timer(#[from] TimerError),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    /// An uploaded file with errors: each with its line and column (the first ones, and how
+    /// many there were). Nothing was written.
+    #[error("The file has {total} error(s); nothing was created.")]
+    InvalidFile {
+        errors: Vec<crate::files::LineError>,
+        total: usize,
+    },
 }
 
 impl DomainError {

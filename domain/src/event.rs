@@ -6,6 +6,7 @@
 use crate::access::Environment;
 use crate::cause::Cause;
 use crate::desk::WorkItem;
+use crate::files::File;
 use crate::ids::{CustomerId, EventId};
 use crate::ledger::{Account, Movement};
 use crate::operations::{Operation, OperationStatus};
@@ -99,6 +100,25 @@ impl Event {
 }
 
 impl Event {
+    /// `file.<status>` (accepted, processing, completed) with the file as it now is.
+    pub fn of_file(id: EventId, file: &File) -> Event {
+        let data = serde_json::json!({
+            "file_id": file.id,
+            "customer_id": file.customer_id,
+            "status": file.status,
+            "cause": file.cause,
+            "object": snapshot("file", file),
+        });
+        Event::new(
+            id,
+            format!("file.{}", file.status.as_str()),
+            &file.customer_id,
+            file.environment,
+            file.updated_at,
+            data,
+        )
+    }
+
     /// `schedule.<change>` (created, paused, resumed, ended, deleted) with the schedule as it
     /// now is.
     pub fn of_schedule(id: EventId, change: &str, schedule: &Schedule) -> Event {
@@ -262,11 +282,15 @@ pub fn event_types() -> impl Iterator<Item = String> {
     .into_iter()
     .map(String::from);
     let desk = WORK_ITEM_EVENTS.iter().map(|change| format!("work_item.{change}"));
+    let files = crate::files::FileStatus::ALL
+        .iter()
+        .map(|status| format!("file.{}", status.as_str()));
     operations
         .chain(transactions)
         .chain(schedules)
         .chain(ledger)
         .chain(desk)
+        .chain(files)
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ pub enum IdKind {
     Account,
     Movement,
     WorkItem,
+    File,
     Request,
 }
 
@@ -38,6 +39,7 @@ impl IdKind {
             IdKind::Account => "acc",
             IdKind::Movement => "mov",
             IdKind::WorkItem => "wi",
+            IdKind::File => "file",
             IdKind::Request => "req",
         }
     }
@@ -180,6 +182,7 @@ typed_ids! {
     AccountId => Account, "account",
     MovementId => Movement, "movement",
     WorkItemId => WorkItem, "work_item",
+    FileId => File, "file",
 }
 
 impl MovementId {

@@ -11,7 +11,9 @@
 //! - [`transactions`]: transactions, the execution pipeline, operator actions, rail reports;
 //! - [`webhooks`]: events' deliveries, signatures and endpoints;
 //! - [`schedules`]: recurring operations and the timer that fires them;
-//! - [`ledger`]: accounts and movements (double entry), holds placed with an approval.
+//! - [`ledger`]: accounts and movements (double entry), holds placed with an approval;
+//! - [`desk`]: work queues, exceptions and the operations board;
+//! - [`files`]: payroll files that become operations.
 //!
 //! Beside them: [`service`] (the shared state the use cases run on), and the pieces every
 //! module uses (causes, errors, events, idempotency, ids, money, operation types, rails,
@@ -24,6 +26,7 @@ pub mod cause;
 pub mod desk;
 pub mod error;
 pub mod event;
+pub mod files;
 pub mod idempotency;
 pub mod ids;
 pub mod ledger;

@@ -6,6 +6,7 @@ use crate::approvals::{Workflow, WorkflowStore};
 use crate::cause::Cause;
 use crate::desk::{DeskStore, WorkItem};
 use crate::event::Event;
+use crate::files::{File, FileStore};
 use crate::idempotency::{IdempotencyStore, StoredResponse};
 use crate::ledger::LedgerStore;
 use crate::operations::{Operation, OperationStore};
@@ -120,6 +121,14 @@ pub enum Write {
     /// still one less) and moves its count and amount from the column it leaves to the one it
     /// enters, on its customer's board and the platform's.
     MoveOnBoard(crate::desk::board::BoardMove),
+    /// Insert; with `unique_bytes`, a file of the same customer and bytes already stored is a
+    /// conflict (without, the file becomes the one its bytes point at).
+    InsertFile {
+        file: File,
+        unique_bytes: bool,
+    },
+    /// Replace the stored file if its version is still `file.version - 1`.
+    UpdateFile(File),
     /// Completes a claimed idempotency key with the response the client was sent.
     CompleteIdempotency {
         scope: String,
@@ -197,6 +206,17 @@ impl TimerError {
     }
 }
 
+/// The blob store (S3, the data directory) did not keep or give bytes.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the blob store is unavailable: {0}")]
+pub struct BlobError(#[source] pub ErrorSource);
+
+impl BlobError {
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> BlobError {
+        BlobError(source(error))
+    }
+}
+
 /// The event bus did not take a batch of events.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("the event bus is unavailable: {0}")]
@@ -228,6 +248,7 @@ pub trait Store:
     + ScheduleStore
     + LedgerStore
     + DeskStore
+    + FileStore
 {
 }
 
@@ -242,6 +263,7 @@ impl<T> Store for T where
         + ScheduleStore
         + LedgerStore
         + DeskStore
+        + FileStore
 {
 }
 
@@ -253,13 +275,18 @@ pub enum QueueName {
     Submissions,
     /// Webhook deliveries to attempt.
     Webhooks,
+    /// Files to make operations of, a few chunks per message.
+    Files,
 }
 
 impl QueueName {
+    pub const ALL: [QueueName; 3] = [QueueName::Submissions, QueueName::Webhooks, QueueName::Files];
+
     pub fn as_str(self) -> &'static str {
         match self {
             QueueName::Submissions => "submissions",
             QueueName::Webhooks => "webhooks",
+            QueueName::Files => "files",
         }
     }
 }
@@ -284,6 +311,9 @@ pub enum QueueTask {
     /// Attempt this webhook delivery (the webhooks queue).
     #[serde(rename = "send_webhook.v1")]
     SendWebhook { delivery_id: crate::ids::DeliveryId },
+    /// Make the operations of this file's chunks still missing (the files queue).
+    #[serde(rename = "split_file.v1")]
+    SplitFile { file_id: crate::ids::FileId },
 }
 
 /// A message body that is no task this deployment knows.
@@ -296,6 +326,7 @@ impl QueueTask {
         match self {
             QueueTask::SubmitTransaction { .. } => QueueName::Submissions,
             QueueTask::SendWebhook { .. } => QueueName::Webhooks,
+            QueueTask::SplitFile { .. } => QueueName::Files,
         }
     }
 
@@ -353,6 +384,9 @@ mod queue_task_tests {
             },
             QueueTask::SendWebhook {
                 delivery_id: "whd_1".into(),
+            },
+            QueueTask::SplitFile {
+                file_id: "file_1".into(),
             },
         ] {
             assert_eq!(QueueTask::parse(&task.to_body()), Ok(task));

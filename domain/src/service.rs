@@ -44,6 +44,8 @@ pub struct Service {
     pub desk_sla: crate::desk::DeskSla,
     /// Operator signals (CloudWatch metrics on AWS, the log locally).
     pub metrics: Arc<dyn crate::ports::Metrics>,
+    /// Where uploaded files' bytes are kept (S3 on AWS, the data directory locally).
+    pub blobs: Arc<dyn crate::files::Blobs>,
 }
 
 /// A page of a list: up to the limit asked, and whether more follow.

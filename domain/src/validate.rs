@@ -47,6 +47,9 @@ pub struct CreateOperation {
     pub metadata: Option<BTreeMap<String, String>>,
     pub source_account_id: Option<String>,
     pub destination_account_id: Option<String>,
+    /// Set by a file's worker, never by a client's body.
+    #[serde(skip)]
+    pub file_id: Option<crate::ids::FileId>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -86,6 +89,7 @@ pub struct ValidOperation {
     pub metadata: BTreeMap<String, String>,
     pub source_account_id: Option<crate::ids::AccountId>,
     pub destination_account_id: Option<crate::ids::AccountId>,
+    pub file_id: Option<crate::ids::FileId>,
 }
 
 #[derive(Debug)]
@@ -236,12 +240,13 @@ impl CreateOperation {
             metadata,
             source_account_id,
             destination_account_id,
+            file_id: self.file_id,
         })
     }
 }
 
 impl ItemInput {
-    fn validate(
+    pub(crate) fn validate(
         self,
         at: &str,
         kind: OperationType,

@@ -1,9 +1,9 @@
 use ops_domain::operations::OperationStatus;
 use ops_domain::operations::{OperationQuery, OperationStore};
 use ops_domain::ports::{Changeset, Commit, SystemClock, Write};
-use ops_infra::aws::{DynamoStore, SecretsManagerSecrets, SqsQueue};
+use ops_infra::aws::{DynamoStore, S3Blobs, SecretsManagerSecrets, SqsQueue};
 use ops_infra::conformance;
-use ops_infra::embedded::{InMemoryRateLimiter, SealedSecrets, SqliteQueue, SqliteStore};
+use ops_infra::embedded::{BlobDirectory, InMemoryRateLimiter, SealedSecrets, SqliteQueue, SqliteStore};
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -25,6 +25,20 @@ async fn sqlite_secrets_conform() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("ops.sqlite")).unwrap();
     conformance::secrets::run_all(&SealedSecrets::new(store, "pepper")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn blob_directory_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    conformance::files::blobs_keep_bytes(&BlobDirectory::new(dir.path().join("blobs"))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn s3_blobs_conform() {
+    let client = S3Blobs::client(&emulator().await);
+    let bucket = format!("conformance-{}", std::process::id());
+    S3Blobs::create_bucket(&client, &bucket).await.unwrap();
+    conformance::files::blobs_keep_bytes(&S3Blobs::new(client, bucket)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -5,6 +5,7 @@ mod board_page;
 mod desk;
 mod exceptions;
 mod faults;
+mod files;
 mod idempotency;
 mod ledger;
 mod ledger_properties;

@@ -5,6 +5,7 @@
 //! Lambda binaries, which an integration test of their own package would).
 
 mod desk;
+mod files;
 mod ledger;
 mod lifecycle;
 mod local_mode;

@@ -89,8 +89,8 @@ fn queues_dead_letter_after_as_many_receives_as_the_embedded_ones() {
     let expected = ops_domain::ports::MAX_RECEIVES.to_string();
     assert_eq!(
         values_of(&template(), "maxReceiveCount: "),
-        [expected.as_str(), expected.as_str()],
-        "submissions and webhooks queues"
+        [expected.as_str(), expected.as_str(), expected.as_str()],
+        "submissions, webhooks and files queues"
     );
 }
 
@@ -112,7 +112,12 @@ fn functions_are_given_every_setting_they_read() {
     let variables = block(&template, "    Environment:");
     let required = |name: &str| match name {
         "OPS_ENVIRONMENT" => Some("test".to_owned()),
-        "TABLE_NAME" | "SUBMISSIONS_QUEUE_URL" | "WEBHOOKS_QUEUE_URL" | "SECRETS_PREFIX" => Some(name.to_owned()),
+        "TABLE_NAME"
+        | "SUBMISSIONS_QUEUE_URL"
+        | "WEBHOOKS_QUEUE_URL"
+        | "FILES_QUEUE_URL"
+        | "FILES_BUCKET"
+        | "SECRETS_PREFIX" => Some(name.to_owned()),
         _ => None,
     };
     let settings = ops_runtime::deployment::Settings::from_vars(required).expect("settings");
@@ -148,7 +153,7 @@ fn read_endpoints_write_nothing_but_their_keys_request_counters() {
         );
         readers += 1;
     }
-    assert_eq!(readers, 25, "the GET endpoints");
+    assert_eq!(readers, 27, "the GET endpoints");
 }
 
 #[test]

@@ -103,6 +103,13 @@ async fn every_sample_payload_reaches_its_handler() {
         .batch_item_failures
         .is_empty());
 
+    // SQS → file split: a file this stack never had is done with.
+    let splits: SqsEvent = serde_json::from_str(&sample("sqs-file-split.json")).unwrap();
+    assert!(ops_runtime::triggers::queue(&app.service, QueueName::Files, splits)
+        .await
+        .batch_item_failures
+        .is_empty());
+
     // SQS dead-letter queues → exceptions: the dead letter about nothing stored is dropped,
     // the task this deployment cannot read stays where it is.
     let dead: SqsEvent = serde_json::from_str(&sample("sqs-dead-letters.json")).unwrap();

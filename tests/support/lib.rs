@@ -245,6 +245,32 @@ impl Api {
         }
     }
 
+    /// POST `bytes` as `content_type` (a file upload) under `idempotency_key`.
+    pub async fn upload(
+        &self,
+        path: &str,
+        key: &str,
+        idempotency_key: &str,
+        content_type: &str,
+        bytes: Vec<u8>,
+    ) -> Reply {
+        let response = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(key)
+            .header("Idempotency-Key", idempotency_key)
+            .header("Content-Type", content_type)
+            .body(bytes)
+            .send()
+            .await
+            .expect("request sent");
+        Reply {
+            status: response.status(),
+            headers: response.headers().clone(),
+            bytes: response.bytes().await.expect("body").to_vec(),
+        }
+    }
+
     pub async fn get(&self, path: &str, key: &str) -> Reply {
         self.send(Method::GET, path, Some(key), None, None).await
     }
@@ -367,4 +393,13 @@ pub fn payout(customer_id: &str, workflow: &str, amounts: &[i64]) -> Value {
         })
         .collect();
     json!({"customer_id": customer_id, "type": "payout", "currency": "CLP", "workflow": workflow, "items": items})
+}
+
+/// A payroll file (DESIGN §8.4) with one line per `(amount, currency)`.
+pub fn payroll_csv(lines: &[(i64, &str)]) -> Vec<u8> {
+    let mut csv = String::from("beneficiary_id_type,beneficiary_id,rail,account,amount,currency,reference\n");
+    for (i, (amount, currency)) in lines.iter().enumerate() {
+        csv += &format!("RUT,{i}-K,psp-local:sandbox,{i:08},{amount},{currency},payroll line {i}\n");
+    }
+    csv.into_bytes()
 }

@@ -2,6 +2,7 @@
 //! fewest the design allows: the bench prints them, a test holds the pipeline to them.
 
 use crate::TestClock;
+use ops_domain::ports::QueueName;
 use ops_infra::aws::DynamoStore;
 use ops_runtime::driver::{Driver, Trigger};
 
@@ -88,9 +89,15 @@ pub async fn settle(driver: &Driver, clock: &TestClock, store: &DynamoStore, ste
     for advance in advances {
         loop {
             let mut handled = 0;
-            // Neither the schedule timer (in the cloud the Scheduler fires it) nor the
-            // dead-letter queues (which a lifecycle that goes well never reaches) is its step.
-            let steps_of_a_payout = |t: &Trigger| !matches!(t, Trigger::ScheduleTimer | Trigger::DeadLetters);
+            // Neither the schedule timer (in the cloud the Scheduler fires it), the files
+            // queue, nor the dead-letter queues (which a lifecycle that goes well never
+            // reaches) is its step.
+            let steps_of_a_payout = |t: &Trigger| {
+                !matches!(
+                    t,
+                    Trigger::ScheduleTimer | Trigger::DeadLetters | Trigger::Queue(QueueName::Files)
+                )
+            };
             for trigger in Trigger::ALL.into_iter().filter(steps_of_a_payout) {
                 handled += steps
                     .measure(trigger.as_str(), store, driver.round(trigger))

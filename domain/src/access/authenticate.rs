@@ -4,9 +4,11 @@
 use crate::access::{self, ApiKey, Principal, Scope};
 use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
+use crate::ids::{ApiKeyId, CustomerId};
 use crate::ports::{AuditEntry, Changeset, Clock, Limits, RateLimiter, SystemClock, Write};
 use crate::service::Service;
 use std::sync::Arc;
+use time::OffsetDateTime;
 
 /// Requests per second an API key may make unless configured otherwise (Stripe's live limit).
 pub const DEFAULT_RATE_LIMIT: u32 = 100;
@@ -177,5 +179,64 @@ impl Service {
             ));
         }
         Ok(key)
+    }
+}
+
+/// Rotations followed from a stored key to the key that succeeded it.
+const MAX_ROTATIONS: usize = 5;
+
+impl Service {
+    /// Who work made earlier on a customer's behalf (a schedule's occurrences, a file's
+    /// chunks) acts as: the key that made `what` (or the key it was rotated into), if it still
+    /// works, with its user. `Err` says why it does not.
+    pub(crate) async fn acting_principal(
+        &self,
+        customer_id: &CustomerId,
+        api_key_id: &ApiKeyId,
+        now: OffsetDateTime,
+        what: &str,
+    ) -> Result<Result<Principal, String>, DomainError> {
+        if self.store.customer(customer_id).await?.is_none() {
+            return Ok(Err(format!("The customer {customer_id} no longer exists.")));
+        }
+        let mut key_id = api_key_id.clone();
+        let mut rotations = 0;
+        let key = loop {
+            let Some(key) = self.store.api_key(&key_id).await? else {
+                return Ok(Err(format!("The API key {key_id} that made {what} no longer exists.")));
+            };
+            match &key.rotated_to {
+                Some(successor) if rotations < MAX_ROTATIONS => {
+                    key_id = successor.clone();
+                    rotations += 1;
+                }
+                _ => break key,
+            }
+        };
+        if key.revoked_at.is_some() {
+            return Ok(Err(format!("The API key {} that made {what} was revoked.", key.id)));
+        }
+        if key.expires_at.is_some_and(|at| at <= now) {
+            return Ok(Err(format!("The API key {} that made {what} has expired.", key.id)));
+        }
+        let user = match &key.user_id {
+            Some(id) => match self.store.user(id).await? {
+                Some(user) => Some(user),
+                None => {
+                    return Ok(Err(format!(
+                        "The user {id} of the API key that made {what} no longer exists."
+                    )))
+                }
+            },
+            None => None,
+        };
+        let principal = Principal { key, user };
+        if !principal.has_scope(Scope::OperationsWrite) {
+            return Ok(Err(format!(
+                "The API key {} lacks the 'operations:write' scope.",
+                principal.key.id
+            )));
+        }
+        Ok(Ok(principal))
     }
 }

@@ -145,6 +145,7 @@ impl Service {
                 Some(delivery) => self.store.event(&delivery.event_id).await?.map(|e| e.customer_id),
                 None => None,
             },
+            QueueTask::SplitFile { file_id } => self.store.file(file_id).await?.map(|f| f.customer_id),
         };
         let Some(customer_id) = customer_id else {
             tracing::error!(message = %message.id, body = %message.body, "a dead letter about nothing stored dropped");

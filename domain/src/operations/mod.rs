@@ -206,6 +206,9 @@ pub struct Operation {
     #[serde(default)]
     pub destination_account_id: Option<crate::ids::AccountId>,
     /// Optimistic-concurrency counter: every stored change bumps it.
+    /// The payroll file whose chunk made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_id: Option<crate::ids::FileId>,
     pub version: u64,
 }
 
@@ -303,6 +306,7 @@ pub(crate) mod tests {
             environment: crate::access::Environment::Test,
             source_account_id: None,
             destination_account_id: None,
+            file_id: None,
             version: 0,
         }
     }

@@ -218,6 +218,7 @@ impl Service {
             environment: self.environment,
             source_account_id,
             destination_account_id,
+            file_id: valid.file_id,
             version: 1,
         };
         // The stored document must fit a store item.

@@ -26,8 +26,6 @@ const MAX_ATTEMPTS: usize = 5;
 const CATCH_UP: usize = 100;
 /// Schedules one round of the embedded timer fires.
 const DUE_BATCH: usize = 100;
-/// Rotations followed from a schedule's key to the key that succeeded it.
-const MAX_ROTATIONS: usize = 5;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -439,7 +437,10 @@ impl Service {
                 .record_without_operation(schedule, at, OccurrenceStatus::Missed, reason)
                 .await;
         }
-        let principal = match self.schedule_principal(schedule, now).await? {
+        let principal = match self
+            .acting_principal(&schedule.customer_id, &schedule.api_key_id, now, "the schedule")
+            .await?
+        {
             Ok(principal) => principal,
             Err(reason) => {
                 return self
@@ -563,65 +564,6 @@ impl Service {
             changes.push(Write::PutSchedule(next));
         }
         Ok(())
-    }
-
-    /// Who a schedule acts as: the key that made it (or the key it was rotated into), if it
-    /// still works, with its user. `Err` says why it does not.
-    async fn schedule_principal(
-        &self,
-        schedule: &Schedule,
-        now: OffsetDateTime,
-    ) -> Result<Result<Principal, String>, DomainError> {
-        if self.store.customer(&schedule.customer_id).await?.is_none() {
-            return Ok(Err(format!("The customer {} no longer exists.", schedule.customer_id)));
-        }
-        let mut key_id = schedule.api_key_id.clone();
-        let mut rotations = 0;
-        let key = loop {
-            let Some(key) = self.store.api_key(&key_id).await? else {
-                return Ok(Err(format!(
-                    "The API key {key_id} that made the schedule no longer exists."
-                )));
-            };
-            match &key.rotated_to {
-                Some(successor) if rotations < MAX_ROTATIONS => {
-                    key_id = successor.clone();
-                    rotations += 1;
-                }
-                _ => break key,
-            }
-        };
-        if key.revoked_at.is_some() {
-            return Ok(Err(format!(
-                "The API key {} that made the schedule was revoked.",
-                key.id
-            )));
-        }
-        if key.expires_at.is_some_and(|at| at <= now) {
-            return Ok(Err(format!(
-                "The API key {} that made the schedule has expired.",
-                key.id
-            )));
-        }
-        let user = match &key.user_id {
-            Some(id) => match self.store.user(id).await? {
-                Some(user) => Some(user),
-                None => {
-                    return Ok(Err(format!(
-                        "The user {id} of the schedule's API key no longer exists."
-                    )))
-                }
-            },
-            None => None,
-        };
-        let principal = Principal { key, user };
-        if !principal.has_scope(Scope::OperationsWrite) {
-            return Ok(Err(format!(
-                "The API key {} lacks the 'operations:write' scope.",
-                principal.key.id
-            )));
-        }
-        Ok(Ok(principal))
     }
 
     // ---- the cloud's timer --------------------------------------------------------------

@@ -157,6 +157,7 @@ impl Service {
             let result = match event.kind.as_str() {
                 "operation.approved" => self.start_processing(event).await,
                 "transaction.pending" => self.queue_submission(event).await,
+                "file.accepted" => self.queue_file_split(event).await,
                 kind if kind.starts_with("transaction.") => self.settle_operation(event).await,
                 kind if kind.starts_with("schedule.") && !kind.starts_with("schedule.occurrence_") => {
                     self.sync_schedule_timer(event).await

@@ -34,8 +34,8 @@ pub enum ApiError {
     BodyTooLarge { limit: usize },
     #[error("The request body is not valid JSON: {0}")]
     InvalidJson(String),
-    #[error("Send JSON bodies with 'Content-Type: application/json'.")]
-    UnsupportedMediaType,
+    #[error("Send this body with 'Content-Type: {expected}'.")]
+    UnsupportedMediaType { expected: &'static str },
     #[error("Unrecognized request URL ({0}).")]
     UnknownRoute(String),
     #[error("This URL does not accept this method.")]
@@ -73,7 +73,13 @@ impl ApiError {
                     Some("Idempotency-Key"),
                 ),
                 D::RateLimited { code, .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", code, None),
-                D::Store(_) | D::Queue(_) | D::Secrets(_) | D::Bus(_) | D::Timer(_) => {
+                D::InvalidFile { .. } => (
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    "invalid_file",
+                    Some("file"),
+                ),
+                D::Store(_) | D::Queue(_) | D::Secrets(_) | D::Bus(_) | D::Timer(_) | D::Blob(_) => {
                     (StatusCode::INTERNAL_SERVER_ERROR, "api_error", "internal_error", None)
                 }
             },
@@ -84,7 +90,7 @@ impl ApiError {
                 None,
             ),
             ApiError::InvalidJson(_) => (StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_json", None),
-            ApiError::UnsupportedMediaType => (
+            ApiError::UnsupportedMediaType { .. } => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "invalid_request_error",
                 "unsupported_media_type",
@@ -125,7 +131,8 @@ impl ApiError {
                 | DomainError::Queue(_)
                 | DomainError::Secrets(_)
                 | DomainError::Bus(_)
-                | DomainError::Timer(_)),
+                | DomainError::Timer(_)
+                | DomainError::Blob(_)),
             ) => {
                 tracing::error!(error = %with_sources(failure), "infrastructure failure");
                 "Something went wrong on our side; nothing was changed. Retry with the same Idempotency-Key."
@@ -137,6 +144,10 @@ impl ApiError {
         let mut error = json!({"type": kind, "code": code, "message": message, "request_id": request_id});
         if let Some(param) = param {
             error["param"] = param.into();
+        }
+        if let ApiError::Domain(DomainError::InvalidFile { errors, total }) = self {
+            error["errors"] = serde_json::to_value(errors).unwrap_or_default();
+            error["error_count"] = (*total).into();
         }
         (status, error)
     }

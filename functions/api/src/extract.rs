@@ -95,15 +95,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
-        let is_json = request.headers().get(CONTENT_TYPE).map(|v| {
-            v.to_str()
-                .unwrap_or("")
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .eq_ignore_ascii_case("application/json")
-        });
+        let is_json = content_type_is(&request, "application/json");
         let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
             .await
             .map_err(|_| ApiError::BodyTooLarge { limit: MAX_BODY_BYTES })?;
@@ -111,7 +103,9 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             return Ok(JsonBody(serde_json::json!({})));
         }
         if is_json == Some(false) {
-            return Err(ApiError::UnsupportedMediaType);
+            return Err(ApiError::UnsupportedMediaType {
+                expected: "application/json",
+            });
         }
         let value = serde_json::from_slice(&bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
         refuse_repeated_keys(&bytes)?;
@@ -129,6 +123,39 @@ pub fn refuse_repeated_keys(bytes: &[u8]) -> Result<(), DomainError> {
             "duplicate_key",
             format!("The body repeats the key {path}; send each key once."),
         )),
+    }
+}
+
+/// Whether the request's `Content-Type` is `media_type` (parameters aside); `None` without one.
+fn content_type_is(request: &Request, media_type: &str) -> Option<bool> {
+    request.headers().get(CONTENT_TYPE).map(|v| {
+        v.to_str()
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .eq_ignore_ascii_case(media_type)
+    })
+}
+
+/// A CSV body (`Content-Type: text/csv`, required) of at most [`MAX_FILE_BYTES`].
+///
+/// [`MAX_FILE_BYTES`]: ops_domain::files::MAX_FILE_BYTES
+pub struct CsvBody(pub axum::body::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for CsvBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
+        if content_type_is(&request, "text/csv") != Some(true) {
+            return Err(ApiError::UnsupportedMediaType { expected: "text/csv" });
+        }
+        let limit = ops_domain::files::MAX_FILE_BYTES;
+        let bytes = axum::body::to_bytes(request.into_body(), limit)
+            .await
+            .map_err(|_| ApiError::BodyTooLarge { limit })?;
+        Ok(CsvBody(bytes))
     }
 }
 

@@ -1,8 +1,8 @@
 //! One function per route. Each reads the request, calls one use case and shapes the answer.
 
 use crate::error::ApiError;
-use crate::extract::{parse, query_pairs, Caller, JsonBody, PathId, PathParam, PathParams, RawBody};
-use crate::idempotency::{create_once, json_response, replayed, stored};
+use crate::extract::{parse, query_pairs, Caller, CsvBody, JsonBody, PathId, PathParam, PathParams, RawBody};
+use crate::idempotency::{create_once, json_response, replayed, run_once, stored};
 use crate::wire::{to_json, Wire};
 use crate::App;
 use axum::extract::{RawQuery, State};
@@ -13,9 +13,10 @@ use ops_domain::access::require_platform_admin;
 use ops_domain::access::Scope;
 use ops_domain::approvals::WorkflowDefinition;
 use ops_domain::desk::{Assignee, Queue, WorkItemQuery, WorkItemStatus};
-use ops_domain::idempotency::Once;
+use ops_domain::files::{FileQuery, UploadFile};
+use ops_domain::idempotency::{fingerprint_bytes, Once};
 use ops_domain::ids::{
-    AccountId, ApiKeyId, CustomerId, EventId, IdKind, MovementId, OperationId, ScheduleId, TransactionId,
+    AccountId, ApiKeyId, CustomerId, EventId, FileId, IdKind, MovementId, OperationId, ScheduleId, TransactionId,
     WebhookEndpointId, WorkItemId,
 };
 use ops_domain::ledger::AccountQuery;
@@ -743,4 +744,67 @@ pub async fn board_page() -> Response {
         crate::BOARD_PAGE,
     )
         .into_response()
+}
+
+/// `POST /v1/files?workflow=…[&customer_id=…][&allow_duplicate=true]` with a CSV body:
+/// validated whole, answered `202` with the file accepted (its operations follow).
+pub async fn upload_file(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+    CsvBody(bytes): CsvBody,
+) -> Answer {
+    let mut command = UploadFile::default();
+    let pairs = query_pairs(raw.as_deref(), &["workflow", "customer_id", "allow_duplicate"])?;
+    for (name, value) in &pairs {
+        match name.as_str() {
+            "workflow" => command.workflow = Some(value.clone()),
+            "customer_id" => command.customer_id = Some(value.clone()),
+            _ => {
+                command.allow_duplicate = match value.as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(DomainError::invalid(
+                            "allow_duplicate",
+                            "parameter_invalid",
+                            "allow_duplicate is true or false.",
+                        )
+                        .into())
+                    }
+                }
+            }
+        }
+    }
+    // The query is part of the request a key stands for: the same bytes for another workflow
+    // are another request.
+    let mut query: Vec<String> = pairs.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    query.sort();
+    let fingerprint = fingerprint_bytes("POST", &format!("/v1/files?{}", query.join("&")), &bytes);
+    command.bytes = bytes.to_vec();
+    run_once(
+        &app,
+        &caller,
+        caller.require(Scope::OperationsWrite),
+        &headers,
+        fingerprint,
+        StatusCode::ACCEPTED,
+        |ticket| app.service.upload_file(&caller, command, ticket),
+    )
+    .await
+}
+
+pub async fn list_files(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let params = list_params(raw.as_deref(), IdKind::File, &[])?;
+    let query = FileQuery {
+        customer_id: params.customer_id.map(CustomerId::from),
+        starting_after: params.starting_after.map(FileId::from),
+        limit: params.limit,
+    };
+    ok(app.service.list_files(&caller, query).await?)
+}
+
+pub async fn get_file(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<FileId>) -> Answer {
+    ok(app.service.get_file(&caller, &id).await?)
 }

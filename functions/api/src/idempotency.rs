@@ -91,24 +91,49 @@ where
     F: FnOnce(Option<Ticket<T>>) -> Fut,
     Fut: Future<Output = Result<T, DomainError>>,
 {
+    let fingerprint = idempotency::fingerprint("POST", path, body);
+    run_once(
+        app,
+        principal,
+        permission,
+        headers,
+        fingerprint,
+        StatusCode::CREATED,
+        create,
+    )
+    .await
+}
+
+/// [`create_once`] for any request, identified by `fingerprint`, answering `status`.
+pub async fn run_once<T, F, Fut>(
+    app: &App,
+    principal: &Principal,
+    permission: Result<(), DomainError>,
+    headers: &HeaderMap,
+    fingerprint: String,
+    status: StatusCode,
+    create: F,
+) -> Result<Response, ApiError>
+where
+    T: Stored,
+    F: FnOnce(Option<Ticket<T>>) -> Fut,
+    Fut: Future<Output = Result<T, DomainError>>,
+{
     permission?;
     let claim = IdempotencyClaim {
         scope: principal.idempotency_scope(),
         key: idempotency_key(headers)?,
-        fingerprint: idempotency::fingerprint("POST", path, body),
+        fingerprint,
         now: app.service.clock.now(),
     };
     let once = app
         .service
-        .once(
-            claim,
-            stored(StatusCode::CREATED),
-            DomainError::IdempotencyKeyReused,
-            |ticket| create(Some(ticket)),
-        )
+        .once(claim, stored(status), DomainError::IdempotencyKeyReused, |ticket| {
+            create(Some(ticket))
+        })
         .await?;
     Ok(match once {
-        Once::Done(made) => json_response(StatusCode::CREATED, to_json(&made)),
+        Once::Done(made) => json_response(status, to_json(&made)),
         Once::Replayed(stored) => replayed(stored),
     })
 }

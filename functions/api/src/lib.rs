@@ -102,6 +102,9 @@ endpoints! {
     AssignWorkItem => ("POST", "/v1/work_items/{id}/assign", post(assign_work_item)),
     ReleaseWorkItem => ("POST", "/v1/work_items/{id}/release", post(release_work_item)),
     ResolveWorkItem => ("POST", "/v1/work_items/{id}/resolve", post(resolve_work_item)),
+    UploadFile => ("POST", "/v1/files", post(upload_file)),
+    ListFiles => ("GET", "/v1/files", get(list_files)),
+    GetFile => ("GET", "/v1/files/{id}", get(get_file)),
 }
 
 impl Endpoint {

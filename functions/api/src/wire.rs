@@ -9,6 +9,7 @@ use ops_domain::cause::Cause;
 use ops_domain::desk::board::Board;
 use ops_domain::desk::WorkItem;
 use ops_domain::event::Event;
+use ops_domain::files::File;
 use ops_domain::ids::{ApiKeyId, CustomerId, UserId};
 use ops_domain::ledger::{Account, Movement};
 use ops_domain::operations::Operation;
@@ -61,6 +62,7 @@ named! {
     Movement => "movement",
     WorkItem => "work_item",
     Board => "board",
+    File => "file",
 }
 
 /// An entry of an operation's history (only ever shown in its list, so without the
@@ -219,6 +221,7 @@ impl Stored for User {}
 impl Stored for Operation {}
 impl Stored for Transaction {}
 impl Stored for Schedule {}
+impl Stored for File {}
 impl Stored for Account {}
 impl Stored for Movement {}
 

@@ -9,7 +9,7 @@ use ops_domain::ports::{Clock, SystemClock};
 use ops_domain::transactions::RailSecret;
 use ops_domain::transactions::RAIL_SECRET;
 use ops_domain::webhooks::TargetPolicy;
-use ops_infra::embedded::{InMemoryRateLimiter, LogMetrics, SealedSecrets, SqliteQueue, SqliteStore};
+use ops_infra::embedded::{BlobDirectory, InMemoryRateLimiter, LogMetrics, SealedSecrets, SqliteQueue, SqliteStore};
 use ops_infra::rails::SandboxRail;
 use ops_runtime::compose::{self, Adapters, HttpRailSpec, Options};
 use ops_runtime::driver::{Driver, Pace};
@@ -221,6 +221,9 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         bus: None,
         timers: None,
         metrics: Arc::new(LogMetrics),
+        blobs: Arc::new(BlobDirectory::new(
+            config.data_dir.join(format!("blobs-{}", environment.as_str())),
+        )),
     };
     let options = Options {
         environment,

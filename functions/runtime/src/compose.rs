@@ -4,6 +4,7 @@
 
 use ops_domain::access::{Environment, KeyHasher, RateLimit};
 use ops_domain::desk::DeskSla;
+use ops_domain::files::Blobs;
 use ops_domain::ids::UlidGenerator;
 use ops_domain::ports::{Clock, EventBus, Metrics, Queue, RateLimiter, Secrets, Store};
 use ops_domain::rail::Rails;
@@ -30,6 +31,8 @@ pub struct Adapters {
     pub timers: Option<Arc<dyn ScheduleTimers>>,
     /// Operator signals: CloudWatch metrics (EMF) in a function, the log locally.
     pub metrics: Arc<dyn Metrics>,
+    /// Uploaded files' bytes: S3, or the data directory locally.
+    pub blobs: Arc<dyn Blobs>,
 }
 
 /// What a service is told, whatever it runs on.
@@ -65,6 +68,7 @@ pub fn service(adapters: Adapters, options: Options, clock: Arc<dyn Clock>) -> S
         timers: adapters.timers,
         desk_sla: options.desk_sla,
         metrics: adapters.metrics,
+        blobs: adapters.blobs,
     }
 }
 

@@ -11,7 +11,8 @@ use ops_domain::transactions::RailSecret;
 use ops_domain::webhooks::TargetPolicy;
 use ops_domain::webhooks::DELIVERY_TIMEOUT;
 use ops_infra::aws::{
-    DynamoStore, EmfMetrics, EventBridgeBus, EventBridgeTimers, QueueUrls, SecretsManagerSecrets, SqsQueue, TimerTarget,
+    DynamoStore, EmfMetrics, EventBridgeBus, EventBridgeTimers, QueueUrls, S3Blobs, SecretsManagerSecrets, SqsQueue,
+    TimerTarget,
 };
 use ops_infra::rails::SandboxRail;
 use std::sync::Arc;
@@ -28,6 +29,8 @@ pub struct Settings {
     pub environment: Environment,
     pub table: String,
     pub queues: QueueUrls,
+    /// The S3 bucket uploaded files' bytes are kept in.
+    pub files_bucket: String,
     pub event_bus: Option<String>,
     pub secrets_prefix: String,
     /// Rails served over HTTP.
@@ -111,7 +114,9 @@ impl Settings {
             queues: QueueUrls {
                 submissions: var("SUBMISSIONS_QUEUE_URL")?,
                 webhooks: var("WEBHOOKS_QUEUE_URL")?,
+                files: var("FILES_QUEUE_URL")?,
             },
+            files_bucket: var("FILES_BUCKET")?,
             event_bus: lookup("EVENT_BUS_NAME").filter(|b| !b.is_empty()),
             secrets_prefix: var("SECRETS_PREFIX")?,
             http_rails,
@@ -132,6 +137,8 @@ impl Settings {
             ("TABLE_NAME", self.table.clone()),
             ("SUBMISSIONS_QUEUE_URL", self.queues.submissions.clone()),
             ("WEBHOOKS_QUEUE_URL", self.queues.webhooks.clone()),
+            ("FILES_QUEUE_URL", self.queues.files.clone()),
+            ("FILES_BUCKET", self.files_bucket.clone()),
             ("EVENT_BUS_NAME", self.event_bus.clone().unwrap_or_default()),
             ("SECRETS_PREFIX", self.secrets_prefix.clone()),
             ("OPS_HTTP_RAILS", rails.join(",")),
@@ -216,6 +223,7 @@ impl Settings {
                 )) as _
             }),
             metrics: Arc::new(EmfMetrics::stdout(self.environment.as_str())),
+            blobs: Arc::new(S3Blobs::new(S3Blobs::client(config), &self.files_bucket)),
         };
         let options = Options {
             environment: self.environment,
@@ -270,7 +278,9 @@ mod tests {
             queues: QueueUrls {
                 submissions: "https://sqs.eu-west-1.amazonaws.com/1/ops-prod-submissions".into(),
                 webhooks: "https://sqs.eu-west-1.amazonaws.com/1/ops-prod-webhooks".into(),
+                files: "https://sqs.eu-west-1.amazonaws.com/1/ops-prod-files".into(),
             },
+            files_bucket: "ops-prod-files".into(),
             event_bus: Some("ops-prod-events".into()),
             secrets_prefix: "ops-prod/".into(),
             http_rails: vec![

@@ -58,6 +58,7 @@ pub async fn consume_queue(service: &Service, queue: QueueName, messages: &[Queu
     match queue {
         QueueName::Submissions => service.handle_submissions(messages).await,
         QueueName::Webhooks => service.handle_webhook_sends(messages).await,
+        QueueName::Files => service.handle_file_splits(messages).await,
     }
 }
 
@@ -71,17 +72,18 @@ pub enum Trigger {
     /// Schedules' occurrences: EventBridge Scheduler invoking `schedule-fire` in the cloud,
     /// the due index here.
     ScheduleTimer,
-    /// Both dead-letter queues, whose messages become exceptions work items.
+    /// The dead-letter queues, whose messages become exceptions work items.
     DeadLetters,
 }
 
 impl Trigger {
-    pub const ALL: [Trigger; 8] = [
+    pub const ALL: [Trigger; 9] = [
         Trigger::Stream(StreamConsumer::Transition),
         Trigger::Stream(StreamConsumer::WebhookDispatch),
         Trigger::Stream(StreamConsumer::Desk),
         Trigger::Queue(QueueName::Submissions),
         Trigger::Queue(QueueName::Webhooks),
+        Trigger::Queue(QueueName::Files),
         Trigger::StatusPoll,
         Trigger::ScheduleTimer,
         Trigger::DeadLetters,
@@ -93,6 +95,7 @@ impl Trigger {
             Trigger::Stream(consumer) => consumer.as_str(),
             Trigger::Queue(QueueName::Submissions) => "queue-rail-submit",
             Trigger::Queue(QueueName::Webhooks) => "queue-webhook-send",
+            Trigger::Queue(QueueName::Files) => "queue-file-split",
             Trigger::StatusPoll => "schedule-status-poll",
             Trigger::ScheduleTimer => "schedule-fire",
             Trigger::DeadLetters => "queue-dead-letters",
@@ -129,6 +132,7 @@ pub struct Pace {
     /// How long a received message stays hidden while it is handled (the function's timeout).
     pub submissions_visibility: time::Duration,
     pub webhooks_visibility: time::Duration,
+    pub files_visibility: time::Duration,
     /// Webhook sends side by side, as concurrent invocations of the function run in the cloud.
     pub webhook_senders: usize,
 }
@@ -140,6 +144,7 @@ impl Pace {
         poll_idle: Duration::from_millis(100),
         submissions_visibility: time::Duration::seconds(30),
         webhooks_visibility: time::Duration::seconds(120),
+        files_visibility: time::Duration::seconds(120),
         webhook_senders: 4,
     };
     /// Every empty round is a few requests to the endpoint; one poll query per shard a second
@@ -149,6 +154,7 @@ impl Pace {
         poll_idle: Duration::from_secs(1),
         submissions_visibility: time::Duration::seconds(30),
         webhooks_visibility: time::Duration::seconds(30),
+        files_visibility: time::Duration::seconds(120),
         webhook_senders: 1,
     };
 }
@@ -183,6 +189,7 @@ impl Driver {
     pub fn with_visibility(mut self, visibility: time::Duration) -> Driver {
         self.pace.submissions_visibility = visibility;
         self.pace.webhooks_visibility = visibility;
+        self.pace.files_visibility = visibility;
         self
     }
 
@@ -243,6 +250,7 @@ impl Driver {
         let visibility = match queue {
             QueueName::Submissions => self.pace.submissions_visibility,
             QueueName::Webhooks => self.pace.webhooks_visibility,
+            QueueName::Files => self.pace.files_visibility,
         };
         let messages = self.queue.receive(queue, QUEUE_BATCH, visibility).await?;
         if messages.is_empty() {
@@ -258,7 +266,7 @@ impl Driver {
     /// Receives what reached each dead-letter queue, records it as work items and deletes it.
     async fn dead_letter_round(&self) -> Result<usize, Error> {
         let mut handled = 0;
-        for queue in [QueueName::Submissions, QueueName::Webhooks] {
+        for queue in QueueName::ALL {
             let messages = self
                 .queue
                 .receive_dead_letters(queue, QUEUE_BATCH, self.pace.submissions_visibility)

@@ -1,11 +1,11 @@
 //! Creates a stack's resources on an emulator (moto, LocalStack) the way `template.yaml`
-//! declares them in the cloud: the table with its stream and TTL, both queues with their
-//! dead-letter queues, the event bus, the schedule group, and the secrets.
+//! declares them in the cloud: the table with its stream and TTL, the queues with their
+//! dead-letter queues, the files bucket, the event bus, the schedule group, and the secrets.
 
 use crate::deployment::{Settings, PEPPER_SECRET};
 use ops_domain::access::Environment;
 use ops_domain::ports::Secrets;
-use ops_infra::aws::{DynamoStore, SecretsManagerSecrets, SqsQueue, TimerTarget};
+use ops_infra::aws::{DynamoStore, S3Blobs, SecretsManagerSecrets, SqsQueue, TimerTarget};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -22,6 +22,8 @@ pub async fn provision(
         .create_table()
         .await?;
     let queues = SqsQueue::create_queues(&aws_sdk_sqs::Client::new(config), name).await?;
+    let files_bucket = format!("{name}-files");
+    S3Blobs::create_bucket(&S3Blobs::client(config), &files_bucket).await?;
     let bus = format!("{name}-events");
     aws_sdk_eventbridge::Client::new(config)
         .create_event_bus()
@@ -56,6 +58,7 @@ pub async fn provision(
         environment,
         table,
         queues,
+        files_bucket,
         event_bus: Some(bus),
         secrets_prefix,
         http_rails: vec![],

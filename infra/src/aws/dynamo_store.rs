@@ -32,6 +32,8 @@
 //! | … held by someone | `GSI3PK = WIASG#<assignee>` (sparse), sorted as above |
 //! | an operation's place on the board | `PK = BOARDOP#<operation>` |
 //! | board counters of a customer (the platform's) | `PK = BOARD#<customer>` (`BOARD#PLATFORM#<shard>`), `SK = <bucket>#<currency>` |
+//! | files of a customer (every file), newest first | `GSI1PK = CUSFILES#<customer>` (`GSI3PK = FILES#<shard>`) |
+//! | the file a customer's bytes were uploaded as | `PK = FILESHA#<customer>#<sha256>` (names the file) |
 //! | idempotency record | `PK = IDEM#<scope>#<key>`, expired by the `ttl` attribute |
 //! | a customer's requests in one second, per key | `PK = RATE#<customer>#<unix second>` (`count`, `member:<key id>`), expired by `ttl` |
 //!
@@ -60,10 +62,11 @@ use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
 use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry};
 use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
 use ops_domain::event::Event;
+use ops_domain::files::{File, FileQuery, FileStore};
 use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
-use ops_domain::ids::{AccountId, MovementId, WorkItemId};
+use ops_domain::ids::{AccountId, FileId, MovementId, WorkItemId};
 use ops_domain::ids::{
     ApiKeyId, CustomerId, DeliveryId, EventId, IdGenerator, IdKind, OperationId, ScheduleId, TransactionId,
     UlidGenerator, UserId, WebhookEndpointId,
@@ -412,6 +415,22 @@ impl DynamoStore {
         item
     }
 
+    /// A file, in its customer's and the platform's lists.
+    fn file_item(file: &File) -> Item {
+        keyed(
+            keys::file(&file.id),
+            vec![
+                ("entity", s("file")),
+                ("doc", doc(file)),
+                ("version", n(file.version)),
+                ("GSI1PK", s(keys::files_of(&file.customer_id))),
+                ("GSI1SK", s(&file.id)),
+                ("GSI3PK", s(keys::all_files_shard(&file.id))),
+                ("GSI3SK", s(&file.id)),
+            ],
+        )
+    }
+
     /// A movement, in the movement lists of the account it debits (GSI1) and credits (GSI2).
     fn movement_item(movement: &Movement) -> Item {
         keyed(
@@ -594,6 +613,18 @@ impl DynamoStore {
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
             Write::Audit(entry) => vec![self.put(self.audit_item(entry), Some("attribute_not_exists(PK)"), vec![])],
+            Write::InsertFile { file, unique_bytes } => {
+                let digest = keyed(
+                    keys::file_digest(&file.customer_id, &file.sha256),
+                    vec![("entity", s("file_digest")), ("file_id", s(&file.id))],
+                );
+                let digest_condition = unique_bytes.then_some("attribute_not_exists(PK)");
+                vec![
+                    self.versioned(Self::file_item(file), file.version),
+                    self.put(digest, digest_condition, vec![]),
+                ]
+            }
+            Write::UpdateFile(file) => vec![self.versioned(Self::file_item(file), file.version)],
             Write::InsertAccount(account) => {
                 let owner = account.customer_id.as_deref();
                 let currency = account.currency.code();
@@ -1216,6 +1247,43 @@ impl LedgerStore for DynamoStore {
         movements.sort_by(|a, b| b.id.cmp(&a.id));
         movements.truncate(limit);
         Ok(movements)
+    }
+}
+
+#[async_trait]
+impl FileStore for DynamoStore {
+    async fn file(&self, id: &FileId) -> Result<Option<File>, StoreError> {
+        self.get(keys::file(id)).await
+    }
+
+    async fn files(&self, query: &FileQuery) -> Result<Vec<File>, StoreError> {
+        let after = query
+            .starting_after
+            .as_ref()
+            .map_or_else(|| "\u{10FFFF}".into(), String::from);
+        let (index, partition) = match &query.customer_id {
+            Some(customer) => ("GSI1", Partition::One(keys::files_of(customer))),
+            None => ("GSI3", Partition::Sharded(keys::all_files())),
+        };
+        self.newest_first(index, partition, after, None, query.limit, |f: &File| f.id.to_string())
+            .await
+    }
+
+    async fn file_with_digest(&self, customer: &CustomerId, sha256: &str) -> Result<Option<FileId>, StoreError> {
+        self.count();
+        let found = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(item(key_item(keys::file_digest(customer, sha256)))))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        match found.item().and_then(|i| i.get("file_id")) {
+            Some(AttributeValue::S(id)) => Ok(Some(FileId::from(id.as_str()))),
+            _ => Ok(None),
+        }
     }
 }
 

@@ -96,6 +96,15 @@ pub fn account_holder(holder: &str, currency: &str) -> Primary {
     primary(format!("ACCHOLDER#{holder}#{currency}"), "ACC")
 }
 
+pub fn file(id: &str) -> Primary {
+    primary(format!("FILE#{id}"), "FILE")
+}
+
+/// The item that names the file a customer's bytes were uploaded as.
+pub fn file_digest(customer: &str, sha256: &str) -> Primary {
+    primary(format!("FILESHA#{customer}#{sha256}"), "FILE")
+}
+
 pub fn movement(id: &str) -> Primary {
     primary(format!("MOV#{id}"), "MOV")
 }
@@ -288,6 +297,22 @@ pub fn board_counters(customer: Option<&str>) -> Vec<String> {
         Some(customer) => vec![format!("BOARD#{customer}")],
         None => shards(PLATFORM_BOARD),
     }
+}
+
+/// A customer's files (GSI1).
+pub fn files_of(customer: &str) -> String {
+    format!("CUSFILES#{customer}")
+}
+
+const FILES: &str = "FILES";
+
+/// Every file (GSI3): the partition of one, and all of them.
+pub fn all_files_shard(file_id: &str) -> String {
+    sharded(FILES, file_id)
+}
+
+pub fn all_files() -> Vec<String> {
+    shards(FILES)
 }
 
 /// A customer's schedules (GSI1).

@@ -1,5 +1,6 @@
 //! The ports on AWS: DynamoDB (store, change stream), SQS (queues), Secrets Manager,
-//! EventBridge (the event bus) and EventBridge Scheduler (the schedules' timer). Clients come from the standard AWS configuration, so `AWS_ENDPOINT_URL` points
+//! EventBridge (the event bus), EventBridge Scheduler (the schedules' timer) and S3 (files'
+//! bytes). Clients come from the standard AWS configuration, so `AWS_ENDPOINT_URL` points
 //! them at LocalStack or moto, and nothing at all means real AWS.
 
 mod dynamo_store;
@@ -7,6 +8,7 @@ mod emf_metrics;
 mod event_bus;
 mod event_scheduler;
 mod keys;
+mod s3_blobs;
 mod secrets_manager;
 mod sqs_queue;
 
@@ -14,6 +16,7 @@ pub use dynamo_store::{DynamoStore, INDEXES, MAX_WRITES, SHARDS};
 pub use emf_metrics::{emf_line, EmfMetrics, NAMESPACE};
 pub use event_bus::EventBridgeBus;
 pub use event_scheduler::{EventBridgeTimers, TimerTarget};
+pub use s3_blobs::S3Blobs;
 pub use secrets_manager::SecretsManagerSecrets;
 pub use sqs_queue::{QueueUrls, SqsQueue};
 

@@ -15,6 +15,7 @@ use std::sync::Mutex;
 pub struct QueueUrls {
     pub submissions: String,
     pub webhooks: String,
+    pub files: String,
 }
 
 pub struct SqsQueue {
@@ -52,12 +53,13 @@ impl SqsQueue {
         self.requests.load(Ordering::Relaxed)
     }
 
-    /// Creates the stack's queues, `<name>-submissions` and `<name>-webhooks`, each with a
+    /// Creates the stack's queues, `<name>-submissions`, `<name>-webhooks` and `<name>-files`, each with a
     /// dead-letter queue, the way `template.yaml` declares them (for emulators and tests).
     pub async fn create_queues(client: &Client, name: &str) -> Result<QueueUrls, QueueError> {
         Ok(QueueUrls {
             submissions: queue_with_dead_letters(client, &format!("{name}-submissions")).await?,
             webhooks: queue_with_dead_letters(client, &format!("{name}-webhooks")).await?,
+            files: queue_with_dead_letters(client, &format!("{name}-files")).await?,
         })
     }
 
@@ -179,6 +181,7 @@ impl SqsQueue {
         match queue {
             QueueName::Submissions => &self.urls.submissions,
             QueueName::Webhooks => &self.urls.webhooks,
+            QueueName::Files => &self.urls.files,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! so local mode and the cloud cannot drift apart.
 
 pub mod desk;
+pub mod files;
 pub mod queue;
 pub mod rate_limiter;
 pub mod secrets;

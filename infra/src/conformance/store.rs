@@ -45,6 +45,7 @@ pub fn operation(id: &str, customer: &str, status: OperationStatus) -> Operation
         environment: Environment::Test,
         source_account_id: None,
         destination_account_id: None,
+        file_id: None,
         version: 1,
     }
 }
@@ -78,6 +79,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     accounts_keep_their_balances_and_movements(store.as_ref()).await;
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 8).await;
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 64).await;
+    super::files::run_all(store.as_ref()).await;
     super::desk::run_all(store).await;
 }
 

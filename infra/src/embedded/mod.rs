@@ -2,12 +2,14 @@
 //! event log read from per-consumer checkpoints) and the queues. Request counts for the rate
 //! limit stay in memory.
 
+mod blob_directory;
 mod log_metrics;
 mod queue;
 mod rate_limiter;
 mod sealed_secrets;
 mod sqlite_store;
 
+pub use blob_directory::BlobDirectory;
 pub use log_metrics::LogMetrics;
 pub use queue::SqliteQueue;
 pub use rate_limiter::InMemoryRateLimiter;

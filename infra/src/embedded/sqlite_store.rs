@@ -7,10 +7,11 @@ use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
 use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry};
 use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
 use ops_domain::event::Event;
+use ops_domain::files::{File, FileQuery, FileStore};
 use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
-use ops_domain::ids::{AccountId, MovementId, WorkItemId};
+use ops_domain::ids::{AccountId, FileId, MovementId, WorkItemId};
 use ops_domain::ids::{
     ApiKeyId, CustomerId, DeliveryId, EventId, OperationId, ScheduleId, TransactionId, UserId, WebhookEndpointId,
 };
@@ -111,6 +112,12 @@ CREATE TABLE IF NOT EXISTS board_entries (operation_id TEXT PRIMARY KEY, version
 CREATE TABLE IF NOT EXISTS board_counts (
     owner TEXT NOT NULL, bucket TEXT NOT NULL, currency TEXT NOT NULL,
     count INTEGER NOT NULL, amount INTEGER NOT NULL, PRIMARY KEY (owner, bucket, currency));
+CREATE TABLE IF NOT EXISTS files (
+    id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS files_by_customer ON files (customer_id, id);
+-- Which file a customer's bytes (by SHA-256) were uploaded as.
+CREATE TABLE IF NOT EXISTS file_digests (
+    customer_id TEXT NOT NULL, sha256 TEXT NOT NULL, file_id TEXT NOT NULL, PRIMARY KEY (customer_id, sha256));
 ";
 
 #[derive(Clone)]
@@ -530,6 +537,40 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
                 )?;
             }
         }
+        Write::InsertFile { file, unique_bytes } => {
+            tx.execute(
+                "INSERT INTO files (id, customer_id, version, body) VALUES (?1, ?2, ?3, ?4)",
+                params![
+                    file.id.as_str(),
+                    file.customer_id.as_str(),
+                    file.version as i64,
+                    json(file)
+                ],
+            )?;
+            let digest = if *unique_bytes {
+                "INSERT INTO file_digests (customer_id, sha256, file_id) VALUES (?1, ?2, ?3)"
+            } else {
+                "INSERT OR REPLACE INTO file_digests (customer_id, sha256, file_id) VALUES (?1, ?2, ?3)"
+            };
+            tx.execute(
+                digest,
+                params![file.customer_id.as_str(), file.sha256, file.id.as_str()],
+            )?;
+        }
+        Write::UpdateFile(file) => {
+            let changed = tx.execute(
+                "UPDATE files SET version = ?2, body = ?3 WHERE id = ?1 AND version = ?4",
+                params![
+                    file.id.as_str(),
+                    file.version as i64,
+                    json(file),
+                    file.version as i64 - 1
+                ],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
         Write::UpdateMovement(movement) => {
             let changed = tx.execute(
                 "UPDATE movements SET version = ?2, body = ?3 WHERE id = ?1 AND version = ?4",
@@ -792,6 +833,38 @@ impl LedgerStore for SqliteStore {
                 .map_err(unavailable)?;
             rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
                 .collect()
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl FileStore for SqliteStore {
+    async fn file(&self, id: &FileId) -> Result<Option<File>, StoreError> {
+        self.document("SELECT body FROM files WHERE id = ?1", id.into()).await
+    }
+
+    async fn files(&self, query: &FileQuery) -> Result<Vec<File>, StoreError> {
+        let query = query.clone();
+        self.with(move |c| {
+            List::new("files", "id", query.limit)
+                .filter("customer_id = ?", query.customer_id.map(String::from))
+                .filter("id < ?", query.starting_after.map(String::from))
+                .run(c)
+        })
+        .await
+    }
+
+    async fn file_with_digest(&self, customer: &CustomerId, sha256: &str) -> Result<Option<FileId>, StoreError> {
+        let (customer, sha256) = (customer.to_string(), sha256.to_string());
+        self.with(move |c| {
+            c.prepare_cached("SELECT file_id FROM file_digests WHERE customer_id = ?1 AND sha256 = ?2")
+                .and_then(|mut s| {
+                    s.query_row(params![customer, sha256], |row| row.get::<_, String>(0))
+                        .optional()
+                })
+                .map(|id| id.map(FileId::from))
+                .map_err(unavailable)
         })
         .await
     }

@@ -1,0 +1,221 @@
+//! Files (DESIGN §8.4): payroll CSVs that become operations. A file is validated whole when it
+//! is uploaded (an invalid one creates nothing) and planned into chunks of at most
+//! [`CHUNK_ITEMS`] lines of one currency; a worker then makes one operation per chunk. Each
+//! chunk's operation is committed together with the file's record of it, under the file's
+//! version, so a worker that dies or runs twice never loses or doubles a chunk.
+
+pub mod csv_lines;
+mod use_cases;
+
+pub use csv_lines::{LineError, PayrollLine, COLUMNS};
+pub use use_cases::UploadFile;
+
+use crate::access::Environment;
+use crate::cause::Cause;
+use crate::ids::{ApiKeyId, CustomerId, FileId, OperationId};
+use crate::money::Currency;
+use crate::ports::StoreError;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+/// The largest file taken: 5 MiB.
+pub const MAX_FILE_BYTES: usize = 5 * 1024 * 1024;
+/// Lines per operation (an operation's most items).
+pub const CHUNK_ITEMS: usize = crate::validate::MAX_ITEMS;
+/// Chunks one worker message makes before it hands the rest to the next message, so no
+/// single run outlasts a function's timeout.
+pub const CHUNKS_PER_RUN: usize = 5;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileStatus {
+    /// Valid and stored; its chunks are waiting for the worker.
+    Accepted,
+    /// Some chunks have their operation.
+    Processing,
+    /// Every chunk has its operation (or the reason it has none).
+    Completed,
+}
+
+impl FileStatus {
+    pub const ALL: [FileStatus; 3] = [FileStatus::Accepted, FileStatus::Processing, FileStatus::Completed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileStatus::Accepted => "accepted",
+            FileStatus::Processing => "processing",
+            FileStatus::Completed => "completed",
+        }
+    }
+}
+
+/// The lines of one currency, counted and summed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CurrencyTotal {
+    pub currency: Currency,
+    pub lines: usize,
+    pub amount: i64,
+}
+
+/// Up to [`CHUNK_ITEMS`] lines of one currency: one operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chunk {
+    /// 1-based, in the order the worker makes them.
+    pub number: usize,
+    pub currency: Currency,
+    /// Which of the currency's lines: the `index`-th run of [`CHUNK_ITEMS`].
+    pub index: usize,
+    pub lines: usize,
+    pub amount: i64,
+    pub operation_id: Option<OperationId>,
+    /// Why no operation was made (the customer, key or workflow stopped working meanwhile).
+    pub refused: Option<String>,
+}
+
+impl Chunk {
+    pub fn is_done(&self) -> bool {
+        self.operation_id.is_some() || self.refused.is_some()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct File {
+    pub id: FileId,
+    pub customer_id: CustomerId,
+    /// The workflow every chunk's operation goes through.
+    pub workflow: String,
+    pub status: FileStatus,
+    /// SHA-256 of the bytes (hex): the same bytes again are a duplicate.
+    pub sha256: String,
+    pub size: usize,
+    pub line_count: usize,
+    pub totals: Vec<CurrencyTotal>,
+    pub chunks: Vec<Chunk>,
+    /// The key whose authority the chunks' operations are made with.
+    pub api_key_id: ApiKeyId,
+    pub created_by: String,
+    pub cause: Cause,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    pub environment: Environment,
+    pub version: u64,
+}
+
+impl File {
+    /// Where the bytes are kept (an S3 key, a path under the data directory).
+    pub fn blob_key(id: &FileId) -> String {
+        format!("files/{id}.csv")
+    }
+}
+
+/// Plans `lines` into chunks: per currency in the order each first appears, runs of at most
+/// [`CHUNK_ITEMS`] lines in file order. The worker reads the same plan back from the bytes.
+pub fn plan(lines: &[PayrollLine]) -> (Vec<CurrencyTotal>, Vec<Chunk>) {
+    let mut totals: Vec<CurrencyTotal> = vec![];
+    for line in lines {
+        match totals.iter_mut().find(|t| t.currency == line.currency) {
+            Some(total) => {
+                total.lines += 1;
+                total.amount += line.amount.minor_units();
+            }
+            None => totals.push(CurrencyTotal {
+                currency: line.currency.clone(),
+                lines: 1,
+                amount: line.amount.minor_units(),
+            }),
+        }
+    }
+    let mut chunks = vec![];
+    for total in &totals {
+        let of_currency: Vec<&PayrollLine> = lines.iter().filter(|l| l.currency == total.currency).collect();
+        for (index, run) in of_currency.chunks(CHUNK_ITEMS).enumerate() {
+            chunks.push(Chunk {
+                number: chunks.len() + 1,
+                currency: total.currency.clone(),
+                index,
+                lines: run.len(),
+                amount: run.iter().map(|l| l.amount.minor_units()).sum(),
+                operation_id: None,
+                refused: None,
+            });
+        }
+    }
+    (totals, chunks)
+}
+
+/// The lines of `chunk`, as [`plan`] cut them.
+pub fn chunk_lines<'a>(lines: &'a [PayrollLine], chunk: &Chunk) -> Vec<&'a PayrollLine> {
+    lines
+        .iter()
+        .filter(|l| l.currency == chunk.currency)
+        .skip(chunk.index * CHUNK_ITEMS)
+        .take(CHUNK_ITEMS)
+        .collect()
+}
+
+/// Which files a list returns: newest first, a customer's (or every customer's).
+#[derive(Debug, Clone, Default)]
+pub struct FileQuery {
+    pub customer_id: Option<CustomerId>,
+    pub starting_after: Option<FileId>,
+    pub limit: usize,
+}
+
+/// The store's port for files.
+#[async_trait]
+pub trait FileStore: Send + Sync {
+    async fn file(&self, id: &FileId) -> Result<Option<File>, StoreError>;
+    /// Files, newest first.
+    async fn files(&self, query: &FileQuery) -> Result<Vec<File>, StoreError>;
+    /// The file of `customer` whose bytes have this SHA-256, if one was uploaded.
+    async fn file_with_digest(&self, customer: &CustomerId, sha256: &str) -> Result<Option<FileId>, StoreError>;
+}
+
+/// Where uploaded bytes are kept: S3 in the cloud, the data directory locally.
+#[async_trait]
+pub trait Blobs: Send + Sync {
+    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), crate::ports::BlobError>;
+    /// The bytes under `key`, if any.
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, crate::ports::BlobError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(currencies: &[(&str, usize)]) -> Vec<PayrollLine> {
+        let mut csv = COLUMNS.join(",") + "\n";
+        for (currency, count) in currencies {
+            for i in 0..*count {
+                csv += &format!("rut,{i},psp-local:sandbox,acct-{i},{},{currency},\n", i + 1);
+            }
+        }
+        csv_lines::parse(csv.as_bytes(), &|_| true).unwrap()
+    }
+
+    #[test]
+    fn chunks_hold_at_most_a_thousand_lines_of_one_currency_and_cover_every_line_once() {
+        let lines = lines(&[("CLP", 2500), ("USD", 3), ("CLP", 1)]);
+        let (totals, chunks) = plan(&lines);
+        assert_eq!(totals.len(), 2);
+        assert_eq!((totals[0].lines, totals[1].lines), (2501, 3));
+        let shape: Vec<(usize, &str, usize)> = chunks.iter().map(|c| (c.number, c.currency.code(), c.lines)).collect();
+        assert_eq!(
+            shape,
+            [(1, "CLP", 1000), (2, "CLP", 1000), (3, "CLP", 501), (4, "USD", 3)]
+        );
+        let mut seen: Vec<usize> = chunks
+            .iter()
+            .flat_map(|c| chunk_lines(&lines, c).into_iter().map(|l| l.line))
+            .collect();
+        seen.sort();
+        assert_eq!(seen, (2..=lines.len() + 1).collect::<Vec<_>>());
+        for chunk in &chunks {
+            let sum: i64 = chunk_lines(&lines, chunk).iter().map(|l| l.amount.minor_units()).sum();
+            assert_eq!(sum, chunk.amount);
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! Uploading a payroll file, reading it back, and the worker that makes its chunks'
+//! operations.
+
+use super::{chunk_lines, csv_lines, plan, File, FileQuery, FileStatus, MAX_FILE_BYTES};
+use crate::access::{Principal, Scope};
+use crate::cause::{Actor, ActorType, Cause};
+use crate::error::DomainError;
+use crate::event::Event;
+use crate::idempotency::Ticket;
+use crate::ids::{EventId, FileId};
+use crate::operations::OperationType;
+use crate::ports::{AuditEntry, BatchOutcome, Changeset, QueueMessage, QueueTask, StoreError, Write};
+use crate::service::{customer_scope, Handled, Page, Service};
+use crate::validate::{self, CreateOperation};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// A payroll file as uploaded: its bytes and the query's parameters.
+#[derive(Debug, Clone, Default)]
+pub struct UploadFile {
+    pub customer_id: Option<String>,
+    pub workflow: Option<String>,
+    pub allow_duplicate: bool,
+    pub bytes: Vec<u8>,
+}
+
+/// Refusals of a chunk's operation that will not change by trying again: the chunk is
+/// recorded with the reason instead.
+fn is_refusal(error: &DomainError) -> bool {
+    matches!(
+        error,
+        DomainError::InvalidRequest { .. } | DomainError::NotFound { .. } | DomainError::Forbidden { .. }
+    )
+}
+
+fn file_actor(id: &FileId) -> Actor {
+    Actor {
+        kind: ActorType::System,
+        id: format!("file:{id}"),
+    }
+}
+
+impl Service {
+    /// Validates every line of a payroll file and keeps it, planned into chunks; the worker
+    /// makes their operations (the `file.accepted` event queues it). An invalid file is
+    /// refused with all its errors, and nothing is written.
+    pub async fn upload_file(
+        &self,
+        principal: &Principal,
+        command: UploadFile,
+        ticket: Option<Ticket<File>>,
+    ) -> Result<File, DomainError> {
+        principal.require(Scope::OperationsWrite)?;
+        let customer_id = match (command.customer_id, &principal.key.customer_id) {
+            (Some(id), Some(own)) if *own == id => own.clone(),
+            (Some(id), _) => self.visible_customer(principal, &id, "customer_id").await?.id,
+            (None, Some(own)) => own.clone(),
+            (None, None) => return Err(DomainError::missing("customer_id")),
+        };
+        let workflow = validate::required_text(command.workflow, "workflow", 64)?;
+        if !crate::approvals::valid_name(&workflow) {
+            return Err(DomainError::invalid(
+                "workflow",
+                "invalid_workflow",
+                "Workflow names are 1-64 lowercase letters, digits, '_' or '-'.",
+            ));
+        }
+        if self
+            .workflow_and_floor(&customer_id, &workflow, OperationType::Payout)
+            .await?
+            .0
+            .is_none()
+        {
+            return Err(DomainError::invalid(
+                "workflow",
+                "unknown_workflow",
+                format!("No workflow named '{workflow}'."),
+            ));
+        }
+        if command.bytes.len() > MAX_FILE_BYTES {
+            return Err(DomainError::invalid(
+                "file",
+                "file_too_large",
+                format!("A file is at most {MAX_FILE_BYTES} bytes."),
+            ));
+        }
+        let lines = csv_lines::parse(&command.bytes, &|rail| self.rails.contains(rail))
+            .map_err(|(errors, total)| DomainError::InvalidFile { errors, total })?;
+        let sha256 = hex::encode(Sha256::digest(&command.bytes));
+        if !command.allow_duplicate {
+            if let Some(earlier) = self.store.file_with_digest(&customer_id, &sha256).await? {
+                return Err(duplicate(&earlier));
+            }
+        }
+        let now = self.now();
+        let id = FileId::new(&*self.ids);
+        let (totals, chunks) = plan(&lines);
+        let cause = Cause::new(
+            "file_accepted",
+            format!("{} line(s) valid, in {} chunk(s)", lines.len(), chunks.len()),
+            principal.actor(),
+            now,
+        );
+        let file = File {
+            id: id.clone(),
+            customer_id,
+            workflow,
+            status: FileStatus::Accepted,
+            sha256,
+            size: command.bytes.len(),
+            line_count: lines.len(),
+            totals,
+            chunks,
+            api_key_id: principal.key.id.clone(),
+            created_by: principal.actor().id,
+            cause: cause.clone(),
+            created_at: now,
+            updated_at: now,
+            environment: self.environment,
+            version: 1,
+        };
+        // The bytes first: a file stored without them could never be split. Bytes without a
+        // file (this request failed after) are never read.
+        self.blobs.put(&File::blob_key(&id), command.bytes).await?;
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(
+            AuditEntry::new("file", &id, "created", cause).moving(None, FileStatus::Accepted.as_str()),
+        ));
+        changes.push(Write::Event(Event::of_file(EventId::new(&*self.ids), &file)));
+        changes.push(Write::InsertFile {
+            file: file.clone(),
+            unique_bytes: !command.allow_duplicate,
+        });
+        if let Some(ticket) = &ticket {
+            changes.push(ticket.complete(&file));
+        }
+        match self.store.commit(changes).await {
+            Ok(()) => Ok(file),
+            // The same bytes, uploaded by a concurrent request.
+            Err(StoreError::Conflict) if !command.allow_duplicate => {
+                match self.store.file_with_digest(&file.customer_id, &file.sha256).await? {
+                    Some(earlier) => Err(duplicate(&earlier)),
+                    None => Err(self.commit_error(StoreError::Conflict)),
+                }
+            }
+            Err(other) => Err(self.commit_error(other)),
+        }
+    }
+
+    pub async fn get_file(&self, principal: &Principal, id: &FileId) -> Result<File, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        self.store
+            .file(id)
+            .await?
+            .filter(|file| principal.can_access(&file.customer_id))
+            .ok_or_else(|| DomainError::not_found("file", id))
+    }
+
+    pub async fn list_files(&self, principal: &Principal, query: FileQuery) -> Result<Page<File>, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let Some(customer_id) = customer_scope(principal, query.customer_id.clone()) else {
+            return Ok(Page::empty());
+        };
+        let limit = query.limit;
+        let files = self
+            .store
+            .files(&FileQuery {
+                customer_id,
+                limit: limit + 1,
+                ..query
+            })
+            .await?;
+        Ok(Page::of(files, limit))
+    }
+
+    /// `file.accepted`: hands the file to the worker (the event is the outbox, so an upload
+    /// whose queue send would have failed is still split).
+    pub(crate) async fn queue_file_split(&self, event: &Event) -> Result<Handled, DomainError> {
+        let file_id = FileId::from(event.data["file_id"].as_str().unwrap_or_default());
+        let task = QueueTask::SplitFile { file_id };
+        self.queue
+            .send(task.queue(), task.to_body(), time::Duration::ZERO)
+            .await?;
+        Ok(Handled::Done)
+    }
+
+    /// The files queue's consumer: each message makes a few chunks' operations.
+    pub async fn handle_file_splits(&self, messages: &[QueueMessage]) -> BatchOutcome {
+        let mut outcome = BatchOutcome::default();
+        for message in messages {
+            let result = match QueueTask::parse(&message.body) {
+                Ok(QueueTask::SplitFile { file_id }) => self.split_file(&file_id).await,
+                Ok(other) => {
+                    tracing::error!(task = ?other, "a task on the files queue that is not a file's");
+                    Ok(Handled::Done)
+                }
+                Err(unknown) => {
+                    tracing::error!(%unknown, "an unreadable message on the files queue");
+                    Err(DomainError::invalid("body", "unknown_task", unknown.to_string()))
+                }
+            };
+            if !matches!(result, Ok(Handled::Done)) {
+                if let Err(error) = &result {
+                    tracing::warn!(message = %message.id, %error, "splitting a file failed; the message comes again");
+                }
+                outcome.failed.push(message.id.clone());
+            }
+        }
+        outcome
+    }
+
+    /// Makes the operations of up to [`super::CHUNKS_PER_RUN`] chunks still missing, each in
+    /// one changeset with the file's record of it (under the file's version: a second worker
+    /// on the same file loses the race and reads the file again), then hands the rest to the
+    /// next message.
+    pub(crate) async fn split_file(&self, id: &FileId) -> Result<Handled, DomainError> {
+        let Some(file) = self.store.file(id).await? else {
+            tracing::warn!(file = %id, "a split for no file");
+            return Ok(Handled::Done);
+        };
+        if file.status == FileStatus::Completed {
+            return Ok(Handled::Done);
+        }
+        let bytes =
+            self.blobs.get(&File::blob_key(id)).await?.ok_or_else(|| {
+                DomainError::invalid_state("file_bytes_missing", format!("The bytes of {id} are gone."))
+            })?;
+        let lines = csv_lines::parse(&bytes, &|rail| self.rails.contains(rail)).map_err(|(errors, _)| {
+            DomainError::invalid_state(
+                "file_unreadable",
+                format!("The stored bytes of {id} no longer validate: {errors:?}"),
+            )
+        })?;
+        let mut made = 0;
+        let mut races = 0;
+        while made < super::CHUNKS_PER_RUN {
+            let file = self
+                .store
+                .file(id)
+                .await?
+                .ok_or_else(|| DomainError::not_found("file", id))?;
+            let Some(chunk) = file.chunks.iter().find(|c| !c.is_done()).cloned() else {
+                return Ok(Handled::Done);
+            };
+            let now = self.now();
+            let principal = self
+                .acting_principal(&file.customer_id, &file.api_key_id, now, "the file")
+                .await?;
+            let drafted = match principal {
+                Ok(principal) => {
+                    let command = CreateOperation {
+                        customer_id: Some(file.customer_id.to_string()),
+                        kind: Some(OperationType::Payout.as_str().into()),
+                        currency: Some(chunk.currency.code().into()),
+                        items: Some(chunk_lines(&lines, &chunk).iter().map(|l| l.item()).collect()),
+                        workflow: Some(file.workflow.clone()),
+                        metadata: Some(BTreeMap::from([
+                            ("file_id".to_string(), file.id.to_string()),
+                            ("file_chunk".to_string(), chunk.number.to_string()),
+                        ])),
+                        source_account_id: None,
+                        destination_account_id: None,
+                        file_id: Some(file.id.clone()),
+                    };
+                    match self.draft_operation(&principal, command, None).await {
+                        Ok(drafted) => Ok(drafted),
+                        Err(refused) if is_refusal(&refused) => Err(format!("The operation was refused: {refused}")),
+                        Err(other) => return Err(other),
+                    }
+                }
+                Err(reason) => Err(reason),
+            };
+            let mut next = file.clone();
+            let recorded = next
+                .chunks
+                .iter_mut()
+                .find(|c| c.number == chunk.number)
+                .expect("the chunk is the file's");
+            let (mut changes, cause) = match drafted {
+                Ok((operation, changes)) => {
+                    recorded.operation_id = Some(operation.id.clone());
+                    let cause = Cause::new(
+                        "file_chunk_created",
+                        format!("Chunk {} made operation {}", chunk.number, operation.id),
+                        file_actor(&file.id),
+                        now,
+                    );
+                    (changes, cause)
+                }
+                Err(reason) => {
+                    recorded.refused = Some(reason.clone());
+                    let cause = Cause::new(
+                        "file_chunk_refused",
+                        format!("Chunk {} made no operation: {reason}", chunk.number),
+                        file_actor(&file.id),
+                        now,
+                    );
+                    (Changeset::default(), cause)
+                }
+            };
+            let status = if next.chunks.iter().all(|c| c.is_done()) {
+                FileStatus::Completed
+            } else {
+                FileStatus::Processing
+            };
+            changes.push(Write::Audit(AuditEntry::new(
+                "file",
+                &file.id,
+                "chunk_recorded",
+                cause.clone(),
+            )));
+            if status != file.status {
+                changes.push(Write::Audit(
+                    AuditEntry::new("file", &file.id, "status_changed", cause.clone())
+                        .moving(Some(file.status.as_str()), status.as_str()),
+                ));
+                next.status = status;
+                next.cause = cause;
+            }
+            next.version += 1;
+            next.updated_at = now;
+            if status != file.status {
+                changes.push(Write::Event(Event::of_file(EventId::new(&*self.ids), &next)));
+            }
+            changes.push(Write::UpdateFile(next));
+            match self.store.commit(changes).await {
+                Ok(()) => made += 1,
+                // Another worker recorded a chunk first (or an account's funds moved): read
+                // the file again.
+                Err(StoreError::Conflict) if races < 10 => races += 1,
+                Err(other) => return Err(self.commit_error(other)),
+            }
+        }
+        // More to make: the next message goes on where this one stopped.
+        let task = QueueTask::SplitFile { file_id: id.clone() };
+        self.queue
+            .send(task.queue(), task.to_body(), time::Duration::ZERO)
+            .await?;
+        Ok(Handled::Done)
+    }
+}
+
+fn duplicate(earlier: &FileId) -> DomainError {
+    DomainError::invalid_state(
+        "duplicate_file",
+        format!("These bytes were uploaded before as {earlier}; send allow_duplicate=true to upload them again."),
+    )
+}
