@@ -197,7 +197,7 @@ async fn lookup_table(api: &Api, label: &str, mut stored: usize, targets: &[usiz
     }
 }
 
-/// `ops-bench [local] [aws] [aws-requests] [sizes] [timer] [ledger] [desk]`: the parts to run (all by default). The
+/// `ops-bench [local] [aws] [aws-requests] [sizes] [timer] [ledger] [desk] [files]`: the parts to run (all by default). The
 /// aws parts need `AWS_ENDPOINT_URL` (an emulator) and are skipped without it; `aws-requests`
 /// is the request counts alone, without the lifecycle timings and cold starts.
 #[tokio::main(flavor = "multi_thread")]
@@ -228,6 +228,76 @@ async fn main() {
         claims().await;
         board_page_first_render().await;
     }
+    if wanted("files") {
+        files().await;
+    }
+}
+
+/// Payroll files (local mode): validating a 50,000-line file, in the domain alone and as an
+/// upload answered over HTTP, and a 10,000-line file's operations made end to end by the
+/// worker (a two-step workflow, so the figure is the split, not the payouts).
+async fn files() {
+    println!();
+    println!("| payroll file | lines | bytes | time ms | lines/s |");
+    println!("|---|---|---|---|---|");
+    let row = |what: &str, lines: usize, bytes: usize, took: Duration| {
+        println!(
+            "| {what} | {lines} | {bytes} | {} | {:.0} |",
+            ms(took),
+            lines as f64 / took.as_secs_f64()
+        );
+    };
+    let lines =
+        |count: usize| ops_tests::payroll_csv(&(0..count).map(|i| (1_000 + i as i64, "CLP")).collect::<Vec<_>>());
+    let big = lines(50_000);
+    let t = Instant::now();
+    let parsed = ops_domain::files::csv_lines::parse(&big, &|rail| rail == "psp-local:sandbox").expect("valid");
+    row("validate (domain)", parsed.len(), big.len(), t.elapsed());
+
+    let (_server, api, _data) = local_server(true).await;
+    let customer = api.create_customer().await;
+    let t = Instant::now();
+    let uploaded = api
+        .upload(
+            "/v1/files?workflow=two_step",
+            &customer.key,
+            "bench-50k",
+            "text/csv",
+            big.clone(),
+        )
+        .await;
+    assert_eq!(uploaded.status, 202, "{}", uploaded.json());
+    row("upload answered 202 (HTTP)", 50_000, big.len(), t.elapsed());
+
+    let customer = api.create_customer().await;
+    let ten = lines(10_000);
+    let t = Instant::now();
+    let uploaded = api
+        .upload(
+            "/v1/files?workflow=two_step",
+            &customer.key,
+            "bench-10k",
+            "text/csv",
+            ten.clone(),
+        )
+        .await;
+    assert_eq!(uploaded.status, 202, "{}", uploaded.json());
+    loop {
+        let file = api
+            .get(&format!("/v1/files/{}", uploaded.id()), &customer.key)
+            .await
+            .json();
+        if file["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    row(
+        "10 operations made (upload to completed)",
+        10_000,
+        ten.len(),
+        t.elapsed(),
+    );
 }
 
 /// A local server on a fresh data directory, its pipeline running if `worker`; one key drives

@@ -13,7 +13,8 @@
 //! - [`schedules`]: recurring operations and the timer that fires them;
 //! - [`ledger`]: accounts and movements (double entry), holds placed with an approval;
 //! - [`desk`]: work queues, exceptions and the operations board;
-//! - [`files`]: payroll files that become operations.
+//! - [`files`]: payroll files that become operations;
+//! - [`reports`]: a period's operations with their totals.
 //!
 //! Beside them: [`service`] (the shared state the use cases run on), and the pieces every
 //! module uses (causes, errors, events, idempotency, ids, money, operation types, rails,
@@ -35,6 +36,7 @@ pub mod operation_type;
 pub mod operations;
 pub mod ports;
 pub mod rail;
+pub mod reports;
 pub mod schedules;
 pub mod service;
 pub mod transactions;

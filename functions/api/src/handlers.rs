@@ -808,3 +808,8 @@ pub async fn list_files(State(app): State<App>, Caller(caller): Caller, RawQuery
 pub async fn get_file(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<FileId>) -> Answer {
     ok(app.service.get_file(&caller, &id).await?)
 }
+
+/// `GET /v1/reports/operations?from=&to=[&customer_id=][&format=csv|json]`, streamed.
+pub async fn operations_report(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    crate::report::operations_report(app, caller, raw).await
+}

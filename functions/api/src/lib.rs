@@ -7,6 +7,7 @@ pub mod error;
 mod extract;
 mod handlers;
 mod idempotency;
+mod report;
 pub mod wire;
 
 use axum::routing::{delete, get, post, put, MethodRouter};
@@ -105,6 +106,7 @@ endpoints! {
     UploadFile => ("POST", "/v1/files", post(upload_file)),
     ListFiles => ("GET", "/v1/files", get(list_files)),
     GetFile => ("GET", "/v1/files/{id}", get(get_file)),
+    OperationsReport => ("GET", "/v1/reports/operations", get(operations_report)),
 }
 
 impl Endpoint {

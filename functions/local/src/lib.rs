@@ -188,6 +188,13 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
     }
     let store = SqliteStore::open(&database).map_err(|e| StartError::Config(format!("{}: {e}", database.display())))?;
     let queue = SqliteQueue::new(store.clone(), clock.clone());
+    let released = queue
+        .release_in_flight()
+        .await
+        .map_err(|e| StartError::Config(e.to_string()))?;
+    if released > 0 {
+        tracing::info!(released, "messages a stopped process was handling are delivered again");
+    }
     let sandbox = match config.sandbox_rail.unwrap_or(environment == Environment::Test) {
         true => {
             let ledger = config

@@ -237,3 +237,122 @@ async fn get(client: &reqwest::Client, url: &str) -> Value {
     assert_eq!(response.status(), 200, "{url}");
     response.json().await.unwrap()
 }
+
+/// A payroll file split by the worker is cut off by SIGKILL mid-file: after the restart every
+/// chunk has its one operation, and no operation exists that the file does not record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_in_the_middle_of_a_file_loses_no_chunk_and_makes_none_twice() {
+    const CHUNKS: usize = 12;
+    let data_dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut child = start(data_dir.path(), port);
+    wait_healthy(&client, &base).await;
+    let customer: Value = client
+        .post(format!("{base}/v1/customers"))
+        .bearer_auth(ADMIN)
+        .header("Idempotency-Key", "kill-file-customer")
+        .json(&json!({"name": "Payroll"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let customer = customer["id"].as_str().unwrap().to_owned();
+    let mut csv = String::from("beneficiary_id_type,beneficiary_id,rail,account,amount,currency,reference\n");
+    for i in 0..CHUNKS * 1000 {
+        csv += &format!("RUT,{i}-K,psp-local:sandbox,{i:08},{},CLP,line {i}\n", 1_000 + i * 100);
+    }
+    let uploaded = client
+        .post(format!("{base}/v1/files?workflow=two_step&customer_id={customer}"))
+        .bearer_auth(ADMIN)
+        .header("Idempotency-Key", "kill-file")
+        .header("Content-Type", "text/csv")
+        .body(csv)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(uploaded.status(), 202);
+    let file_id = uploaded.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = |file: &Value| {
+        file["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["operation_id"].is_string())
+            .count()
+    };
+
+    // Killed once the worker is a few chunks in.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let seen = loop {
+        let file = get(&client, &format!("{base}/v1/files/{file_id}")).await;
+        if done(&file) >= 3 || Instant::now() > deadline {
+            child.kill().expect("SIGKILL");
+            break file;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    child.wait().unwrap();
+    assert_eq!(
+        seen["status"],
+        "processing",
+        "the kill landed mid-file: {}",
+        done(&seen)
+    );
+
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut restarted = start(data_dir.path(), port);
+    wait_healthy(&client, &base).await;
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let file = loop {
+        let file = get(&client, &format!("{base}/v1/files/{file_id}")).await;
+        if file["status"] == "completed" || Instant::now() > deadline {
+            break file;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(file["status"], "completed", "{} chunks made", done(&file));
+    let recorded: HashSet<String> = file["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["operation_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(recorded.len(), CHUNKS);
+
+    let mut made = HashSet::new();
+    let mut items = 0;
+    let mut after = String::new();
+    loop {
+        let page = get(
+            &client,
+            &format!("{base}/v1/operations?customer_id={customer}&limit=100{after}"),
+        )
+        .await;
+        let data = page["data"].as_array().unwrap();
+        for operation in data {
+            assert_eq!(operation["file_id"].as_str(), Some(file_id.as_str()));
+            items += operation["items"].as_array().unwrap().len();
+            made.insert(operation["id"].as_str().unwrap().to_owned());
+        }
+        if page["has_more"] != true {
+            break;
+        }
+        after = format!("&starting_after={}", data.last().unwrap()["id"].as_str().unwrap());
+    }
+    assert_eq!(made, recorded, "an operation was made that the file does not record");
+    assert_eq!(items, CHUNKS * 1000, "every line once");
+
+    restarted.kill().unwrap();
+    restarted.wait().unwrap();
+}

@@ -28,6 +28,24 @@ impl SqliteQueue {
         (self.clock.now().unix_timestamp_nanos() / 1_000_000) as i64
     }
 
+    /// Makes the messages a previous process received and never finished visible again. Local
+    /// mode is one process: at its start no message is being handled, so one hidden by a
+    /// receive belongs to a process that died; SQS would show it again after its visibility
+    /// timeout, this shows it at once. Delayed messages (never received) keep their delay.
+    pub async fn release_in_flight(&self) -> Result<usize, QueueError> {
+        let now = self.now_ms();
+        self.store
+            .with(move |c| {
+                c.execute(
+                    "UPDATE queue_messages SET visible_at = ?1 WHERE visible_at > ?1 AND receive_count > 0",
+                    params![now],
+                )
+                .map_err(unavailable)
+            })
+            .await
+            .map_err(QueueError::new)
+    }
+
     /// Bodies of every message waiting in `queue`, visible or not.
     pub async fn waiting(&self, queue: QueueName) -> Result<Vec<String>, QueueError> {
         self.depth_query(
@@ -165,5 +183,39 @@ impl SqliteQueue {
             })
             .await
             .map_err(QueueError::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ops_domain::ports::SystemClock;
+
+    #[tokio::test]
+    async fn a_message_a_dead_process_received_is_delivered_again_at_start_and_a_delayed_one_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("ops.sqlite")).unwrap();
+        let queue = SqliteQueue::new(store, Arc::new(SystemClock));
+        queue
+            .send(QueueName::Files, "in flight".into(), Duration::ZERO)
+            .await
+            .unwrap();
+        let received = queue.receive(QueueName::Files, 10, Duration::hours(1)).await.unwrap();
+        assert_eq!(received.len(), 1);
+        queue
+            .send(QueueName::Files, "delayed".into(), Duration::hours(1))
+            .await
+            .unwrap();
+        assert!(queue
+            .receive(QueueName::Files, 10, Duration::hours(1))
+            .await
+            .unwrap()
+            .is_empty());
+
+        assert_eq!(queue.release_in_flight().await.unwrap(), 1);
+        let again = queue.receive(QueueName::Files, 10, Duration::hours(1)).await.unwrap();
+        let bodies: Vec<&str> = again.iter().map(|m| m.body.as_str()).collect();
+        assert_eq!(bodies, ["in flight"]);
+        assert_eq!(again[0].receive_count, 2);
     }
 }

@@ -1,0 +1,272 @@
+//! `GET /v1/reports/operations`: a period's operations streamed page by page (memory stays
+//! that of one page, whatever the period holds), as CSV or JSON, totals at the end.
+
+use crate::error::ApiError;
+use crate::extract::query_pairs;
+use crate::App;
+use axum::body::{Body, Bytes};
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use futures_util::{stream, StreamExt};
+use ops_domain::access::Principal;
+use ops_domain::files::csv_lines::is_formula_like;
+use ops_domain::ids::{CustomerId, IdKind};
+use ops_domain::operations::Operation;
+use ops_domain::reports::{ReportPage, ReportQuery, Totals};
+use ops_domain::DomainError;
+use serde_json::json;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+const COLUMNS: [&str; 12] = [
+    "id",
+    "created_at",
+    "customer_id",
+    "type",
+    "status",
+    "currency",
+    "total_amount",
+    "items",
+    "workflow",
+    "file_id",
+    "cause_code",
+    "cause_message",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Format {
+    Csv,
+    Json,
+}
+
+/// A cell as a spreadsheet will show it, never run it: text a spreadsheet would read as a
+/// formula is prefixed with `'`.
+fn neutral(cell: &str) -> String {
+    if is_formula_like(cell) {
+        format!("'{cell}")
+    } else {
+        cell.to_owned()
+    }
+}
+
+fn cells(operation: &Operation) -> [String; 12] {
+    [
+        operation.id.to_string(),
+        operation.created_at.format(&Rfc3339).unwrap_or_default(),
+        operation.customer_id.to_string(),
+        operation.kind.as_str().to_owned(),
+        operation.status.as_str().to_owned(),
+        operation.currency.code().to_owned(),
+        operation.total_amount.to_string(),
+        operation.items.len().to_string(),
+        operation.workflow.clone(),
+        operation.file_id.as_ref().map(ToString::to_string).unwrap_or_default(),
+        operation.cause.code.clone(),
+        operation.cause.message.clone(),
+    ]
+}
+
+fn csv_bytes(rows: impl IntoIterator<Item = Vec<String>>) -> Vec<u8> {
+    let mut writer = csv::Writer::from_writer(vec![]);
+    for row in rows {
+        writer
+            .write_record(row.iter().map(|c| neutral(c)))
+            .expect("writing to memory");
+    }
+    writer.into_inner().expect("writing to memory")
+}
+
+impl Format {
+    fn content_type(self) -> &'static str {
+        match self {
+            Format::Csv => "text/csv; charset=utf-8",
+            Format::Json => "application/json",
+        }
+    }
+
+    fn head(self, query: &ReportQuery) -> Vec<u8> {
+        match self {
+            Format::Csv => csv_bytes([COLUMNS.map(String::from).to_vec()]),
+            Format::Json => {
+                let head = json!({
+                    "object": "report",
+                    "from": query.from.format(&Rfc3339).unwrap_or_default(),
+                    "to": query.to.format(&Rfc3339).unwrap_or_default(),
+                    "customer_id": query.customer_id,
+                })
+                .to_string();
+                // The object's fields, then the rows as they come.
+                format!("{},\"data\":[", head.trim_end_matches('}')).into_bytes()
+            }
+        }
+    }
+
+    fn rows(self, operations: &[Operation], first: bool) -> Vec<u8> {
+        match self {
+            Format::Csv => csv_bytes(operations.iter().map(|op| cells(op).to_vec())),
+            Format::Json => {
+                let mut out = vec![];
+                for (i, operation) in operations.iter().enumerate() {
+                    if !(first && i == 0) {
+                        out.push(b',');
+                    }
+                    let row: serde_json::Map<String, serde_json::Value> = COLUMNS
+                        .iter()
+                        .zip(cells(operation))
+                        .map(|(name, cell)| (name.to_string(), cell.into()))
+                        .collect();
+                    out.extend(serde_json::to_vec(&row).expect("rows serialize"));
+                }
+                out
+            }
+        }
+    }
+
+    fn tail(self, totals: &Totals) -> Vec<u8> {
+        let rows = totals.0.iter().map(|((status, currency), total)| {
+            vec![
+                status.clone(),
+                currency.clone(),
+                total.count.to_string(),
+                total.amount.to_string(),
+            ]
+        });
+        match self {
+            // A blank line, then the totals with their own header.
+            Format::Csv => {
+                let mut out = b"\n".to_vec();
+                out.extend(csv_bytes(
+                    std::iter::once(vec![
+                        "status".into(),
+                        "currency".into(),
+                        "count".into(),
+                        "amount".into(),
+                    ])
+                    .chain(rows),
+                ));
+                out
+            }
+            Format::Json => {
+                let totals: Vec<_> = totals
+                    .0
+                    .iter()
+                    .map(|((status, currency), t)| json!({"status": status, "currency": currency, "count": t.count, "amount": t.amount}))
+                    .collect();
+                format!("],\"totals\":{}}}", serde_json::Value::from(totals)).into_bytes()
+            }
+        }
+    }
+}
+
+/// Where the stream is: the page in hand (and whether rows were written before it).
+enum Step {
+    Page {
+        page: ReportPage,
+        first: bool,
+        totals: Totals,
+    },
+    Done,
+}
+
+pub async fn operations_report(app: App, caller: Principal, raw: Option<String>) -> Result<Response, ApiError> {
+    let mut from = None;
+    let mut to = None;
+    let mut customer_id = None;
+    let mut format = Format::Json;
+    for (name, value) in query_pairs(raw.as_deref(), &["from", "to", "customer_id", "format"])? {
+        let time = || {
+            OffsetDateTime::parse(&value, &Rfc3339).map_err(|_| {
+                DomainError::invalid(
+                    name.clone(),
+                    "invalid_timestamp",
+                    format!("{name} is an RFC 3339 time."),
+                )
+            })
+        };
+        match name.as_str() {
+            "from" => from = Some(time()?),
+            "to" => to = Some(time()?),
+            "customer_id" if IdKind::Customer.matches(&value) => customer_id = Some(CustomerId::from(value.as_str())),
+            "customer_id" => {
+                return Err(DomainError::invalid(name, "invalid_id", format!("'{value}' is not a customer id.")).into())
+            }
+            _ => {
+                format = match value.as_str() {
+                    "csv" => Format::Csv,
+                    "json" => Format::Json,
+                    _ => return Err(DomainError::invalid(name, "invalid_format", "format is csv or json.").into()),
+                }
+            }
+        }
+    }
+    let from = from.ok_or_else(|| DomainError::missing("from"))?;
+    let to = to.ok_or_else(|| DomainError::missing("to"))?;
+    let query = ReportQuery::new(from, to, customer_id)?;
+    // The first page before answering: a refusal is still a status code.
+    let page = app.service.report_page(&caller, &query, None).await?;
+    let head = Bytes::from(format.head(&query));
+    let pages = stream::unfold(
+        Step::Page {
+            page,
+            first: true,
+            totals: Totals::default(),
+        },
+        move |step| {
+            let (app, caller, query) = (app.clone(), caller.clone(), query.clone());
+            async move {
+                let Step::Page {
+                    page,
+                    first,
+                    mut totals,
+                } = step
+                else {
+                    return None;
+                };
+                page.data.iter().for_each(|op| totals.add(op));
+                let mut bytes = format.rows(&page.data, first);
+                let first = first && page.data.is_empty();
+                let next = match &page.next {
+                    Some(before) => match app.service.report_page(&caller, &query, Some(before)).await {
+                        Ok(next) => Step::Page {
+                            page: next,
+                            first,
+                            totals,
+                        },
+                        Err(error) => {
+                            // The status was sent; an unfinished body tells the client.
+                            tracing::error!(%error, "a report stopped part way");
+                            return Some((Err(std::io::Error::other(error.to_string())), Step::Done));
+                        }
+                    },
+                    None => {
+                        bytes.extend(format.tail(&totals));
+                        Step::Done
+                    }
+                };
+                Some((Ok::<_, std::io::Error>(Bytes::from(bytes)), next))
+            }
+        },
+    );
+    let body = stream::iter([Ok(head)]).chain(pages);
+    Ok(([(CONTENT_TYPE, format.content_type())], Body::from_stream(body)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_a_spreadsheet_would_run_are_written_as_text() {
+        let written = csv_bytes([vec![
+            "=cmd|' /C calc'!A0".into(),
+            "+1".into(),
+            "-2".into(),
+            "@SUM(A1)".into(),
+            "ok".into(),
+        ]]);
+        assert_eq!(
+            String::from_utf8(written).unwrap(),
+            "'=cmd|' /C calc'!A0,'+1,'-2,'@SUM(A1),ok\n"
+        );
+    }
+}
