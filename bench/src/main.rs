@@ -254,7 +254,7 @@ async fn files() {
     let parsed = ops_domain::files::csv_lines::parse(&big, &|rail| rail == "psp-local:sandbox").expect("valid");
     row("validate (domain)", parsed.len(), big.len(), t.elapsed());
 
-    let (_server, api, _data) = local_server(true).await;
+    let (server, api, _data) = local_server(true).await;
     let customer = api.create_customer().await;
     let t = Instant::now();
     let uploaded = api
@@ -297,6 +297,91 @@ async fn files() {
         10_000,
         ten.len(),
         t.elapsed(),
+    );
+    report_of_many(&server, &api).await;
+}
+
+/// The peak resident memory of this process so far (KiB): the server runs in it.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A 100,000-row CSV report streamed over HTTP, read a chunk at a time, with the process's
+/// peak memory before and after (the operations are written to the store directly, in
+/// batches, as many creates would have).
+async fn report_of_many(server: &ops_local::Server, api: &Api) {
+    use ops_domain::ids::{IdGenerator, IdKind, UlidGenerator};
+    use ops_domain::operations::OperationStatus;
+    use ops_domain::ports::{Changeset, Commit, Write};
+    let rows = 100_000;
+    let customer = api.create_customer().await;
+    let ids = UlidGenerator::default();
+    let from = time::OffsetDateTime::now_utc();
+    for batch in 0..rows / 1_000 {
+        let writes = (0..1_000)
+            .map(|i| {
+                let status = if (batch + i) % 3 == 0 {
+                    OperationStatus::Completed
+                } else {
+                    OperationStatus::PendingApproval
+                };
+                let id = ids.new_id(IdKind::Operation);
+                let mut operation = ops_infra::conformance::store::operation(&id, &customer.id, status);
+                operation.created_at = time::OffsetDateTime::now_utc();
+                Write::InsertOperation(operation)
+            })
+            .collect();
+        server
+            .embedded
+            .store
+            .commit(Changeset { writes })
+            .await
+            .expect("stored");
+    }
+    let to = time::OffsetDateTime::now_utc() + time::Duration::SECOND;
+    let rfc = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+            .replace('+', "%2B")
+    };
+    let before = peak_rss_kib();
+    let t = Instant::now();
+    let url = format!(
+        "{}/v1/reports/operations?from={}&to={}&format=csv",
+        api.base,
+        rfc(from),
+        rfc(to)
+    );
+    let mut response = api
+        .client
+        .get(url)
+        .bearer_auth(&customer.key)
+        .send()
+        .await
+        .expect("report");
+    assert_eq!(response.status(), 200);
+    let (mut bytes, mut lines) = (0usize, 0usize);
+    while let Some(chunk) = response.chunk().await.expect("a chunk") {
+        bytes += chunk.len();
+        lines += chunk.iter().filter(|b| **b == b'\n').count();
+    }
+    let took = t.elapsed();
+    // The header, the rows, a blank line, the totals' header and two totals.
+    assert_eq!(lines, rows + 5, "every row once");
+    println!();
+    println!("| report | rows | bytes | time ms | rows/s | peak RSS before, after (MiB) |");
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| GET /v1/reports/operations?format=csv | {rows} | {bytes} | {} | {:.0} | {:.0}, {:.0} |",
+        ms(took),
+        rows as f64 / took.as_secs_f64(),
+        before as f64 / 1024.0,
+        peak_rss_kib() as f64 / 1024.0
     );
 }
 

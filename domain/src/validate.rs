@@ -159,6 +159,19 @@ pub fn is_invisible_or_bidi(c: char) -> bool {
         | '\u{FEFF}')
 }
 
+/// The `workflow` a create names: present, and a workflow's name.
+pub fn workflow_name(value: Option<String>) -> Result<String, DomainError> {
+    let workflow = required_text(value, "workflow", 64)?;
+    if !crate::approvals::valid_name(&workflow) {
+        return Err(DomainError::invalid(
+            "workflow",
+            "invalid_workflow",
+            "Workflow names are 1-64 lowercase letters, digits, '_' or '-'.",
+        ));
+    }
+    Ok(workflow)
+}
+
 /// Rail ids are `psp-local:<rail_name>`.
 pub fn valid_rail_id(rail: &str) -> bool {
     rail.strip_prefix("psp-local:").is_some_and(|name| {
@@ -188,14 +201,7 @@ impl CreateOperation {
                 format!("'{currency_code}' is not an active ISO 4217 currency code (uppercase, e.g. CLP)."),
             )
         })?;
-        let workflow = required_text(self.workflow, "workflow", 64)?;
-        if !crate::approvals::valid_name(&workflow) {
-            return Err(DomainError::invalid(
-                "workflow",
-                "invalid_workflow",
-                "Workflow names are 1-64 lowercase letters, digits, '_' or '-'.",
-            ));
-        }
+        let workflow = workflow_name(self.workflow)?;
         let inputs = self.items.ok_or_else(|| DomainError::missing("items"))?;
         if inputs.is_empty() {
             return Err(DomainError::invalid(

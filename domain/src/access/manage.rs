@@ -56,6 +56,22 @@ impl Service {
         self.store.customer(&id).await?.ok_or_else(not_found)
     }
 
+    /// The customer a create acts for: the one `asked` (`customer_id`), which must be visible
+    /// to the caller, or by default the key's own; a platform key must ask.
+    pub(crate) async fn acting_customer(
+        &self,
+        principal: &Principal,
+        asked: Option<&str>,
+    ) -> Result<CustomerId, DomainError> {
+        match (asked, &principal.key.customer_id) {
+            // A customer's own key vouches that the customer exists.
+            (Some(id), Some(own)) if own.as_str() == id => Ok(own.clone()),
+            (Some(id), _) => Ok(self.visible_customer(principal, id, "customer_id").await?.id),
+            (None, Some(own)) => Ok(own.clone()),
+            (None, None) => Err(DomainError::missing("customer_id")),
+        }
+    }
+
     pub async fn create_user(
         &self,
         principal: &Principal,

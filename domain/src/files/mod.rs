@@ -174,12 +174,16 @@ pub trait FileStore: Send + Sync {
     async fn file_with_digest(&self, customer: &CustomerId, sha256: &str) -> Result<Option<FileId>, StoreError>;
 }
 
-/// Where uploaded bytes are kept: S3 in the cloud, the data directory locally.
+/// Where bytes too large for a message are kept (uploaded files, oversized answers): S3 in
+/// the cloud, the data directory locally.
 #[async_trait]
 pub trait Blobs: Send + Sync {
-    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), crate::ports::BlobError>;
+    async fn put(&self, key: &str, content_type: &str, bytes: Vec<u8>) -> Result<(), crate::ports::BlobError>;
     /// The bytes under `key`, if any.
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, crate::ports::BlobError>;
+    /// A URL that reads `key` without credentials for `valid_for`, where the store can give
+    /// one (S3's presigned GET); none locally, where nothing needs it.
+    async fn link(&self, key: &str, valid_for: time::Duration) -> Result<Option<String>, crate::ports::BlobError>;
 }
 
 #[cfg(test)]

@@ -51,20 +51,8 @@ impl Service {
         ticket: Option<Ticket<File>>,
     ) -> Result<File, DomainError> {
         principal.require(Scope::OperationsWrite)?;
-        let customer_id = match (command.customer_id, &principal.key.customer_id) {
-            (Some(id), Some(own)) if *own == id => own.clone(),
-            (Some(id), _) => self.visible_customer(principal, &id, "customer_id").await?.id,
-            (None, Some(own)) => own.clone(),
-            (None, None) => return Err(DomainError::missing("customer_id")),
-        };
-        let workflow = validate::required_text(command.workflow, "workflow", 64)?;
-        if !crate::approvals::valid_name(&workflow) {
-            return Err(DomainError::invalid(
-                "workflow",
-                "invalid_workflow",
-                "Workflow names are 1-64 lowercase letters, digits, '_' or '-'.",
-            ));
-        }
+        let customer_id = self.acting_customer(principal, command.customer_id.as_deref()).await?;
+        let workflow = validate::workflow_name(command.workflow)?;
         if self
             .workflow_and_floor(&customer_id, &workflow, OperationType::Payout)
             .await?
@@ -121,7 +109,7 @@ impl Service {
         };
         // The bytes first: a file stored without them could never be split. Bytes without a
         // file (this request failed after) are never read.
-        self.blobs.put(&File::blob_key(&id), command.bytes).await?;
+        self.blobs.put(&File::blob_key(&id), "text/csv", command.bytes).await?;
         let mut changes = Changeset::default();
         changes.push(Write::Audit(
             AuditEntry::new("file", &id, "created", cause).moving(None, FileStatus::Accepted.as_str()),

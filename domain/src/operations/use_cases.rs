@@ -63,13 +63,7 @@ impl Service {
     ) -> Result<(Operation, Changeset), DomainError> {
         principal.require(Scope::OperationsWrite)?;
         let valid = command.validate(&|rail| self.rails.contains(rail))?;
-        let customer_id = match (&valid.customer_id, &principal.key.customer_id) {
-            // A customer's own key vouches that the customer exists.
-            (Some(id), Some(own)) if own == id => own.clone(),
-            (Some(id), _) => self.visible_customer(principal, id, "customer_id").await?.id,
-            (None, Some(own)) => own.clone(),
-            (None, None) => return Err(DomainError::missing("customer_id")),
-        };
+        let customer_id = self.acting_customer(principal, valid.customer_id.as_deref()).await?;
         let (workflow, floor) = self
             .workflow_and_floor(&customer_id, &valid.workflow, valid.kind)
             .await?;

@@ -138,12 +138,7 @@ impl Service {
                 "end_at is in the future.",
             ));
         }
-        let customer_id = match (command.customer_id, &principal.key.customer_id) {
-            (Some(id), Some(own)) if *own == id => own.clone(),
-            (Some(id), _) => self.visible_customer(principal, &id, "customer_id").await?.id,
-            (None, Some(own)) => own.clone(),
-            (None, None) => return Err(DomainError::missing("customer_id")),
-        };
+        let customer_id = self.acting_customer(principal, command.customer_id.as_deref()).await?;
         let template = command.operation.ok_or_else(|| DomainError::missing("operation"))?;
         if !template.is_object() {
             return Err(DomainError::invalid(

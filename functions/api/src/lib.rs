@@ -8,6 +8,7 @@ mod extract;
 mod handlers;
 mod idempotency;
 mod report;
+pub mod spill;
 pub mod wire;
 
 use axum::routing::{delete, get, post, put, MethodRouter};
@@ -141,6 +142,15 @@ pub fn router_for(app: App, endpoints: &[Endpoint]) -> Router {
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(axum::middleware::from_fn(error::with_request_id))
         .with_state(app)
+}
+
+/// A router serving `endpoints` within a Lambda function: answers over its payload limit are
+/// spilled to the blob store behind a short-lived link.
+pub fn lambda_router_for(app: App, endpoints: &[Endpoint], limit: usize) -> Router {
+    router_for(app.clone(), endpoints).layer(axum::middleware::from_fn_with_state(
+        (app, limit),
+        spill::spill_large_answers,
+    ))
 }
 
 /// Every route of the API (the local server).

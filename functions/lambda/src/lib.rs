@@ -18,7 +18,8 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 /// Serves one API endpoint behind API Gateway.
 pub async fn serve_endpoint(endpoint: Endpoint) -> Result<(), lambda_http::Error> {
     let service = start().await?;
-    let router = ops_api::router_for(App { service }, &[endpoint]).layer(axum::middleware::map_request(with_source_ip));
+    let router = ops_api::lambda_router_for(App { service }, &[endpoint], ops_api::spill::LAMBDA_RESPONSE_LIMIT)
+        .layer(axum::middleware::map_request(with_source_ip));
     lambda_http::run(router).await
 }
 

@@ -1,8 +1,10 @@
-//! The blob port on S3: uploaded files' bytes, one object each, in the stack's bucket
-//! (encrypted at rest, private, expired by a lifecycle rule).
+//! The blob port on S3: uploaded files' bytes and oversized answers, one object each, in the
+//! stack's bucket (encrypted at rest, private, expired by lifecycle rules), read back by the
+//! service or through a short-lived presigned link.
 
 use async_trait::async_trait;
 use aws_sdk_s3::operation::get_object::GetObjectError;
+use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 use ops_domain::files::Blobs;
@@ -46,12 +48,12 @@ impl S3Blobs {
 
 #[async_trait]
 impl Blobs for S3Blobs {
-    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), BlobError> {
+    async fn put(&self, key: &str, content_type: &str, bytes: Vec<u8>) -> Result<(), BlobError> {
         self.client
             .put_object()
             .bucket(&self.bucket)
             .key(key)
-            .content_type("text/csv")
+            .content_type(content_type)
             .body(ByteStream::from(bytes))
             .send()
             .await
@@ -71,5 +73,18 @@ impl Blobs for S3Blobs {
         };
         let bytes = object.body.collect().await.map_err(BlobError::new)?;
         Ok(Some(bytes.into_bytes().to_vec()))
+    }
+
+    async fn link(&self, key: &str, valid_for: time::Duration) -> Result<Option<String>, BlobError> {
+        let valid_for = std::time::Duration::try_from(valid_for).map_err(BlobError::new)?;
+        let presigned = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .presigned(PresigningConfig::expires_in(valid_for).map_err(BlobError::new)?)
+            .await
+            .map_err(BlobError::new)?;
+        Ok(Some(presigned.uri().to_owned()))
     }
 }

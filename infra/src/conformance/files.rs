@@ -105,9 +105,15 @@ async fn files_are_versioned_listed_and_found_by_their_bytes(store: &dyn Store) 
 /// Bytes come back as they were put; a key never put is none.
 pub async fn blobs_keep_bytes(blobs: &dyn Blobs) {
     let bytes: Vec<u8> = (0..=255).cycle().take(300_000).collect();
-    blobs.put("files/file_01x.csv", bytes.clone()).await.unwrap();
+    blobs
+        .put("files/file_01x.csv", "text/csv", bytes.clone())
+        .await
+        .unwrap();
     assert_eq!(blobs.get("files/file_01x.csv").await.unwrap(), Some(bytes));
-    blobs.put("files/file_01x.csv", b"again".to_vec()).await.unwrap();
+    blobs
+        .put("files/file_01x.csv", "text/csv", b"again".to_vec())
+        .await
+        .unwrap();
     assert_eq!(blobs.get("files/file_01x.csv").await.unwrap(), Some(b"again".to_vec()));
     assert_eq!(blobs.get("files/file_01missing.csv").await.unwrap(), None);
 }

@@ -32,7 +32,7 @@ impl BlobDirectory {
 
 #[async_trait]
 impl Blobs for BlobDirectory {
-    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), BlobError> {
+    async fn put(&self, key: &str, _content_type: &str, bytes: Vec<u8>) -> Result<(), BlobError> {
         let path = self.path(key)?;
         tokio::task::spawn_blocking(move || -> std::io::Result<()> {
             let parent = path.parent().expect("a key has a directory");
@@ -61,5 +61,9 @@ impl Blobs for BlobDirectory {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(BlobError::new(e)),
         }
+    }
+
+    async fn link(&self, _key: &str, _valid_for: time::Duration) -> Result<Option<String>, BlobError> {
+        Ok(None)
     }
 }
