@@ -318,3 +318,37 @@ async fn a_split_run_twice_at_once_or_again_after_a_crash_makes_each_chunk_once(
     let history = app.get("/v1/events?type=file.completed", &customer.key).await.json();
     assert_eq!(history["data"].as_array().unwrap().len(), 1, "completed once");
 }
+
+#[tokio::test]
+async fn a_thousand_lines_with_every_field_at_its_longest_are_split_into_operations_that_fit() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let mut csv = String::from("beneficiary_id_type,beneficiary_id,rail,account,amount,currency,reference\n");
+    let reference = "r".repeat(140);
+    for i in 0..1000 {
+        csv += &format!(
+            "{},{:0>64},psp-local:sandbox,{:0>64},{},CLP,{reference}\n",
+            "T".repeat(16),
+            i,
+            i,
+            1_000 + i
+        );
+    }
+    let uploaded = upload(&app, &customer.key, "workflow=two_step", "long", csv.into_bytes()).await;
+    assert_eq!(uploaded.status, 202, "{}", uploaded.json());
+    app.drain().await;
+    let file = app
+        .get(&format!("/v1/files/{}", uploaded.id()), &customer.key)
+        .await
+        .json();
+    assert_eq!(file["status"], "completed");
+    let chunks = file["chunks"].as_array().unwrap();
+    assert!(chunks.len() > 1, "{file}");
+    assert!(chunks.iter().all(|c| c["refused"].is_null()), "{file}");
+    let items: usize = operations_of(&app, &customer.key, &file)
+        .await
+        .iter()
+        .map(|o| o["items"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(items, 1000);
+}

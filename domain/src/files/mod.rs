@@ -58,14 +58,14 @@ pub struct CurrencyTotal {
     pub amount: i64,
 }
 
-/// Up to [`CHUNK_ITEMS`] lines of one currency: one operation.
+/// Up to [`CHUNK_ITEMS`] lines of one currency that fit one operation: one operation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Chunk {
     /// 1-based, in the order the worker makes them.
     pub number: usize,
     pub currency: Currency,
-    /// Which of the currency's lines: the `index`-th run of [`CHUNK_ITEMS`].
-    pub index: usize,
+    /// Which of the currency's lines: `lines` of them from the `offset`-th (0-based).
+    pub offset: usize,
     pub lines: usize,
     pub amount: i64,
     pub operation_id: Option<OperationId>,
@@ -111,8 +111,27 @@ impl File {
     }
 }
 
-/// Plans `lines` into chunks: per currency in the order each first appears, runs of at most
-/// [`CHUNK_ITEMS`] lines in file order. The worker reads the same plan back from the bytes.
+/// What a chunk's items may take in its operation's stored document: the operation's limit
+/// less room for everything else it holds (ids, causes, metadata, approvals).
+const CHUNK_ITEM_BYTES: usize = crate::validate::MAX_OPERATION_BYTES - 32 * 1024;
+
+/// What `line` takes as an item of a stored operation, with the room its transaction id
+/// will take (as `validate::check_operation_size` counts it).
+fn stored_item_bytes(line: &PayrollLine) -> usize {
+    let item = crate::operations::Item {
+        id: crate::ids::ItemId::from("itm_00000000000000000000000000"),
+        beneficiary: line.beneficiary.clone(),
+        destination: line.destination.clone(),
+        amount: line.amount,
+        reference: line.reference.clone(),
+        transaction_id: None,
+    };
+    serde_json::to_vec(&item).map_or(usize::MAX / 2, |doc| doc.len() + 1) + 64
+}
+
+/// Plans `lines` into chunks: per currency in the order each first appears, runs in file
+/// order of at most [`CHUNK_ITEMS`] lines whose items fit one stored operation (long
+/// references make smaller chunks). The worker reads the same plan back from the bytes.
 pub fn plan(lines: &[PayrollLine]) -> (Vec<CurrencyTotal>, Vec<Chunk>) {
     let mut totals: Vec<CurrencyTotal> = vec![];
     for line in lines {
@@ -128,19 +147,34 @@ pub fn plan(lines: &[PayrollLine]) -> (Vec<CurrencyTotal>, Vec<Chunk>) {
             }),
         }
     }
-    let mut chunks = vec![];
+    let mut chunks: Vec<Chunk> = vec![];
     for total in &totals {
-        let of_currency: Vec<&PayrollLine> = lines.iter().filter(|l| l.currency == total.currency).collect();
-        for (index, run) in of_currency.chunks(CHUNK_ITEMS).enumerate() {
-            chunks.push(Chunk {
-                number: chunks.len() + 1,
-                currency: total.currency.clone(),
-                index,
-                lines: run.len(),
-                amount: run.iter().map(|l| l.amount.minor_units()).sum(),
-                operation_id: None,
-                refused: None,
-            });
+        let mut bytes = 0;
+        let of_currency = lines.iter().filter(|l| l.currency == total.currency);
+        for (position, line) in of_currency.enumerate() {
+            let size = stored_item_bytes(line);
+            let open = chunks
+                .last_mut()
+                .filter(|c| c.currency == total.currency && c.lines < CHUNK_ITEMS && bytes + size <= CHUNK_ITEM_BYTES);
+            match open {
+                Some(chunk) => {
+                    chunk.lines += 1;
+                    chunk.amount += line.amount.minor_units();
+                    bytes += size;
+                }
+                None => {
+                    chunks.push(Chunk {
+                        number: chunks.len() + 1,
+                        currency: total.currency.clone(),
+                        offset: position,
+                        lines: 1,
+                        amount: line.amount.minor_units(),
+                        operation_id: None,
+                        refused: None,
+                    });
+                    bytes = size;
+                }
+            }
         }
     }
     (totals, chunks)
@@ -151,8 +185,8 @@ pub fn chunk_lines<'a>(lines: &'a [PayrollLine], chunk: &Chunk) -> Vec<&'a Payro
     lines
         .iter()
         .filter(|l| l.currency == chunk.currency)
-        .skip(chunk.index * CHUNK_ITEMS)
-        .take(CHUNK_ITEMS)
+        .skip(chunk.offset)
+        .take(chunk.lines)
         .collect()
 }
 
@@ -198,6 +232,26 @@ mod tests {
             }
         }
         csv_lines::parse(csv.as_bytes(), &|_| true).unwrap()
+    }
+
+    #[test]
+    fn lines_with_long_fields_make_smaller_chunks_that_fit_an_operation() {
+        let long = "r".repeat(140);
+        let mut csv = COLUMNS.join(",") + "\n";
+        for i in 0..1000 {
+            csv += &format!("rut,{:0>64},psp-local:sandbox,{:0>64},{},CLP,{long}\n", i, i, i + 1);
+        }
+        let lines = csv_lines::parse(csv.as_bytes(), &|_| true).unwrap();
+        let (_, chunks) = plan(&lines);
+        assert!(chunks.len() > 1, "a thousand long lines do not fit one operation");
+        for chunk in &chunks {
+            let items = chunk_lines(&lines, chunk)
+                .iter()
+                .map(|l| stored_item_bytes(l))
+                .sum::<usize>();
+            assert!(items <= CHUNK_ITEM_BYTES, "{items}");
+        }
+        assert_eq!(chunks.iter().map(|c| c.lines).sum::<usize>(), 1000);
     }
 
     #[test]
