@@ -57,7 +57,7 @@ pub async fn serve_queue(queue: QueueName) -> Result<(), lambda_runtime::Error> 
     .await
 }
 
-/// The dead-letter function: both dead-letter queues → exceptions work items.
+/// The dead-letter function: the dead-letter queues → exceptions work items.
 pub async fn serve_dead_letters() -> Result<(), lambda_runtime::Error> {
     let service = start().await?;
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {
