@@ -5,7 +5,7 @@ use clap::Parser;
 use ops_api::App;
 use ops_domain::access::Environment;
 use ops_domain::desk::DeskSla;
-use ops_domain::ports::{Clock, SystemClock};
+use ops_domain::ports::{Clock, QueueName, SystemClock};
 use ops_domain::transactions::RailSecret;
 use ops_domain::transactions::RAIL_SECRET;
 use ops_domain::webhooks::TargetPolicy;
@@ -189,11 +189,11 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
     let store = SqliteStore::open(&database).map_err(|e| StartError::Config(format!("{}: {e}", database.display())))?;
     let queue = SqliteQueue::new(store.clone(), clock.clone());
     let released = queue
-        .release_in_flight()
+        .release_in_flight(QueueName::Files)
         .await
         .map_err(|e| StartError::Config(e.to_string()))?;
     if released > 0 {
-        tracing::info!(released, "messages a stopped process was handling are delivered again");
+        tracing::info!(released, "file splits a stopped process was making are delivered again");
     }
     let sandbox = match config.sandbox_rail.unwrap_or(environment == Environment::Test) {
         true => {

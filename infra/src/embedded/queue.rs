@@ -28,17 +28,21 @@ impl SqliteQueue {
         (self.clock.now().unix_timestamp_nanos() / 1_000_000) as i64
     }
 
-    /// Makes the messages a previous process received and never finished visible again. Local
-    /// mode is one process: at its start no message is being handled, so one hidden by a
-    /// receive belongs to a process that died; SQS would show it again after its visibility
-    /// timeout, this shows it at once. Delayed messages (never received) keep their delay.
-    pub async fn release_in_flight(&self) -> Result<usize, QueueError> {
+    /// Makes the messages of `queue` a previous process received and never finished visible
+    /// again. Local mode is one process: at its start no message is being handled, so one
+    /// hidden by a receive belongs to a process that died; SQS would show it again after its
+    /// visibility timeout, this shows it at once. Only for a queue whose consumer needs no
+    /// time to pass (a file's split); the submissions consumer tells a dead worker's claim
+    /// from a live one by the time since it, so its messages keep their timeout. Delayed
+    /// messages (never received) keep their delay.
+    pub async fn release_in_flight(&self, queue: QueueName) -> Result<usize, QueueError> {
         let now = self.now_ms();
         self.store
             .with(move |c| {
                 c.execute(
-                    "UPDATE queue_messages SET visible_at = ?1 WHERE visible_at > ?1 AND receive_count > 0",
-                    params![now],
+                    "UPDATE queue_messages SET visible_at = ?1
+                     WHERE queue = ?2 AND visible_at > ?1 AND receive_count > 0",
+                    params![now, queue.as_str()],
                 )
                 .map_err(unavailable)
             })
@@ -212,7 +216,25 @@ mod tests {
             .unwrap()
             .is_empty());
 
-        assert_eq!(queue.release_in_flight().await.unwrap(), 1);
+        queue
+            .send(QueueName::Submissions, "submission".into(), Duration::ZERO)
+            .await
+            .unwrap();
+        assert_eq!(
+            queue
+                .receive(QueueName::Submissions, 10, Duration::hours(1))
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+
+        assert_eq!(queue.release_in_flight(QueueName::Files).await.unwrap(), 1);
+        assert!(queue
+            .receive(QueueName::Submissions, 10, Duration::hours(1))
+            .await
+            .unwrap()
+            .is_empty());
         let again = queue.receive(QueueName::Files, 10, Duration::hours(1)).await.unwrap();
         let bodies: Vec<&str> = again.iter().map(|m| m.body.as_str()).collect();
         assert_eq!(bodies, ["in flight"]);
