@@ -44,6 +44,9 @@ pub enum DomainError {
     Timer(#[from] TimerError),
     #[error(transparent)]
     Blob(#[from] BlobError),
+    /// A rail's adapter could not be reached, or did not answer in time; nothing was changed.
+    #[error("{message}")]
+    RailUnavailable { message: String },
     /// An uploaded file with errors: each with its line and column (the first ones, and how
     /// many there were). Nothing was written.
     #[error("The file has {total} error(s); nothing was created.")]

@@ -10,6 +10,7 @@ use crate::files::File;
 use crate::ids::{CustomerId, EventId};
 use crate::ledger::{Account, Movement};
 use crate::operations::{Operation, OperationStatus};
+use crate::reconciliations::Reconciliation;
 use crate::schedules::{Occurrence, Schedule};
 use crate::transactions::{Transaction, TransactionStatus};
 use serde::{Deserialize, Serialize};
@@ -215,6 +216,28 @@ impl Event {
 }
 
 impl Event {
+    /// `reconciliation.completed`, with its counts per outcome; the platform's endpoints
+    /// receive it (a statement spans customers).
+    pub fn of_reconciliation(id: EventId, reconciliation: &Reconciliation) -> Event {
+        let data = serde_json::json!({
+            "reconciliation_id": reconciliation.id,
+            "rail": reconciliation.rail,
+            "outcomes": reconciliation.outcomes,
+            "cause": reconciliation.cause,
+            "object": snapshot("reconciliation", reconciliation),
+        });
+        Event::new(
+            id,
+            "reconciliation.completed".into(),
+            &CustomerId::from(PLATFORM),
+            reconciliation.environment,
+            reconciliation.created_at,
+            data,
+        )
+    }
+}
+
+impl Event {
     /// `work_item.<change>` (opened, claimed, assigned, released, closed) with the item as it
     /// now is.
     pub fn of_work_item(id: EventId, change: &str, item: &WorkItem) -> Event {
@@ -285,12 +308,14 @@ pub fn event_types() -> impl Iterator<Item = String> {
     let files = crate::files::FileStatus::ALL
         .iter()
         .map(|status| format!("file.{}", status.as_str()));
+    let reconciliations = std::iter::once("reconciliation.completed".to_owned());
     operations
         .chain(transactions)
         .chain(schedules)
         .chain(ledger)
         .chain(desk)
         .chain(files)
+        .chain(reconciliations)
 }
 
 #[cfg(test)]

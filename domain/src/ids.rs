@@ -20,6 +20,7 @@ pub enum IdKind {
     Movement,
     WorkItem,
     File,
+    Reconciliation,
     Request,
 }
 
@@ -40,6 +41,7 @@ impl IdKind {
             IdKind::Movement => "mov",
             IdKind::WorkItem => "wi",
             IdKind::File => "file",
+            IdKind::Reconciliation => "rec",
             IdKind::Request => "req",
         }
     }
@@ -183,6 +185,7 @@ typed_ids! {
     MovementId => Movement, "movement",
     WorkItemId => WorkItem, "work_item",
     FileId => File, "file",
+    ReconciliationId => Reconciliation, "reconciliation",
 }
 
 impl MovementId {

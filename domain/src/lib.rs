@@ -36,6 +36,7 @@ pub mod operation_type;
 pub mod operations;
 pub mod ports;
 pub mod rail;
+pub mod reconciliations;
 pub mod reports;
 pub mod schedules;
 pub mod service;

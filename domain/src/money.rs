@@ -55,6 +55,34 @@ impl Currency {
     pub fn code(&self) -> &str {
         &self.0
     }
+
+    /// Digits after the decimal point in amounts of this currency (ISO 4217's minor unit).
+    pub fn minor_digits(&self) -> u32 {
+        const NONE: &str = "BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX VND VUV XAF XOF XPF";
+        const THREE: &str = "BHD IQD JOD KWD LYD OMR TND";
+        let listed = |list: &str| list.split_ascii_whitespace().any(|code| code == self.0);
+        if listed(NONE) {
+            0
+        } else if listed(THREE) {
+            3
+        } else {
+            2
+        }
+    }
+
+    /// Reads a decimal amount (`1234.5`) into minor units; `None` if it is not a positive
+    /// amount of this currency (more decimals than it has, a sign, separators).
+    pub fn minor_units_of(&self, decimal: &str) -> Option<Amount> {
+        let (whole, fraction) = decimal.split_once('.').unwrap_or((decimal, ""));
+        let digits = self.minor_digits() as usize;
+        let digit_run = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+        if whole.is_empty() || whole.len() > 15 || !digit_run(whole) || !digit_run(fraction) || fraction.len() > digits
+        {
+            return None;
+        }
+        let scaled = format!("{whole}{fraction:0<digits$}");
+        scaled.parse().ok().and_then(Amount::new)
+    }
 }
 
 impl TryFrom<String> for Currency {
@@ -78,6 +106,22 @@ impl fmt::Display for Currency {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn decimal_amounts_are_read_in_the_currency_s_minor_unit() {
+        let currency = |code| super::Currency::parse(code).unwrap();
+        let units = |code, text| currency(code).minor_units_of(text).map(super::Amount::minor_units);
+        assert_eq!(units("EUR", "12.3"), Some(1230));
+        assert_eq!(units("EUR", "12"), Some(1200));
+        assert_eq!(units("JPY", "1500"), Some(1500));
+        assert_eq!(units("KWD", "1.005"), Some(1005));
+        assert_eq!(units("JPY", "15.5"), None);
+        assert_eq!(units("EUR", "1.234"), None);
+        assert_eq!(units("EUR", "-1.00"), None);
+        assert_eq!(units("EUR", "1,000.00"), None);
+        assert_eq!(units("EUR", ".5"), None);
+        assert_eq!(units("EUR", "0.00"), None);
+    }
+
     use super::*;
 
     #[test]

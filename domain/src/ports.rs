@@ -10,6 +10,7 @@ use crate::files::{File, FileStore};
 use crate::idempotency::{IdempotencyStore, StoredResponse};
 use crate::ledger::LedgerStore;
 use crate::operations::{Operation, OperationStore};
+use crate::reconciliations::ReconciliationStore;
 use crate::schedules::{Occurrence, Schedule, ScheduleStore};
 use crate::transactions::{Transaction, TransactionStore};
 use crate::webhooks::{Delivery, WebhookEndpoint, WebhookStore};
@@ -129,6 +130,8 @@ pub enum Write {
     },
     /// Replace the stored file if its version is still `file.version - 1`.
     UpdateFile(File),
+    /// Insert; a reconciliation of the same id (the same statement) is a conflict.
+    InsertReconciliation(crate::reconciliations::Reconciliation),
     /// Completes a claimed idempotency key with the response the client was sent.
     CompleteIdempotency {
         scope: String,
@@ -249,6 +252,7 @@ pub trait Store:
     + LedgerStore
     + DeskStore
     + FileStore
+    + ReconciliationStore
 {
 }
 
@@ -264,6 +268,7 @@ impl<T> Store for T where
         + LedgerStore
         + DeskStore
         + FileStore
+        + ReconciliationStore
 {
 }
 

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use time::Date;
 
 /// Which way the money goes at the rail: `credit` pays the beneficiary's account (a payout),
 /// `debit` collects from the payer's account (a collection).
@@ -101,7 +102,68 @@ pub struct StatementLine {
     pub amount: Amount,
     pub currency: Currency,
     pub status: StatementStatus,
+    /// The day the rail booked it, when the statement says.
+    #[serde(default, with = "iso_date::option")]
+    pub booked_on: Option<Date>,
 }
+
+/// The days a statement covers, both included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Period {
+    #[serde(with = "iso_date")]
+    pub from: Date,
+    #[serde(with = "iso_date")]
+    pub to: Date,
+}
+
+impl Period {
+    pub fn contains(&self, day: Date) -> bool {
+        self.from <= day && day <= self.to
+    }
+}
+
+/// A rail's statement as read: its lines, and its period when the statement states one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Statement {
+    #[serde(default)]
+    pub period: Option<Period>,
+    pub lines: Vec<StatementLine>,
+}
+
+/// How a statement is written: the rail's own CSV, or ISO 20022 `camt.053` XML.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatementFormat {
+    #[default]
+    Csv,
+    Camt053,
+}
+
+impl StatementFormat {
+    pub fn parse(format: &str) -> Option<StatementFormat> {
+        match format {
+            "csv" => Some(StatementFormat::Csv),
+            "camt053" => Some(StatementFormat::Camt053),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatementFormat::Csv => "csv",
+            StatementFormat::Camt053 => "camt053",
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            StatementFormat::Csv => "text/csv",
+            StatementFormat::Camt053 => "application/xml",
+        }
+    }
+}
+
+time::serde::format_description!(iso_date, Date, "[year]-[month]-[day]");
 
 #[async_trait]
 pub trait RailAdapter: Send + Sync {
@@ -115,7 +177,8 @@ pub trait RailAdapter: Send + Sync {
         transaction_id: &TransactionId,
         rail_reference: Option<&str>,
     ) -> Result<RailState, RailError>;
-    async fn import_statement(&self, statement: &[u8]) -> Result<Vec<StatementLine>, RailError>;
+    /// Reads a statement of this rail. A statement that cannot be read is a permanent error.
+    async fn import_statement(&self, format: StatementFormat, statement: &[u8]) -> Result<Statement, RailError>;
 }
 
 /// The adapters this deployment can use, by rail id.

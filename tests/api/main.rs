@@ -13,6 +13,7 @@ mod openapi;
 mod operations;
 mod pipeline;
 mod rails;
+mod reconciliations;
 mod reports;
 mod schedules;
 mod security;

@@ -190,6 +190,11 @@ impl TestApp {
         self.server.sandbox.as_ref().expect("sandbox rail").entries()
     }
 
+    /// The sandbox rail's statement (CSV): what it accepted, with the outcome it reports.
+    pub fn sandbox_statement(&self) -> String {
+        self.server.sandbox.as_ref().expect("sandbox rail").statement()
+    }
+
     /// Runs the pipeline until it has nothing left to do now.
     pub async fn drain(&self) {
         for _ in 0..1000 {
@@ -393,6 +398,16 @@ pub fn payout(customer_id: &str, workflow: &str, amounts: &[i64]) -> Value {
         })
         .collect();
     json!({"customer_id": customer_id, "type": "payout", "currency": "CLP", "workflow": workflow, "items": items})
+}
+
+/// The body of `POST /v1/reconciliations` for `statement` on the sandbox rail.
+pub fn statement_body(format: &str, statement: &[u8]) -> Value {
+    use base64::Engine;
+    json!({
+        "rail": "psp-local:sandbox",
+        "format": format,
+        "statement": base64::engine::general_purpose::STANDARD.encode(statement),
+    })
 }
 
 /// A payroll file (DESIGN §8.4) with one line per `(amount, currency)`.

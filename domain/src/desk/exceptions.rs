@@ -269,6 +269,10 @@ impl Service {
                     }
                 }
             }
+            SubjectType::StatementLine => {
+                let cause = acknowledged("reason_required", "Say how the break was settled.")?;
+                self.close_and_show(principal, &item, cause).await
+            }
             SubjectType::Occurrence => {
                 let cause = acknowledged("reason_required", "The occurrence made nothing.")?;
                 self.close_and_show(principal, &item, cause).await

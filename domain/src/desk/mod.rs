@@ -132,6 +132,8 @@ pub enum SubjectType {
     DeadLetter,
     /// A schedule's occurrence that made nothing (`<schedule id>@<scheduled time>`).
     Occurrence,
+    /// A break of a reconciliation (`<reconciliation id>:<line number>`).
+    StatementLine,
 }
 
 /// What an item is about: it closes when this is resolved.

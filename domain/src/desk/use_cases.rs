@@ -198,7 +198,7 @@ impl Service {
     }
 
     /// A new open item, due when its queue's SLA runs out.
-    pub(super) fn new_work_item(
+    pub(crate) fn new_work_item(
         &self,
         id: WorkItemId,
         queue: Queue,
@@ -233,7 +233,7 @@ impl Service {
     }
 
     /// The audit entry and the event of a work item's change, for one changeset.
-    pub(super) fn record_work_item(&self, changes: &mut Changeset, item: &WorkItem, change: &str) {
+    pub(crate) fn record_work_item(&self, changes: &mut Changeset, item: &WorkItem, change: &str) {
         let mut entry =
             AuditEntry::new("work_item", &item.id, change, item.cause.clone()).moving(None, item.status.as_str());
         if item.subject.kind == SubjectType::Operation {

@@ -12,6 +12,7 @@ pub use pipeline::{
     settle, submit_backoff, MAX_NOT_FOUND_POLLS, MAX_SUBMIT_ATTEMPTS, POLL_BATCH, RETURN_CHECKS, SUBMIT_TIMEOUT,
 };
 pub use rail_reports::{RailReport, RailSecret, RAIL_SECRET};
+pub(crate) use submission::RailSource;
 
 use crate::access::Environment;
 use crate::cause::Cause;
@@ -144,6 +145,10 @@ pub struct Transaction {
     /// The hold its operation placed on an account for it, settled with its outcome.
     #[serde(default)]
     pub hold_id: Option<crate::ids::MovementId>,
+    /// When the rail confirmed it (kept if it is returned later): statements are matched
+    /// against the transactions confirmed in their period.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub confirmed_at: Option<OffsetDateTime>,
     /// Payout (`credit`) or collection (`debit`), as the rail is told.
     #[serde(default)]
     pub direction: crate::rail::RailDirection,
@@ -182,6 +187,7 @@ impl Transaction {
         if matches!(to, TransactionStatus::Submitted | TransactionStatus::Unknown) {
             self.possibly_submitted = true;
         }
+
         let cause = match transition {
             TransactionTransition::Submit { rail_reference, cause } => {
                 self.rail_reference = Some(rail_reference);
@@ -194,6 +200,9 @@ impl Transaction {
             | TransactionTransition::FlagForAttention(c)
             | TransactionTransition::Retry(c) => c,
         };
+        if to == TransactionStatus::Confirmed {
+            self.confirmed_at.get_or_insert(cause.at);
+        }
         let from = self.status;
         self.status = to;
         self.cause = cause.clone();
@@ -218,6 +227,14 @@ pub trait TransactionStore: Send + Sync {
         &self,
         now: OffsetDateTime,
         limit: usize,
+    ) -> Result<Vec<Transaction>, crate::ports::StoreError>;
+    /// The transactions of `rail` confirmed on a day of `[from, to]` (returned ones
+    /// included), in id order: what a statement of those days speaks of.
+    async fn confirmed_on_rail(
+        &self,
+        rail: &str,
+        from: time::Date,
+        to: time::Date,
     ) -> Result<Vec<Transaction>, crate::ports::StoreError>;
 }
 
@@ -370,6 +387,7 @@ pub(crate) mod tests {
             possibly_submitted: false,
             next_poll_at: None,
             status_polls: 0,
+            confirmed_at: None,
             created_at: at,
             updated_at: at,
             environment: Environment::Test,

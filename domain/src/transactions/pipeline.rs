@@ -263,6 +263,7 @@ impl Service {
                     possibly_submitted: false,
                     next_poll_at: None,
                     status_polls: 0,
+                    confirmed_at: None,
                     created_at: now,
                     updated_at: now,
                     environment: operation.environment,

@@ -153,7 +153,12 @@ impl Service {
             }
         };
         let updated = self
-            .apply_rail_state(&transaction.id, Some(transaction.clone()), Ok(state), Some(report_id))
+            .apply_rail_state(
+                &transaction.id,
+                Some(transaction.clone()),
+                Ok(state),
+                super::submission::RailSource::Report(report_id),
+            )
             .await?;
         Ok(match updated {
             Some(t) => t,

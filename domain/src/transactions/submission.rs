@@ -191,50 +191,70 @@ impl Service {
             .status(&transaction.id, transaction.rail_reference.as_deref())
             .await;
         let copy = Some(transaction.clone());
-        if let Err(error) = self.apply_rail_state(&transaction.id, copy, state, None).await {
+        if let Err(error) = self
+            .apply_rail_state(&transaction.id, copy, state, RailSource::Inquiry)
+            .await
+        {
             tracing::warn!(transaction = %transaction.id, %error, "could not record a status answer");
         }
         true
     }
 
-    /// Records what a rail says of a transaction, from a poll (`report` = None) or a report;
-    /// `copy` is the transaction as the poll found it.
+    /// Records what a rail says of a transaction, from a status inquiry, a report or a
+    /// statement; `copy` is the transaction as the caller found it.
     pub(crate) async fn apply_rail_state(
         &self,
         transaction_id: &TransactionId,
         copy: Option<Transaction>,
         state: Result<RailState, RailError>,
-        report: Option<&str>,
+        source: RailSource<'_>,
     ) -> Result<Option<Transaction>, DomainError> {
         self.update_transaction(transaction_id, copy, |txn, now| {
             use TransactionStatus::*;
             let rail = rail_actor(&txn.rail);
-            let source = report.map_or("status inquiry".to_string(), |r| format!("rail report {r}"));
-            let waiting = matches!(txn.status, Submitted | Unknown);
+            let said_by = match source {
+                RailSource::Inquiry => "status inquiry".to_string(),
+                RailSource::Report(id) => format!("rail report {id}"),
+                RailSource::Statement(id) => format!("statement of reconciliation {id}"),
+            };
+            // A statement's word is final: it applies or changes nothing, and schedules no poll.
+            let statement = matches!(source, RailSource::Statement(_));
+            let code = |rail_code: String, said: &str| match statement {
+                true => format!("statement_{said}"),
+                false => rail_code,
+            };
+            let waiting = matches!(txn.status, Submitted | Unknown) && !statement;
             let transition = match (&state, txn.status) {
                 (Ok(RailState::Confirmed { rail_reference }), Submitted | Unknown) => {
                     txn.rail_reference.get_or_insert_with(|| rail_reference.clone());
                     TransactionTransition::Confirm(Cause::new(
-                        "confirmed_by_rail",
-                        format!("Confirmed by {source}"),
+                        &code("confirmed_by_rail".into(), "confirmed"),
+                        format!("Confirmed by {said_by}"),
                         rail,
                         now,
                     ))
                 }
-                (Ok(RailState::Failed { code, reason }), Submitted | Unknown) => {
+                (Ok(RailState::Failed { code: failure, reason }), Submitted | Unknown) => {
                     TransactionTransition::Fail(Cause::new(
-                        &format!("rail_failed_{code}"),
-                        format!("{reason} ({source})"),
+                        &code(format!("rail_failed_{failure}"), "failed"),
+                        format!("{reason} ({said_by})"),
                         rail,
                         now,
                     ))
                 }
-                (Ok(RailState::Returned { code, reason }), Confirmed) => TransactionTransition::Return(Cause::new(
-                    &format!("rail_returned_{code}"),
-                    format!("{reason} ({source})"),
-                    rail,
-                    now,
-                )),
+                (Ok(RailState::Returned { code: returned, reason }), Confirmed) => {
+                    TransactionTransition::Return(Cause::new(
+                        &code(format!("rail_returned_{returned}"), "returned"),
+                        format!("{reason} ({said_by})"),
+                        rail,
+                        now,
+                    ))
+                }
+                // Confirmed money can only come back (DESIGN §4): a statement that says it
+                // failed after all reverses it as a return, under the statement's word.
+                (Ok(RailState::Failed { reason, .. }), Confirmed) if statement => TransactionTransition::Return(
+                    Cause::new("statement_failed", format!("{reason} ({said_by})"), rail, now),
+                ),
                 (Ok(RailState::NotFound), Unknown) if txn.status_polls + 1 >= MAX_NOT_FOUND_POLLS => {
                     TransactionTransition::FlagForAttention(Cause::new(
                         "rail_has_no_record",
@@ -249,7 +269,7 @@ impl Service {
                     txn.next_poll_at = Some(now + poll_backoff(txn.status_polls));
                     return Ok(Some(None));
                 }
-                _ if txn.status == Confirmed && txn.next_poll_at.is_some() => {
+                _ if txn.status == Confirmed && txn.next_poll_at.is_some() && !statement => {
                     txn.status_polls += 1;
                     txn.next_poll_at = next_return_check(txn.cause.at, now);
                     return Ok(Some(None));
@@ -267,4 +287,15 @@ impl Service {
         })
         .await
     }
+}
+
+/// Who tells the outcome a rail state records.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RailSource<'a> {
+    /// The pipeline asked the rail.
+    Inquiry,
+    /// A signed rail report, by its id.
+    Report(&'a str),
+    /// A statement, by the reconciliation that read it.
+    Statement(&'a crate::ids::ReconciliationId),
 }

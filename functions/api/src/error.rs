@@ -79,6 +79,7 @@ impl ApiError {
                     "invalid_file",
                     Some("file"),
                 ),
+                D::RailUnavailable { .. } => (StatusCode::BAD_GATEWAY, "api_error", "rail_unavailable", None),
                 D::Store(_) | D::Queue(_) | D::Secrets(_) | D::Bus(_) | D::Timer(_) | D::Blob(_) => {
                     (StatusCode::INTERNAL_SERVER_ERROR, "api_error", "internal_error", None)
                 }

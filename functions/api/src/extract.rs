@@ -87,18 +87,21 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParams {
     }
 }
 
-/// A JSON body (an empty body reads as `{}`), kept as a value so it can be fingerprinted
-/// before it is parsed into a command.
-pub struct JsonBody(pub serde_json::Value);
+/// A JSON body (an empty body reads as `{}`) of at most `LIMIT` bytes, kept as a value so it
+/// can be fingerprinted before it is parsed into a command.
+pub struct JsonBody<const LIMIT: usize = MAX_BODY_BYTES>(pub serde_json::Value);
 
-impl<S: Send + Sync> FromRequest<S> for JsonBody {
+/// A statement's body: 4 MiB base64-encoded, within a Lambda function's 6 MB request.
+pub const STATEMENT_BODY_BYTES: usize = 6 * 1024 * 1024;
+
+impl<S: Send + Sync, const LIMIT: usize> FromRequest<S> for JsonBody<LIMIT> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
         let is_json = content_type_is(&request, "application/json");
-        let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
+        let bytes = axum::body::to_bytes(request.into_body(), LIMIT)
             .await
-            .map_err(|_| ApiError::BodyTooLarge { limit: MAX_BODY_BYTES })?;
+            .map_err(|_| ApiError::BodyTooLarge { limit: LIMIT })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(JsonBody(serde_json::json!({})));
         }

@@ -1,7 +1,9 @@
 //! One function per route. Each reads the request, calls one use case and shapes the answer.
 
 use crate::error::ApiError;
-use crate::extract::{parse, query_pairs, Caller, CsvBody, JsonBody, PathId, PathParam, PathParams, RawBody};
+use crate::extract::{
+    parse, query_pairs, Caller, CsvBody, JsonBody, PathId, PathParam, PathParams, RawBody, STATEMENT_BODY_BYTES,
+};
 use crate::idempotency::{create_once, json_response, replayed, run_once, stored};
 use crate::wire::{to_json, Wire};
 use crate::App;
@@ -15,6 +17,7 @@ use ops_domain::approvals::WorkflowDefinition;
 use ops_domain::desk::{Assignee, Queue, WorkItemQuery, WorkItemStatus};
 use ops_domain::files::{FileQuery, UploadFile};
 use ops_domain::idempotency::{fingerprint_bytes, Once};
+use ops_domain::ids::ReconciliationId;
 use ops_domain::ids::{
     AccountId, ApiKeyId, CustomerId, EventId, FileId, IdKind, MovementId, OperationId, ScheduleId, TransactionId,
     WebhookEndpointId, WorkItemId,
@@ -807,6 +810,73 @@ pub async fn list_files(State(app): State<App>, Caller(caller): Caller, RawQuery
 
 pub async fn get_file(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<FileId>) -> Answer {
     ok(app.service.get_file(&caller, &id).await?)
+}
+
+/// `POST /v1/reconciliations {rail, statement (base64), format, period?}`: the statement
+/// matched now; the answer is the reconciliation with its counts per outcome.
+pub async fn import_statement(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<STATEMENT_BODY_BYTES>,
+) -> Answer {
+    let command = parse(&body)?;
+    create_once(
+        &app,
+        &caller,
+        require_platform_admin(&caller),
+        &headers,
+        "/v1/reconciliations",
+        &body,
+        |ticket| app.service.import_statement(&caller, command, ticket),
+    )
+    .await
+}
+
+pub async fn get_reconciliation(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<ReconciliationId>,
+) -> Answer {
+    ok(app.service.get_reconciliation(&caller, &id).await?)
+}
+
+/// `GET /v1/reconciliations/{id}/lines[?outcome=][&starting_after=<line number>][&limit=]`.
+pub async fn reconciliation_lines(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<ReconciliationId>,
+    RawQuery(raw): RawQuery,
+) -> Answer {
+    let (mut outcome, mut after, mut limit) = (None, None, 10);
+    for (name, value) in query_pairs(raw.as_deref(), &["outcome", "starting_after", "limit"])? {
+        let bad = |code, message: &str| ApiError::from(DomainError::invalid(name.clone(), code, message));
+        match name.as_str() {
+            "outcome" => {
+                outcome = Some(serde_json::from_value(value.clone().into()).map_err(|_| {
+                    bad(
+                        "invalid_outcome",
+                        "outcome is matched, mismatched, unmatched or missing.",
+                    )
+                })?)
+            }
+            "starting_after" => {
+                after = Some(
+                    value
+                        .parse::<u32>()
+                        .map_err(|_| bad("invalid_line", "starting_after is a line number."))?,
+                )
+            }
+            _ => match value.parse::<usize>() {
+                Ok(n) if (1..=100).contains(&n) => limit = n,
+                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.")),
+            },
+        }
+    }
+    ok(app
+        .service
+        .reconciliation_lines(&caller, &id, outcome, after, limit)
+        .await?)
 }
 
 /// `GET /v1/reports/operations?from=&to=[&customer_id=][&format=csv|json]`, streamed.

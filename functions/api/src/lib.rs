@@ -107,6 +107,9 @@ endpoints! {
     UploadFile => ("POST", "/v1/files", post(upload_file)),
     ListFiles => ("GET", "/v1/files", get(list_files)),
     GetFile => ("GET", "/v1/files/{id}", get(get_file)),
+    ImportStatement => ("POST", "/v1/reconciliations", post(import_statement)),
+    GetReconciliation => ("GET", "/v1/reconciliations/{id}", get(get_reconciliation)),
+    ReconciliationLines => ("GET", "/v1/reconciliations/{id}/lines", get(reconciliation_lines)),
     OperationsReport => ("GET", "/v1/reports/operations", get(operations_report)),
 }
 

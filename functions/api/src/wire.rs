@@ -14,6 +14,7 @@ use ops_domain::ids::{ApiKeyId, CustomerId, UserId};
 use ops_domain::ledger::{Account, Movement};
 use ops_domain::operations::Operation;
 use ops_domain::ports::AuditEntry;
+use ops_domain::reconciliations::{Reconciliation, ReconciliationLine};
 use ops_domain::schedules::{Occurrence, Schedule};
 use ops_domain::service::{Issued, Page};
 use ops_domain::transactions::Transaction;
@@ -63,6 +64,8 @@ named! {
     WorkItem => "work_item",
     Board => "board",
     File => "file",
+    Reconciliation => "reconciliation",
+    ReconciliationLine => "reconciliation_line",
 }
 
 /// An entry of an operation's history (only ever shown in its list, so without the
@@ -222,6 +225,7 @@ impl Stored for Operation {}
 impl Stored for Transaction {}
 impl Stored for Schedule {}
 impl Stored for File {}
+impl Stored for Reconciliation {}
 impl Stored for Account {}
 impl Stored for Movement {}
 

@@ -15,6 +15,8 @@
 //! | history of an operation | `PK = OP#<id>`, `SK begins_with AUDIT#` |
 //! | transactions of an operation | `GSI1PK = OPTXNS#<op>`, `GSI1SK = <txn id>` |
 //! | transactions due a status poll | `GSI2PK = POLL#<shard>`, `GSI2SK = <due unix s, padded>#<id>` (sparse) |
+//! | transactions of a rail confirmed on a day | `GSI3PK = RAILDAY#<rail>#<YYYY-MM-DD>`, `GSI3SK = <id>` (sparse) |
+//! | reconciliation by id (fixed by its statement) | `PK = REC#<id>` (its lines are a blob) |
 //! | events of a customer, newest first (of one type) | `GSI1PK = CUSEVTS#<customer>` (`GSI2PK = CUSEVTYPE#<customer>#<type>`) |
 //! | every event (of one type), platform | `GSI3PK = EVTS#<shard>` (`GSI4PK = EVTYPE#<type>#<shard>`) |
 //! | webhook endpoints of a customer (or the platform's) | `GSI1PK = CUSWHE#<customer or PLATFORM>` |
@@ -66,7 +68,7 @@ use ops_domain::files::{File, FileQuery, FileStore};
 use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
-use ops_domain::ids::{AccountId, FileId, MovementId, WorkItemId};
+use ops_domain::ids::{AccountId, FileId, MovementId, ReconciliationId, WorkItemId};
 use ops_domain::ids::{
     ApiKeyId, CustomerId, DeliveryId, EventId, IdGenerator, IdKind, OperationId, ScheduleId, TransactionId,
     UlidGenerator, UserId, WebhookEndpointId,
@@ -75,6 +77,7 @@ use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationQuery, OperationStatus, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, RateLimiter, StoreError, Write};
+use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{Transaction, TransactionStore};
 use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore};
@@ -83,7 +86,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use time::OffsetDateTime;
+use time::{Date, OffsetDateTime};
 
 /// DynamoDB takes at most 100 writes in one transaction.
 pub const MAX_WRITES: usize = 100;
@@ -388,6 +391,10 @@ impl DynamoStore {
             item.insert("GSI2PK".into(), s(keys::poll_shard(&t.id)));
             item.insert("GSI2SK".into(), s(keys::poll_sort(due, &t.id)));
         }
+        if let Some(confirmed) = t.confirmed_at {
+            item.insert("GSI3PK".into(), s(keys::confirmed_on(&t.rail, confirmed.date())));
+            item.insert("GSI3SK".into(), s(&t.id));
+        }
         item
     }
 
@@ -625,6 +632,17 @@ impl DynamoStore {
                 ]
             }
             Write::UpdateFile(file) => vec![self.versioned(Self::file_item(file), file.version)],
+            Write::InsertReconciliation(reconciliation) => {
+                let it = keyed(
+                    keys::reconciliation(&reconciliation.id),
+                    vec![
+                        ("entity", s("reconciliation")),
+                        ("doc", doc(reconciliation)),
+                        ("version", n(reconciliation.version)),
+                    ],
+                );
+                vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
+            }
             Write::InsertAccount(account) => {
                 let owner = account.customer_id.as_deref();
                 let currency = account.currency.code();
@@ -1172,6 +1190,38 @@ impl TransactionStore for DynamoStore {
             (t.next_poll_at, t.id.to_string())
         })
         .await
+    }
+
+    async fn confirmed_on_rail(&self, rail: &str, from: Date, to: Date) -> Result<Vec<Transaction>, StoreError> {
+        let mut found = vec![];
+        let mut day = from;
+        while day <= to {
+            let partition = keys::confirmed_on(rail, day);
+            found.extend(
+                self.query::<Transaction>(
+                    Some("GSI3"),
+                    "GSI3PK = :pk",
+                    vec![(":pk", s(partition))],
+                    None,
+                    false,
+                    usize::MAX,
+                )
+                .await?,
+            );
+            day = day.next_day().unwrap_or(Date::MAX);
+            if day == Date::MAX {
+                break;
+            }
+        }
+        found.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(found)
+    }
+}
+
+#[async_trait]
+impl ReconciliationStore for DynamoStore {
+    async fn reconciliation(&self, id: &ReconciliationId) -> Result<Option<Reconciliation>, StoreError> {
+        self.get(keys::reconciliation(id)).await
     }
 }
 

@@ -299,6 +299,16 @@ pub fn board_counters(customer: Option<&str>) -> Vec<String> {
     }
 }
 
+/// A rail's transactions confirmed on one day (GSI3, sparse): one partition per rail and day,
+/// which a statement of that day reads whole.
+pub fn confirmed_on(rail: &str, day: time::Date) -> String {
+    format!("RAILDAY#{rail}#{day}")
+}
+
+pub fn reconciliation(id: &str) -> Primary {
+    primary(format!("REC#{id}"), "REC")
+}
+
 /// A customer's files (GSI1).
 pub fn files_of(customer: &str) -> String {
     format!("CUSFILES#{customer}")

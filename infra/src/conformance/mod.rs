@@ -5,5 +5,6 @@ pub mod desk;
 pub mod files;
 pub mod queue;
 pub mod rate_limiter;
+pub mod reconciliations;
 pub mod secrets;
 pub mod store;

@@ -80,6 +80,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 8).await;
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 64).await;
     super::files::run_all(store.as_ref()).await;
+    super::reconciliations::run_all(store.as_ref()).await;
     super::desk::run_all(store).await;
 }
 

@@ -11,7 +11,7 @@ use ops_domain::files::{File, FileQuery, FileStore};
 use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
-use ops_domain::ids::{AccountId, FileId, MovementId, WorkItemId};
+use ops_domain::ids::{AccountId, FileId, MovementId, ReconciliationId, WorkItemId};
 use ops_domain::ids::{
     ApiKeyId, CustomerId, DeliveryId, EventId, OperationId, ScheduleId, TransactionId, UserId, WebhookEndpointId,
 };
@@ -19,6 +19,7 @@ use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationQuery, OperationStatus, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, StoreError, Write};
+use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{Transaction, TransactionStore};
 use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore};
@@ -27,7 +28,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::de::DeserializeOwned;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use time::OffsetDateTime;
+use time::{Date, OffsetDateTime};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS customers (id TEXT PRIMARY KEY, body TEXT NOT NULL);
@@ -118,6 +119,12 @@ CREATE INDEX IF NOT EXISTS files_by_customer ON files (customer_id, id);
 -- Which file a customer's bytes (by SHA-256) were uploaded as.
 CREATE TABLE IF NOT EXISTS file_digests (
     customer_id TEXT NOT NULL, sha256 TEXT NOT NULL, file_id TEXT NOT NULL, PRIMARY KEY (customer_id, sha256));
+-- A rail's transactions by the day they were confirmed (statements are matched against them);
+-- on the document, so older files need no migration.
+CREATE INDEX IF NOT EXISTS transactions_confirmed ON transactions (
+    json_extract(body, '$.rail'), substr(json_extract(body, '$.confirmed_at'), 1, 10), id)
+    WHERE json_extract(body, '$.confirmed_at') IS NOT NULL;
+CREATE TABLE IF NOT EXISTS reconciliations (id TEXT PRIMARY KEY, body TEXT NOT NULL);
 ";
 
 #[derive(Clone)]
@@ -557,6 +564,12 @@ fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
                 params![file.customer_id.as_str(), file.sha256, file.id.as_str()],
             )?;
         }
+        Write::InsertReconciliation(reconciliation) => {
+            tx.execute(
+                "INSERT INTO reconciliations (id, body) VALUES (?1, ?2)",
+                params![reconciliation.id.as_str(), json(reconciliation)],
+            )?;
+        }
         Write::UpdateFile(file) => {
             let changed = tx.execute(
                 "UPDATE files SET version = ?2, body = ?3 WHERE id = ?1 AND version = ?4",
@@ -769,6 +782,33 @@ impl TransactionStore for SqliteStore {
             rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable)).collect()
         })
         .await
+    }
+
+    async fn confirmed_on_rail(&self, rail: &str, from: Date, to: Date) -> Result<Vec<Transaction>, StoreError> {
+        let (rail, from, to) = (rail.to_owned(), from.to_string(), to.to_string());
+        self.with(move |c| {
+            let mut statement = c
+                .prepare_cached(
+                    "SELECT body FROM transactions WHERE json_extract(body, '$.confirmed_at') IS NOT NULL
+                     AND json_extract(body, '$.rail') = ?1
+                     AND substr(json_extract(body, '$.confirmed_at'), 1, 10) BETWEEN ?2 AND ?3 ORDER BY id",
+                )
+                .map_err(unavailable)?;
+            let rows = statement
+                .query_map(params![rail, from, to], |row| row.get::<_, String>(0))
+                .map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
+                .collect()
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl ReconciliationStore for SqliteStore {
+    async fn reconciliation(&self, id: &ReconciliationId) -> Result<Option<Reconciliation>, StoreError> {
+        self.document("SELECT body FROM reconciliations WHERE id = ?1", id.into())
+            .await
     }
 }
 

@@ -6,17 +6,16 @@
 //! |---|---|---|
 //! | `POST {base}/submit` | the instruction | `{"result":"accepted","rail_reference"}` or `{"result":"rejected","code","reason"}` |
 //! | `POST {base}/status` | `{"transaction_id","rail_reference"}` | `{"state":"pending"}`, `{"state":"confirmed","rail_reference"}`, `{"state":"failed"\|"returned","code","reason"}` or `{"state":"not_found"}` |
-//! | `POST {base}/statements` | the statement file's bytes | `{"lines":[{"rail_reference","transaction_id","amount","currency","status"}]}` |
+//! | `POST {base}/statements?format=csv\|camt053` | the statement file's bytes (`text/csv` or `application/xml`) | `{"period":{"from","to"}?,"lines":[{"rail_reference","transaction_id","amount","currency","status","booked_on"?}]}`; a 4xx if it cannot be read |
 //!
 //! A 429 or 5xx answer, or a connection that could not be opened, is transient (nothing was
 //! sent, or the layer refused it); another 4xx is permanent; no answer within the timeout is
 //! a timeout, so the transaction becomes `unknown` and is asked about, never resent.
 
 use async_trait::async_trait;
-use ops_domain::rail::{Ack, Instruction, RailAdapter, RailError, RailState, StatementLine};
+use ops_domain::rail::{Ack, Instruction, RailAdapter, RailError, RailState, Statement, StatementFormat};
 use ops_domain::webhooks::signature;
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub struct HttpRail {
@@ -24,11 +23,6 @@ pub struct HttpRail {
     base_url: String,
     secret: String,
     client: reqwest::Client,
-}
-
-#[derive(Deserialize)]
-struct Statement {
-    lines: Vec<StatementLine>,
 }
 
 impl HttpRail {
@@ -104,10 +98,8 @@ impl RailAdapter for HttpRail {
             .await
     }
 
-    async fn import_statement(&self, statement: &[u8]) -> Result<Vec<StatementLine>, RailError> {
-        let answer: Statement = self
-            .call("/statements", "application/octet-stream", statement.to_vec())
-            .await?;
-        Ok(answer.lines)
+    async fn import_statement(&self, format: StatementFormat, statement: &[u8]) -> Result<Statement, RailError> {
+        let path = format!("/statements?format={}", format.as_str());
+        self.call(&path, format.content_type(), statement.to_vec()).await
     }
 }

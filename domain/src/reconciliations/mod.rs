@@ -1,0 +1,187 @@
+//! Reconciliation (DESIGN §8.4): a rail's statement matched, line by line, against the
+//! transactions held here. A statement is read by its rail's adapter, so each rail keeps its own
+//! format; the outcome of every line (and every confirmed transaction the statement lacks) is
+//! kept with the reconciliation, and each break opens an exceptions work item.
+
+pub mod camt053;
+mod matching;
+mod use_cases;
+
+pub use matching::{match_statement, DATE_WINDOW_DAYS};
+pub use use_cases::ImportStatement;
+
+use crate::access::Environment;
+use crate::cause::Cause;
+use crate::ids::{ReconciliationId, TransactionId, WorkItemId};
+use crate::money::{Amount, Currency};
+use crate::rail::{Period, StatementFormat, StatementStatus};
+use crate::transactions::TransactionStatus;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use time::{Date, OffsetDateTime};
+
+/// The largest statement taken, decoded (base64-encoded in JSON it stays within the 6 MB a
+/// Lambda function's request may carry).
+pub const MAX_STATEMENT_BYTES: usize = 4 * 1024 * 1024;
+
+/// What became of one line of a statement (or of a transaction it lacks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineOutcome {
+    /// The statement and the transaction agree.
+    Matched,
+    /// A transaction was found, but its amount, currency or state differs (or the statement
+    /// lists it twice).
+    Mismatched,
+    /// No transaction here answers to the line.
+    Unmatched,
+    /// A transaction confirmed here on this rail in the statement's period that the statement
+    /// lacks.
+    Missing,
+}
+
+impl LineOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LineOutcome::Matched => "matched",
+            LineOutcome::Mismatched => "mismatched",
+            LineOutcome::Unmatched => "unmatched",
+            LineOutcome::Missing => "missing",
+        }
+    }
+
+    /// A break is what an operator must look at.
+    pub fn is_break(self) -> bool {
+        self != LineOutcome::Matched
+    }
+}
+
+/// How a line found its transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchedBy {
+    RailReference,
+    TransactionId,
+    /// Same amount and currency, booked within [`DATE_WINDOW_DAYS`] of its confirmation.
+    AmountAndDate,
+}
+
+/// What differs between a line and its transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Difference {
+    Amount,
+    Currency,
+    Status,
+    /// An earlier line of the statement already matched this transaction.
+    Duplicate,
+}
+
+/// One line of a reconciliation: what the statement says (absent for a `missing`
+/// transaction), the transaction it matched and how, and what the statement changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReconciliationLine {
+    /// From 1, in statement order; `missing` transactions come after the statement's lines.
+    pub number: u32,
+    pub outcome: LineOutcome,
+    pub rail_reference: Option<String>,
+    /// The transaction id the statement gives, if any.
+    pub statement_transaction_id: Option<TransactionId>,
+    pub amount: Option<Amount>,
+    pub currency: Option<Currency>,
+    pub status: Option<StatementStatus>,
+    #[serde(default, with = "crate::reconciliations::day::option")]
+    pub booked_on: Option<Date>,
+    /// The transaction the line is about.
+    pub transaction_id: Option<TransactionId>,
+    pub matched_by: Option<MatchedBy>,
+    /// The transaction's amount and status here, before the statement was applied.
+    pub transaction_amount: Option<Amount>,
+    pub transaction_status: Option<TransactionStatus>,
+    pub differences: Vec<Difference>,
+    /// The status the statement moved the transaction to (`returned`, `failed`, …), if it did.
+    pub applied: Option<TransactionStatus>,
+    /// The exceptions item a break opened.
+    pub work_item_id: Option<WorkItemId>,
+}
+
+time::serde::format_description!(day, Date, "[year]-[month]-[day]");
+
+/// Lines per outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutcomeCounts {
+    pub matched: u32,
+    pub mismatched: u32,
+    pub unmatched: u32,
+    pub missing: u32,
+}
+
+impl OutcomeCounts {
+    pub fn of(lines: &[ReconciliationLine]) -> OutcomeCounts {
+        let mut counts = OutcomeCounts::default();
+        for line in lines {
+            *match line.outcome {
+                LineOutcome::Matched => &mut counts.matched,
+                LineOutcome::Mismatched => &mut counts.mismatched,
+                LineOutcome::Unmatched => &mut counts.unmatched,
+                LineOutcome::Missing => &mut counts.missing,
+            } += 1;
+        }
+        counts
+    }
+
+    pub fn breaks(&self) -> u32 {
+        self.mismatched + self.unmatched + self.missing
+    }
+}
+
+/// A statement, reconciled. Its id is fixed by the rail and the statement's bytes, so the
+/// same statement imported again is the same reconciliation and changes nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reconciliation {
+    pub id: ReconciliationId,
+    pub rail: String,
+    pub format: StatementFormat,
+    pub period: Period,
+    pub sha256: String,
+    /// Lines the statement had.
+    pub statement_lines: u32,
+    pub outcomes: OutcomeCounts,
+    /// Transactions whose status the statement changed.
+    pub transitions_applied: u32,
+    /// Exceptions items opened for its breaks.
+    pub work_items_opened: u32,
+    pub cause: Cause,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    pub environment: Environment,
+    pub version: u64,
+}
+
+impl Reconciliation {
+    /// The id of `statement` on `rail` in `environment`.
+    pub fn id_of(environment: Environment, rail: &str, format: StatementFormat, statement: &[u8]) -> ReconciliationId {
+        let mut digest = Sha256::new();
+        digest.update(format!("{}\n{rail}\n{}\n", environment.as_str(), format.as_str()));
+        digest.update(statement);
+        ReconciliationId::from(format!("rec_{}", &hex::encode(digest.finalize())[..26]))
+    }
+
+    /// Where its lines are kept (a blob: they are written once and read page by page).
+    pub fn lines_key(id: &ReconciliationId) -> String {
+        format!("reconciliations/{id}/lines.json")
+    }
+}
+
+/// The exceptions item of a break: fixed by the reconciliation and the line, so a retried
+/// import opens it once.
+pub fn break_item_id(reconciliation: &ReconciliationId, number: u32) -> WorkItemId {
+    let digest = Sha256::digest(format!("reconciliation/{reconciliation}/{number}"));
+    WorkItemId::from(format!("wi_{}", &hex::encode(digest)[..26]))
+}
+
+/// The store's reads for reconciliations.
+#[async_trait::async_trait]
+pub trait ReconciliationStore: Send + Sync {
+    async fn reconciliation(&self, id: &ReconciliationId) -> Result<Option<Reconciliation>, crate::ports::StoreError>;
+}

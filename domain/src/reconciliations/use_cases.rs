@@ -1,0 +1,411 @@
+//! Importing a statement (matching it, applying what it says, opening its breaks) and reading
+//! a reconciliation back.
+
+use super::matching::candidate_days;
+use super::{
+    break_item_id, match_statement, LineOutcome, OutcomeCounts, Reconciliation, ReconciliationLine, MAX_STATEMENT_BYTES,
+};
+use crate::access::require_platform_admin;
+use crate::access::Principal;
+use crate::cause::{Actor, Cause};
+use crate::desk::{Queue, Subject, SubjectType};
+use crate::error::DomainError;
+use crate::event::{Event, PLATFORM};
+use crate::idempotency::Ticket;
+use crate::ids::{CustomerId, EventId, ReconciliationId, TransactionId};
+use crate::ports::{AuditEntry, Changeset, StoreError, Write};
+use crate::rail::{Period, RailError, RailState, Statement, StatementFormat, StatementStatus};
+use crate::service::{Page, Service};
+use crate::transactions::{RailSource, Transaction};
+use crate::validate::required_text;
+use base64::Engine;
+use serde::Deserialize;
+use std::collections::HashSet;
+
+/// `POST /v1/reconciliations`: a statement of a rail, base64-encoded.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportStatement {
+    pub rail: Option<String>,
+    pub statement: Option<String>,
+    /// `csv` (the rail's own, the default) or `camt053`.
+    pub format: Option<String>,
+    /// The days the statement covers, when it does not say (or says otherwise).
+    pub period: Option<PeriodParam>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeriodParam {
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+fn day_param(value: Option<String>, param: &str) -> Result<time::Date, DomainError> {
+    let value = value.ok_or_else(|| DomainError::missing(param))?;
+    let format = time::macros::format_description!("[year]-[month]-[day]");
+    time::Date::parse(&value, &format)
+        .map_err(|_| DomainError::invalid(param, "invalid_date", format!("{param} is a date: YYYY-MM-DD.")))
+}
+
+/// The period a statement is reconciled for: the request's, else the statement's own, else
+/// the days its lines were booked.
+fn period_of(requested: Option<PeriodParam>, statement: &Statement) -> Result<Period, DomainError> {
+    let period = match requested {
+        Some(param) => Period {
+            from: day_param(param.from, "period.from")?,
+            to: day_param(param.to, "period.to")?,
+        },
+        None => match statement.period {
+            Some(period) => period,
+            None => {
+                let days = statement.lines.iter().filter_map(|l| l.booked_on);
+                match (days.clone().min(), days.max()) {
+                    (Some(from), Some(to)) => Period { from, to },
+                    _ => {
+                        return Err(DomainError::invalid(
+                            "period",
+                            "period_required",
+                            "The statement states no period and no booking days: send period.from and period.to.",
+                        ))
+                    }
+                }
+            }
+        },
+    };
+    if period.to < period.from {
+        return Err(DomainError::invalid(
+            "period.to",
+            "invalid_period",
+            "period.to is before period.from.",
+        ));
+    }
+    if (period.to - period.from).whole_days() > 31 {
+        return Err(DomainError::invalid(
+            "period",
+            "period_too_long",
+            "A statement covers at most 31 days.",
+        ));
+    }
+    Ok(period)
+}
+
+fn rail_state(status: StatementStatus, line: &ReconciliationLine) -> RailState {
+    let said = "reported in the rail's statement".to_owned();
+    match status {
+        StatementStatus::Confirmed => RailState::Confirmed {
+            rail_reference: line.rail_reference.clone().unwrap_or_default(),
+        },
+        StatementStatus::Failed => RailState::Failed {
+            code: "statement".into(),
+            reason: format!("Failed, {said}"),
+        },
+        StatementStatus::Returned => RailState::Returned {
+            code: "statement".into(),
+            reason: format!("Returned, {said}"),
+        },
+    }
+}
+
+impl Service {
+    /// Reads a rail's statement through its adapter, matches every line, applies the
+    /// outcomes the statement reports for transactions still open or confirmed here, opens
+    /// an exceptions item per break, and keeps the whole as a reconciliation. The same
+    /// statement again is answered with the reconciliation it already made.
+    pub async fn import_statement(
+        &self,
+        principal: &Principal,
+        command: ImportStatement,
+        ticket: Option<Ticket<Reconciliation>>,
+    ) -> Result<Reconciliation, DomainError> {
+        require_platform_admin(principal)?;
+        let rail = required_text(command.rail, "rail", 80)?;
+        let adapter = self.rails.get(&rail).cloned().ok_or_else(|| {
+            DomainError::invalid(
+                "rail",
+                "rail_not_served",
+                format!("This deployment serves no rail '{rail}'."),
+            )
+        })?;
+        let format = match command.format.as_deref() {
+            None => StatementFormat::Csv,
+            Some(format) => StatementFormat::parse(format)
+                .ok_or_else(|| DomainError::invalid("format", "invalid_format", "format is csv or camt053."))?,
+        };
+        let encoded = command.statement.ok_or_else(|| DomainError::missing("statement"))?;
+        if encoded.len() > MAX_STATEMENT_BYTES / 3 * 4 + 4 {
+            return Err(DomainError::invalid(
+                "statement",
+                "statement_too_large",
+                format!("A statement is at most {MAX_STATEMENT_BYTES} bytes."),
+            ));
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(encoded.as_bytes())
+            .map_err(|_| {
+                DomainError::invalid("statement", "invalid_base64", "statement is the file, base64-encoded.")
+            })?;
+        if bytes.is_empty() {
+            return Err(DomainError::invalid(
+                "statement",
+                "empty_statement",
+                "The statement is empty.",
+            ));
+        }
+        if bytes.len() > MAX_STATEMENT_BYTES {
+            return Err(DomainError::invalid(
+                "statement",
+                "statement_too_large",
+                format!("A statement is at most {MAX_STATEMENT_BYTES} bytes."),
+            ));
+        }
+        let id = Reconciliation::id_of(self.environment, &rail, format, &bytes);
+        if let Some(done) = self.store.reconciliation(&id).await? {
+            return self.answered(done, ticket).await;
+        }
+        let statement = adapter
+            .import_statement(format, &bytes)
+            .await
+            .map_err(|error| match error {
+                RailError::Permanent(message) => DomainError::invalid("statement", "invalid_statement", message),
+                other => DomainError::RailUnavailable {
+                    message: format!("The rail could not read the statement: {other}"),
+                },
+            })?;
+        let period = period_of(command.period, &statement)?;
+        let known = self.transactions_spoken_of(&rail, &statement, period).await?;
+        let mut lines = match_statement(&statement.lines, &known, period);
+        let now = self.now();
+        let mut applied = 0;
+        for line in lines.iter_mut() {
+            let (Some(status), Some(transaction_id)) = (line.status, line.transaction_id.clone()) else {
+                continue;
+            };
+            if line.outcome != LineOutcome::Mismatched || line.transaction_status.is_none() {
+                continue;
+            }
+            let changed = self
+                .apply_rail_state(
+                    &transaction_id,
+                    None,
+                    Ok(rail_state(status, line)),
+                    RailSource::Statement(&id),
+                )
+                .await?;
+            if let Some(transaction) = changed {
+                line.applied = Some(transaction.status);
+                applied += 1;
+            }
+        }
+        let opened = self.open_breaks(&id, &rail, &mut lines, now).await?;
+        let outcomes = OutcomeCounts::of(&lines);
+        let cause = Cause::new(
+            "statement_imported",
+            format!(
+                "{} line(s): {} matched, {} mismatched, {} unmatched; {} missing",
+                statement.lines.len(),
+                outcomes.matched,
+                outcomes.mismatched,
+                outcomes.unmatched,
+                outcomes.missing
+            ),
+            principal.actor(),
+            now,
+        );
+        let reconciliation = Reconciliation {
+            id: id.clone(),
+            rail,
+            format,
+            period,
+            sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
+            statement_lines: statement.lines.len() as u32,
+            outcomes,
+            transitions_applied: applied,
+            work_items_opened: opened,
+            cause: cause.clone(),
+            created_at: now,
+            environment: self.environment,
+            version: 1,
+        };
+        let body = serde_json::to_vec(&lines).expect("lines serialize");
+        self.blobs
+            .put(&Reconciliation::lines_key(&id), "application/json", body)
+            .await?;
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(
+            AuditEntry::new("reconciliation", &id, "created", cause).moving(None, "completed"),
+        ));
+        changes.push(Write::Event(Event::of_reconciliation(
+            EventId::new(&*self.ids),
+            &reconciliation,
+        )));
+        changes.push(Write::InsertReconciliation(reconciliation.clone()));
+        if let Some(ticket) = &ticket {
+            changes.push(ticket.complete(&reconciliation));
+        }
+        match self.store.commit(changes).await {
+            Ok(()) => Ok(reconciliation),
+            // The same statement, imported by a concurrent request.
+            Err(StoreError::Conflict) => match self.store.reconciliation(&id).await? {
+                Some(done) => self.answered(done, ticket).await,
+                None => Err(self.commit_error(StoreError::Conflict)),
+            },
+            Err(other) => Err(self.commit_error(other)),
+        }
+    }
+
+    /// Answers with a reconciliation made before, completing this request's key with it.
+    async fn answered(
+        &self,
+        done: Reconciliation,
+        ticket: Option<Ticket<Reconciliation>>,
+    ) -> Result<Reconciliation, DomainError> {
+        if let Some(ticket) = ticket {
+            let mut changes = Changeset::default();
+            changes.push(ticket.complete(&done));
+            self.store.commit(changes).await?;
+        }
+        Ok(done)
+    }
+
+    /// The rail's transactions a statement of `period` may speak of: those confirmed around
+    /// the period, and those its lines name by id.
+    async fn transactions_spoken_of(
+        &self,
+        rail: &str,
+        statement: &Statement,
+        period: Period,
+    ) -> Result<Vec<Transaction>, DomainError> {
+        let (from, to) = candidate_days(period);
+        let mut known = self.store.confirmed_on_rail(rail, from, to).await?;
+        let mut seen: HashSet<TransactionId> = known.iter().map(|t| t.id.clone()).collect();
+        let references: HashSet<&str> = known.iter().filter_map(|t| t.rail_reference.as_deref()).collect();
+        let named: Vec<TransactionId> = statement
+            .lines
+            .iter()
+            .filter(|l| !references.contains(l.rail_reference.as_str()))
+            .filter_map(|l| l.transaction_id.clone())
+            .filter(|id| seen.insert(id.clone()))
+            .collect();
+        for id in named {
+            if let Some(transaction) = self.store.transaction(&id).await? {
+                known.push(transaction);
+            }
+        }
+        known.retain(|t| t.rail == rail && t.environment == self.environment);
+        Ok(known)
+    }
+
+    /// Opens one exceptions item per break (each in its own changeset: an item also moves
+    /// the board's counters). An item already open from an earlier try is kept.
+    async fn open_breaks(
+        &self,
+        id: &ReconciliationId,
+        rail: &str,
+        lines: &mut [ReconciliationLine],
+        now: time::OffsetDateTime,
+    ) -> Result<u32, DomainError> {
+        let mut opened = 0;
+        for line in lines.iter_mut().filter(|l| l.outcome.is_break()) {
+            let item_id = break_item_id(id, line.number);
+            line.work_item_id = Some(item_id.clone());
+            if self.store.work_item(&item_id).await?.is_some() {
+                continue;
+            }
+            let kind = format!("reconciliation_{}", line.outcome.as_str());
+            let about = match (&line.transaction_id, &line.rail_reference) {
+                (Some(transaction), _) => format!("transaction {transaction}"),
+                (None, Some(reference)) => format!("rail reference {reference}"),
+                (None, None) => "no transaction".to_owned(),
+            };
+            let differences: Vec<String> = line
+                .differences
+                .iter()
+                .map(|d| {
+                    serde_json::to_value(d)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                })
+                .collect();
+            let detail = match differences.is_empty() {
+                true => String::new(),
+                false => format!(" ({} differ)", differences.join(", ")),
+            };
+            let cause = Cause::new(
+                &kind,
+                format!(
+                    "Line {} of the {rail} statement (reconciliation {id}) is {} for {about}{detail}.",
+                    line.number,
+                    line.outcome.as_str()
+                ),
+                Actor::system(),
+                now,
+            );
+            let subject = Subject {
+                kind: SubjectType::StatementLine,
+                id: format!("{id}:{}", line.number),
+            };
+            let item = self.new_work_item(
+                item_id,
+                Queue::Exceptions,
+                &kind,
+                subject,
+                CustomerId::from(PLATFORM),
+                cause,
+            );
+            let mut changes = Changeset::default();
+            self.record_work_item(&mut changes, &item, "opened");
+            changes.push(Write::InsertWorkItem(item));
+            match self.store.commit(changes).await {
+                Ok(()) => opened += 1,
+                // Opened by a concurrent import of the same statement.
+                Err(StoreError::Conflict) => {}
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Ok(opened)
+    }
+
+    pub async fn get_reconciliation(
+        &self,
+        principal: &Principal,
+        id: &ReconciliationId,
+    ) -> Result<Reconciliation, DomainError> {
+        require_platform_admin(principal)?;
+        self.store
+            .reconciliation(id)
+            .await?
+            .filter(|r| r.environment == self.environment)
+            .ok_or_else(|| DomainError::not_found("reconciliation", id))
+    }
+
+    /// A page of a reconciliation's lines, in order, after line `starting_after`.
+    pub async fn reconciliation_lines(
+        &self,
+        principal: &Principal,
+        id: &ReconciliationId,
+        outcome: Option<LineOutcome>,
+        starting_after: Option<u32>,
+        limit: usize,
+    ) -> Result<Page<ReconciliationLine>, DomainError> {
+        let reconciliation = self.get_reconciliation(principal, id).await?;
+        let key = Reconciliation::lines_key(&reconciliation.id);
+        let bytes = self
+            .blobs
+            .get(&key)
+            .await?
+            .ok_or_else(|| DomainError::not_found("reconciliation", id))?;
+        let lines: Vec<ReconciliationLine> = serde_json::from_slice(&bytes)
+            .map_err(|e| DomainError::Blob(crate::ports::BlobError::new(format!("lines of {id}: {e}"))))?;
+        let after = starting_after.unwrap_or(0);
+        let mut data: Vec<ReconciliationLine> = lines
+            .into_iter()
+            .filter(|l| l.number > after && outcome.is_none_or(|o| l.outcome == o))
+            .take(limit + 1)
+            .collect();
+        let has_more = data.len() > limit;
+        data.truncate(limit);
+        Ok(Page { data, has_more })
+    }
+}

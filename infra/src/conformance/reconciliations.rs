@@ -1,0 +1,133 @@
+//! The reconciliation part of the store port: transactions found by rail and confirmation
+//! day, and reconciliations kept once per statement, the same on SQLite as on DynamoDB.
+
+use ops_domain::access::Environment;
+use ops_domain::cause::{Actor, Cause};
+use ops_domain::money::{Amount, Currency};
+use ops_domain::operations::Beneficiary;
+use ops_domain::ports::{Changeset, Store, StoreError, Write};
+use ops_domain::rail::{Period, RailDirection, StatementFormat};
+use ops_domain::reconciliations::{OutcomeCounts, Reconciliation};
+use ops_domain::transactions::{Transaction, TransactionStatus};
+use time::macros::{date, datetime};
+use time::OffsetDateTime;
+
+fn transaction(id: &str, rail: &str, confirmed_at: Option<OffsetDateTime>) -> Transaction {
+    let at = datetime!(2026-11-20 08:00 UTC);
+    Transaction {
+        id: id.into(),
+        operation_id: "op_rec".into(),
+        customer_id: "cus_rec".into(),
+        item_id: "itm_rec".into(),
+        rail: rail.into(),
+        rail_reference: Some(format!("ref-{id}")),
+        amount: Amount::new(1500).unwrap(),
+        currency: Currency::parse("CLP").unwrap(),
+        beneficiary: Beneficiary {
+            id_type: "RUT".into(),
+            id: "1".into(),
+        },
+        account: "123".into(),
+        reference: None,
+        status: match confirmed_at {
+            Some(_) => TransactionStatus::Confirmed,
+            None => TransactionStatus::Submitted,
+        },
+        cause: Cause::new("confirmed_by_rail", "confirmed", Actor::system(), at),
+        submit_attempts: 1,
+        submitting_since: None,
+        possibly_submitted: true,
+        next_poll_at: None,
+        status_polls: 1,
+        confirmed_at,
+        created_at: at,
+        updated_at: at,
+        environment: Environment::Test,
+        hold_id: None,
+        direction: RailDirection::Credit,
+        credit_account_id: None,
+        version: 1,
+    }
+}
+
+pub async fn run_all(store: &dyn Store) {
+    transactions_are_found_by_rail_and_confirmation_day(store).await;
+    a_statement_is_reconciled_once(store).await;
+}
+
+async fn transactions_are_found_by_rail_and_confirmation_day(store: &dyn Store) {
+    let rail = "psp-local:conformance";
+    let written = [
+        transaction("txn_rec1", rail, Some(datetime!(2026-11-23 23:59:59 UTC))),
+        transaction("txn_rec2", rail, Some(datetime!(2026-11-24 00:00 UTC))),
+        transaction("txn_rec3", rail, Some(datetime!(2026-11-25 12:00 UTC))),
+        transaction("txn_rec4", rail, Some(datetime!(2026-11-26 00:00 UTC))),
+        transaction("txn_rec5", "psp-local:other", Some(datetime!(2026-11-24 12:00 UTC))),
+        transaction("txn_rec6", rail, None),
+    ];
+    let writes = written.iter().cloned().map(Write::InsertTransaction).collect();
+    store.commit(Changeset { writes }).await.unwrap();
+    let ids = |found: Vec<Transaction>| found.into_iter().map(|t| t.id.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        ids(store
+            .confirmed_on_rail(rail, date!(2026 - 11 - 24), date!(2026 - 11 - 25))
+            .await
+            .unwrap()),
+        ["txn_rec2", "txn_rec3"]
+    );
+    // A return keeps the day it was confirmed.
+    let mut returned = written[1].clone();
+    returned.status = TransactionStatus::Returned;
+    returned.version = 2;
+    store
+        .commit(Changeset {
+            writes: vec![Write::UpdateTransaction(returned.clone())],
+        })
+        .await
+        .unwrap();
+    let found = store
+        .confirmed_on_rail(rail, date!(2026 - 11 - 24), date!(2026 - 11 - 24))
+        .await
+        .unwrap();
+    assert_eq!(found, vec![returned]);
+}
+
+async fn a_statement_is_reconciled_once(store: &dyn Store) {
+    let id = Reconciliation::id_of(
+        Environment::Test,
+        "psp-local:conformance",
+        StatementFormat::Csv,
+        b"lines",
+    );
+    assert!(id.as_str().starts_with("rec_"));
+    let at = datetime!(2026-11-24 08:00 UTC);
+    let reconciliation = Reconciliation {
+        id: id.clone(),
+        rail: "psp-local:conformance".into(),
+        format: StatementFormat::Csv,
+        period: Period {
+            from: date!(2026 - 11 - 24),
+            to: date!(2026 - 11 - 24),
+        },
+        sha256: "ab".into(),
+        statement_lines: 3,
+        outcomes: OutcomeCounts {
+            matched: 2,
+            unmatched: 1,
+            ..OutcomeCounts::default()
+        },
+        transitions_applied: 0,
+        work_items_opened: 1,
+        cause: Cause::new("statement_imported", "3 lines", Actor::system(), at),
+        created_at: at,
+        environment: Environment::Test,
+        version: 1,
+    };
+    assert_eq!(store.reconciliation(&id).await.unwrap(), None);
+    let insert = || Changeset {
+        writes: vec![Write::InsertReconciliation(reconciliation.clone())],
+    };
+    store.commit(insert()).await.unwrap();
+    assert_eq!(store.reconciliation(&id).await.unwrap(), Some(reconciliation.clone()));
+    assert!(matches!(store.commit(insert()).await, Err(StoreError::Conflict)));
+}

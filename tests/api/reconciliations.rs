@@ -1,0 +1,378 @@
+//! Reconciliation (DESIGN §8.4): a rail's statement matched against the transactions held
+//! here; what it reports applied through the rail-report path; each break an exceptions item;
+//! the same statement twice changes nothing the second time.
+
+use ops_tests::{payout, spawn_app, statement_body, TestApp, ADMIN_KEY};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use time::Duration;
+
+/// Pays `amounts` (one operation) and runs the pipeline until the sandbox has confirmed them;
+/// answers the sandbox statement's lines by amount.
+async fn confirmed_payouts(app: &TestApp, amounts: &[i64]) -> BTreeMap<i64, Vec<String>> {
+    let acme = app.create_customer().await;
+    let made = app
+        .post("/v1/operations", &acme.key, payout(&acme.id, "auto", amounts))
+        .await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    app.settle(Duration::seconds(30), 10).await;
+    let statement = app.sandbox_statement();
+    let mut lines = BTreeMap::new();
+    for line in statement.lines().skip(1) {
+        let fields: Vec<String> = line.split(',').map(String::from).collect();
+        lines.insert(fields[2].parse::<i64>().unwrap(), fields);
+    }
+    assert_eq!(lines.len(), amounts.len(), "{statement}");
+    lines
+}
+
+async fn import(app: &TestApp, key: &str, idempotency_key: &str, body: Value) -> ops_tests::Reply {
+    app.send(
+        reqwest::Method::POST,
+        "/v1/reconciliations",
+        Some(key),
+        Some(idempotency_key),
+        Some(&body),
+    )
+    .await
+}
+
+async fn statement_line_items(app: &TestApp) -> Vec<Value> {
+    let page = app
+        .get("/v1/work_items?queue=exceptions&status=open&limit=100", ADMIN_KEY)
+        .await;
+    assert_eq!(page.status, 200, "{}", page.json());
+    let items = page.json()["data"].as_array().unwrap().clone();
+    items
+        .into_iter()
+        .filter(|i| i["subject"]["type"] == "statement_line")
+        .collect()
+}
+
+async fn transaction(app: &TestApp, id: &str) -> Value {
+    let found = app.get(&format!("/v1/transactions/{id}"), ADMIN_KEY).await;
+    assert_eq!(found.status, 200, "{}", found.json());
+    found.json()
+}
+
+#[tokio::test]
+async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exceptions_once() {
+    let app = spawn_app().await;
+    let lines = confirmed_payouts(&app, &[20_000, 30_000, 40_000, 50_000]).await;
+    let txn = |amount: i64| lines[&amount][1].clone();
+    for amount in [20_000, 30_000, 40_000, 50_000] {
+        assert_eq!(transaction(&app, &txn(amount)).await["status"], "confirmed");
+    }
+    let today = lines[&20_000][5].clone();
+    // The rail says: the first as held here; the second returned; the third for another
+    // amount; the fourth not at all; and a payment no transaction here answers to.
+    let line = |fields: &[String]| fields.join(",");
+    let mut returned = lines[&30_000].clone();
+    returned[4] = "returned".into();
+    let mut other_amount = lines[&40_000].clone();
+    other_amount[2] = "40001".into();
+    let statement = [
+        "rail_reference,transaction_id,amount,currency,status,booked_on".to_owned(),
+        line(&lines[&20_000]),
+        line(&returned),
+        line(&other_amount),
+        format!("sbx_stranger,,12345,CLP,confirmed,{today}"),
+    ]
+    .join("\n");
+
+    let imported = import(
+        &app,
+        ADMIN_KEY,
+        "statement-1",
+        statement_body("csv", statement.as_bytes()),
+    )
+    .await;
+    assert_eq!(imported.status, 201, "{}", imported.json());
+    let reconciliation = imported.json();
+    assert_eq!(reconciliation["object"], "reconciliation");
+    assert_eq!(
+        reconciliation["outcomes"],
+        json!({"matched": 1, "mismatched": 2, "unmatched": 1, "missing": 1})
+    );
+    assert_eq!(reconciliation["period"], json!({"from": today, "to": today}));
+    assert_eq!(
+        (
+            &reconciliation["transitions_applied"],
+            &reconciliation["work_items_opened"]
+        ),
+        (&json!(1), &json!(4))
+    );
+
+    // The return is applied through the rail path, with the statement as its cause.
+    let now_returned = transaction(&app, &txn(30_000)).await;
+    assert_eq!(
+        (now_returned["status"].as_str(), now_returned["cause"]["code"].as_str()),
+        (Some("returned"), Some("statement_returned"))
+    );
+    assert_eq!(now_returned["cause"]["actor"]["type"], "rail");
+    // Nothing else moved: a different amount is for an operator to look at.
+    assert_eq!(transaction(&app, &txn(40_000)).await["status"], "confirmed");
+
+    let id = reconciliation["id"].as_str().unwrap().to_owned();
+    let page = app
+        .get(&format!("/v1/reconciliations/{id}/lines?limit=100"), ADMIN_KEY)
+        .await;
+    assert_eq!(page.status, 200, "{}", page.json());
+    let seen: Vec<Value> = page.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            assert_eq!(l["object"], "reconciliation_line");
+            assert_eq!(l["work_item_id"].is_string(), l["outcome"] != "matched", "{l}");
+            json!([
+                l["outcome"],
+                l["transaction_id"],
+                l["matched_by"],
+                l["differences"],
+                l["applied"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            json!(["matched", txn(20_000), "rail_reference", [], null]),
+            json!(["mismatched", txn(30_000), "rail_reference", ["status"], "returned"]),
+            json!(["mismatched", txn(40_000), "rail_reference", ["amount"], null]),
+            json!(["unmatched", null, null, [], null]),
+            json!(["missing", txn(50_000), null, [], null]),
+        ]
+    );
+    let missing = app
+        .get(&format!("/v1/reconciliations/{id}/lines?outcome=missing"), ADMIN_KEY)
+        .await
+        .json();
+    assert_eq!(missing["data"].as_array().unwrap().len(), 1);
+    let after = app
+        .get(
+            &format!("/v1/reconciliations/{id}/lines?starting_after=3&limit=1"),
+            ADMIN_KEY,
+        )
+        .await
+        .json();
+    assert_eq!(
+        (after["data"][0]["number"].as_u64(), after["has_more"].as_bool()),
+        (Some(4), Some(true))
+    );
+
+    let items = statement_line_items(&app).await;
+    let mut kinds: Vec<&str> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "reconciliation_mismatched",
+            "reconciliation_mismatched",
+            "reconciliation_missing",
+            "reconciliation_unmatched"
+        ]
+    );
+    let events = app
+        .get("/v1/events?type=reconciliation.completed", ADMIN_KEY)
+        .await
+        .json();
+    assert_eq!(events["data"].as_array().unwrap().len(), 1, "{events}");
+    assert_eq!(events["data"][0]["data"]["reconciliation_id"], id.as_str());
+
+    // The same statement again, under another key: the same reconciliation, nothing new.
+    let version = now_returned["version"].clone();
+    let again = import(
+        &app,
+        ADMIN_KEY,
+        "statement-1-again",
+        statement_body("csv", statement.as_bytes()),
+    )
+    .await;
+    assert_eq!(again.status, 201, "{}", again.json());
+    assert_eq!(again.json(), reconciliation);
+    assert_eq!(statement_line_items(&app).await.len(), 4);
+    let events = app
+        .get("/v1/events?type=reconciliation.completed", ADMIN_KEY)
+        .await
+        .json();
+    assert_eq!(events["data"].as_array().unwrap().len(), 1);
+    assert_eq!(transaction(&app, &txn(30_000)).await["version"], version);
+
+    // A break is closed by an operator who says how it was settled.
+    let item = &items[0];
+    let resolve = format!("/v1/work_items/{}/resolve", item["id"].as_str().unwrap());
+    let without_reason = app.post(&resolve, ADMIN_KEY, json!({})).await;
+    assert_eq!(without_reason.error(400)["param"], "reason");
+    let closed = app
+        .post(
+            &resolve,
+            ADMIN_KEY,
+            json!({"reason": "the bank corrected its statement"}),
+        )
+        .await;
+    assert_eq!(closed.status, 200, "{}", closed.json());
+    assert_eq!(closed.json()["status"], "done");
+}
+
+#[tokio::test]
+async fn a_camt053_statement_is_matched_by_end_to_end_id_and_by_amount_and_day() {
+    let app = spawn_app().await;
+    let lines = confirmed_payouts(&app, &[21_000, 22_000, 23_000]).await;
+    let today = lines[&21_000][5].clone();
+    let entry = |amount: &str, status: &str, reference: &str, end_to_end: &str, extra: &str| {
+        format!(
+            "<Ntry><Amt Ccy=\"CLP\">{amount}</Amt><CdtDbtInd>DBIT</CdtDbtInd>{extra}<Sts><Cd>{status}</Cd></Sts>
+             <BookgDt><Dt>{today}</Dt></BookgDt><AcctSvcrRef>{reference}</AcctSvcrRef>
+             <NtryDtls><TxDtls><Refs><EndToEndId>{end_to_end}</EndToEndId></Refs></TxDtls></NtryDtls></Ntry>"
+        )
+    };
+    let camt = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.053.001.08"><BkToCstmrStmt>
+<GrpHdr><MsgId>M1</MsgId><CreDtTm>{today}T23:00:00</CreDtTm></GrpHdr>
+<Stmt><Id>S1</Id><FrToDt><FrDtTm>{today}T00:00:00</FrDtTm><ToDtTm>{today}T23:59:59</ToDtTm></FrToDt>
+{}{}{}</Stmt></BkToCstmrStmt></Document>"#,
+        // By our transaction id, under the bank's own reference.
+        entry("21000", "BOOK", "BANK-1", &lines[&21_000][1], ""),
+        // By amount and day alone.
+        entry("22000", "BOOK", "BANK-2", "NOTPROVIDED", ""),
+        // Reversed by the bank: a return.
+        entry("23000", "BOOK", "BANK-3", &lines[&23_000][1], "<RvslInd>true</RvslInd>"),
+    );
+    let imported = import(&app, ADMIN_KEY, "camt-1", statement_body("camt053", camt.as_bytes())).await;
+    assert_eq!(imported.status, 201, "{}", imported.json());
+    let reconciliation = imported.json();
+    assert_eq!(
+        (&reconciliation["format"], &reconciliation["outcomes"]),
+        (
+            &json!("camt053"),
+            &json!({"matched": 2, "mismatched": 1, "unmatched": 0, "missing": 0})
+        )
+    );
+    let id = reconciliation["id"].as_str().unwrap();
+    let page = app
+        .get(&format!("/v1/reconciliations/{id}/lines"), ADMIN_KEY)
+        .await
+        .json();
+    let how: Vec<&str> = page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["matched_by"].as_str().unwrap())
+        .collect();
+    assert_eq!(how, ["transaction_id", "amount_and_date", "transaction_id"]);
+    let reversed = transaction(&app, &lines[&23_000][1]).await;
+    assert_eq!(
+        (reversed["status"].as_str(), reversed["cause"]["code"].as_str()),
+        (Some("returned"), Some("statement_returned"))
+    );
+    assert_eq!(
+        app.get(&format!("/v1/reconciliations/{id}"), ADMIN_KEY).await.json(),
+        reconciliation
+    );
+}
+
+#[tokio::test]
+async fn a_bad_statement_is_refused_precisely_and_writes_nothing() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let good = statement_body("csv", b"sbx_1,,100,CLP,confirmed,2026-11-24\n");
+    let with = |change: &dyn Fn(&mut Value)| {
+        let mut body = good.clone();
+        change(&mut body);
+        body
+    };
+    let large = vec![b'a'; 4 * 1024 * 1024 + 1];
+    let cases: Vec<(Value, u16, &str, &str)> = vec![
+        (
+            with(&|b| b["rail"] = json!("psp-local:nowhere")),
+            400,
+            "rail",
+            "rail_not_served",
+        ),
+        (with(&|b| b["format"] = json!("pdf")), 400, "format", "invalid_format"),
+        (
+            with(&|b| b["statement"] = json!("not base64!")),
+            400,
+            "statement",
+            "invalid_base64",
+        ),
+        (
+            with(&|b| b["statement"] = json!("")),
+            400,
+            "statement",
+            "empty_statement",
+        ),
+        (statement_body("csv", &large), 400, "statement", "statement_too_large"),
+        (
+            statement_body("camt053", b"<Document><BkToCstmrStmt><Stmt><Ntry>"),
+            400,
+            "statement",
+            "invalid_statement",
+        ),
+        (
+            statement_body("csv", b"sbx_1,,100,CLP"),
+            400,
+            "statement",
+            "invalid_statement",
+        ),
+        (
+            statement_body("csv", b"sbx_1,,100,CLP,confirmed\n"),
+            400,
+            "period",
+            "period_required",
+        ),
+        (
+            with(&|b| b["period"] = json!({"from": "24/11/2026", "to": "2026-11-24"})),
+            400,
+            "period.from",
+            "invalid_date",
+        ),
+        (
+            with(&|b| b["period"] = json!({"from": "2026-11-25", "to": "2026-11-24"})),
+            400,
+            "period.to",
+            "invalid_period",
+        ),
+        (with(&|b| b["bank"] = json!("x")), 400, "bank", "parameter_unknown"),
+        (
+            with(&|b| b.as_object_mut().unwrap().remove("rail").map(drop).unwrap()),
+            400,
+            "rail",
+            "parameter_missing",
+        ),
+    ];
+    for (n, (body, status, param, code)) in cases.into_iter().enumerate() {
+        let refused = import(&app, ADMIN_KEY, &format!("bad-{n}"), body).await;
+        let error = refused.error(status);
+        assert_eq!(
+            (error["param"].as_str(), error["code"].as_str()),
+            (Some(param), Some(code)),
+            "case {n}: {error}"
+        );
+    }
+    let too_big = json!({"rail": "psp-local:sandbox", "statement": "A".repeat(6 * 1024 * 1024)});
+    assert_eq!(import(&app, ADMIN_KEY, "huge", too_big).await.status, 413);
+    // Operators reconcile; a customer's key may not.
+    let forbidden = import(&app, &acme.key, "theirs", good.clone()).await;
+    assert_eq!(forbidden.error(403)["code"], "platform_admin_required");
+
+    assert!(statement_line_items(&app).await.is_empty());
+    let events = app
+        .get("/v1/events?type=reconciliation.completed", ADMIN_KEY)
+        .await
+        .json();
+    assert!(events["data"].as_array().unwrap().is_empty());
+    let unknown = app
+        .get("/v1/reconciliations/rec_0123456789abcdef0123456789", ADMIN_KEY)
+        .await;
+    assert_eq!(unknown.status, 404);
+    let bad_outcome = app
+        .get(
+            "/v1/reconciliations/rec_0123456789abcdef0123456789/lines?outcome=odd",
+            ADMIN_KEY,
+        )
+        .await;
+    assert_eq!(bad_outcome.error(400)["param"], "outcome");
+}
