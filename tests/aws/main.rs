@@ -9,6 +9,7 @@ mod files;
 mod ledger;
 mod lifecycle;
 mod local_mode;
+mod reconciliations;
 mod reports;
 mod requests;
 mod schedules;

@@ -104,6 +104,11 @@ impl SandboxEntry {
     pub fn read_file(path: &Path) -> rusqlite::Result<Vec<SandboxEntry>> {
         read_entries(&Connection::open(path)?)
     }
+
+    /// The statement of the sandbox whose ledger is at `path` ([`statement_of`]).
+    pub fn statement_file(path: &Path) -> rusqlite::Result<String> {
+        statement_of(&Connection::open(path)?)
+    }
 }
 
 #[async_trait]

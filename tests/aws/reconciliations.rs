@@ -1,0 +1,108 @@
+//! Reconciliation on AWS: the rail's transactions read by confirmation day from DynamoDB's
+//! sparse index (so a transaction the statement lacks is found `missing`), the lines kept in
+//! S3, and the same statement twice changing nothing.
+
+use crate::spawn_aws_app;
+use ops_domain::reconciliations::Reconciliation;
+use ops_infra::rails::SandboxEntry;
+use ops_tests::{payout, statement_body, ADMIN_KEY};
+use serde_json::json;
+use time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_is_reconciled_against_dynamodb_and_its_lines_kept_in_s3() {
+    let app = spawn_aws_app().await;
+    let customer = app.create_customer().await;
+    let made = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "auto", &[20_000, 30_000, 40_000]),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    app.settle(Duration::seconds(30), 6).await;
+    let ledger = app.settings.sandbox_ledger.as_ref().unwrap();
+    let sandbox = SandboxEntry::statement_file(ledger).unwrap();
+    let line = |amount: &str| {
+        sandbox
+            .lines()
+            .find(|l| l.contains(&format!(",{amount},")))
+            .unwrap()
+            .to_owned()
+    };
+    let txn = |amount: &str| line(amount).split(',').nth(1).unwrap().to_owned();
+    for amount in ["20000", "30000", "40000"] {
+        let found = app.get(&format!("/v1/transactions/{}", txn(amount)), ADMIN_KEY).await;
+        assert_eq!(found.json()["status"], "confirmed", "{}", found.json());
+    }
+    // The first as held here, the second returned; the third is not on the statement.
+    let statement = format!(
+        "{}\n{}\n",
+        line("20000"),
+        line("30000").replace(",confirmed,", ",returned,")
+    );
+    let body = statement_body("csv", statement.as_bytes());
+    let import = |key: &'static str| {
+        app.send(
+            reqwest::Method::POST,
+            "/v1/reconciliations",
+            Some(ADMIN_KEY),
+            Some(key),
+            Some(&body),
+        )
+    };
+    let imported = import("aws-statement").await;
+    assert_eq!(imported.status, 201, "{}", imported.json());
+    let reconciliation = imported.json();
+    assert_eq!(
+        reconciliation["outcomes"],
+        json!({"matched": 1, "mismatched": 1, "unmatched": 0, "missing": 1})
+    );
+    let returned = app
+        .get(&format!("/v1/transactions/{}", txn("30000")), ADMIN_KEY)
+        .await
+        .json();
+    assert_eq!(
+        (returned["status"].as_str(), returned["cause"]["code"].as_str()),
+        (Some("returned"), Some("statement_returned"))
+    );
+
+    // The lines are an object in the stack's bucket, read back page by page.
+    let id = reconciliation["id"].as_str().unwrap();
+    let s3 = ops_infra::aws::S3Blobs::client(&app.config);
+    let object = s3
+        .get_object()
+        .bucket(&app.settings.files_bucket)
+        .key(Reconciliation::lines_key(&id.into()))
+        .send()
+        .await
+        .expect("the lines are in S3");
+    let kept: serde_json::Value = serde_json::from_slice(&object.body.collect().await.unwrap().into_bytes()).unwrap();
+    assert_eq!(kept.as_array().unwrap().len(), 3);
+    let missing = app
+        .get(&format!("/v1/reconciliations/{id}/lines?outcome=missing"), ADMIN_KEY)
+        .await
+        .json();
+    assert_eq!(missing["data"][0]["transaction_id"], txn("40000").as_str(), "{missing}");
+
+    // Again, under another key: the same reconciliation, the transaction untouched.
+    let again = import("aws-statement-again").await;
+    assert_eq!(again.json(), reconciliation);
+    let after = app
+        .get(&format!("/v1/transactions/{}", txn("30000")), ADMIN_KEY)
+        .await
+        .json();
+    assert_eq!(after["version"], returned["version"]);
+    let items = app
+        .get("/v1/work_items?queue=exceptions&status=open&limit=100", ADMIN_KEY)
+        .await
+        .json();
+    let breaks = items["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["subject"]["type"] == "statement_line")
+        .count();
+    assert_eq!(breaks, 2);
+}
