@@ -58,25 +58,29 @@ async fn transaction(app: &TestApp, id: &str) -> Value {
 #[tokio::test]
 async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exceptions_once() {
     let app = spawn_app().await;
-    let lines = confirmed_payouts(&app, &[20_000, 30_000, 40_000, 50_000]).await;
+    let lines = confirmed_payouts(&app, &[20_000, 30_000, 40_000, 50_000, 60_000]).await;
     let txn = |amount: i64| lines[&amount][1].clone();
-    for amount in [20_000, 30_000, 40_000, 50_000] {
+    for amount in [20_000, 30_000, 40_000, 50_000, 60_000] {
         assert_eq!(transaction(&app, &txn(amount)).await["status"], "confirmed");
     }
     let today = lines[&20_000][5].clone();
     // The rail says: the first as held here; the second returned; the third for another
-    // amount; the fourth not at all; and a payment no transaction here answers to.
+    // amount; the fourth not at all; the fifth failed; and a payment no transaction here
+    // answers to.
     let line = |fields: &[String]| fields.join(",");
     let mut returned = lines[&30_000].clone();
     returned[4] = "returned".into();
     let mut other_amount = lines[&40_000].clone();
     other_amount[2] = "40001".into();
+    let mut failed = lines[&60_000].clone();
+    failed[4] = "failed".into();
     let statement = [
         "rail_reference,transaction_id,amount,currency,status,booked_on".to_owned(),
         line(&lines[&20_000]),
         line(&returned),
         line(&other_amount),
         format!("sbx_stranger,,12345,CLP,confirmed,{today}"),
+        line(&failed),
     ]
     .join("\n");
 
@@ -92,7 +96,7 @@ async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exc
     assert_eq!(reconciliation["object"], "reconciliation");
     assert_eq!(
         reconciliation["outcomes"],
-        json!({"matched": 1, "mismatched": 2, "unmatched": 1, "missing": 1})
+        json!({"matched": 1, "mismatched": 3, "unmatched": 1, "missing": 1})
     );
     assert_eq!(reconciliation["period"], json!({"from": today, "to": today}));
     assert_eq!(
@@ -100,7 +104,7 @@ async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exc
             &reconciliation["transitions_applied"],
             &reconciliation["work_items_opened"]
         ),
-        (&json!(1), &json!(4))
+        (&json!(2), &json!(5))
     );
 
     // The return is applied through the rail path, with the statement as its cause.
@@ -110,6 +114,15 @@ async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exc
         (Some("returned"), Some("statement_returned"))
     );
     assert_eq!(now_returned["cause"]["actor"]["type"], "rail");
+    // Confirmed money can only come back: a statement that says it failed returns it.
+    let failed_after_all = transaction(&app, &txn(60_000)).await;
+    assert_eq!(
+        (
+            failed_after_all["status"].as_str(),
+            failed_after_all["cause"]["code"].as_str()
+        ),
+        (Some("returned"), Some("statement_failed"))
+    );
     // Nothing else moved: a different amount is for an operator to look at.
     assert_eq!(transaction(&app, &txn(40_000)).await["status"], "confirmed");
 
@@ -141,6 +154,7 @@ async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exc
             json!(["mismatched", txn(30_000), "rail_reference", ["status"], "returned"]),
             json!(["mismatched", txn(40_000), "rail_reference", ["amount"], null]),
             json!(["unmatched", null, null, [], null]),
+            json!(["mismatched", txn(60_000), "rail_reference", ["status"], "returned"]),
             json!(["missing", txn(50_000), null, [], null]),
         ]
     );
@@ -169,6 +183,7 @@ async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exc
         [
             "reconciliation_mismatched",
             "reconciliation_mismatched",
+            "reconciliation_mismatched",
             "reconciliation_missing",
             "reconciliation_unmatched"
         ]
@@ -191,7 +206,7 @@ async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exc
     .await;
     assert_eq!(again.status, 201, "{}", again.json());
     assert_eq!(again.json(), reconciliation);
-    assert_eq!(statement_line_items(&app).await.len(), 4);
+    assert_eq!(statement_line_items(&app).await.len(), 5);
     let events = app
         .get("/v1/events?type=reconciliation.completed", ADMIN_KEY)
         .await
