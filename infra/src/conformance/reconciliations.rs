@@ -12,7 +12,8 @@ use ops_domain::transactions::{Transaction, TransactionStatus};
 use time::macros::{date, datetime};
 use time::OffsetDateTime;
 
-fn transaction(id: &str, rail: &str, confirmed_at: Option<OffsetDateTime>) -> Transaction {
+/// A transaction of `rail`, confirmed at `confirmed_at` (else submitted).
+pub fn transaction(id: &str, rail: &str, confirmed_at: Option<OffsetDateTime>) -> Transaction {
     let at = datetime!(2026-11-20 08:00 UTC);
     Transaction {
         id: id.into(),
