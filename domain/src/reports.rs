@@ -1,19 +1,21 @@
-//! Reports (DESIGN §8.4): a period's operations, page by page, with totals per status and
-//! currency. Ids sort by creation time, so a period is a range of ids: a report reads the
-//! operations made in it and no others, whatever the history holds.
+//! Reports (DESIGN §8.4): a period's operations, transactions or movements, page by page, with
+//! totals per status and currency. Ids sort by creation time, so a period is a range of ids: a
+//! report reads what was made in it and nothing else, whatever the history holds.
 
 use crate::access::{Principal, Scope};
 use crate::error::DomainError;
-use crate::ids::{CustomerId, IdKind, OperationId};
-use crate::operations::{Operation, OperationQuery};
+use crate::ids::{CustomerId, IdKind, MovementId, OperationId};
+use crate::ledger::{AccountQuery, Movement};
+use crate::operations::{Operation, OperationQuery, OperationStatus};
 use crate::service::{customer_scope, Service};
+use crate::transactions::Transaction;
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
 
 /// Operations read per page of a report.
 pub const REPORT_PAGE: usize = 100;
 
-/// The operations made in `[from, to)`, a customer's (or every customer's for the platform).
+/// A period `[from, to)` and whose: a customer's (or every customer's for the platform).
 #[derive(Debug, Clone)]
 pub struct ReportQuery {
     pub from: OffsetDateTime,
@@ -37,11 +39,20 @@ fn first_id_at(kind: IdKind, at: OffsetDateTime) -> String {
     format!("{}_{}", kind.prefix(), ulid.to_string().to_ascii_lowercase())
 }
 
-/// One page of a report, and where the next one starts, if there is one.
-#[derive(Debug, Default)]
-pub struct ReportPage {
-    pub data: Vec<Operation>,
-    pub next: Option<OperationId>,
+/// One page of a report, and the id the next one starts below, if there is one.
+#[derive(Debug)]
+pub struct ReportPage<T> {
+    pub data: Vec<T>,
+    pub next: Option<String>,
+}
+
+impl<T> Default for ReportPage<T> {
+    fn default() -> Self {
+        ReportPage {
+            data: vec![],
+            next: None,
+        }
+    }
 }
 
 /// Count and amount of one status in one currency.
@@ -56,39 +67,30 @@ pub struct Total {
 pub struct Totals(pub BTreeMap<(String, String), Total>);
 
 impl Totals {
-    pub fn add(&mut self, operation: &Operation) {
-        let total = self
-            .0
-            .entry((
-                operation.status.as_str().to_owned(),
-                operation.currency.code().to_owned(),
-            ))
-            .or_default();
+    pub fn add(&mut self, status: &str, currency: &str, amount: i64) {
+        let total = self.0.entry((status.to_owned(), currency.to_owned())).or_default();
         total.count += 1;
-        total.amount = total.amount.saturating_add(operation.total_amount);
+        total.amount = total.amount.saturating_add(amount);
     }
 }
 
 impl Service {
-    /// One page of a report, newest first: the operations made in the period before
-    /// `before` (an id of the previous page's last operation), or from the period's end.
-    pub async fn report_page(
+    /// The operations of a page, newest first: those made in the period before `before` (an
+    /// id of the previous page's last operation), or from the period's end. The page is
+    /// full-sized unless the period has no more.
+    async fn operations_in_period(
         &self,
-        principal: &Principal,
+        customer_id: Option<CustomerId>,
         query: &ReportQuery,
-        before: Option<&OperationId>,
-    ) -> Result<ReportPage, DomainError> {
-        principal.require(Scope::OperationsRead)?;
-        let Some(customer_id) = customer_scope(principal, query.customer_id.clone()) else {
-            return Ok(ReportPage::default());
-        };
-        let end = OperationId::from(first_id_at(IdKind::Operation, query.to).as_str());
+        before: Option<&str>,
+    ) -> Result<(Vec<Operation>, Option<String>), DomainError> {
+        let end = first_id_at(IdKind::Operation, query.to);
         let start = first_id_at(IdKind::Operation, query.from);
         let read = self
             .store
             .operations(&OperationQuery {
                 customer_id,
-                starting_after: Some(before.cloned().unwrap_or(end)),
+                starting_after: Some(OperationId::from(before.unwrap_or(&end))),
                 limit: REPORT_PAGE,
                 ..Default::default()
             })
@@ -98,14 +100,100 @@ impl Service {
             .into_iter()
             .take_while(|op| op.id.as_str() >= start.as_str())
             .collect();
-        let next = (full && in_period.len() == REPORT_PAGE).then(|| in_period[REPORT_PAGE - 1].id.clone());
+        let next = (full && in_period.len() == REPORT_PAGE).then(|| in_period[REPORT_PAGE - 1].id.to_string());
+        Ok((in_period, next))
+    }
+
+    /// A page of the operations report: the operations made in the period.
+    pub async fn report_page(
+        &self,
+        principal: &Principal,
+        query: &ReportQuery,
+        before: Option<&str>,
+    ) -> Result<ReportPage<Operation>, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let Some(customer_id) = customer_scope(principal, query.customer_id.clone()) else {
+            return Ok(ReportPage::default());
+        };
+        let (operations, next) = self.operations_in_period(customer_id, query, before).await?;
         Ok(ReportPage {
-            data: in_period
+            data: operations
                 .into_iter()
                 .filter(|op| op.created_at >= query.from && op.created_at < query.to)
                 .collect(),
             next,
         })
+    }
+
+    /// A page of the transactions report: the transactions of the operations made in the
+    /// period (a transaction's id is its item's, made with its operation), a page of
+    /// operations at a time. Operations that made none (undecided, rejected, cancelled) are
+    /// not read for any.
+    pub async fn transactions_report_page(
+        &self,
+        principal: &Principal,
+        query: &ReportQuery,
+        before: Option<&str>,
+    ) -> Result<ReportPage<Transaction>, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let Some(customer_id) = customer_scope(principal, query.customer_id.clone()) else {
+            return Ok(ReportPage::default());
+        };
+        let (operations, next) = self.operations_in_period(customer_id, query, before).await?;
+        let mut data = vec![];
+        for operation in operations.iter().filter(|op| {
+            op.created_at >= query.from
+                && op.created_at < query.to
+                && !matches!(
+                    op.status,
+                    OperationStatus::PendingApproval | OperationStatus::Rejected | OperationStatus::Cancelled
+                )
+        }) {
+            let mut made = self.store.transactions_of_operation(&operation.id).await?;
+            made.sort_by(|a, b| a.id.cmp(&b.id));
+            data.extend(made);
+        }
+        Ok(ReportPage { data, next })
+    }
+
+    /// A page of the movements report: the movements on a customer's accounts whose ids fall
+    /// in the period (an item's movement has its item's id, made with its operation; an
+    /// adjustment its own), newest first, merged over the accounts a page at a time.
+    pub async fn movements_report_page(
+        &self,
+        principal: &Principal,
+        query: &ReportQuery,
+        before: Option<&str>,
+    ) -> Result<ReportPage<Movement>, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let customer_id = match customer_scope(principal, query.customer_id.clone()) {
+            None => return Ok(ReportPage::default()),
+            Some(None) => return Err(DomainError::missing("customer_id")),
+            Some(Some(customer_id)) => customer_id,
+        };
+        let accounts = self
+            .store
+            .accounts(&AccountQuery {
+                customer_id: Some(customer_id),
+                limit: 100,
+                ..AccountQuery::default()
+            })
+            .await?;
+        let end = first_id_at(IdKind::Movement, query.to);
+        let start = first_id_at(IdKind::Movement, query.from);
+        let cursor = MovementId::from(before.unwrap_or(&end));
+        let mut merged = BTreeMap::new();
+        for account in &accounts {
+            for movement in self.store.movements_of(&account.id, Some(&cursor), REPORT_PAGE).await? {
+                if movement.id.as_str() >= start.as_str() {
+                    merged.insert(movement.id.to_string(), movement);
+                }
+            }
+        }
+        // Each account gave its newest below the cursor, so the newest of them all are right.
+        let data: Vec<Movement> = merged.into_values().rev().take(REPORT_PAGE).collect();
+        let next = (data.len() == REPORT_PAGE).then(|| data[REPORT_PAGE - 1].id.to_string());
+        Ok(ReportPage { data, next })
     }
 }
 

@@ -118,3 +118,145 @@ async fn a_report_needs_a_period_and_a_known_format() {
         );
     }
 }
+
+#[tokio::test]
+async fn transactions_and_movements_reports_cover_the_period_with_their_totals() {
+    let app = spawn_app_with(|config| config.rate_limit = 0).await;
+    let acme = app.create_customer().await;
+    let other = app.create_customer().await;
+    let start = OffsetDateTime::now_utc();
+    let mut accounts = vec![];
+    for currency in ["CLP", "EUR"] {
+        let opened = app
+            .post(
+                "/v1/accounts",
+                ops_tests::ADMIN_KEY,
+                json!({"customer_id": acme.id, "currency": currency}),
+            )
+            .await;
+        assert_eq!(opened.status, 201, "{}", opened.json());
+        accounts.push(opened.id());
+    }
+    // More adjustments over two accounts than a page holds: the pages merge both.
+    for n in 0..105 {
+        let (account, amount) = match n % 2 {
+            0 => (&accounts[0], 100_000),
+            _ => (&accounts[1], 1_000),
+        };
+        let funded = app
+            .post(
+                &format!("/v1/accounts/{account}/adjustments"),
+                ops_tests::ADMIN_KEY,
+                json!({"amount": amount, "direction": "credit", "reason": "wire received"}),
+            )
+            .await;
+        assert_eq!(funded.status, 201, "{}", funded.json());
+    }
+    // Paid from the CLP account: two confirmed, one failed (its hold voided); one undecided.
+    for (workflow, amounts) in [
+        ("auto", vec![20_000, 30_002]),
+        ("auto", vec![40_000]),
+        ("two_step", vec![50_000]),
+    ] {
+        let made = app
+            .post("/v1/operations", &acme.key, payout(&acme.id, workflow, &amounts))
+            .await;
+        assert_eq!(made.status, 201, "{}", made.json());
+    }
+    app.post("/v1/operations", &other.key, payout(&other.id, "auto", &[9_000]))
+        .await;
+    app.settle(time::Duration::seconds(30), 6).await;
+    let end = OffsetDateTime::now_utc() + time::Duration::SECOND;
+    let period = format!("from={}&to={}", at(start), at(end));
+    let sorted = |totals: &Value| {
+        let mut totals = totals.as_array().unwrap().clone();
+        totals.sort_by_key(|t| (t["status"].to_string(), t["currency"].to_string()));
+        totals
+    };
+
+    let transactions = app.get(&format!("/v1/reports/transactions?{period}"), &acme.key).await;
+    assert_eq!(
+        transactions.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&transactions.bytes)
+    );
+    let transactions = transactions.json();
+    let mut rows: Vec<(i64, String)> = transactions["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["customer_id"], acme.id.as_str());
+            (
+                r["amount"].as_str().unwrap().parse().unwrap(),
+                r["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        [
+            (20_000, "confirmed".into()),
+            (30_002, "failed".into()),
+            (40_000, "confirmed".into())
+        ]
+    );
+    assert_eq!(
+        sorted(&transactions["totals"]),
+        [
+            json!({"status": "confirmed", "currency": "CLP", "count": 2, "amount": 60_000}),
+            json!({"status": "failed", "currency": "CLP", "count": 1, "amount": 30_002}),
+        ]
+    );
+
+    let movements = app
+        .get(&format!("/v1/reports/movements?{period}"), &acme.key)
+        .await
+        .json();
+    let rows = movements["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 105 + 3, "every adjustment and hold, once");
+    let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let mut newest_first = ids.clone();
+    newest_first.sort_by(|a, b| b.cmp(a));
+    newest_first.dedup();
+    assert_eq!(ids, newest_first);
+    assert_eq!(
+        sorted(&movements["totals"]),
+        [
+            json!({"status": "posted", "currency": "CLP", "count": 53 + 2, "amount": 53 * 100_000 + 60_000}),
+            json!({"status": "posted", "currency": "EUR", "count": 52, "amount": 52_000}),
+            json!({"status": "voided", "currency": "CLP", "count": 1, "amount": 30_002}),
+        ]
+    );
+    let csv = app
+        .get(&format!("/v1/reports/movements?{period}&format=csv"), &acme.key)
+        .await;
+    let text = String::from_utf8(csv.bytes).unwrap();
+    assert!(text
+        .starts_with("id,created_at,posted_at,customer_id,status,currency,amount,debit_account_id,credit_account_id,"));
+    assert!(text.contains(&format!(",voided,CLP,30002,{},", accounts[0])), "{text}");
+
+    // Another customer's rows are never shown; the platform names the customer.
+    let theirs = app
+        .get(
+            &format!("/v1/reports/transactions?{period}&customer_id={}", other.id),
+            &acme.key,
+        )
+        .await
+        .json();
+    assert_eq!(theirs["data"], json!([]));
+    let unnamed = app
+        .get(&format!("/v1/reports/movements?{period}"), ops_tests::ADMIN_KEY)
+        .await;
+    assert_eq!(unnamed.error(400)["param"], "customer_id");
+    let named = app
+        .get(
+            &format!("/v1/reports/movements?{period}&customer_id={}", acme.id),
+            ops_tests::ADMIN_KEY,
+        )
+        .await
+        .json();
+    assert_eq!(named["data"].as_array().unwrap().len(), 108);
+}

@@ -79,3 +79,67 @@ async fn a_report_too_large_for_a_lambda_answer_is_a_link_to_s3() {
         .unwrap();
     assert_eq!(small.status(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_and_movements_reports_read_dynamodb_a_page_at_a_time() {
+    let app = spawn_aws_app().await;
+    let customer = app.create_customer().await;
+    let start = OffsetDateTime::now_utc();
+    let opened = app
+        .post(
+            "/v1/accounts",
+            ops_tests::ADMIN_KEY,
+            serde_json::json!({"customer_id": customer.id, "currency": "CLP"}),
+        )
+        .await;
+    assert_eq!(opened.status, 201, "{}", opened.json());
+    let funded = app
+        .post(
+            &format!("/v1/accounts/{}/adjustments", opened.id()),
+            ops_tests::ADMIN_KEY,
+            serde_json::json!({"amount": 1_000_000, "direction": "credit", "reason": "wire"}),
+        )
+        .await;
+    assert_eq!(funded.status, 201, "{}", funded.json());
+    let made = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "auto", &[20_000, 30_002]),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    app.settle(time::Duration::seconds(30), 6).await;
+    let end = OffsetDateTime::now_utc() + time::Duration::SECOND;
+    let at = |t: OffsetDateTime| t.format(&Rfc3339).unwrap().replace('+', "%2B");
+    let period = format!("from={}&to={}", at(start), at(end));
+
+    let transactions = app
+        .get(&format!("/v1/reports/transactions?{period}"), &customer.key)
+        .await
+        .json();
+    let mut statuses: Vec<&str> = transactions["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    statuses.sort();
+    assert_eq!(statuses, ["confirmed", "failed"], "{transactions}");
+    let movements = app
+        .get(&format!("/v1/reports/movements?{period}"), &customer.key)
+        .await
+        .json();
+    let mut rows: Vec<(&str, &str)> = movements["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["status"].as_str().unwrap(), r["amount"].as_str().unwrap()))
+        .collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        [("posted", "1000000"), ("posted", "20000"), ("voided", "30002")],
+        "{movements}"
+    );
+}

@@ -153,7 +153,7 @@ fn read_endpoints_write_nothing_but_their_keys_request_counters() {
         );
         readers += 1;
     }
-    assert_eq!(readers, 30, "the GET endpoints");
+    assert_eq!(readers, 32, "the GET endpoints");
 }
 
 #[test]

@@ -111,6 +111,8 @@ endpoints! {
     GetReconciliation => ("GET", "/v1/reconciliations/{id}", get(get_reconciliation)),
     ReconciliationLines => ("GET", "/v1/reconciliations/{id}/lines", get(reconciliation_lines)),
     OperationsReport => ("GET", "/v1/reports/operations", get(operations_report)),
+    TransactionsReport => ("GET", "/v1/reports/transactions", get(transactions_report)),
+    MovementsReport => ("GET", "/v1/reports/movements", get(movements_report)),
 }
 
 impl Endpoint {

@@ -1,5 +1,6 @@
-//! `GET /v1/reports/operations`: a period's operations streamed page by page (memory stays
-//! that of one page, whatever the period holds), as CSV or JSON, totals at the end.
+//! `GET /v1/reports/{operations,transactions,movements}`: a period's rows streamed page by
+//! page (memory stays that of one page, whatever the period holds), as CSV or JSON, totals at
+//! the end.
 
 use crate::error::ApiError;
 use crate::extract::query_pairs;
@@ -11,27 +12,154 @@ use futures_util::{stream, StreamExt};
 use ops_domain::access::Principal;
 use ops_domain::files::csv_lines::is_formula_like;
 use ops_domain::ids::{CustomerId, IdKind};
+use ops_domain::ledger::{Direction, Movement};
 use ops_domain::operations::Operation;
 use ops_domain::reports::{ReportPage, ReportQuery, Totals};
+use ops_domain::transactions::Transaction;
 use ops_domain::DomainError;
 use serde_json::json;
+use std::future::Future;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-const COLUMNS: [&str; 12] = [
-    "id",
-    "created_at",
-    "customer_id",
-    "type",
-    "status",
-    "currency",
-    "total_amount",
-    "items",
-    "workflow",
-    "file_id",
-    "cause_code",
-    "cause_message",
-];
+/// What a report is of: its columns, a row's cells, and the total a row adds to.
+pub trait Row: Send + 'static {
+    const COLUMNS: &'static [&'static str];
+    fn cells(&self) -> Vec<String>;
+    /// Its status, currency and amount.
+    fn total(&self) -> (&str, &str, i64);
+}
+
+fn at(time: &OffsetDateTime) -> String {
+    time.format(&Rfc3339).unwrap_or_default()
+}
+
+fn or_empty<T: ToString>(value: &Option<T>) -> String {
+    value.as_ref().map(ToString::to_string).unwrap_or_default()
+}
+
+impl Row for Operation {
+    const COLUMNS: &'static [&'static str] = &[
+        "id",
+        "created_at",
+        "customer_id",
+        "type",
+        "status",
+        "currency",
+        "total_amount",
+        "items",
+        "workflow",
+        "file_id",
+        "cause_code",
+        "cause_message",
+    ];
+
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.id.to_string(),
+            at(&self.created_at),
+            self.customer_id.to_string(),
+            self.kind.as_str().to_owned(),
+            self.status.as_str().to_owned(),
+            self.currency.code().to_owned(),
+            self.total_amount.to_string(),
+            self.items.len().to_string(),
+            self.workflow.clone(),
+            or_empty(&self.file_id),
+            self.cause.code.clone(),
+            self.cause.message.clone(),
+        ]
+    }
+
+    fn total(&self) -> (&str, &str, i64) {
+        (self.status.as_str(), self.currency.code(), self.total_amount)
+    }
+}
+
+impl Row for Transaction {
+    const COLUMNS: &'static [&'static str] = &[
+        "id",
+        "created_at",
+        "customer_id",
+        "operation_id",
+        "rail",
+        "rail_reference",
+        "status",
+        "currency",
+        "amount",
+        "confirmed_at",
+        "cause_code",
+        "cause_message",
+    ];
+
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.id.to_string(),
+            at(&self.created_at),
+            self.customer_id.to_string(),
+            self.operation_id.to_string(),
+            self.rail.clone(),
+            or_empty(&self.rail_reference),
+            self.status.as_str().to_owned(),
+            self.currency.code().to_owned(),
+            self.amount.minor_units().to_string(),
+            self.confirmed_at.as_ref().map(at).unwrap_or_default(),
+            self.cause.code.clone(),
+            self.cause.message.clone(),
+        ]
+    }
+
+    fn total(&self) -> (&str, &str, i64) {
+        (self.status.as_str(), self.currency.code(), self.amount.minor_units())
+    }
+}
+
+impl Row for Movement {
+    const COLUMNS: &'static [&'static str] = &[
+        "id",
+        "created_at",
+        "posted_at",
+        "customer_id",
+        "status",
+        "currency",
+        "amount",
+        "debit_account_id",
+        "credit_account_id",
+        "operation_id",
+        "transaction_id",
+        "cause_code",
+        "cause_message",
+    ];
+
+    fn cells(&self) -> Vec<String> {
+        let side = |direction: Direction| {
+            self.entries
+                .iter()
+                .find(|e| e.direction == direction)
+                .map(|e| e.account_id.to_string())
+                .unwrap_or_default()
+        };
+        vec![
+            self.id.to_string(),
+            at(&self.created_at),
+            self.posted_at.as_ref().map(at).unwrap_or_default(),
+            or_empty(&self.customer_id),
+            self.status.as_str().to_owned(),
+            self.currency.code().to_owned(),
+            self.amount().minor_units().to_string(),
+            side(Direction::Debit),
+            side(Direction::Credit),
+            or_empty(&self.operation_id),
+            or_empty(&self.transaction_id),
+            self.cause.code.clone(),
+            self.cause.message.clone(),
+        ]
+    }
+
+    fn total(&self) -> (&str, &str, i64) {
+        (self.status.as_str(), self.currency.code(), self.amount().minor_units())
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Format {
@@ -47,23 +175,6 @@ fn neutral(cell: &str) -> String {
     } else {
         cell.to_owned()
     }
-}
-
-fn cells(operation: &Operation) -> [String; 12] {
-    [
-        operation.id.to_string(),
-        operation.created_at.format(&Rfc3339).unwrap_or_default(),
-        operation.customer_id.to_string(),
-        operation.kind.as_str().to_owned(),
-        operation.status.as_str().to_owned(),
-        operation.currency.code().to_owned(),
-        operation.total_amount.to_string(),
-        operation.items.len().to_string(),
-        operation.workflow.clone(),
-        operation.file_id.as_ref().map(ToString::to_string).unwrap_or_default(),
-        operation.cause.code.clone(),
-        operation.cause.message.clone(),
-    ]
 }
 
 fn csv_bytes(rows: impl IntoIterator<Item = Vec<String>>) -> Vec<u8> {
@@ -84,9 +195,9 @@ impl Format {
         }
     }
 
-    fn head(self, query: &ReportQuery) -> Vec<u8> {
+    fn head<T: Row>(self, query: &ReportQuery) -> Vec<u8> {
         match self {
-            Format::Csv => csv_bytes([COLUMNS.map(String::from).to_vec()]),
+            Format::Csv => csv_bytes([T::COLUMNS.iter().map(|c| c.to_string()).collect()]),
             Format::Json => {
                 let head = json!({
                     "object": "report",
@@ -101,18 +212,18 @@ impl Format {
         }
     }
 
-    fn rows(self, operations: &[Operation], first: bool) -> Vec<u8> {
+    fn rows<T: Row>(self, rows: &[T], first: bool) -> Vec<u8> {
         match self {
-            Format::Csv => csv_bytes(operations.iter().map(|op| cells(op).to_vec())),
+            Format::Csv => csv_bytes(rows.iter().map(Row::cells)),
             Format::Json => {
                 let mut out = vec![];
-                for (i, operation) in operations.iter().enumerate() {
+                for (i, row) in rows.iter().enumerate() {
                     if !(first && i == 0) {
                         out.push(b',');
                     }
-                    let row: serde_json::Map<String, serde_json::Value> = COLUMNS
+                    let row: serde_json::Map<String, serde_json::Value> = T::COLUMNS
                         .iter()
-                        .zip(cells(operation))
+                        .zip(row.cells())
                         .map(|(name, cell)| (name.to_string(), cell.into()))
                         .collect();
                     out.extend(serde_json::to_vec(&row).expect("rows serialize"));
@@ -159,16 +270,23 @@ impl Format {
 }
 
 /// Where the stream is: the page in hand (and whether rows were written before it).
-enum Step {
+enum Step<T> {
     Page {
-        page: ReportPage,
+        page: ReportPage<T>,
         first: bool,
         totals: Totals,
     },
     Done,
 }
 
-pub async fn operations_report(app: App, caller: Principal, raw: Option<String>) -> Result<Response, ApiError> {
+/// `GET /v1/reports/<rows>?from=&to=[&customer_id=][&format=csv|json]`: `read` gives the
+/// pages, each below the previous page's last id.
+pub async fn report<T, F, Fut>(app: App, caller: Principal, raw: Option<String>, read: F) -> Result<Response, ApiError>
+where
+    T: Row,
+    F: Fn(App, Principal, ReportQuery, Option<String>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<ReportPage<T>, DomainError>> + Send,
+{
     let mut from = None;
     let mut to = None;
     let mut customer_id = None;
@@ -203,8 +321,8 @@ pub async fn operations_report(app: App, caller: Principal, raw: Option<String>)
     let to = to.ok_or_else(|| DomainError::missing("to"))?;
     let query = ReportQuery::new(from, to, customer_id)?;
     // The first page before answering: a refusal is still a status code.
-    let page = app.service.report_page(&caller, &query, None).await?;
-    let head = Bytes::from(format.head(&query));
+    let page = read(app.clone(), caller.clone(), query.clone(), None).await?;
+    let head = Bytes::from(format.head::<T>(&query));
     let pages = stream::unfold(
         Step::Page {
             page,
@@ -212,7 +330,7 @@ pub async fn operations_report(app: App, caller: Principal, raw: Option<String>)
             totals: Totals::default(),
         },
         move |step| {
-            let (app, caller, query) = (app.clone(), caller.clone(), query.clone());
+            let (app, caller, query, read) = (app.clone(), caller.clone(), query.clone(), read.clone());
             async move {
                 let Step::Page {
                     page,
@@ -222,11 +340,14 @@ pub async fn operations_report(app: App, caller: Principal, raw: Option<String>)
                 else {
                     return None;
                 };
-                page.data.iter().for_each(|op| totals.add(op));
+                for row in &page.data {
+                    let (status, currency, amount) = row.total();
+                    totals.add(status, currency, amount);
+                }
                 let mut bytes = format.rows(&page.data, first);
                 let first = first && page.data.is_empty();
-                let next = match &page.next {
-                    Some(before) => match app.service.report_page(&caller, &query, Some(before)).await {
+                let next = match page.next {
+                    Some(before) => match read(app, caller, query, Some(before)).await {
                         Ok(next) => Step::Page {
                             page: next,
                             first,
