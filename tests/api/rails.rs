@@ -77,6 +77,42 @@ async fn status(State(layer): State<Arc<Layer>>, headers: HeaderMap, body: Bytes
     }
 }
 
+/// Reads a statement of `transaction_id,amount` lines into the protocol's answer, under the
+/// references it gave; "busy" is a 503, anything else it cannot read a 422 saying why.
+async fn statements(
+    State(layer): State<Arc<Layer>>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, Json<Value>) {
+    if !signed(&layer, &headers, &body) {
+        return (StatusCode::UNAUTHORIZED, Json(json!({})));
+    }
+    assert_eq!(query.as_deref(), Some("format=csv"));
+    assert_eq!(headers["content-type"], "text/csv");
+    let text = String::from_utf8_lossy(&body);
+    if text.trim() == "busy" {
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"error": "busy"})));
+    }
+    let accepted = layer.accepted.lock().unwrap();
+    let mut lines = vec![];
+    for (n, line) in text.lines().enumerate() {
+        let Some((id, amount)) = line.split_once(',') else {
+            return (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Json(json!({"error": format!("line {}: expected transaction_id,amount", n + 1)})),
+            );
+        };
+        let today = time::OffsetDateTime::now_utc().date().to_string();
+        lines.push(
+            json!({"rail_reference": accepted.get(id).cloned().unwrap_or_default(), "transaction_id": id,
+                          "amount": amount.parse::<i64>().unwrap(), "currency": "CLP", "status": "confirmed",
+                          "booked_on": today}),
+        );
+    }
+    (StatusCode::OK, Json(json!({"lines": lines})))
+}
+
 /// Starts a [`Layer`] serving `psp-local:spei`; returns it and its base URL.
 async fn connectivity_layer() -> (Arc<Layer>, String) {
     let layer = Arc::new(Layer::default());
@@ -85,6 +121,7 @@ async fn connectivity_layer() -> (Arc<Layer>, String) {
     let router = axum::Router::new()
         .route("/spei/submit", post(submit))
         .route("/spei/status", post(status))
+        .route("/spei/statements", post(statements))
         .with_state(layer.clone());
     tokio::spawn(async move { axum::serve(listener, router).await });
     (layer, base)
@@ -139,6 +176,62 @@ async fn a_rail_served_over_http_is_signed_retried_on_503_and_asked_after_a_time
         0,
         "every request was signed with the rail secret"
     );
+}
+
+#[tokio::test]
+async fn a_statement_of_an_http_rail_is_read_by_its_connectivity_layer() {
+    let (layer, base) = connectivity_layer().await;
+    let app = spawn_app_with(|config| {
+        config.http_rails = vec![format!("psp-local:spei={base}").parse().unwrap()];
+    })
+    .await;
+    let customer = app.create_customer().await;
+    let mut body = payout(&customer.id, "auto", &[70_000]);
+    body["items"][0]["destination"]["rail"] = json!("psp-local:spei");
+    let id = app.post("/v1/operations", &customer.key, body).await.id();
+    app.settle(Duration::seconds(10), 10).await;
+    let txns = app
+        .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
+        .await
+        .json();
+    let txn = txns["data"][0]["id"].as_str().unwrap().to_owned();
+    let import = |statement: String, key: &'static str| {
+        let mut body = ops_tests::statement_body("csv", statement.as_bytes());
+        body["rail"] = json!("psp-local:spei");
+        let app = &app;
+        async move {
+            app.send(
+                reqwest::Method::POST,
+                "/v1/reconciliations",
+                Some(ops_tests::ADMIN_KEY),
+                Some(key),
+                Some(&body),
+            )
+            .await
+        }
+    };
+    let imported = import(format!("{txn},70000"), "spei-1").await;
+    assert_eq!(imported.status, 201, "{}", imported.json());
+    assert_eq!(
+        imported.json()["outcomes"],
+        json!({"matched": 1, "mismatched": 0, "unmatched": 0, "missing": 0})
+    );
+    // What the layer cannot read is the operator's to fix (its words shown); a busy layer is
+    // the service's to retry.
+    let unreadable = import("nonsense".into(), "spei-2").await.error(400);
+    assert_eq!(unreadable["code"], "invalid_statement");
+    assert!(
+        unreadable["message"]
+            .as_str()
+            .unwrap()
+            .contains("expected transaction_id,amount"),
+        "{unreadable}"
+    );
+    assert_eq!(
+        import("busy".into(), "spei-3").await.error(502)["code"],
+        "rail_unavailable"
+    );
+    assert_eq!(*layer.bad_signatures.lock().unwrap(), 0);
 }
 
 #[tokio::test]
