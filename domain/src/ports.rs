@@ -235,6 +235,13 @@ impl BusError {
 #[async_trait]
 pub trait Commit: Send + Sync {
     async fn commit(&self, changes: Changeset) -> Result<(), StoreError>;
+
+    /// Commits each changeset on its own terms (each all or nothing; a conflict in one leaves
+    /// the others), as cheaply as the store can: side by side here; SQLite makes them one
+    /// transaction, so one sync to disk.
+    async fn commit_each(&self, changesets: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
+        futures_util::future::join_all(changesets.into_iter().map(|changes| self.commit(changes))).await
+    }
 }
 
 /// The whole store: each module's narrow port (the reads its use cases need, declared in its

@@ -21,6 +21,14 @@ pub trait QueueConsumer: Queue {
     /// Deletes a handled message; acknowledging it again does nothing.
     async fn ack(&self, queue: QueueName, message_id: &str) -> Result<(), QueueError>;
 
+    /// Deletes a batch's handled messages (the embedded queue in one store transaction).
+    async fn ack_all(&self, queue: QueueName, message_ids: &[&str]) -> Result<(), QueueError> {
+        for id in message_ids {
+            self.ack(queue, id).await?;
+        }
+        Ok(())
+    }
+
     /// Bodies of messages in `queue`'s dead-letter queue (up to ten on SQS), left in it.
     async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, QueueError>;
 

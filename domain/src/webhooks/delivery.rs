@@ -102,10 +102,12 @@ impl Service {
 
     /// Sends a batch side by side: a receiver that hangs holds up its own message only. A
     /// delivery named twice in one batch is sent once (the first message stands for both).
+    /// The batch's attempts are then recorded together, each in its own changeset
+    /// ([`crate::ports::Commit::commit_each`]: one store transaction for the batch locally).
     pub async fn handle_webhook_sends(&self, messages: &[QueueMessage]) -> BatchOutcome {
         let mut deliveries = std::collections::HashSet::new();
         let mut sends = vec![];
-        let mut unreadable = vec![];
+        let mut failed = vec![];
         for message in messages {
             match QueueTask::parse(&message.body) {
                 Ok(QueueTask::SendWebhook { delivery_id }) if deliveries.insert(delivery_id.clone()) => {
@@ -118,28 +120,53 @@ impl Service {
                 Err(error) => {
                     // Kept for its dead-letter queue, where a deployment that reads it can redrive it.
                     tracing::error!(message = %message.id, %error, "unreadable webhook message left for the dead-letter queue");
-                    unreadable.push(message.id.clone());
+                    failed.push(message.id.clone());
                 }
             }
         }
-        let sent = join_all(sends.into_iter().map(|(message, delivery_id)| async move {
-            self.send_webhook(&delivery_id).await.map_err(|error| {
-                tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
-                message.id.clone()
-            })
-        }))
+        let attempted = join_all(
+            sends
+                .into_iter()
+                .map(|(message, delivery_id)| async move { (message, self.attempt_webhook(&delivery_id).await) }),
+        )
         .await;
-        BatchOutcome {
-            failed: sent.into_iter().filter_map(Result::err).chain(unreadable).collect(),
+        let mut recorded = vec![];
+        for (message, attempt) in attempted {
+            match attempt {
+                Ok(Some(attempt)) => recorded.push((message, attempt)),
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
+                    failed.push(message.id.clone());
+                }
+            }
         }
+        let changesets = recorded.iter().map(|(_, attempt)| attempt.changes.clone()).collect();
+        let results = self.store.commit_each(changesets).await;
+        for ((message, attempt), result) in recorded.into_iter().zip(results) {
+            let outcome = match result {
+                Ok(()) => self.after_attempt(&attempt).await,
+                // Another worker recorded this attempt first; its record stands.
+                Err(StoreError::Conflict) => Ok(()),
+                Err(other) => Err(other.into()),
+            };
+            if let Err(error) = outcome {
+                tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
+                failed.push(message.id.clone());
+            }
+        }
+        BatchOutcome { failed }
     }
 
-    async fn send_webhook(&self, delivery_id: &DeliveryId) -> Result<(), DomainError> {
+    /// Posts a delivery that is due and returns what recording its attempt writes; `None` if
+    /// there is nothing to send now (gone, done, or not due: then its message is queued again
+    /// for when it is).
+    async fn attempt_webhook(&self, delivery_id: &DeliveryId) -> Result<Option<Attempted>, DomainError> {
         let Some(delivery) = self.store.delivery(delivery_id).await? else {
-            return Ok(());
+            return Ok(None);
         };
         if delivery.status != DeliveryStatus::Pending {
-            return Ok(());
+            return Ok(None);
         }
         let now = self.now();
         if let Some(due) = delivery.next_attempt_at.filter(|due| *due > now) {
@@ -148,7 +175,7 @@ impl Service {
                 delivery_id: delivery_id.clone(),
             };
             self.enqueue(task, due - now).await?;
-            return Ok(());
+            return Ok(None);
         }
         let event = self.store.event(&delivery.event_id).await?.ok_or_else(|| {
             DomainError::Store(crate::ports::StoreError::unavailable(format!(
@@ -201,24 +228,35 @@ impl Service {
             self.delivery_failed(&mut changes, &updated, &event.customer_id);
         }
         changes.push(Write::UpdateDelivery(updated.clone()));
-        match self.store.commit(changes).await {
-            Ok(()) if updated.status == DeliveryStatus::Failed => {
-                self.metrics
-                    .record(&[Signal::count(signals::WEBHOOK_DELIVERIES_FAILED, 1)]);
-            }
-            Ok(()) => {}
-            // Another worker recorded this attempt first; its record stands.
-            Err(StoreError::Conflict) => return Ok(()),
-            Err(other) => return Err(other.into()),
+        Ok(Some(Attempted {
+            delivery: updated,
+            changes,
+            at: now,
+        }))
+    }
+
+    /// What follows a recorded attempt: the failure counted, or the next try queued.
+    async fn after_attempt(&self, attempted: &Attempted) -> Result<(), DomainError> {
+        let delivery = &attempted.delivery;
+        if delivery.status == DeliveryStatus::Failed {
+            self.metrics
+                .record(&[Signal::count(signals::WEBHOOK_DELIVERIES_FAILED, 1)]);
         }
-        if let Some(due) = updated.next_attempt_at {
+        if let Some(due) = delivery.next_attempt_at {
             let task = QueueTask::SendWebhook {
-                delivery_id: delivery_id.clone(),
+                delivery_id: delivery.id.clone(),
             };
-            self.enqueue(task, due - now).await?;
+            self.enqueue(task, due - attempted.at).await?;
         }
         Ok(())
     }
+}
+
+/// A delivery attempted: the delivery as it now is, and what records it.
+struct Attempted {
+    delivery: Delivery,
+    changes: Changeset,
+    at: time::OffsetDateTime,
 }
 
 #[cfg(test)]

@@ -257,9 +257,12 @@ impl Driver {
             return Ok(0);
         }
         let outcome = consume_queue(&self.service, queue, &messages).await;
-        for message in messages.iter().filter(|m| !outcome.failed.contains(&m.id)) {
-            self.queue.ack(queue, &message.id).await?;
-        }
+        let handled: Vec<&str> = messages
+            .iter()
+            .filter(|m| !outcome.failed.contains(&m.id))
+            .map(|m| m.id.as_str())
+            .collect();
+        self.queue.ack_all(queue, &handled).await?;
         Ok(messages.len())
     }
 

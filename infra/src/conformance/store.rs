@@ -79,6 +79,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     accounts_keep_their_balances_and_movements(store.as_ref()).await;
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 8).await;
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 64).await;
+    changesets_committed_together_stay_whole_each(store.as_ref()).await;
     super::files::run_all(store.as_ref()).await;
     super::reconciliations::run_all(store.as_ref()).await;
     super::desk::run_all(store).await;
@@ -487,6 +488,39 @@ async fn api_keys_are_listed_by_owner(store: &dyn Store) {
         "key_01a"
     );
     assert_eq!(store.api_key(&"key_01e".into()).await.unwrap(), None);
+}
+
+async fn changesets_committed_together_stay_whole_each(store: &dyn Store) {
+    let first = operation("op_each1", "cus_each", OperationStatus::Approved);
+    let second = operation("op_each2", "cus_each", OperationStatus::Approved);
+    let third = operation("op_each3", "cus_each", OperationStatus::Approved);
+    store
+        .commit(changes(vec![Write::InsertOperation(first.clone())]))
+        .await
+        .unwrap();
+    // The second changeset inserts, then fails a condition: it alone writes nothing.
+    let outcomes = store
+        .commit_each(vec![
+            changes(vec![audit("op_each1", "processing")]),
+            changes(vec![
+                Write::InsertOperation(second.clone()),
+                Write::InsertOperation(first.clone()),
+            ]),
+            changes(vec![
+                Write::InsertOperation(third.clone()),
+                audit("op_each3", "approved"),
+            ]),
+        ])
+        .await;
+    assert!(matches!(
+        outcomes.as_slice(),
+        [Ok(()), Err(StoreError::Conflict), Ok(())]
+    ));
+    assert_eq!(store.operation(&second.id).await.unwrap(), None);
+    assert_eq!(store.operation(&third.id).await.unwrap(), Some(third));
+    let history = store.operation_history(&first.id).await.unwrap();
+    assert_eq!(history.len(), 1);
+    assert!(store.commit_each(vec![]).await.is_empty());
 }
 
 async fn entity_and_audit_land_together(store: &dyn Store) {

@@ -110,6 +110,29 @@ impl QueueConsumer for SqliteQueue {
         self.delete(queue.as_str().to_owned(), message_id).await
     }
 
+    async fn ack_all(&self, queue: QueueName, message_ids: &[&str]) -> Result<(), QueueError> {
+        let ids = message_ids
+            .iter()
+            .map(|id| id.parse::<i64>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(QueueError::new)?;
+        let name = queue.as_str();
+        self.store
+            .with(move |c| {
+                let tx = c.transaction().map_err(unavailable)?;
+                for id in ids {
+                    tx.execute(
+                        "DELETE FROM queue_messages WHERE id = ?1 AND queue = ?2",
+                        params![id, name],
+                    )
+                    .map_err(unavailable)?;
+                }
+                tx.commit().map_err(unavailable)
+            })
+            .await
+            .map_err(QueueError::new)
+    }
+
     async fn dead_letters(&self, queue: QueueName) -> Result<Vec<String>, QueueError> {
         self.depth_query(
             "SELECT body FROM queue_messages WHERE queue = ?1 ORDER BY id",

@@ -328,7 +328,7 @@ impl List {
     }
 }
 
-fn apply(tx: &rusqlite::Transaction, write: &Write) -> Result<(), TxError> {
+fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
     match write {
         Write::InsertCustomer(c) => {
             tx.execute(
@@ -670,6 +670,38 @@ impl Commit for SqliteStore {
             tx.commit().map_err(unavailable)
         })
         .await
+    }
+
+    /// One transaction (one sync to disk), each changeset in a savepoint of its own.
+    async fn commit_each(&self, changesets: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
+        let count = changesets.len();
+        let committed = self
+            .with(move |c| {
+                let mut tx = c
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(unavailable)?;
+                let mut outcomes = Vec::with_capacity(changesets.len());
+                for changes in &changesets {
+                    let savepoint = tx.savepoint().map_err(unavailable)?;
+                    let outcome = changes
+                        .writes
+                        .iter()
+                        .try_for_each(|write| match apply(&savepoint, write) {
+                            Ok(()) => Ok(()),
+                            Err(TxError::Condition) => Err(StoreError::Conflict),
+                            Err(TxError::Sql(e)) => Err(unavailable(e)),
+                        });
+                    // A savepoint dropped without commit rolls back its changeset alone.
+                    if outcome.is_ok() {
+                        savepoint.commit().map_err(unavailable)?;
+                    }
+                    outcomes.push(outcome);
+                }
+                tx.commit().map_err(unavailable)?;
+                Ok(outcomes)
+            })
+            .await;
+        committed.unwrap_or_else(|error| vec![Err(error); count])
     }
 }
 
@@ -1127,7 +1159,7 @@ const PLATFORM_BOARD: &str = "PLATFORM";
 
 /// Adds to a board counter of `customer` and to the platform's.
 fn count_on_board(
-    tx: &rusqlite::Transaction,
+    tx: &Connection,
     customer: &str,
     bucket: &str,
     currency: &str,
