@@ -198,7 +198,7 @@ async fn lookup_table(api: &Api, label: &str, mut stored: usize, targets: &[usiz
 }
 
 /// `ops-bench [local] [aws] [aws-requests] [sizes] [timer] [ledger] [desk] [files] [reconciliation]
-/// [webhooks]`: the parts to run (all by default). The
+/// [webhooks] [limit]`: the parts to run (all by default). The
 /// aws parts need `AWS_ENDPOINT_URL` (an emulator) and are skipped without it; `aws-requests`
 /// is the request counts alone, without the lifecycle timings and cold starts.
 #[tokio::main(flavor = "multi_thread")]
@@ -238,6 +238,76 @@ async fn main() {
     if wanted("webhooks") {
         webhook_deliveries().await;
     }
+    if wanted("limit") {
+        creates_against_the_limit().await;
+    }
+}
+
+/// One `loadgen` run: (creates/s, p50 ms), from its `key=value` line.
+async fn loadgen(bin: &Path, url: &str, key: &str, customer: &str, clients: usize, creates: usize) -> (f64, f64) {
+    let output = tokio::process::Command::new(bin.join("loadgen"))
+        .args([url, key, customer, &clients.to_string(), &creates.to_string()])
+        .output()
+        .await
+        .expect("loadgen runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let field = |name: &str| -> f64 {
+        text.split_whitespace()
+            .find_map(|pair| pair.strip_prefix(&format!("{name}=")))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("loadgen printed no {name}: {text}"))
+    };
+    assert_eq!(field("errors"), 0.0, "{text}");
+    (field("rps"), field("p50_ms"))
+}
+
+/// Local creates side by side with the limit (`../shared/limits`, built and named by
+/// `LIMITS_BIN` from `scripts/bench`): `limit-server` does the least a create must do, the
+/// service runs in local mode (pipeline running, rate limit off, `synchronous=FULL`); the same
+/// `loadgen` sends one-item `two_step` payouts to each at 1, 8 and 64 clients, alternating,
+/// twice, and the ratios are of the runs side by side.
+async fn creates_against_the_limit() {
+    let Some(bin) = std::env::var_os("LIMITS_BIN").map(PathBuf::from) else {
+        println!("\n(creates against the limit skipped: LIMITS_BIN is not set; scripts/bench sets it)");
+        return;
+    };
+    let database = tempfile::tempdir().unwrap();
+    let listen = "127.0.0.1:18080";
+    let mut limit = tokio::process::Command::new(bin.join("limit-server"))
+        .env("LIMIT_LISTEN", listen)
+        .env("LIMIT_DB", database.path().join("limit.db"))
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("limit-server starts");
+    while tokio::net::TcpStream::connect(listen).await.is_err() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_server, api, _data) = local_server(true).await;
+    let customer = api.create_customer().await;
+    println!();
+    println!("| clients | limit creates/s | service creates/s | × | limit p50 ms | service p50 ms | × |");
+    println!("|---|---|---|---|---|---|---|");
+    for (clients, creates) in [(1, 1_500), (8, 6_000), (64, 6_000)] {
+        for _ in 0..2 {
+            let (limit_rps, limit_p50) = loadgen(
+                &bin,
+                &format!("http://{listen}"),
+                "sk_test_limit",
+                "cus_limit",
+                clients,
+                creates,
+            )
+            .await;
+            let (rps, p50) = loadgen(&bin, &api.base, &customer.key, &customer.id, clients, creates).await;
+            println!(
+                "| {clients} | {limit_rps:.0} | {rps:.0} | {:.2} | {limit_p50:.2} | {p50:.2} | {:.2} |",
+                rps / limit_rps,
+                p50 / limit_p50
+            );
+        }
+    }
+    limit.kill().await.ok();
 }
 
 /// Webhook delivery throughput (local mode): 2,000 events' deliveries sent by the webhook
