@@ -244,9 +244,30 @@ impl SqliteStore {
         .await
     }
 
+    /// Runs `work` as [`with`](Self::with) does, its commit not waiting for the disk: for
+    /// writes that acknowledge nothing and whose loss in a power cut only means work done
+    /// again (an idempotency claim, a stream checkpoint). WAL appends in order, so the next
+    /// `FULL` commit makes them durable with it; until then they are visible, and a crash of
+    /// the process alone loses nothing.
+    async fn with_unsynced<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.with(move |c| {
+            c.execute_batch("PRAGMA synchronous = NORMAL").map_err(unavailable)?;
+            let result = work(c);
+            c.execute_batch("PRAGMA synchronous = FULL").map_err(unavailable)?;
+            result
+        })
+        .await
+    }
+
     /// Moves `subscription`'s checkpoint to `seq` (everything up to it is handled).
     pub async fn advance_checkpoint(&self, subscription: &'static str, seq: i64) -> Result<(), StoreError> {
-        self.with(move |c| {
+        // A checkpoint lost in a power cut means events handled again, which every consumer
+        // takes as it takes a redelivery.
+        self.with_unsynced(move |c| {
             c.execute(
                 "INSERT INTO stream_checkpoints (subscription, seq) VALUES (?1, ?2)
                  ON CONFLICT (subscription) DO UPDATE SET seq = MAX(seq, excluded.seq)",
@@ -1070,7 +1091,9 @@ impl WebhookStore for SqliteStore {
 impl IdempotencyStore for SqliteStore {
     async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
         let claim = claim.clone();
-        self.with(move |c| {
+        // A claim acknowledges nothing: lost in a power cut with nothing committed after it,
+        // the request simply never happened; the effect's own commit (FULL) syncs it.
+        self.with_unsynced(move |c| {
             let now = claim.now.unix_timestamp();
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
             // Forget records past their retention, and claims whose request died before
@@ -1338,6 +1361,41 @@ impl DeskStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Claims and checkpoints skip the wait for the disk; every other write still waits.
+    #[tokio::test]
+    async fn only_claims_and_checkpoints_commit_without_waiting_for_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("sync.sqlite")).unwrap();
+        let synchronous = || {
+            store
+                .connection
+                .lock()
+                .unwrap()
+                .query_row("PRAGMA synchronous", [], |row| row.get::<_, i64>(0))
+                .unwrap()
+        };
+        const FULL: i64 = 2;
+        assert_eq!(synchronous(), FULL);
+        let claim = IdempotencyClaim {
+            scope: "test".into(),
+            key: "k".into(),
+            fingerprint: "f".into(),
+            now: OffsetDateTime::now_utc(),
+        };
+        assert_eq!(
+            store.claim_idempotency_key(&claim).await.unwrap(),
+            ClaimOutcome::Claimed
+        );
+        assert_eq!(synchronous(), FULL);
+        store.advance_checkpoint("transition", 7).await.unwrap();
+        assert_eq!(synchronous(), FULL);
+        // Visible at once to the next request, unsynced as it is.
+        assert_eq!(
+            store.claim_idempotency_key(&claim).await.unwrap(),
+            ClaimOutcome::InFlight
+        );
+    }
 
     /// Every filtered list seeks an index on its filters: none walks rows it then drops, so
     /// no list slows down as other customers' or other statuses' rows pile up.
