@@ -117,8 +117,10 @@ impl QueueConsumer for SqliteQueue {
             .collect::<Result<Vec<_>, _>>()
             .map_err(QueueError::new)?;
         let name = queue.as_str();
+        // Lost in a power cut, a deletion only means the message comes again, which every
+        // consumer takes as any redelivery.
         self.store
-            .with(move |c| {
+            .with_unsynced(move |c| {
                 let tx = c.transaction().map_err(unavailable)?;
                 for id in ids {
                     tx.execute(
@@ -167,8 +169,9 @@ impl SqliteQueue {
     ) -> Result<Vec<QueueMessage>, QueueError> {
         let now = self.now_ms();
         let hidden_until = now + visibility.whole_milliseconds() as i64;
+        // Lost in a power cut, a receive only makes the message visible again, sooner.
         self.store
-            .with(move |c| {
+            .with_unsynced(move |c| {
                 let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(unavailable)?;
                 let candidates: Vec<(i64, String, u32)> = {
                     let mut statement = tx
@@ -200,7 +203,7 @@ impl SqliteQueue {
     async fn delete(&self, name: String, message_id: &str) -> Result<(), QueueError> {
         let id: i64 = message_id.parse().map_err(QueueError::new)?;
         self.store
-            .with(move |c| {
+            .with_unsynced(move |c| {
                 c.execute(
                     "DELETE FROM queue_messages WHERE id = ?1 AND queue = ?2",
                     params![id, name],

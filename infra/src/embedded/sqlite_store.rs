@@ -246,10 +246,10 @@ impl SqliteStore {
 
     /// Runs `work` as [`with`](Self::with) does, its commit not waiting for the disk: for
     /// writes that acknowledge nothing and whose loss in a power cut only means work done
-    /// again (an idempotency claim, a stream checkpoint). WAL appends in order, so the next
-    /// `FULL` commit makes them durable with it; until then they are visible, and a crash of
-    /// the process alone loses nothing.
-    async fn with_unsynced<T, F>(&self, work: F) -> Result<T, StoreError>
+    /// again (an idempotency claim, a stream checkpoint, a queue message received or
+    /// deleted). WAL appends in order, so the next `FULL` commit makes them durable with it;
+    /// until then they are visible, and a crash of the process alone loses nothing.
+    pub(crate) async fn with_unsynced<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
