@@ -75,15 +75,19 @@ impl Totals {
 }
 
 impl Service {
-    /// The operations of a page, newest first: those made in the period before `before` (an
-    /// id of the previous page's last operation), or from the period's end. The page is
-    /// full-sized unless the period has no more.
-    async fn operations_in_period(
+    /// A page of the operations report, newest first: the caller's (or the customer's it
+    /// may see) operations made in the period before `before` (an id of the previous page's
+    /// last operation), or from the period's end. `next` is set unless the period has no more.
+    pub async fn report_page(
         &self,
-        customer_id: Option<CustomerId>,
+        principal: &Principal,
         query: &ReportQuery,
         before: Option<&str>,
-    ) -> Result<(Vec<Operation>, Option<String>), DomainError> {
+    ) -> Result<ReportPage<Operation>, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let Some(customer_id) = customer_scope(principal, query.customer_id.clone()) else {
+            return Ok(ReportPage::default());
+        };
         let end = first_id_at(IdKind::Operation, query.to);
         let start = first_id_at(IdKind::Operation, query.from);
         let read = self
@@ -101,23 +105,8 @@ impl Service {
             .take_while(|op| op.id.as_str() >= start.as_str())
             .collect();
         let next = (full && in_period.len() == REPORT_PAGE).then(|| in_period[REPORT_PAGE - 1].id.to_string());
-        Ok((in_period, next))
-    }
-
-    /// A page of the operations report: the operations made in the period.
-    pub async fn report_page(
-        &self,
-        principal: &Principal,
-        query: &ReportQuery,
-        before: Option<&str>,
-    ) -> Result<ReportPage<Operation>, DomainError> {
-        principal.require(Scope::OperationsRead)?;
-        let Some(customer_id) = customer_scope(principal, query.customer_id.clone()) else {
-            return Ok(ReportPage::default());
-        };
-        let (operations, next) = self.operations_in_period(customer_id, query, before).await?;
         Ok(ReportPage {
-            data: operations
+            data: in_period
                 .into_iter()
                 .filter(|op| op.created_at >= query.from && op.created_at < query.to)
                 .collect(),
@@ -135,25 +124,22 @@ impl Service {
         query: &ReportQuery,
         before: Option<&str>,
     ) -> Result<ReportPage<Transaction>, DomainError> {
-        principal.require(Scope::OperationsRead)?;
-        let Some(customer_id) = customer_scope(principal, query.customer_id.clone()) else {
-            return Ok(ReportPage::default());
-        };
-        let (operations, next) = self.operations_in_period(customer_id, query, before).await?;
+        let operations = self.report_page(principal, query, before).await?;
         let mut data = vec![];
-        for operation in operations.iter().filter(|op| {
-            op.created_at >= query.from
-                && op.created_at < query.to
-                && !matches!(
-                    op.status,
-                    OperationStatus::PendingApproval | OperationStatus::Rejected | OperationStatus::Cancelled
-                )
+        for operation in operations.data.iter().filter(|op| {
+            !matches!(
+                op.status,
+                OperationStatus::PendingApproval | OperationStatus::Rejected | OperationStatus::Cancelled
+            )
         }) {
             let mut made = self.store.transactions_of_operation(&operation.id).await?;
             made.sort_by(|a, b| a.id.cmp(&b.id));
             data.extend(made);
         }
-        Ok(ReportPage { data, next })
+        Ok(ReportPage {
+            data,
+            next: operations.next,
+        })
     }
 
     /// A page of the movements report: the movements on a customer's accounts whose ids fall

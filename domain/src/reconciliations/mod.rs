@@ -129,10 +129,6 @@ impl OutcomeCounts {
         }
         counts
     }
-
-    pub fn breaks(&self) -> u32 {
-        self.mismatched + self.unmatched + self.missing
-    }
 }
 
 /// A statement, reconciled. Its id is fixed by the rail and the statement's bytes, so the

@@ -141,7 +141,10 @@ impl Service {
                 }
             }
         }
-        let changesets = recorded.iter().map(|(_, attempt)| attempt.changes.clone()).collect();
+        let changesets = recorded
+            .iter_mut()
+            .map(|(_, attempt)| std::mem::take(&mut attempt.changes))
+            .collect();
         let results = self.store.commit_each(changesets).await;
         for ((message, attempt), result) in recorded.into_iter().zip(results) {
             let outcome = match result {
