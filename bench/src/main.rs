@@ -2,7 +2,7 @@
 //! lifecycles (create → approve → rail → confirmed → webhook received) at 1, 8 and 64
 //! concurrent clients with create and approve latencies, and lookups against a growing
 //! history, on local mode and on the AWS adapters against an emulator; DynamoDB and SQS
-//! requests and cost per lifecycle; peak memory; every Lambda binary's size; API function cold
+//! requests and cost per lifecycle; peak memory; the Lambda bootstrap's size; API function cold
 //! starts under `cargo lambda watch`. Prints Markdown tables (BENCHMARKS.md keeps the last run).
 
 use futures_util::future::join_all;
@@ -197,10 +197,11 @@ async fn lookup_table(api: &Api, label: &str, mut stored: usize, targets: &[usiz
     }
 }
 
-/// `ops-bench [local] [aws] [aws-requests] [sizes] [timer] [ledger] [desk] [files] [reconciliation]
+/// `ops-bench [local] [aws] [aws-requests] [cold-starts] [sizes] [timer] [ledger] [desk] [files] [reconciliation]
 /// [webhooks] [limit]`: the parts to run (all by default). The
 /// aws parts need `AWS_ENDPOINT_URL` (an emulator) and are skipped without it; `aws-requests`
-/// is the request counts alone, without the lifecycle timings and cold starts.
+/// is the request counts alone, without the lifecycle timings and cold starts; `cold-starts`
+/// the cold starts alone, on an empty stack.
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let parts: Vec<String> = std::env::args().skip(1).collect();
@@ -215,6 +216,8 @@ async fn main() {
         cold_starts(&stack).await;
     } else if parts.iter().any(|p| p == "aws-requests") && emulator {
         aws_round_trips().await;
+    } else if parts.iter().any(|p| p == "cold-starts") && emulator {
+        cold_starts(&cold_start_stack().await).await;
     }
     if wanted("sizes") {
         lambda_binary_sizes();
@@ -1077,6 +1080,7 @@ async fn aws_round_trips() -> ops_runtime::deployment::Settings {
         parts.store.write_units(),
         parts.queue.requests(),
     );
+    let units_by_kind = parts.store.write_units_by_kind();
     let lifecycles = 20u64;
     let mut steps = Steps::default();
     let mut ids = vec![];
@@ -1133,6 +1137,16 @@ async fn aws_round_trips() -> ops_runtime::deployment::Settings {
     println!("| write units (items by size, transactions doubled, index entries) | {write_units:.1} |");
     println!("| SQS requests (pump: receive, delete, send) | {queue:.1} |");
     println!("| DynamoDB + SQS cost per 1,000 payouts, on demand | ${cost:.4} |");
+
+    println!();
+    println!("| item written (its `entity`) | write units per payout lifecycle |");
+    println!("|---|---|");
+    for (kind, total) in parts.store.write_units_by_kind() {
+        let spent = total - units_by_kind.get(&kind).copied().unwrap_or(0);
+        if spent > 0 {
+            println!("| {kind} | {:.1} |", per(spent));
+        }
+    }
 
     println!();
     println!("| on the AWS adapters (emulator), per payout lifecycle: step | DynamoDB requests | of which writes | the design's minimum | what the minimum is |");
@@ -1216,39 +1230,44 @@ fn mib(bytes: u64) -> String {
     format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
 }
 
-/// Every Lambda function's release binary as `sam build` ships it (`cargo lambda build
-/// --release --arm64`, which `scripts/bench` runs first).
+/// The Lambda bootstrap as `sam build` ships it to every function (`cargo lambda build
+/// --release --arm64`, which `scripts/bench` runs through `sam build`): the binary, and the zip
+/// Lambda is given (deflated as `sam package` does; `gzip -6` here, within a few bytes of it).
 fn lambda_binary_sizes() {
-    let functions = Path::new(env!("CARGO_MANIFEST_DIR")).join("../functions/lambda/src/bin");
-    let mut names: Vec<String> = std::fs::read_dir(functions)
-        .expect("functions/lambda/src/bin")
-        .filter_map(|entry| Some(entry.ok()?.path().file_stem()?.to_string_lossy().into_owned()))
-        .collect();
-    names.sort();
-    let built = target_dir().join("lambda");
-    let sizes: Vec<(String, Option<u64>)> = names
-        .into_iter()
-        .map(|name| {
-            let size = built.join(&name).join("bootstrap").metadata().ok().map(|m| m.len());
-            (name, size)
-        })
-        .collect();
+    let bootstrap = target_dir().join("lambda/ops-lambda/bootstrap");
     println!();
-    println!("| Lambda function (arm64 release `bootstrap`) | MiB |");
+    println!(
+        "| Lambda artifact (arm64 release `bootstrap`, shared by all {} functions) | MiB |",
+        ops_lambda::Function::all().count()
+    );
     println!("|---|---|");
-    for (name, size) in &sizes {
-        println!("| {name} | {} |", size.map_or("not built".into(), mib));
+    let Ok(metadata) = bootstrap.metadata() else {
+        println!("| bootstrap | not built |");
+        return;
+    };
+    println!("| bootstrap | {} |", mib(metadata.len()));
+    let zipped = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("gzip -6 -c {} | wc -c", bootstrap.display()))
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse::<u64>().ok());
+    if let Some(zipped) = zipped {
+        println!("| deflated (the zip uploaded) | {} |", mib(zipped));
     }
-    let present: Vec<u64> = sizes.iter().filter_map(|(_, size)| *size).collect();
-    if let (Some(min), Some(max)) = (present.iter().min(), present.iter().max()) {
-        println!(
-            "| all {} functions: smallest / largest / total | {} / {} / {} |",
-            present.len(),
-            mib(*min),
-            mib(*max),
-            mib(present.iter().sum())
-        );
-    }
+}
+
+/// A fresh stack on the emulator holding the bench's admin key, for the cold starts alone.
+async fn cold_start_stack() -> ops_runtime::deployment::Settings {
+    let config = ops_infra::aws::load_config().await;
+    let stack = format!("bench-cold-{}", std::process::id());
+    let settings = ops_runtime::provision::provision(&config, &stack, ops_domain::access::Environment::Test, None)
+        .await
+        .expect("stack");
+    let clock = std::sync::Arc::new(ops_tests::TestClock::default());
+    let (service, _) = settings.service_with(&config, clock).await.expect("service");
+    service.bootstrap_admin_key(ADMIN_KEY).await.unwrap();
+    settings
 }
 
 async fn answered(client: &reqwest::Client, url: &str, key: Option<&str>) {
@@ -1267,8 +1286,8 @@ async fn answered(client: &reqwest::Client, url: &str, key: Option<&str>) {
 
 /// Time from starting an API function's process to its first answered request, with
 /// `cargo lambda watch --only-lambda-apis` as the Lambda runtime API and the emulator stack
-/// behind it; then one more request on the warm process. Release builds for this machine
-/// (`scripts/bench` builds them).
+/// behind it; then one more request on the warm process. The shared bootstrap, built in release
+/// for this machine (`scripts/bench` builds it), told which function it is by `_HANDLER`.
 async fn cold_starts(stack: &ops_runtime::deployment::Settings) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -1296,45 +1315,50 @@ async fn cold_starts(stack: &ops_runtime::deployment::Settings) {
     // In --only-lambda-apis mode the runtime serves one function, named `_`.
     let invoke = format!("http://127.0.0.1:{port}/lambda-url/_");
     println!();
-    println!("| API function under `cargo lambda watch` | binary MiB (x86_64) | process start → first answer p50 ms | max ms | warm request p50 ms |");
-    println!("|---|---|---|---|---|");
-    for (function, path, key) in [
-        ("api-health", "/health", None),
-        ("api-list-operations", "/v1/operations?limit=10", Some(ADMIN_KEY)),
-    ] {
-        let binary = target_dir().join("release").join(function);
-        let Ok(metadata) = binary.metadata() else {
-            println!("| {function} | not built | | | |");
-            continue;
-        };
-        let (mut cold, mut warm) = (vec![], vec![]);
-        for _ in 0..5 {
-            let started = Instant::now();
-            let mut process = tokio::process::Command::new(&binary)
-                .envs(stack.to_vars())
-                .env("AWS_LAMBDA_FUNCTION_NAME", "_")
-                .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
-                .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
-                .env("AWS_LAMBDA_RUNTIME_API", format!("http://127.0.0.1:{port}/.rt"))
-                .stdout(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .expect("function starts");
-            answered(&client, &format!("{invoke}{path}"), key).await;
-            cold.push(started.elapsed());
-            let t = Instant::now();
-            answered(&client, &format!("{invoke}{path}"), key).await;
-            warm.push(t.elapsed());
-            process.kill().await.expect("function stops");
+    println!("| API function under `cargo lambda watch` | profile | binary MiB (x86_64) | process start → first answer p50 ms | max ms | warm request p50 ms |");
+    println!("|---|---|---|---|---|---|");
+    // The release profile is what Lambda runs (optimised for size); the fast profile, built
+    // for speed, is beside it to show what the size costs at start.
+    for profile in ["release", "fast"] {
+        for (function, path, key) in [
+            ("api-health", "/health", None),
+            ("api-list-operations", "/v1/operations?limit=10", Some(ADMIN_KEY)),
+        ] {
+            let binary = target_dir().join(profile).join("ops-lambda");
+            let Ok(metadata) = binary.metadata() else {
+                println!("| {function} | {profile} | not built | | | |");
+                continue;
+            };
+            let (mut cold, mut warm) = (vec![], vec![]);
+            for _ in 0..5 {
+                let started = Instant::now();
+                let mut process = tokio::process::Command::new(&binary)
+                    .envs(stack.to_vars())
+                    .env("_HANDLER", function)
+                    .env("AWS_LAMBDA_FUNCTION_NAME", "_")
+                    .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
+                    .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
+                    .env("AWS_LAMBDA_RUNTIME_API", format!("http://127.0.0.1:{port}/.rt"))
+                    .stdout(Stdio::null())
+                    .kill_on_drop(true)
+                    .spawn()
+                    .expect("function starts");
+                answered(&client, &format!("{invoke}{path}"), key).await;
+                cold.push(started.elapsed());
+                let t = Instant::now();
+                answered(&client, &format!("{invoke}{path}"), key).await;
+                warm.push(t.elapsed());
+                process.kill().await.expect("function stops");
+            }
+            let max = cold.iter().max().copied().unwrap_or_default();
+            println!(
+                "| {function} | {profile} | {} | {} | {} | {} |",
+                mib(metadata.len()),
+                ms(percentile(&mut cold, 0.5)),
+                ms(max),
+                ms(percentile(&mut warm, 0.5))
+            );
         }
-        let max = cold.iter().max().copied().unwrap_or_default();
-        println!(
-            "| {function} | {} | {} | {} | {} |",
-            mib(metadata.len()),
-            ms(percentile(&mut cold, 0.5)),
-            ms(max),
-            ms(percentile(&mut warm, 0.5))
-        );
     }
     watch.kill().await.expect("cargo lambda watch stops");
 }

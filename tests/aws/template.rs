@@ -1,5 +1,5 @@
-//! `template.yaml` cannot drift from the code: every binary is a function, every API
-//! function routes the method and path its binary serves, the table has every index the store
+//! `template.yaml` cannot drift from the code: every endpoint and trigger is a function, every API
+//! function routes the method and path its handler serves, the table has every index the store
 //! queries, and the queues dead-letter as the embedded ones do.
 
 use std::path::{Path, PathBuf};
@@ -38,37 +38,36 @@ fn functions(template: &str) -> Vec<String> {
 }
 
 #[test]
-fn every_binary_is_a_function_of_the_template_with_its_route() {
-    let binaries_dir = repository().join("functions/lambda/src/bin");
+fn every_function_runs_one_handler_of_the_shared_bootstrap_with_its_route() {
     let blocks = functions(&template());
-    let mut binaries = 0;
-    for entry in std::fs::read_dir(binaries_dir).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
-        let source = std::fs::read_to_string(&path).unwrap();
-        let block = blocks
-            .iter()
-            .find(|b| b.contains(&format!("Binary: {name}\n")))
-            .unwrap_or_else(|| panic!("template.yaml has no function for the binary {name}"));
-        if let Some(route) = source
-            .lines()
-            .next()
-            .and_then(|l| l.strip_prefix("//! `"))
-            .and_then(|l| l.strip_suffix('`'))
-        {
-            let (method, path) = route.split_once(' ').unwrap();
+    let mut handlers = vec![];
+    for block in &blocks {
+        assert!(
+            block.contains("Binary: ops-lambda\n"),
+            "every function ships the one bootstrap, built once: {block}"
+        );
+        let handler = values_of(block, "Handler: ");
+        let [handler] = handler.as_slice() else {
+            panic!("a function names one Handler: {block}")
+        };
+        let function = ops_lambda::Function::named(handler)
+            .unwrap_or_else(|| panic!("the bootstrap runs nothing named {handler}"));
+        if let ops_lambda::Function::Endpoint(endpoint) = function {
+            let (method, path) = endpoint.method_and_path();
             assert!(
                 block.contains(&format!("Method: {method}\n")) && block.contains(&format!("Path: {path}\n")),
-                "{name} must route {route}"
+                "{handler} must route {method} {path}"
             );
         }
-        binaries += 1;
+        handlers.push(handler.to_string());
     }
-    assert_eq!(blocks.len(), binaries, "a function of the template has no binary");
+    let mut expected: Vec<String> = ops_lambda::Function::all().map(|f| f.handler()).collect();
+    expected.sort();
+    handlers.sort();
+    assert_eq!(handlers, expected, "one function per endpoint and per trigger");
     assert_eq!(
-        binaries,
-        ops_api::Endpoint::ALL.len() + ops_runtime::driver::Trigger::ALL.len(),
-        "one function per endpoint and per trigger"
+        handlers.len(),
+        ops_api::Endpoint::ALL.len() + ops_runtime::driver::Trigger::ALL.len()
     );
 }
 

@@ -37,6 +37,13 @@ macro_rules! endpoints {
         impl Endpoint {
             pub const ALL: &'static [Endpoint] = &[$(Endpoint::$name),*];
 
+            /// The endpoint's name as written above (`CreateOperation`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Endpoint::$name => stringify!($name)),*
+                }
+            }
+
             /// The route's method, path and handler.
             fn route(self) -> (&'static str, &'static str, MethodRouter<App>) {
                 use handlers::*;

@@ -1,7 +1,8 @@
-//! The Lambda functions' shared library. Each binary in `src/bin/` is a thin `main` that
-//! builds its clients once ([`start`], over `ops-runtime`) and hands events to a handler: an
-//! API endpoint's router from `ops-api`, or a trigger handler from `ops_runtime::triggers`. No
-//! logic lives in a `main`.
+//! The Lambda functions. Every function of `template.yaml` ships the same `bootstrap`
+//! (`src/main.rs`, built once), which runs the [`Function`] its `Handler` property names: it
+//! builds its clients once ([`start`], over `ops-runtime`) and hands events to a handler, an API
+//! endpoint's router from `ops-api` or a trigger handler from `ops_runtime::triggers`. Each
+//! function keeps its own route, trigger and least-privilege policy; only the file is shared.
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
@@ -10,10 +11,60 @@ use ops_api::{App, ClientAddress, Endpoint};
 use ops_domain::ports::QueueName;
 use ops_domain::service::Service;
 use ops_runtime::deployment::{system_clock, Settings};
-use ops_runtime::driver::StreamConsumer;
+use ops_runtime::driver::{StreamConsumer, Trigger};
 use std::sync::Arc;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// What one Lambda function runs: an API endpoint or a trigger of the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Function {
+    Endpoint(Endpoint),
+    Trigger(Trigger),
+}
+
+impl Function {
+    /// Every function of the stack, endpoints first.
+    pub fn all() -> impl Iterator<Item = Function> {
+        let endpoints = Endpoint::ALL.iter().map(|e| Function::Endpoint(*e));
+        endpoints.chain(Trigger::ALL.map(Function::Trigger))
+    }
+
+    /// The function's `Handler` in `template.yaml`: `api-` and the endpoint's name in kebab
+    /// case (`api-create-operation`), or the trigger's name (`stream-transition`).
+    pub fn handler(self) -> String {
+        match self {
+            Function::Endpoint(endpoint) => {
+                let mut name = String::from("api");
+                for c in endpoint.name().chars() {
+                    if c.is_ascii_uppercase() {
+                        name.push('-');
+                    }
+                    name.push(c.to_ascii_lowercase());
+                }
+                name
+            }
+            Function::Trigger(trigger) => trigger.as_str().to_owned(),
+        }
+    }
+
+    /// The function a `Handler` names.
+    pub fn named(handler: &str) -> Option<Function> {
+        Function::all().find(|f| f.handler() == handler)
+    }
+}
+
+/// Runs `function` for the life of the container.
+pub async fn serve(function: Function) -> Result<(), Error> {
+    match function {
+        Function::Endpoint(endpoint) => serve_endpoint(endpoint).await,
+        Function::Trigger(Trigger::Stream(consumer)) => serve_stream(consumer).await,
+        Function::Trigger(Trigger::Queue(queue)) => serve_queue(queue).await,
+        Function::Trigger(Trigger::DeadLetters) => serve_dead_letters().await,
+        Function::Trigger(Trigger::StatusPoll) => serve_status_poll().await,
+        Function::Trigger(Trigger::ScheduleTimer) => serve_schedule_fire().await,
+    }
+}
 
 /// Serves one API endpoint behind API Gateway.
 pub async fn serve_endpoint(endpoint: Endpoint) -> Result<(), lambda_http::Error> {
@@ -67,17 +118,55 @@ pub async fn serve_dead_letters() -> Result<(), lambda_runtime::Error> {
     .await
 }
 
-/// A trigger function's start: logs, settings and the service, once per container.
+/// EventBridge (every minute) → ask the rails about transactions whose poll is due.
+pub async fn serve_status_poll() -> Result<(), lambda_runtime::Error> {
+    let service = start().await?;
+    lambda_runtime::run(service_fn(|_: LambdaEvent<serde_json::Value>| {
+        let service = service.clone();
+        async move {
+            ops_runtime::triggers::status_poll(&service)
+                .await
+                .map_err(lambda_runtime::Error::from)
+        }
+    }))
+    .await
+}
+
+/// EventBridge Scheduler (one schedule per schedule) → record the occurrence it names.
+pub async fn serve_schedule_fire() -> Result<(), lambda_runtime::Error> {
+    let service = start().await?;
+    lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| {
+        let service = service.clone();
+        async move {
+            ops_runtime::triggers::schedule_fire(&service, event.payload)
+                .await
+                .map_err(lambda_runtime::Error::from)
+        }
+    }))
+    .await
+}
+
+/// A function's start: logs, settings and the service, once per container.
 pub async fn start() -> Result<Arc<Service>, Error> {
     init_tracing();
     Settings::from_env()?.service(system_clock()).await
 }
 
-/// JSON logs for CloudWatch, filtered by `RUST_LOG` (default `info`).
+/// JSON logs for CloudWatch, filtered by `RUST_LOG` (`info`, `debug`, `info,ops_infra=debug`;
+/// default `info`). Read as a list of targets: the regex-based `EnvFilter` would add its regex
+/// engine to every function's binary.
 pub fn init_tracing() {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|directives| directives.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO));
     let _ = tracing_subscriber::fmt()
         .json()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .without_time()
+        .finish()
+        .with(filter)
         .try_init();
 }

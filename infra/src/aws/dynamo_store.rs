@@ -107,6 +107,8 @@ pub struct DynamoStore {
     single_writes: Arc<AtomicU64>,
     /// Write units those writes take on demand, index entries included.
     write_units: Arc<AtomicU64>,
+    /// The same units by the kind of item written (its `entity`), for the benchmark.
+    units_by_kind: Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>,
     /// Queries of the poll schedule's shards (a fixed cost per round, not per payout).
     poll_queries: Arc<AtomicU64>,
 }
@@ -182,6 +184,7 @@ impl DynamoStore {
             transaction_items: Arc::default(),
             single_writes: Arc::default(),
             write_units: Arc::default(),
+            units_by_kind: Arc::default(),
             poll_queries: Arc::default(),
         }
     }
@@ -205,11 +208,22 @@ impl DynamoStore {
         self.single_writes.load(Ordering::Relaxed)
     }
 
-    /// Counts a write of one small item outside a transaction (one write unit).
-    fn count_small_write(&self) {
+    /// Counts a write of one small item of `kind` outside a transaction (one write unit).
+    fn count_small_write(&self, kind: &str) {
         self.count();
         self.single_writes.fetch_add(1, Ordering::Relaxed);
-        self.write_units.fetch_add(1, Ordering::Relaxed);
+        self.add_units(kind, 1);
+    }
+
+    fn add_units(&self, kind: &str, units: u64) {
+        self.write_units.fetch_add(units, Ordering::Relaxed);
+        let mut by_kind = self.units_by_kind.lock().unwrap_or_else(|e| e.into_inner());
+        *by_kind.entry(kind.to_owned()).or_default() += units;
+    }
+
+    /// Write units so far by the kind of item written (`operation`, `event`, `audit` …).
+    pub fn write_units_by_kind(&self) -> std::collections::BTreeMap<String, u64> {
+        self.units_by_kind.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Queries of the poll schedule's shards so far.
@@ -952,6 +966,15 @@ fn write_units(write: &TransactWriteItem, transactional: bool) -> u64 {
     units * (if transactional { 2 } else { 1 } + indexes + moved)
 }
 
+/// What a write writes: its item's `entity`, or the idempotency record a lone update touches.
+fn kind_of(write: &TransactWriteItem) -> &str {
+    let entity = write
+        .put()
+        .and_then(|put| put.item().get("entity"))
+        .and_then(|e| e.as_s().ok());
+    entity.map_or("update", String::as_str)
+}
+
 /// Reads every partition with `read`, concurrently, and returns what they hold together.
 async fn each_partition<T, F, Fut>(partitions: Vec<String>, read: F) -> Result<Vec<T>, StoreError>
 where
@@ -1002,8 +1025,9 @@ impl Commit for DynamoStore {
         }
         self.count();
         let transactional = items.len() > 1;
-        let units = items.iter().map(|i| write_units(i, transactional)).sum();
-        self.write_units.fetch_add(units, Ordering::Relaxed);
+        for item in &items {
+            self.add_units(kind_of(item), write_units(item, transactional));
+        }
         if let [only] = items.as_mut_slice() {
             if let Some(put) = only.put.take() {
                 return self.put_alone(put).await;
@@ -1476,7 +1500,7 @@ impl IdempotencyStore for DynamoStore {
                 ("ttl", n(now + RETENTION.whole_seconds() + 3600)),
             ],
         );
-        self.count_small_write();
+        self.count_small_write("idempotency");
         let attempt = self
             .client
             .put_item()
@@ -1514,7 +1538,7 @@ impl IdempotencyStore for DynamoStore {
     }
 
     async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
-        self.count_small_write();
+        self.count_small_write("idempotency");
         self.client
             .delete_item()
             .table_name(&self.table)
@@ -1537,7 +1561,7 @@ impl IdempotencyStore for DynamoStore {
 #[async_trait]
 impl RateLimiter for DynamoStore {
     async fn admit(&self, group: &str, member: &str, window: i64, limits: Limits) -> Result<bool, StoreError> {
-        self.count_small_write();
+        self.count_small_write("rate_limit");
         let counted = self
             .client
             .update_item()

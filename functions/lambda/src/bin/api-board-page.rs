@@ -1,5 +1,0 @@
-//! `GET /board`
-#[tokio::main]
-async fn main() -> Result<(), lambda_http::Error> {
-    ops_lambda::serve_endpoint(ops_api::Endpoint::BoardPage).await
-}

@@ -1,5 +1,0 @@
-//! `POST /v1/webhook_endpoints`
-#[tokio::main]
-async fn main() -> Result<(), lambda_http::Error> {
-    ops_lambda::serve_endpoint(ops_api::Endpoint::CreateWebhookEndpoint).await
-}
