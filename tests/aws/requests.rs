@@ -7,6 +7,10 @@ use ops_tests::receiver::Receiver;
 use ops_tests::requests::{self, settle, Steps, DESIGN_MINIMUM};
 use serde_json::json;
 
+/// Write units of a one-item two-step payout's lifecycle (BENCHMARKS.md has them by kind of
+/// item): a step that starts writing bigger items, or more of them, fails the test.
+const WRITE_UNITS_PER_LIFECYCLE: f64 = 152.0;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
     let app = spawn_aws_app().await;
@@ -16,6 +20,7 @@ async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
     app.subscribe(&customer.key, &receiver.url, &["operation.completed"])
         .await;
     let store = &app.parts.store;
+    let units_before = store.write_units();
     let payouts = 4;
     let mut steps = Steps::default();
     let mut ids = vec![];
@@ -47,6 +52,12 @@ async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
         steps.counted
     );
     let per_payout = |n: u64| n as f64 / payouts as f64;
+    let units = per_payout(store.write_units() - units_before);
+    assert!(
+        units <= WRITE_UNITS_PER_LIFECYCLE,
+        "a lifecycle wrote {units} write units, more than {WRITE_UNITS_PER_LIFECYCLE}: {:?}",
+        store.write_units_by_kind()
+    );
     for (step, counted) in &steps.counted {
         let (minimum, _) = requests::minimum(step);
         let minimum = f64::from(minimum);

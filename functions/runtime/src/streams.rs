@@ -142,11 +142,13 @@ impl ChangeStream for DynamoStream {
     }
 }
 
-/// A stream attribute as Lambda's JSON shows it (`{"S": …}`); only the kinds this table
-/// writes on event items.
+/// A stream attribute as Lambda's JSON shows it (`{"S": …}`, binary in base64); only the
+/// kinds this table writes on event items.
 fn attribute_json(value: &AttributeValue) -> Option<Value> {
+    use base64::Engine;
     match value {
         AttributeValue::S(s) => Some(json!({ "S": s })),
+        AttributeValue::B(b) => Some(json!({ "B": base64::engine::general_purpose::STANDARD.encode(b.as_ref()) })),
         AttributeValue::N(n) => Some(json!({ "N": n })),
         AttributeValue::Bool(b) => Some(json!({ "BOOL": b })),
         _ => None,

@@ -9,6 +9,7 @@ use ops_domain::event::Event;
 use ops_domain::ports::{BatchOutcome, QueueMessage, QueueName};
 use ops_domain::schedules::FireSchedule;
 use ops_domain::service::Service;
+use ops_infra::aws::documents;
 
 /// The domain events carried by a stream batch, with the sequence number of each record.
 /// Records that are not events (the event source mapping's filter lets none through) are
@@ -22,10 +23,15 @@ pub fn stream_events(batch: &StreamEvent) -> Result<Vec<(String, Event)>, String
         if record.event_name != "INSERT" || !is_event {
             continue;
         }
-        let Some(serde_dynamo::AttributeValue::S(doc)) = image.get("doc") else {
-            return Err(sequence);
+        let doc = match image.get("doc") {
+            Some(serde_dynamo::AttributeValue::S(text)) => Ok(std::borrow::Cow::Borrowed(text.as_str())),
+            Some(serde_dynamo::AttributeValue::B(deflated)) => {
+                documents::inflate(deflated).map(std::borrow::Cow::Owned)
+            }
+            _ => Err("no document".to_owned()),
         };
-        match serde_json::from_str::<Event>(doc) {
+        let parsed = doc.and_then(|doc| serde_json::from_str::<Event>(&doc).map_err(|e| e.to_string()));
+        match parsed {
             Ok(event) => events.push((sequence, event)),
             Err(error) => {
                 tracing::error!(%sequence, %error, "unreadable event record");

@@ -1,7 +1,7 @@
 //! The store port on one DynamoDB table.
 //!
-//! Every entity is one item: `PK`, `SK`, `entity`, `doc` (the entity's JSON), `version`, and
-//! the index keys its lookups need. Access paths, none of them a scan:
+//! Every entity is one item: `PK`, `SK`, `entity`, `doc` (the entity's JSON, deflated when
+//! long: [`super::documents`]), `version`, and the index keys its lookups need. Access paths, none of them a scan:
 //!
 //! | lookup | key |
 //! |---|---|
@@ -47,7 +47,7 @@
 //! A changeset is one `TransactWriteItems`; a failed condition cancels it and becomes
 //! [`StoreError::Conflict`].
 
-use super::keys;
+use super::{documents, keys};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
@@ -133,15 +133,25 @@ where
     StoreError::unavailable(e)
 }
 
+/// An entity's `doc` attribute: its JSON, deflated when long ([`documents`]).
 fn doc<T: Serialize>(value: &T) -> AttributeValue {
-    s(serde_json::to_string(value).expect("domain objects always serialize"))
+    match documents::encode(serde_json::to_string(value).expect("domain objects always serialize")) {
+        Ok(text) => AttributeValue::S(text),
+        Err(deflated) => AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(deflated)),
+    }
 }
 
 fn read_doc<T: DeserializeOwned>(item: &Item) -> Result<T, StoreError> {
-    match item.get("doc") {
+    let stored = item.get("doc");
+    let json = documents::json_of(
+        stored.and_then(|d| d.as_s().ok()).map(String::as_str),
+        stored.and_then(|d| d.as_b().ok()).map(|b| b.as_ref()),
+    )
+    .map_err(unavailable)?;
+    match item.contains_key(BALANCES[0]) {
         // An account's balances change by `ADD` on their own attributes, not in its document.
-        Some(AttributeValue::S(json)) if item.contains_key(BALANCES[0]) => {
-            let mut value: serde_json::Value = serde_json::from_str(json).map_err(unavailable)?;
+        true => {
+            let mut value: serde_json::Value = serde_json::from_str(&json).map_err(unavailable)?;
             for name in BALANCES {
                 let amount = match item.get(name) {
                     Some(AttributeValue::N(amount)) => amount.parse::<i64>().map_err(unavailable)?,
@@ -151,8 +161,7 @@ fn read_doc<T: DeserializeOwned>(item: &Item) -> Result<T, StoreError> {
             }
             serde_json::from_value(value).map_err(unavailable)
         }
-        Some(AttributeValue::S(json)) => serde_json::from_str(json).map_err(unavailable),
-        _ => Err(unavailable("item without doc")),
+        false => serde_json::from_str(&json).map_err(unavailable),
     }
 }
 

@@ -3,6 +3,7 @@
 //! bytes). Clients come from the standard AWS configuration, so `AWS_ENDPOINT_URL` points
 //! them at LocalStack or moto, and nothing at all means real AWS.
 
+pub mod documents;
 mod dynamo_store;
 mod emf_metrics;
 mod event_bus;
