@@ -129,7 +129,41 @@ CREATE TABLE IF NOT EXISTS reconciliations (id TEXT PRIMARY KEY, body TEXT NOT N
 
 #[derive(Clone)]
 pub struct SqliteStore {
+    /// The one writer: every changeset, in order.
     connection: Arc<Mutex<Connection>>,
+    /// Read-only connections to the same file: WAL lets them read the last commit while the
+    /// writer waits for the disk, so a request's lookups do not queue behind another's commit.
+    readers: Arc<Readers>,
+}
+
+/// Idle read-only connections, opened as needed and kept for the next read.
+struct Readers {
+    path: std::path::PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+/// Read connections kept open when idle; more may be open while reads run side by side.
+const IDLE_READERS: usize = 8;
+
+impl Readers {
+    fn take(&self) -> Result<Connection, StoreError> {
+        if let Some(connection) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+            return Ok(connection);
+        }
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let connection = Connection::open_with_flags(&self.path, flags).map_err(unavailable)?;
+        connection
+            .busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(unavailable)?;
+        Ok(connection)
+    }
+
+    fn give_back(&self, connection: Connection) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < IDLE_READERS {
+            idle.push(connection);
+        }
+    }
 }
 
 /// A condition of the changeset failed: roll back and report a conflict.
@@ -188,7 +222,29 @@ impl SqliteStore {
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
         Ok(SqliteStore {
             connection: Arc::new(Mutex::new(connection)),
+            readers: Arc::new(Readers {
+                path: path.to_owned(),
+                idle: Mutex::default(),
+            }),
         })
+    }
+
+    /// Runs `work`, which only reads, on a read connection off the async runtime: it sees
+    /// every changeset committed before it starts.
+    async fn read<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let readers = self.readers.clone();
+        tokio::task::spawn_blocking(move || {
+            let connection = readers.take()?;
+            let result = work(&connection);
+            readers.give_back(connection);
+            result
+        })
+        .await
+        .map_err(unavailable)?
     }
 
     /// Runs `work` on the connection off the async runtime.
@@ -210,7 +266,7 @@ impl SqliteStore {
     where
         T: DeserializeOwned + Send + 'static,
     {
-        self.with(move |c| {
+        self.read(move |c| {
             let mut statement = c.prepare_cached(sql).map_err(unavailable)?;
             let rows = statement
                 .query_map([key], |row| row.get::<_, String>(0))
@@ -283,7 +339,7 @@ impl SqliteStore {
     where
         T: DeserializeOwned + Send + 'static,
     {
-        self.with(move |c| {
+        self.read(move |c| {
             let body: Option<String> = c
                 .query_row(sql, [key], |row| row.get(0))
                 .optional()
@@ -765,7 +821,7 @@ impl OperationStore for SqliteStore {
 
     async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError> {
         let query = query.clone();
-        self.with(move |c| {
+        self.read(move |c| {
             let list = List::new("operations", "id", query.limit)
                 .filter("customer_id = ?", query.customer_id.clone().map(String::from))
                 .filter("status = ?", query.status.map(|s| s.as_str().to_owned()))
@@ -778,7 +834,7 @@ impl OperationStore for SqliteStore {
 
     async fn operation_history(&self, operation_id: &OperationId) -> Result<Vec<AuditEntry>, StoreError> {
         let operation_id = operation_id.to_owned();
-        self.with(move |c| {
+        self.read(move |c| {
             let mut statement = c
                 .prepare_cached("SELECT body FROM audit WHERE operation_id = ?1 ORDER BY seq")
                 .map_err(unavailable)?;
@@ -796,7 +852,7 @@ impl OperationStore for SqliteStore {
 impl WorkflowStore for SqliteStore {
     async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError> {
         let (owner, name) = (owner_key(owner), name.to_owned());
-        self.with(move |c| {
+        self.read(move |c| {
             let body: Option<String> = c
                 .query_row(
                     "SELECT body FROM workflows WHERE owner = ?1 AND name = ?2",
@@ -827,7 +883,7 @@ impl TransactionStore for SqliteStore {
     }
 
     async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError> {
-        self.with(move |c| {
+        self.read(move |c| {
             let mut statement = c
                 .prepare_cached("SELECT body FROM transactions WHERE next_poll_at IS NOT NULL AND next_poll_at <= ?1 ORDER BY next_poll_at LIMIT ?2")
                 .map_err(unavailable)?;
@@ -874,7 +930,7 @@ impl LedgerStore for SqliteStore {
 
     async fn account_of(&self, holder: &str, currency: &Currency) -> Result<Option<Account>, StoreError> {
         let (holder, currency) = (holder.to_owned(), currency.code().to_owned());
-        self.with(move |c| {
+        self.read(move |c| {
             let body: Option<String> = c
                 .query_row(
                     "SELECT body FROM accounts WHERE holder = ?1 AND currency = ?2",
@@ -890,7 +946,7 @@ impl LedgerStore for SqliteStore {
 
     async fn accounts(&self, query: &AccountQuery) -> Result<Vec<Account>, StoreError> {
         let query = query.clone();
-        self.with(move |c| {
+        self.read(move |c| {
             List::new("accounts", "id", query.limit)
                 .filter("customer_id = ?", query.customer_id.map(String::from))
                 .filter("currency = ?", query.currency.map(|c| c.code().to_owned()))
@@ -983,7 +1039,7 @@ impl ScheduleStore for SqliteStore {
     }
 
     async fn schedules_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Schedule>, StoreError> {
-        self.with(move |c| {
+        self.read(move |c| {
             let mut statement = c
                 .prepare_cached(
                     "SELECT body FROM schedules WHERE due_at IS NOT NULL AND due_at <= ?1 ORDER BY due_at LIMIT ?2",
@@ -1043,7 +1099,7 @@ impl WebhookStore for SqliteStore {
 
     async fn events(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
         let query = query.clone();
-        self.with(move |c| {
+        self.read(move |c| {
             let list = List::new("events", "seq", query.limit)
                 .filter("customer_id = ?", query.customer_id.clone().map(String::from))
                 .filter("type = ?", query.kind)
@@ -1243,7 +1299,7 @@ impl DeskStore for SqliteStore {
 
     async fn board_counts(&self, customer_id: Option<&CustomerId>) -> Result<Vec<BoardCount>, StoreError> {
         let owner = customer_id.map_or_else(|| PLATFORM_BOARD.to_owned(), |c| c.to_string());
-        self.with(move |c| {
+        self.read(move |c| {
             let mut statement = c
                 .prepare_cached("SELECT bucket, currency, count, amount FROM board_counts WHERE owner = ?1")
                 .map_err(unavailable)?;
@@ -1304,7 +1360,7 @@ impl DeskStore for SqliteStore {
 
     async fn open_work_item(&self, queue: Queue, subject_id: &str) -> Result<Option<WorkItem>, StoreError> {
         let (queue, subject_id) = (queue.as_str(), subject_id.to_owned());
-        self.with(move |c| {
+        self.read(move |c| {
             let body: Option<String> = c
                 .query_row(
                     "SELECT body FROM work_items WHERE queue = ?1 AND subject_id = ?2 AND status <> 'done'",
