@@ -242,6 +242,16 @@ pub trait Commit: Send + Sync {
     async fn commit_each(&self, changesets: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
         futures_util::future::join_all(changesets.into_iter().map(|changes| self.commit(changes))).await
     }
+
+    /// Commits what a stream consumer derives from events already stored (the board's
+    /// counts, work items), as [`commit`](Self::commit) does but, where the store can, without
+    /// waiting for the disk. Lost in a power cut, it is derived again: the consumer's
+    /// checkpoint, written after it, is lost with it. Anything later done with it (a claim,
+    /// a webhook delivery) is a full commit, which makes it durable first, as SQLite's log
+    /// keeps commits in order. DynamoDB makes every write durable: there it is a commit.
+    async fn commit_derived(&self, changes: Changeset) -> Result<(), StoreError> {
+        self.commit(changes).await
+    }
 }
 
 /// The whole store: each module's narrow port (the reads its use cases need, declared in its

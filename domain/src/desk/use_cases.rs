@@ -107,7 +107,7 @@ impl Service {
                 }
                 _ => continue,
             }
-            match self.store.commit(changes).await {
+            match self.store.commit_derived(changes).await {
                 Ok(()) => {}
                 // Another delivery (or a claim) got there first: look again next time.
                 Err(StoreError::Conflict) => return Ok(Handled::Later),
@@ -490,7 +490,7 @@ impl Service {
         };
         let mut changes = Changeset::default();
         changes.push(Write::MoveOnBoard(moved));
-        match self.store.commit(changes).await {
+        match self.store.commit_derived(changes).await {
             Ok(()) => Ok(Handled::Done),
             Err(StoreError::Conflict) => Ok(Handled::Later),
             Err(other) => Err(other.into()),

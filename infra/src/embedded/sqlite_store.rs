@@ -730,23 +730,29 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
     Ok(())
 }
 
+/// Applies every write of `changes` in one transaction, or none.
+fn commit_on(c: &mut Connection, changes: &Changeset) -> Result<(), StoreError> {
+    let tx = c
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(unavailable)?;
+    for write in &changes.writes {
+        match apply(&tx, write) {
+            Ok(()) => {}
+            Err(TxError::Condition) => return Err(StoreError::Conflict),
+            Err(TxError::Sql(e)) => return Err(unavailable(e)),
+        }
+    }
+    tx.commit().map_err(unavailable)
+}
+
 #[async_trait]
 impl Commit for SqliteStore {
     async fn commit(&self, changes: Changeset) -> Result<(), StoreError> {
-        self.with(move |c| {
-            let tx = c
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(unavailable)?;
-            for write in &changes.writes {
-                match apply(&tx, write) {
-                    Ok(()) => {}
-                    Err(TxError::Condition) => return Err(StoreError::Conflict),
-                    Err(TxError::Sql(e)) => return Err(unavailable(e)),
-                }
-            }
-            tx.commit().map_err(unavailable)
-        })
-        .await
+        self.with(move |c| commit_on(c, &changes)).await
+    }
+
+    async fn commit_derived(&self, changes: Changeset) -> Result<(), StoreError> {
+        self.with_unsynced(move |c| commit_on(c, &changes)).await
     }
 
     /// One transaction (one sync to disk), each changeset in a savepoint of its own.
@@ -1420,7 +1426,7 @@ mod tests {
 
     /// Claims and checkpoints skip the wait for the disk; every other write still waits.
     #[tokio::test]
-    async fn only_claims_and_checkpoints_commit_without_waiting_for_the_disk() {
+    async fn only_claims_checkpoints_and_derived_state_commit_without_waiting_for_the_disk() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("sync.sqlite")).unwrap();
         let synchronous = || {
