@@ -65,22 +65,42 @@ pub fn fingerprint_bytes(method: &str, path: &str, body: &[u8]) -> String {
     hex::encode(hasher.finalize())
 }
 
-/// A claimed key, handed to a use case so its effect completes the key in the same changeset.
+/// How a request holds its idempotency key while its effect runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyHold {
+    /// Claimed by a write of its own before the effect: for effects that act outside their
+    /// changeset (a secret stored, a schedule made, bytes kept, a rail asked), which a second
+    /// request with the same key must not repeat.
+    ClaimFirst,
+    /// Read first, then written, completed, by the effect's own changeset on condition that no
+    /// other request wrote it meanwhile: for effects that are nothing but their changeset. One
+    /// write fewer per request; a lost race changes nothing and reads the winner's answer.
+    InTheChangeset,
+}
+
+/// A held key, handed to a use case so its effect completes the key in the same changeset.
 /// `render` turns what the use case made into the response the client is sent: the wire shape
 /// belongs to the caller (the HTTP edge), the moment of completion to the use case.
 pub struct Ticket<T> {
-    scope: String,
-    key: String,
+    claim: IdempotencyClaim,
+    hold: KeyHold,
     render: Box<dyn Fn(&T) -> StoredResponse + Send>,
 }
 
 impl<T> Ticket<T> {
     /// The write that completes the key with the response made from `made`.
     pub fn complete(&self, made: &T) -> Write {
-        Write::CompleteIdempotency {
-            scope: self.scope.clone(),
-            key: self.key.clone(),
-            response: (self.render)(made),
+        let response = (self.render)(made);
+        match self.hold {
+            KeyHold::ClaimFirst => Write::CompleteIdempotency {
+                scope: self.claim.scope.clone(),
+                key: self.claim.key.clone(),
+                response,
+            },
+            KeyHold::InTheChangeset => Write::TakeIdempotency {
+                claim: self.claim.clone(),
+                response,
+            },
         }
     }
 }
@@ -103,6 +123,7 @@ impl Service {
     pub async fn once<T, F, Fut>(
         &self,
         claim: IdempotencyClaim,
+        hold: KeyHold,
         render: impl Fn(&T) -> StoredResponse + Send + 'static,
         reused: DomainError,
         effect: F,
@@ -111,25 +132,37 @@ impl Service {
         F: FnOnce(Ticket<T>) -> Fut,
         Fut: Future<Output = Result<T, DomainError>>,
     {
-        match self.store.claim_idempotency_key(&claim).await? {
+        let held = match hold {
+            KeyHold::ClaimFirst => self.store.claim_idempotency_key(&claim).await?,
+            KeyHold::InTheChangeset => self.store.idempotency_record(&claim).await?,
+        };
+        match held {
             ClaimOutcome::Claimed => {}
             ClaimOutcome::Replay(stored) => return Ok(Once::Replayed(stored)),
             ClaimOutcome::InFlight => return Err(DomainError::IdempotencyKeyInUse),
             ClaimOutcome::Mismatch => return Err(reused),
         }
         let ticket = Ticket {
-            scope: claim.scope.clone(),
-            key: claim.key.clone(),
+            claim: claim.clone(),
+            hold,
             render: Box::new(render),
         };
-        match effect(ticket).await {
-            Ok(made) => Ok(Once::Done(made)),
-            Err(error) => {
+        match (effect(ticket).await, hold) {
+            (Ok(made), _) => Ok(Once::Done(made)),
+            (Err(error), KeyHold::ClaimFirst) => {
                 if let Err(release) = self.store.release_idempotency_key(&claim.scope, &claim.key).await {
                     tracing::warn!(%release, "could not release an idempotency key; it frees itself after its claim timeout");
                 }
                 Err(error)
             }
+            // Nothing was written; if another request with this key won the race to the
+            // record, its answer is this one's too.
+            (Err(error), KeyHold::InTheChangeset) => match self.store.idempotency_record(&claim).await? {
+                ClaimOutcome::Claimed => Err(error),
+                ClaimOutcome::Replay(stored) => Ok(Once::Replayed(stored)),
+                ClaimOutcome::InFlight => Err(DomainError::IdempotencyKeyInUse),
+                ClaimOutcome::Mismatch => Err(reused),
+            },
         }
     }
 }
@@ -140,6 +173,9 @@ impl Service {
 pub trait IdempotencyStore: Send + Sync {
     /// Claims an idempotency key before any effect; see [`ClaimOutcome`].
     async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, crate::ports::StoreError>;
+    /// What the key's record says, writing nothing: [`ClaimOutcome::Claimed`] if the key is
+    /// free to take ([`Write::TakeIdempotency`]).
+    async fn idempotency_record(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, crate::ports::StoreError>;
     /// Gives up a claim whose request failed before writing anything.
     async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), crate::ports::StoreError>;
 }

@@ -138,6 +138,13 @@ pub enum Write {
         key: String,
         response: StoredResponse,
     },
+    /// Writes an idempotency key's record, completed with the response, for a request that did
+    /// not claim it first: only if the key is free (no record, one past its retention, or a
+    /// claim whose request died); another request's record there is a conflict.
+    TakeIdempotency {
+        claim: crate::idempotency::IdempotencyClaim,
+        response: StoredResponse,
+    },
 }
 
 /// Writes that land together or not at all: entity, audit entries and the idempotency record.

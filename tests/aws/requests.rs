@@ -9,7 +9,7 @@ use serde_json::json;
 
 /// Write units of a one-item two-step payout's lifecycle (BENCHMARKS.md has them by kind of
 /// item): a step that starts writing bigger items, or more of them, fails the test.
-const WRITE_UNITS_PER_LIFECYCLE: f64 = 152.0;
+const WRITE_UNITS_PER_LIFECYCLE: f64 = 153.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {

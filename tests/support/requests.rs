@@ -10,7 +10,7 @@ use ops_runtime::driver::{Driver, Trigger};
 /// design: every state change one changeset with its audit entry and event, and a read of
 /// each fact that must be current when it is acted on.
 pub const DESIGN_MINIMUM: [(&str, u32, &str); 8] = [
-    ("POST /v1/operations", 6, "the key by its hash; the key's and its customer's count this second (rate limit, one item); the customer's and the platform's definitions of the workflow (either may exist) with the customer's approval floor, in one batch; the customer's account in the currency (a payout draws on it if it exists); the idempotency claim; the changeset"),
+    ("POST /v1/operations", 6, "the key by its hash; the key's and its customer's count this second (rate limit, one item); the customer's and the platform's definitions of the workflow (either may exist) with the customer's approval floor, in one batch; the customer's account in the currency (a payout draws on it if it exists); the idempotency key's record (read: the key is written, completed, with the changeset); the changeset"),
     ("POST /v1/operations/{id}/approve", 5, "the key; its and its customer's count this second; its user (roles as they are now); the operation; the changeset"),
     ("stream-transition", 6, "on operation.approved: the operation, the move to processing, the transaction made; on transaction.confirmed: the operation, its transactions, the completion"),
     ("stream-webhook-dispatch", 1, "the delivery made; the endpoints are looked up once per customer in a batch"),

@@ -7,7 +7,7 @@ use crate::access::{Principal, Scope};
 use crate::cause::{Actor, ActorType, Cause};
 use crate::error::DomainError;
 use crate::event::Event;
-use crate::idempotency::{fingerprint, IdempotencyClaim, Once, StoredResponse, Ticket};
+use crate::idempotency::{fingerprint, IdempotencyClaim, KeyHold, Once, StoredResponse, Ticket};
 use crate::ids::{CustomerId, EventId, ScheduleId};
 use crate::operations::Operation;
 use crate::ports::{AuditEntry, Changeset, StoreError, Write};
@@ -455,23 +455,29 @@ impl Service {
             body: operation.id.as_bytes().to_vec(),
         };
         let made = self
-            .once(claim, render, DomainError::IdempotencyKeyReused, |ticket| async move {
-                let body = operation_body(&schedule.operation, &schedule.customer_id)?;
-                let actor = schedule_actor(&schedule.id);
-                let (operation, mut changes) = self.draft_operation(&principal, body, Some(&actor)).await?;
-                let occurrence = Occurrence {
-                    schedule_id: schedule.id.clone(),
-                    scheduled_at: at,
-                    status: OccurrenceStatus::Created,
-                    operation_id: Some(operation.id.clone()),
-                    reason: None,
-                    recorded_at: now,
-                };
-                self.advance(&mut changes, schedule, occurrence, now)?;
-                changes.push(ticket.complete(&operation));
-                self.store.commit(changes).await?;
-                Ok(operation)
-            })
+            .once(
+                claim,
+                KeyHold::ClaimFirst,
+                render,
+                DomainError::IdempotencyKeyReused,
+                |ticket| async move {
+                    let body = operation_body(&schedule.operation, &schedule.customer_id)?;
+                    let actor = schedule_actor(&schedule.id);
+                    let (operation, mut changes) = self.draft_operation(&principal, body, Some(&actor)).await?;
+                    let occurrence = Occurrence {
+                        schedule_id: schedule.id.clone(),
+                        scheduled_at: at,
+                        status: OccurrenceStatus::Created,
+                        operation_id: Some(operation.id.clone()),
+                        reason: None,
+                        recorded_at: now,
+                    };
+                    self.advance(&mut changes, schedule, occurrence, now)?;
+                    changes.push(ticket.complete(&operation));
+                    self.store.commit(changes).await?;
+                    Ok(operation)
+                },
+            )
             .await;
         match made {
             Ok(Once::Done(_)) => Ok(Fired::Recorded),

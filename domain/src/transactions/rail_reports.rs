@@ -1,7 +1,7 @@
 //! Signed rail reports: a rail's connectivity layer tells the outcome of a transaction.
 
 use crate::error::DomainError;
-use crate::idempotency::{self, IdempotencyClaim, Once, StoredResponse};
+use crate::idempotency::{self, IdempotencyClaim, KeyHold, Once, StoredResponse};
 use crate::ids::TransactionId;
 use crate::ports::Changeset;
 use crate::rail::RailState;
@@ -100,7 +100,7 @@ impl Service {
             "rail_report_id_reused",
             format!("Report {report_id} was already received with another body."),
         );
-        self.once(claim, render, reused, |ticket| async move {
+        self.once(claim, KeyHold::ClaimFirst, render, reused, |ticket| async move {
             let transaction = self
                 .apply_report(&report_id, &rail, &transaction_id, rail_reference, &state, code, reason)
                 .await?;

@@ -128,9 +128,13 @@ where
     };
     let once = app
         .service
-        .once(claim, stored(status), DomainError::IdempotencyKeyReused, |ticket| {
-            create(Some(ticket))
-        })
+        .once(
+            claim,
+            T::KEY_HOLD,
+            stored(status),
+            DomainError::IdempotencyKeyReused,
+            |ticket| create(Some(ticket)),
+        )
         .await?;
     Ok(match once {
         Once::Done(made) => json_response(status, to_json(&made)),

@@ -10,6 +10,7 @@ use ops_domain::desk::board::Board;
 use ops_domain::desk::WorkItem;
 use ops_domain::event::Event;
 use ops_domain::files::File;
+use ops_domain::idempotency::KeyHold;
 use ops_domain::ids::{ApiKeyId, CustomerId, UserId};
 use ops_domain::ledger::{Account, Movement};
 use ops_domain::operations::Operation;
@@ -214,6 +215,10 @@ pub fn to_json<T: Wire + ?Sized>(value: &T) -> Vec<u8> {
 /// shown once is withheld (only its prefix kept, `sk_test_…withheld`), since secrets are never
 /// stored.
 pub trait Stored: Wire {
+    /// How a create of this holds its idempotency key: claimed first, unless the create is
+    /// nothing but its changeset.
+    const KEY_HOLD: KeyHold = KeyHold::ClaimFirst;
+
     fn stored_json(&self) -> Vec<u8> {
         to_json(self)
     }
@@ -221,7 +226,10 @@ pub trait Stored: Wire {
 
 impl Stored for Customer {}
 impl Stored for User {}
-impl Stored for Operation {}
+// Creating an operation writes its changeset and nothing else, so its key goes with it.
+impl Stored for Operation {
+    const KEY_HOLD: KeyHold = KeyHold::InTheChangeset;
+}
 impl Stored for Transaction {}
 impl Stored for Schedule {}
 impl Stored for File {}

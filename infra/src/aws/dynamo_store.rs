@@ -791,6 +791,21 @@ impl DynamoStore {
                     .update(update.build().expect("balance change"))
                     .build()]
             }
+            Write::TakeIdempotency { claim, response } => {
+                let now = claim.now.unix_timestamp();
+                let mut record = idempotency_item(claim);
+                record.insert("status".into(), n(response.status));
+                record.insert("response".into(), AttributeValue::B(response.body.clone().into()));
+                let put = Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(record))
+                    .condition_expression(KEY_IS_FREE)
+                    .expression_attribute_names("#status", "status")
+                    .expression_attribute_values(":now", n(now))
+                    .build()
+                    .expect("take");
+                vec![TransactWriteItem::builder().put(put).build()]
+            }
             Write::CompleteIdempotency { scope, key, response } => {
                 let update = Update::builder()
                     .table_name(&self.table)
@@ -945,21 +960,22 @@ pub const INDEXES: [&str; 4] = ["GSI1", "GSI2", "GSI3", "GSI4"];
 /// item's copy in each index it has keys for (projections are ALL). An operation's update is
 /// counted as a status change, whose entries in the two status-keyed indexes also move (a
 /// delete more each): exact for a lifecycle, an upper bound for approvals that keep the status.
+/// An update (a counter's `ADD`, an idempotency record's completion) is counted by the size of
+/// its key and the values it sets, which is the item's for the record's response.
 fn write_units(write: &TransactWriteItem, transactional: bool) -> u64 {
+    let per_kb = if transactional { 2 } else { 1 };
     let Some(put) = write.put() else {
-        return if transactional { 2 } else { 1 }; // the idempotency record's small update
+        let bytes = write.update().map_or(0, |update| {
+            let key: usize = update.key().iter().map(|(n, v)| attribute_bytes(n, v)).sum();
+            let values = update.expression_attribute_values().into_iter().flatten();
+            key + values.map(|(n, v)| attribute_bytes(n, v)).sum::<usize>()
+        });
+        return bytes.div_ceil(1024).max(1) as u64 * per_kb;
     };
     let bytes: usize = put
         .item()
         .iter()
-        .map(|(name, value)| {
-            name.len()
-                + match value {
-                    AttributeValue::S(text) | AttributeValue::N(text) => text.len(),
-                    AttributeValue::B(blob) => blob.as_ref().len(),
-                    _ => 1,
-                }
-        })
+        .map(|(name, value)| attribute_bytes(name, value))
         .sum();
     let units = bytes.div_ceil(1024).max(1) as u64;
     let indexes = INDEXES
@@ -972,7 +988,62 @@ fn write_units(write: &TransactWriteItem, transactional: bool) -> u64 {
         .is_some_and(|e| e.as_s().is_ok_and(|e| e == "operation"))
         && put.condition_expression().is_some_and(|c| c.starts_with("version"));
     let moved = if is_operation_update { 2 } else { 0 };
-    units * (if transactional { 2 } else { 1 } + indexes + moved)
+    units * (per_kb + indexes + moved)
+}
+
+/// An attribute's size as DynamoDB counts it: its name and its value.
+fn attribute_bytes(name: &str, value: &AttributeValue) -> usize {
+    name.len()
+        + match value {
+            AttributeValue::S(text) | AttributeValue::N(text) => text.len(),
+            AttributeValue::B(blob) => blob.as_ref().len(),
+            _ => 1,
+        }
+}
+
+/// An idempotency key's record, as a claim writes it.
+fn idempotency_item(claim: &IdempotencyClaim) -> Item {
+    let now = claim.now.unix_timestamp();
+    keyed(
+        keys::idempotency(&claim.scope, &claim.key),
+        vec![
+            ("entity", s("idempotency")),
+            ("fingerprint", s(&claim.fingerprint)),
+            ("locked_until", n(now + CLAIM_TIMEOUT.whole_seconds())),
+            ("expires_at", n(now + RETENTION.whole_seconds())),
+            // DynamoDB deletes expired items itself, within days; `expires_at` is what counts.
+            ("ttl", n(now + RETENTION.whole_seconds() + 3600)),
+        ],
+    )
+}
+
+/// A key may be taken if no record holds it, or its record is past retention, or it is a
+/// claim whose request died before completing it.
+const KEY_IS_FREE: &str =
+    "attribute_not_exists(PK) OR expires_at <= :now OR (attribute_not_exists(#status) AND locked_until <= :now)";
+
+/// What a live record of a key means to a request with `fingerprint`.
+fn claim_outcome(existing: &Item, fingerprint: &str) -> ClaimOutcome {
+    if existing
+        .get("fingerprint")
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+        != Some(fingerprint)
+    {
+        return ClaimOutcome::Mismatch;
+    }
+    let status = existing
+        .get("status")
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse::<u16>().ok());
+    let body = existing
+        .get("response")
+        .and_then(|v| v.as_b().ok())
+        .map(|b| b.as_ref().to_vec());
+    match (status, body) {
+        (Some(status), Some(body)) => ClaimOutcome::Replay(StoredResponse { status, body }),
+        _ => ClaimOutcome::InFlight,
+    }
 }
 
 /// What a write writes: its item's `entity`, or the idempotency record a lone update touches.
@@ -1498,24 +1569,14 @@ impl WebhookStore for DynamoStore {
 impl IdempotencyStore for DynamoStore {
     async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
         let now = claim.now.unix_timestamp();
-        let item = keyed(
-            keys::idempotency(&claim.scope, &claim.key),
-            vec![
-                ("entity", s("idempotency")),
-                ("fingerprint", s(&claim.fingerprint)),
-                ("locked_until", n(now + CLAIM_TIMEOUT.whole_seconds())),
-                ("expires_at", n(now + RETENTION.whole_seconds())),
-                // DynamoDB deletes expired items itself, within days; `expires_at` is what counts.
-                ("ttl", n(now + RETENTION.whole_seconds() + 3600)),
-            ],
-        );
+        let item = idempotency_item(claim);
         self.count_small_write("idempotency");
         let attempt = self
             .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
-            .condition_expression("attribute_not_exists(PK) OR expires_at <= :now OR (attribute_not_exists(#status) AND locked_until <= :now)")
+            .condition_expression(KEY_IS_FREE)
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":now", n(now))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
@@ -1528,21 +1589,38 @@ impl IdempotencyStore for DynamoStore {
                 other => return Err(unavailable(other)),
             },
         };
-        let fingerprint = existing.get("fingerprint").and_then(|v| v.as_s().ok());
-        if fingerprint != Some(&claim.fingerprint) {
-            return Ok(ClaimOutcome::Mismatch);
-        }
-        let status = existing
-            .get("status")
-            .and_then(|v| v.as_n().ok())
-            .and_then(|v| v.parse::<u16>().ok());
-        let body = existing
-            .get("response")
-            .and_then(|v| v.as_b().ok())
-            .map(|b| b.as_ref().to_vec());
-        Ok(match (status, body) {
-            (Some(status), Some(body)) => ClaimOutcome::Replay(StoredResponse { status, body }),
-            _ => ClaimOutcome::InFlight,
+        Ok(claim_outcome(&existing, &claim.fingerprint))
+    }
+
+    async fn idempotency_record(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
+        self.count();
+        let found = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(item(key_item(keys::idempotency(&claim.scope, &claim.key)))))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        let now = claim.now.unix_timestamp();
+        let number = |record: &Item, name: &str| {
+            record
+                .get(name)
+                .and_then(|v| v.as_n().ok())
+                .and_then(|v| v.parse::<i64>().ok())
+        };
+        Ok(match found.item() {
+            Some(record) => {
+                let expired = number(record, "expires_at").is_some_and(|at| at <= now);
+                let abandoned =
+                    !record.contains_key("status") && number(record, "locked_until").is_some_and(|at| at <= now);
+                match expired || abandoned {
+                    true => ClaimOutcome::Claimed,
+                    false => claim_outcome(record, &claim.fingerprint),
+                }
+            }
+            None => ClaimOutcome::Claimed,
         })
     }
 

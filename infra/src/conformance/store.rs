@@ -73,6 +73,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     events_are_listed_by_customer_and_type(store.as_ref()).await;
     concurrent_conflicting_updates_have_one_winner(store.clone()).await;
     idempotency_claims(store.as_ref()).await;
+    idempotency_taken_in_the_changeset(store.as_ref()).await;
     the_largest_operation_the_api_accepts_is_stored(store.as_ref()).await;
     api_keys_are_listed_by_owner(store.as_ref()).await;
     schedules_are_found_by_due_time_and_occurrences_are_recorded_once(store.as_ref()).await;
@@ -787,6 +788,97 @@ async fn idempotency_claims(store: &dyn Store) {
             .await
             .unwrap(),
         ClaimOutcome::Claimed
+    );
+}
+
+/// A key taken in the effect's own changeset: free until a changeset takes it, then the
+/// stored answer; a second take (a racing request with the same key) is a conflict, as is a
+/// take over another request's live claim; a key past its retention, or a claim abandoned by a
+/// dead process, can be taken.
+async fn idempotency_taken_in_the_changeset(store: &dyn Store) {
+    let now = OffsetDateTime::UNIX_EPOCH + time::Duration::days(10_000);
+    let claim = |key: &str, fingerprint: &str, at: OffsetDateTime| IdempotencyClaim {
+        scope: "test:cus_t".into(),
+        key: key.into(),
+        fingerprint: fingerprint.into(),
+        now: at,
+    };
+    let response = StoredResponse {
+        status: 201,
+        body: b"{\"id\":\"op_t\"}".to_vec(),
+    };
+    let take = |claim: IdempotencyClaim| Write::TakeIdempotency {
+        claim,
+        response: response.clone(),
+    };
+    assert_eq!(
+        store.idempotency_record(&claim("t1", "f1", now)).await.unwrap(),
+        ClaimOutcome::Claimed,
+        "an unused key is free, and reading it writes nothing"
+    );
+    assert_eq!(
+        store.idempotency_record(&claim("t1", "f1", now)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    store.commit(changes(vec![take(claim("t1", "f1", now))])).await.unwrap();
+    assert_eq!(
+        store.idempotency_record(&claim("t1", "f1", now)).await.unwrap(),
+        ClaimOutcome::Replay(response.clone())
+    );
+    assert_eq!(
+        store.idempotency_record(&claim("t1", "f2", now)).await.unwrap(),
+        ClaimOutcome::Mismatch
+    );
+    assert!(matches!(
+        store.commit(changes(vec![take(claim("t1", "f1", now))])).await,
+        Err(StoreError::Conflict)
+    ));
+    // The same as any claim: a replay for 24 hours, then the key is free again.
+    assert_eq!(
+        store.claim_idempotency_key(&claim("t1", "f1", now)).await.unwrap(),
+        ClaimOutcome::Replay(response.clone())
+    );
+    let much_later = now + time::Duration::hours(25);
+    assert_eq!(
+        store.idempotency_record(&claim("t1", "f2", much_later)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    store
+        .commit(changes(vec![take(claim("t1", "f2", much_later))]))
+        .await
+        .unwrap();
+
+    // A live claim by a request that claimed first holds the key; a dead one's does not.
+    assert_eq!(
+        store.claim_idempotency_key(&claim("t2", "f1", now)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert_eq!(
+        store.idempotency_record(&claim("t2", "f1", now)).await.unwrap(),
+        ClaimOutcome::InFlight
+    );
+    assert!(matches!(
+        store.commit(changes(vec![take(claim("t2", "f1", now))])).await,
+        Err(StoreError::Conflict)
+    ));
+    let after_timeout = now + time::Duration::seconds(61);
+    assert_eq!(
+        store
+            .idempotency_record(&claim("t2", "f1", after_timeout))
+            .await
+            .unwrap(),
+        ClaimOutcome::Claimed
+    );
+    store
+        .commit(changes(vec![take(claim("t2", "f1", after_timeout))]))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .idempotency_record(&claim("t2", "f1", after_timeout))
+            .await
+            .unwrap(),
+        ClaimOutcome::Replay(response)
     );
 }
 

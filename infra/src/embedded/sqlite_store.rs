@@ -717,6 +717,20 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 params![entry.entity_id, entry.operation_id, json(entry)],
             )?;
         }
+        Write::TakeIdempotency { claim, response } => {
+            let now = claim.now.unix_timestamp();
+            let changed = tx.execute(
+                "INSERT INTO idempotency (scope, key, fingerprint, status, response, locked_until, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, status = excluded.status,
+                     response = excluded.response, locked_until = excluded.locked_until, expires_at = excluded.expires_at
+                 WHERE idempotency.expires_at <= ?6 OR (idempotency.status IS NULL AND idempotency.locked_until <= ?6)",
+                params![claim.scope, claim.key, claim.fingerprint, response.status, response.body, now, now + RETENTION.whole_seconds()],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
         Write::CompleteIdempotency { scope, key, response } => {
             let changed = tx.execute(
                 "UPDATE idempotency SET status = ?3, response = ?4 WHERE scope = ?1 AND key = ?2 AND status IS NULL",
@@ -728,6 +742,17 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
         }
     }
     Ok(())
+}
+
+/// What a live record `(fingerprint, status, response)` of a key means to a request with
+/// `fingerprint`; no record: the key is free.
+fn claim_outcome(record: Option<(String, Option<u16>, Option<Vec<u8>>)>, fingerprint: &str) -> ClaimOutcome {
+    match record {
+        None => ClaimOutcome::Claimed,
+        Some((stored, _, _)) if stored != fingerprint => ClaimOutcome::Mismatch,
+        Some((_, Some(status), Some(body))) => ClaimOutcome::Replay(StoredResponse { status, body }),
+        Some(_) => ClaimOutcome::InFlight,
+    }
 }
 
 /// Applies every write of `changes` in one transaction, or none.
@@ -1174,9 +1199,7 @@ impl IdempotencyStore for SqliteStore {
                 .optional()
                 .map_err(unavailable)?;
             let outcome = match existing {
-                Some((fingerprint, _, _)) if fingerprint != claim.fingerprint => ClaimOutcome::Mismatch,
-                Some((_, Some(status), Some(body))) => ClaimOutcome::Replay(StoredResponse { status, body }),
-                Some(_) => ClaimOutcome::InFlight,
+                Some(record) => claim_outcome(Some(record), &claim.fingerprint),
                 None => {
                     tx.execute(
                         "INSERT INTO idempotency (scope, key, fingerprint, locked_until, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -1188,6 +1211,24 @@ impl IdempotencyStore for SqliteStore {
             };
             tx.commit().map_err(unavailable)?;
             Ok(outcome)
+        })
+        .await
+    }
+
+    async fn idempotency_record(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
+        let claim = claim.clone();
+        self.read(move |c| {
+            let now = claim.now.unix_timestamp();
+            let existing: Option<(String, Option<u16>, Option<Vec<u8>>)> = c
+                .query_row(
+                    "SELECT fingerprint, status, response FROM idempotency WHERE scope = ?1 AND key = ?2
+                     AND NOT (expires_at <= ?3 OR (status IS NULL AND locked_until <= ?3))",
+                    params![claim.scope, claim.key, now],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                )
+                .optional()
+                .map_err(unavailable)?;
+            Ok(claim_outcome(existing, &claim.fingerprint))
         })
         .await
     }
