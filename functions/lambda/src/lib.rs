@@ -88,61 +88,58 @@ async fn with_source_ip(mut request: axum::extract::Request) -> axum::extract::R
     request
 }
 
+/// Serves a trigger: `handle` answers each invocation's payload with the service, built once
+/// per container.
+async fn serve_trigger<E, R, Fut>(handle: impl Fn(Arc<Service>, E) -> Fut) -> Result<(), lambda_runtime::Error>
+where
+    E: serde::de::DeserializeOwned + Send + 'static,
+    R: serde::Serialize + Send + 'static,
+    Fut: std::future::Future<Output = Result<R, lambda_runtime::Error>> + Send,
+{
+    let service = start().await?;
+    lambda_runtime::run(service_fn(|event: LambdaEvent<E>| {
+        handle(service.clone(), event.payload)
+    }))
+    .await
+}
+
 /// Serves one consumer of the table's stream (its event source mapping hands it batches).
 pub async fn serve_stream(consumer: StreamConsumer) -> Result<(), lambda_runtime::Error> {
-    let service = start().await?;
-    lambda_runtime::run(service_fn(|event: LambdaEvent<StreamEvent>| {
-        let service = service.clone();
-        async move { Ok::<_, lambda_runtime::Error>(ops_runtime::triggers::stream(&service, consumer, event.payload).await) }
-    }))
+    serve_trigger(move |service, batch: StreamEvent| async move {
+        Ok(ops_runtime::triggers::stream(&service, consumer, batch).await)
+    })
     .await
 }
 
 /// Serves the consumer of one queue.
 pub async fn serve_queue(queue: QueueName) -> Result<(), lambda_runtime::Error> {
-    let service = start().await?;
-    lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {
-        let service = service.clone();
-        async move { Ok::<_, lambda_runtime::Error>(ops_runtime::triggers::queue(&service, queue, event.payload).await) }
-    }))
+    serve_trigger(move |service, batch: SqsEvent| async move {
+        Ok(ops_runtime::triggers::queue(&service, queue, batch).await)
+    })
     .await
 }
 
 /// The dead-letter function: the dead-letter queues → exceptions work items.
 pub async fn serve_dead_letters() -> Result<(), lambda_runtime::Error> {
-    let service = start().await?;
-    lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {
-        let service = service.clone();
-        async move { Ok::<_, lambda_runtime::Error>(ops_runtime::triggers::dead_letters(&service, event.payload).await) }
-    }))
+    serve_trigger(
+        |service, batch: SqsEvent| async move { Ok(ops_runtime::triggers::dead_letters(&service, batch).await) },
+    )
     .await
 }
 
 /// EventBridge (every minute) → ask the rails about transactions whose poll is due.
 pub async fn serve_status_poll() -> Result<(), lambda_runtime::Error> {
-    let service = start().await?;
-    lambda_runtime::run(service_fn(|_: LambdaEvent<serde_json::Value>| {
-        let service = service.clone();
-        async move {
-            ops_runtime::triggers::status_poll(&service)
-                .await
-                .map_err(lambda_runtime::Error::from)
-        }
-    }))
+    serve_trigger(
+        |service, _: serde_json::Value| async move { Ok(ops_runtime::triggers::status_poll(&service).await?) },
+    )
     .await
 }
 
 /// EventBridge Scheduler (one schedule per schedule) → record the occurrence it names.
 pub async fn serve_schedule_fire() -> Result<(), lambda_runtime::Error> {
-    let service = start().await?;
-    lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| {
-        let service = service.clone();
-        async move {
-            ops_runtime::triggers::schedule_fire(&service, event.payload)
-                .await
-                .map_err(lambda_runtime::Error::from)
-        }
-    }))
+    serve_trigger(|service, payload: serde_json::Value| async move {
+        Ok(ops_runtime::triggers::schedule_fire(&service, payload).await?)
+    })
     .await
 }
 
