@@ -155,8 +155,15 @@ impl Service {
                 }
                 Err(error)
             }
-            // Nothing was written; if another request with this key won the race to the
-            // record, its answer is this one's too.
+            // Refused before its commit (bad input, a rule): nothing was written, the key is
+            // free, and there is nothing to read again.
+            (Err(error), KeyHold::InTheChangeset)
+                if !matches!(error, DomainError::InvalidState { code: "conflict", .. }) =>
+            {
+                Err(error)
+            }
+            // Lost at commit: if another request with this key won the race to the record,
+            // its answer is this one's too.
             (Err(error), KeyHold::InTheChangeset) => match self.store.idempotency_record(&claim).await? {
                 ClaimOutcome::Claimed => Err(error),
                 ClaimOutcome::Replay(stored) => Ok(Once::Replayed(stored)),
