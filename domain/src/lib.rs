@@ -45,3 +45,29 @@ pub mod validate;
 pub mod webhooks;
 
 pub use error::DomainError;
+
+#[cfg(test)]
+mod tests {
+    /// A file over this is a room holding two concerns: split it by concern (as ledger/ into
+    /// the accounts API, postings and flows) rather than let the next module grow it.
+    const MAX_LINES: usize = 600;
+
+    #[test]
+    fn no_source_file_of_the_domain_outgrows_one_concern() {
+        let mut pending = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+        let mut read = 0;
+        while let Some(dir) = pending.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    pending.push(path);
+                } else if path.extension().is_some_and(|ext| ext == "rs") {
+                    let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+                    assert!(lines <= MAX_LINES, "{} has {lines} lines", path.display());
+                    read += 1;
+                }
+            }
+        }
+        assert!(read >= 40, "read only {read} files");
+    }
+}

@@ -6,9 +6,11 @@
 //! occurrence's record and the schedule's next run, so a second firing finds it recorded.
 
 pub mod expression;
+mod firing;
 mod use_cases;
 
-pub use use_cases::{CreateSchedule, FireSchedule, LATE_LIMIT};
+pub use firing::FireSchedule;
+pub use use_cases::{CreateSchedule, LATE_LIMIT};
 
 use crate::access::Environment;
 use crate::cause::Cause;

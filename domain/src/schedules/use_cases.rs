@@ -1,17 +1,16 @@
-//! The schedules API (create, list, get, pause, resume, delete, occurrences) and the firing of
-//! occurrences, by the cloud's timer or the embedded one.
+//! The schedules API: create, list, get, pause, resume, delete and occurrences (the firing of
+//! occurrences is in `firing.rs`).
 
 use super::expression::{parse_zone, Expression};
-use super::{Occurrence, OccurrenceStatus, Schedule, ScheduleQuery, ScheduleStatus};
+use super::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus};
 use crate::access::{Principal, Scope};
 use crate::cause::{Actor, ActorType, Cause};
 use crate::error::DomainError;
 use crate::event::Event;
-use crate::idempotency::{fingerprint, IdempotencyClaim, KeyHold, Once, StoredResponse, Ticket};
+use crate::idempotency::Ticket;
 use crate::ids::{CustomerId, EventId, ScheduleId};
-use crate::operations::Operation;
 use crate::ports::{AuditEntry, Changeset, StoreError, Write};
-use crate::service::{customer_scope, Handled, Page, Service};
+use crate::service::{customer_scope, Page, Service};
 use crate::validate::{self, CreateOperation};
 use serde::Deserialize;
 use time::format_description::well_known::Rfc3339;
@@ -21,11 +20,7 @@ use time::{Duration, OffsetDateTime};
 /// it is recorded `missed`.
 pub const LATE_LIMIT: Duration = Duration::hours(24);
 /// Optimistic-concurrency retries before a busy schedule is reported as a conflict.
-const MAX_ATTEMPTS: usize = 5;
-/// Occurrences one firing records at most; a schedule further behind goes on at the next.
-const CATCH_UP: usize = 100;
-/// Schedules one round of the embedded timer fires.
-const DUE_BATCH: usize = 100;
+pub(super) const MAX_ATTEMPTS: usize = 5;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -38,23 +33,14 @@ pub struct CreateSchedule {
     pub operation: Option<serde_json::Value>,
 }
 
-/// What the timer sends for an occurrence (the Scheduler's target input on AWS).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FireSchedule {
-    pub schedule_id: ScheduleId,
-    #[serde(with = "time::serde::rfc3339")]
-    pub scheduled_at: OffsetDateTime,
-}
-
-fn schedule_actor(id: &ScheduleId) -> Actor {
+pub(super) fn schedule_actor(id: &ScheduleId) -> Actor {
     Actor {
         kind: ActorType::Schedule,
         id: id.to_string(),
     }
 }
 
-fn rfc3339(at: OffsetDateTime) -> String {
+pub(super) fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&Rfc3339).expect("times in range format")
 }
 
@@ -93,18 +79,14 @@ fn within_operation(error: DomainError) -> DomainError {
 }
 
 /// The create body a schedule's operation stands for, for its customer.
-fn operation_body(template: &serde_json::Value, customer_id: &CustomerId) -> Result<CreateOperation, DomainError> {
+pub(super) fn operation_body(
+    template: &serde_json::Value,
+    customer_id: &CustomerId,
+) -> Result<CreateOperation, DomainError> {
     let mut body = template.clone();
     body["customer_id"] = customer_id.to_string().into();
     serde_json::from_value(body)
         .map_err(|e| DomainError::invalid("operation", "invalid_operation", format!("Not an operation: {e}.")))
-}
-
-/// What firing one occurrence came to.
-enum Fired {
-    Recorded,
-    /// A concurrent firing changed the schedule first: read it again.
-    Raced,
 }
 
 impl Service {
@@ -345,7 +327,7 @@ impl Service {
     }
 
     /// Stores `schedule` as changed by `cause`, with its audit entry and its event.
-    fn record_schedule_change(
+    pub(super) fn record_schedule_change(
         &self,
         changes: &mut Changeset,
         schedule: &mut Schedule,
@@ -368,226 +350,10 @@ impl Service {
         )));
         changes.push(Write::PutSchedule(schedule.clone()));
     }
-
-    // ---- firing --------------------------------------------------------------------------
-
-    /// Records every occurrence of the schedule due at or before `scheduled_at` (catching up
-    /// on those a stopped service never fired), each once however often it is fired. A
-    /// firing for a paused, ended or deleted schedule, or for a time already recorded, does
-    /// nothing. Returns how many occurrences it recorded.
-    pub async fn fire_schedule(&self, fire: &FireSchedule) -> Result<usize, DomainError> {
-        let mut recorded = 0;
-        let mut races = 0;
-        while recorded < CATCH_UP {
-            let Some(schedule) = self.store.schedule(&fire.schedule_id).await? else {
-                tracing::warn!(schedule = %fire.schedule_id, "a firing for no schedule");
-                break;
-            };
-            let due = schedule.next_run_at.filter(|next| *next <= fire.scheduled_at);
-            let (ScheduleStatus::Active, Some(due)) = (schedule.status, due) else {
-                break;
-            };
-            match self.fire_occurrence(&schedule, due).await? {
-                Fired::Recorded => recorded += 1,
-                Fired::Raced if races < MAX_ATTEMPTS => races += 1,
-                Fired::Raced => {
-                    return Err(DomainError::invalid_state(
-                        "conflict",
-                        "The schedule is changing too fast.",
-                    ))
-                }
-            }
-        }
-        Ok(recorded)
-    }
-
-    /// The embedded timer's round: fires every schedule due by now, found by the due index.
-    pub async fn fire_due_schedules(&self) -> Result<usize, DomainError> {
-        let now = self.now();
-        let mut recorded = 0;
-        for schedule in self.store.schedules_due(now, DUE_BATCH).await? {
-            let fire = FireSchedule {
-                schedule_id: schedule.id.clone(),
-                scheduled_at: now,
-            };
-            match self.fire_schedule(&fire).await {
-                Ok(count) => recorded += count,
-                // One schedule's failure does not hold the others back; it is due again next round.
-                Err(error) => tracing::warn!(schedule = %schedule.id, %error, "firing a schedule failed"),
-            }
-        }
-        Ok(recorded)
-    }
-
-    /// Records the occurrence at `at`: its operation, or why there is none.
-    async fn fire_occurrence(&self, schedule: &Schedule, at: OffsetDateTime) -> Result<Fired, DomainError> {
-        let now = self.now();
-        let late = now - at;
-        if late > LATE_LIMIT {
-            let reason = format!(
-                "Fired {} hour(s) late (the service was not running); an occurrence more than 24 hours late is not made.",
-                late.whole_hours()
-            );
-            return self
-                .record_without_operation(schedule, at, OccurrenceStatus::Missed, reason)
-                .await;
-        }
-        let principal = match self
-            .acting_principal(&schedule.customer_id, &schedule.api_key_id, now, "the schedule")
-            .await?
-        {
-            Ok(principal) => principal,
-            Err(reason) => {
-                return self
-                    .record_without_operation(schedule, at, OccurrenceStatus::Skipped, reason)
-                    .await
-            }
-        };
-        let claim = IdempotencyClaim {
-            // A scope of their own, so no client's key can stand in for an occurrence's.
-            scope: format!("{}:schedules", principal.idempotency_scope()),
-            key: format!("{}@{}", schedule.id, rfc3339(at)),
-            fingerprint: fingerprint("POST", "/v1/operations", &schedule.operation),
-            now,
-        };
-        let render = |operation: &Operation| StoredResponse {
-            status: 201,
-            body: operation.id.as_bytes().to_vec(),
-        };
-        let made = self
-            .once(
-                claim,
-                KeyHold::ClaimFirst,
-                render,
-                DomainError::IdempotencyKeyReused,
-                |ticket| async move {
-                    let body = operation_body(&schedule.operation, &schedule.customer_id)?;
-                    let actor = schedule_actor(&schedule.id);
-                    let (operation, mut changes) = self.draft_operation(&principal, body, Some(&actor)).await?;
-                    let occurrence = Occurrence {
-                        schedule_id: schedule.id.clone(),
-                        scheduled_at: at,
-                        status: OccurrenceStatus::Created,
-                        operation_id: Some(operation.id.clone()),
-                        reason: None,
-                        recorded_at: now,
-                    };
-                    self.advance(&mut changes, schedule, occurrence, now)?;
-                    changes.push(ticket.complete(&operation));
-                    self.store.commit(changes).await?;
-                    Ok(operation)
-                },
-            )
-            .await;
-        match made {
-            Ok(Once::Done(_)) => Ok(Fired::Recorded),
-            // Made and recorded by an earlier firing whose schedule we read before it committed.
-            Ok(Once::Replayed(_)) | Err(DomainError::Store(StoreError::Conflict)) => Ok(Fired::Raced),
-            Err(
-                refused @ (DomainError::InvalidRequest { .. }
-                | DomainError::NotFound { .. }
-                | DomainError::Forbidden { .. }),
-            ) => {
-                let reason = format!("The operation was refused: {refused}");
-                self.record_without_operation(schedule, at, OccurrenceStatus::Skipped, reason)
-                    .await
-            }
-            Err(other) => Err(other),
-        }
-    }
-
-    async fn record_without_operation(
-        &self,
-        schedule: &Schedule,
-        at: OffsetDateTime,
-        status: OccurrenceStatus,
-        reason: String,
-    ) -> Result<Fired, DomainError> {
-        let now = self.now();
-        let occurrence = Occurrence {
-            schedule_id: schedule.id.clone(),
-            scheduled_at: at,
-            status,
-            operation_id: None,
-            reason: Some(reason),
-            recorded_at: now,
-        };
-        let mut changes = Changeset::default();
-        changes.push(Write::Event(Event::of_occurrence(
-            EventId::new(&*self.ids),
-            schedule,
-            &occurrence,
-        )));
-        // Nothing was paid: an operator's to look at, in the same changeset.
-        self.occurrence_failed(&mut changes, schedule, &occurrence);
-        self.advance(&mut changes, schedule, occurrence, now)?;
-        match self.store.commit(changes).await {
-            Ok(()) => Ok(Fired::Recorded),
-            Err(StoreError::Conflict) => Ok(Fired::Raced),
-            Err(other) => Err(other.into()),
-        }
-    }
-
-    /// Records `occurrence` and moves the schedule to its next run (or ends it), in `changes`.
-    fn advance(
-        &self,
-        changes: &mut Changeset,
-        schedule: &Schedule,
-        occurrence: Occurrence,
-        now: OffsetDateTime,
-    ) -> Result<(), DomainError> {
-        let cause = Cause::new(
-            &format!("occurrence_{}", occurrence.status.as_str()),
-            format!(
-                "Occurrence of {} {}{}",
-                rfc3339(occurrence.scheduled_at),
-                occurrence.status.as_str(),
-                occurrence.reason.as_ref().map_or(String::new(), |r| format!(": {r}"))
-            ),
-            schedule_actor(&schedule.id),
-            now,
-        );
-        let entry = AuditEntry::new("schedule", &schedule.id, "occurrence_recorded", cause);
-        changes.push(Write::Audit(match &occurrence.operation_id {
-            Some(operation) => entry.of_operation(operation),
-            None => entry,
-        }));
-        let mut next = schedule.clone();
-        next.next_run_at = next_run(schedule, occurrence.scheduled_at, false)?;
-        changes.push(Write::InsertOccurrence(occurrence));
-        if next.next_run_at.is_none() {
-            next.status = ScheduleStatus::Ended;
-            let cause = Cause::new("schedule_ended", "No run left", schedule_actor(&schedule.id), now);
-            self.record_schedule_change(changes, &mut next, schedule.status, "ended", cause, now);
-        } else {
-            next.version += 1;
-            next.updated_at = now;
-            changes.push(Write::PutSchedule(next));
-        }
-        Ok(())
-    }
-
-    // ---- the cloud's timer --------------------------------------------------------------
-
-    /// Makes the cloud's timer of the schedule an event names match the schedule as it now
-    /// is (read again, so events handled out of order still leave it right).
-    pub(crate) async fn sync_schedule_timer(&self, event: &Event) -> Result<Handled, DomainError> {
-        let Some(timers) = &self.timers else {
-            return Ok(Handled::Done);
-        };
-        let id = ScheduleId::from(event.data["schedule_id"].as_str().unwrap_or_default());
-        match self.store.schedule(&id).await? {
-            Some(schedule) if matches!(schedule.status, ScheduleStatus::Active | ScheduleStatus::Paused) => {
-                timers.put(&schedule).await?
-            }
-            _ => timers.remove(&id).await?,
-        }
-        Ok(Handled::Done)
-    }
 }
 
 /// The schedule's run after `after` (at or after it when `inclusive`), within its end.
-fn next_run(
+pub(super) fn next_run(
     schedule: &Schedule,
     after: OffsetDateTime,
     inclusive: bool,
