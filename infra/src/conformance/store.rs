@@ -72,6 +72,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     lists_are_newest_first_filtered_and_paged(store.as_ref()).await;
     events_are_listed_by_customer_and_type(store.as_ref()).await;
     concurrent_conflicting_updates_have_one_winner(store.clone()).await;
+    concurrent_changesets_each_get_their_own_outcome(store.clone()).await;
     idempotency_claims(store.as_ref()).await;
     idempotency_taken_in_the_changeset(store.as_ref()).await;
     the_largest_operation_the_api_accepts_is_stored(store.as_ref()).await;
@@ -711,6 +712,49 @@ async fn concurrent_conflicting_updates_have_one_winner(store: Arc<dyn Store>) {
         1,
         "only the winner's audit entry"
     );
+}
+
+/// Changesets committed at once (which a store may group into one transaction to share a
+/// sync to disk) are each whole or absent on their own: a failed condition in one takes
+/// nothing of the others with it, and each caller hears its own outcome.
+async fn concurrent_changesets_each_get_their_own_outcome(store: Arc<dyn Store>) {
+    let taken = operation("op_g_taken", "cus_g", OperationStatus::Approved);
+    store
+        .commit(changes(vec![Write::InsertOperation(taken.clone())]))
+        .await
+        .unwrap();
+    let racers = (0..32)
+        .map(|n| {
+            let store = store.clone();
+            let taken = taken.clone();
+            tokio::spawn(async move {
+                let id = format!("op_g{n:02}");
+                let mut writes = vec![
+                    Write::InsertOperation(operation(&id, "cus_g", OperationStatus::Approved)),
+                    audit(&id, "approved"),
+                ];
+                if n % 3 == 0 {
+                    writes.push(Write::InsertOperation(taken));
+                }
+                (n, id, store.commit(changes(writes)).await)
+            })
+        })
+        .collect::<Vec<_>>();
+    for racer in racers {
+        let (n, id, outcome) = racer.await.unwrap();
+        let stored = store.operation(&id.as_str().into()).await.unwrap();
+        let history = store.operation_history(&id.as_str().into()).await.unwrap();
+        if n % 3 == 0 {
+            assert!(matches!(outcome, Err(StoreError::Conflict)), "{id}: {outcome:?}");
+            assert_eq!((stored, history.len()), (None, 0), "{id} wrote nothing");
+        } else {
+            assert!(outcome.is_ok(), "{id}: {outcome:?}");
+            assert!(
+                stored.is_some() && history.len() == 1,
+                "{id} wrote its operation and audit entry"
+            );
+        }
+    }
 }
 
 async fn idempotency_claims(store: &dyn Store) {

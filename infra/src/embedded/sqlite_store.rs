@@ -134,7 +134,14 @@ pub struct SqliteStore {
     /// Read-only connections to the same file: WAL lets them read the last commit while the
     /// writer waits for the disk, so a request's lookups do not queue behind another's commit.
     readers: Arc<Readers>,
+    /// Changesets waiting for the writer. Whoever holds the writer next commits all of them
+    /// in one transaction (group commit): changesets that arrive while one waits for the disk
+    /// share the next sync instead of each waiting for one of their own.
+    waiting: Arc<Mutex<Vec<Waiting>>>,
 }
+
+/// A changeset and the caller waiting for its outcome.
+type Waiting = (Changeset, tokio::sync::oneshot::Sender<Result<(), StoreError>>);
 
 /// Idle read-only connections, opened as needed and kept for the next read.
 struct Readers {
@@ -226,6 +233,7 @@ impl SqliteStore {
                 path: path.to_owned(),
                 idle: Mutex::default(),
             }),
+            waiting: Arc::default(),
         })
     }
 
@@ -770,46 +778,76 @@ fn commit_on(c: &mut Connection, changes: &Changeset) -> Result<(), StoreError> 
     tx.commit().map_err(unavailable)
 }
 
+/// Applies each changeset in a savepoint of its own, all in one transaction (one sync to
+/// disk): a changeset whose condition fails is rolled back alone. The outer error is the
+/// transaction's own (nothing committed).
+fn commit_together(c: &mut Connection, changesets: &[&Changeset]) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+    let mut tx = c
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(unavailable)?;
+    let mut outcomes = Vec::with_capacity(changesets.len());
+    for changes in changesets {
+        let savepoint = tx.savepoint().map_err(unavailable)?;
+        let outcome = changes
+            .writes
+            .iter()
+            .try_for_each(|write| match apply(&savepoint, write) {
+                Ok(()) => Ok(()),
+                Err(TxError::Condition) => Err(StoreError::Conflict),
+                Err(TxError::Sql(e)) => Err(unavailable(e)),
+            });
+        // A savepoint dropped without commit rolls back its changeset alone.
+        if outcome.is_ok() {
+            savepoint.commit().map_err(unavailable)?;
+        }
+        outcomes.push(outcome);
+    }
+    tx.commit().map_err(unavailable)?;
+    Ok(outcomes)
+}
+
 #[async_trait]
 impl Commit for SqliteStore {
+    /// Queues the changeset and asks for the writer; the first to get it commits every
+    /// changeset then waiting. The caller waits for its answer, not for its own turn at the
+    /// writer: a changeset another turn committed is answered as soon as that turn is done.
     async fn commit(&self, changes: Changeset) -> Result<(), StoreError> {
-        self.with(move |c| commit_on(c, &changes)).await
+        let (answer, outcome) = tokio::sync::oneshot::channel();
+        self.waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((changes, answer));
+        let waiting = self.waiting.clone();
+        let connection = self.connection.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut connection = connection.lock().unwrap_or_else(|e| e.into_inner());
+            let group = std::mem::take(&mut *waiting.lock().unwrap_or_else(|e| e.into_inner()));
+            if group.is_empty() {
+                return;
+            }
+            let (changesets, answers): (Vec<_>, Vec<_>) = group.into_iter().unzip();
+            let outcomes = match commit_together(&mut connection, &changesets.iter().collect::<Vec<_>>()) {
+                Ok(outcomes) => outcomes,
+                Err(error) => vec![Err(error); answers.len()],
+            };
+            for (answer, outcome) in answers.into_iter().zip(outcomes) {
+                // A caller that stopped waiting (its request dropped) needs no answer.
+                let _ = answer.send(outcome);
+            }
+        });
+        // A turn that panicked drops its answers: the caller hears the store is unavailable.
+        outcome.await.map_err(unavailable)?
     }
 
     async fn commit_derived(&self, changes: Changeset) -> Result<(), StoreError> {
         self.with_unsynced(move |c| commit_on(c, &changes)).await
     }
 
-    /// One transaction (one sync to disk), each changeset in a savepoint of its own.
     async fn commit_each(&self, changesets: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
         let count = changesets.len();
-        let committed = self
-            .with(move |c| {
-                let mut tx = c
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .map_err(unavailable)?;
-                let mut outcomes = Vec::with_capacity(changesets.len());
-                for changes in &changesets {
-                    let savepoint = tx.savepoint().map_err(unavailable)?;
-                    let outcome = changes
-                        .writes
-                        .iter()
-                        .try_for_each(|write| match apply(&savepoint, write) {
-                            Ok(()) => Ok(()),
-                            Err(TxError::Condition) => Err(StoreError::Conflict),
-                            Err(TxError::Sql(e)) => Err(unavailable(e)),
-                        });
-                    // A savepoint dropped without commit rolls back its changeset alone.
-                    if outcome.is_ok() {
-                        savepoint.commit().map_err(unavailable)?;
-                    }
-                    outcomes.push(outcome);
-                }
-                tx.commit().map_err(unavailable)?;
-                Ok(outcomes)
-            })
-            .await;
-        committed.unwrap_or_else(|error| vec![Err(error); count])
+        self.with(move |c| commit_together(c, &changesets.iter().collect::<Vec<_>>()))
+            .await
+            .unwrap_or_else(|error| vec![Err(error); count])
     }
 }
 
