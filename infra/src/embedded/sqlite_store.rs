@@ -150,7 +150,7 @@ struct Readers {
 }
 
 /// Read connections kept open when idle; more may be open while reads run side by side.
-const IDLE_READERS: usize = 8;
+const IDLE_READERS: usize = 16;
 
 impl Readers {
     fn take(&self) -> Result<Connection, StoreError> {
@@ -163,6 +163,13 @@ impl Readers {
             .busy_timeout(std::time::Duration::from_secs(5))
             .map_err(unavailable)?;
         Ok(connection)
+    }
+
+    fn run<T>(&self, work: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let connection = self.take()?;
+        let result = work(&connection);
+        self.give_back(connection);
+        result
     }
 
     fn give_back(&self, connection: Connection) {
@@ -238,21 +245,23 @@ impl SqliteStore {
     }
 
     /// Runs `work`, which only reads, on a read connection off the async runtime: it sees
-    /// every changeset committed before it starts.
+    /// every changeset committed before it starts. For reads of many rows (lists, scans).
     async fn read<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let readers = self.readers.clone();
-        tokio::task::spawn_blocking(move || {
-            let connection = readers.take()?;
-            let result = work(&connection);
-            readers.give_back(connection);
-            result
-        })
-        .await
-        .map_err(unavailable)?
+        tokio::task::spawn_blocking(move || readers.run(work))
+            .await
+            .map_err(unavailable)?
+    }
+
+    /// Runs `work`, a lookup of one row by its key, on a read connection in place. Such a
+    /// lookup takes microseconds and a WAL reader never waits for the writer, so it costs
+    /// less than the hop to a blocking thread and back, which a create pays once per lookup.
+    fn look_up<T>(&self, work: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        self.readers.run(work)
     }
 
     /// Runs `work` on the connection off the async runtime.
@@ -291,7 +300,7 @@ impl SqliteStore {
         subscription: &'static str,
         limit: usize,
     ) -> Result<Vec<(i64, Event)>, StoreError> {
-        self.with(move |c| {
+        self.read(move |c| {
             let mut statement = c
                 .prepare_cached(
                     "SELECT seq, body FROM events WHERE seq > COALESCE((SELECT seq FROM stream_checkpoints WHERE subscription = ?1), 0)
@@ -347,14 +356,19 @@ impl SqliteStore {
     where
         T: DeserializeOwned + Send + 'static,
     {
-        self.read(move |c| {
-            let body: Option<String> = c
-                .query_row(sql, [key], |row| row.get(0))
+        self.document_by(sql, [key])
+    }
+
+    /// The document of the one row `sql` selects by its key, looked up in place.
+    fn document_by<T: DeserializeOwned>(&self, sql: &str, key: impl rusqlite::Params) -> Result<Option<T>, StoreError> {
+        self.look_up(|c| {
+            let mut statement = c.prepare_cached(sql).map_err(unavailable)?;
+            let body: Option<String> = statement
+                .query_row(key, |row| row.get(0))
                 .optional()
                 .map_err(unavailable)?;
             body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
         })
-        .await
     }
 }
 
@@ -920,19 +934,10 @@ impl OperationStore for SqliteStore {
 #[async_trait]
 impl WorkflowStore for SqliteStore {
     async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, StoreError> {
-        let (owner, name) = (owner_key(owner), name.to_owned());
-        self.read(move |c| {
-            let body: Option<String> = c
-                .query_row(
-                    "SELECT body FROM workflows WHERE owner = ?1 AND name = ?2",
-                    params![owner, name],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(unavailable)?;
-            body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
-        })
-        .await
+        self.document_by(
+            "SELECT body FROM workflows WHERE owner = ?1 AND name = ?2",
+            params![owner_key(owner), name],
+        )
     }
 }
 
@@ -964,7 +969,7 @@ impl TransactionStore for SqliteStore {
 
     async fn confirmed_on_rail(&self, rail: &str, from: Date, to: Date) -> Result<Vec<Transaction>, StoreError> {
         let (rail, from, to) = (rail.to_owned(), from.to_string(), to.to_string());
-        self.with(move |c| {
+        self.read(move |c| {
             let mut statement = c
                 .prepare_cached(
                     "SELECT body FROM transactions WHERE json_extract(body, '$.confirmed_at') IS NOT NULL
@@ -998,19 +1003,10 @@ impl LedgerStore for SqliteStore {
     }
 
     async fn account_of(&self, holder: &str, currency: &Currency) -> Result<Option<Account>, StoreError> {
-        let (holder, currency) = (holder.to_owned(), currency.code().to_owned());
-        self.read(move |c| {
-            let body: Option<String> = c
-                .query_row(
-                    "SELECT body FROM accounts WHERE holder = ?1 AND currency = ?2",
-                    params![holder, currency],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(unavailable)?;
-            body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
-        })
-        .await
+        self.document_by(
+            "SELECT body FROM accounts WHERE holder = ?1 AND currency = ?2",
+            params![holder, currency.code()],
+        )
     }
 
     async fn accounts(&self, query: &AccountQuery) -> Result<Vec<Account>, StoreError> {
@@ -1038,7 +1034,7 @@ impl LedgerStore for SqliteStore {
     ) -> Result<Vec<Movement>, StoreError> {
         let account = account.to_string();
         let before = starting_after.map(String::from);
-        self.with(move |c| {
+        self.read(move |c| {
             let mut statement = c
                 .prepare_cached(
                     "SELECT m.body FROM movement_entries e JOIN movements m ON m.id = e.movement_id
@@ -1064,7 +1060,7 @@ impl FileStore for SqliteStore {
 
     async fn files(&self, query: &FileQuery) -> Result<Vec<File>, StoreError> {
         let query = query.clone();
-        self.with(move |c| {
+        self.read(move |c| {
             List::new("files", "id", query.limit)
                 .filter("customer_id = ?", query.customer_id.map(String::from))
                 .filter("id < ?", query.starting_after.map(String::from))
@@ -1075,7 +1071,7 @@ impl FileStore for SqliteStore {
 
     async fn file_with_digest(&self, customer: &CustomerId, sha256: &str) -> Result<Option<FileId>, StoreError> {
         let (customer, sha256) = (customer.to_string(), sha256.to_string());
-        self.with(move |c| {
+        self.read(move |c| {
             c.prepare_cached("SELECT file_id FROM file_digests WHERE customer_id = ?1 AND sha256 = ?2")
                 .and_then(|mut s| {
                     s.query_row(params![customer, sha256], |row| row.get::<_, String>(0))
@@ -1097,7 +1093,7 @@ impl ScheduleStore for SqliteStore {
 
     async fn schedules(&self, query: &ScheduleQuery) -> Result<Vec<Schedule>, StoreError> {
         let query = query.clone();
-        self.with(move |c| {
+        self.read(move |c| {
             List::new("schedules", "id", query.limit)
                 .always("visible = 1")
                 .filter("customer_id = ?", query.customer_id.map(String::from))
@@ -1127,7 +1123,7 @@ impl ScheduleStore for SqliteStore {
 
     async fn occurrence(&self, id: &ScheduleId, at: OffsetDateTime) -> Result<Option<Occurrence>, StoreError> {
         let id = id.to_string();
-        self.with(move |c| {
+        self.read(move |c| {
             let body: Option<String> = c
                 .query_row(
                     "SELECT body FROM occurrences WHERE schedule_id = ?1 AND scheduled_at = ?2",
@@ -1149,7 +1145,7 @@ impl ScheduleStore for SqliteStore {
     ) -> Result<Vec<Occurrence>, StoreError> {
         let id = id.to_string();
         let before = before.map_or(i64::MAX, |at| at.unix_timestamp());
-        self.with(move |c| {
+        self.read(move |c| {
             let mut statement = c
                 .prepare_cached("SELECT body FROM occurrences WHERE schedule_id = ?1 AND scheduled_at < ?2 ORDER BY scheduled_at DESC LIMIT ?3")
                 .map_err(unavailable)?;
@@ -1254,8 +1250,7 @@ impl IdempotencyStore for SqliteStore {
     }
 
     async fn idempotency_record(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
-        let claim = claim.clone();
-        self.read(move |c| {
+        self.look_up(|c| {
             let now = claim.now.unix_timestamp();
             let existing: Option<(String, Option<u16>, Option<Vec<u8>>)> = c
                 .query_row(
@@ -1268,7 +1263,6 @@ impl IdempotencyStore for SqliteStore {
                 .map_err(unavailable)?;
             Ok(claim_outcome(existing, &claim.fingerprint))
         })
-        .await
     }
 
     async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
@@ -1298,13 +1292,11 @@ impl SqliteStore {
     }
 
     pub(crate) async fn secret_row(&self, name: &str) -> Result<Option<String>, StoreError> {
-        let name = name.to_owned();
-        self.with(move |c| {
-            c.query_row("SELECT value FROM secrets WHERE name = ?1", [name], |row| row.get(0))
-                .optional()
+        self.look_up(|c| {
+            c.prepare_cached("SELECT value FROM secrets WHERE name = ?1")
+                .and_then(|mut statement| statement.query_row([name], |row| row.get(0)).optional())
                 .map_err(unavailable)
         })
-        .await
     }
 
     pub(crate) async fn delete_secret_row(&self, name: &str) -> Result<(), StoreError> {
@@ -1351,7 +1343,7 @@ impl DeskStore for SqliteStore {
         limit: usize,
     ) -> Result<usize, StoreError> {
         let (queue, customer) = (queue.as_str(), customer_id.map(|c| c.to_string()));
-        self.with(move |c| {
+        self.read(move |c| {
             let sql = match customer {
                 Some(_) => {
                     "SELECT count(*) FROM (SELECT 1 FROM work_items WHERE customer_id = ?4 AND queue = ?1
@@ -1411,7 +1403,7 @@ impl DeskStore for SqliteStore {
     ) -> Result<Option<OffsetDateTime>, StoreError> {
         let statuses: Vec<&'static str> = statuses.iter().map(|s| s.as_str()).collect();
         let customer = customer_id.map(|c| c.to_string());
-        self.with(move |c| {
+        self.read(move |c| {
             let mut oldest: Option<OffsetDateTime> = None;
             for status in statuses {
                 let body: Option<String> = match &customer {
@@ -1444,24 +1436,15 @@ impl DeskStore for SqliteStore {
     }
 
     async fn open_work_item(&self, queue: Queue, subject_id: &str) -> Result<Option<WorkItem>, StoreError> {
-        let (queue, subject_id) = (queue.as_str(), subject_id.to_owned());
-        self.read(move |c| {
-            let body: Option<String> = c
-                .query_row(
-                    "SELECT body FROM work_items WHERE queue = ?1 AND subject_id = ?2 AND status <> 'done'",
-                    params![queue, subject_id],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(unavailable)?;
-            body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
-        })
-        .await
+        self.document_by(
+            "SELECT body FROM work_items WHERE queue = ?1 AND subject_id = ?2 AND status <> 'done'",
+            params![queue.as_str(), subject_id],
+        )
     }
 
     async fn work_items(&self, query: &WorkItemQuery) -> Result<Vec<WorkItem>, StoreError> {
         let query = query.clone();
-        self.with(move |c| {
+        self.read(move |c| {
             let mut clauses: Vec<&str> = vec![];
             let mut values: Vec<Value> = vec![];
             let mut filter = |clause, value: Option<String>| {
