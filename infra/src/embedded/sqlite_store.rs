@@ -2,6 +2,7 @@
 //! lookups need; a changeset is one `BEGIN IMMEDIATE … COMMIT`.
 
 use async_trait::async_trait;
+use futures_util::future::join_all;
 use ops_domain::access::{AccessStore, ApiKey, Customer, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
 use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry};
@@ -820,17 +821,23 @@ fn commit_together(c: &mut Connection, changesets: &[&Changeset]) -> Result<Vec<
     Ok(outcomes)
 }
 
-#[async_trait]
-impl Commit for SqliteStore {
-    /// Queues the changeset and asks for the writer; the first to get it commits every
-    /// changeset then waiting. The caller waits for its answer, not for its own turn at the
-    /// writer: a changeset another turn committed is answered as soon as that turn is done.
-    async fn commit(&self, changes: Changeset) -> Result<(), StoreError> {
-        let (answer, outcome) = tokio::sync::oneshot::channel();
-        self.waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((changes, answer));
+impl SqliteStore {
+    /// Queues changesets for the writer (all at once, so one turn takes them together) and
+    /// asks for a turn; the first turn to get the writer commits every changeset then
+    /// waiting. Each caller waits for its answers, not for its own turn: a changeset another
+    /// turn committed is answered as soon as that turn is done.
+    async fn commit_in_turn(&self, changesets: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
+        let outcomes: Vec<_> = {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+            changesets
+                .into_iter()
+                .map(|changes| {
+                    let (answer, outcome) = tokio::sync::oneshot::channel();
+                    waiting.push((changes, answer));
+                    outcome
+                })
+                .collect()
+        };
         let waiting = self.waiting.clone();
         let connection = self.connection.clone();
         tokio::task::spawn_blocking(move || {
@@ -850,18 +857,33 @@ impl Commit for SqliteStore {
             }
         });
         // A turn that panicked drops its answers: the caller hears the store is unavailable.
-        outcome.await.map_err(unavailable)?
+        join_all(
+            outcomes
+                .into_iter()
+                .map(|outcome| async { outcome.await.map_err(unavailable)? }),
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl Commit for SqliteStore {
+    async fn commit(&self, changes: Changeset) -> Result<(), StoreError> {
+        let mut outcomes = self.commit_in_turn(vec![changes]).await;
+        outcomes.pop().unwrap_or_else(|| Err(unavailable("no outcome")))
     }
 
     async fn commit_derived(&self, changes: Changeset) -> Result<(), StoreError> {
         self.with_unsynced(move |c| commit_on(c, &changes)).await
     }
 
+    /// Each changeset in its own savepoint of one transaction, with whatever else waits for
+    /// the writer (webhook senders' batches share a sync).
     async fn commit_each(&self, changesets: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
-        let count = changesets.len();
-        self.with(move |c| commit_together(c, &changesets.iter().collect::<Vec<_>>()))
-            .await
-            .unwrap_or_else(|error| vec![Err(error); count])
+        if changesets.is_empty() {
+            return vec![];
+        }
+        self.commit_in_turn(changesets).await
     }
 }
 
