@@ -1,5 +1,6 @@
 //! The store port on a SQLite file. Each entity is one JSON document plus the columns its
-//! lookups need; a changeset is one `BEGIN IMMEDIATE … COMMIT`.
+//! lookups need; a changeset is one savepoint of a `BEGIN IMMEDIATE … COMMIT` that it shares
+//! with the changesets waiting for the writer beside it (group commit).
 
 use async_trait::async_trait;
 use futures_util::future::join_all;
