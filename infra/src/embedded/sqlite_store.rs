@@ -779,39 +779,36 @@ fn claim_outcome(record: Option<(String, Option<u16>, Option<Vec<u8>>)>, fingerp
     }
 }
 
+/// Applies every write of `changes` on `c` (a transaction or a savepoint), stopping at the
+/// first that fails; the caller rolls back.
+fn apply_all(c: &Connection, changes: &Changeset) -> Result<(), StoreError> {
+    changes.writes.iter().try_for_each(|write| match apply(c, write) {
+        Ok(()) => Ok(()),
+        Err(TxError::Condition) => Err(StoreError::Conflict),
+        Err(TxError::Sql(e)) => Err(unavailable(e)),
+    })
+}
+
 /// Applies every write of `changes` in one transaction, or none.
 fn commit_on(c: &mut Connection, changes: &Changeset) -> Result<(), StoreError> {
     let tx = c
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(unavailable)?;
-    for write in &changes.writes {
-        match apply(&tx, write) {
-            Ok(()) => {}
-            Err(TxError::Condition) => return Err(StoreError::Conflict),
-            Err(TxError::Sql(e)) => return Err(unavailable(e)),
-        }
-    }
+    apply_all(&tx, changes)?;
     tx.commit().map_err(unavailable)
 }
 
 /// Applies each changeset in a savepoint of its own, all in one transaction (one sync to
 /// disk): a changeset whose condition fails is rolled back alone. The outer error is the
 /// transaction's own (nothing committed).
-fn commit_together(c: &mut Connection, changesets: &[&Changeset]) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+fn commit_together(c: &mut Connection, changesets: &[Changeset]) -> Result<Vec<Result<(), StoreError>>, StoreError> {
     let mut tx = c
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(unavailable)?;
     let mut outcomes = Vec::with_capacity(changesets.len());
     for changes in changesets {
         let savepoint = tx.savepoint().map_err(unavailable)?;
-        let outcome = changes
-            .writes
-            .iter()
-            .try_for_each(|write| match apply(&savepoint, write) {
-                Ok(()) => Ok(()),
-                Err(TxError::Condition) => Err(StoreError::Conflict),
-                Err(TxError::Sql(e)) => Err(unavailable(e)),
-            });
+        let outcome = apply_all(&savepoint, changes);
         // A savepoint dropped without commit rolls back its changeset alone.
         if outcome.is_ok() {
             savepoint.commit().map_err(unavailable)?;
@@ -848,7 +845,7 @@ impl SqliteStore {
                 return;
             }
             let (changesets, answers): (Vec<_>, Vec<_>) = group.into_iter().unzip();
-            let outcomes = match commit_together(&mut connection, &changesets.iter().collect::<Vec<_>>()) {
+            let outcomes = match commit_together(&mut connection, &changesets) {
                 Ok(outcomes) => outcomes,
                 Err(error) => vec![Err(error); answers.len()],
             };
