@@ -1,7 +1,7 @@
 //! Queues in the SQLite file, with SQS's semantics: delay, visibility timeout, receive count,
 //! and a dead-letter queue after too many receives.
 
-use super::sqlite_store::{unavailable, SqliteStore};
+use super::sqlite_store::{unavailable, CachedExecute, SqliteStore};
 use crate::QueueConsumer;
 use async_trait::async_trait;
 use ops_domain::ports::{Clock, Queue, QueueError, QueueMessage, QueueName, MAX_RECEIVES};
@@ -39,7 +39,7 @@ impl SqliteQueue {
         let now = self.now_ms();
         self.store
             .with(move |c| {
-                c.execute(
+                c.run(
                     "UPDATE queue_messages SET visible_at = ?1
                      WHERE queue = ?2 AND visible_at > ?1 AND receive_count > 0",
                     params![now, queue.as_str()],
@@ -77,7 +77,7 @@ impl Queue for SqliteQueue {
         let visible_at = self.now_ms() + delay.whole_milliseconds().max(0) as i64;
         self.store
             .with(move |c| {
-                c.execute(
+                c.run(
                     "INSERT INTO queue_messages (queue, body, visible_at) VALUES (?1, ?2, ?3)",
                     params![queue.as_str(), body, visible_at],
                 )
@@ -123,7 +123,7 @@ impl QueueConsumer for SqliteQueue {
             .with_unsynced(move |c| {
                 let tx = c.transaction().map_err(unavailable)?;
                 for id in ids {
-                    tx.execute(
+                    tx.run(
                         "DELETE FROM queue_messages WHERE id = ?1 AND queue = ?2",
                         params![id, name],
                     )
@@ -184,12 +184,12 @@ impl SqliteQueue {
                 for (id, body, count) in candidates {
                     if let Some(dead_letters) = dead_letters.as_ref().filter(|_| count >= MAX_RECEIVES) {
                         // Counted afresh in the dead-letter queue, as SQS does.
-                        tx.execute("UPDATE queue_messages SET queue = ?2, visible_at = ?3, receive_count = 0 WHERE id = ?1", params![id, dead_letters, now])
+                        tx.run("UPDATE queue_messages SET queue = ?2, visible_at = ?3, receive_count = 0 WHERE id = ?1", params![id, dead_letters, now])
                             .map_err(unavailable)?;
                         tracing::error!(queue = %name, message = id, "message moved to the dead-letter queue");
                         continue;
                     }
-                    tx.execute("UPDATE queue_messages SET visible_at = ?2, receive_count = receive_count + 1 WHERE id = ?1", params![id, hidden_until])
+                    tx.run("UPDATE queue_messages SET visible_at = ?2, receive_count = receive_count + 1 WHERE id = ?1", params![id, hidden_until])
                         .map_err(unavailable)?;
                     received.push(QueueMessage { id: id.to_string(), body, receive_count: count + 1 });
                 }
@@ -204,7 +204,7 @@ impl SqliteQueue {
         let id: i64 = message_id.parse().map_err(QueueError::new)?;
         self.store
             .with_unsynced(move |c| {
-                c.execute(
+                c.run(
                     "DELETE FROM queue_messages WHERE id = ?1 AND queue = ?2",
                     params![id, name],
                 )

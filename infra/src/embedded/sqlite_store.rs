@@ -153,6 +153,11 @@ struct Readers {
 
 /// Read connections kept open when idle; more may be open while reads run side by side.
 const IDLE_READERS: usize = 16;
+/// A new file's page size: BENCHMARKS.md's local creates, one client (SQLite's default is 4096).
+const PAGE_SIZE: i64 = 1024;
+/// Statements each connection keeps prepared: every write a changeset can hold and the
+/// common reads (rusqlite's default keeps 16).
+const STATEMENT_CACHE: usize = 128;
 
 impl Readers {
     fn take(&self) -> Result<Connection, StoreError> {
@@ -164,6 +169,7 @@ impl Readers {
         connection
             .busy_timeout(std::time::Duration::from_secs(5))
             .map_err(unavailable)?;
+        connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         Ok(connection)
     }
 
@@ -231,11 +237,17 @@ impl SqliteStore {
         }
         let connection = Connection::open(path).map_err(unavailable)?;
         // WAL lets readers run beside the writer; FULL sync makes an acknowledged write
-        // survive a crash of the machine, not only of the process.
+        // survive a crash of the machine, not only of the process. A commit appends every
+        // page it changed to the WAL (a create changes one in each of about fifteen b-trees)
+        // and the sync's time grows with those bytes: a new file gets small pages (a file
+        // made before keeps its own; SQLite fixes the size when it writes the first page).
         connection
-            .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;")
+            .execute_batch(&format!(
+                "PRAGMA page_size = {PAGE_SIZE}; PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;"
+            ))
             .map_err(unavailable)?;
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
+        connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         Ok(SqliteStore {
             connection: Arc::new(Mutex::new(connection)),
             readers: Arc::new(Readers {
@@ -343,7 +355,7 @@ impl SqliteStore {
         // A checkpoint lost in a power cut means events handled again, which every consumer
         // takes as it takes a redelivery.
         self.with_unsynced(move |c| {
-            c.execute(
+            c.run(
                 "INSERT INTO stream_checkpoints (subscription, seq) VALUES (?1, ?2)
                  ON CONFLICT (subscription) DO UPDATE SET seq = MAX(seq, excluded.seq)",
                 params![subscription, seq],
@@ -429,29 +441,54 @@ impl List {
     }
 }
 
+/// Statements run through the connection's statement cache: the writes are the same few
+/// dozen every time, and parsing one costs more than running it.
+pub(crate) trait CachedExecute {
+    fn run<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
+
+    fn row<T, P, F>(&self, sql: &str, params: P, read: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>;
+}
+
+impl CachedExecute for Connection {
+    fn run<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.prepare_cached(sql)?.execute(params)
+    }
+
+    fn row<T, P, F>(&self, sql: &str, params: P, read: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    {
+        self.prepare_cached(sql)?.query_row(params, read)
+    }
+}
+
 fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
     match write {
         Write::InsertCustomer(c) => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO customers (id, body) VALUES (?1, ?2)",
                 params![c.id.as_str(), json(c)],
             )?;
         }
         Write::InsertUser(u) => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO users (id, customer_id, body) VALUES (?1, ?2, ?3)",
                 params![u.id.as_str(), u.customer_id.as_str(), json(u)],
             )?;
         }
         Write::PutApiKey(k) => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO api_keys (id, secret_hash, body) VALUES (?1, ?2, ?3)
                  ON CONFLICT (id) DO UPDATE SET body = excluded.body",
                 params![k.id.as_str(), k.secret_hash, json(k)],
             )?;
         }
         Write::InsertOperation(op) => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO operations (id, customer_id, status, type, version, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![
                     op.id.as_str(),
@@ -464,7 +501,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             )?;
         }
         Write::UpdateOperation(op) => {
-            let changed = tx.execute(
+            let changed = tx.run(
                 "UPDATE operations SET status = ?2, version = ?3, body = ?4 WHERE id = ?1 AND version = ?5",
                 params![
                     op.id.as_str(),
@@ -479,7 +516,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             }
         }
         Write::PutWorkflow(w) => {
-            let changed = tx.execute(
+            let changed = tx.run(
                 "INSERT INTO workflows (owner, name, version, body) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (owner, name) DO UPDATE SET version = excluded.version, body = excluded.body
                  WHERE workflows.version = excluded.version - 1",
@@ -490,13 +527,13 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             }
         }
         Write::InsertTransaction(t) => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO transactions (id, operation_id, status, next_poll_at, version, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![t.id.as_str(), t.operation_id.as_str(), t.status.as_str(), t.next_poll_at.map(|at| at.unix_timestamp()), t.version as i64, json(t)],
             )?;
         }
         Write::UpdateTransaction(t) => {
-            let changed = tx.execute(
+            let changed = tx.run(
                 "UPDATE transactions SET status = ?2, next_poll_at = ?3, version = ?4, body = ?5 WHERE id = ?1 AND version = ?6",
                 params![t.id.as_str(), t.status.as_str(), t.next_poll_at.map(|at| at.unix_timestamp()), t.version as i64, json(t), t.version as i64 - 1],
             )?;
@@ -505,13 +542,13 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             }
         }
         Write::Event(e) => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO events (id, customer_id, type, body) VALUES (?1, ?2, ?3, ?4)",
                 params![e.id.as_str(), e.customer_id.as_str(), e.kind, json(e)],
             )?;
         }
         Write::PutWebhookEndpoint(w) => {
-            let changed = tx.execute(
+            let changed = tx.run(
                 "INSERT INTO webhook_endpoints (id, customer_id, version, body) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body
                  WHERE webhook_endpoints.version = excluded.version - 1",
@@ -526,7 +563,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 .next_run_at
                 .filter(|_| schedule.status == ScheduleStatus::Active)
                 .map(|at| at.unix_timestamp());
-            let changed = tx.execute(
+            let changed = tx.run(
                 "INSERT INTO schedules (id, customer_id, visible, due_at, version, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (id) DO UPDATE SET visible = excluded.visible, due_at = excluded.due_at,
                    version = excluded.version, body = excluded.body
@@ -545,7 +582,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             }
         }
         Write::InsertOccurrence(occurrence) => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO occurrences (schedule_id, scheduled_at, body) VALUES (?1, ?2, ?3)",
                 params![
                     occurrence.schedule_id.as_str(),
@@ -555,7 +592,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             )?;
         }
         Write::InsertAccount(account) => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO accounts (id, holder, currency, customer_id, body) VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![
                     account.id.as_str(),
@@ -567,7 +604,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             )?;
         }
         Write::InsertWorkItem(item) => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO work_items (id, queue, status, customer_id, assignee, subject_id, due_at, version, body)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
@@ -585,7 +622,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             count_on_board(tx, item.customer_id.as_str(), &queue_bucket(item.queue), "", 1, 0)?;
         }
         Write::UpdateWorkItem(item) => {
-            let changed = tx.execute(
+            let changed = tx.run(
                 "UPDATE work_items SET status = ?2, assignee = ?3, version = ?4, body = ?5 WHERE id = ?1 AND version = ?6",
                 params![
                     item.id.as_str(),
@@ -607,12 +644,12 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
         Write::MoveOnBoard(moved) => {
             let entry = &moved.entry;
             let changed = if entry.version == 1 {
-                tx.execute(
+                tx.run(
                     "INSERT INTO board_entries (operation_id, version, body) VALUES (?1, 1, ?2)",
                     params![entry.operation_id.as_str(), json(entry)],
                 )?
             } else {
-                tx.execute(
+                tx.run(
                     "UPDATE board_entries SET version = ?2, body = ?3 WHERE operation_id = ?1 AND version = ?4",
                     params![
                         entry.operation_id.as_str(),
@@ -634,19 +671,19 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             }
         }
         Write::InsertMovement(movement) => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO movements (id, version, body) VALUES (?1, ?2, ?3)",
                 params![movement.id.as_str(), movement.version as i64, json(movement)],
             )?;
             for entry in &movement.entries {
-                tx.execute(
+                tx.run(
                     "INSERT INTO movement_entries (account_id, movement_id) VALUES (?1, ?2)",
                     params![entry.account_id.as_str(), movement.id.as_str()],
                 )?;
             }
         }
         Write::InsertFile { file, unique_bytes } => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO files (id, customer_id, version, body) VALUES (?1, ?2, ?3, ?4)",
                 params![
                     file.id.as_str(),
@@ -660,19 +697,19 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             } else {
                 "INSERT OR REPLACE INTO file_digests (customer_id, sha256, file_id) VALUES (?1, ?2, ?3)"
             };
-            tx.execute(
+            tx.run(
                 digest,
                 params![file.customer_id.as_str(), file.sha256, file.id.as_str()],
             )?;
         }
         Write::InsertReconciliation(reconciliation) => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO reconciliations (id, body) VALUES (?1, ?2)",
                 params![reconciliation.id.as_str(), json(reconciliation)],
             )?;
         }
         Write::UpdateFile(file) => {
-            let changed = tx.execute(
+            let changed = tx.run(
                 "UPDATE files SET version = ?2, body = ?3 WHERE id = ?1 AND version = ?4",
                 params![
                     file.id.as_str(),
@@ -686,7 +723,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             }
         }
         Write::UpdateMovement(movement) => {
-            let changed = tx.execute(
+            let changed = tx.run(
                 "UPDATE movements SET version = ?2, body = ?3 WHERE id = ?1 AND version = ?4",
                 params![
                     movement.id.as_str(),
@@ -701,7 +738,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
         }
         Write::ChangeBalances(account) => {
             let change = &account.change;
-            let changed = tx.execute(
+            let changed = tx.run(
                 "UPDATE accounts SET posted = posted + ?2, pending_debits = pending_debits + ?3,
                    pending_credits = pending_credits + ?4,
                    body = json_set(body, '$.balances.posted', posted + ?2,
@@ -721,13 +758,13 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             }
         }
         Write::InsertDelivery(d) => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO deliveries (id, event_id, version, body) VALUES (?1, ?2, ?3, ?4)",
                 params![d.id.as_str(), d.event_id.as_str(), d.version as i64, json(d)],
             )?;
         }
         Write::UpdateDelivery(d) => {
-            let changed = tx.execute(
+            let changed = tx.run(
                 "UPDATE deliveries SET version = ?2, body = ?3 WHERE id = ?1 AND version = ?4",
                 params![d.id.as_str(), d.version as i64, json(d), d.version as i64 - 1],
             )?;
@@ -736,14 +773,14 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             }
         }
         Write::Audit(entry) => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO audit (entity_id, operation_id, body) VALUES (?1, ?2, ?3)",
                 params![entry.entity_id, entry.operation_id, json(entry)],
             )?;
         }
         Write::TakeIdempotency { claim, response } => {
             let now = claim.now.unix_timestamp();
-            let changed = tx.execute(
+            let changed = tx.run(
                 "INSERT INTO idempotency (scope, key, fingerprint, status, response, locked_until, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, status = excluded.status,
@@ -756,7 +793,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             }
         }
         Write::CompleteIdempotency { scope, key, response } => {
-            let changed = tx.execute(
+            let changed = tx.run(
                 "UPDATE idempotency SET status = ?3, response = ?4 WHERE scope = ?1 AND key = ?2 AND status IS NULL",
                 params![scope, key, response.status, response.body],
             )?;
@@ -1239,13 +1276,13 @@ impl IdempotencyStore for SqliteStore {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
             // Forget records past their retention, and claims whose request died before
             // committing anything.
-            tx.execute(
+            tx.run(
                 "DELETE FROM idempotency WHERE scope = ?1 AND key = ?2 AND (expires_at <= ?3 OR (status IS NULL AND locked_until <= ?3))",
                 params![claim.scope, claim.key, now],
             )
             .map_err(unavailable)?;
             let existing: Option<(String, Option<u16>, Option<Vec<u8>>)> = tx
-                .query_row(
+                .row(
                     "SELECT fingerprint, status, response FROM idempotency WHERE scope = ?1 AND key = ?2",
                     params![claim.scope, claim.key],
                     |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
@@ -1255,7 +1292,7 @@ impl IdempotencyStore for SqliteStore {
             let outcome = match existing {
                 Some(record) => claim_outcome(Some(record), &claim.fingerprint),
                 None => {
-                    tx.execute(
+                    tx.run(
                         "INSERT INTO idempotency (scope, key, fingerprint, locked_until, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
                         params![claim.scope, claim.key, claim.fingerprint, now + CLAIM_TIMEOUT.whole_seconds(), now + RETENTION.whole_seconds()],
                     )
@@ -1273,7 +1310,7 @@ impl IdempotencyStore for SqliteStore {
         self.look_up(|c| {
             let now = claim.now.unix_timestamp();
             let existing: Option<(String, Option<u16>, Option<Vec<u8>>)> = c
-                .query_row(
+                .row(
                     "SELECT fingerprint, status, response FROM idempotency WHERE scope = ?1 AND key = ?2
                      AND NOT (expires_at <= ?3 OR (status IS NULL AND locked_until <= ?3))",
                     params![claim.scope, claim.key, now],
@@ -1288,7 +1325,7 @@ impl IdempotencyStore for SqliteStore {
     async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
         let (scope, key) = (scope.to_owned(), key.to_owned());
         self.with(move |c| {
-            c.execute(
+            c.run(
                 "DELETE FROM idempotency WHERE scope = ?1 AND key = ?2 AND status IS NULL",
                 params![scope, key],
             )
@@ -1304,7 +1341,7 @@ impl SqliteStore {
     pub(crate) async fn put_secret_row(&self, name: &str, value: String) -> Result<(), StoreError> {
         let name = name.to_owned();
         self.with(move |c| {
-            c.execute("INSERT INTO secrets (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value", params![name, value])
+            c.run("INSERT INTO secrets (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value", params![name, value])
                 .map_err(unavailable)?;
             Ok(())
         })
@@ -1322,7 +1359,7 @@ impl SqliteStore {
     pub(crate) async fn delete_secret_row(&self, name: &str) -> Result<(), StoreError> {
         let name = name.to_owned();
         self.with(move |c| {
-            c.execute("DELETE FROM secrets WHERE name = ?1", [name])
+            c.run("DELETE FROM secrets WHERE name = ?1", [name])
                 .map_err(unavailable)?;
             Ok(())
         })
@@ -1343,7 +1380,7 @@ fn count_on_board(
     amount: i64,
 ) -> Result<(), TxError> {
     for owner in [customer, PLATFORM_BOARD] {
-        tx.execute(
+        tx.run(
             "INSERT INTO board_counts (owner, bucket, currency, count, amount) VALUES (?1, ?2, ?3, ?4, ?5)
              ON CONFLICT (owner, bucket, currency) DO UPDATE
              SET count = count + excluded.count, amount = amount + excluded.amount",
@@ -1505,6 +1542,52 @@ impl DeskStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A new file gets small pages; a file made with SQLite's default pages keeps them, and
+    /// what it holds reads and writes as before.
+    #[tokio::test]
+    async fn new_files_get_small_pages_and_older_files_keep_theirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let page_size = |path: &Path| {
+            Connection::open(path)
+                .unwrap()
+                .query_row("PRAGMA page_size", [], |row| row.get::<_, i64>(0))
+                .unwrap()
+        };
+        let new = dir.path().join("new.sqlite");
+        SqliteStore::open(&new).unwrap();
+        assert_eq!(page_size(&new), PAGE_SIZE);
+
+        let older = dir.path().join("older.sqlite");
+        let customer = |id: &str| Customer {
+            id: id.into(),
+            name: id.into(),
+            status: ops_domain::access::CustomerStatus::Active,
+            created_at: OffsetDateTime::now_utc(),
+        };
+        let first = customer("cus_before");
+        Connection::open(&older)
+            .unwrap()
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; CREATE TABLE customers (id TEXT PRIMARY KEY, body TEXT NOT NULL);",
+            )
+            .unwrap();
+        Connection::open(&older)
+            .unwrap()
+            .execute(
+                "INSERT INTO customers (id, body) VALUES (?1, ?2)",
+                params![first.id.as_str(), json(&first)],
+            )
+            .unwrap();
+        let store = SqliteStore::open(&older).unwrap();
+        assert_eq!(page_size(&older), 4096);
+        let second = customer("cus_after");
+        let mut changes = Changeset::default();
+        changes.push(Write::InsertCustomer(second.clone()));
+        store.commit(changes).await.unwrap();
+        assert_eq!(store.customer(&first.id).await.unwrap(), Some(first));
+        assert_eq!(store.customer(&second.id).await.unwrap(), Some(second));
+    }
 
     /// Claims and checkpoints skip the wait for the disk; every other write still waits.
     #[tokio::test]
