@@ -268,7 +268,9 @@ async fn loadgen(bin: &Path, url: &str, key: &str, customer: &str, clients: usiz
 /// `LIMITS_BIN` from `scripts/bench`): `limit-server` does the least a create must do, the
 /// service runs in local mode (pipeline running, rate limit off, `synchronous=FULL`); the same
 /// `loadgen` sends one-item `two_step` payouts to each at 1, 8 and 64 clients, alternating,
-/// twice, and the ratios are of the runs side by side.
+/// twice, and the ratios are of the runs side by side. `LIMIT_CLIENTS=1` runs only the
+/// rows named (e.g. under a profiler); `NO_PIPELINE=1` runs the service without its
+/// pipeline, to see what the pipeline's work beside the creates costs them.
 async fn creates_against_the_limit() {
     let Some(bin) = std::env::var_os("LIMITS_BIN").map(PathBuf::from) else {
         println!("\n(creates against the limit skipped: LIMITS_BIN is not set; scripts/bench sets it)");
@@ -286,12 +288,19 @@ async fn creates_against_the_limit() {
     while tokio::net::TcpStream::connect(listen).await.is_err() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let (_server, api, _data) = local_server(true).await;
+    let (_server, api, _data) = local_server(std::env::var_os("NO_PIPELINE").is_none()).await;
     let customer = api.create_customer().await;
     println!();
     println!("| clients | limit creates/s | service creates/s | × | limit p50 ms | service p50 ms | × |");
     println!("|---|---|---|---|---|---|---|");
-    for (clients, creates) in [(1, 1_500), (8, 6_000), (64, 6_000)] {
+    let only: Option<Vec<usize>> = std::env::var("LIMIT_CLIENTS")
+        .ok()
+        .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect());
+    let rows = [(1, 1_500), (8, 6_000), (64, 6_000)];
+    for (clients, creates) in rows
+        .into_iter()
+        .filter(|(c, _)| only.as_ref().is_none_or(|o| o.contains(c)))
+    {
         for _ in 0..2 {
             let (limit_rps, limit_p50) = loadgen(
                 &bin,
@@ -323,7 +332,11 @@ async fn webhook_deliveries() {
     use ops_runtime::driver::{StreamConsumer, Trigger};
     const SENDERS: usize = 4;
     const BATCH: usize = 10;
-    let count = 2_000;
+    // `WEBHOOK_DELIVERIES=20000` makes the send phase long enough to profile.
+    let count = std::env::var("WEBHOOK_DELIVERIES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2_000);
     let (server, api, _data) = local_server(false).await;
     let receiver = Receiver::start(0).await;
     let customer = api.create_customer().await;
