@@ -323,15 +323,16 @@ async fn creates_against_the_limit() {
 }
 
 /// Webhook delivery throughput (local mode): 2,000 events' deliveries sent by the webhook
-/// consumer as local mode runs it (four senders taking batches of ten: each delivery read,
-/// its endpoint's secrets read, signed, posted, its attempt recorded with the retry
-/// bookkeeping), next to a plain reqwest loop posting the same bodies, unsigned, to a receiver
-/// of the same kind with the same concurrency (four loops of ten at a time).
+/// consumer as local mode runs it (four senders taking batches of fifty, each keeping ten
+/// posts open: each delivery read, its endpoint's secrets read, signed, posted, its attempt
+/// recorded with the retry bookkeeping), next to a plain reqwest loop posting the same
+/// bodies, unsigned, to a receiver of the same kind with the same concurrency (four loops of
+/// ten at a time).
 async fn webhook_deliveries() {
     use ops_domain::ports::QueueName;
     use ops_runtime::driver::{StreamConsumer, Trigger};
     const SENDERS: usize = 4;
-    const BATCH: usize = 10;
+    const IN_FLIGHT: usize = 10;
     // `WEBHOOK_DELIVERIES=20000` makes the send phase long enough to profile.
     let count = std::env::var("WEBHOOK_DELIVERIES")
         .ok()
@@ -378,7 +379,7 @@ async fn webhook_deliveries() {
         loop {
             let batch: Vec<Vec<u8>> = {
                 let mut left = left.lock().unwrap();
-                let keep = left.len().saturating_sub(BATCH);
+                let keep = left.len().saturating_sub(IN_FLIGHT);
                 left.split_off(keep)
             };
             if batch.is_empty() {

@@ -12,6 +12,9 @@ use sha2::{Digest, Sha256};
 use std::collections::hash_map::{Entry, HashMap};
 use time::Duration;
 
+/// Webhook posts one batch keeps open at once.
+const SENDS_IN_FLIGHT: usize = 10;
+
 /// Delivery ids are derived from event and endpoint, so dispatching twice makes one delivery.
 fn delivery_id(event_id: &EventId, endpoint_id: &WebhookEndpointId) -> DeliveryId {
     let digest = Sha256::digest(format!("{event_id}/{endpoint_id}"));
@@ -124,12 +127,15 @@ impl Service {
                 }
             }
         }
-        let attempted = join_all(
-            sends
-                .into_iter()
-                .map(|(message, delivery_id)| async move { (message, self.attempt_webhook(&delivery_id).await) }),
-        )
-        .await;
+        // A batch may be larger than what is worth sending at once: at most
+        // SENDS_IN_FLIGHT posts are open, and the batch's bookkeeping is shared.
+        let mut attempted = Vec::with_capacity(sends.len());
+        for group in sends.chunks(SENDS_IN_FLIGHT) {
+            let group = group
+                .iter()
+                .map(|(message, delivery_id)| async move { (*message, self.attempt_webhook(delivery_id).await) });
+            attempted.extend(join_all(group).await);
+        }
         let mut recorded = vec![];
         for (message, attempt) in attempted {
             match attempt {

@@ -135,6 +135,9 @@ pub struct Pace {
     pub files_visibility: time::Duration,
     /// Webhook sends side by side, as concurrent invocations of the function run in the cloud.
     pub webhook_senders: usize,
+    /// Webhook messages one send round takes (each round keeps at most ten posts open): a
+    /// larger batch shares its receive, its attempts' sync and its deletion among more sends.
+    pub webhook_batch: usize,
 }
 
 impl Pace {
@@ -146,6 +149,7 @@ impl Pace {
         webhooks_visibility: time::Duration::seconds(120),
         files_visibility: time::Duration::seconds(120),
         webhook_senders: 4,
+        webhook_batch: 50,
     };
     /// Every empty round is a few requests to the endpoint; one poll query per shard a second
     /// is plenty (the cloud's schedule is a minute).
@@ -156,6 +160,8 @@ impl Pace {
         webhooks_visibility: time::Duration::seconds(30),
         files_visibility: time::Duration::seconds(120),
         webhook_senders: 1,
+        // SQS hands out ten at most.
+        webhook_batch: QUEUE_BATCH,
     };
 }
 
@@ -252,7 +258,11 @@ impl Driver {
             QueueName::Webhooks => self.pace.webhooks_visibility,
             QueueName::Files => self.pace.files_visibility,
         };
-        let messages = self.queue.receive(queue, QUEUE_BATCH, visibility).await?;
+        let batch = match queue {
+            QueueName::Webhooks => self.pace.webhook_batch,
+            QueueName::Submissions | QueueName::Files => QUEUE_BATCH,
+        };
+        let messages = self.queue.receive(queue, batch, visibility).await?;
         if messages.is_empty() {
             return Ok(0);
         }
