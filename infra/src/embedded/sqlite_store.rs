@@ -229,6 +229,31 @@ fn owner_key(owner: &WorkflowOwner) -> String {
     }
 }
 
+/// How often the checkpointer copies committed pages from the WAL into the database file.
+const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Copies committed pages from the WAL into the database file on a thread of its own, off
+/// every commit's path (a passive checkpoint waits for no one and no one waits for it),
+/// until the store's writer is dropped.
+fn spawn_checkpointer(path: &Path, writer: std::sync::Weak<Mutex<Connection>>) -> Result<(), StoreError> {
+    let connection = Connection::open(path).map_err(unavailable)?;
+    connection
+        .busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(unavailable)?;
+    std::thread::Builder::new()
+        .name("sqlite-checkpoint".into())
+        .spawn(move || {
+            while writer.strong_count() > 0 {
+                std::thread::sleep(CHECKPOINT_INTERVAL);
+                if let Err(error) = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                    tracing::warn!(%error, "WAL checkpoint failed; the next one tries again");
+                }
+            }
+        })
+        .map_err(unavailable)?;
+    Ok(())
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database file at `path`.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
@@ -248,8 +273,16 @@ impl SqliteStore {
             .map_err(unavailable)?;
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
         connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        // The checkpointer below copies the WAL into the file; a commit does it itself only
+        // if the WAL has grown far past that (SQLite's default is at 1,000 pages, inside
+        // whichever commit crosses it, which then takes milliseconds).
+        connection
+            .execute_batch("PRAGMA wal_autocheckpoint = 20000; PRAGMA journal_size_limit = 16777216;")
+            .map_err(unavailable)?;
+        let connection = Arc::new(Mutex::new(connection));
+        spawn_checkpointer(path, Arc::downgrade(&connection))?;
         Ok(SqliteStore {
-            connection: Arc::new(Mutex::new(connection)),
+            connection,
             readers: Arc::new(Readers {
                 path: path.to_owned(),
                 idle: Mutex::default(),
@@ -1542,6 +1575,41 @@ impl DeskStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Committed pages reach the database file without a commit copying them: the
+    /// checkpointer does it while commits go on (SQLite's own is set far above this test's
+    /// WAL of a few hundred pages).
+    #[tokio::test]
+    async fn the_checkpointer_copies_commits_into_the_database_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("checkpoint.sqlite");
+        let store = SqliteStore::open(&path).unwrap();
+        let file_size = || std::fs::metadata(&path).unwrap().len();
+        let empty = file_size();
+        for n in 0..200 {
+            let mut changes = Changeset::default();
+            changes.push(Write::InsertCustomer(Customer {
+                id: format!("cus_{n:04}").into(),
+                name: "x".repeat(2_000),
+                status: ops_domain::access::CustomerStatus::Active,
+                created_at: OffsetDateTime::now_utc(),
+            }));
+            store.commit(changes).await.unwrap();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while file_size() < empty + 400_000 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the file stayed at {} bytes",
+                file_size()
+            );
+            tokio::time::sleep(CHECKPOINT_INTERVAL).await;
+        }
+        assert_eq!(
+            store.customer(&"cus_0199".into()).await.unwrap().unwrap().name.len(),
+            2_000
+        );
+    }
 
     /// A new file gets small pages; a file made with SQLite's default pages keeps them, and
     /// what it holds reads and writes as before.
