@@ -70,6 +70,13 @@ async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
                     "endpoints are looked up once a batch (the customer's and the platform's), not once an event: {counted:?}"
                 );
             }
+            "queue-webhook-send" => {
+                let endpoint_reads = counted.requests as f64 - minimum * payouts as f64;
+                assert!(
+                    (1.0..=counted.rounds as f64).contains(&endpoint_reads),
+                    "the endpoint is read once a batch, not once a delivery: {counted:?}"
+                );
+            }
             // `transaction.submitted` reads the operation and its transactions: it can move an
             // operation out of needs_attention, and the event does not say which it is in.
             "stream-transition" => assert_eq!(per_payout(counted.requests), minimum + 2.0, "{step}: {counted:?}"),

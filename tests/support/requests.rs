@@ -16,7 +16,7 @@ pub const DESIGN_MINIMUM: [(&str, u32, &str); 8] = [
     ("stream-webhook-dispatch", 1, "the delivery made; the endpoints are looked up once per customer in a batch"),
     ("stream-desk", 15, "the board: on each operation event (created, pending_approval, approved, processing, completed) the operation's entry, and a move on each change of column (into pending_approval, into in_progress, off the board); the work items: on created and pending_approval the operation (already decided here, so nothing opens), on each event that may leave a queue's state (approved, processing, completed; a transaction's pending and confirmed) its subject's open item, if any"),
     ("queue-rail-submit", 3, "the transaction; the claim recorded before the rail is called; the outcome"),
-    ("queue-webhook-send", 4, "the delivery; its event; its endpoint; the attempt"),
+    ("queue-webhook-send", 3, "the delivery; its event; the attempt; and once a batch each endpoint it sends to"),
     ("schedule-status-poll", 5, "one versioned write per answer: the confirmation and four return checks (the schedule's query finds them)"),
 ];
 

@@ -127,20 +127,53 @@ impl Service {
                 }
             }
         }
-        // A batch may be larger than what is worth sending at once: at most
-        // SENDS_IN_FLIGHT posts are open, and the batch's bookkeeping is shared.
-        let mut attempted = Vec::with_capacity(sends.len());
+        // The batch's due deliveries first, then each endpoint they go to (read once for the
+        // batch), then the sends; at most SENDS_IN_FLIGHT posts are open at a time.
+        let mut due = Vec::with_capacity(sends.len());
         for group in sends.chunks(SENDS_IN_FLIGHT) {
             let group = group
                 .iter()
-                .map(|(message, delivery_id)| async move { (*message, self.attempt_webhook(delivery_id).await) });
+                .map(|(message, delivery_id)| async move { (*message, self.due_delivery(delivery_id).await) });
+            for (message, found) in join_all(group).await {
+                match found {
+                    Ok(Some(delivery)) => due.push((message, delivery)),
+                    Ok(None) => {}
+                    Err(error) => {
+                        tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
+                        failed.push(message.id.clone());
+                    }
+                }
+            }
+        }
+        let now = self.now();
+        let endpoints: std::collections::HashSet<&WebhookEndpointId> =
+            due.iter().map(|(_, d)| &d.endpoint_id).collect();
+        let signers: HashMap<&WebhookEndpointId, Result<Signer, String>> = join_all(
+            endpoints
+                .into_iter()
+                .map(|id| async move { (id, self.signer(id, now).await.map_err(|e| e.to_string())) }),
+        )
+        .await
+        .into_iter()
+        .collect();
+        let mut attempted = Vec::with_capacity(due.len());
+        for group in due.chunks(SENDS_IN_FLIGHT) {
+            let group = group.iter().map(|(message, delivery)| {
+                let signer = &signers[&delivery.endpoint_id];
+                async move {
+                    let attempt = match signer {
+                        Ok(signer) => self.attempt_webhook(delivery, signer, now).await,
+                        Err(error) => Err(DomainError::Store(StoreError::unavailable(error.clone()))),
+                    };
+                    (*message, attempt)
+                }
+            });
             attempted.extend(join_all(group).await);
         }
         let mut recorded = vec![];
         for (message, attempt) in attempted {
             match attempt {
-                Ok(Some(attempt)) => recorded.push((message, attempt)),
-                Ok(None) => {}
+                Ok(attempt) => recorded.push((message, attempt)),
                 Err(error) => {
                     tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
                     failed.push(message.id.clone());
@@ -167,10 +200,9 @@ impl Service {
         BatchOutcome { failed }
     }
 
-    /// Posts a delivery that is due and returns what recording its attempt writes; `None` if
-    /// there is nothing to send now (gone, done, or not due: then its message is queued again
-    /// for when it is).
-    async fn attempt_webhook(&self, delivery_id: &DeliveryId) -> Result<Option<Attempted>, DomainError> {
+    /// The delivery if it is due now; `None` if there is nothing to send (gone, done, or not
+    /// due: then its message is queued again for when it is).
+    async fn due_delivery(&self, delivery_id: &DeliveryId) -> Result<Option<Delivery>, DomainError> {
         let Some(delivery) = self.store.delivery(delivery_id).await? else {
             return Ok(None);
         };
@@ -186,24 +218,28 @@ impl Service {
             self.enqueue(task, due - now).await?;
             return Ok(None);
         }
+        Ok(Some(delivery))
+    }
+
+    /// Posts a due delivery, signed with its endpoint's live secrets, and returns what
+    /// recording the attempt writes.
+    async fn attempt_webhook(
+        &self,
+        delivery: &Delivery,
+        signer: &Signer,
+        now: time::OffsetDateTime,
+    ) -> Result<Attempted, DomainError> {
         let event = self.store.event(&delivery.event_id).await?.ok_or_else(|| {
             DomainError::Store(crate::ports::StoreError::unavailable(format!(
                 "event {} missing",
                 delivery.event_id
             )))
         })?;
-        let endpoint = self.store.webhook_endpoint(&delivery.endpoint_id).await?;
-        let mut secrets = vec![];
-        for secret in endpoint.iter().flat_map(|e| e.live_secrets(now)) {
-            if let Some(value) = self.secrets.secret(&secret.secret_name).await? {
-                secrets.push(value);
-            }
-        }
         let body = serde_json::to_vec(&event).expect("serializes");
         let started = std::time::Instant::now();
-        let answer = match endpoint.as_ref().map(|e| e.status) {
-            Some(EndpointStatus::Enabled) if !secrets.is_empty() => {
-                let refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        let answer = match signer.endpoint.as_ref().map(|e| e.status) {
+            Some(EndpointStatus::Enabled) if !signer.secrets.is_empty() => {
+                let refs: Vec<&str> = signer.secrets.iter().map(String::as_str).collect();
                 let header = signature::header(&refs, now.unix_timestamp(), &body);
                 self.webhooks.post(&delivery.url, &header, body).await
             }
@@ -237,11 +273,24 @@ impl Service {
             self.delivery_failed(&mut changes, &updated, &event.customer_id);
         }
         changes.push(Write::UpdateDelivery(updated.clone()));
-        Ok(Some(Attempted {
+        Ok(Attempted {
             delivery: updated,
             changes,
             at: now,
-        }))
+        })
+    }
+
+    /// An endpoint and the values of its live secrets, read once for a batch: a batch's
+    /// deliveries mostly go to the same few endpoints.
+    async fn signer(&self, endpoint_id: &WebhookEndpointId, now: time::OffsetDateTime) -> Result<Signer, DomainError> {
+        let endpoint = self.store.webhook_endpoint(endpoint_id).await?;
+        let mut secrets = vec![];
+        for secret in endpoint.iter().flat_map(|e| e.live_secrets(now)) {
+            if let Some(value) = self.secrets.secret(&secret.secret_name).await? {
+                secrets.push(value);
+            }
+        }
+        Ok(Signer { endpoint, secrets })
     }
 
     /// What follows a recorded attempt: the failure counted, or the next try queued.
@@ -259,6 +308,13 @@ impl Service {
         }
         Ok(())
     }
+}
+
+/// An endpoint as one batch sends to it: the endpoint (if it still exists) and the values
+/// of its live signing secrets.
+struct Signer {
+    endpoint: Option<WebhookEndpoint>,
+    secrets: Vec<String>,
 }
 
 /// A delivery attempted: the delivery as it now is, and what records it.
