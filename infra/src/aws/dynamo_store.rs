@@ -107,6 +107,7 @@ pub struct DynamoStore {
     single_writes: Arc<AtomicU64>,
     /// Write units those writes take on demand, index entries included.
     write_units: Arc<AtomicU64>,
+    conflicted_units: Arc<AtomicU64>,
     /// The same units by the kind of item written (its `entity`), for the benchmark.
     units_by_kind: Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>,
     /// Queries of the poll schedule's shards (a fixed cost per round, not per payout).
@@ -193,6 +194,7 @@ impl DynamoStore {
             transaction_items: Arc::default(),
             single_writes: Arc::default(),
             write_units: Arc::default(),
+            conflicted_units: Arc::default(),
             units_by_kind: Arc::default(),
             poll_queries: Arc::default(),
         }
@@ -243,6 +245,12 @@ impl DynamoStore {
     /// Write units of every write so far, estimated from item sizes (see [`write_units`]).
     pub fn write_units(&self) -> u64 {
         self.write_units.load(Ordering::Relaxed)
+    }
+
+    /// Of [`write_units`](Self::write_units), those of changesets refused by a condition or a
+    /// conflicting transaction (then drafted again): what a race cost, not the design.
+    pub fn conflicted_write_units(&self) -> u64 {
+        self.conflicted_units.load(Ordering::Relaxed)
     }
 
     /// One conditional `PutItem`: as atomic as a transaction of one, at half the write units.
@@ -1096,7 +1104,7 @@ impl Filter {
 #[async_trait]
 impl Commit for DynamoStore {
     async fn commit(&self, changes: Changeset) -> Result<(), StoreError> {
-        let mut items: Vec<TransactWriteItem> = changes.writes.iter().flat_map(|w| self.write(w)).collect();
+        let items: Vec<TransactWriteItem> = changes.writes.iter().flat_map(|w| self.write(w)).collect();
         if items.len() > MAX_WRITES {
             return Err(unavailable(format!(
                 "a changeset of {} writes exceeds DynamoDB's {MAX_WRITES}",
@@ -1105,9 +1113,23 @@ impl Commit for DynamoStore {
         }
         self.count();
         let transactional = items.len() > 1;
+        let mut units = 0;
         for item in &items {
-            self.add_units(kind_of(item), write_units(item, transactional));
+            let item_units = write_units(item, transactional);
+            self.add_units(kind_of(item), item_units);
+            units += item_units;
         }
+        let outcome = self.send_changeset(items).await;
+        if matches!(outcome, Err(StoreError::Conflict)) {
+            self.conflicted_units.fetch_add(units, Ordering::Relaxed);
+        }
+        outcome
+    }
+}
+
+impl DynamoStore {
+    /// Sends a changeset's writes: one conditional write alone, or a transaction.
+    async fn send_changeset(&self, mut items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
         if let [only] = items.as_mut_slice() {
             if let Some(put) = only.put.take() {
                 return self.put_alone(put).await;
