@@ -103,8 +103,10 @@ impl Service {
 
     // ---- queue → webhook send -----------------------------------------------------------
 
-    /// Sends a batch side by side: a receiver that hangs holds up its own message only. A
-    /// delivery named twice in one batch is sent once (the first message stands for both).
+    /// Sends a batch side by side, ten posts at a time: a receiver that hangs holds up its
+    /// own message and, in a batch of more than ten (local mode's), the groups after it, for
+    /// at most the sender's timeout. A delivery named twice in one batch is sent once (the
+    /// first message stands for both).
     /// The batch's attempts are then recorded together, each in its own changeset
     /// ([`crate::ports::Commit::commit_each`]: one store transaction for the batch locally).
     pub async fn handle_webhook_sends(&self, messages: &[QueueMessage]) -> BatchOutcome {
