@@ -158,17 +158,20 @@ impl Service {
         .await
         .into_iter()
         .collect();
-        let mut attempted = Vec::with_capacity(due.len());
-        for group in due.chunks(SENDS_IN_FLIGHT) {
-            let group = group.iter().map(|(message, delivery)| {
-                let signer = &signers[&delivery.endpoint_id];
-                async move {
-                    let attempt = match signer {
-                        Ok(signer) => self.attempt_webhook(delivery, signer, now).await,
-                        Err(error) => Err(DomainError::Store(StoreError::unavailable(error.clone()))),
-                    };
-                    (*message, attempt)
+        let mut sendable = Vec::with_capacity(due.len());
+        for (message, delivery) in &due {
+            match &signers[&delivery.endpoint_id] {
+                Ok(signer) => sendable.push((*message, delivery, signer)),
+                Err(error) => {
+                    tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
+                    failed.push(message.id.clone());
                 }
+            }
+        }
+        let mut attempted = Vec::with_capacity(sendable.len());
+        for group in sendable.chunks(SENDS_IN_FLIGHT) {
+            let group = group.iter().map(|(message, delivery, signer)| async move {
+                (*message, self.attempt_webhook(delivery, signer, now).await)
             });
             attempted.extend(join_all(group).await);
         }
