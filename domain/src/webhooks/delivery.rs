@@ -234,13 +234,12 @@ impl Service {
         signer: &Signer,
         now: time::OffsetDateTime,
     ) -> Result<Attempted, DomainError> {
-        let event = self.store.event(&delivery.event_id).await?.ok_or_else(|| {
-            DomainError::Store(crate::ports::StoreError::unavailable(format!(
-                "event {} missing",
-                delivery.event_id
-            )))
-        })?;
-        let body = serde_json::to_vec(&event).expect("serializes");
+        let body = self
+            .store
+            .event_json(&delivery.event_id)
+            .await?
+            .ok_or_else(|| StoreError::unavailable(format!("event {} missing", delivery.event_id)))?
+            .into_bytes();
         let started = std::time::Instant::now();
         let answer = match signer.endpoint.as_ref().map(|e| e.status) {
             Some(EndpointStatus::Enabled) if !signer.secrets.is_empty() => {
@@ -274,7 +273,13 @@ impl Service {
         }
         let mut changes = Changeset::default();
         if updated.status == DeliveryStatus::Failed {
-            // Its retries ran out: an operator's to resend, in the same changeset.
+            // Its retries ran out: an operator's to resend, in the same changeset. Only then is
+            // the event read whole, for its customer.
+            let event = self
+                .store
+                .event(&delivery.event_id)
+                .await?
+                .ok_or_else(|| StoreError::unavailable(format!("event {} missing", delivery.event_id)))?;
             self.delivery_failed(&mut changes, &updated, &event.customer_id);
         }
         changes.push(Write::UpdateDelivery(updated.clone()));

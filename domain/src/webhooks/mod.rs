@@ -248,6 +248,9 @@ pub struct EventQuery {
 #[async_trait::async_trait]
 pub trait WebhookStore: Send + Sync {
     async fn event(&self, id: &crate::ids::EventId) -> Result<Option<crate::event::Event>, crate::ports::StoreError>;
+    /// An event's JSON as it was stored, which is what its deliveries carry: sending it as is
+    /// spares a parse and a write of the whole document per delivery.
+    async fn event_json(&self, id: &crate::ids::EventId) -> Result<Option<String>, crate::ports::StoreError>;
     /// Newest first.
     async fn events(&self, query: &EventQuery) -> Result<Vec<crate::event::Event>, crate::ports::StoreError>;
     async fn webhook_endpoint(

@@ -143,27 +143,31 @@ fn doc<T: Serialize>(value: &T) -> AttributeValue {
 }
 
 fn read_doc<T: DeserializeOwned>(item: &Item) -> Result<T, StoreError> {
+    serde_json::from_str(&doc_json(item)?).map_err(unavailable)
+}
+
+/// An item's document as JSON text. One text path for every entity keeps one deserializer
+/// per type in the binary.
+fn doc_json(item: &Item) -> Result<std::borrow::Cow<'_, str>, StoreError> {
     let stored = item.get("doc");
     let json = documents::json_of(
         stored.and_then(|d| d.as_s().ok()).map(String::as_str),
         stored.and_then(|d| d.as_b().ok()).map(|b| b.as_ref()),
     )
     .map_err(unavailable)?;
-    match item.contains_key(BALANCES[0]) {
-        // An account's balances change by `ADD` on their own attributes, not in its document.
-        true => {
-            let mut value: serde_json::Value = serde_json::from_str(&json).map_err(unavailable)?;
-            for name in BALANCES {
-                let amount = match item.get(name) {
-                    Some(AttributeValue::N(amount)) => amount.parse::<i64>().map_err(unavailable)?,
-                    _ => 0,
-                };
-                value["balances"][name] = amount.into();
-            }
-            serde_json::from_value(value).map_err(unavailable)
-        }
-        false => serde_json::from_str(&json).map_err(unavailable),
+    if !item.contains_key(BALANCES[0]) {
+        return Ok(json);
     }
+    // An account's balances change by `ADD` on their own attributes, not in its document.
+    let mut value: serde_json::Value = serde_json::from_str(&json).map_err(unavailable)?;
+    for name in BALANCES {
+        let amount = match item.get(name) {
+            Some(AttributeValue::N(amount)) => amount.parse::<i64>().map_err(unavailable)?,
+            _ => 0,
+        };
+        value["balances"][name] = amount.into();
+    }
+    Ok(value.to_string().into())
 }
 
 /// An account item's balance attributes (`available` beside them is what the guard reads).
@@ -832,6 +836,10 @@ impl DynamoStore {
     }
 
     async fn get<T: DeserializeOwned>(&self, key: keys::Primary) -> Result<Option<T>, StoreError> {
+        self.get_item(key).await?.as_ref().map(read_doc).transpose()
+    }
+
+    async fn get_item(&self, key: keys::Primary) -> Result<Option<Item>, StoreError> {
         self.count();
         let found = self
             .client
@@ -842,7 +850,7 @@ impl DynamoStore {
             .send()
             .await
             .map_err(sdk_error)?;
-        found.item().map(read_doc).transpose()
+        Ok(found.item)
     }
 
     /// Up to `limit` items of `partition` in `index` with a sort key below `after`, newest
@@ -1518,6 +1526,11 @@ impl ScheduleStore for DynamoStore {
 impl WebhookStore for DynamoStore {
     async fn event(&self, id: &EventId) -> Result<Option<Event>, StoreError> {
         self.get(keys::event(id)).await
+    }
+
+    async fn event_json(&self, id: &EventId) -> Result<Option<String>, StoreError> {
+        let item = self.get_item(keys::event(id)).await?;
+        item.as_ref().map(|item| doc_json(item).map(String::from)).transpose()
     }
 
     async fn events(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {

@@ -664,6 +664,12 @@ async fn events_are_listed_by_customer_and_type(store: &dyn Store) {
         listed(list(None, None, None)).await,
         ["evt_4", "evt_3", "evt_2", "evt_1"]
     );
+
+    // A delivery carries the event's JSON as stored: the event itself, written out once.
+    let stored = store.event(&"evt_2".into()).await.unwrap().unwrap();
+    let json = store.event_json(&"evt_2".into()).await.unwrap().unwrap();
+    assert_eq!(json, serde_json::to_string(&stored).unwrap());
+    assert_eq!(store.event_json(&"evt_9".into()).await.unwrap(), None);
 }
 
 async fn concurrent_conflicting_updates_have_one_winner(store: Arc<dyn Store>) {

@@ -408,13 +408,19 @@ impl SqliteStore {
 
     /// The document of the one row `sql` selects by its key, looked up in place.
     fn document_by<T: DeserializeOwned>(&self, sql: &str, key: impl rusqlite::Params) -> Result<Option<T>, StoreError> {
+        self.text_by(sql, key)?
+            .map(|body| serde_json::from_str(&body).map_err(unavailable))
+            .transpose()
+    }
+
+    /// The text of the one row `sql` selects by its key, looked up in place.
+    fn text_by(&self, sql: &str, key: impl rusqlite::Params) -> Result<Option<String>, StoreError> {
         self.look_up(|c| {
             let mut statement = c.prepare_cached(sql).map_err(unavailable)?;
-            let body: Option<String> = statement
+            statement
                 .query_row(key, |row| row.get(0))
                 .optional()
-                .map_err(unavailable)?;
-            body.map(|b| serde_json::from_str(&b).map_err(unavailable)).transpose()
+                .map_err(unavailable)
         })
     }
 }
@@ -1250,6 +1256,10 @@ impl ScheduleStore for SqliteStore {
 impl WebhookStore for SqliteStore {
     async fn event(&self, id: &EventId) -> Result<Option<Event>, StoreError> {
         self.document("SELECT body FROM events WHERE id = ?1", id.into()).await
+    }
+
+    async fn event_json(&self, id: &EventId) -> Result<Option<String>, StoreError> {
+        self.text_by("SELECT body FROM events WHERE id = ?1", [id.as_str()])
     }
 
     async fn events(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
