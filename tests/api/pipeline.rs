@@ -534,6 +534,52 @@ async fn a_slow_receiver_times_out_and_gets_the_event_on_a_later_attempt() {
     assert!((1..=2).contains(&arrivals), "{arrivals}");
 }
 
+/// A batch keeps ten posts open and starts the next as one ends: a receiver that hangs keeps
+/// one place, and the rest of its batch is sent meanwhile (not after the hang times out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_hangs_keeps_one_place_and_the_rest_of_its_batch_is_sent_meanwhile() {
+    let app = ops_tests::spawn_app_with(|config| config.webhook_timeout_ms = 60_000).await;
+    let customer = app.create_customer().await;
+    let hanging = Receiver::start(0).await;
+    hanging.hang_first(1);
+    let answering = Receiver::start(0).await;
+    for receiver in [&hanging, &answering] {
+        app.subscribe(&customer.key, &receiver.url, &["operation.created"])
+            .await;
+    }
+    for _ in 0..6 {
+        app.post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "two_step", &[5_000]),
+        )
+        .await;
+    }
+    let dispatch = Trigger::Stream(StreamConsumer::WebhookDispatch);
+    while app.driver().round(dispatch).await.unwrap() > 0 {}
+    // Twelve deliveries in one round (local mode takes fifty), the one that hangs among the
+    // first ten: every other one arrives while it still hangs.
+    let round = app.driver().round(Trigger::Queue(QueueName::Webhooks));
+    let others_arrived = async {
+        while hanging.received().len() + answering.received().len() < 11 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    tokio::select! {
+        _ = others_arrived => {}
+        handled = round => panic!("the round ended ({handled:?}) before the other deliveries arrived"),
+        _ = tokio::time::sleep(std::time::Duration::from_secs(20)) => panic!(
+            "{} of the other 11 deliveries arrived while one receiver hung",
+            hanging.received().len() + answering.received().len()
+        ),
+    }
+    assert_eq!(
+        hanging.requests(),
+        6,
+        "the hanging receiver's one request and its five others"
+    );
+}
+
 /// The status poll runs once a minute in the cloud: one invocation takes round after round
 /// until nothing is due, so a burst larger than one round is asked about at once, not a
 /// hundred a minute.

@@ -31,6 +31,8 @@ struct Inbox {
     slow_first: AtomicUsize,
     /// Every request is held open and never answered.
     hangs: std::sync::atomic::AtomicBool,
+    /// Requests held open and never answered, counted from the first.
+    hang_first: AtomicUsize,
 }
 
 /// How long a slow receiver takes to answer.
@@ -43,7 +45,7 @@ pub struct Receiver {
 
 async fn hook(State(inbox): State<Arc<Inbox>>, headers: HeaderMap, body: Bytes) -> StatusCode {
     let n = inbox.requests.fetch_add(1, Ordering::SeqCst);
-    if inbox.hangs.load(Ordering::SeqCst) {
+    if inbox.hangs.load(Ordering::SeqCst) || n < inbox.hang_first.load(Ordering::SeqCst) {
         std::future::pending::<()>().await;
     }
     if n < inbox.refuse_first.load(Ordering::SeqCst) {
@@ -84,6 +86,11 @@ impl Receiver {
     /// Holds every request open without an answer, as a receiver that hangs does.
     pub fn hang(&self) {
         self.inbox.hangs.store(true, Ordering::SeqCst);
+    }
+
+    /// Holds the first `n` requests open without an answer; the rest are answered.
+    pub fn hang_first(&self, n: usize) {
+        self.inbox.hang_first.store(n, Ordering::SeqCst);
     }
 
     pub fn received(&self) -> Vec<Received> {

@@ -8,6 +8,7 @@ use crate::ports::{signals, BatchOutcome, Changeset, QueueMessage, QueueTask, Si
 use crate::service::{jitter, Service};
 use crate::webhooks::{self, signature, Attempt, Delivery, DeliveryStatus, EndpointStatus, WebhookEndpoint};
 use futures_util::future::join_all;
+use futures_util::stream::{self, StreamExt};
 use sha2::{Digest, Sha256};
 use std::collections::hash_map::{Entry, HashMap};
 use time::Duration;
@@ -103,10 +104,10 @@ impl Service {
 
     // ---- queue → webhook send -----------------------------------------------------------
 
-    /// Sends a batch side by side, ten posts at a time: a receiver that hangs holds up its
-    /// own message and, in a batch of more than ten (local mode's), the groups after it, for
-    /// at most the sender's timeout. A delivery named twice in one batch is sent once (the
-    /// first message stands for both).
+    /// Sends a batch side by side, ten posts open at a time, the next starting as one ends: a
+    /// receiver that hangs keeps one of the ten places, and the batch's recording waits for
+    /// it, for at most the sender's timeout. A delivery named twice in one batch is sent once
+    /// (the first message stands for both).
     /// The batch's attempts are then recorded together, each in its own changeset
     /// ([`crate::ports::Commit::commit_each`]: one store transaction for the batch locally).
     pub async fn handle_webhook_sends(&self, messages: &[QueueMessage]) -> BatchOutcome {
@@ -130,20 +131,23 @@ impl Service {
             }
         }
         // The batch's due deliveries first, then each endpoint they go to (read once for the
-        // batch), then the sends; at most SENDS_IN_FLIGHT posts are open at a time.
-        let mut due = Vec::with_capacity(sends.len());
-        for group in sends.chunks(SENDS_IN_FLIGHT) {
-            let group = group
-                .iter()
-                .map(|(message, delivery_id)| async move { (*message, self.due_delivery(delivery_id).await) });
-            for (message, found) in join_all(group).await {
-                match found {
-                    Ok(Some(delivery)) => due.push((message, delivery)),
-                    Ok(None) => {}
-                    Err(error) => {
-                        tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
-                        failed.push(message.id.clone());
-                    }
+        // batch), then the sends: at most SENDS_IN_FLIGHT posts are open at a time, and the
+        // next starts as soon as one ends, so a slow receiver takes one place, not a round.
+        // (The futures are made before they go into the stream: a stream's own closure over
+        // borrowed items would not be `Send` for every lifetime, as a spawned task needs.)
+        let lookups: Vec<_> = sends
+            .iter()
+            .map(|(message, delivery_id)| async move { (*message, self.due_delivery(delivery_id).await) })
+            .collect();
+        let found: Vec<_> = stream::iter(lookups).buffer_unordered(SENDS_IN_FLIGHT).collect().await;
+        let mut due = Vec::with_capacity(found.len());
+        for (message, found) in found {
+            match found {
+                Ok(Some(delivery)) => due.push((message, delivery)),
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
+                    failed.push(message.id.clone());
                 }
             }
         }
@@ -168,13 +172,14 @@ impl Service {
                 }
             }
         }
-        let mut attempted = Vec::with_capacity(sendable.len());
-        for group in sendable.chunks(SENDS_IN_FLIGHT) {
-            let group = group.iter().map(|(message, delivery, signer)| async move {
-                (*message, self.attempt_webhook(delivery, signer, now).await)
-            });
-            attempted.extend(join_all(group).await);
-        }
+        let posts: Vec<_> =
+            sendable
+                .iter()
+                .map(|(message, delivery, signer)| async move {
+                    (*message, self.attempt_webhook(delivery, signer, now).await)
+                })
+                .collect();
+        let attempted: Vec<_> = stream::iter(posts).buffer_unordered(SENDS_IN_FLIGHT).collect().await;
         let mut recorded = vec![];
         for (message, attempt) in attempted {
             match attempt {
