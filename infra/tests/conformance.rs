@@ -1,9 +1,11 @@
 use ops_domain::operations::OperationStatus;
 use ops_domain::operations::{OperationQuery, OperationStore};
 use ops_domain::ports::{Changeset, Commit, SystemClock, Write};
-use ops_infra::aws::{DynamoStore, S3Blobs, SecretsManagerSecrets, SqsQueue};
+use ops_infra::aws::{DynamoSandboxLedger, DynamoStore, S3Blobs, SecretsManagerSecrets, SqsQueue};
 use ops_infra::conformance;
-use ops_infra::embedded::{BlobDirectory, InMemoryRateLimiter, SealedSecrets, SqliteQueue, SqliteStore};
+use ops_infra::embedded::{
+    BlobDirectory, InMemoryRateLimiter, SealedSecrets, SqliteQueue, SqliteSandboxLedger, SqliteStore,
+};
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -11,6 +13,13 @@ async fn sqlite_store_conforms() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("ops.sqlite")).unwrap();
     conformance::store::run_all(Arc::new(store)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_sandbox_ledger_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = SqliteSandboxLedger::open(&dir.path().join("sandbox.sqlite")).unwrap();
+    conformance::sandbox::run_all(Arc::new(ledger)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -82,6 +91,15 @@ async fn dynamo_store(name: &str) -> DynamoStore {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dynamo_store_conforms() {
     conformance::store::run_all(Arc::new(dynamo_store("conformance").await)).await;
+}
+
+/// The ledger sits in the stack's table, beside the service's items.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dynamo_sandbox_ledger_conforms() {
+    dynamo_store("sandbox").await;
+    let table = format!("sandbox-{}", std::process::id());
+    let ledger = DynamoSandboxLedger::new(aws_sdk_dynamodb::Client::new(&emulator().await), table);
+    conformance::sandbox::run_all(Arc::new(ledger)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -205,7 +205,7 @@ async fn a_dead_letter_is_an_exception_until_it_is_redriven_and_the_rail_is_aske
         .await
         .json();
     assert_eq!(transaction["status"], "confirmed", "{transaction:#}");
-    let ledger = app.sandbox();
+    let ledger = app.sandbox().await;
     let entry = ledger.iter().find(|e| e.transaction_id == transaction_id).unwrap();
     assert_eq!((entry.submit_calls, entry.duplicate_submits), (1, 0));
     assert!(open_exceptions(&app).await.is_empty());

@@ -100,7 +100,7 @@ async fn duplicated_records_and_messages_have_no_second_effect() {
     app.settle(Duration::seconds(30), 20).await;
 
     // The rail saw each transaction once (plus the documented transient refusals).
-    let ledger = app.sandbox();
+    let ledger = app.sandbox().await;
     assert_eq!(ledger.len(), 15);
     for entry in &ledger {
         assert_eq!(entry.duplicate_submits, 0, "{entry:?}");

@@ -134,7 +134,7 @@ async fn a_small_auto_approved_file_is_paid_like_any_payout() {
         .json();
     let operation = &operations_of(&app, &customer.key, &file).await[0];
     assert_eq!(operation["status"], "completed", "{operation}");
-    assert_eq!(app.sandbox().len(), 2);
+    assert_eq!(app.sandbox().await.len(), 2);
 }
 
 #[tokio::test]

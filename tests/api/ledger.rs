@@ -178,7 +178,7 @@ async fn money_that_is_not_there_never_reaches_a_rail() {
         transactions_of(&app, &acme.key, &operation).await.is_empty(),
         "no transaction is made"
     );
-    assert!(app.sandbox().is_empty(), "the rail never heard of it");
+    assert!(app.sandbox().await.is_empty(), "the rail never heard of it");
     assert_eq!(balances(&app, &acme.key, &account).await, (50_000, 50_000, 50_000));
     let history = app
         .get(
@@ -446,7 +446,7 @@ async fn a_transfer_posts_between_two_accounts_on_approval_with_no_rail() {
         transactions_of(&app, &acme.key, &operation).await.is_empty(),
         "no rail, no transaction"
     );
-    assert!(app.sandbox().is_empty());
+    assert!(app.sandbox().await.is_empty());
     assert_zero_sum(&app).await;
 
     let short = app.post("/v1/operations", &acme.key, transfer(&to, 6_001)).await.json();

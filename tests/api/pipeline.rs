@@ -115,7 +115,7 @@ async fn every_magic_amount_reaches_its_documented_outcome_and_every_event_arriv
             "{entry}"
         );
     }
-    let ledger = app.sandbox();
+    let ledger = app.sandbox().await;
     assert!(ledger.iter().all(|e| e.duplicate_submits == 0), "{ledger:?}");
     let timed_out = ledger.iter().find(|e| e.transaction_id == timeout_txn).unwrap();
     assert_eq!(timed_out.submit_calls, 1, "an unknown outcome is never resubmitted");

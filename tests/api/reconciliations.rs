@@ -16,7 +16,7 @@ async fn confirmed_payouts(app: &TestApp, amounts: &[i64]) -> BTreeMap<i64, Vec<
         .await;
     assert_eq!(made.status, 201, "{}", made.json());
     app.settle(Duration::seconds(30), 10).await;
-    let statement = app.sandbox_statement();
+    let statement = app.sandbox_statement().await;
     let mut lines = BTreeMap::new();
     for line in statement.lines().skip(1) {
         let fields: Vec<String> = line.split(',').map(String::from).collect();

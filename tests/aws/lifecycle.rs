@@ -83,7 +83,7 @@ async fn a_payout_runs_its_whole_lifecycle_on_the_aws_adapters() {
         .map(|t| t["status"].as_str().unwrap())
         .collect();
     assert_eq!(statuses, BTreeSet::from(["confirmed", "failed"]));
-    let ledger = app.parts.sandbox.as_ref().unwrap().entries();
+    let ledger = app.parts.sandbox.as_ref().unwrap().entries().await;
     assert!(
         ledger.iter().all(|e| e.submit_calls == 1 && e.duplicate_submits == 0),
         "{ledger:?}"
@@ -234,7 +234,44 @@ async fn an_operation_with_more_items_than_one_dynamodb_transaction_takes_comple
         .await
         .json();
     assert_eq!(txns["data"].as_array().unwrap().len(), 40);
-    let ledger = app.parts.sandbox.as_ref().unwrap().entries();
+    let ledger = app.parts.sandbox.as_ref().unwrap().entries().await;
     assert_eq!(ledger.len(), 40);
     assert!(ledger.iter().all(|e| e.submit_calls == 1));
+}
+
+/// In the cloud the submit worker and the status poll are separate functions, each with its
+/// own `/tmp`: the sandbox rail keeps its ledger in the stack's table, so the poll function
+/// (built here from the stack's variables, as Lambda starts it) finds what the worker sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_status_poll_function_finds_what_the_submit_function_sent_to_the_sandbox() {
+    let app = spawn_aws_app().await;
+    let variables: std::collections::HashMap<_, _> = app.settings.to_vars().into_iter().collect();
+    let settings = ops_runtime::deployment::Settings::from_vars(|name| variables.get(name).cloned()).unwrap();
+    assert!(settings.sandbox_rail, "a test stack serves the sandbox");
+    let (poll_function, _) = settings.service_with(&app.config, app.clock.clone()).await.unwrap();
+
+    let customer = app.create_customer().await;
+    let id = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "auto", &[15_000, 15_005]),
+        )
+        .await
+        .id();
+    for _ in 0..8 {
+        for trigger in Trigger::ALL.into_iter().filter(|t| *t != Trigger::StatusPoll) {
+            while app.driver.round(trigger).await.unwrap() > 0 {}
+        }
+        poll_function.poll_rails().await.unwrap();
+        app.clock.advance(Duration::seconds(30));
+    }
+    let operation = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
+    assert_eq!(operation["status"], "completed", "{operation}");
+    let ledger = app.parts.sandbox.as_ref().unwrap().entries().await;
+    assert_eq!(ledger.len(), 2);
+    assert!(
+        ledger.iter().all(|e| e.submit_calls == 1 && e.status_calls >= 1),
+        "{ledger:?}"
+    );
 }

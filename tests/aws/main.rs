@@ -34,7 +34,6 @@ pub struct AwsApp {
     pub settings: ops_runtime::deployment::Settings,
     /// What the service's EMF metrics wrote (a function's log in the cloud).
     pub metrics: Written,
-    _ledger: tempfile::TempDir,
 }
 
 /// Bytes written, kept for the test to read back line by line.
@@ -80,11 +79,9 @@ pub async fn spawn_aws_app() -> AwsApp {
     static STACKS: AtomicUsize = AtomicUsize::new(0);
     let name = format!("ops-{}-{}", std::process::id(), STACKS.fetch_add(1, Ordering::SeqCst));
     let config = ops_infra::aws::load_config().await;
-    let mut settings = ops_runtime::provision::provision(&config, &name, Environment::Test, Some(RAIL_SECRET))
+    let settings = ops_runtime::provision::provision(&config, &name, Environment::Test, Some(RAIL_SECRET))
         .await
         .expect("stack provisioned");
-    let ledger = tempfile::tempdir().unwrap();
-    settings.sandbox_ledger = Some(ledger.path().join("sandbox.sqlite"));
     let clock = Arc::new(TestClock::default());
     let (mut service, parts) = settings
         .service_with(&config, clock.clone())
@@ -113,7 +110,6 @@ pub async fn spawn_aws_app() -> AwsApp {
         config,
         settings,
         metrics,
-        _ledger: ledger,
     }
 }
 

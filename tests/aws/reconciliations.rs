@@ -4,7 +4,6 @@
 
 use crate::spawn_aws_app;
 use ops_domain::reconciliations::Reconciliation;
-use ops_infra::rails::SandboxEntry;
 use ops_tests::{payout, statement_body, ADMIN_KEY};
 use serde_json::json;
 use time::Duration;
@@ -22,8 +21,7 @@ async fn a_statement_is_reconciled_against_dynamodb_and_its_lines_kept_in_s3() {
         .await;
     assert_eq!(made.status, 201, "{}", made.json());
     app.settle(Duration::seconds(30), 6).await;
-    let ledger = app.settings.sandbox_ledger.as_ref().unwrap();
-    let sandbox = SandboxEntry::statement_file(ledger).unwrap();
+    let sandbox = app.parts.sandbox.as_ref().unwrap().statement().await;
     let line = |amount: &str| {
         sandbox
             .lines()

@@ -186,13 +186,13 @@ impl TestApp {
         &self.server.embedded
     }
 
-    pub fn sandbox(&self) -> Vec<ops_infra::rails::SandboxEntry> {
-        self.server.sandbox.as_ref().expect("sandbox rail").entries()
+    pub async fn sandbox(&self) -> Vec<ops_infra::rails::SandboxEntry> {
+        self.server.sandbox.as_ref().expect("sandbox rail").entries().await
     }
 
     /// The sandbox rail's statement (CSV): what it accepted, with the outcome it reports.
-    pub fn sandbox_statement(&self) -> String {
-        self.server.sandbox.as_ref().expect("sandbox rail").statement()
+    pub async fn sandbox_statement(&self) -> String {
+        self.server.sandbox.as_ref().expect("sandbox rail").statement().await
     }
 
     /// Runs the pipeline until it has nothing left to do now.

@@ -33,14 +33,7 @@ pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsSe
     if let Some(allow) = config.webhook_allow_local {
         settings.webhook_allow_local = allow;
     }
-    if config.sandbox_rail.unwrap_or(environment == Environment::Test) {
-        std::fs::create_dir_all(&config.data_dir)?;
-        settings.sandbox_ledger = Some(
-            config
-                .data_dir
-                .join(format!("rail-sandbox-{}.sqlite", environment.as_str())),
-        );
-    }
+    settings.sandbox_rail = config.sandbox_rail.unwrap_or(environment == Environment::Test);
     let (service, parts) = settings.service_with(&sdk, clock).await.map_err(config_error)?;
     let service = Arc::new(service);
     if let Some(secret) = &config.bootstrap_admin_key {

@@ -9,7 +9,9 @@ use ops_domain::ports::{Clock, QueueName, SystemClock};
 use ops_domain::transactions::RailSecret;
 use ops_domain::transactions::RAIL_SECRET;
 use ops_domain::webhooks::TargetPolicy;
-use ops_infra::embedded::{BlobDirectory, InMemoryRateLimiter, LogMetrics, SealedSecrets, SqliteQueue, SqliteStore};
+use ops_infra::embedded::{
+    BlobDirectory, InMemoryRateLimiter, LogMetrics, SealedSecrets, SqliteQueue, SqliteSandboxLedger, SqliteStore,
+};
 use ops_infra::rails::SandboxRail;
 use ops_runtime::compose::{self, Adapters, HttpRailSpec, Options};
 use ops_runtime::driver::{Driver, Pace};
@@ -201,9 +203,9 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
                 .data_dir
                 .join(format!("rail-sandbox-{}.sqlite", environment.as_str()));
             data_dir::create_private_file(&ledger)?;
-            let rail =
-                SandboxRail::open(&ledger).map_err(|e| StartError::Config(format!("{}: {e}", ledger.display())))?;
-            Some(Arc::new(rail))
+            let ledger = SqliteSandboxLedger::open(&ledger)
+                .map_err(|e| StartError::Config(format!("{}: {e}", ledger.display())))?;
+            Some(Arc::new(SandboxRail::new(Arc::new(ledger))))
         }
         false => None,
     };

@@ -3,7 +3,7 @@
 //! rail never sees a transaction twice.
 
 use futures_util::{stream, StreamExt};
-use ops_infra::rails::SandboxEntry;
+use ops_infra::embedded::SqliteSandboxLedger;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -160,7 +160,10 @@ async fn sigkill_in_the_middle_of_a_batch_loses_nothing_acknowledged_and_sends_n
         &pending[..pending.len().min(5)]
     );
 
-    let ledger = SandboxEntry::read_file(&data_dir.path().join("rail-sandbox-test.sqlite")).unwrap();
+    let ledger = SqliteSandboxLedger::open(&data_dir.path().join("rail-sandbox-test.sqlite"))
+        .unwrap()
+        .read()
+        .unwrap();
     assert!(
         ledger.iter().all(|e| e.duplicate_submits == 0 && e.submit_calls == 1),
         "a transaction reached the rail twice"

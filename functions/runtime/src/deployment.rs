@@ -11,8 +11,8 @@ use ops_domain::transactions::RailSecret;
 use ops_domain::webhooks::TargetPolicy;
 use ops_domain::webhooks::DELIVERY_TIMEOUT;
 use ops_infra::aws::{
-    DynamoStore, EmfMetrics, EventBridgeBus, EventBridgeTimers, QueueUrls, S3Blobs, SecretsManagerSecrets, SqsQueue,
-    TimerTarget,
+    DynamoSandboxLedger, DynamoStore, EmfMetrics, EventBridgeBus, EventBridgeTimers, QueueUrls, S3Blobs,
+    SecretsManagerSecrets, SqsQueue, TimerTarget,
 };
 use ops_infra::rails::SandboxRail;
 use std::sync::Arc;
@@ -35,8 +35,9 @@ pub struct Settings {
     pub secrets_prefix: String,
     /// Rails served over HTTP.
     pub http_rails: Vec<HttpRailSpec>,
-    /// Where the sandbox rail keeps its ledger, if it is served.
-    pub sandbox_ledger: Option<std::path::PathBuf>,
+    /// Whether the sandbox rail is served (its ledger is a partition of the table, so every
+    /// function of the stack sees the same rail).
+    pub sandbox_rail: bool,
     /// Requests per second each API key may make (0: unlimited).
     pub rate_limit: u32,
     /// How long the desk's items may wait (`OPS_APPROVALS_SLA_MINUTES`,
@@ -92,7 +93,7 @@ impl Settings {
         };
         TargetPolicy::for_environment(environment, Some(webhook_allow_local))
             .map_err(|e| format!("OPS_WEBHOOK_ALLOW_LOCAL: {e}"))?;
-        let sandbox = lookup("OPS_SANDBOX_RAIL")
+        let sandbox_rail = lookup("OPS_SANDBOX_RAIL")
             .map(|v| v == "true")
             .unwrap_or(environment == Environment::Test);
         let timers = match (
@@ -120,7 +121,7 @@ impl Settings {
             event_bus: lookup("EVENT_BUS_NAME").filter(|b| !b.is_empty()),
             secrets_prefix: var("SECRETS_PREFIX")?,
             http_rails,
-            sandbox_ledger: sandbox.then(|| std::env::temp_dir().join("rail-sandbox.sqlite")),
+            sandbox_rail,
             rate_limit,
             desk_sla,
             webhook_allow_local,
@@ -142,7 +143,7 @@ impl Settings {
             ("EVENT_BUS_NAME", self.event_bus.clone().unwrap_or_default()),
             ("SECRETS_PREFIX", self.secrets_prefix.clone()),
             ("OPS_HTTP_RAILS", rails.join(",")),
-            ("OPS_SANDBOX_RAIL", self.sandbox_ledger.is_some().to_string()),
+            ("OPS_SANDBOX_RAIL", self.sandbox_rail.to_string()),
             ("OPS_RATE_LIMIT", self.rate_limit.to_string()),
             (
                 "OPS_APPROVALS_SLA_MINUTES",
@@ -198,10 +199,10 @@ impl Settings {
             .secret(PEPPER_SECRET)
             .await?
             .ok_or_else(|| format!("secret {}{PEPPER_SECRET} is missing", self.secrets_prefix))?;
-        let sandbox = match &self.sandbox_ledger {
-            Some(ledger) => Some(Arc::new(SandboxRail::open(ledger)?)),
-            None => None,
-        };
+        let sandbox = self.sandbox_rail.then(|| {
+            let ledger = DynamoSandboxLedger::new(aws_sdk_dynamodb::Client::new(config), &self.table);
+            Arc::new(SandboxRail::new(Arc::new(ledger)))
+        });
         let rail_secret = match self.http_rails.is_empty() {
             true => None,
             false => secrets.secret(ops_domain::transactions::RAIL_SECRET).await?,
@@ -287,7 +288,7 @@ mod tests {
                 "psp-local:spei=https://connect.example/spei".parse().unwrap(),
                 "psp-local:ach=https://connect.example/ach".parse().unwrap(),
             ],
-            sandbox_ledger: None,
+            sandbox_rail: false,
             rate_limit: 250,
             desk_sla: DeskSla::from_minutes(30, 15).unwrap(),
             webhook_allow_local: false,

@@ -62,7 +62,7 @@ pub async fn provision(
         event_bus: Some(bus),
         secrets_prefix,
         http_rails: vec![],
-        sandbox_ledger: None,
+        sandbox_rail: environment == Environment::Test,
         rate_limit: ops_domain::access::DEFAULT_RATE_LIMIT,
         desk_sla: ops_domain::desk::DeskSla::default(),
         // An emulator's stack is a developer's or a test's: its receivers are local.

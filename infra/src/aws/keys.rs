@@ -154,6 +154,14 @@ pub fn rate_window(group: &str, second: i64) -> Primary {
     primary(format!("RATE#{group}#{second}"), "RATE")
 }
 
+/// The sandbox rail's ledger: one partition (a test rail's traffic is small), one item per
+/// transaction it was asked about.
+pub const SANDBOX_LEDGER: &str = "SANDBOX";
+
+pub fn sandbox_entry(transaction_id: &str) -> Primary {
+    primary(SANDBOX_LEDGER.into(), &format!("TXN#{transaction_id}"))
+}
+
 const AUDIT: &str = "AUDIT#";
 
 /// An audit entry: in its operation's partition (so the history is one query), else in its

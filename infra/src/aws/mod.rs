@@ -10,6 +10,7 @@ mod event_bus;
 mod event_scheduler;
 mod keys;
 mod s3_blobs;
+mod sandbox_ledger;
 mod secrets_manager;
 mod sqs_queue;
 
@@ -18,6 +19,7 @@ pub use emf_metrics::{emf_line, EmfMetrics, NAMESPACE};
 pub use event_bus::EventBridgeBus;
 pub use event_scheduler::{EventBridgeTimers, TimerTarget};
 pub use s3_blobs::S3Blobs;
+pub use sandbox_ledger::DynamoSandboxLedger;
 pub use secrets_manager::SecretsManagerSecrets;
 pub use sqs_queue::{QueueUrls, SqsQueue};
 

@@ -6,5 +6,6 @@ pub mod files;
 pub mod queue;
 pub mod rate_limiter;
 pub mod reconciliations;
+pub mod sandbox;
 pub mod secrets;
 pub mod store;

@@ -6,6 +6,7 @@ mod blob_directory;
 mod log_metrics;
 mod queue;
 mod rate_limiter;
+mod sandbox_ledger;
 mod sealed_secrets;
 mod sqlite_store;
 
@@ -13,5 +14,6 @@ pub use blob_directory::BlobDirectory;
 pub use log_metrics::LogMetrics;
 pub use queue::SqliteQueue;
 pub use rate_limiter::InMemoryRateLimiter;
+pub use sandbox_ledger::SqliteSandboxLedger;
 pub use sealed_secrets::SealedSecrets;
 pub use sqlite_store::SqliteStore;

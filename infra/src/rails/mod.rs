@@ -4,4 +4,4 @@ mod http;
 mod sandbox;
 
 pub use http::HttpRail;
-pub use sandbox::{read_entries, statement_of, SandboxEntry, SandboxRail, SANDBOX_RAIL, STATEMENT_HEADER};
+pub use sandbox::{parse_csv, statement_of, SandboxEntry, SandboxLedger, SandboxRail, SANDBOX_RAIL, STATEMENT_HEADER};

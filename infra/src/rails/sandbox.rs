@@ -13,9 +13,12 @@
 //! | `08` | submit times out and the rail never got it: `unknown`, then `needs_attention` |
 //! | other | accepted, confirmed at the first status inquiry |
 //!
-//! Its ledger lives in its own SQLite file, so it survives restarts, and it counts every call:
-//! tests read it to prove no transaction was ever sent twice. It also writes its statement
-//! ([`statement_of`]): every instruction it accepted, with the outcome it reports.
+//! Its ledger ([`SandboxLedger`]) counts every call: tests read it to prove no transaction was
+//! ever sent twice. Locally it is a SQLite file, so it survives restarts; on AWS it is a
+//! partition of the stack's table, so every function of a deployed test stack sees the same
+//! rail (the submit function's instruction is what the status poll asks about). It also gives
+//! the rail's statement ([`statement_of`]): every instruction it accepted, with the outcome it
+//! reports.
 
 use async_trait::async_trait;
 use ops_domain::ids::TransactionId;
@@ -23,58 +26,62 @@ use ops_domain::money::{Amount, Currency};
 use ops_domain::rail::{
     Ack, Instruction, RailAdapter, RailError, RailState, Statement, StatementFormat, StatementLine, StatementStatus,
 };
-use rusqlite::{params, Connection, OptionalExtension};
-use std::path::Path;
-use std::sync::Mutex;
+use std::sync::Arc;
+use time::Date;
 
 pub const SANDBOX_RAIL: &str = "psp-local:sandbox";
-
-pub struct SandboxRail {
-    ledger: Mutex<Connection>,
-}
 
 /// What the sandbox saw of one transaction.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SandboxEntry {
     pub transaction_id: String,
     pub amount: i64,
+    pub currency: String,
     pub submit_calls: u32,
     /// Submits that arrived after the rail already held the instruction: must stay 0.
     pub duplicate_submits: u32,
     pub accepted: bool,
+    /// The day the rail took the instruction (its statement's `booked_on`).
+    pub accepted_on: Option<Date>,
     pub status_calls: u32,
 }
 
-fn rail_error(e: rusqlite::Error) -> RailError {
-    RailError::Transient(format!("sandbox ledger: {e}"))
+/// The sandbox's memory, one entry per transaction it was asked about. Every method is one
+/// atomic step of the store behind it, so two functions calling the rail at once count right.
+#[async_trait]
+pub trait SandboxLedger: Send + Sync {
+    /// Counts one submit of `instruction`, adding its entry on the first; a submit to an entry
+    /// already accepted also counts as a duplicate. Answers the entry after counting.
+    async fn count_submit(&self, instruction: &Instruction) -> Result<SandboxEntry, RailError>;
+
+    /// Marks the transaction's instruction as taken by the rail on `day`.
+    async fn accept(&self, transaction_id: &str, day: Date) -> Result<(), RailError>;
+
+    /// Counts one status inquiry and answers the entry after counting; `None` (and nothing
+    /// counted) when the rail never saw the transaction.
+    async fn count_status(&self, transaction_id: &str) -> Result<Option<SandboxEntry>, RailError>;
+
+    /// Every entry, by transaction id.
+    async fn entries(&self) -> Result<Vec<SandboxEntry>, RailError>;
+}
+
+pub struct SandboxRail {
+    ledger: Arc<dyn SandboxLedger>,
 }
 
 impl SandboxRail {
-    pub fn open(path: &Path) -> rusqlite::Result<SandboxRail> {
-        let connection = Connection::open(path)?;
-        connection.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             CREATE TABLE IF NOT EXISTS ledger (
-                 transaction_id TEXT PRIMARY KEY, amount INTEGER NOT NULL, submit_calls INTEGER NOT NULL,
-                 duplicate_submits INTEGER NOT NULL, accepted INTEGER NOT NULL, status_calls INTEGER NOT NULL);",
-        )?;
-        // Columns a statement needs, added to ledgers made before statements were written.
-        for column in ["currency TEXT", "accepted_on TEXT"] {
-            match connection.execute(&format!("ALTER TABLE ledger ADD COLUMN {column}"), []) {
-                Err(e) if e.to_string().contains("duplicate column") => {}
-                other => {
-                    other?;
-                }
-            }
-        }
-        Ok(SandboxRail {
-            ledger: Mutex::new(connection),
-        })
+    pub fn new(ledger: Arc<dyn SandboxLedger>) -> SandboxRail {
+        SandboxRail { ledger }
     }
 
-    pub fn entries(&self) -> Vec<SandboxEntry> {
-        let connection = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        read_entries(&connection).unwrap_or_default()
+    /// Every entry of the ledger (for tests).
+    pub async fn entries(&self) -> Vec<SandboxEntry> {
+        self.ledger.entries().await.expect("sandbox ledger readable")
+    }
+
+    /// This sandbox's statement ([`statement_of`]).
+    pub async fn statement(&self) -> String {
+        statement_of(&self.entries().await)
     }
 
     fn outcome(amount: i64) -> i64 {
@@ -82,33 +89,8 @@ impl SandboxRail {
     }
 }
 
-/// Reads a sandbox ledger file (for tests that run the server in another process).
-pub fn read_entries(connection: &Connection) -> rusqlite::Result<Vec<SandboxEntry>> {
-    let mut statement = connection.prepare(
-        "SELECT transaction_id, amount, submit_calls, duplicate_submits, accepted, status_calls FROM ledger ORDER BY transaction_id",
-    )?;
-    let rows = statement.query_map([], |row| {
-        Ok(SandboxEntry {
-            transaction_id: row.get(0)?,
-            amount: row.get(1)?,
-            submit_calls: row.get(2)?,
-            duplicate_submits: row.get(3)?,
-            accepted: row.get(4)?,
-            status_calls: row.get(5)?,
-        })
-    })?;
-    rows.collect()
-}
-
-impl SandboxEntry {
-    pub fn read_file(path: &Path) -> rusqlite::Result<Vec<SandboxEntry>> {
-        read_entries(&Connection::open(path)?)
-    }
-
-    /// The statement of the sandbox whose ledger is at `path` ([`statement_of`]).
-    pub fn statement_file(path: &Path) -> rusqlite::Result<String> {
-        statement_of(&Connection::open(path)?)
-    }
+fn reference_of(transaction_id: &str) -> String {
+    format!("sbx_{}", transaction_id.trim_start_matches("txn_"))
 }
 
 #[async_trait]
@@ -118,55 +100,35 @@ impl RailAdapter for SandboxRail {
     }
 
     async fn submit(&self, instruction: &Instruction) -> Result<Ack, RailError> {
-        let connection = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         let id = instruction.transaction_id.as_str();
-        connection
-            .execute(
-                "INSERT INTO ledger (transaction_id, amount, currency, submit_calls, duplicate_submits, accepted, status_calls)
-                 VALUES (?1, ?2, ?3, 0, 0, 0, 0) ON CONFLICT (transaction_id) DO NOTHING",
-                params![id, instruction.amount.minor_units(), instruction.currency.code()],
-            )
-            .map_err(rail_error)?;
-        let (calls, accepted): (u32, bool) = connection
-            .query_row(
-                "UPDATE ledger SET submit_calls = submit_calls + 1,
-                     duplicate_submits = duplicate_submits + accepted
-                 WHERE transaction_id = ?1 RETURNING submit_calls, accepted",
-                [id],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .map_err(rail_error)?;
-        let reference = format!("sbx_{}", id.trim_start_matches("txn_"));
-        if accepted {
+        let entry = self.ledger.count_submit(instruction).await?;
+        let reference = reference_of(id);
+        if entry.accepted {
             // A real rail deduplicates on the transaction id; the ledger counts it as a fault.
             return Ok(Ack::Accepted {
                 rail_reference: reference,
             });
         }
-        let accept = || {
-            connection
-                .execute(
-                    "UPDATE ledger SET accepted = 1, accepted_on = ?2 WHERE transaction_id = ?1",
-                    params![id, time::OffsetDateTime::now_utc().date().to_string()],
-                )
-                .map_err(rail_error)
-        };
+        let today = time::OffsetDateTime::now_utc().date();
         match Self::outcome(instruction.amount.minor_units()) {
             1 => Ok(Ack::Rejected {
                 code: "account_closed".into(),
                 reason: "The destination account is closed.".into(),
             }),
-            3 if calls <= 2 => Err(RailError::Transient(format!("sandbox busy (call {calls})"))),
+            3 if entry.submit_calls <= 2 => Err(RailError::Transient(format!(
+                "sandbox busy (call {})",
+                entry.submit_calls
+            ))),
             7 => Err(RailError::Transient(
                 "sandbox always busy for amounts ending in 07".into(),
             )),
             4 => {
-                accept()?;
+                self.ledger.accept(id, today).await?;
                 Err(RailError::Timeout)
             }
             8 => Err(RailError::Timeout),
             _ => {
-                accept()?;
+                self.ledger.accept(id, today).await?;
                 Ok(Ack::Accepted {
                     rail_reference: reference,
                 })
@@ -176,33 +138,28 @@ impl RailAdapter for SandboxRail {
 
     async fn status(
         &self,
-        transaction_id: &ops_domain::ids::TransactionId,
+        transaction_id: &TransactionId,
         _rail_reference: Option<&str>,
     ) -> Result<RailState, RailError> {
-        let connection = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        let found: Option<(i64, bool, u32)> = connection
-            .query_row(
-                "UPDATE ledger SET status_calls = status_calls + 1 WHERE transaction_id = ?1 RETURNING amount, accepted, status_calls",
-                [transaction_id.as_str()],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-            )
-            .optional()
-            .map_err(rail_error)?;
-        let Some((amount, true, asked)) = found else {
+        let Some(entry) = self.ledger.count_status(transaction_id.as_str()).await? else {
             return Ok(RailState::NotFound);
         };
-        let rail_reference = format!("sbx_{}", transaction_id.trim_start_matches("txn_"));
-        Ok(match Self::outcome(amount) {
+        if !entry.accepted {
+            return Ok(RailState::NotFound);
+        }
+        Ok(match Self::outcome(entry.amount) {
             2 => RailState::Failed {
                 code: "insufficient_funds".into(),
                 reason: "The payer account lacks funds.".into(),
             },
-            5 if asked <= 3 => RailState::Pending,
-            6 if asked >= 2 => RailState::Returned {
+            5 if entry.status_calls <= 3 => RailState::Pending,
+            6 if entry.status_calls >= 2 => RailState::Returned {
                 code: "beneficiary_returned".into(),
                 reason: "The beneficiary bank returned the funds.".into(),
             },
-            _ => RailState::Confirmed { rail_reference },
+            _ => RailState::Confirmed {
+                rail_reference: reference_of(transaction_id.as_str()),
+            },
         })
     }
 
@@ -266,55 +223,33 @@ pub fn parse_csv(statement: &[u8]) -> Result<Statement, RailError> {
 
 /// The sandbox's statement, as CSV: every instruction it accepted, with the outcome it
 /// reports for it (`02` failed, `06` returned, the rest confirmed) and the day it took it.
-pub fn statement_of(connection: &Connection) -> rusqlite::Result<String> {
-    let mut statement = connection.prepare(
-        "SELECT transaction_id, amount, coalesce(currency, ''), coalesce(accepted_on, '') FROM ledger
-         WHERE accepted = 1 ORDER BY transaction_id",
-    )?;
+pub fn statement_of(entries: &[SandboxEntry]) -> String {
     let mut csv = format!("{STATEMENT_HEADER}\n");
-    let rows = statement.query_map([], |row| {
-        Ok((
-            row.get::<_, String>(0)?,
-            row.get::<_, i64>(1)?,
-            row.get::<_, String>(2)?,
-            row.get::<_, String>(3)?,
-        ))
-    })?;
-    for row in rows {
-        let (id, amount, currency, day) = row?;
-        let status = match SandboxRail::outcome(amount) {
+    for entry in entries.iter().filter(|e| e.accepted) {
+        let status = match SandboxRail::outcome(entry.amount) {
             2 => "failed",
             6 => "returned",
             _ => "confirmed",
         };
-        let reference = format!("sbx_{}", id.trim_start_matches("txn_"));
-        csv.push_str(&format!("{reference},{id},{amount},{currency},{status},{day}\n"));
+        let day = entry.accepted_on.map(|d| d.to_string()).unwrap_or_default();
+        let (id, amount, currency) = (&entry.transaction_id, entry.amount, &entry.currency);
+        csv.push_str(&format!(
+            "{},{id},{amount},{currency},{status},{day}\n",
+            reference_of(id)
+        ));
     }
-    Ok(csv)
-}
-
-impl SandboxRail {
-    /// This sandbox's statement ([`statement_of`]).
-    pub fn statement(&self) -> String {
-        let connection = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        statement_of(&connection).unwrap_or_default()
-    }
+    csv
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn a_statement_is_read_into_typed_lines_and_a_bad_field_is_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let rail = SandboxRail::open(&dir.path().join("ledger.sqlite")).unwrap();
-        let lines = rail
-            .import_statement(
-                StatementFormat::Csv,
+    #[test]
+    fn a_statement_is_read_into_typed_lines_and_a_bad_field_is_named() {
+        let lines = parse_csv(
                 b"rail_reference,transaction_id,amount,currency,status,booked_on\nsbx_1,txn_01abc,1500,CLP,confirmed\n\nsbx_2,,20,USD,returned,2026-11-24\n",
             )
-            .await
             .unwrap()
             .lines;
         assert_eq!(lines.len(), 2);
@@ -337,10 +272,7 @@ mod tests {
             (",,10,CLP,confirmed", "rail_reference"),
             ("sbx_1,,10,CLP", "5 or 6 fields"),
         ] {
-            let refused = rail
-                .import_statement(StatementFormat::Csv, bad.as_bytes())
-                .await
-                .unwrap_err();
+            let refused = parse_csv(bad.as_bytes()).unwrap_err();
             assert!(refused.to_string().contains(field), "{bad}: {refused}");
         }
     }

@@ -24,6 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !ledger.exists() {
         return Err(format!("no sandbox ledger at {}: start the server first", ledger.display()).into());
     }
-    print!("{}", ops_infra::rails::SandboxEntry::statement_file(&ledger)?);
+    let entries = ops_infra::embedded::SqliteSandboxLedger::open(&ledger)?.read()?;
+    print!("{}", ops_infra::rails::statement_of(&entries));
     Ok(())
 }
