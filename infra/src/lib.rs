@@ -6,14 +6,18 @@
 //! - [`rails`]: the sandbox rail simulator and the HTTP rail adapter.
 //! - [`webhook_sender`]: webhook delivery with reqwest.
 //! - [`queue_consumer`]: receiving from the queues, for local mode's pump and the tests.
+//! - [`InMemoryRateLimiter`]: request counts in the process's memory (local mode's, and a
+//!   Lambda function's reads).
 //! - [`conformance`]: the behaviour every store, queue and secrets implementation must show,
 //!   run against each of them.
 
 pub mod aws;
 pub mod conformance;
 pub mod embedded;
+mod in_memory_rate_limiter;
 pub mod queue_consumer;
 pub mod rails;
 pub mod webhook_sender;
 
+pub use in_memory_rate_limiter::InMemoryRateLimiter;
 pub use queue_consumer::QueueConsumer;

@@ -3,9 +3,8 @@ use ops_domain::operations::{OperationQuery, OperationStore};
 use ops_domain::ports::{Changeset, Commit, SystemClock, Write};
 use ops_infra::aws::{DynamoSandboxLedger, DynamoStore, S3Blobs, SecretsManagerSecrets, SqsQueue};
 use ops_infra::conformance;
-use ops_infra::embedded::{
-    BlobDirectory, InMemoryRateLimiter, SealedSecrets, SqliteQueue, SqliteSandboxLedger, SqliteStore,
-};
+use ops_infra::embedded::{BlobDirectory, SealedSecrets, SqliteQueue, SqliteSandboxLedger, SqliteStore};
+use ops_infra::InMemoryRateLimiter;
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

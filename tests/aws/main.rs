@@ -9,6 +9,7 @@ mod files;
 mod ledger;
 mod lifecycle;
 mod local_mode;
+mod rate_limit;
 mod reconciliations;
 mod reports;
 mod requests;

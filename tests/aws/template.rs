@@ -134,22 +134,18 @@ fn functions_are_given_every_setting_they_read() {
 }
 
 #[test]
-fn read_endpoints_write_nothing_but_their_keys_request_counters() {
-    let counters = "Action: dynamodb:UpdateItem\nResource: !GetAtt Table.Arn\nCondition:\nForAllValues:StringLike:\ndynamodb:LeadingKeys: [\"RATE#*\"]\n";
+fn read_endpoints_write_nothing() {
     let mut readers = 0;
     for block in functions(&template())
         .iter()
         .filter(|b| b.contains("- DynamoDBReadPolicy:"))
     {
         assert!(!block.contains("DynamoDBCrudPolicy"), "{block}");
-        let unauthenticated = ["Path: /health\n", "Path: /v1/openapi.json\n", "Path: /board\n"]
-            .iter()
-            .any(|path| block.contains(path));
-        assert_eq!(
-            block.contains(counters),
-            !unauthenticated,
-            "an authenticated read endpoint counts its key's requests, and only that: {block}"
+        assert!(
+            !block.contains("dynamodb:UpdateItem"),
+            "a read endpoint may write: {block}"
         );
+        assert!(block.contains("Method: GET\n"), "{block}");
         readers += 1;
     }
     assert_eq!(readers, 32, "the GET endpoints");

@@ -13,10 +13,14 @@ use time::OffsetDateTime;
 /// Requests per second an API key may make unless configured otherwise (Stripe's live limit).
 pub const DEFAULT_RATE_LIMIT: u32 = 100;
 
-/// A limit on requests per second, counted by `limiter`: each API key's, each customer's (all
-/// its keys together), and each source's failed authentications.
+/// A limit on requests per second: each API key's, each customer's (all its keys together),
+/// and each source's failed authentications. Requests that change something are counted by
+/// `limiter`, which every instance of the service shares; reads by `reads`, which may be the
+/// same limiter or the instance's own memory (on AWS, so a read costs no write: a function's
+/// reads are counted where it runs, and the API's stage throttle bounds them all).
 pub struct RateLimit {
     pub limiter: Arc<dyn RateLimiter>,
+    pub reads: Arc<dyn RateLimiter>,
     pub per_second: u32,
     /// Sources over their failed-authentication budget, until the end of which second: refused
     /// here before any lookup. The shared count decides; this only spares the store.
@@ -31,12 +35,20 @@ pub const FAILED_AUTHENTICATIONS_PER_SECOND: u32 = 20;
 
 impl RateLimit {
     /// `per_second` of zero turns the limit off.
-    pub fn new(limiter: Arc<dyn RateLimiter>, per_second: u32) -> Option<RateLimit> {
+    pub fn new(limiter: Arc<dyn RateLimiter>, reads: Arc<dyn RateLimiter>, per_second: u32) -> Option<RateLimit> {
         (per_second > 0).then(|| RateLimit {
             limiter,
+            reads,
             per_second,
             penalty_box: Default::default(),
         })
+    }
+
+    fn counter(&self, request: RequestKind) -> &dyn RateLimiter {
+        match request {
+            RequestKind::Read => self.reads.as_ref(),
+            RequestKind::Change => self.limiter.as_ref(),
+        }
     }
 
     fn in_penalty_box(&self, source: &str, second: i64) -> bool {
@@ -49,6 +61,14 @@ impl RateLimit {
         boxed.retain(|_, until| *until >= second);
         boxed.insert(source.to_owned(), second);
     }
+}
+
+/// What a request does, for the count it is held to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestKind {
+    /// Reads and changes nothing (`GET`).
+    Read,
+    Change,
 }
 
 fn too_many_failed_authentications() -> DomainError {
@@ -103,7 +123,12 @@ impl Service {
 
     /// Resolves a bearer secret to the principal it stands for. `source` (the client's address,
     /// when known) is limited in how many failed authentications it may make per second.
-    pub async fn authenticate(&self, secret: Option<&str>, source: Option<&str>) -> Result<Principal, DomainError> {
+    pub async fn authenticate(
+        &self,
+        secret: Option<&str>,
+        source: Option<&str>,
+        request: RequestKind,
+    ) -> Result<Principal, DomainError> {
         // Wall-clock seconds, not the service's clock: a request rate is real time even when
         // tests or replays move business time.
         let second = SystemClock.now().unix_timestamp();
@@ -122,7 +147,7 @@ impl Service {
                         member: FAILED_AUTHENTICATIONS_PER_SECOND,
                         group: FAILED_AUTHENTICATIONS_PER_SECOND,
                     };
-                    if !limit.limiter.admit(&counter, "any", second, failures).await? {
+                    if !limit.counter(request).admit(&counter, "any", second, failures).await? {
                         limit.put_in_penalty_box(source, second);
                         return Err(too_many_failed_authentications());
                     }
@@ -138,7 +163,7 @@ impl Service {
                 group: customer_budget,
             };
             let customer = key.customer_id.as_deref().unwrap_or("platform");
-            if !limit.limiter.admit(customer, &key.id, second, limits).await? {
+            if !limit.counter(request).admit(customer, &key.id, second, limits).await? {
                 return Err(DomainError::RateLimited {
                     code: "rate_limit_exceeded",
                     message: format!(

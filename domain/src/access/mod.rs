@@ -3,7 +3,9 @@
 mod authenticate;
 mod manage;
 
-pub use authenticate::{RateLimit, CUSTOMER_RATE_KEYS, DEFAULT_RATE_LIMIT, FAILED_AUTHENTICATIONS_PER_SECOND};
+pub use authenticate::{
+    RateLimit, RequestKind, CUSTOMER_RATE_KEYS, DEFAULT_RATE_LIMIT, FAILED_AUTHENTICATIONS_PER_SECOND,
+};
 pub use manage::{require_platform_admin, DEFAULT_ROTATION_OVERLAP};
 
 use crate::error::DomainError;

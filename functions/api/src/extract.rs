@@ -6,7 +6,8 @@ use crate::App;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
-use ops_domain::access::Principal;
+use axum::http::Method;
+use ops_domain::access::{Principal, RequestKind};
 use ops_domain::ids::TypedId;
 use ops_domain::DomainError;
 use serde::de::DeserializeOwned;
@@ -39,7 +40,11 @@ impl FromRequestParts<App> for Caller {
             }
         };
         let source = parts.extensions.get::<ClientAddress>().map(|a| a.0.as_str());
-        Ok(Caller(app.service.authenticate(secret, source).await?))
+        let request = match parts.method {
+            Method::GET | Method::HEAD => RequestKind::Read,
+            _ => RequestKind::Change,
+        };
+        Ok(Caller(app.service.authenticate(secret, source, request).await?))
     }
 }
 

@@ -9,10 +9,9 @@ use ops_domain::ports::{Clock, QueueName, SystemClock};
 use ops_domain::transactions::RailSecret;
 use ops_domain::transactions::RAIL_SECRET;
 use ops_domain::webhooks::TargetPolicy;
-use ops_infra::embedded::{
-    BlobDirectory, InMemoryRateLimiter, LogMetrics, SealedSecrets, SqliteQueue, SqliteSandboxLedger, SqliteStore,
-};
+use ops_infra::embedded::{BlobDirectory, LogMetrics, SealedSecrets, SqliteQueue, SqliteSandboxLedger, SqliteStore};
 use ops_infra::rails::SandboxRail;
+use ops_infra::InMemoryRateLimiter;
 use ops_runtime::compose::{self, Adapters, HttpRailSpec, Options};
 use ops_runtime::driver::{Driver, Pace};
 use ops_runtime::streams::EmbeddedStream;
@@ -222,11 +221,14 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         .forget(RAIL_SECRET)
         .await
         .map_err(|e| StartError::Config(e.to_string()))?;
+    let counts: Arc<dyn ops_domain::ports::RateLimiter> = Arc::new(InMemoryRateLimiter::default());
     let adapters = Adapters {
         store: Arc::new(store.clone()),
         queue: Arc::new(queue.clone()),
         secrets: Arc::new(secrets),
-        rate_limiter: Arc::new(InMemoryRateLimiter::default()),
+        // One process sees every request: reads and changes share one count.
+        rate_limiter: counts.clone(),
+        read_rate_limiter: counts,
         bus: None,
         timers: None,
         metrics: Arc::new(LogMetrics),

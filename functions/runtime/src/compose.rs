@@ -23,7 +23,10 @@ pub struct Adapters {
     pub store: Arc<dyn Store>,
     pub queue: Arc<dyn Queue>,
     pub secrets: Arc<dyn Secrets>,
+    /// Counts requests that change something, across every instance.
     pub rate_limiter: Arc<dyn RateLimiter>,
+    /// Counts reads: the same limiter locally, each function's own memory on AWS.
+    pub read_rate_limiter: Arc<dyn RateLimiter>,
     /// Where events also go for the PSP's own systems (EventBridge); none locally.
     pub bus: Option<Arc<dyn EventBus>>,
     /// The schedules' timer (EventBridge Scheduler); none locally, where the store's due
@@ -64,7 +67,7 @@ pub fn service(adapters: Adapters, options: Options, clock: Arc<dyn Clock>) -> S
         webhook_targets: options.webhook_targets,
         rail_secret: options.rail_secret,
         bus: adapters.bus,
-        rate_limit: RateLimit::new(adapters.rate_limiter, options.rate_limit),
+        rate_limit: RateLimit::new(adapters.rate_limiter, adapters.read_rate_limiter, options.rate_limit),
         timers: adapters.timers,
         desk_sla: options.desk_sla,
         metrics: adapters.metrics,

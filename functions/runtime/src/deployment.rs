@@ -15,6 +15,7 @@ use ops_infra::aws::{
     SecretsManagerSecrets, SqsQueue, TimerTarget,
 };
 use ops_infra::rails::SandboxRail;
+use ops_infra::InMemoryRateLimiter;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -213,6 +214,8 @@ impl Settings {
             queue: queue.clone(),
             secrets,
             rate_limiter: Arc::new(store.clone()),
+            // A read writes nothing, not even its count: read functions hold no write right.
+            read_rate_limiter: Arc::new(InMemoryRateLimiter::default()),
             bus: self
                 .event_bus
                 .as_ref()
