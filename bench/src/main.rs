@@ -855,6 +855,7 @@ async fn ledger_requests() {
     settings.rate_limit = 0;
     let clock = Arc::new(ops_tests::TestClock::default());
     let (service, parts) = settings.service_with(&config, clock).await.expect("service");
+    parts.store.count_index_entries_exactly();
     let service = Arc::new(service);
     service.bootstrap_admin_key(ADMIN_KEY).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1058,6 +1059,7 @@ async fn aws_round_trips() -> ops_runtime::deployment::Settings {
         .expect("stack");
     let clock = Arc::new(ops_tests::TestClock::default());
     let (service, parts) = settings.service_with(&config, clock.clone()).await.expect("service");
+    parts.store.count_index_entries_exactly();
     let stack_settings = settings.clone();
     let service = Arc::new(service);
     service.bootstrap_admin_key(ADMIN_KEY).await.unwrap();

@@ -106,9 +106,10 @@ async fn dynamo_rate_limiter_conforms() {
     conformance::rate_limiter::run_all(&dynamo_store("rate-limits").await).await;
 }
 
-/// Every list filter is a key: listing the one operation in a rare status reads one page,
-/// however many of the customer's operations are in other statuses (a filter would read
-/// them all), and the platform's lists read one page per shard.
+/// Every list filter is a key: listing the one operation in a rare status reads one page of
+/// the index and then the one item, however many of the customer's operations are in other
+/// statuses (a filter would read them all), and the platform's lists read one page per shard
+/// and then, in one batch, only the items that make the page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dynamo_lists_read_only_what_they_return() {
     let store = dynamo_store("lists").await;
@@ -142,13 +143,51 @@ async fn dynamo_lists_read_only_what_they_return() {
         limit: 10,
         ..Default::default()
     };
-    assert_eq!(listed(rare.clone()).await, (vec!["op_r00".to_owned()], 1));
+    assert_eq!(listed(rare.clone()).await, (vec!["op_r00".to_owned()], 2));
     let platform = OperationQuery {
         customer_id: None,
         ..rare
     };
     assert_eq!(
         listed(platform).await,
-        (vec!["op_r00".to_owned()], u64::from(ops_infra::aws::SHARDS))
+        (vec!["op_r00".to_owned()], u64::from(ops_infra::aws::SHARDS) + 1)
+    );
+}
+
+/// Index entries hold keys and the filters' attributes: writing an operation puts one small
+/// entry in each of its four indexes, an update that changes no key leaves them alone, and a
+/// status change moves the two entries keyed by status (a delete and a put each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dynamo_writes_an_index_entry_only_where_a_write_changes_it() {
+    let store = dynamo_store("index-entries").await;
+    store.count_index_entries_exactly();
+    let units = |store: &DynamoStore| store.write_units_by_kind().get("operation").copied().unwrap_or(0);
+    let mut op = conformance::store::operation("op_ix", "cus_ix", OperationStatus::PendingApproval);
+    let commit = |write: Write| {
+        let store = &store;
+        async move {
+            let before = units(store);
+            store.commit(Changeset { writes: vec![write] }).await.unwrap();
+            units(store) - before
+        }
+    };
+    assert_eq!(
+        commit(Write::InsertOperation(op.clone())).await,
+        1 + 4,
+        "the item and four entries"
+    );
+    op.version = 2;
+    op.metadata.insert("note".into(), "same status".into());
+    assert_eq!(
+        commit(Write::UpdateOperation(op.clone())).await,
+        1,
+        "no key moved: the item alone"
+    );
+    op.version = 3;
+    op.status = OperationStatus::Approved;
+    assert_eq!(
+        commit(Write::UpdateOperation(op.clone())).await,
+        1 + 2 * 2,
+        "the two status-keyed entries moved"
     );
 }

@@ -81,6 +81,15 @@ fn the_table_has_every_index_the_store_queries() {
             assert!(template.contains(&attribute), "{attribute} is not defined");
         }
     }
+    let projected = format!(
+        "Projection: {{ ProjectionType: INCLUDE, NonKeyAttributes: [{}] }}",
+        ops_infra::aws::PROJECTED.join(", ")
+    );
+    assert_eq!(
+        template.matches(&projected).count(),
+        ops_infra::aws::INDEXES.len(),
+        "{projected}"
+    );
 }
 
 #[test]

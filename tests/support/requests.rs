@@ -12,8 +12,8 @@ use ops_runtime::driver::{Driver, Trigger};
 pub const DESIGN_MINIMUM: [(&str, u32, &str); 8] = [
     ("POST /v1/operations", 6, "the key by its hash; the key's and its customer's count this second (rate limit, one item); the customer's and the platform's definitions of the workflow (either may exist) with the customer's approval floor, in one batch; the customer's account in the currency (a payout draws on it if it exists); the idempotency key's record (read: the key is written, completed, with the changeset); the changeset"),
     ("POST /v1/operations/{id}/approve", 5, "the key; its and its customer's count this second; its user (roles as they are now); the operation; the changeset"),
-    ("stream-transition", 6, "on operation.approved: the operation, the move to processing, the transaction made; on transaction.confirmed: the operation, its transactions, the completion"),
-    ("stream-webhook-dispatch", 1, "the delivery made; the endpoints are looked up once per customer in a batch"),
+    ("stream-transition", 7, "on operation.approved: the operation, the move to processing, the transaction made; on transaction.confirmed: the operation, its transactions (the index's keys, then the items in one batch), the completion"),
+    ("stream-webhook-dispatch", 1, "the delivery made; the endpoints are looked up once per customer in a batch (two index queries and one read of the endpoints found)"),
     ("stream-desk", 15, "the board: on each operation event (created, pending_approval, approved, processing, completed) the operation's entry, and a move on each change of column (into pending_approval, into in_progress, off the board); the work items: on created and pending_approval the operation (already decided here, so nothing opens), on each event that may leave a queue's state (approved, processing, completed; a transaction's pending and confirmed) its subject's open item, if any"),
     ("queue-rail-submit", 3, "the transaction; the claim recorded before the rail is called; the outcome"),
     ("queue-webhook-send", 3, "the delivery; its event; the attempt; and once a batch each endpoint it sends to"),

@@ -44,6 +44,11 @@
 //! [`SHARDS`] partitions by a hash of the id, so no partition takes every write; those lists
 //! query each shard and merge.
 //!
+//! An index entry carries the keys and the few attributes list filters read ([`PROJECTED`]),
+//! not the document: a list queries the index, then reads the items that make its page in one
+//! `BatchGetItem` (per 100). An entry is then one write unit, and a write that moves no index
+//! key (most updates of an operation or a transaction) writes no entry at all.
+//!
 //! A changeset is one `TransactWriteItems`; a failed condition cancels it and becomes
 //! [`StoreError::Conflict`].
 
@@ -112,7 +117,17 @@ pub struct DynamoStore {
     units_by_kind: Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>,
     /// Queries of the poll schedule's shards (a fixed cost per round, not per payout).
     poll_queries: Arc<AtomicU64>,
+    /// When the benchmark counts index entries exactly: what each item written so far put
+    /// in each index ([`IndexImages`]), so an update that leaves an entry alone costs nothing.
+    index_images: Arc<std::sync::Mutex<Option<IndexImages>>>,
 }
+
+/// Per item (`PK`, `SK`), its entry in each index: the entry's keys and projected attributes,
+/// or `None` where the item has no keys for that index.
+type IndexImages = HashMap<(String, String), Vec<Option<String>>>;
+
+/// An item's key and its entries in the indexes, once its write succeeds.
+type IndexImage = ((String, String), Vec<Option<String>>);
 
 fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
@@ -178,6 +193,17 @@ fn key_item(key: keys::Primary) -> Vec<(&'static str, AttributeValue)> {
     vec![("PK", s(key.pk)), ("SK", s(key.sk))]
 }
 
+/// An item's primary key, read back from the item.
+fn primary_of(item: &Item) -> Option<keys::Primary> {
+    match (item.get("PK"), item.get("SK")) {
+        (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) => Some(keys::Primary {
+            pk: pk.clone(),
+            sk: sk.clone(),
+        }),
+        _ => None,
+    }
+}
+
 /// An item: its primary key, then its other attributes.
 fn keyed(key: keys::Primary, rest: Vec<(&str, AttributeValue)>) -> Item {
     item(key_item(key).into_iter().chain(rest).collect())
@@ -201,6 +227,7 @@ impl DynamoStore {
             conflicted_units: Arc::default(),
             units_by_kind: Arc::default(),
             poll_queries: Arc::default(),
+            index_images: Arc::default(),
         }
     }
 
@@ -244,6 +271,14 @@ impl DynamoStore {
     /// Queries of the poll schedule's shards so far.
     pub fn poll_queries(&self) -> u64 {
         self.poll_queries.load(Ordering::Relaxed)
+    }
+
+    /// From now on, remembers what each item written put in the indexes, so
+    /// [`write_units`](Self::write_units) counts an index entry only where a write changes it
+    /// (for the benchmark and the tests: the memory grows with the items written).
+    pub fn count_index_entries_exactly(&self) {
+        let mut images = self.index_images.lock().unwrap_or_else(|e| e.into_inner());
+        images.get_or_insert_with(HashMap::new);
     }
 
     /// Write units of every write so far, estimated from item sizes (see [`write_units`]).
@@ -302,7 +337,12 @@ impl DynamoStore {
                 .index_name(name)
                 .key_schema(key(&format!("{name}PK"), KeyType::Hash))
                 .key_schema(key(&format!("{name}SK"), KeyType::Range))
-                .projection(Projection::builder().projection_type(ProjectionType::All).build())
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::Include)
+                        .set_non_key_attributes(Some(PROJECTED.iter().map(|a| a.to_string()).collect()))
+                        .build(),
+                )
                 .build()
                 .expect("complete")
         };
@@ -405,7 +445,6 @@ impl DynamoStore {
                 ("GSI3SK", s(&op.id)),
                 ("GSI4PK", s(keys::operations_in_shard(op.status, &op.id))),
                 ("GSI4SK", s(&op.id)),
-                ("status", s(op.status.as_str())),
                 ("type", s(op.kind.as_str())),
             ],
         )
@@ -839,6 +878,49 @@ impl DynamoStore {
         self.get_item(key).await?.as_ref().map(read_doc).transpose()
     }
 
+    /// The items of `keys` that exist, by key: `BatchGetItem`s of up to 100 keys, each asking
+    /// again for what DynamoDB did not get to.
+    async fn items_by_key(
+        &self,
+        keys: Vec<keys::Primary>,
+        consistent: bool,
+    ) -> Result<HashMap<keys::Primary, Item>, StoreError> {
+        let mut found = HashMap::new();
+        for chunk in keys.chunks(100) {
+            let mut pending: Vec<Item> = chunk.iter().map(|key| item(key_item(key.clone()))).collect();
+            while !pending.is_empty() {
+                self.count();
+                let asked = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .consistent_read(consistent)
+                    .build()
+                    .map_err(unavailable)?;
+                let answer = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, asked)
+                    .send()
+                    .await
+                    .map_err(sdk_error)?;
+                for item in answer
+                    .responses()
+                    .and_then(|r| r.get(&self.table))
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(key) = primary_of(item) {
+                        found.insert(key, item.clone());
+                    }
+                }
+                // Keys DynamoDB did not get to this time (throttling) are asked again.
+                if let Some(left) = answer.unprocessed_keys().and_then(|u| u.get(&self.table)) {
+                    pending = left.keys().to_vec();
+                }
+            }
+        }
+        Ok(found)
+    }
+
     async fn get_item(&self, key: keys::Primary) -> Result<Option<Item>, StoreError> {
         self.count();
         let found = self
@@ -853,8 +935,9 @@ impl DynamoStore {
         Ok(found.item)
     }
 
-    /// Up to `limit` items of `partition` in `index` with a sort key below `after`, newest
-    /// first. A sharded partition is read shard by shard (concurrently) and merged by `id`.
+    /// Up to `limit` items of `partition` in `index` with a sort key (an id) below `after`,
+    /// newest first. A sharded partition is read shard by shard (concurrently), its entries
+    /// merged, and only the items that make the page are read.
     async fn newest_first<T: DeserializeOwned>(
         &self,
         index: &str,
@@ -862,7 +945,6 @@ impl DynamoStore {
         after: String,
         filter: Option<Filter>,
         limit: usize,
-        id: impl Fn(&T) -> String,
     ) -> Result<Vec<T>, StoreError> {
         let partitions = match partition {
             Partition::One(key) => vec![key],
@@ -870,7 +952,7 @@ impl DynamoStore {
         };
         let condition = format!("{index}PK = :pk AND {index}SK < :after");
         let mut found = each_partition(partitions, |key| {
-            self.query::<T>(
+            self.query_entries(
                 Some(index),
                 &condition,
                 vec![(":pk", s(key)), (":after", s(after.clone()))],
@@ -880,23 +962,25 @@ impl DynamoStore {
             )
         })
         .await?;
-        found.sort_by_key(|item| std::cmp::Reverse(id(item)));
+        // The sort key is the id: the newest across the shards first, then one read of the
+        // items for them.
+        let sort_key = format!("{index}SK");
+        found.sort_by_key(|entry| std::cmp::Reverse(entry.get(&sort_key).and_then(|k| k.as_s().ok()).cloned()));
         found.truncate(limit);
-        Ok(found)
+        self.items_of(&found).await
     }
 
     /// Up to `limit` items of a sharded due index (GSI2, sorted by due time) due at or before
-    /// `now`, soonest first (`when` gives an item's due time and id).
+    /// `now`, soonest first.
     async fn due<T: DeserializeOwned>(
         &self,
         partitions: Vec<String>,
         now: OffsetDateTime,
         limit: usize,
-        when: impl Fn(&T) -> (Option<OffsetDateTime>, String),
     ) -> Result<Vec<T>, StoreError> {
         let until = keys::poll_due_until(now);
         let mut due = each_partition(partitions, |key| {
-            self.query::<T>(
+            self.query_entries(
                 Some("GSI2"),
                 "GSI2PK = :pk AND GSI2SK <= :until",
                 vec![(":pk", s(key)), (":until", s(until.clone()))],
@@ -906,14 +990,20 @@ impl DynamoStore {
             )
         })
         .await?;
-        due.sort_by_key(|item| when(item));
+        // The sort key is the due time, then the id: the earliest across the shards first,
+        // then one read of the items for them all.
+        let sort_key = |entry: &Item| entry.get("GSI2SK").and_then(|k| k.as_s().ok()).cloned();
+        due.sort_by_key(sort_key);
         due.truncate(limit);
-        Ok(due)
+        let before = self.requests();
+        let items = self.items_of(&due).await;
+        self.poll_queries.fetch_add(self.requests() - before, Ordering::Relaxed);
+        items
     }
 
     /// Queries an index (or the table when `index` is `None`), following pages until `limit`
-    /// items passed `filter` or the index has no more. Filters name `status` and `type` as
-    /// `#st` and `#ty` (both are reserved words).
+    /// items passed `filter` or the index has no more, and reads the items the index entries
+    /// stand for. Filters name `status` and `type` as `#st` and `#ty` (both are reserved words).
     async fn query<T: DeserializeOwned>(
         &self,
         index: Option<&str>,
@@ -923,6 +1013,34 @@ impl DynamoStore {
         newest_first: bool,
         limit: usize,
     ) -> Result<Vec<T>, StoreError> {
+        let entries = self
+            .query_entries(index, key_condition, values, filter, newest_first, limit)
+            .await?;
+        match index {
+            None => entries.iter().map(read_doc).collect(),
+            Some(_) => self.items_of(&entries).await,
+        }
+    }
+
+    /// The items index entries stand for, in the entries' order: an index entry holds keys and
+    /// filter attributes only ([`PROJECTED`]). One removed in between (an expired record) is
+    /// left out.
+    async fn items_of<T: DeserializeOwned>(&self, entries: &[Item]) -> Result<Vec<T>, StoreError> {
+        let keys: Vec<keys::Primary> = entries.iter().filter_map(primary_of).collect();
+        let items = self.items_by_key(keys.clone(), false).await?;
+        keys.iter().filter_map(|key| items.get(key)).map(read_doc).collect()
+    }
+
+    /// The entries a query finds (items of the table, or an index's entries), up to `limit`.
+    async fn query_entries(
+        &self,
+        index: Option<&str>,
+        key_condition: &str,
+        values: Vec<(&str, AttributeValue)>,
+        filter: Option<Filter>,
+        newest_first: bool,
+        limit: usize,
+    ) -> Result<Vec<Item>, StoreError> {
         let mut found = vec![];
         let mut start: Option<Item> = None;
         loop {
@@ -948,11 +1066,9 @@ impl DynamoStore {
                 }
             }
             let page = request.send().await.map_err(sdk_error)?;
-            for item in page.items() {
-                found.push(read_doc(item)?);
-                if found.len() == limit {
-                    return Ok(found);
-                }
+            found.extend(page.items().iter().take(limit - found.len()).cloned());
+            if found.len() == limit {
+                return Ok(found);
             }
             match page.last_evaluated_key() {
                 Some(key) => start = Some(key.clone()),
@@ -972,39 +1088,92 @@ pub use keys::SHARDS;
 /// The table's global secondary indexes, each keyed `<name>PK`, `<name>SK`.
 pub const INDEXES: [&str; 4] = ["GSI1", "GSI2", "GSI3", "GSI4"];
 
-/// On-demand write units of one write: 1 per KB of item, doubled in a transaction, plus the
-/// item's copy in each index it has keys for (projections are ALL). An operation's update is
-/// counted as a status change, whose entries in the two status-keyed indexes also move (a
-/// delete more each): exact for a lifecycle, an upper bound for approvals that keep the status.
-/// An update (a counter's `ADD`, an idempotency record's completion) is counted by the size of
-/// its key and the values it sets, which is the item's for the record's response.
-fn write_units(write: &TransactWriteItem, transactional: bool) -> u64 {
-    let per_kb = if transactional { 2 } else { 1 };
-    let Some(put) = write.put() else {
-        let bytes = write.update().map_or(0, |update| {
-            let key: usize = update.key().iter().map(|(n, v)| attribute_bytes(n, v)).sum();
-            let values = update.expression_attribute_values().into_iter().flatten();
-            key + values.map(|(n, v)| attribute_bytes(n, v)).sum::<usize>()
-        });
-        return bytes.div_ceil(1024).max(1) as u64 * per_kb;
+/// The attributes every index projects besides the keys: what list filters read. An index
+/// entry is then small (one write unit), and a write that changes neither its keys nor these
+/// leaves it alone; lists read the items themselves after the query ([`DynamoStore::query`]).
+pub const PROJECTED: [&str; 4] = ["type", "queue", "status", "customer_id"];
+
+/// An item's entry in each index: its keys and projected attributes, where it has the keys.
+fn index_image(item: &Item) -> Vec<Option<String>> {
+    let text = |name: &str| match item.get(name) {
+        Some(AttributeValue::S(text) | AttributeValue::N(text)) => text.as_str(),
+        _ => "",
     };
-    let bytes: usize = put
-        .item()
+    INDEXES
         .iter()
-        .map(|(name, value)| attribute_bytes(name, value))
-        .sum();
-    let units = bytes.div_ceil(1024).max(1) as u64;
-    let indexes = INDEXES
-        .iter()
-        .filter(|index| put.item().contains_key(&format!("{index}PK")))
-        .count() as u64;
-    let is_operation_update = put
-        .item()
-        .get("entity")
-        .is_some_and(|e| e.as_s().is_ok_and(|e| e == "operation"))
-        && put.condition_expression().is_some_and(|c| c.starts_with("version"));
-    let moved = if is_operation_update { 2 } else { 0 };
-    units * (per_kb + indexes + moved)
+        .map(|index| {
+            item.get(&format!("{index}PK"))?;
+            let mut entry = format!("{}\u{1f}{}", text(&format!("{index}PK")), text(&format!("{index}SK")));
+            for name in PROJECTED {
+                entry.push('\u{1f}');
+                entry.push_str(text(name));
+            }
+            Some(entry)
+        })
+        .collect()
+}
+
+/// Write units an index takes for an item whose entry goes from `before` to `after`: a new or
+/// removed entry one, a moved one (new keys) a delete and a put, an entry whose projected
+/// attributes changed one, an unchanged one none.
+fn index_units(before: Option<&String>, after: Option<&String>) -> u64 {
+    let keys = |entry: &String| entry.splitn(3, '\u{1f}').take(2).collect::<Vec<_>>().join("\u{1f}");
+    match (before, after) {
+        (None, None) => 0,
+        (None, Some(_)) | (Some(_), None) => 1,
+        (Some(before), Some(after)) if before == after => 0,
+        (Some(before), Some(after)) if keys(before) == keys(after) => 1,
+        (Some(_), Some(_)) => 2,
+    }
+}
+
+impl DynamoStore {
+    /// On-demand write units of one write: 1 per KB of item, doubled in a transaction, plus
+    /// each index entry it writes (entries are small: one unit each). Which entries a put
+    /// changes is exact once [`count_index_entries_exactly`](Self::count_index_entries_exactly)
+    /// was called and the item's last write was seen; otherwise an update is taken to rewrite
+    /// each entry it has. An update (a counter's `ADD`, an idempotency record's completion)
+    /// touches no index key or projected attribute and is counted by the size of its key and
+    /// the values it sets, which is the item's for the record's response. Also answers the
+    /// put's new index entries, to remember once the write succeeds.
+    fn write_units_of(&self, write: &TransactWriteItem, transactional: bool) -> (u64, Option<IndexImage>) {
+        let per_kb = if transactional { 2 } else { 1 };
+        let Some(put) = write.put() else {
+            let bytes = write.update().map_or(0, |update| {
+                let key: usize = update.key().iter().map(|(n, v)| attribute_bytes(n, v)).sum();
+                let values = update.expression_attribute_values().into_iter().flatten();
+                key + values.map(|(n, v)| attribute_bytes(n, v)).sum::<usize>()
+            });
+            return (bytes.div_ceil(1024).max(1) as u64 * per_kb, None);
+        };
+        let item = put.item();
+        let bytes: usize = item.iter().map(|(name, value)| attribute_bytes(name, value)).sum();
+        let units = bytes.div_ceil(1024).max(1) as u64 * per_kb;
+        let after = index_image(item);
+        let key = match (item.get("PK"), item.get("SK")) {
+            (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) => (pk.clone(), sk.clone()),
+            _ => return (units, None),
+        };
+        let insert = put
+            .condition_expression()
+            .is_some_and(|c| c.starts_with("attribute_not_exists"));
+        let images = self.index_images.lock().unwrap_or_else(|e| e.into_inner());
+        let before: Option<Vec<Option<String>>> = match images.as_ref().and_then(|images| images.get(&key)) {
+            Some(before) => Some(before.clone()),
+            None if insert => Some(vec![None; INDEXES.len()]),
+            None => None,
+        };
+        drop(images);
+        let entries: u64 = match &before {
+            Some(before) => before
+                .iter()
+                .zip(&after)
+                .map(|(b, a)| index_units(b.as_ref(), a.as_ref()))
+                .sum(),
+            None => after.iter().filter(|entry| entry.is_some()).count() as u64,
+        };
+        (units + entries, Some((key, after)))
+    }
 }
 
 /// An attribute's size as DynamoDB counts it: its name and its value.
@@ -1122,14 +1291,24 @@ impl Commit for DynamoStore {
         self.count();
         let transactional = items.len() > 1;
         let mut units = 0;
+        let mut written = vec![];
         for item in &items {
-            let item_units = write_units(item, transactional);
+            let (item_units, images) = self.write_units_of(item, transactional);
             self.add_units(kind_of(item), item_units);
             units += item_units;
+            written.extend(images);
         }
         let outcome = self.send_changeset(items).await;
-        if matches!(outcome, Err(StoreError::Conflict)) {
-            self.conflicted_units.fetch_add(units, Ordering::Relaxed);
+        match &outcome {
+            Ok(()) => {
+                if let Some(images) = self.index_images.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                    images.extend(written);
+                }
+            }
+            Err(StoreError::Conflict) => {
+                self.conflicted_units.fetch_add(units, Ordering::Relaxed);
+            }
+            Err(_) => {}
         }
         outcome
     }
@@ -1223,10 +1402,7 @@ impl OperationStore for DynamoStore {
         let filter = Filter::default()
             .with("ty", "type", query.kind.map(|k| k.as_str()))
             .into_option();
-        self.newest_first(index, partition, after, filter, query.limit, |op: &Operation| {
-            op.id.to_string()
-        })
-        .await
+        self.newest_first(index, partition, after, filter, query.limit).await
     }
 
     async fn operation_history(&self, operation_id: &OperationId) -> Result<Vec<AuditEntry>, StoreError> {
@@ -1252,51 +1428,13 @@ impl WorkflowStore for DynamoStore {
     /// One `BatchGetItem` for them all (creating an operation reads the customer's and the
     /// platform's definition of its workflow and the customer's floor).
     async fn workflows(&self, wanted: &[(WorkflowOwner, String)]) -> Result<Vec<Option<Workflow>>, StoreError> {
-        let mut pending: Vec<Item> = wanted
+        let mut keys: Vec<keys::Primary> = wanted.iter().map(|(owner, name)| keys::workflow(owner, name)).collect();
+        keys.dedup();
+        let found = self.items_by_key(keys, true).await?;
+        wanted
             .iter()
-            .map(|(owner, name)| item(key_item(keys::workflow(owner, name))))
-            .collect();
-        pending.dedup();
-        let mut found: HashMap<keys::Primary, Workflow> = HashMap::new();
-        while !pending.is_empty() {
-            self.count();
-            let keys = KeysAndAttributes::builder()
-                .set_keys(Some(std::mem::take(&mut pending)))
-                .consistent_read(true)
-                .build()
-                .map_err(unavailable)?;
-            let answer = self
-                .client
-                .batch_get_item()
-                .request_items(&self.table, keys)
-                .send()
-                .await
-                .map_err(sdk_error)?;
-            for item in answer
-                .responses()
-                .and_then(|r| r.get(&self.table))
-                .into_iter()
-                .flatten()
-            {
-                let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) = (item.get("PK"), item.get("SK"))
-                else {
-                    continue;
-                };
-                let key = keys::Primary {
-                    pk: pk.clone(),
-                    sk: sk.clone(),
-                };
-                found.insert(key, read_doc(item)?);
-            }
-            // Keys DynamoDB did not get to this time (throttling) are asked again.
-            if let Some(left) = answer.unprocessed_keys().and_then(|u| u.get(&self.table)) {
-                pending = left.keys().to_vec();
-            }
-        }
-        Ok(wanted
-            .iter()
-            .map(|(owner, name)| found.get(&keys::workflow(owner, name)).cloned())
-            .collect())
+            .map(|(owner, name)| found.get(&keys::workflow(owner, name)).map(read_doc).transpose())
+            .collect()
     }
 }
 
@@ -1320,10 +1458,7 @@ impl TransactionStore for DynamoStore {
 
     async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError> {
         self.poll_queries.fetch_add(u64::from(SHARDS), Ordering::Relaxed);
-        self.due(keys::poll_partitions(), now, limit, |t: &Transaction| {
-            (t.next_poll_at, t.id.to_string())
-        })
-        .await
+        self.due(keys::poll_partitions(), now, limit).await
     }
 
     async fn confirmed_on_rail(&self, rail: &str, from: Date, to: Date) -> Result<Vec<Transaction>, StoreError> {
@@ -1396,10 +1531,7 @@ impl LedgerStore for DynamoStore {
             (None, Some(currency)) => ("GSI4", Partition::Sharded(keys::all_accounts_in(currency.code()))),
             (None, None) => ("GSI3", Partition::Sharded(keys::all_accounts())),
         };
-        self.newest_first(index, partition, after, None, query.limit, |a: &Account| {
-            a.id.to_string()
-        })
-        .await
+        self.newest_first(index, partition, after, None, query.limit).await
     }
 
     async fn movement(&self, id: &MovementId) -> Result<Option<Movement>, StoreError> {
@@ -1415,17 +1547,8 @@ impl LedgerStore for DynamoStore {
         let after = starting_after.map_or_else(|| "\u{10FFFF}".into(), String::from);
         let key = keys::movements_of(account);
         let (debits, credits) = futures_util::try_join!(
-            self.newest_first(
-                "GSI1",
-                Partition::One(key.clone()),
-                after.clone(),
-                None,
-                limit,
-                |m: &Movement| m.id.to_string()
-            ),
-            self.newest_first("GSI2", Partition::One(key), after, None, limit, |m: &Movement| m
-                .id
-                .to_string()),
+            self.newest_first("GSI1", Partition::One(key.clone()), after.clone(), None, limit),
+            self.newest_first("GSI2", Partition::One(key), after, None, limit),
         )?;
         let mut movements: Vec<Movement> = debits.into_iter().chain(credits).collect();
         movements.sort_by(|a, b| b.id.cmp(&a.id));
@@ -1449,8 +1572,7 @@ impl FileStore for DynamoStore {
             Some(customer) => ("GSI1", Partition::One(keys::files_of(customer))),
             None => ("GSI3", Partition::Sharded(keys::all_files())),
         };
-        self.newest_first(index, partition, after, None, query.limit, |f: &File| f.id.to_string())
-            .await
+        self.newest_first(index, partition, after, None, query.limit).await
     }
 
     async fn file_with_digest(&self, customer: &CustomerId, sha256: &str) -> Result<Option<FileId>, StoreError> {
@@ -1486,17 +1608,11 @@ impl ScheduleStore for DynamoStore {
             Some(customer) => ("GSI1", Partition::One(keys::schedules_of(customer))),
             None => ("GSI3", Partition::Sharded(keys::all_schedules())),
         };
-        self.newest_first(index, partition, after, None, query.limit, |s: &Schedule| {
-            s.id.to_string()
-        })
-        .await
+        self.newest_first(index, partition, after, None, query.limit).await
     }
 
     async fn schedules_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Schedule>, StoreError> {
-        self.due(keys::schedules_due_partitions(), now, limit, |s: &Schedule| {
-            (s.next_run_at, s.id.to_string())
-        })
-        .await
+        self.due(keys::schedules_due_partitions(), now, limit).await
     }
 
     async fn occurrence(&self, id: &ScheduleId, at: OffsetDateTime) -> Result<Option<Occurrence>, StoreError> {
@@ -1544,8 +1660,7 @@ impl WebhookStore for DynamoStore {
             (None, Some(kind)) => ("GSI4", Partition::Sharded(keys::all_events_of_type(kind))),
             (None, None) => ("GSI3", Partition::Sharded(keys::all_events())),
         };
-        self.newest_first(index, partition, after, None, query.limit, |e: &Event| e.id.to_string())
-            .await
+        self.newest_first(index, partition, after, None, query.limit).await
     }
 
     async fn webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<WebhookEndpoint>, StoreError> {
