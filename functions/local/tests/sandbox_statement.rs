@@ -1,36 +1,14 @@
 //! `sandbox-statement` prints the sandbox rail's statement from a local server's ledger file,
 //! and with `--table` from a stack's table (where a deployed test stack keeps it).
 
-use ops_domain::access::Environment;
-use ops_domain::ids::TransactionId;
-use ops_domain::money::{Amount, Currency};
-use ops_domain::operations::Beneficiary;
-use ops_domain::rail::{Instruction, RailDirection};
 use ops_infra::aws::{DynamoSandboxLedger, DynamoStore};
+use ops_infra::conformance::sandbox::instruction_for;
 use ops_infra::embedded::SqliteSandboxLedger;
 use ops_infra::rails::SandboxLedger;
 use std::process::Command;
 
-fn instruction(id: &str) -> Instruction {
-    Instruction {
-        transaction_id: TransactionId::from(id),
-        operation_id: "op_statement".into(),
-        customer_id: "cus_statement".into(),
-        amount: Amount::new(42_000).unwrap(),
-        currency: Currency::parse("CLP").unwrap(),
-        beneficiary: Beneficiary {
-            id_type: "RUT".into(),
-            id: "1-9".into(),
-        },
-        account: "000123".into(),
-        reference: None,
-        environment: Environment::Test,
-        direction: RailDirection::Credit,
-    }
-}
-
 async fn take(ledger: &dyn SandboxLedger, id: &str) {
-    ledger.count_submit(&instruction(id)).await.unwrap();
+    ledger.count_submit(&instruction_for(id, 42_000)).await.unwrap();
     ledger.accept(id, time::macros::date!(2026 - 11 - 24)).await.unwrap();
 }
 

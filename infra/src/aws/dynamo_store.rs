@@ -883,7 +883,7 @@ impl DynamoStore {
     /// consistent; the items it names are read as they are now (a read costs a fifth of a
     /// write, doubled for consistency), so no list hands a pipeline step an older document
     /// than the index entry that led to it.
-    async fn items_by_key(&self, keys: Vec<keys::Primary>) -> Result<HashMap<keys::Primary, Item>, StoreError> {
+    async fn items_by_key(&self, keys: &[keys::Primary]) -> Result<HashMap<keys::Primary, Item>, StoreError> {
         let mut found = HashMap::new();
         for chunk in keys.chunks(100) {
             let mut pending: Vec<Item> = chunk.iter().map(|key| item(key_item(key.clone()))).collect();
@@ -1026,7 +1026,7 @@ impl DynamoStore {
     /// left out.
     async fn items_of<T: DeserializeOwned>(&self, entries: &[Item]) -> Result<Vec<T>, StoreError> {
         let keys: Vec<keys::Primary> = entries.iter().filter_map(primary_of).collect();
-        let items = self.items_by_key(keys.clone()).await?;
+        let items = self.items_by_key(&keys).await?;
         keys.iter().filter_map(|key| items.get(key)).map(read_doc).collect()
     }
 
@@ -1429,7 +1429,7 @@ impl WorkflowStore for DynamoStore {
     async fn workflows(&self, wanted: &[(WorkflowOwner, String)]) -> Result<Vec<Option<Workflow>>, StoreError> {
         let mut keys: Vec<keys::Primary> = wanted.iter().map(|(owner, name)| keys::workflow(owner, name)).collect();
         keys.dedup();
-        let found = self.items_by_key(keys).await?;
+        let found = self.items_by_key(&keys).await?;
         wanted
             .iter()
             .map(|(owner, name)| found.get(&keys::workflow(owner, name)).map(read_doc).transpose())

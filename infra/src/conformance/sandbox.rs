@@ -10,10 +10,17 @@ use ops_domain::operations::Beneficiary;
 use ops_domain::rail::{Ack, Instruction, RailAdapter, RailDirection, RailError, RailState};
 use std::sync::Arc;
 
+/// A fresh transaction's instruction for `amount` (its last two digits choose the outcome).
 fn instruction(amount: i64) -> Instruction {
+    let id = UlidGenerator::default().new_id(IdKind::Transaction);
+    instruction_for(&id, amount)
+}
+
+/// The sandbox's instruction to pay `amount` CLP for transaction `transaction_id`.
+pub fn instruction_for(transaction_id: &str, amount: i64) -> Instruction {
     let ids = UlidGenerator::default();
     Instruction {
-        transaction_id: TransactionId::from(ids.new_id(IdKind::Transaction).as_str()),
+        transaction_id: TransactionId::from(transaction_id),
         operation_id: ids.new_id(IdKind::Operation).as_str().into(),
         customer_id: ids.new_id(IdKind::Customer).as_str().into(),
         amount: Amount::new(amount).expect("positive"),
