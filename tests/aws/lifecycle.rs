@@ -275,3 +275,124 @@ async fn the_status_poll_function_finds_what_the_submit_function_sent_to_the_san
         "{ledger:?}"
     );
 }
+
+/// The outbox's kill test (issue 17). A change of one operation or transaction is one write of
+/// the entity, carrying its events and audit entries, which the writer writes next. Here every
+/// writer dies right after the entity's write (`keep` = 0), or after the first of the rest
+/// (`keep` = 1): the stream's outbox consumer alone writes what is missing. The payout still
+/// runs to the end, and every event and audit entry exists once, is delivered once, and a
+/// consumer that reads the whole stream again writes nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_payout_completes_when_every_writer_dies_after_its_entity() {
+    for keep in [0, 1] {
+        let app = spawn_aws_app().await;
+        let customer = app.create_customer().await;
+        let receiver = Receiver::start(0).await;
+        let endpoint = app
+            .post("/v1/webhook_endpoints", &customer.key, json!({"url": receiver.url}))
+            .await;
+        assert_eq!(endpoint.status, 201, "{}", endpoint.json());
+        let approver = app
+            .add_member(&customer, &["approver"], &["operations:approve", "operations:read"])
+            .await;
+        app.parts.store.crash_after_entity_writes(keep);
+        let id = app
+            .post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &[10_000]),
+            )
+            .await
+            .id();
+        let history_of = || async {
+            let history = app
+                .get(&format!("/v1/operations/{id}/history"), &customer.key)
+                .await
+                .json();
+            // The operation's and its transactions' entries (the desk's work items add theirs).
+            let entries: Vec<serde_json::Value> = history["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["entity_type"] == "operation" || e["entity_type"] == "transaction")
+                .cloned()
+                .collect();
+            entries
+        };
+        let events_of = || async {
+            let events = app.get("/v1/events?limit=100", &customer.key).await.json();
+            let ids: Vec<String> = events["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["data"]["operation_id"] == id.as_str())
+                .map(|e| e["type"].as_str().unwrap().to_owned())
+                .collect();
+            ids
+        };
+        // The writer died after the operation: its events are not written, nor (keep = 0) its
+        // audit entry.
+        assert_eq!(history_of().await.len(), keep, "keep {keep}");
+        assert!(events_of().await.is_empty(), "keep {keep}");
+        app.settle(Duration::seconds(1), 1).await;
+        assert_eq!(
+            history_of().await.len(),
+            1,
+            "the outbox consumer wrote the entry, keep {keep}"
+        );
+        let approved = app
+            .post(&format!("/v1/operations/{id}/approve"), &approver.key, json!({}))
+            .await;
+        assert_eq!(approved.json()["status"], "approved", "keep {keep}");
+
+        app.settle(Duration::seconds(30), 6).await;
+        let operation = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
+        assert_eq!(operation["status"], "completed", "keep {keep}: {operation}");
+        let expected = [
+            "operation.created",
+            "operation.pending_approval",
+            "operation.approved",
+            "operation.processing",
+            "transaction.pending",
+            "transaction.submitted",
+            "transaction.confirmed",
+            "operation.completed",
+        ];
+        // The payout's own events (the desk's work item adds its `work_item.*`).
+        let delivered = || {
+            let mut types: Vec<String> = receiver
+                .received()
+                .iter()
+                .map(|r| r.json()["type"].as_str().unwrap().to_owned())
+                .filter(|t| t.starts_with("operation.") || t.starts_with("transaction."))
+                .collect();
+            types.sort();
+            types
+        };
+        let mut all = expected.map(String::from).to_vec();
+        all.sort();
+        assert_eq!(delivered(), all, "each event delivered once, keep {keep}");
+        let received = receiver.received().len();
+        let mut listed = events_of().await;
+        listed.sort();
+        assert_eq!(listed, all, "each event stored once, keep {keep}");
+        let history = history_of().await;
+        assert_eq!(history.len(), expected.len() - 1, "one entry a change, keep {keep}");
+
+        // The whole stream read again, as after a consumer's crash: nothing more is written.
+        let again = app.parts.driver(&app.config, app.service.clone()).await.unwrap();
+        while again.round(Trigger::Outbox).await.unwrap() > 0 {}
+        app.settle(Duration::seconds(30), 2).await;
+        assert_eq!(history_of().await, history, "keep {keep}");
+        let mut listed = events_of().await;
+        listed.sort();
+        assert_eq!(listed, all, "keep {keep}");
+        assert_eq!(
+            receiver.received().len(),
+            received,
+            "nothing delivered again, keep {keep}"
+        );
+        let ledger = app.parts.sandbox.as_ref().unwrap().entries().await;
+        assert!(ledger.iter().all(|e| e.submit_calls == 1), "{ledger:?}");
+    }
+}

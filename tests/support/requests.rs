@@ -9,15 +9,16 @@ use ops_runtime::driver::{Driver, Trigger};
 /// The fewest DynamoDB requests each step of a one-item payout's lifecycle can make under the
 /// design: every state change one changeset with its audit entry and event, and a read of
 /// each fact that must be current when it is acted on.
-pub const DESIGN_MINIMUM: [(&str, u32, &str); 8] = [
-    ("POST /v1/operations", 6, "the key by its hash; the key's and its customer's count this second (rate limit, one item); the customer's and the platform's definitions of the workflow (either may exist) with the customer's approval floor, in one batch; the customer's account in the currency (a payout draws on it if it exists); the idempotency key's record (read: the key is written, completed, with the changeset); the changeset"),
-    ("POST /v1/operations/{id}/approve", 5, "the key; its and its customer's count this second; its user (roles as they are now); the operation; the changeset"),
-    ("stream-transition", 7, "on operation.approved: the operation, the move to processing, the transaction made; on transaction.confirmed: the operation, its transactions (the index's keys, then the items in one batch), the completion"),
+pub const DESIGN_MINIMUM: [(&str, u32, &str); 9] = [
+    ("POST /v1/operations", 7, "the key by its hash; the key's and its customer's count this second (rate limit, one item); the customer's and the platform's definitions of the workflow (either may exist) with the customer's approval floor, in one batch; the customer's account in the currency (a payout draws on it if it exists); the idempotency key's record (read: the key is written, completed, with the changeset); the changeset (the operation, its outbox naming its events and audit entry, and the key's completion); the events and the entry, in one batch"),
+    ("POST /v1/operations/{id}/approve", 6, "the key; its and its customer's count this second; its user (roles as they are now); the operation; the operation written with its outbox; its event and audit entry, in one batch"),
+    ("stream-transition", 10, "on operation.approved: the operation, the move to processing, the transaction made (each a write of the entity, then its event and audit entry in one batch); on transaction.confirmed: the operation, its transactions (the index's keys, then the items in one batch), the completion (the operation, then its event and entry)"),
     ("stream-webhook-dispatch", 1, "the delivery made; the endpoints are looked up once per customer in a batch (two index queries and one read of the endpoints found)"),
     ("stream-desk", 15, "the board: on each operation event (created, pending_approval, approved, processing, completed) the operation's entry, and a move on each change of column (into pending_approval, into in_progress, off the board); the work items: on created and pending_approval the operation (already decided here, so nothing opens), on each event that may leave a queue's state (approved, processing, completed; a transaction's pending and confirmed) its subject's open item, if any"),
-    ("queue-rail-submit", 3, "the transaction; the claim recorded before the rail is called; the outcome"),
+    ("queue-rail-submit", 4, "the transaction; the claim recorded before the rail is called; the outcome, then its event and audit entry in one batch"),
     ("queue-webhook-send", 3, "the delivery; its event; the attempt; and once a batch each endpoint it sends to"),
-    ("schedule-status-poll", 5, "one versioned write per answer: the confirmation and four return checks (the schedule's query finds them)"),
+    ("schedule-status-poll", 6, "one versioned write per answer: the confirmation (then its event and audit entry in one batch) and four return checks (the schedule's query finds them)"),
+    ("stream-outbox", 7, "for each of the seven changes written with an outbox, one batch read of the events and audit entries it names; nothing is written when every writer lived"),
 ];
 
 /// DynamoDB requests, and writes among them, by the step of a lifecycle that made them.

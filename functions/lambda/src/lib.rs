@@ -63,6 +63,7 @@ pub async fn serve(function: Function) -> Result<(), Error> {
         Function::Trigger(Trigger::DeadLetters) => serve_dead_letters().await,
         Function::Trigger(Trigger::StatusPoll) => serve_status_poll().await,
         Function::Trigger(Trigger::ScheduleTimer) => serve_schedule_fire().await,
+        Function::Trigger(Trigger::Outbox) => serve_outbox().await,
     }
 }
 
@@ -140,6 +141,18 @@ pub async fn serve_schedule_fire() -> Result<(), lambda_runtime::Error> {
     serve_trigger(|service, payload: serde_json::Value| async move {
         Ok(ops_runtime::triggers::schedule_fire(&service, payload).await?)
     })
+    .await
+}
+
+/// stream → the events and audit entries a writer left in its entity's outbox. Needs the
+/// table alone, not the service.
+pub async fn serve_outbox() -> Result<(), lambda_runtime::Error> {
+    init_tracing();
+    let store = Settings::from_env()?.store().await;
+    lambda_runtime::run(service_fn(|event: LambdaEvent<StreamEvent>| {
+        let store = store.clone();
+        async move { Ok::<_, Error>(ops_runtime::triggers::outbox(&store, &event.payload).await) }
+    }))
     .await
 }
 

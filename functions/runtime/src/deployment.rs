@@ -184,6 +184,12 @@ impl Settings {
         Ok(Arc::new(self.service_with(&config, clock).await?.0))
     }
 
+    /// The table's store alone (what `stream-outbox` needs).
+    pub async fn store(&self) -> DynamoStore {
+        let config = ops_infra::aws::load_config().await;
+        DynamoStore::new(aws_sdk_dynamodb::Client::new(&config), &self.table)
+    }
+
     /// The service and the concrete adapters it runs on.
     pub async fn service_with(
         &self,
@@ -261,6 +267,7 @@ impl Parts {
         let stream = DynamoStream::new(
             aws_sdk_dynamodbstreams::Client::new(config),
             self.store.stream_arn().await?,
+            self.store.clone(),
         );
         Ok(Driver::new(service, Arc::new(stream), self.queue.clone(), Pace::AWS))
     }

@@ -74,10 +74,13 @@ pub enum Trigger {
     ScheduleTimer,
     /// The dead-letter queues, whose messages become exceptions work items.
     DeadLetters,
+    /// On AWS, the events and audit entries a writer left in its entity's outbox and died
+    /// before writing (the embedded store commits them together, so it has none).
+    Outbox,
 }
 
 impl Trigger {
-    pub const ALL: [Trigger; 9] = [
+    pub const ALL: [Trigger; 10] = [
         Trigger::Stream(StreamConsumer::Transition),
         Trigger::Stream(StreamConsumer::WebhookDispatch),
         Trigger::Stream(StreamConsumer::Desk),
@@ -87,6 +90,7 @@ impl Trigger {
         Trigger::StatusPoll,
         Trigger::ScheduleTimer,
         Trigger::DeadLetters,
+        Trigger::Outbox,
     ];
 
     /// The function that runs this trigger in the cloud.
@@ -99,6 +103,7 @@ impl Trigger {
             Trigger::StatusPoll => "schedule-status-poll",
             Trigger::ScheduleTimer => "schedule-fire",
             Trigger::DeadLetters => "queue-dead-letters",
+            Trigger::Outbox => "stream-outbox",
         }
     }
 }
@@ -120,6 +125,11 @@ pub trait ChangeStream: Send + Sync {
     async fn read(&self, consumer: StreamConsumer) -> Result<Vec<StreamBatch>, Error>;
     /// Everything up to `position` in `shard` is handled by `consumer`.
     async fn advance(&self, consumer: StreamConsumer, shard: &str, position: &str) -> Result<(), Error>;
+    /// Completes the outboxes of the records written since the last call (see
+    /// [`Trigger::Outbox`]); answers how many records it read.
+    async fn complete_outboxes(&self) -> Result<usize, Error> {
+        Ok(0)
+    }
 }
 
 /// How the driver paces itself.
@@ -211,6 +221,7 @@ impl Driver {
             Trigger::StatusPoll => Ok(self.service.poll_rails().await?),
             Trigger::ScheduleTimer => Ok(self.service.fire_due_schedules().await?),
             Trigger::DeadLetters => self.dead_letter_round().await,
+            Trigger::Outbox => self.stream.complete_outboxes().await,
         }
     }
 

@@ -8,6 +8,7 @@ use crate::triggers;
 use async_trait::async_trait;
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, Record, ShardIteratorType};
+use ops_infra::aws::DynamoStore;
 use ops_infra::embedded::SqliteStore;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -61,22 +62,62 @@ impl ChangeStream for EmbeddedStream {
 pub struct DynamoStream {
     client: aws_sdk_dynamodbstreams::Client,
     arn: String,
-    /// Last handled sequence number per consumer and shard.
-    checkpoints: Mutex<HashMap<(StreamConsumer, String), String>>,
+    /// The table's store, whose entities' outboxes `stream-outbox` completes.
+    store: DynamoStore,
+    /// Last handled sequence number per consumer (`None`: the outbox's) and shard.
+    checkpoints: Mutex<HashMap<(Option<StreamConsumer>, String), String>>,
 }
 
 impl DynamoStream {
-    pub fn new(client: aws_sdk_dynamodbstreams::Client, arn: String) -> DynamoStream {
+    pub fn new(client: aws_sdk_dynamodbstreams::Client, arn: String, store: DynamoStore) -> DynamoStream {
         DynamoStream {
             client,
             arn,
+            store,
             checkpoints: Mutex::default(),
         }
     }
 
-    fn checkpoint(&self, consumer: StreamConsumer, shard: &str) -> Option<String> {
+    fn checkpoint(&self, consumer: Option<StreamConsumer>, shard: &str) -> Option<String> {
         let checkpoints = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
         checkpoints.get(&(consumer, shard.to_owned())).cloned()
+    }
+
+    fn set_checkpoint(&self, consumer: Option<StreamConsumer>, shard: &str, position: &str) {
+        let mut checkpoints = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
+        checkpoints.insert((consumer, shard.to_owned()), position.to_owned());
+    }
+
+    /// The next records of `shard` after `consumer`'s checkpoint, and the last one's position.
+    async fn records(
+        &self,
+        consumer: Option<StreamConsumer>,
+        shard: &str,
+    ) -> Result<(Vec<Record>, Option<String>), Error> {
+        let mut request = self.client.get_shard_iterator().stream_arn(&self.arn).shard_id(shard);
+        request = match self.checkpoint(consumer, shard) {
+            Some(sequence) => request
+                .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
+                .sequence_number(sequence),
+            None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
+        };
+        let Some(iterator) = request.send().await?.shard_iterator().map(str::to_owned) else {
+            return Ok((vec![], None));
+        };
+        let read = self
+            .client
+            .get_records()
+            .shard_iterator(iterator)
+            .limit(BATCH as i32)
+            .send()
+            .await?;
+        let last = read
+            .records()
+            .last()
+            .and_then(|r| r.dynamodb())
+            .and_then(|d| d.sequence_number())
+            .map(str::to_owned);
+        Ok((read.records().to_vec(), last))
     }
 
     async fn shards(&self) -> Result<Vec<String>, Error> {
@@ -98,48 +139,60 @@ impl ChangeStream for DynamoStream {
     async fn read(&self, consumer: StreamConsumer) -> Result<Vec<StreamBatch>, Error> {
         let mut batches = vec![];
         for shard in self.shards().await? {
-            let mut request = self.client.get_shard_iterator().stream_arn(&self.arn).shard_id(&shard);
-            request = match self.checkpoint(consumer, &shard) {
-                Some(sequence) => request
-                    .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-                    .sequence_number(sequence),
-                None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
-            };
-            let Some(iterator) = request.send().await?.shard_iterator().map(str::to_owned) else {
+            let (records, Some(last)) = self.records(Some(consumer), &shard).await? else {
                 continue;
             };
-            let read = self
-                .client
-                .get_records()
-                .shard_iterator(iterator)
-                .limit(BATCH as i32)
-                .send()
-                .await?;
-            let records = read.records();
-            let Some(last) = records
-                .last()
-                .and_then(|r| r.dynamodb())
-                .and_then(|d| d.sequence_number())
-            else {
-                continue;
-            };
-            let new_events: Vec<Record> = records.iter().filter(|r| is_new_event(r)).cloned().collect();
+            let new_events: Vec<Record> = records.into_iter().filter(is_new_event).collect();
             let events = triggers::stream_events(&stream_payload(&new_events, &self.arn)?)
                 .map_err(|sequence| format!("unreadable event record {sequence} in shard {shard}"))?;
-            batches.push(StreamBatch {
-                shard,
-                events,
-                last: last.to_owned(),
-            });
+            batches.push(StreamBatch { shard, events, last });
         }
         Ok(batches)
     }
 
     async fn advance(&self, consumer: StreamConsumer, shard: &str, position: &str) -> Result<(), Error> {
-        let mut checkpoints = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
-        checkpoints.insert((consumer, shard.to_owned()), position.to_owned());
+        self.set_checkpoint(Some(consumer), shard, position);
         Ok(())
     }
+
+    /// What `stream-outbox`'s event source mapping hands it: records of items carrying an
+    /// outbox; the checkpoint stops before the first that failed.
+    async fn complete_outboxes(&self) -> Result<usize, Error> {
+        let mut read = 0;
+        for shard in self.shards().await? {
+            let (records, Some(last)) = self.records(None, &shard).await? else {
+                continue;
+            };
+            read += records.len();
+            let carrying: Vec<Record> = records.into_iter().filter(carries_outbox).collect();
+            let response = triggers::outbox(&self.store, &stream_payload(&carrying, &self.arn)?).await;
+            match response.batch_item_failures.first() {
+                None => self.set_checkpoint(None, &shard, &last),
+                Some(failed) => {
+                    let failed = failed.item_identifier.as_deref();
+                    let handled = carrying
+                        .iter()
+                        .filter_map(|r| r.dynamodb().and_then(|d| d.sequence_number()))
+                        .take_while(|sequence| Some(*sequence) != failed)
+                        .last();
+                    if let Some(position) = handled {
+                        self.set_checkpoint(None, &shard, position);
+                    }
+                    return Err(format!("the outbox of record {failed:?} was not completed").into());
+                }
+            }
+        }
+        Ok(read)
+    }
+}
+
+/// Whether the record passes `stream-outbox`'s filter: an item written with an outbox.
+fn carries_outbox(record: &Record) -> bool {
+    let outbox = record
+        .dynamodb()
+        .and_then(|d| d.new_image())
+        .and_then(|i| i.get("outbox"));
+    matches!(outbox, Some(AttributeValue::B(_)))
 }
 
 /// A stream attribute as Lambda's JSON shows it (`{"S": …}`, binary in base64); only the

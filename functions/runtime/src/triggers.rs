@@ -9,7 +9,7 @@ use ops_domain::event::Event;
 use ops_domain::ports::{BatchOutcome, QueueMessage, QueueName};
 use ops_domain::schedules::FireSchedule;
 use ops_domain::service::Service;
-use ops_infra::aws::documents;
+use ops_infra::aws::{documents, DynamoStore, OutboxRecord};
 
 /// The domain events carried by a stream batch, with the sequence number of each record.
 /// Records that are not events (the event source mapping's filter lets none through) are
@@ -42,6 +42,50 @@ pub fn stream_events(batch: &StreamEvent) -> Result<Vec<(String, Event)>, String
     Ok(events)
 }
 
+/// The record of an item carrying an outbox, read from a stream record's new image.
+fn outbox_record(image: &serde_dynamo::Item) -> Result<Option<OutboxRecord>, String> {
+    use serde_dynamo::AttributeValue;
+    let Some(AttributeValue::B(outbox)) = image.get("outbox") else {
+        return Ok(None);
+    };
+    let Some(AttributeValue::S(entity)) = image.get("entity") else {
+        return Err("an outbox on an item without an entity".into());
+    };
+    let doc = match image.get("doc") {
+        Some(AttributeValue::S(text)) => text.clone(),
+        Some(AttributeValue::B(deflated)) => documents::inflate(deflated)?,
+        _ => return Err("an outbox on an item without a document".into()),
+    };
+    Ok(Some(OutboxRecord {
+        entity: entity.clone(),
+        doc,
+        outbox: outbox.clone(),
+    }))
+}
+
+/// stream → `stream-outbox`: writes the events and audit entries an item's outbox holds
+/// and the table lacks (its writer died before it wrote them). Records are handled in order;
+/// the first that fails is reported, so it and those after it come again.
+pub async fn outbox(store: &DynamoStore, batch: &StreamEvent) -> DynamoDbEventResponse {
+    for record in &batch.records {
+        let sequence = record.change.sequence_number.clone().unwrap_or_default();
+        let outcome = match outbox_record(&record.change.new_image) {
+            Ok(Some(found)) => store.complete_outbox(&found).await.map_err(|e| e.to_string()),
+            Ok(None) => Ok(0),
+            Err(error) => Err(error),
+        };
+        match outcome {
+            Ok(0) => {}
+            Ok(written) => tracing::info!(%sequence, written, "completed an outbox its writer left"),
+            Err(error) => {
+                tracing::error!(%sequence, %error, "an outbox was not completed");
+                return failed_from(sequence);
+            }
+        }
+    }
+    DynamoDbEventResponse::default()
+}
+
 fn stream_response(events: &[(String, Event)], outcome: BatchOutcome) -> DynamoDbEventResponse {
     let mut response = DynamoDbEventResponse::default();
     for failed in outcome.failed {
@@ -54,7 +98,7 @@ fn stream_response(events: &[(String, Event)], outcome: BatchOutcome) -> DynamoD
     response
 }
 
-fn unreadable(sequence: String) -> DynamoDbEventResponse {
+fn failed_from(sequence: String) -> DynamoDbEventResponse {
     let mut failure = DynamoDbBatchItemFailure::default();
     failure.item_identifier = Some(sequence);
     let mut response = DynamoDbEventResponse::default();
@@ -69,7 +113,7 @@ pub async fn stream(service: &Service, consumer: StreamConsumer, batch: StreamEv
             let plain: Vec<Event> = events.iter().map(|(_, e)| e.clone()).collect();
             stream_response(&events, consumer.consume(service, &plain).await)
         }
-        Err(sequence) => unreadable(sequence),
+        Err(sequence) => failed_from(sequence),
     }
 }
 

@@ -49,8 +49,14 @@
 //! `BatchGetItem` (per 100). An entry is then one write unit, and a write that moves no index
 //! key (most updates of an operation or a transaction) writes no entry at all.
 //!
-//! A changeset is one `TransactWriteItems`; a failed condition cancels it and becomes
-//! [`StoreError::Conflict`].
+//! A changeset is one `TransactWriteItems` (or one conditional `PutItem`); a failed condition
+//! cancels it and becomes [`StoreError::Conflict`]. A change of one operation or transaction
+//! carries its events and audit entries in the entity's outbox and writes them after
+//! ([`outbox`]): the same guarantee at half their write units.
+
+mod outbox;
+
+pub use outbox::OutboxRecord;
 
 use super::{documents, keys};
 use async_trait::async_trait;
@@ -89,7 +95,7 @@ use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use time::{Date, OffsetDateTime};
 
@@ -120,6 +126,9 @@ pub struct DynamoStore {
     /// When the benchmark counts index entries exactly: what each item written so far put
     /// in each index ([`IndexImages`]), so an update that leaves an entry alone costs nothing.
     index_images: Arc<std::sync::Mutex<Option<IndexImages>>>,
+    /// How many of a changeset's events and audit entries its writer writes after the entity
+    /// ([`crash_after_entity_writes`](Self::crash_after_entity_writes)): all but in kill tests.
+    crash_after_entity: Arc<AtomicUsize>,
 }
 
 /// Per item (`PK`, `SK`), its entry in each index: the entry's keys and projected attributes,
@@ -228,6 +237,7 @@ impl DynamoStore {
             units_by_kind: Arc::default(),
             poll_queries: Arc::default(),
             index_images: Arc::default(),
+            crash_after_entity: Arc::new(AtomicUsize::new(usize::MAX)),
         }
     }
 
@@ -425,9 +435,32 @@ impl DynamoStore {
     }
 
     fn audit_item(&self, entry: &AuditEntry) -> Item {
-        let sequence = self.sort_keys.new_id(IdKind::Event);
-        let key = keys::audit(entry.operation_id.as_deref(), &entry.entity_id, &sequence);
+        Self::audit_item_at(entry, &self.sort_keys.new_id(IdKind::Event))
+    }
+
+    fn audit_item_at(entry: &AuditEntry, sequence: &str) -> Item {
+        let key = keys::audit(entry.operation_id.as_deref(), &entry.entity_id, sequence);
         keyed(key, vec![("entity", s("audit")), ("doc", doc(entry))])
+    }
+
+    fn event_item(&self, e: &Event) -> Item {
+        keyed(
+            keys::event(&e.id),
+            vec![
+                // Stream consumers filter on this attribute.
+                ("entity", s("event")),
+                ("doc", doc(e)),
+                ("type", s(&e.kind)),
+                ("GSI1PK", s(keys::events_of(&e.customer_id))),
+                ("GSI1SK", s(&e.id)),
+                ("GSI2PK", s(keys::events_of_type(&e.customer_id, &e.kind))),
+                ("GSI2SK", s(&e.id)),
+                ("GSI3PK", s(keys::all_events_shard(&e.id))),
+                ("GSI3SK", s(&e.id)),
+                ("GSI4PK", s(keys::all_events_of_type_shard(&e.kind, &e.id))),
+                ("GSI4SK", s(&e.id)),
+            ],
+        )
     }
 
     fn operation_item(op: &Operation) -> Item {
@@ -638,26 +671,7 @@ impl DynamoStore {
                 vec![self.put(Self::transaction_item(t), Some("attribute_not_exists(PK)"), vec![])]
             }
             Write::UpdateTransaction(t) => vec![self.versioned(Self::transaction_item(t), t.version)],
-            Write::Event(e) => {
-                let it = keyed(
-                    keys::event(&e.id),
-                    vec![
-                        // Stream consumers filter on this attribute.
-                        ("entity", s("event")),
-                        ("doc", doc(e)),
-                        ("type", s(&e.kind)),
-                        ("GSI1PK", s(keys::events_of(&e.customer_id))),
-                        ("GSI1SK", s(&e.id)),
-                        ("GSI2PK", s(keys::events_of_type(&e.customer_id, &e.kind))),
-                        ("GSI2SK", s(&e.id)),
-                        ("GSI3PK", s(keys::all_events_shard(&e.id))),
-                        ("GSI3SK", s(&e.id)),
-                        ("GSI4PK", s(keys::all_events_of_type_shard(&e.kind, &e.id))),
-                        ("GSI4SK", s(&e.id)),
-                    ],
-                );
-                vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
-            }
+            Write::Event(e) => vec![self.put(self.event_item(e), Some("attribute_not_exists(PK)"), vec![])],
             Write::PutWebhookEndpoint(w) => {
                 let body = doc(w);
                 let it = keyed(
@@ -1280,7 +1294,17 @@ impl Filter {
 #[async_trait]
 impl Commit for DynamoStore {
     async fn commit(&self, changes: Changeset) -> Result<(), StoreError> {
+        if let Some(split) = outbox::Split::of(&changes) {
+            return self.commit_with_outbox(split).await;
+        }
         let items: Vec<TransactWriteItem> = changes.writes.iter().flat_map(|w| self.write(w)).collect();
+        self.commit_items(items).await
+    }
+}
+
+impl DynamoStore {
+    /// Writes `items` together: one conditional write alone, or a transaction.
+    async fn commit_items(&self, items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
         if items.len() > MAX_WRITES {
             return Err(unavailable(format!(
                 "a changeset of {} writes exceeds DynamoDB's {MAX_WRITES}",

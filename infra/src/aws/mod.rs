@@ -14,7 +14,7 @@ mod sandbox_ledger;
 mod secrets_manager;
 mod sqs_queue;
 
-pub use dynamo_store::{DynamoStore, INDEXES, MAX_WRITES, PROJECTED, SHARDS};
+pub use dynamo_store::{DynamoStore, OutboxRecord, INDEXES, MAX_WRITES, PROJECTED, SHARDS};
 pub use emf_metrics::{emf_line, EmfMetrics, NAMESPACE};
 pub use event_bus::EventBridgeBus;
 pub use event_scheduler::{EventBridgeTimers, TimerTarget};

@@ -1,0 +1,304 @@
+//! The entity item as its own outbox (issue 17).
+//!
+//! A changeset that changes one operation or one transaction, with the events and audit
+//! entries of that change, is written as the entity's own write (a lone conditional put, or a
+//! transaction with the idempotency record when a create completes one) carrying in its
+//! `outbox` attribute what those events and entries are. They are then written as plain puts,
+//! outside the transaction: a transaction takes two write units per item, so the event and the
+//! entry cost half. If the writer dies between the two writes, the table's stream still holds
+//! the entity's record, and `stream-outbox` ([`DynamoStore::complete_outbox`]) writes whatever
+//! of it is missing. Each event and entry has one key (its id, its sequence, fixed in the
+//! outbox), so writing one twice writes it once, and a put that changes nothing adds no record
+//! to the stream.
+//!
+//! An event the entity's document rebuilds exactly (`operation.<status>` from the operation,
+//! `transaction.<status>` from the transaction) is kept in the outbox by its id alone, and an
+//! audit entry of the entity's move by its action and the status it left, so the entity's
+//! item grows by a few dozen bytes rather than by the event and the entry.
+
+use super::*;
+use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+
+/// What the outbox of an entity's item says is still to write.
+#[derive(Debug, Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Entry {
+    /// An event the entity's document rebuilds: `operation.<suffix>` from the operation (its
+    /// status, or `created`), `transaction.<status>` from the transaction.
+    Rebuilt {
+        id: EventId,
+        suffix: String,
+    },
+    Event {
+        event: Event,
+    },
+    /// An audit entry of the entity's move to where it now is, for the reason it records:
+    /// rebuilt from its `action` and the status it left.
+    RebuiltAudit {
+        sequence: String,
+        action: String,
+        from: Option<String>,
+    },
+    Audit {
+        sequence: String,
+        entry: AuditEntry,
+    },
+}
+
+/// The entity an outbox rides on.
+enum Carrier<'a> {
+    Operation(&'a Operation),
+    Transaction(&'a Transaction),
+}
+
+impl Carrier<'_> {
+    fn of(write: &Write) -> Option<Carrier<'_>> {
+        match write {
+            Write::InsertOperation(op) | Write::UpdateOperation(op) => Some(Carrier::Operation(op)),
+            Write::InsertTransaction(t) | Write::UpdateTransaction(t) => Some(Carrier::Transaction(t)),
+            _ => None,
+        }
+    }
+
+    /// The outbox's entry for `event`: by id alone if this entity rebuilds it exactly.
+    fn entry_for(&self, event: &Event) -> Entry {
+        let suffix = match self {
+            Carrier::Operation(_) => event.kind.strip_prefix("operation."),
+            Carrier::Transaction(_) => event.kind.strip_prefix("transaction."),
+        };
+        if let Some(suffix) = suffix {
+            let rebuilt = rebuild(self, &event.id, suffix);
+            if rebuilt.as_ref() == Some(event) {
+                return Entry::Rebuilt {
+                    id: event.id.clone(),
+                    suffix: suffix.to_owned(),
+                };
+            }
+        }
+        Entry::Event { event: event.clone() }
+    }
+}
+
+impl Carrier<'_> {
+    /// The outbox's entry for `entry`: by its action and the status it left alone if this
+    /// entity rebuilds it exactly.
+    fn audit_entry_for(&self, entry: &AuditEntry, sequence: String) -> Entry {
+        let rebuilt = rebuild_audit(self, &entry.action, entry.from.as_deref());
+        if &rebuilt == entry {
+            return Entry::RebuiltAudit {
+                sequence,
+                action: entry.action.clone(),
+                from: entry.from.clone(),
+            };
+        }
+        Entry::Audit {
+            sequence,
+            entry: entry.clone(),
+        }
+    }
+}
+
+fn rebuild_audit(carrier: &Carrier, action: &str, from: Option<&str>) -> AuditEntry {
+    match carrier {
+        Carrier::Operation(op) => AuditEntry::new("operation", &op.id, action, op.cause.clone())
+            .moving(from, op.status.as_str())
+            .of_operation(&op.id),
+        Carrier::Transaction(t) => AuditEntry::new("transaction", &t.id, action, t.cause.clone())
+            .moving(from, t.status.as_str())
+            .of_operation(&t.operation_id),
+    }
+}
+
+fn rebuild(carrier: &Carrier, id: &EventId, suffix: &str) -> Option<Event> {
+    match carrier {
+        Carrier::Operation(op) => Some(Event::of_operation(id.clone(), suffix, op)),
+        Carrier::Transaction(t) => (t.status.as_str() == suffix).then(|| Event::of_transaction(id.clone(), t)),
+    }
+}
+
+/// A changeset taken apart for the outbox: the writes that must land together (with the
+/// carrier among them), and the events and audit entries that follow.
+pub(super) struct Split<'a> {
+    essential: Vec<&'a Write>,
+    carrier: usize,
+    derived: Vec<&'a Write>,
+}
+
+impl Split<'_> {
+    /// `None` unless the changeset changes exactly one operation or transaction and records
+    /// events or audit entries: the rest keep one transaction for everything.
+    pub(super) fn of(changes: &Changeset) -> Option<Split<'_>> {
+        let (derived, essential): (Vec<&Write>, Vec<&Write>) = changes
+            .writes
+            .iter()
+            .partition(|w| matches!(w, Write::Event(_) | Write::Audit(_)));
+        let mut carriers = essential.iter().enumerate().filter(|(_, w)| Carrier::of(w).is_some());
+        let (carrier, _) = carriers.next()?;
+        if carriers.next().is_some() || derived.is_empty() {
+            return None;
+        }
+        Some(Split {
+            essential,
+            carrier,
+            derived,
+        })
+    }
+}
+
+/// The record of an item carrying an outbox, as the table's stream hands it over.
+#[derive(Debug, Clone)]
+pub struct OutboxRecord {
+    /// The item's `entity`.
+    pub entity: String,
+    /// The item's document, as JSON.
+    pub doc: String,
+    /// The item's `outbox` attribute.
+    pub outbox: Vec<u8>,
+}
+
+impl DynamoStore {
+    /// Commits a split changeset: the essential writes (the carrier with its outbox), then the
+    /// events and audit entries. A failure after the first write is not the caller's: the
+    /// change happened, and the stream finishes what is left.
+    pub(super) async fn commit_with_outbox(&self, split: Split<'_>) -> Result<(), StoreError> {
+        let carrier = Carrier::of(split.essential[split.carrier]).expect("a carrier");
+        let mut entries = vec![];
+        let mut derived = vec![];
+        for write in &split.derived {
+            let entry = match write {
+                Write::Event(event) => carrier.entry_for(event),
+                Write::Audit(entry) => carrier.audit_entry_for(entry, self.sort_keys.new_id(IdKind::Event)),
+                _ => unreachable!("only events and audit entries are derived"),
+            };
+            derived.push(self.entry_item(&entry, &carrier));
+            entries.push(entry);
+        }
+        let mut items = vec![];
+        for (position, write) in split.essential.iter().enumerate() {
+            let mut written = self.write(write);
+            if position == split.carrier {
+                let put = written[0].put.as_mut().expect("an entity is put");
+                put.item.insert("outbox".into(), encode(&entries));
+            }
+            items.extend(written);
+        }
+        self.commit_items(items).await?;
+        let keep = self.crash_after_entity.load(Ordering::Relaxed);
+        let derived = match keep {
+            usize::MAX => derived,
+            keep => derived.into_iter().take(keep).collect(),
+        };
+        if let Err(error) = self.put_all(derived).await {
+            tracing::warn!(%error, "events and audit entries left to the outbox's stream consumer");
+        }
+        Ok(())
+    }
+
+    /// Writes what `record`'s outbox holds and the table lacks; answers how many it wrote.
+    /// What is already there is left alone, so a record handled twice writes nothing more.
+    pub async fn complete_outbox(&self, record: &OutboxRecord) -> Result<usize, StoreError> {
+        let json = documents::inflate(&record.outbox).map_err(unavailable)?;
+        let entries: Vec<Entry> = serde_json::from_str(&json).map_err(unavailable)?;
+        let operation: Operation;
+        let transaction: Transaction;
+        let carrier = match record.entity.as_str() {
+            "operation" => {
+                operation = serde_json::from_str(&record.doc).map_err(unavailable)?;
+                Carrier::Operation(&operation)
+            }
+            "transaction" => {
+                transaction = serde_json::from_str(&record.doc).map_err(unavailable)?;
+                Carrier::Transaction(&transaction)
+            }
+            other => return Err(unavailable(format!("an outbox on an item of {other}"))),
+        };
+        let items: Vec<Item> = entries.iter().map(|e| self.entry_item(e, &carrier)).collect();
+        let keys: Vec<keys::Primary> = items.iter().filter_map(primary_of).collect();
+        let found = self.items_by_key(&keys).await?;
+        let missing: Vec<Item> = items
+            .into_iter()
+            .filter(|item| primary_of(item).is_some_and(|key| !found.contains_key(&key)))
+            .collect();
+        let written = missing.len();
+        self.put_all(missing).await?;
+        Ok(written)
+    }
+
+    /// For the kill tests: from now on a changeset written through an outbox stops after its
+    /// entity's write and the first `keep` of its events and audit entries, as if its writer
+    /// died there (`usize::MAX`, the default: nothing is skipped).
+    pub fn crash_after_entity_writes(&self, keep: usize) {
+        self.crash_after_entity.store(keep, Ordering::Relaxed);
+    }
+
+    fn entry_item(&self, entry: &Entry, carrier: &Carrier) -> Item {
+        match entry {
+            Entry::Rebuilt { id, suffix } => {
+                let event = rebuild(carrier, id, suffix).expect("an entry rebuilt when written is rebuilt again");
+                self.event_item(&event)
+            }
+            Entry::Event { event } => self.event_item(event),
+            Entry::RebuiltAudit { sequence, action, from } => {
+                Self::audit_item_at(&rebuild_audit(carrier, action, from.as_deref()), sequence)
+            }
+            Entry::Audit { sequence, entry } => Self::audit_item_at(entry, sequence),
+        }
+    }
+
+    /// Plain puts of whole items (`BatchWriteItem`, 25 a request), each asked again while
+    /// DynamoDB leaves it unprocessed.
+    async fn put_all(&self, items: Vec<Item>) -> Result<(), StoreError> {
+        for item in &items {
+            let write = TransactWriteItem::builder()
+                .put(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(item.clone()))
+                        .build()
+                        .expect("an item"),
+                )
+                .build();
+            let (units, image) = self.write_units_of(&write, false);
+            self.add_units(kind_of(&write), units);
+            self.single_writes.fetch_add(1, Ordering::Relaxed);
+            if let Some(images) = self.index_images.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                images.extend(image);
+            }
+        }
+        for chunk in items.chunks(25) {
+            let mut pending: Vec<WriteRequest> = chunk
+                .iter()
+                .map(|item| {
+                    let put = PutRequest::builder()
+                        .set_item(Some(item.clone()))
+                        .build()
+                        .expect("an item");
+                    WriteRequest::builder().put_request(put).build()
+                })
+                .collect();
+            while !pending.is_empty() {
+                self.count();
+                let answer = self
+                    .client
+                    .batch_write_item()
+                    .request_items(&self.table, std::mem::take(&mut pending))
+                    .send()
+                    .await
+                    .map_err(sdk_error)?;
+                if let Some(left) = answer.unprocessed_items().and_then(|u| u.get(&self.table)) {
+                    pending = left.clone();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `outbox` attribute: the entries' JSON, deflated (the stream consumer's filter matches
+/// on a binary `outbox`).
+fn encode(entries: &[Entry]) -> AttributeValue {
+    let json = serde_json::to_string(entries).expect("entries always serialize");
+    AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
+        miniz_oxide::deflate::compress_to_vec(json.as_bytes(), 6),
+    ))
+}
