@@ -3,7 +3,10 @@
 use crate::spawn_aws_app;
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
+use ops_domain::ids::{EventId, OperationId};
+use ops_domain::operations::OperationStore;
 use ops_domain::ports::QueueName;
+use ops_domain::webhooks::WebhookStore;
 use ops_runtime::driver::StreamConsumer;
 use ops_tests::ADMIN_KEY;
 use tower::ServiceExt;
@@ -71,6 +74,30 @@ async fn every_sample_payload_reaches_its_handler() {
                 .is_empty(),
             "{consumer:?}"
         );
+    }
+
+    // DynamoDB stream → outbox: an operation's record (its move to completed) whose writer
+    // died before writing its event and audit entry. Both are written, once however often the
+    // record comes.
+    let outbox: StreamEvent = serde_json::from_str(&sample("dynamodb-stream-outbox.json")).unwrap();
+    let event_id = EventId::from("evt_01m883cgxv100djx0gby47nv74");
+    let operation_id = OperationId::from("op_01m883cfye0vntdc8rvhwmc99e");
+    assert!(app.parts.store.event(&event_id).await.unwrap().is_none());
+    for _ in 0..2 {
+        let response = ops_runtime::triggers::outbox(&app.parts.store, &outbox).await;
+        assert!(response.batch_item_failures.is_empty());
+        let event = app
+            .parts
+            .store
+            .event(&event_id)
+            .await
+            .unwrap()
+            .expect("the event written");
+        assert_eq!(event.kind, "operation.completed");
+        assert_eq!(event.data["operation_id"], operation_id.as_str());
+        let history = app.parts.store.operation_history(&operation_id).await.unwrap();
+        let moves: Vec<_> = history.iter().map(|e| (e.from.as_deref(), e.to.as_deref())).collect();
+        assert_eq!(moves, [(Some("processing"), Some("completed"))]);
     }
 
     // SQS → rail submit: the unknown transaction is a batch item failure, and so is the task

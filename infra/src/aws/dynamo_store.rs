@@ -898,6 +898,15 @@ impl DynamoStore {
     /// write, doubled for consistency), so no list hands a pipeline step an older document
     /// than the index entry that led to it.
     async fn items_by_key(&self, keys: &[keys::Primary]) -> Result<HashMap<keys::Primary, Item>, StoreError> {
+        self.items_by_key_read(keys, true).await
+    }
+
+    /// [`items_by_key`](Self::items_by_key), strongly consistent or not (half the read units).
+    async fn items_by_key_read(
+        &self,
+        keys: &[keys::Primary],
+        consistent: bool,
+    ) -> Result<HashMap<keys::Primary, Item>, StoreError> {
         let mut found = HashMap::new();
         for chunk in keys.chunks(100) {
             let mut pending: Vec<Item> = chunk.iter().map(|key| item(key_item(key.clone()))).collect();
@@ -905,7 +914,7 @@ impl DynamoStore {
                 self.count();
                 let asked = KeysAndAttributes::builder()
                     .set_keys(Some(std::mem::take(&mut pending)))
-                    .consistent_read(true)
+                    .consistent_read(consistent)
                     .build()
                     .map_err(unavailable)?;
                 let answer = self

@@ -8,8 +8,7 @@
 //! entry cost half. If the writer dies between the two writes, the table's stream still holds
 //! the entity's record, and `stream-outbox` ([`DynamoStore::complete_outbox`]) writes whatever
 //! of it is missing. Each event and entry has one key (its id, its sequence, fixed in the
-//! outbox), so writing one twice writes it once, and a put that changes nothing adds no record
-//! to the stream.
+//! outbox), so writing one twice writes it once, and the event consumers take only inserts.
 //!
 //! An event the entity's document rebuilds exactly (`operation.<status>` from the operation,
 //! `transaction.<status>` from the transaction) is kept in the outbox by its id alone, and an
@@ -214,7 +213,11 @@ impl DynamoStore {
         };
         let items: Vec<Item> = entries.iter().map(|e| self.entry_item(e, &carrier)).collect();
         let keys: Vec<keys::Primary> = items.iter().filter_map(primary_of).collect();
-        let found = self.items_by_key(&keys).await?;
+        // An eventually consistent read is enough: one that misses what the writer wrote a
+        // moment ago writes the same item again, which changes nothing, and the event
+        // consumers take inserts only (a write unit, now and then, where a strongly consistent
+        // read would cost twice the reads of every record).
+        let found = self.items_by_key_read(&keys, false).await?;
         let missing: Vec<Item> = items
             .into_iter()
             .filter(|item| primary_of(item).is_some_and(|key| !found.contains_key(&key)))
