@@ -191,3 +191,55 @@ async fn dynamo_writes_an_index_entry_only_where_a_write_changes_it() {
         "the two status-keyed entries moved"
     );
 }
+
+/// A change of one operation is the operation's write alone, its event and audit entry
+/// following outside any transaction (one unit an item, not two), both named in the
+/// operation's outbox in a few dozen bytes. An outbox of events the operation does not
+/// rebuild, past a couple of kilobytes, keeps the changeset in one transaction instead, so an
+/// entity's item never grows by its events' documents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dynamo_writes_a_change_of_one_entity_with_its_events_outside_a_transaction() {
+    use ops_domain::event::Event;
+    use ops_domain::ports::AuditEntry;
+    use ops_domain::webhooks::WebhookStore;
+    let store = dynamo_store("outbox").await;
+    store.count_index_entries_exactly();
+    let op = conformance::store::operation("op_ob", "cus_ob", OperationStatus::PendingApproval);
+    let entry = AuditEntry::new("operation", &op.id, "created", op.cause.clone())
+        .moving(None, op.status.as_str())
+        .of_operation(&op.id);
+    let event = Event::of_operation("evt_ob1".into(), "created", &op);
+    let (transactions, _) = store.transactions();
+    let units = store.write_units();
+    let changes = Changeset {
+        writes: vec![
+            Write::Audit(entry.clone()),
+            Write::Event(event.clone()),
+            Write::InsertOperation(op.clone()),
+        ],
+    };
+    store.commit(changes).await.unwrap();
+    assert_eq!(store.transactions().0, transactions, "no transaction");
+    assert_eq!(
+        store.write_units() - units,
+        (1 + 4) + (1 + 4) + 1,
+        "the operation and its entries, the event and its entries, the audit entry: one unit each"
+    );
+    assert_eq!(store.event(&event.id).await.unwrap(), Some(event));
+    assert_eq!(store.operation_history(&op.id).await.unwrap(), vec![entry]);
+
+    // An event the operation does not rebuild, whose document does not deflate far.
+    let mut other = conformance::store::operation("op_ob2", "cus_ob", OperationStatus::PendingApproval);
+    let noise: String = (0..600u32)
+        .map(|i| format!("{:08x}", i.wrapping_mul(2_654_435_761)))
+        .collect();
+    other.metadata.insert("noise".into(), noise);
+    let mut stale = Event::of_operation("evt_ob2".into(), "created", &other);
+    stale.data["note"] = "not what the operation now says".into();
+    let changes = Changeset {
+        writes: vec![Write::Event(stale.clone()), Write::InsertOperation(other.clone())],
+    };
+    store.commit(changes).await.unwrap();
+    assert_eq!(store.transactions().0, transactions + 1, "one transaction, as before");
+    assert_eq!(store.event(&stale.id).await.unwrap(), Some(stale));
+}

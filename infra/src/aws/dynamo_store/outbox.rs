@@ -18,6 +18,10 @@
 use super::*;
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 
+/// The most an outbox may take in its entity's item (deflated); past it, the changeset is one
+/// transaction as before. An outbox that names its events and entries takes a few dozen bytes.
+const OUTBOX_LIMIT: usize = 2048;
+
 /// What the outbox of an entity's item says is still to write.
 #[derive(Debug, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -172,12 +176,21 @@ impl DynamoStore {
             derived.push(self.entry_item(&entry, &carrier));
             entries.push(entry);
         }
+        let outbox = encode(&entries);
+        if outbox.as_b().map_or(0, |b| b.as_ref().len()) > OUTBOX_LIMIT {
+            // Events the entity does not rebuild (a create that failed for want of funds, say,
+            // whose earlier events show it before) would grow the entity's item by their
+            // documents, up to past DynamoDB's 400 KB: written in the transaction instead.
+            let all = split.essential.iter().chain(&split.derived);
+            return self.commit_items(all.flat_map(|w| self.write(w)).collect()).await;
+        }
+        let mut outbox = Some(outbox);
         let mut items = vec![];
         for (position, write) in split.essential.iter().enumerate() {
             let mut written = self.write(write);
             if position == split.carrier {
                 let put = written[0].put.as_mut().expect("an entity is put");
-                put.item.insert("outbox".into(), encode(&entries));
+                put.item.insert("outbox".into(), outbox.take().expect("one carrier"));
             }
             items.extend(written);
         }
