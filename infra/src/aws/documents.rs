@@ -22,9 +22,23 @@ pub fn encode(json: String) -> Result<String, Vec<u8>> {
 
 /// The JSON of a deflated document.
 pub fn inflate(deflated: &[u8]) -> Result<String, String> {
-    let bytes = miniz_oxide::inflate::decompress_to_vec_with_limit(deflated, INFLATED_LIMIT)
-        .map_err(|e| format!("a deflated document does not inflate: {e}"))?;
+    let bytes = inflate_bytes(deflated)?;
     String::from_utf8(bytes).map_err(|e| format!("a deflated document is not text: {e}"))
+}
+
+/// Bytes as stored: `Ok` as they are when short, `Err(deflated)` when longer (an idempotency
+/// record's response: the bytes a replay sends, byte for byte).
+pub fn encode_bytes(bytes: &[u8]) -> Result<&[u8], Vec<u8>> {
+    if bytes.len() <= DEFLATE_OVER {
+        return Ok(bytes);
+    }
+    Err(miniz_oxide::deflate::compress_to_vec(bytes, 6))
+}
+
+/// The bytes of a deflated document or response.
+pub fn inflate_bytes(deflated: &[u8]) -> Result<Vec<u8>, String> {
+    miniz_oxide::inflate::decompress_to_vec_with_limit(deflated, INFLATED_LIMIT)
+        .map_err(|e| format!("a deflated document does not inflate: {e}"))
 }
 
 /// The JSON of a stored document, either form.
@@ -57,6 +71,17 @@ mod tests {
         assert!(deflated.len() * 2 < long.len(), "{} of {}", deflated.len(), long.len());
         assert_eq!(inflate(&deflated).unwrap(), long);
         assert_eq!(json_of(None, Some(&deflated)).unwrap(), long);
+    }
+
+    #[test]
+    fn long_bytes_come_back_byte_for_byte() {
+        let body = serde_json::json!({"items": (0..100).map(|i| format!("item {i}")).collect::<Vec<_>>()}).to_string();
+        assert_eq!(encode_bytes(b"{}"), Ok(&b"{}"[..]));
+        let Err(deflated) = encode_bytes(body.as_bytes()) else {
+            panic!("a long body is deflated")
+        };
+        assert!(deflated.len() < body.len());
+        assert_eq!(inflate_bytes(&deflated).unwrap(), body.as_bytes());
     }
 
     #[test]

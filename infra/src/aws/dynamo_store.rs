@@ -860,7 +860,8 @@ impl DynamoStore {
                 let now = claim.now.unix_timestamp();
                 let mut record = idempotency_item(claim);
                 record.insert("status".into(), n(response.status));
-                record.insert("response".into(), AttributeValue::B(response.body.clone().into()));
+                let (name, body) = stored_response(&response.body);
+                record.insert(name.into(), body);
                 let put = Put::builder()
                     .table_name(&self.table)
                     .set_item(Some(record))
@@ -872,15 +873,16 @@ impl DynamoStore {
                 vec![TransactWriteItem::builder().put(put).build()]
             }
             Write::CompleteIdempotency { scope, key, response } => {
+                let (name, body) = stored_response(&response.body);
                 let update = Update::builder()
                     .table_name(&self.table)
                     .set_key(Some(item(key_item(keys::idempotency(scope, key)))))
                     .update_expression("SET #status = :status, #response = :response")
                     .condition_expression("attribute_exists(PK) AND attribute_not_exists(#status)")
                     .expression_attribute_names("#status", "status")
-                    .expression_attribute_names("#response", "response")
+                    .expression_attribute_names("#response", name)
                     .expression_attribute_values(":status", n(response.status))
-                    .expression_attribute_values(":response", AttributeValue::B(response.body.clone().into()))
+                    .expression_attribute_values(":response", body)
                     .build()
                     .expect("complete");
                 vec![TransactWriteItem::builder().update(update).build()]
@@ -1243,13 +1245,30 @@ fn claim_outcome(existing: &Item, fingerprint: &str) -> ClaimOutcome {
         .get("status")
         .and_then(|v| v.as_n().ok())
         .and_then(|v| v.parse::<u16>().ok());
-    let body = existing
-        .get("response")
-        .and_then(|v| v.as_b().ok())
-        .map(|b| b.as_ref().to_vec());
+    let body = match (existing.get("response_z"), existing.get("response")) {
+        (Some(AttributeValue::B(deflated)), _) => match documents::inflate_bytes(deflated.as_ref()) {
+            Ok(body) => Some(body),
+            Err(error) => {
+                tracing::error!(%error, "an idempotency record's response does not inflate");
+                None
+            }
+        },
+        (None, Some(AttributeValue::B(body))) => Some(body.as_ref().to_vec()),
+        _ => None,
+    };
     match (status, body) {
         (Some(status), Some(body)) => ClaimOutcome::Replay(StoredResponse { status, body }),
         _ => ClaimOutcome::InFlight,
+    }
+}
+
+/// An idempotency record's response as stored: the bytes in `response`, or deflated in
+/// `response_z` when long (a created operation's body is 1–2 KB of JSON: deflated, the record
+/// takes one write unit instead of two). Records written before keep their `response`.
+fn stored_response(body: &[u8]) -> (&'static str, AttributeValue) {
+    match documents::encode_bytes(body) {
+        Ok(short) => ("response", AttributeValue::B(short.to_vec().into())),
+        Err(deflated) => ("response_z", AttributeValue::B(deflated.into())),
     }
 }
 

@@ -75,6 +75,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     concurrent_changesets_each_get_their_own_outcome(store.clone()).await;
     idempotency_claims(store.as_ref()).await;
     idempotency_taken_in_the_changeset(store.as_ref()).await;
+    idempotency_replays_long_answers_byte_for_byte(store.as_ref()).await;
     the_largest_operation_the_api_accepts_is_stored(store.as_ref()).await;
     api_keys_are_listed_by_owner(store.as_ref()).await;
     schedules_are_found_by_due_time_and_occurrences_are_recorded_once(store.as_ref()).await;
@@ -838,6 +839,49 @@ async fn idempotency_claims(store: &dyn Store) {
             .await
             .unwrap(),
         ClaimOutcome::Claimed
+    );
+}
+
+/// An answer of a few kilobytes (a created operation's body), taken in the changeset or
+/// completing a claim, is replayed byte for byte (a store may keep it deflated).
+async fn idempotency_replays_long_answers_byte_for_byte(store: &dyn Store) {
+    let now = OffsetDateTime::UNIX_EPOCH + time::Duration::days(10_000);
+    let claim = |key: &str| IdempotencyClaim {
+        scope: "test:cus_long".into(),
+        key: key.into(),
+        fingerprint: "f".into(),
+        now,
+    };
+    let items: Vec<String> = (0..80)
+        .map(|i| format!("{{\"id\":\"itm_{i:04}\",\"amount\":{i}}}"))
+        .collect();
+    let response = StoredResponse {
+        status: 201,
+        body: format!("{{\"id\":\"op_long\",\"items\":[{}]}}\n", items.join(",")).into_bytes(),
+    };
+    assert!(response.body.len() > 2048);
+    let taken = Write::TakeIdempotency {
+        claim: claim("taken"),
+        response: response.clone(),
+    };
+    store.commit(changes(vec![taken])).await.unwrap();
+    assert_eq!(
+        store.idempotency_record(&claim("taken")).await.unwrap(),
+        ClaimOutcome::Replay(response.clone())
+    );
+    assert_eq!(
+        store.claim_idempotency_key(&claim("claimed")).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    let complete = Write::CompleteIdempotency {
+        scope: "test:cus_long".into(),
+        key: "claimed".into(),
+        response: response.clone(),
+    };
+    store.commit(changes(vec![complete])).await.unwrap();
+    assert_eq!(
+        store.claim_idempotency_key(&claim("claimed")).await.unwrap(),
+        ClaimOutcome::Replay(response)
     );
 }
 
