@@ -123,7 +123,8 @@ fn rebuild(carrier: &Carrier, id: &EventId, suffix: &str) -> Option<Event> {
 /// carrier among them), and the events and audit entries that follow.
 pub(super) struct Split<'a> {
     essential: Vec<&'a Write>,
-    carrier: usize,
+    /// Where the carrier is among the essential writes, and what it is.
+    carrier: (usize, Carrier<'a>),
     derived: Vec<&'a Write>,
 }
 
@@ -135,8 +136,11 @@ impl Split<'_> {
             .writes
             .iter()
             .partition(|w| matches!(w, Write::Event(_) | Write::Audit(_)));
-        let mut carriers = essential.iter().enumerate().filter(|(_, w)| Carrier::of(w).is_some());
-        let (carrier, _) = carriers.next()?;
+        let mut carriers = essential
+            .iter()
+            .enumerate()
+            .filter_map(|(at, w)| Carrier::of(w).map(|c| (at, c)));
+        let carrier = carriers.next()?;
         if carriers.next().is_some() || derived.is_empty() {
             return None;
         }
@@ -164,17 +168,22 @@ impl DynamoStore {
     /// events and audit entries. A failure after the first write is not the caller's: the
     /// change happened, and the stream finishes what is left.
     pub(super) async fn commit_with_outbox(&self, split: Split<'_>) -> Result<(), StoreError> {
-        let carrier = Carrier::of(split.essential[split.carrier]).expect("a carrier");
+        let (carrier_at, carrier) = &split.carrier;
         let mut entries = vec![];
         let mut derived = vec![];
         for write in &split.derived {
-            let entry = match write {
-                Write::Event(event) => carrier.entry_for(event),
-                Write::Audit(entry) => carrier.audit_entry_for(entry, self.sort_keys.new_id(IdKind::Event)),
+            match write {
+                Write::Event(event) => {
+                    entries.push(carrier.entry_for(event));
+                    derived.push(self.event_item(event));
+                }
+                Write::Audit(entry) => {
+                    let sequence = self.sort_keys.new_id(IdKind::Event);
+                    derived.push(Self::audit_item_at(entry, &sequence));
+                    entries.push(carrier.audit_entry_for(entry, sequence));
+                }
                 _ => unreachable!("only events and audit entries are derived"),
-            };
-            derived.push(self.entry_item(&entry, &carrier));
-            entries.push(entry);
+            }
         }
         let outbox = encode(&entries);
         if outbox.as_b().map_or(0, |b| b.as_ref().len()) > OUTBOX_LIMIT {
@@ -188,7 +197,7 @@ impl DynamoStore {
         let mut items = vec![];
         for (position, write) in split.essential.iter().enumerate() {
             let mut written = self.write(write);
-            if position == split.carrier {
+            if position == *carrier_at {
                 let put = written[0].put.as_mut().expect("an entity is put");
                 put.item.insert("outbox".into(), outbox.take().expect("one carrier"));
             }
