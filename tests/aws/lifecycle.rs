@@ -288,10 +288,7 @@ async fn a_payout_completes_when_every_writer_dies_after_its_entity() {
         let app = spawn_aws_app().await;
         let customer = app.create_customer().await;
         let receiver = Receiver::start(0).await;
-        let endpoint = app
-            .post("/v1/webhook_endpoints", &customer.key, json!({"url": receiver.url}))
-            .await;
-        assert_eq!(endpoint.status, 201, "{}", endpoint.json());
+        app.subscribe(&customer.key, &receiver.url, &["*"]).await;
         let approver = app
             .add_member(&customer, &["approver"], &["operations:approve", "operations:read"])
             .await;

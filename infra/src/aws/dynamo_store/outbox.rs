@@ -233,7 +233,10 @@ impl DynamoStore {
             }
             other => return Err(unavailable(format!("an outbox on an item of {other}"))),
         };
-        let items: Vec<Item> = entries.iter().map(|e| self.entry_item(e, &carrier)).collect();
+        let items = entries
+            .iter()
+            .map(|e| self.entry_item(e, &carrier))
+            .collect::<Result<Vec<Item>, _>>()?;
         let keys: Vec<keys::Primary> = items.iter().filter_map(primary_of).collect();
         // An eventually consistent read is enough: one that misses what the writer wrote a
         // moment ago writes the same item again, which changes nothing, and the event
@@ -256,10 +259,14 @@ impl DynamoStore {
         self.crash_after_entity.store(keep, Ordering::Relaxed);
     }
 
-    fn entry_item(&self, entry: &Entry, carrier: &Carrier) -> Item {
-        match entry {
+    /// The item an outbox entry stands for. A record whose entity no longer rebuilds an event
+    /// its outbox names (a damaged record: the two are written together) is an error for the
+    /// batch to report, not a panic.
+    fn entry_item(&self, entry: &Entry, carrier: &Carrier) -> Result<Item, StoreError> {
+        Ok(match entry {
             Entry::Rebuilt { id, suffix } => {
-                let event = rebuild(carrier, id, suffix).expect("an entry rebuilt when written is rebuilt again");
+                let event = rebuild(carrier, id, suffix)
+                    .ok_or_else(|| unavailable(format!("the outbox's event {id} is not the entity's {suffix}")))?;
                 self.event_item(&event)
             }
             Entry::Event { event } => self.event_item(event),
@@ -267,7 +274,7 @@ impl DynamoStore {
                 Self::audit_item_at(&rebuild_audit(carrier, action, from.as_deref()), sequence)
             }
             Entry::Audit { sequence, entry } => Self::audit_item_at(entry, sequence),
-        }
+        })
     }
 
     /// Plain puts of whole items (`BatchWriteItem`, 25 a request), each asked again while
