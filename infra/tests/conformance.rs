@@ -1,3 +1,4 @@
+use ops_domain::files::Blobs;
 use ops_domain::operations::OperationStatus;
 use ops_domain::operations::{OperationQuery, OperationStore};
 use ops_domain::ports::{Changeset, Commit, SystemClock, Write};
@@ -43,10 +44,94 @@ async fn blob_directory_conforms() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn s3_blobs_conform() {
-    let client = S3Blobs::client(&emulator().await);
+    let config = emulator().await;
     let bucket = format!("conformance-{}", std::process::id());
-    S3Blobs::create_bucket(&client, &bucket).await.unwrap();
-    conformance::files::blobs_keep_bytes(&S3Blobs::new(client, bucket)).await;
+    let blobs = S3Blobs::new(&config, &bucket).unwrap();
+    blobs.create_bucket().await.unwrap();
+    conformance::files::blobs_keep_bytes(&blobs).await;
+}
+
+/// A Lambda function's configuration, from the variables Lambda sets alone, reaches the
+/// services (here the emulator, by `AWS_ENDPOINT_URL`) with the credentials it names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_lambda_configuration_reaches_the_services_with_the_environment_credentials() {
+    let _ = emulator().await;
+    let config = ops_infra::aws::lambda_config().unwrap();
+    assert_eq!(config.region().map(|r| r.to_string()), std::env::var("AWS_REGION").ok());
+    assert_eq!(config.endpoint_url(), std::env::var("AWS_ENDPOINT_URL").ok().as_deref());
+    let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+    dynamodb.list_tables().send().await.expect("DynamoDB answers");
+    let secrets = SecretsManagerSecrets::new(aws_sdk_secretsmanager::Client::new(&config), "lambda-config/");
+    assert_eq!(
+        ops_domain::ports::Secrets::secret(&secrets, "absent").await.unwrap(),
+        None
+    );
+}
+
+/// The S3 blobs speak S3 as its SDK does: what they write the SDK reads back with its content
+/// type, and their links are the SDK's presigned links, signature for signature (the emulator
+/// does not check signatures), which fetch the bytes without credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn s3_blobs_are_read_by_the_sdk_and_link_as_it_presigns() {
+    use aws_sdk_s3::presigning::PresigningConfig;
+    use std::time::{Duration, SystemTime};
+    let config = emulator().await;
+    let bucket = format!("signing-{}", std::process::id());
+    let blobs = S3Blobs::new(&config, &bucket).unwrap();
+    blobs.create_bucket().await.unwrap();
+    let key = "answers/a report+1 (ü).json";
+    blobs
+        .put(key, "application/json", br#"{"ok":true}"#.to_vec())
+        .await
+        .unwrap();
+
+    let sdk = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&config)
+            .force_path_style(true)
+            .build(),
+    );
+    let object = sdk.get_object().bucket(&bucket).key(key).send().await.unwrap();
+    assert_eq!(object.content_type(), Some("application/json"));
+    assert_eq!(
+        &object.body.collect().await.unwrap().into_bytes()[..],
+        br#"{"ok":true}"#
+    );
+
+    let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_790_000_000);
+    let valid_for = Duration::from_secs(900);
+    let ours = blobs.presigned_link(key, at, valid_for).await.unwrap();
+    let theirs = sdk
+        .get_object()
+        .bucket(&bucket)
+        .key(key)
+        .presigned(
+            PresigningConfig::builder()
+                .start_time(at)
+                .expires_in(valid_for)
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let parts = |link: &str| {
+        let url = reqwest::Url::parse(link).unwrap();
+        let query: std::collections::BTreeMap<String, String> = url.query_pairs().into_owned().collect();
+        (url.origin().ascii_serialization(), url.path().to_owned(), query)
+    };
+    let (origin, path, query) = parts(&ours);
+    assert!(query.contains_key("X-Amz-Signature"), "{ours}");
+    assert_eq!((origin, path, query), parts(theirs.uri()));
+
+    let link = blobs.link(key, time::Duration::minutes(1)).await.unwrap().unwrap();
+    let fetched = reqwest::get(&link).await.unwrap();
+    assert_eq!(fetched.status(), 200);
+    assert_eq!(&fetched.bytes().await.unwrap()[..], br#"{"ok":true}"#);
+
+    let elsewhere = S3Blobs::new(&config, &format!("{bucket}-missing")).unwrap();
+    assert!(
+        elsewhere.get(key).await.is_err(),
+        "a missing bucket is an error, not a missing blob"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -33,7 +33,11 @@ async fn a_file_is_kept_in_s3_and_split_once_however_often_its_message_comes() {
     let file_id = uploaded.id();
 
     // The bytes are in the stack's bucket, as uploaded.
-    let s3 = ops_infra::aws::S3Blobs::client(&app.config);
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&app.config)
+            .force_path_style(true)
+            .build(),
+    );
     let object = s3
         .get_object()
         .bucket(&app.settings.files_bucket)

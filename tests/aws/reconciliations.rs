@@ -68,7 +68,11 @@ async fn a_statement_is_reconciled_against_dynamodb_and_its_lines_kept_in_s3() {
 
     // The lines are an object in the stack's bucket, read back page by page.
     let id = reconciliation["id"].as_str().unwrap();
-    let s3 = ops_infra::aws::S3Blobs::client(&app.config);
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&app.config)
+            .force_path_style(true)
+            .build(),
+    );
     let object = s3
         .get_object()
         .bucket(&app.settings.files_bucket)

@@ -180,20 +180,20 @@ impl Settings {
     /// Builds the use cases over the AWS adapters (clients from the standard AWS
     /// configuration: `AWS_ENDPOINT_URL` points them at an emulator).
     pub async fn service(&self, clock: Arc<dyn Clock>) -> Result<Arc<Service>, Error> {
-        let config = ops_infra::aws::load_config().await;
+        let config = ops_infra::aws::lambda_config()?;
         Ok(Arc::new(self.service_with(&config, clock).await?.0))
     }
 
     /// The table's store alone (what `stream-outbox` needs).
-    pub async fn store(&self) -> DynamoStore {
-        let config = ops_infra::aws::load_config().await;
-        DynamoStore::new(aws_sdk_dynamodb::Client::new(&config), &self.table)
+    pub fn store(&self) -> Result<DynamoStore, Error> {
+        let config = ops_infra::aws::lambda_config()?;
+        Ok(DynamoStore::new(aws_sdk_dynamodb::Client::new(&config), &self.table))
     }
 
     /// The service and the concrete adapters it runs on.
     pub async fn service_with(
         &self,
-        config: &aws_config::SdkConfig,
+        config: &ops_infra::aws::SdkConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<(Service, Parts), Error> {
         let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(config), &self.table);
@@ -233,7 +233,7 @@ impl Settings {
                 )) as _
             }),
             metrics: Arc::new(EmfMetrics::stdout(self.environment.as_str())),
-            blobs: Arc::new(S3Blobs::new(S3Blobs::client(config), &self.files_bucket)),
+            blobs: Arc::new(S3Blobs::new(config, &self.files_bucket)?),
         };
         let options = Options {
             environment: self.environment,
@@ -263,7 +263,7 @@ pub struct Parts {
 impl Parts {
     /// The trigger driver over the table's stream and the stack's queues: what the event
     /// source mappings and schedules do in the cloud.
-    pub async fn driver(&self, config: &aws_config::SdkConfig, service: Arc<Service>) -> Result<Driver, Error> {
+    pub async fn driver(&self, config: &ops_infra::aws::SdkConfig, service: Arc<Service>) -> Result<Driver, Error> {
         let stream = DynamoStream::new(
             aws_sdk_dynamodbstreams::Client::new(config),
             self.store.stream_arn().await?,

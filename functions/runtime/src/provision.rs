@@ -12,7 +12,7 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 /// Provisions a stack named `name` and returns its settings. `rail_secret` is stored for the
 /// HTTP rails and rail reports.
 pub async fn provision(
-    config: &aws_config::SdkConfig,
+    config: &ops_infra::aws::SdkConfig,
     name: &str,
     environment: Environment,
     rail_secret: Option<&str>,
@@ -23,7 +23,7 @@ pub async fn provision(
         .await?;
     let queues = SqsQueue::create_queues(&aws_sdk_sqs::Client::new(config), name).await?;
     let files_bucket = format!("{name}-files");
-    S3Blobs::create_bucket(&S3Blobs::client(config), &files_bucket).await?;
+    S3Blobs::new(config, &files_bucket)?.create_bucket().await?;
     let bus = format!("{name}-events");
     aws_sdk_eventbridge::Client::new(config)
         .create_event_bus()

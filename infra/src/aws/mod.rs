@@ -23,7 +23,40 @@ pub use sandbox_ledger::DynamoSandboxLedger;
 pub use secrets_manager::SecretsManagerSecrets;
 pub use sqs_queue::{QueueUrls, SqsQueue};
 
-/// Loads the AWS configuration once per process (region, credentials, endpoint).
-pub async fn load_config() -> aws_config::SdkConfig {
+use aws_config::BehaviorVersion;
+use aws_credential_types::provider::SharedCredentialsProvider;
+use aws_credential_types::Credentials;
+use aws_types::region::Region;
+pub use aws_types::SdkConfig;
+
+/// Loads the AWS configuration once per process (region, credentials, endpoint) by the SDK's
+/// whole default chain: environment, profiles, SSO, web identity, instance metadata. For local
+/// mode, the tests and the bench.
+pub async fn load_config() -> SdkConfig {
     aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+}
+
+/// The configuration a Lambda function is given: its region and its execution role's
+/// credentials in the variables Lambda sets, and `AWS_ENDPOINT_URL` when an emulator stands in.
+/// A function needs nothing else of the default chain, whose code (and STS's client, for web
+/// identity) would be in every function's bootstrap. Retries and timeouts are the SDK's
+/// defaults for the latest behaviour version, as with the chain.
+pub fn lambda_config() -> Result<SdkConfig, String> {
+    let var = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+    let required = |name: &str| var(name).ok_or_else(|| format!("{name} is not set"));
+    let credentials = Credentials::new(
+        required("AWS_ACCESS_KEY_ID")?,
+        required("AWS_SECRET_ACCESS_KEY")?,
+        var("AWS_SESSION_TOKEN"),
+        None,
+        "lambda-environment",
+    );
+    let mut config = SdkConfig::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(required("AWS_REGION")?))
+        .credentials_provider(SharedCredentialsProvider::new(credentials));
+    if let Some(endpoint) = var("AWS_ENDPOINT_URL") {
+        config = config.endpoint_url(endpoint);
+    }
+    Ok(config.build())
 }
