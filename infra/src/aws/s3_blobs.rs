@@ -17,6 +17,7 @@ use aws_sigv4::sign::v4;
 use ops_domain::files::Blobs;
 use ops_domain::ports::BlobError;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 /// What S3 leaves unescaped in an object key's path: RFC 3986's unreserved characters and `/`.
@@ -31,7 +32,9 @@ const KEY_PATH: &AsciiSet = &NON_ALPHANUMERIC
 const ATTEMPTS: u32 = 3;
 
 pub struct S3Blobs {
-    http: reqwest::Client,
+    /// Made at the first call: most functions never touch a blob, and need not make its
+    /// client (TLS configuration, root certificates) when they start.
+    http: OnceLock<reqwest::Client>,
     credentials: SharedCredentialsProvider,
     region: String,
     /// `https://{bucket}.s3.{region}.amazonaws.com`, or `{endpoint}/{bucket}` for an emulator
@@ -60,13 +63,8 @@ impl S3Blobs {
                 format!("https://{bucket}.s3.{region}.{domain}")
             }
         };
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(25))
-            .build()
-            .map_err(BlobError::new)?;
         Ok(S3Blobs {
-            http,
+            http: OnceLock::new(),
             credentials,
             region,
             bucket_url,
@@ -88,6 +86,18 @@ impl S3Blobs {
             reqwest::StatusCode::NOT_FOUND => Err(BlobError::new(answer.text().await.unwrap_or_default())),
             _ => Ok(()),
         }
+    }
+
+    fn http(&self) -> Result<&reqwest::Client, BlobError> {
+        if let Some(client) = self.http.get() {
+            return Ok(client);
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(25))
+            .build()
+            .map_err(BlobError::new)?;
+        Ok(self.http.get_or_init(|| client))
     }
 
     fn object_url(&self, key: &str) -> String {
@@ -116,7 +126,7 @@ impl S3Blobs {
                     None,
                 )
                 .await?;
-            let mut request = self.http.request(method.clone(), url).body(body.clone());
+            let mut request = self.http()?.request(method.clone(), url).body(body.clone());
             for (name, value) in headers.iter().copied().chain(signed.headers()) {
                 request = request.header(name, value);
             }
