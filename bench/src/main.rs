@@ -328,7 +328,8 @@ async fn creates_against_the_limit() {
 /// posts open: each delivery read, its endpoint's secrets read, signed, posted, its attempt
 /// recorded with the retry bookkeeping), next to a plain reqwest loop posting the same
 /// bodies, unsigned, to a receiver of the same kind with the same concurrency (four loops,
-/// each keeping ten posts open).
+/// each keeping ten posts open). `WEBHOOK_RECEIVER_MS` makes both receivers answer after that
+/// many milliseconds, as one across a network would (default 0: at once).
 async fn webhook_deliveries() {
     use ops_domain::ports::QueueName;
     use ops_runtime::driver::{StreamConsumer, Trigger};
@@ -340,8 +341,16 @@ async fn webhook_deliveries() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(20_000);
+    let latency = Duration::from_secs_f64(
+        std::env::var("WEBHOOK_RECEIVER_MS")
+            .ok()
+            .and_then(|ms| ms.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1000.0,
+    );
     let (server, api, _data) = local_server(false).await;
     let receiver = Receiver::start(0).await;
+    receiver.answer_after(latency);
     let customer = api.create_customer().await;
     api.subscribe(&customer.key, &receiver.url, &["operation.created"])
         .await;
@@ -374,6 +383,7 @@ async fn webhook_deliveries() {
     assert_eq!(bodies.len(), count, "every delivery arrived once");
 
     let plain = Receiver::start(0).await;
+    plain.answer_after(latency);
     let client = reqwest::Client::new();
     let mut shares: Vec<Vec<Vec<u8>>> = (0..SENDERS).map(|_| vec![]).collect();
     for (n, body) in bodies.into_iter().enumerate() {
@@ -397,7 +407,7 @@ async fn webhook_deliveries() {
     let loop_took = t.elapsed();
     assert_eq!(plain.received().len(), count);
     println!();
-    println!("| webhook deliveries (local mode) | deliveries | ms | deliveries/s | × the plain loop |");
+    println!("| webhook deliveries (local mode), receiver answering after {latency:?} | deliveries | ms | deliveries/s | × the plain loop |");
     println!("|---|---|---|---|---|");
     let per_second = |took: Duration| count as f64 / took.as_secs_f64();
     println!(

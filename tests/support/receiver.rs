@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Debug)]
@@ -33,6 +33,8 @@ struct Inbox {
     hangs: std::sync::atomic::AtomicBool,
     /// Requests held open and never answered, counted from the first.
     hang_first: AtomicUsize,
+    /// Microseconds every request waits before its answer (a receiver across a network).
+    latency_us: AtomicU64,
 }
 
 /// How long a slow receiver takes to answer.
@@ -53,6 +55,10 @@ async fn hook(State(inbox): State<Arc<Inbox>>, headers: HeaderMap, body: Bytes) 
     }
     if n < inbox.slow_first.load(Ordering::SeqCst) {
         tokio::time::sleep(SLOW).await;
+    }
+    let latency = inbox.latency_us.load(Ordering::Relaxed);
+    if latency > 0 {
+        tokio::time::sleep(std::time::Duration::from_micros(latency)).await;
     }
     let signature = headers
         .get("x-service-signature")
@@ -81,6 +87,13 @@ impl Receiver {
     /// Makes the first `n` requests answer only after [`SLOW`].
     pub fn slow_first(&self, n: usize) {
         self.inbox.slow_first.store(n, Ordering::SeqCst);
+    }
+
+    /// Answers every request only after `latency`, as a receiver across a network does.
+    pub fn answer_after(&self, latency: std::time::Duration) {
+        self.inbox
+            .latency_us
+            .store(latency.as_micros() as u64, Ordering::Relaxed);
     }
 
     /// Holds every request open without an answer, as a receiver that hangs does.
