@@ -14,6 +14,7 @@ use aws_sigv4::http_request::{
     UriPathNormalizationMode,
 };
 use aws_sigv4::sign::v4;
+use bytes::Bytes;
 use ops_domain::files::Blobs;
 use ops_domain::ports::BlobError;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
@@ -81,7 +82,9 @@ impl S3Blobs {
             )
             .into_bytes(),
         };
-        let answer = self.send(reqwest::Method::PUT, &self.bucket_url, &[], body).await?;
+        let answer = self
+            .send(reqwest::Method::PUT, &self.bucket_url, &[], body.into())
+            .await?;
         match answer.status() {
             reqwest::StatusCode::NOT_FOUND => Err(BlobError::new(answer.text().await.unwrap_or_default())),
             _ => Ok(()),
@@ -111,7 +114,7 @@ impl S3Blobs {
         method: reqwest::Method,
         url: &str,
         headers: &[(&str, &str)],
-        body: Vec<u8>,
+        body: Bytes,
     ) -> Result<reqwest::Response, BlobError> {
         let mut attempt = 0;
         loop {
@@ -126,6 +129,7 @@ impl S3Blobs {
                     None,
                 )
                 .await?;
+            // Cloning `Bytes` counts a reference; a retry does not copy the object.
             let mut request = self.http()?.request(method.clone(), url).body(body.clone());
             for (name, value) in headers.iter().copied().chain(signed.headers()) {
                 request = request.header(name, value);
@@ -211,7 +215,12 @@ impl Blobs for S3Blobs {
     async fn put(&self, key: &str, content_type: &str, bytes: Vec<u8>) -> Result<(), BlobError> {
         let url = self.object_url(key);
         let answer = self
-            .send(reqwest::Method::PUT, &url, &[("content-type", content_type)], bytes)
+            .send(
+                reqwest::Method::PUT,
+                &url,
+                &[("content-type", content_type)],
+                bytes.into(),
+            )
             .await?;
         match answer.status() {
             reqwest::StatusCode::NOT_FOUND => Err(BlobError::new(answer.text().await.unwrap_or_default())),
@@ -221,7 +230,7 @@ impl Blobs for S3Blobs {
 
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, BlobError> {
         let answer = self
-            .send(reqwest::Method::GET, &self.object_url(key), &[], vec![])
+            .send(reqwest::Method::GET, &self.object_url(key), &[], Bytes::new())
             .await?;
         if answer.status() == reqwest::StatusCode::NOT_FOUND {
             // No such key is no blob; no such bucket is a deployment's error.
