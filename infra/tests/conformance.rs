@@ -1,3 +1,4 @@
+use aws_credential_types::provider::ProvideCredentials;
 use ops_domain::files::Blobs;
 use ops_domain::operations::OperationStatus;
 use ops_domain::operations::{OperationQuery, OperationStore};
@@ -44,11 +45,17 @@ async fn blob_directory_conforms() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn s3_blobs_conform() {
+    let (_, _, blobs) = s3_bucket("conformance").await;
+    conformance::files::blobs_keep_bytes(&blobs).await;
+}
+
+/// A new bucket on the emulator, named `{prefix}-{pid}`: the configuration, its name, its blobs.
+async fn s3_bucket(prefix: &str) -> (aws_config::SdkConfig, String, S3Blobs) {
     let config = emulator().await;
-    let bucket = format!("conformance-{}", std::process::id());
+    let bucket = format!("{prefix}-{}", std::process::id());
     let blobs = S3Blobs::new(&config, &bucket).unwrap();
     blobs.create_bucket().await.unwrap();
-    conformance::files::blobs_keep_bytes(&blobs).await;
+    (config, bucket, blobs)
 }
 
 /// A Lambda function's configuration, from the variables Lambda sets alone, reaches the
@@ -57,6 +64,16 @@ async fn s3_blobs_conform() {
 async fn the_lambda_configuration_reaches_the_services_with_the_environment_credentials() {
     let _ = emulator().await;
     let config = ops_infra::aws::lambda_config().unwrap();
+    let credentials = config
+        .credentials_provider()
+        .expect("credentials")
+        .provide_credentials()
+        .await
+        .unwrap();
+    assert_eq!(
+        Some(credentials.access_key_id().to_owned()),
+        std::env::var("AWS_ACCESS_KEY_ID").ok()
+    );
     assert_eq!(config.region().map(|r| r.to_string()), std::env::var("AWS_REGION").ok());
     assert_eq!(config.endpoint_url(), std::env::var("AWS_ENDPOINT_URL").ok().as_deref());
     let dynamodb = aws_sdk_dynamodb::Client::new(&config);
@@ -75,10 +92,7 @@ async fn the_lambda_configuration_reaches_the_services_with_the_environment_cred
 async fn s3_blobs_are_read_by_the_sdk_and_link_as_it_presigns() {
     use aws_sdk_s3::presigning::PresigningConfig;
     use std::time::{Duration, SystemTime};
-    let config = emulator().await;
-    let bucket = format!("signing-{}", std::process::id());
-    let blobs = S3Blobs::new(&config, &bucket).unwrap();
-    blobs.create_bucket().await.unwrap();
+    let (config, bucket, blobs) = s3_bucket("signing").await;
     let key = "answers/a report+1 (ü).json";
     blobs
         .put(key, "application/json", br#"{"ok":true}"#.to_vec())

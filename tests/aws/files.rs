@@ -33,19 +33,8 @@ async fn a_file_is_kept_in_s3_and_split_once_however_often_its_message_comes() {
     let file_id = uploaded.id();
 
     // The bytes are in the stack's bucket, as uploaded.
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&app.config)
-            .force_path_style(true)
-            .build(),
-    );
-    let object = s3
-        .get_object()
-        .bucket(&app.settings.files_bucket)
-        .key(File::blob_key(&file_id.as_str().into()))
-        .send()
-        .await
-        .expect("the bytes are in S3");
-    assert_eq!(object.body.collect().await.unwrap().into_bytes().to_vec(), bytes);
+    let stored = app.stored_object(&File::blob_key(&file_id.as_str().into())).await;
+    assert_eq!(stored, bytes);
 
     // The transition function queues the split; SQS delivers it twice at once.
     app.driver

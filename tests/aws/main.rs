@@ -116,6 +116,24 @@ pub async fn spawn_aws_app() -> AwsApp {
 }
 
 impl AwsApp {
+    /// The object under `key` in the stack's files bucket, read with the S3 SDK (the service
+    /// writes it with its own signed calls).
+    pub async fn stored_object(&self, key: &str) -> Vec<u8> {
+        let s3 = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(&self.config)
+                .force_path_style(true)
+                .build(),
+        );
+        let object = s3
+            .get_object()
+            .bucket(&self.settings.files_bucket)
+            .key(key)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{key} is in S3: {e}"));
+        object.body.collect().await.unwrap().into_bytes().to_vec()
+    }
+
     /// Pumps until nothing is left, moving the clock by `step` between rounds.
     pub async fn settle(&self, step: time::Duration, rounds: usize) {
         for _ in 0..rounds {

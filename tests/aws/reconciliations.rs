@@ -68,19 +68,8 @@ async fn a_statement_is_reconciled_against_dynamodb_and_its_lines_kept_in_s3() {
 
     // The lines are an object in the stack's bucket, read back page by page.
     let id = reconciliation["id"].as_str().unwrap();
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&app.config)
-            .force_path_style(true)
-            .build(),
-    );
-    let object = s3
-        .get_object()
-        .bucket(&app.settings.files_bucket)
-        .key(Reconciliation::lines_key(&id.into()))
-        .send()
-        .await
-        .expect("the lines are in S3");
-    let kept: serde_json::Value = serde_json::from_slice(&object.body.collect().await.unwrap().into_bytes()).unwrap();
+    let stored = app.stored_object(&Reconciliation::lines_key(&id.into())).await;
+    let kept: serde_json::Value = serde_json::from_slice(&stored).unwrap();
     assert_eq!(kept.as_array().unwrap().len(), 3);
     let missing = app
         .get(&format!("/v1/reconciliations/{id}/lines?outcome=missing"), ADMIN_KEY)

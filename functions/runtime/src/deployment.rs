@@ -177,8 +177,8 @@ impl Settings {
             .map_err(|e| format!("OPS_WEBHOOK_ALLOW_LOCAL: {e}").into())
     }
 
-    /// Builds the use cases over the AWS adapters (clients from the standard AWS
-    /// configuration: `AWS_ENDPOINT_URL` points them at an emulator).
+    /// Builds the use cases over the AWS adapters, configured from the variables Lambda sets
+    /// ([`ops_infra::aws::lambda_config`]; `AWS_ENDPOINT_URL` points them at an emulator).
     pub async fn service(&self, clock: Arc<dyn Clock>) -> Result<Arc<Service>, Error> {
         let config = ops_infra::aws::lambda_config()?;
         Ok(Arc::new(self.service_with(&config, clock).await?.0))

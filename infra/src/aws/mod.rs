@@ -33,7 +33,7 @@ pub use aws_types::SdkConfig;
 /// whole default chain: environment, profiles, SSO, web identity, instance metadata. For local
 /// mode, the tests and the bench.
 pub async fn load_config() -> SdkConfig {
-    aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+    aws_config::load_defaults(BehaviorVersion::latest()).await
 }
 
 /// The configuration a Lambda function is given: its region and its execution role's
