@@ -226,12 +226,10 @@ impl Settings {
                 .event_bus
                 .as_ref()
                 .map(|name| Arc::new(EventBridgeBus::new(aws_sdk_eventbridge::Client::new(config), name)) as _),
-            timers: self.timers.as_ref().map(|target| {
-                Arc::new(EventBridgeTimers::new(
-                    aws_sdk_scheduler::Client::new(config),
-                    target.clone(),
-                )) as _
-            }),
+            timers: match &self.timers {
+                Some(target) => Some(Arc::new(EventBridgeTimers::new(config, target.clone())?) as _),
+                None => None,
+            },
             metrics: Arc::new(EmfMetrics::stdout(self.environment.as_str())),
             blobs: Arc::new(S3Blobs::new(config, &self.files_bucket)?),
         };

@@ -1,23 +1,28 @@
 //! The ports on AWS: DynamoDB (store, change stream), SQS (queues), Secrets Manager,
 //! EventBridge (the event bus), EventBridge Scheduler (the schedules' timer) and S3 (files'
 //! bytes). Clients come from the standard AWS configuration, so `AWS_ENDPOINT_URL` points
-//! them at LocalStack or moto, and nothing at all means real AWS.
+//! them at LocalStack or moto, and nothing at all means real AWS. The SDK's clients send
+//! through `reqwest` ([`ReqwestHttpClient`]); S3 and the Scheduler are a few signed REST calls
+//! (`signed_calls`), not SDK clients.
 
 pub mod documents;
 mod dynamo_store;
 mod emf_metrics;
 mod event_bus;
 mod event_scheduler;
+mod http_client;
 mod keys;
 mod s3_blobs;
 mod sandbox_ledger;
 mod secrets_manager;
+mod signed_calls;
 mod sqs_queue;
 
 pub use dynamo_store::{DynamoStore, OutboxRecord, INDEXES, MAX_WRITES, PROJECTED, SHARDS};
 pub use emf_metrics::{emf_line, EmfMetrics, NAMESPACE};
 pub use event_bus::EventBridgeBus;
 pub use event_scheduler::{EventBridgeTimers, TimerTarget};
+pub use http_client::ReqwestHttpClient;
 pub use s3_blobs::S3Blobs;
 pub use sandbox_ledger::DynamoSandboxLedger;
 pub use secrets_manager::SecretsManagerSecrets;
@@ -33,7 +38,10 @@ pub use aws_types::SdkConfig;
 /// whole default chain: environment, profiles, SSO, web identity, instance metadata. For local
 /// mode, the tests and the bench.
 pub async fn load_config() -> SdkConfig {
-    aws_config::load_defaults(BehaviorVersion::latest()).await
+    aws_config::defaults(BehaviorVersion::latest())
+        .http_client(ReqwestHttpClient::default())
+        .load()
+        .await
 }
 
 /// The configuration a Lambda function is given: its region and its execution role's
@@ -53,6 +61,7 @@ pub fn lambda_config() -> Result<SdkConfig, String> {
     );
     let mut config = SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
+        .http_client(ReqwestHttpClient::default())
         .region(Region::new(required("AWS_REGION")?))
         .credentials_provider(SharedCredentialsProvider::new(credentials));
     if let Some(endpoint) = var("AWS_ENDPOINT_URL") {
