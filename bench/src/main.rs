@@ -1247,30 +1247,32 @@ fn mib(bytes: u64) -> String {
     format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
 }
 
-/// The Lambda bootstrap as `sam build` ships it to every function (`cargo lambda build
-/// --release --arm64`, which `scripts/bench` runs through `sam build`): the binary, and the zip
-/// Lambda is given (deflated as `sam package` does; `gzip -6` here, within a few bytes of it).
+/// The Lambda bootstraps as `sam build` ships them (`cargo lambda build --release --arm64`,
+/// which `scripts/bench` runs through `sam build`): each binary, and the zip Lambda is given
+/// (deflated as `sam package` does; `gzip -6` here, within a few bytes of it).
 fn lambda_binary_sizes() {
-    let bootstrap = target_dir().join("lambda/ops-lambda/bootstrap");
     println!();
-    println!(
-        "| Lambda artifact (arm64 release `bootstrap`, shared by all {} functions) | MiB |",
-        ops_lambda::Function::all().count()
-    );
-    println!("|---|---|");
-    let Ok(metadata) = bootstrap.metadata() else {
-        println!("| bootstrap | not built |");
-        return;
-    };
-    println!("| bootstrap | {} |", mib(metadata.len()));
-    let zipped = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("gzip -6 -c {} | wc -c", bootstrap.display()))
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse::<u64>().ok());
-    if let Some(zipped) = zipped {
-        println!("| deflated (the zip uploaded) | {} |", mib(zipped));
+    println!("| Lambda artifact (arm64 release `bootstrap`) | functions sharing it | MiB | bytes | deflated (the zip uploaded), MiB |");
+    println!("|---|---:|---:|---:|---:|");
+    for binary in ["ops-api", "ops-triggers"] {
+        let functions = ops_lambda::Function::all().filter(|f| f.binary() == binary).count();
+        let bootstrap = target_dir().join("lambda").join(binary).join("bootstrap");
+        let Ok(metadata) = bootstrap.metadata() else {
+            println!("| {binary} | {functions} | not built | | |");
+            continue;
+        };
+        let zipped = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("gzip -6 -c {} | wc -c", bootstrap.display()))
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse::<u64>().ok());
+        println!(
+            "| {binary} | {functions} | {} | {} | {} |",
+            mib(metadata.len()),
+            metadata.len(),
+            zipped.map(mib).unwrap_or_default()
+        );
     }
 }
 
@@ -1303,8 +1305,9 @@ async fn answered(client: &reqwest::Client, url: &str, key: Option<&str>) {
 
 /// Time from starting an API function's process to its first answered request, with
 /// `cargo lambda watch --only-lambda-apis` as the Lambda runtime API and the emulator stack
-/// behind it; then one more request on the warm process. The shared bootstrap, built in release
-/// for this machine (`scripts/bench` builds it), told which function it is by `_HANDLER`.
+/// behind it; then one more request on the warm process. The API functions' bootstrap
+/// (`ops-api`), built in release for this machine (`scripts/bench` builds it), told which
+/// function it is by `_HANDLER`.
 async fn cold_starts(stack: &ops_runtime::deployment::Settings) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -1341,7 +1344,7 @@ async fn cold_starts(stack: &ops_runtime::deployment::Settings) {
             ("api-health", "/health", None),
             ("api-list-operations", "/v1/operations?limit=10", Some(ADMIN_KEY)),
         ] {
-            let binary = target_dir().join(profile).join("ops-lambda");
+            let binary = target_dir().join(profile).join("ops-api");
             let Ok(metadata) = binary.metadata() else {
                 println!("| {function} | {profile} | not built | | | |");
                 continue;

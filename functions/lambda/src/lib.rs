@@ -1,8 +1,11 @@
-//! The Lambda functions. Every function of `template.yaml` ships the same `bootstrap`
-//! (`src/main.rs`, built once), which runs the [`Function`] its `Handler` property names: it
-//! builds its clients once ([`start`], over `ops-runtime`) and hands events to a handler, an API
-//! endpoint's router from `ops-api` or a trigger handler from `ops_runtime::triggers`. Each
-//! function keeps its own route, trigger and least-privilege policy; only the file is shared.
+//! The Lambda functions. Every function of `template.yaml` runs one of two bootstraps, each
+//! built once and shared: `ops-api` (`src/bin/ops-api.rs`) for the API's endpoints,
+//! `ops-triggers` for the pipeline's triggers. A bootstrap runs the [`Function`] its
+//! `Handler` property names: it builds its clients once ([`start`], over `ops-runtime`) and
+//! hands events to a handler, an API endpoint's router from `ops-api` or a trigger handler
+//! from `ops_runtime::triggers`. Each function keeps its own route, trigger and
+//! least-privilege policy; only the file is shared. Two files rather than one because neither
+//! kind of function needs the other's code (the routes, or the stream and queue handlers).
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
@@ -52,18 +55,33 @@ impl Function {
     pub fn named(handler: &str) -> Option<Function> {
         Function::all().find(|f| f.handler() == handler)
     }
+
+    /// The bootstrap that runs it (`template.yaml`'s `Binary`).
+    pub fn binary(self) -> &'static str {
+        match self {
+            Function::Endpoint(_) => "ops-api",
+            Function::Trigger(_) => "ops-triggers",
+        }
+    }
 }
 
-/// Runs `function` for the life of the container.
-pub async fn serve(function: Function) -> Result<(), Error> {
-    match function {
-        Function::Endpoint(endpoint) => serve_endpoint(endpoint).await,
-        Function::Trigger(Trigger::Stream(consumer)) => serve_stream(consumer).await,
-        Function::Trigger(Trigger::Queue(queue)) => serve_queue(queue).await,
-        Function::Trigger(Trigger::DeadLetters) => serve_dead_letters().await,
-        Function::Trigger(Trigger::StatusPoll) => serve_status_poll().await,
-        Function::Trigger(Trigger::ScheduleTimer) => serve_schedule_fire().await,
-        Function::Trigger(Trigger::Outbox) => serve_outbox().await,
+/// The function Lambda started this container for: its `Handler`, which Lambda passes as
+/// `_HANDLER`.
+pub fn started_function() -> Result<Function, Error> {
+    let handler =
+        std::env::var("_HANDLER").map_err(|_| "_HANDLER is not set: a function's Handler names what it runs")?;
+    Function::named(&handler).ok_or_else(|| format!("no function is named {handler:?}").into())
+}
+
+/// Runs `trigger` for the life of the container.
+pub async fn serve_trigger(trigger: Trigger) -> Result<(), Error> {
+    match trigger {
+        Trigger::Stream(consumer) => serve_stream(consumer).await,
+        Trigger::Queue(queue) => serve_queue(queue).await,
+        Trigger::DeadLetters => serve_dead_letters().await,
+        Trigger::StatusPoll => serve_status_poll().await,
+        Trigger::ScheduleTimer => serve_schedule_fire().await,
+        Trigger::Outbox => serve_outbox().await,
     }
 }
 
@@ -91,7 +109,7 @@ async fn with_source_ip(mut request: axum::extract::Request) -> axum::extract::R
 
 /// Serves a trigger: `handle` answers each invocation's payload with the service, built once
 /// per container.
-async fn serve_trigger<E, R, Fut>(handle: impl Fn(Arc<Service>, E) -> Fut) -> Result<(), lambda_runtime::Error>
+async fn run_trigger<E, R, Fut>(handle: impl Fn(Arc<Service>, E) -> Fut) -> Result<(), lambda_runtime::Error>
 where
     E: serde::de::DeserializeOwned + Send + 'static,
     R: serde::Serialize + Send + 'static,
@@ -106,7 +124,7 @@ where
 
 /// Serves one consumer of the table's stream (its event source mapping hands it batches).
 pub async fn serve_stream(consumer: StreamConsumer) -> Result<(), lambda_runtime::Error> {
-    serve_trigger(move |service, batch: StreamEvent| async move {
+    run_trigger(move |service, batch: StreamEvent| async move {
         Ok(ops_runtime::triggers::stream(&service, consumer, batch).await)
     })
     .await
@@ -114,7 +132,7 @@ pub async fn serve_stream(consumer: StreamConsumer) -> Result<(), lambda_runtime
 
 /// Serves the consumer of one queue.
 pub async fn serve_queue(queue: QueueName) -> Result<(), lambda_runtime::Error> {
-    serve_trigger(move |service, batch: SqsEvent| async move {
+    run_trigger(move |service, batch: SqsEvent| async move {
         Ok(ops_runtime::triggers::queue(&service, queue, batch).await)
     })
     .await
@@ -122,7 +140,7 @@ pub async fn serve_queue(queue: QueueName) -> Result<(), lambda_runtime::Error> 
 
 /// The dead-letter function: the dead-letter queues → exceptions work items.
 pub async fn serve_dead_letters() -> Result<(), lambda_runtime::Error> {
-    serve_trigger(
+    run_trigger(
         |service, batch: SqsEvent| async move { Ok(ops_runtime::triggers::dead_letters(&service, batch).await) },
     )
     .await
@@ -130,15 +148,13 @@ pub async fn serve_dead_letters() -> Result<(), lambda_runtime::Error> {
 
 /// EventBridge (every minute) → ask the rails about transactions whose poll is due.
 pub async fn serve_status_poll() -> Result<(), lambda_runtime::Error> {
-    serve_trigger(
-        |service, _: serde_json::Value| async move { Ok(ops_runtime::triggers::status_poll(&service).await?) },
-    )
-    .await
+    run_trigger(|service, _: serde_json::Value| async move { Ok(ops_runtime::triggers::status_poll(&service).await?) })
+        .await
 }
 
 /// EventBridge Scheduler (one schedule per schedule) → record the occurrence it names.
 pub async fn serve_schedule_fire() -> Result<(), lambda_runtime::Error> {
-    serve_trigger(|service, payload: serde_json::Value| async move {
+    run_trigger(|service, payload: serde_json::Value| async move {
         Ok(ops_runtime::triggers::schedule_fire(&service, payload).await?)
     })
     .await
