@@ -41,7 +41,11 @@ pub async fn health() -> Json<serde_json::Value> {
 }
 
 pub async fn openapi() -> Response {
-    ([(axum::http::header::CONTENT_TYPE, "application/json")], crate::OPENAPI).into_response()
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        crate::openapi(),
+    )
+        .into_response()
 }
 
 pub async fn unknown_route(uri: Uri) -> ApiError {

@@ -133,8 +133,16 @@ impl Endpoint {
 /// The live operations board, as served at `GET /board`.
 pub const BOARD_PAGE: &str = include_str!("../board.html");
 
-/// The OpenAPI 3.1 document of this API, as served at `GET /v1/openapi.json`.
-pub const OPENAPI: &str = include_str!("../openapi.json");
+/// The OpenAPI 3.1 document of this API (`openapi.json`), as served at `GET /v1/openapi.json`.
+/// The binary holds it deflated (`build.rs`); it is inflated at the first call.
+pub fn openapi() -> &'static str {
+    static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DOCUMENT.get_or_init(|| {
+        let deflated = include_bytes!(concat!(env!("OUT_DIR"), "/openapi.json.deflated"));
+        let document = miniz_oxide::inflate::decompress_to_vec(deflated).expect("build.rs deflated it");
+        String::from_utf8(document).expect("openapi.json is UTF-8")
+    })
+}
 
 /// A router serving `endpoints`, with the error shape for anything else.
 pub fn router_for(app: App, endpoints: &[Endpoint]) -> Router {
