@@ -239,12 +239,13 @@ impl Driver {
     async fn stream_round(&self, consumer: StreamConsumer) -> Result<usize, Error> {
         let mut handled = 0;
         for batch in self.stream.read(consumer).await? {
-            let events: Vec<Event> = batch.events.iter().map(|(_, e)| e.clone()).collect();
+            // Moved apart, not cloned: an event carries its whole document.
+            let (positions, events): (Vec<String>, Vec<Event>) = batch.events.into_iter().unzip();
             let outcome = consumer.consume(&self.service, &events).await;
             let checkpoint = match outcome.failed.first() {
-                Some(failed) => batch
-                    .events
+                Some(failed) => positions
                     .iter()
+                    .zip(&events)
                     .take_while(|(_, e)| &e.id != failed)
                     .last()
                     .map(|(position, _)| position),

@@ -204,7 +204,14 @@ mod tests {
         aws_sdk_dynamodb::Client::new(&config)
     }
 
-    fn dispatch_failure(error: SdkError<DescribeTableError>) -> DispatchFailure {
+    /// How a `DescribeTable` sent to `endpoint` failed, every attempt made.
+    async fn dispatch_failure(endpoint: &str, timeouts: TimeoutConfig) -> DispatchFailure {
+        let error: SdkError<DescribeTableError> = dynamodb(endpoint, timeouts)
+            .describe_table()
+            .table_name("payments")
+            .send()
+            .await
+            .unwrap_err();
         match error {
             SdkError::DispatchFailure(failure) => failure,
             other => panic!("not a dispatch failure: {other:?}"),
@@ -231,13 +238,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_closed_before_the_answer_is_a_transient_failure_tried_again() {
         let (endpoint, connections) = stand_in(&[Answer::Drop]).await;
-        let error = dynamodb(&endpoint, TimeoutConfig::disabled())
-            .describe_table()
-            .table_name("payments")
-            .send()
-            .await
-            .unwrap_err();
-        let failure = dispatch_failure(error);
+        let failure = dispatch_failure(&endpoint, TimeoutConfig::disabled()).await;
         assert_eq!(failure.as_other(), Some(ErrorKind::TransientError), "{failure:?}");
         assert_eq!(connections.load(Ordering::SeqCst), 3, "every attempt was made");
     }
@@ -247,13 +248,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         drop(listener);
-        let error = dynamodb(&endpoint, TimeoutConfig::disabled())
-            .describe_table()
-            .table_name("payments")
-            .send()
-            .await
-            .unwrap_err();
-        let failure = dispatch_failure(error);
+        let failure = dispatch_failure(&endpoint, TimeoutConfig::disabled()).await;
         assert!(failure.is_io(), "{failure:?}");
     }
 
@@ -263,13 +258,7 @@ mod tests {
         let timeouts = TimeoutConfig::builder()
             .read_timeout(Duration::from_millis(100))
             .build();
-        let error = dynamodb(&endpoint, timeouts)
-            .describe_table()
-            .table_name("payments")
-            .send()
-            .await
-            .unwrap_err();
-        let failure = dispatch_failure(error);
+        let failure = dispatch_failure(&endpoint, timeouts).await;
         assert!(failure.is_timeout(), "{failure:?}");
         assert_eq!(connections.load(Ordering::SeqCst), 3, "every attempt was made");
     }
