@@ -1254,7 +1254,8 @@ fn lambda_binary_sizes() {
     println!();
     println!("| Lambda artifact (arm64 release `bootstrap`) | functions sharing it | MiB | bytes | deflated (the zip uploaded), MiB |");
     println!("|---|---:|---:|---:|---:|");
-    for binary in ["ops-api", "ops-triggers"] {
+    let binaries: std::collections::BTreeSet<&str> = ops_lambda::Function::all().map(|f| f.binary()).collect();
+    for binary in binaries {
         let functions = ops_lambda::Function::all().filter(|f| f.binary() == binary).count();
         let bootstrap = target_dir().join("lambda").join(binary).join("bootstrap");
         let Ok(metadata) = bootstrap.metadata() else {

@@ -40,7 +40,7 @@ pub struct EventBridgeTimers {
 impl EventBridgeTimers {
     pub fn new(config: &SdkConfig, target: TimerTarget) -> Result<EventBridgeTimers, TimerError> {
         let calls = SignedCalls::new(config, "scheduler").map_err(TimerError::new)?;
-        let endpoint = calls.endpoint(config, "scheduler");
+        let endpoint = calls.endpoint("scheduler");
         Ok(EventBridgeTimers {
             calls,
             endpoint,

@@ -38,9 +38,9 @@ impl S3Blobs {
     /// The blobs in `bucket`, with `config`'s region, credentials and endpoint.
     pub fn new(config: &aws_types::SdkConfig, bucket: &str) -> Result<S3Blobs, BlobError> {
         let calls = SignedCalls::new(config, "s3").map_err(BlobError::new)?;
-        let bucket_url = match config.endpoint_url() {
-            Some(_) => format!("{}/{bucket}", calls.endpoint(config, "s3")),
-            None => calls.endpoint(config, &format!("{bucket}.s3")),
+        let bucket_url = match calls.emulator() {
+            Some(endpoint) => format!("{endpoint}/{bucket}"),
+            None => calls.endpoint(&format!("{bucket}.s3")),
         };
         Ok(S3Blobs { calls, bucket_url })
     }

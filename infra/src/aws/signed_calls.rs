@@ -24,6 +24,8 @@ pub(super) struct SignedCalls {
     http: OnceLock<reqwest::Client>,
     credentials: SharedCredentialsProvider,
     region: String,
+    /// The configuration's endpoint (an emulator), without a trailing `/`.
+    emulator: Option<String>,
     /// The name the service signs under (`s3`, `scheduler`).
     service: &'static str,
 }
@@ -38,6 +40,7 @@ impl SignedCalls {
             http: OnceLock::new(),
             credentials,
             region,
+            emulator: config.endpoint_url().map(|url| url.trim_end_matches('/').to_owned()),
             service,
         })
     }
@@ -46,10 +49,15 @@ impl SignedCalls {
         &self.region
     }
 
-    /// `https://{host}.{region}.amazonaws.com`, or the configuration's endpoint (an emulator).
-    pub(super) fn endpoint(&self, config: &SdkConfig, host: &str) -> String {
-        match config.endpoint_url() {
-            Some(endpoint) => endpoint.trim_end_matches('/').to_owned(),
+    /// The configuration's endpoint, when it names one (an emulator).
+    pub(super) fn emulator(&self) -> Option<&str> {
+        self.emulator.as_deref()
+    }
+
+    /// `https://{host}.{region}.amazonaws.com`, or the emulator's endpoint.
+    pub(super) fn endpoint(&self, host: &str) -> String {
+        match &self.emulator {
+            Some(endpoint) => endpoint.clone(),
             None => {
                 let domain = match self.region.starts_with("cn-") {
                     true => "amazonaws.com.cn",
