@@ -2,6 +2,7 @@
 //! one conditional write each.
 
 use crate::spawn_aws_app;
+use aws_sdk_dynamodb::types::AttributeValue;
 use ops_tests::payout;
 use serde_json::json;
 use std::collections::HashSet;
@@ -170,5 +171,39 @@ async fn a_dead_letter_on_sqs_is_an_exception_until_it_is_redriven() {
     assert_eq!(
         back.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(),
         [body.as_str()]
+    );
+}
+
+/// A currency's board counters share one item per owner, so a move between columns is one
+/// update each; a counter item of one bucket, as written before, still counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_board_adds_up_counters_of_both_forms() {
+    let app = spawn_aws_app().await;
+    let acme = app.create_customer().await;
+    app.post("/v1/operations", &acme.key, payout(&acme.id, "two_step", &[1_000]))
+        .await;
+    app.settle(Duration::seconds(1), 1).await;
+    let s = |text: &str| AttributeValue::S(text.to_owned());
+    aws_sdk_dynamodb::Client::new(&app.config)
+        .put_item()
+        .table_name(&app.settings.table)
+        .item("PK", s(&format!("BOARD#{}", acme.id)))
+        .item("SK", s("column:pending_approval#CLP"))
+        .item("entity", s("board_counter"))
+        .item("bucket", s("column:pending_approval"))
+        .item("currency", s("CLP"))
+        .item("count", AttributeValue::N("2".into()))
+        .item("amount", AttributeValue::N("500".into()))
+        .send()
+        .await
+        .unwrap();
+    let board = app.get("/v1/board", &acme.key).await.json();
+    assert_eq!(
+        (
+            board["pending_approval"]["count"].as_i64(),
+            board["pending_approval"]["amount"]["CLP"].as_i64()
+        ),
+        (Some(3), Some(1_500)),
+        "{board:#}"
     );
 }

@@ -17,8 +17,8 @@
 //! | transactions due a status poll | `GSI2PK = POLL#<shard>`, `GSI2SK = <due unix s, padded>#<id>` (sparse) |
 //! | transactions of a rail confirmed on a day | `GSI3PK = RAILDAY#<rail>#<YYYY-MM-DD>`, `GSI3SK = <id>` (sparse) |
 //! | reconciliation by id (fixed by its statement) | `PK = REC#<id>` (its lines are a blob) |
-//! | events of a customer, newest first (of one type) | `GSI1PK = CUSEVTS#<customer>` (`GSI2PK = CUSEVTYPE#<customer>#<type>`) |
-//! | every event (of one type), platform | `GSI3PK = EVTS#<shard>` (`GSI4PK = EVTYPE#<type>#<shard>`) |
+//! | events of a customer, newest first | `GSI1PK = CUSEVTS#<customer>` |
+//! | every event, platform | `GSI3PK = EVTS#<shard>` |
 //! | webhook endpoints of a customer (or the platform's) | `GSI1PK = CUSWHE#<customer or PLATFORM>` |
 //! | deliveries of an event | `GSI1PK = EVTWHD#<event>` |
 //! | schedules of a customer (every schedule), newest first, deleted ones left out | `GSI1PK = CUSSCH#<customer>` (`GSI3PK = SCHS#<shard>`) |
@@ -33,13 +33,14 @@
 //! | … of a customer | `GSI2PK = CUSWI#<customer>#<queue>#<status>`, sorted as above |
 //! | … held by someone | `GSI3PK = WIASG#<assignee>` (sparse), sorted as above |
 //! | an operation's place on the board | `PK = BOARDOP#<operation>` |
-//! | board counters of a customer (the platform's) | `PK = BOARD#<customer>` (`BOARD#PLATFORM#<shard>`), `SK = <bucket>#<currency>` |
+//! | board counters of a customer (the platform's) | `PK = BOARD#<customer>` (`BOARD#PLATFORM#<shard>`), `SK = COUNTS#<currency>`: `count\|<bucket>`, `amount\|<bucket>` |
 //! | files of a customer (every file), newest first | `GSI1PK = CUSFILES#<customer>` (`GSI3PK = FILES#<shard>`) |
 //! | the file a customer's bytes were uploaded as | `PK = FILESHA#<customer>#<sha256>` (names the file) |
 //! | idempotency record | `PK = IDEM#<scope>#<key>`, expired by the `ttl` attribute |
 //! | a customer's requests in one second, per key | `PK = RATE#<customer>#<unix second>` (`count`, `member:<key id>`), expired by `ttl` |
 //!
-//! Every list filter but an operation's `type` is a key, so no list reads rows it drops. Keys
+//! Every list filter but an operation's and an event's `type` is a key, so no other list reads
+//! entries it drops (those two read the projected `type` of their list's entries). Keys
 //! every write of a kind shares (the platform's lists, the poll schedule) are spread over
 //! [`SHARDS`] partitions by a hash of the id, so no partition takes every write; those lists
 //! query each shard and merge.
@@ -453,12 +454,8 @@ impl DynamoStore {
                 ("type", s(&e.kind)),
                 ("GSI1PK", s(keys::events_of(&e.customer_id))),
                 ("GSI1SK", s(&e.id)),
-                ("GSI2PK", s(keys::events_of_type(&e.customer_id, &e.kind))),
-                ("GSI2SK", s(&e.id)),
                 ("GSI3PK", s(keys::all_events_shard(&e.id))),
                 ("GSI3SK", s(&e.id)),
-                ("GSI4PK", s(keys::all_events_of_type_shard(&e.kind, &e.id))),
-                ("GSI4SK", s(&e.id)),
             ],
         )
     }
@@ -585,35 +582,46 @@ impl DynamoStore {
         keyed(keys::work_item(&item.id), attributes)
     }
 
-    /// Adds to a board counter of `customer` and to the platform's (in the shard of
-    /// `counted_id`).
+    /// Adds `changes` (bucket, count, amount) in `currency` to the board counters of
+    /// `customer` and to the platform's (in the shard of `counted_id`): one update of each
+    /// owner's item.
     fn count_on_board(
         &self,
         customer: &str,
         counted_id: &str,
-        bucket: &str,
         currency: &str,
-        count: i64,
-        amount: i64,
+        changes: &[(String, i64, i64)],
     ) -> Vec<TransactWriteItem> {
         [Some(customer), None]
             .into_iter()
             .map(|owner| {
-                let update = Update::builder()
+                let mut update = Update::builder()
                     .table_name(&self.table)
-                    .set_key(Some(item(key_item(keys::board_counter(owner, counted_id, bucket, currency)))))
-                    .update_expression("SET #entity = :entity, #bucket = :bucket, #currency = :currency ADD #count :count, #amount :amount")
-                    // Each name by a placeholder: several are DynamoDB reserved words.
+                    .set_key(Some(item(key_item(keys::board_counters_item(
+                        owner, counted_id, currency,
+                    )))))
                     .expression_attribute_names("#entity", "entity")
-                    .expression_attribute_names("#bucket", "bucket")
                     .expression_attribute_names("#currency", "currency")
-                    .expression_attribute_names("#count", "count")
-                    .expression_attribute_names("#amount", "amount")
                     .expression_attribute_values(":entity", s("board_counter"))
-                    .expression_attribute_values(":bucket", s(bucket))
-                    .expression_attribute_values(":currency", s(currency))
-                    .expression_attribute_values(":count", n(count))
-                    .expression_attribute_values(":amount", n(amount))
+                    .expression_attribute_values(":currency", s(currency));
+                let mut additions = vec![];
+                for (i, (bucket, count, amount)) in changes.iter().enumerate() {
+                    additions.push(format!("#n{i} :n{i}"));
+                    update = update
+                        .expression_attribute_names(format!("#n{i}"), format!("{COUNT_PREFIX}{bucket}"))
+                        .expression_attribute_values(format!(":n{i}"), n(*count));
+                    if *amount != 0 {
+                        additions.push(format!("#a{i} :a{i}"));
+                        update = update
+                            .expression_attribute_names(format!("#a{i}"), format!("{AMOUNT_PREFIX}{bucket}"))
+                            .expression_attribute_values(format!(":a{i}"), n(*amount));
+                    }
+                }
+                let update = update
+                    .update_expression(format!(
+                        "SET #entity = :entity, #currency = :currency ADD {}",
+                        additions.join(", ")
+                    ))
                     .build()
                     .expect("counter update");
                 TransactWriteItem::builder().update(update).build()
@@ -774,14 +782,8 @@ impl DynamoStore {
                     ),
                     self.put(marker, Some("attribute_not_exists(PK)"), vec![]),
                 ];
-                writes.extend(self.count_on_board(
-                    &work_item.customer_id,
-                    &work_item.id,
-                    &queue_bucket(work_item.queue),
-                    "",
-                    1,
-                    0,
-                ));
+                let counted = [(queue_bucket(work_item.queue), 1, 0)];
+                writes.extend(self.count_on_board(&work_item.customer_id, &work_item.id, "", &counted));
                 writes
             }
             Write::MoveOnBoard(moved) => {
@@ -795,12 +797,14 @@ impl DynamoStore {
                     ],
                 );
                 let mut writes = vec![self.versioned(it, entry.version)];
-                let (customer, id, currency) = (&entry.customer_id, &entry.operation_id, entry.currency.code());
-                if let Some(from) = moved.from {
-                    writes.extend(self.count_on_board(customer, id, &column_bucket(from), currency, -1, -entry.amount));
-                }
-                if let Some(to) = entry.column {
-                    writes.extend(self.count_on_board(customer, id, &column_bucket(to), currency, 1, entry.amount));
+                // Out of one column and into the next: one update of each owner's counters.
+                let changes: Vec<(String, i64, i64)> = [(moved.from, -1), (entry.column, 1)]
+                    .into_iter()
+                    .filter_map(|(column, sign)| Some((column_bucket(column?), sign, sign * entry.amount)))
+                    .collect();
+                if !changes.is_empty() {
+                    let currency = entry.currency.code();
+                    writes.extend(self.count_on_board(&entry.customer_id, &entry.operation_id, currency, &changes));
                 }
                 writes
             }
@@ -818,14 +822,8 @@ impl DynamoStore {
                         .expect("table and key set");
                     writes.push(TransactWriteItem::builder().delete(delete).build());
                     // Done is final: the one update that reaches it takes the item off the count.
-                    writes.extend(self.count_on_board(
-                        &work_item.customer_id,
-                        &work_item.id,
-                        &queue_bucket(work_item.queue),
-                        "",
-                        -1,
-                        0,
-                    ));
+                    let counted = [(queue_bucket(work_item.queue), -1, 0)];
+                    writes.extend(self.count_on_board(&work_item.customer_id, &work_item.id, "", &counted));
                 }
                 writes
             }
@@ -1705,13 +1703,17 @@ impl WebhookStore for DynamoStore {
             .starting_after
             .as_ref()
             .map_or_else(|| "\u{10FFFF}".into(), String::from);
-        let (index, partition) = match (&query.customer_id, &query.kind) {
-            (Some(customer), Some(kind)) => ("GSI2", Partition::One(keys::events_of_type(customer, kind))),
-            (Some(customer), None) => ("GSI1", Partition::One(keys::events_of(customer))),
-            (None, Some(kind)) => ("GSI4", Partition::Sharded(keys::all_events_of_type(kind))),
-            (None, None) => ("GSI3", Partition::Sharded(keys::all_events())),
+        // An event sits in two lists, not four: one of a type is the list read through a
+        // filter on the `type` its index entries carry (the filter reads on until the page is
+        // full), where an index per type would cost each event two more write units.
+        let (index, partition) = match &query.customer_id {
+            Some(customer) => ("GSI1", Partition::One(keys::events_of(customer))),
+            None => ("GSI3", Partition::Sharded(keys::all_events())),
         };
-        self.newest_first(index, partition, after, None, query.limit).await
+        let filter = Filter::default()
+            .with("ty", "type", query.kind.as_deref())
+            .into_option();
+        self.newest_first(index, partition, after, filter, query.limit).await
     }
 
     async fn webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<WebhookEndpoint>, StoreError> {
@@ -1951,7 +1953,7 @@ impl DeskStore for DynamoStore {
                 .send()
                 .await
                 .map_err(sdk_error)?;
-            Ok(page.items().iter().map(board_count).collect::<Vec<_>>())
+            Ok(page.items().iter().flat_map(board_counts_of).collect::<Vec<_>>())
         })
         .await
     }
@@ -2042,20 +2044,34 @@ impl DeskStore for DynamoStore {
     }
 }
 
-/// A board counter item as the domain reads it.
-fn board_count(item: &Item) -> BoardCount {
-    let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+const COUNT_PREFIX: &str = "count|";
+const AMOUNT_PREFIX: &str = "amount|";
+
+/// The board counters an owner's item in one currency holds, as the domain reads them. A
+/// counter item of one bucket, as written before a currency's counters shared an item, is
+/// read too: the domain adds up counters of the same bucket and currency.
+fn board_counts_of(item: &Item) -> Vec<BoardCount> {
     let number = |name: &str| {
         item.get(name)
             .and_then(|v| v.as_n().ok())
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     };
+    let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
     let currency = text("currency");
-    BoardCount {
-        bucket: text("bucket"),
-        currency: (!currency.is_empty()).then_some(currency),
-        count: number("count"),
-        amount: number("amount"),
+    let count = |bucket: String, count_name: &str, amount_name: &str| BoardCount {
+        bucket,
+        currency: (!currency.is_empty()).then(|| currency.clone()),
+        count: number(count_name),
+        amount: number(amount_name),
+    };
+    if item.contains_key("bucket") {
+        return vec![count(text("bucket"), "count", "amount")];
     }
+    item.keys()
+        .filter_map(|name| {
+            let bucket = name.strip_prefix(COUNT_PREFIX)?;
+            Some(count(bucket.to_owned(), name, &format!("{AMOUNT_PREFIX}{bucket}")))
+        })
+        .collect()
 }

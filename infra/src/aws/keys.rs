@@ -289,14 +289,16 @@ pub fn board_entry(operation_id: &str) -> Primary {
 
 const PLATFORM_BOARD: &str = "BOARD#PLATFORM";
 
-/// A board counter: the partition of its owner (a customer, or the platform's shard of the
-/// id whose change it counts, so no one item takes every change), sorted by bucket and currency.
-pub fn board_counter(customer: Option<&str>, counted_id: &str, bucket: &str, currency: &str) -> Primary {
+/// The board counters of an owner (a customer, or the platform's shard of the id whose change
+/// it counts, so no one item takes every change) in one currency (`""` for the queues'): one
+/// small item holding a count and an amount per bucket, so a move between columns is one
+/// update per owner.
+pub fn board_counters_item(customer: Option<&str>, counted_id: &str, currency: &str) -> Primary {
     let pk = match customer {
         Some(customer) => format!("BOARD#{customer}"),
         None => sharded(PLATFORM_BOARD, counted_id),
     };
-    primary(pk, &format!("{bucket}#{currency}"))
+    primary(pk, &format!("COUNTS#{currency}"))
 }
 
 /// The partitions holding an owner's board counters.
@@ -361,36 +363,20 @@ pub fn schedules_due_partitions() -> Vec<String> {
     shards(SCHEDULES_DUE)
 }
 
-/// A customer's events (GSI1), and of one type (GSI2).
+/// A customer's events (GSI1).
 pub fn events_of(customer: &str) -> String {
     format!("CUSEVTS#{customer}")
 }
 
-pub fn events_of_type(customer: &str, kind: &str) -> String {
-    format!("CUSEVTYPE#{customer}#{kind}")
-}
-
 const EVENTS: &str = "EVTS";
 
-/// Every event (GSI3), and of one type (GSI4): the partition of one, and all of them.
+/// Every event (GSI3): the partition of one, and all of them.
 pub fn all_events_shard(event_id: &str) -> String {
     sharded(EVENTS, event_id)
 }
 
 pub fn all_events() -> Vec<String> {
     shards(EVENTS)
-}
-
-fn events_typed_prefix(kind: &str) -> String {
-    format!("EVTYPE#{kind}")
-}
-
-pub fn all_events_of_type_shard(kind: &str, event_id: &str) -> String {
-    sharded(&events_typed_prefix(kind), event_id)
-}
-
-pub fn all_events_of_type(kind: &str) -> Vec<String> {
-    shards(&events_typed_prefix(kind))
 }
 
 /// A customer's (or the platform's) accounts (GSI1), and in one currency (GSI2).

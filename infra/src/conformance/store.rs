@@ -661,6 +661,12 @@ async fn events_are_listed_by_customer_and_type(store: &dyn Store) {
         listed(list(None, Some("operation.created"), Some("evt_4"))).await,
         ["evt_3", "evt_1"]
     );
+    // A page of one event of a type reads past the others to find it.
+    let one_created = EventQuery {
+        limit: 1,
+        ..list(Some("cus_e"), Some("operation.created"), Some("evt_4"))
+    };
+    assert_eq!(listed(one_created).await, ["evt_1"]);
     assert_eq!(
         listed(list(None, None, None)).await,
         ["evt_4", "evt_3", "evt_2", "evt_1"]
