@@ -1146,7 +1146,7 @@ async fn aws_round_trips() -> ops_runtime::deployment::Settings {
     println!("| on the AWS adapters (emulator), per payout lifecycle | measured |");
     println!("|---|---|");
     println!(
-        "| DynamoDB requests (besides the poll schedule's {} queries a round) | {dynamo:.1} |",
+        "| DynamoDB requests (besides the poll schedule's {} queries and each served rail's return sweeps a round) | {dynamo:.1} |",
         ops_infra::aws::SHARDS
     );
     println!("| of which TransactWriteItems | {tx:.1} ({written:.1} items) |");

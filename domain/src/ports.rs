@@ -132,6 +132,9 @@ pub enum Write {
     UpdateFile(File),
     /// Insert; a reconciliation of the same id (the same statement) is a conflict.
     InsertReconciliation(crate::reconciliations::Reconciliation),
+    /// Records how far a return check's sweep got (the last write wins: a sweep that ran
+    /// beside it only asks the rail again).
+    PutReturnSweep(crate::transactions::ReturnSweep),
     /// Completes a claimed idempotency key with the response the client was sent.
     CompleteIdempotency {
         scope: String,

@@ -200,4 +200,9 @@ impl Rails {
     pub fn contains(&self, id: &str) -> bool {
         self.adapters.contains_key(id)
     }
+
+    /// The rails served, in id order.
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.adapters.keys().map(String::as_str)
+    }
 }

@@ -1,5 +1,6 @@
 use crate::spawn_aws_app;
-use ops_domain::ports::{Queue, QueueName};
+use ops_domain::ports::{Clock, Queue, QueueName};
+use ops_domain::transactions::TransactionStore;
 use ops_infra::QueueConsumer;
 use ops_runtime::driver::Trigger;
 use ops_tests::receiver::{signature_is_valid, Receiver};
@@ -391,5 +392,84 @@ async fn a_payout_completes_when_every_writer_dies_after_its_entity() {
         );
         let ledger = app.parts.sandbox.as_ref().unwrap().entries().await;
         assert!(ledger.iter().all(|e| e.submit_calls == 1), "{ledger:?}");
+    }
+}
+
+/// Return checks are sweeps over a rail's confirmations by time (issue 17: a check used to
+/// move the transaction's entry in the poll schedule, three write units each). The rail is
+/// asked at every check, a return is found by the first, and a transaction that stays
+/// confirmed is not written again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn return_checks_ask_the_rail_and_write_only_a_return() {
+    let app = spawn_aws_app().await;
+    let customer = app.create_customer().await;
+    let id = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "auto", &[16_000, 16_006]),
+        )
+        .await
+        .id();
+    let transaction = |amount: i64| {
+        let app = &app;
+        let (key, id) = (&customer.key, &id);
+        async move {
+            let list = app
+                .get(&format!("/v1/transactions?operation_id={id}"), key)
+                .await
+                .json();
+            let data = list["data"].as_array().unwrap_or_else(|| panic!("{list}")).clone();
+            data.into_iter().find(|t| t["amount"] == amount).unwrap()
+        }
+    };
+    // Submitted and confirmed, before the first check is due (a minute after).
+    for _ in 0..10 {
+        app.settle(Duration::seconds(5), 1).await;
+    }
+    let confirmed = transaction(16_000).await;
+    assert_eq!(confirmed["status"], "confirmed", "{confirmed}");
+
+    for wait in [
+        Duration::minutes(1),
+        Duration::minutes(10),
+        Duration::hours(1),
+        Duration::hours(24),
+    ] {
+        app.settle(wait, 2).await;
+    }
+    let returned = transaction(16_006).await;
+    assert_eq!(
+        (returned["status"].as_str(), returned["cause"]["code"].as_str()),
+        (Some("returned"), Some("rail_returned_beneficiary_returned")),
+        "{returned}"
+    );
+    assert_eq!(transaction(16_000).await, confirmed, "the checks wrote nothing to it");
+    let ledger = app.parts.sandbox.as_ref().unwrap().entries().await;
+    let asked = |amount: i64| ledger.iter().find(|e| e.amount == amount).unwrap().status_calls;
+    assert_eq!(
+        asked(16_000),
+        1 + 4,
+        "confirmed by the first status call, then the four checks"
+    );
+    assert_eq!(asked(16_006), 2, "returned at the first check, and not asked again");
+
+    // A rail quiet for more than a day: each sweep moves up to its window's end, not to stay
+    // where the last confirmation was and read through ever more days.
+    app.settle(Duration::days(2), 2).await;
+    let now = app.clock.now();
+    for (check, wait) in ops_domain::transactions::RETURN_CHECKS.iter().enumerate() {
+        let sweep = app
+            .parts
+            .store
+            .return_sweep("psp-local:sandbox", check)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            now - *wait - sweep.confirmed_at < Duration::days(3),
+            "check {check} is at {}",
+            sweep.confirmed_at
+        );
     }
 }

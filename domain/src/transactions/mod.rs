@@ -211,6 +211,18 @@ impl Transaction {
     }
 }
 
+/// How far a rail's sweep for one return check has got: the last transaction it asked
+/// about, by confirmation time and then id.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReturnSweep {
+    pub rail: String,
+    /// Which of [`RETURN_CHECKS`] the sweep makes.
+    pub check: usize,
+    #[serde(with = "time::serde::rfc3339")]
+    pub confirmed_at: OffsetDateTime,
+    pub transaction_id: crate::ids::TransactionId,
+}
+
 /// The reads of transactions (the store's port for this module).
 #[async_trait::async_trait]
 pub trait TransactionStore: Send + Sync {
@@ -236,6 +248,18 @@ pub trait TransactionStore: Send + Sync {
         from: time::Date,
         to: time::Date,
     ) -> Result<Vec<Transaction>, crate::ports::StoreError>;
+    /// The transactions of `rail` confirmed after `after` (a confirmation time, then an id:
+    /// those confirmed at that instant with a greater id come too) and no later than `until`,
+    /// by confirmation time and then id, at most `limit` (returned ones included).
+    async fn confirmed_between(
+        &self,
+        rail: &str,
+        after: (OffsetDateTime, &crate::ids::TransactionId),
+        until: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<Transaction>, crate::ports::StoreError>;
+    /// How far `rail`'s sweep for return check `check` has got, if it ever ran.
+    async fn return_sweep(&self, rail: &str, check: usize) -> Result<Option<ReturnSweep>, crate::ports::StoreError>;
 }
 
 #[cfg(test)]

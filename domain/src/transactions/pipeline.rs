@@ -31,7 +31,9 @@ pub(super) const POLL_CONCURRENCY: usize = 16;
 /// How long the poll of a transaction on a rail no adapter serves waits before it is due again.
 pub(super) const UNSERVED_RAIL_WAIT: Duration = Duration::minutes(10);
 /// After confirmation the rail is asked again this long after it, in case the money came
-/// back; a later return arrives by rail report. Four checks cost four writes per payout.
+/// back; a later return arrives by rail report. Each check is a sweep over the rail's
+/// confirmed transactions (`Service::sweep_returns`), so a check writes nothing unless the
+/// money came back.
 pub const RETURN_CHECKS: [Duration; 4] = [
     Duration::minutes(1),
     Duration::minutes(10),
@@ -61,13 +63,8 @@ pub(super) fn poll_backoff(polls: u32) -> Duration {
     Duration::seconds((2i64 << polls.min(9)).min(600))
 }
 
-/// The next return check of a transaction confirmed at `confirmed_at`, if any is left.
-pub(super) fn next_return_check(confirmed_at: OffsetDateTime, now: OffsetDateTime) -> Option<OffsetDateTime> {
-    RETURN_CHECKS
-        .iter()
-        .map(|after| confirmed_at + *after)
-        .find(|check| *check > now)
-}
+/// How far back of its window a return check's first sweep starts.
+pub(super) const RETURN_SWEEP_LOOKBACK: Duration = Duration::days(1);
 
 /// Each item's transaction id is fixed by the item, so making it twice is a conflict, not a
 /// second transaction.
@@ -478,22 +475,5 @@ mod tests {
         assert_eq!(poll_backoff(0), Duration::seconds(2));
         assert_eq!(poll_backoff(3), Duration::seconds(16));
         assert_eq!(poll_backoff(30), Duration::minutes(10));
-    }
-
-    #[test]
-    fn a_confirmed_transaction_is_checked_for_returns_four_times_then_left_alone() {
-        let confirmed = OffsetDateTime::UNIX_EPOCH;
-        let mut now = confirmed;
-        let mut checks = vec![];
-        while let Some(check) = next_return_check(confirmed, now) {
-            checks.push(check - confirmed);
-            now = check;
-        }
-        assert_eq!(checks, RETURN_CHECKS);
-        // A late poll skips the checks already overdue instead of running them back to back.
-        assert_eq!(
-            next_return_check(confirmed, confirmed + Duration::hours(2)),
-            Some(confirmed + Duration::hours(24))
-        );
     }
 }

@@ -2,16 +2,16 @@
 //! once, and its outcome asked for until it is known.
 
 use super::pipeline::{
-    next_return_check, poll_backoff, rail_actor, submit_backoff, system, MAX_NOT_FOUND_POLLS, MAX_SUBMIT_ATTEMPTS,
-    POLL_BATCH, POLL_CONCURRENCY, SUBMIT_TIMEOUT, UNSERVED_RAIL_WAIT,
+    poll_backoff, rail_actor, submit_backoff, system, MAX_NOT_FOUND_POLLS, MAX_SUBMIT_ATTEMPTS, POLL_BATCH,
+    POLL_CONCURRENCY, RETURN_CHECKS, RETURN_SWEEP_LOOKBACK, SUBMIT_TIMEOUT, UNSERVED_RAIL_WAIT,
 };
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::ids::TransactionId;
-use crate::ports::{BatchOutcome, QueueMessage, QueueTask};
+use crate::ports::{BatchOutcome, Changeset, QueueMessage, QueueTask, Write};
 use crate::rail::{Ack, Instruction, RailError, RailState};
 use crate::service::{Handled, Service};
-use crate::transactions::{Transaction, TransactionStatus, TransactionTransition};
+use crate::transactions::{ReturnSweep, Transaction, TransactionStatus, TransactionTransition};
 use futures_util::StreamExt;
 
 impl Service {
@@ -161,12 +161,68 @@ impl Service {
     /// at a time); returns how many it asked.
     pub async fn poll_rails(&self) -> Result<usize, DomainError> {
         let due = self.store.transactions_due(self.now(), POLL_BATCH).await?;
-        let asked: Vec<bool> = futures_util::stream::iter(due)
+        Ok(self.poll_each(due).await + self.sweep_returns().await?)
+    }
+
+    /// Polls each transaction, a few at a time; answers how many were asked about.
+    async fn poll_each(&self, transactions: Vec<Transaction>) -> usize {
+        let asked: Vec<bool> = futures_util::stream::iter(transactions)
             .map(|transaction| async move { self.poll(&transaction).await })
             .buffer_unordered(POLL_CONCURRENCY)
             .collect()
             .await;
-        Ok(asked.into_iter().filter(|asked| *asked).count())
+        asked.into_iter().filter(|asked| *asked).count()
+    }
+
+    /// The return checks ([`RETURN_CHECKS`]): for each rail served and each check, asks the
+    /// rail about the transactions it confirmed that long ago, from where the last sweep got
+    /// to. A transaction's checks move no index entry and write nothing unless the money came
+    /// back; a sweep writes where it got to, once a round.
+    async fn sweep_returns(&self) -> Result<usize, DomainError> {
+        let now = self.now();
+        let mut asked = 0;
+        for rail in self.rails.ids() {
+            for (check, wait) in RETURN_CHECKS.iter().enumerate() {
+                let until = now - *wait;
+                let (after, after_id) = match self.store.return_sweep(rail, check).await? {
+                    Some(sweep) => (sweep.confirmed_at, sweep.transaction_id),
+                    None => (until - RETURN_SWEEP_LOOKBACK, TransactionId::from(String::new())),
+                };
+                let confirmed = self
+                    .store
+                    .confirmed_between(rail, (after, &after_id), until, POLL_BATCH)
+                    .await?;
+                let reached = match confirmed.last() {
+                    Some(last) => ReturnSweep {
+                        rail: rail.to_owned(),
+                        check,
+                        confirmed_at: last.confirmed_at.unwrap_or(until),
+                        transaction_id: last.id.clone(),
+                    },
+                    // A rail quiet for a day: its sweep moves up to the end of its window, so
+                    // that it does not read through ever more days. Nothing confirmed up to
+                    // there can still appear: the window ends a check's wait (a minute at
+                    // least) before now.
+                    None if until - after > RETURN_SWEEP_LOOKBACK => ReturnSweep {
+                        rail: rail.to_owned(),
+                        check,
+                        confirmed_at: until,
+                        transaction_id: TransactionId::from(String::new()),
+                    },
+                    None => continue,
+                };
+                // Returned already (by a report, a statement or an earlier check): nothing to ask.
+                let still_confirmed = confirmed
+                    .into_iter()
+                    .filter(|t| t.status == TransactionStatus::Confirmed)
+                    .collect();
+                asked += self.poll_each(still_confirmed).await;
+                let mut changes = Changeset::default();
+                changes.push(Write::PutReturnSweep(reached));
+                self.store.commit(changes).await?;
+            }
+        }
+        Ok(asked)
     }
 
     /// Asks the transaction's rail about it and records the answer; false when no adapter
@@ -269,20 +325,18 @@ impl Service {
                     txn.next_poll_at = Some(now + poll_backoff(txn.status_polls));
                     return Ok(Some(None));
                 }
+                // Confirmed while return checks were polls: it leaves the poll schedule, and
+                // the sweeps ask about it from now on.
                 _ if txn.status == Confirmed && txn.next_poll_at.is_some() && !statement => {
-                    txn.status_polls += 1;
-                    txn.next_poll_at = next_return_check(txn.cause.at, now);
+                    txn.next_poll_at = None;
                     return Ok(Some(None));
                 }
                 _ => return Ok(None),
             };
             txn.status_polls += 1;
             let change = txn.apply(transition)?;
-            // Confirmed money can still come back: keep asking for a while.
-            txn.next_poll_at = match txn.status {
-                Confirmed => next_return_check(now, now),
-                _ => None,
-            };
+            // Known now. Confirmed money can still come back: the return sweeps ask again.
+            txn.next_poll_at = None;
             Ok(Some(Some(change)))
         })
         .await

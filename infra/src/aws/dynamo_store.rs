@@ -15,7 +15,8 @@
 //! | history of an operation | `PK = OP#<id>`, `SK begins_with AUDIT#` |
 //! | transactions of an operation | `GSI1PK = OPTXNS#<op>`, `GSI1SK = <txn id>` |
 //! | transactions due a status poll | `GSI2PK = POLL#<shard>`, `GSI2SK = <due unix s, padded>#<id>` (sparse) |
-//! | transactions of a rail confirmed on a day | `GSI3PK = RAILDAY#<rail>#<YYYY-MM-DD>`, `GSI3SK = <id>` (sparse) |
+//! | transactions of a rail confirmed on a day, by time | `GSI3PK = RAILDAY#<rail>#<YYYY-MM-DD>`, `GSI3SK = <confirmed unix ms, padded>#<id>` (sparse) |
+//! | how far a rail's sweep for a return check got | `PK = RETSWEEP#<rail>#<check>` |
 //! | reconciliation by id (fixed by its statement) | `PK = REC#<id>` (its lines are a blob) |
 //! | events of a customer, newest first | `GSI1PK = CUSEVTS#<customer>` |
 //! | every event, platform | `GSI3PK = EVTS#<shard>` |
@@ -91,7 +92,7 @@ use ops_domain::operations::{Operation, OperationQuery, OperationStatus, Operati
 use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, RateLimiter, StoreError, Write};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
-use ops_domain::transactions::{Transaction, TransactionStore};
+use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
 use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -279,7 +280,8 @@ impl DynamoStore {
         self.units_by_kind.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Queries of the poll schedule's shards so far.
+    /// Reads the poll schedule makes every round whatever the traffic (its shards' queries,
+    /// the return sweeps' positions and queries) so far.
     pub fn poll_queries(&self) -> u64 {
         self.poll_queries.load(Ordering::Relaxed)
     }
@@ -497,7 +499,7 @@ impl DynamoStore {
         }
         if let Some(confirmed) = t.confirmed_at {
             item.insert("GSI3PK".into(), s(keys::confirmed_on(&t.rail, confirmed.date())));
-            item.insert("GSI3SK".into(), s(&t.id));
+            item.insert("GSI3SK".into(), s(keys::confirmed_sort(confirmed, &t.id)));
         }
         item
     }
@@ -738,6 +740,13 @@ impl DynamoStore {
                     ],
                 );
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
+            }
+            Write::PutReturnSweep(sweep) => {
+                let it = keyed(
+                    keys::return_sweep(&sweep.rail, sweep.check),
+                    vec![("entity", s("return_sweep")), ("doc", doc(sweep))],
+                );
+                vec![self.put(it, None, vec![])]
             }
             Write::InsertAccount(account) => {
                 let owner = account.customer_id.as_deref();
@@ -1533,6 +1542,54 @@ impl TransactionStore for DynamoStore {
         }
         found.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(found)
+    }
+
+    async fn confirmed_between(
+        &self,
+        rail: &str,
+        after: (OffsetDateTime, &TransactionId),
+        until: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<Transaction>, StoreError> {
+        let after_sort = keys::confirmed_sort(after.0, after.1);
+        let until_sort = keys::confirmed_until(until);
+        // A sweep's queries are the poll schedule's, made every round whatever the traffic;
+        // reading the items it found is the found transactions'.
+        let before = self.requests();
+        let mut found = vec![];
+        let mut day = after.0.date();
+        while day <= until.date() && found.len() < limit {
+            // Inclusive bounds: the transaction the sweep stopped at comes back, and is dropped.
+            let entries = self
+                .query_entries(
+                    Some("GSI3"),
+                    "GSI3PK = :pk AND GSI3SK BETWEEN :after AND :until",
+                    vec![
+                        (":pk", s(keys::confirmed_on(rail, day))),
+                        (":after", s(after_sort.clone())),
+                        (":until", s(until_sort.clone())),
+                    ],
+                    None,
+                    false,
+                    limit - found.len() + 1,
+                )
+                .await?;
+            found.extend(
+                entries
+                    .into_iter()
+                    .filter(|entry| entry.get("GSI3SK").and_then(|k| k.as_s().ok()) != Some(&after_sort)),
+            );
+            let Some(next) = day.next_day() else { break };
+            day = next;
+        }
+        found.truncate(limit);
+        self.poll_queries.fetch_add(self.requests() - before, Ordering::Relaxed);
+        self.items_of(&found).await
+    }
+
+    async fn return_sweep(&self, rail: &str, check: usize) -> Result<Option<ReturnSweep>, StoreError> {
+        self.poll_queries.fetch_add(1, Ordering::Relaxed);
+        self.get(keys::return_sweep(rail, check)).await
     }
 }
 

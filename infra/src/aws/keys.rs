@@ -315,6 +315,26 @@ pub fn confirmed_on(rail: &str, day: time::Date) -> String {
     format!("RAILDAY#{rail}#{day}")
 }
 
+/// A confirmed transaction's place in its day (GSI3SK): by confirmation time to the
+/// millisecond, then id, as the return sweeps read it.
+pub fn confirmed_sort(confirmed_at: OffsetDateTime, transaction_id: &str) -> String {
+    format!("{:015}#{transaction_id}", unix_millis(confirmed_at))
+}
+
+/// Sorts after every transaction confirmed at or before `at`.
+pub fn confirmed_until(at: OffsetDateTime) -> String {
+    format!("{:015}#~", unix_millis(at))
+}
+
+fn unix_millis(at: OffsetDateTime) -> i128 {
+    (at.unix_timestamp_nanos() / 1_000_000).max(0)
+}
+
+/// How far a rail's sweep for one return check has got.
+pub fn return_sweep(rail: &str, check: usize) -> Primary {
+    primary(format!("RETSWEEP#{rail}#{check}"), "RETSWEEP")
+}
+
 pub fn reconciliation(id: &str) -> Primary {
     primary(format!("REC#{id}"), "REC")
 }

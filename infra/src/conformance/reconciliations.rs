@@ -3,12 +3,13 @@
 
 use ops_domain::access::Environment;
 use ops_domain::cause::{Actor, Cause};
+use ops_domain::ids::TransactionId;
 use ops_domain::money::{Amount, Currency};
 use ops_domain::operations::Beneficiary;
 use ops_domain::ports::{Changeset, Store, StoreError, Write};
 use ops_domain::rail::{Period, RailDirection, StatementFormat};
 use ops_domain::reconciliations::{OutcomeCounts, Reconciliation};
-use ops_domain::transactions::{Transaction, TransactionStatus};
+use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStatus};
 use time::macros::{date, datetime};
 use time::OffsetDateTime;
 
@@ -53,6 +54,7 @@ pub fn transaction(id: &str, rail: &str, confirmed_at: Option<OffsetDateTime>) -
 
 pub async fn run_all(store: &dyn Store) {
     transactions_are_found_by_rail_and_confirmation_day(store).await;
+    return_sweeps_read_a_rails_confirmations_in_order_from_where_they_got_to(store).await;
     a_statement_is_reconciled_once(store).await;
 }
 
@@ -91,6 +93,62 @@ async fn transactions_are_found_by_rail_and_confirmation_day(store: &dyn Store) 
         .await
         .unwrap();
     assert_eq!(found, vec![returned]);
+}
+
+async fn return_sweeps_read_a_rails_confirmations_in_order_from_where_they_got_to(store: &dyn Store) {
+    let rail = "psp-local:sweep";
+    let both = datetime!(2026-11-24 00:00:00.250 UTC);
+    let written = [
+        transaction("txn_sw4", rail, Some(datetime!(2026-11-24 10:00 UTC))),
+        transaction("txn_sw3", rail, Some(both)),
+        transaction("txn_sw2", rail, Some(both)),
+        transaction("txn_sw1", rail, Some(datetime!(2026-11-23 23:59:59.5 UTC))),
+        transaction("txn_sw5", "psp-local:other", Some(datetime!(2026-11-24 09:00 UTC))),
+        transaction("txn_sw6", rail, Some(datetime!(2026-11-24 12:00:00.001 UTC))),
+        transaction("txn_sw7", rail, None),
+    ];
+    let writes = written.iter().cloned().map(Write::InsertTransaction).collect();
+    store.commit(Changeset { writes }).await.unwrap();
+    let until = datetime!(2026-11-24 12:00 UTC);
+    let between = |after: (OffsetDateTime, &str), until, limit| {
+        let after_id = TransactionId::from(after.1.to_owned());
+        async move {
+            let found = store
+                .confirmed_between(rail, (after.0, &after_id), until, limit)
+                .await
+                .unwrap();
+            found.into_iter().map(|t| t.id.to_string()).collect::<Vec<_>>()
+        }
+    };
+    let from_start = (datetime!(2026-11-23 23:00 UTC), "");
+    // By confirmation time across days, then id; none later than `until`, none of another rail.
+    assert_eq!(
+        between(from_start, until, 10).await,
+        ["txn_sw1", "txn_sw2", "txn_sw3", "txn_sw4"]
+    );
+    assert_eq!(between(from_start, until, 2).await, ["txn_sw1", "txn_sw2"]);
+    // On from the last one read: the one confirmed at the same instant with a greater id comes.
+    assert_eq!(between((both, "txn_sw2"), until, 10).await, ["txn_sw3", "txn_sw4"]);
+    assert_eq!(between((both, "txn_sw3"), until, 10).await, ["txn_sw4"]);
+    // `until` counts the instant itself.
+    assert_eq!(between(from_start, both, 10).await, ["txn_sw1", "txn_sw2", "txn_sw3"]);
+
+    assert_eq!(store.return_sweep(rail, 1).await.unwrap(), None);
+    let mut sweep = ReturnSweep {
+        rail: rail.into(),
+        check: 1,
+        confirmed_at: both,
+        transaction_id: "txn_sw2".into(),
+    };
+    let put = |sweep: &ReturnSweep| Changeset {
+        writes: vec![Write::PutReturnSweep(sweep.clone())],
+    };
+    store.commit(put(&sweep)).await.unwrap();
+    assert_eq!(store.return_sweep(rail, 1).await.unwrap(), Some(sweep.clone()));
+    sweep.transaction_id = "txn_sw3".into();
+    store.commit(put(&sweep)).await.unwrap();
+    assert_eq!(store.return_sweep(rail, 1).await.unwrap(), Some(sweep));
+    assert_eq!(store.return_sweep(rail, 2).await.unwrap(), None);
 }
 
 async fn a_statement_is_reconciled_once(store: &dyn Store) {

@@ -23,13 +23,14 @@ use ops_domain::operations::{Operation, OperationQuery, OperationStatus, Operati
 use ops_domain::ports::{AuditEntry, Changeset, Commit, StoreError, Write};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
-use ops_domain::transactions::{Transaction, TransactionStore};
+use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
 use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::de::DeserializeOwned;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use time::format_description::well_known::Rfc3339;
 use time::{Date, OffsetDateTime};
 
 const SCHEMA: &str = "
@@ -127,6 +128,13 @@ CREATE INDEX IF NOT EXISTS transactions_confirmed ON transactions (
     json_extract(body, '$.rail'), substr(json_extract(body, '$.confirmed_at'), 1, 10), id)
     WHERE json_extract(body, '$.confirmed_at') IS NOT NULL;
 CREATE TABLE IF NOT EXISTS reconciliations (id TEXT PRIMARY KEY, body TEXT NOT NULL);
+-- Return checks sweep a rail's confirmed transactions by confirmation time, each check from
+-- where it got to.
+CREATE INDEX IF NOT EXISTS transactions_confirmed_time ON transactions (
+    json_extract(body, '$.rail'), unixepoch(json_extract(body, '$.confirmed_at'), 'subsec'), id)
+    WHERE json_extract(body, '$.confirmed_at') IS NOT NULL;
+CREATE TABLE IF NOT EXISTS return_sweeps (
+    rail TEXT NOT NULL, check_index INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (rail, check_index));
 ";
 
 #[derive(Clone)]
@@ -144,6 +152,15 @@ pub struct SqliteStore {
 
 /// A changeset and the caller waiting for its outcome.
 type Waiting = (Changeset, tokio::sync::oneshot::Sender<Result<(), StoreError>>);
+
+/// A rail's transactions confirmed in a window, from a sweep's position (a time and an id),
+/// oldest first. The scalar window bounds are what let SQLite seek the index at the sweep's
+/// position (a row-value bound alone leaves it reading from the rail's first confirmation).
+const CONFIRMED_BETWEEN: &str = "SELECT body FROM transactions WHERE json_extract(body, '$.confirmed_at') IS NOT NULL
+     AND json_extract(body, '$.rail') = ?1
+     AND unixepoch(json_extract(body, '$.confirmed_at'), 'subsec') BETWEEN unixepoch(?2, 'subsec') AND unixepoch(?4, 'subsec')
+     AND (unixepoch(json_extract(body, '$.confirmed_at'), 'subsec'), id) > (unixepoch(?2, 'subsec'), ?3)
+     ORDER BY unixepoch(json_extract(body, '$.confirmed_at'), 'subsec'), id LIMIT ?5";
 
 /// Idle read-only connections, opened as needed and kept for the next read.
 struct Readers {
@@ -747,6 +764,13 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 params![reconciliation.id.as_str(), json(reconciliation)],
             )?;
         }
+        Write::PutReturnSweep(sweep) => {
+            tx.run(
+                "INSERT INTO return_sweeps (rail, check_index, body) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (rail, check_index) DO UPDATE SET body = excluded.body",
+                params![sweep.rail, sweep.check as i64, json(sweep)],
+            )?;
+        }
         Write::UpdateFile(file) => {
             let changed = tx.run(
                 "UPDATE files SET version = ?2, body = ?3 WHERE id = ?1 AND version = ?4",
@@ -1078,6 +1102,47 @@ impl TransactionStore for SqliteStore {
                 .map_err(unavailable)?;
             rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
                 .collect()
+        })
+        .await
+    }
+
+    async fn confirmed_between(
+        &self,
+        rail: &str,
+        after: (OffsetDateTime, &TransactionId),
+        until: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<Transaction>, StoreError> {
+        let rfc3339 = |at: OffsetDateTime| at.format(&Rfc3339).map_err(unavailable);
+        let (rail, after_id) = (rail.to_owned(), after.1.as_str().to_owned());
+        let (after, until) = (rfc3339(after.0)?, rfc3339(until)?);
+        self.read(move |c| {
+            // SQLite reads the times as the index holds them (to the millisecond), so the
+            // bounds compare exactly.
+            let mut statement = c.prepare_cached(CONFIRMED_BETWEEN).map_err(unavailable)?;
+            let rows = statement
+                .query_map(params![rail, after, after_id, until, limit as i64], |row| {
+                    row.get::<_, String>(0)
+                })
+                .map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
+                .collect()
+        })
+        .await
+    }
+
+    async fn return_sweep(&self, rail: &str, check: usize) -> Result<Option<ReturnSweep>, StoreError> {
+        let (rail, check) = (rail.to_owned(), check as i64);
+        self.read(move |c| {
+            c.query_row(
+                "SELECT body FROM return_sweeps WHERE rail = ?1 AND check_index = ?2",
+                params![rail, check],
+                |row| row.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(unavailable)?
+            .map(|body| serde_json::from_str(&body).map_err(unavailable))
+            .transpose()
         })
         .await
     }
@@ -1699,6 +1764,30 @@ mod tests {
         assert_eq!(
             store.claim_idempotency_key(&claim).await.unwrap(),
             ClaimOutcome::InFlight
+        );
+    }
+
+    /// A return sweep seeks the rail's confirmations between its position and the end of its
+    /// window: what it reads does not grow with the rail's history.
+    #[test]
+    fn a_return_sweep_seeks_its_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("sweep.sqlite")).unwrap();
+        let connection = store.connection.lock().unwrap();
+        let mut statement = connection
+            .prepare(&format!("EXPLAIN QUERY PLAN {CONFIRMED_BETWEEN}"))
+            .unwrap();
+        let plan: Vec<String> = statement
+            .query_map(
+                params!["r", "2026-11-24T00:00:00Z", "", "2026-11-25T00:00:00Z", 10],
+                |row| row.get(3),
+            )
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            plan,
+            ["SEARCH transactions USING INDEX transactions_confirmed_time (<expr>=? AND <expr>>? AND <expr><?)"]
         );
     }
 
