@@ -1,4 +1,5 @@
-use ops_domain::ports::QueueName;
+use ops_domain::ports::{Changeset, Clock, Commit, QueueName, Write};
+use ops_domain::transactions::{TransactionStatus, TransactionStore};
 use ops_runtime::driver::{StreamConsumer, Trigger};
 use ops_tests::receiver::{signature_is_valid, Receiver};
 use ops_tests::{payout, spawn_app, TestApp, ADMIN_KEY};
@@ -629,4 +630,43 @@ async fn one_status_poll_asks_about_every_due_transaction() {
     app.drain().await;
     let operation = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
     assert_eq!(operation["status"], "completed", "{}", operation["cause"]);
+}
+
+/// A transaction confirmed while return checks were polls still sits in the poll schedule
+/// with its next check: its next poll takes it out, and the sweeps ask about it from then on.
+#[tokio::test]
+async fn a_confirmed_transaction_left_in_the_poll_schedule_leaves_it() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let id = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[17_000]))
+        .await
+        .id();
+    for _ in 0..10 {
+        app.settle(Duration::seconds(5), 1).await;
+    }
+    let store = &app.embedded().store;
+    let mut transaction = store
+        .transactions_of_operation(&id.as_str().into())
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        (transaction.status, transaction.next_poll_at),
+        (TransactionStatus::Confirmed, None),
+        "a confirmation leaves the poll schedule"
+    );
+    transaction.next_poll_at = Some(app.clock.now());
+    transaction.version += 1;
+    let written = Changeset {
+        writes: vec![Write::UpdateTransaction(transaction.clone())],
+    };
+    store.commit(written).await.unwrap();
+
+    app.settle(Duration::seconds(1), 1).await;
+    let after = store.transaction(&transaction.id).await.unwrap().unwrap();
+    assert_eq!(
+        (after.status, after.next_poll_at, after.version),
+        (TransactionStatus::Confirmed, None, transaction.version + 1)
+    );
 }
