@@ -594,6 +594,10 @@ impl DynamoStore {
         currency: &str,
         changes: &[(String, i64, i64)],
     ) -> Vec<TransactWriteItem> {
+        // An update must add something.
+        if changes.is_empty() {
+            return vec![];
+        }
         [Some(customer), None]
             .into_iter()
             .map(|owner| {
@@ -811,10 +815,8 @@ impl DynamoStore {
                     .into_iter()
                     .filter_map(|(column, sign)| Some((column_bucket(column?), sign, sign * entry.amount)))
                     .collect();
-                if !changes.is_empty() {
-                    let currency = entry.currency.code();
-                    writes.extend(self.count_on_board(&entry.customer_id, &entry.operation_id, currency, &changes));
-                }
+                let currency = entry.currency.code();
+                writes.extend(self.count_on_board(&entry.customer_id, &entry.operation_id, currency, &changes));
                 writes
             }
             Write::UpdateWorkItem(work_item) => {
