@@ -321,8 +321,8 @@ async fn dynamo_writes_a_change_of_one_entity_with_its_events_outside_a_transact
     assert_eq!(store.transactions().0, transactions, "no transaction");
     assert_eq!(
         store.write_units() - units,
-        (1 + 4) + (1 + 2) + 1,
-        "the operation and its four index entries, the event and its two, the audit entry: one unit each"
+        (1 + 4) + (1 + 1) + 1,
+        "the operation and its four index entries, the event (the platform's list) and its customer's entry, the audit entry: one unit each"
     );
     assert_eq!(store.event(&event.id).await.unwrap(), Some(event));
     assert_eq!(store.operation_history(&op.id).await.unwrap(), vec![entry]);

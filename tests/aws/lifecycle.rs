@@ -473,3 +473,66 @@ async fn return_checks_ask_the_rail_and_write_only_a_return() {
         );
     }
 }
+
+/// An event is an item of the platform's list (its shard's partition, sorted by id), so only
+/// its customer's list is an index entry. An event written before that, at its own key and
+/// listed by the platform's index, still reads by id and shows in both lists, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn events_written_at_their_former_key_still_read_and_list() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let app = spawn_aws_app().await;
+    let acme = app.create_customer().await;
+    app.post("/v1/operations", &acme.key, payout(&acme.id, "two_step", &[1_000]))
+        .await;
+    app.settle(Duration::seconds(1), 1).await;
+    let newer = app.get("/v1/events", &acme.key).await.json();
+    let newer: Vec<serde_json::Value> = newer["data"].as_array().unwrap().clone();
+    assert!(!newer.is_empty(), "the payout's events are written");
+
+    // The oldest possible id, in the form and at the keys of before.
+    let mut former = newer[0].clone();
+    let id = "evt_00000000000000000000000000";
+    former["id"] = json!(id);
+    let s = |text: &str| AttributeValue::S(text.to_owned());
+    aws_sdk_dynamodb::Client::new(&app.config)
+        .put_item()
+        .table_name(&app.settings.table)
+        .item("PK", s(&format!("EVT#{id}")))
+        .item("SK", s("EVT"))
+        .item("entity", s("event"))
+        .item("doc", s(&former.to_string()))
+        .item("type", s(former["type"].as_str().unwrap()))
+        .item("GSI1PK", s(&format!("CUSEVTS#{}", acme.id)))
+        .item("GSI1SK", s(id))
+        .item("GSI3PK", s("EVTS#0"))
+        .item("GSI3SK", s(id))
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(app.get(&format!("/v1/events/{id}"), &acme.key).await.json(), former);
+    let ids = |list: serde_json::Value| -> Vec<String> {
+        list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let expected: Vec<String> = newer
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .chain([id.to_owned()])
+        .collect();
+    assert_eq!(ids(app.get("/v1/events?limit=100", &acme.key).await.json()), expected);
+    let platform = ids(app.get("/v1/events?limit=100", ADMIN_KEY).await.json());
+    assert_eq!(
+        platform, expected,
+        "the platform's list: the shards' items, then the former entry"
+    );
+    let page = ids(app
+        .get(&format!("/v1/events?limit=2&starting_after={}", expected[0]), ADMIN_KEY)
+        .await
+        .json());
+    assert_eq!(page, expected[1..].iter().take(2).cloned().collect::<Vec<_>>());
+}

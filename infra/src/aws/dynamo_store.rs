@@ -18,8 +18,8 @@
 //! | transactions of a rail confirmed on a day, by time | `GSI3PK = RAILDAY#<rail>#<YYYY-MM-DD>`, `GSI3SK = <confirmed unix ms, padded>#<id>` (sparse) |
 //! | how far a rail's sweep for a return check got | `PK = RETSWEEP#<rail>#<check>` |
 //! | reconciliation by id (fixed by its statement) | `PK = REC#<id>` (its lines are a blob) |
+//! | event by id, and every event (platform), newest first | `PK = EVTS#<shard>`, `SK = <event id>` (written before 2026-11-26: `PK = EVT#<id>`, listed by `GSI3PK = EVTS#<shard>`) |
 //! | events of a customer, newest first | `GSI1PK = CUSEVTS#<customer>` |
-//! | every event, platform | `GSI3PK = EVTS#<shard>` |
 //! | webhook endpoints of a customer (or the platform's) | `GSI1PK = CUSWHE#<customer or PLATFORM>` |
 //! | deliveries of an event | `GSI1PK = EVTWHD#<event>` |
 //! | schedules of a customer (every schedule), newest first, deleted ones left out | `GSI1PK = CUSSCH#<customer>` (`GSI3PK = SCHS#<shard>`) |
@@ -456,8 +456,6 @@ impl DynamoStore {
                 ("type", s(&e.kind)),
                 ("GSI1PK", s(keys::events_of(&e.customer_id))),
                 ("GSI1SK", s(&e.id)),
-                ("GSI3PK", s(keys::all_events_shard(&e.id))),
-                ("GSI3SK", s(&e.id)),
             ],
         )
     }
@@ -971,6 +969,69 @@ impl DynamoStore {
     /// Up to `limit` items of `partition` in `index` with a sort key (an id) below `after`,
     /// newest first. A sharded partition is read shard by shard (concurrently), its entries
     /// merged, and only the items that make the page are read.
+    /// An event's item, where it is, or where it was written before 2026-11-26.
+    async fn stored_event(&self, id: &EventId) -> Result<Option<Item>, StoreError> {
+        match self.get_item(keys::event(id)).await? {
+            Some(item) => Ok(Some(item)),
+            None => self.get_item(keys::event_written_before(id)).await,
+        }
+    }
+
+    /// The platform's events before `after`, newest first: the items of the table's event
+    /// shards, merged with the GSI3 entries of events written before 2026-11-26 (which carry
+    /// the same partition and sort keys there).
+    async fn every_event_newest_first(
+        &self,
+        after: String,
+        filter: Option<Filter>,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let (after, filter) = (&after, &filter);
+        let shards = |index: Option<&'static str>, condition: &'static str| {
+            each_partition(keys::all_events(), move |key| {
+                self.query_entries(
+                    index,
+                    condition,
+                    vec![(":pk", s(key)), (":after", s(after.clone()))],
+                    filter.clone(),
+                    true,
+                    limit,
+                )
+            })
+        };
+        let (items, entries) = futures_util::future::try_join(
+            shards(None, "PK = :pk AND SK < :after"),
+            shards(Some("GSI3"), "GSI3PK = :pk AND GSI3SK < :after"),
+        )
+        .await?;
+        let sort_key = |found: &Item, name: &str| found.get(name).and_then(|k| k.as_s().ok()).cloned();
+        let mut newest: Vec<(Option<String>, Item, bool)> = items
+            .into_iter()
+            .map(|item| (sort_key(&item, "SK"), item, true))
+            .chain(
+                entries
+                    .into_iter()
+                    .map(|entry| (sort_key(&entry, "GSI3SK"), entry, false)),
+            )
+            .collect();
+        newest.sort_by(|a, b| b.0.cmp(&a.0));
+        newest.truncate(limit);
+        let written_before: Vec<keys::Primary> = newest
+            .iter()
+            .filter(|(_, _, item)| !item)
+            .filter_map(|(_, entry, _)| primary_of(entry))
+            .collect();
+        let written_before = self.items_by_key(&written_before).await?;
+        newest
+            .iter()
+            .filter_map(|(_, found, item)| match item {
+                true => Some(found),
+                false => primary_of(found).and_then(|key| written_before.get(&key)),
+            })
+            .map(read_doc)
+            .collect()
+    }
+
     async fn newest_first<T: DeserializeOwned>(
         &self,
         index: &str,
@@ -1749,11 +1810,11 @@ impl ScheduleStore for DynamoStore {
 #[async_trait]
 impl WebhookStore for DynamoStore {
     async fn event(&self, id: &EventId) -> Result<Option<Event>, StoreError> {
-        self.get(keys::event(id)).await
+        self.stored_event(id).await?.as_ref().map(read_doc).transpose()
     }
 
     async fn event_json(&self, id: &EventId) -> Result<Option<String>, StoreError> {
-        let item = self.get_item(keys::event(id)).await?;
+        let item = self.stored_event(id).await?;
         item.as_ref().map(|item| doc_json(item).map(String::from)).transpose()
     }
 
@@ -1762,17 +1823,20 @@ impl WebhookStore for DynamoStore {
             .starting_after
             .as_ref()
             .map_or_else(|| "\u{10FFFF}".into(), String::from);
-        // An event sits in two lists, not four: one of a type is the list read through a
-        // filter on the `type` its index entries carry (the filter reads on until the page is
-        // full), where an index per type would cost each event two more write units.
-        let (index, partition) = match &query.customer_id {
-            Some(customer) => ("GSI1", Partition::One(keys::events_of(customer))),
-            None => ("GSI3", Partition::Sharded(keys::all_events())),
-        };
+        // An event sits in two lists: its customer's (GSI1) and the platform's (the table's
+        // own shards). One of a type is the list read through a filter on the `type` its
+        // entries carry (the filter reads on until the page is full), where an index per type
+        // would cost each event two more write units.
         let filter = Filter::default()
             .with("ty", "type", query.kind.as_deref())
             .into_option();
-        self.newest_first(index, partition, after, filter, query.limit).await
+        match &query.customer_id {
+            Some(customer) => {
+                let partition = Partition::One(keys::events_of(customer));
+                self.newest_first("GSI1", partition, after, filter, query.limit).await
+            }
+            None => self.every_event_newest_first(after, filter, query.limit).await,
+        }
     }
 
     async fn webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<WebhookEndpoint>, StoreError> {

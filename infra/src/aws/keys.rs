@@ -71,7 +71,18 @@ pub fn transaction(id: &str) -> Primary {
     primary(format!("TXN#{id}"), "TXN")
 }
 
+/// An event is an item of the platform's list of every event: its shard's partition, sorted
+/// by its id (ids sort in the order they were made). So that list needs no index entry, and
+/// the id alone still finds the event.
 pub fn event(id: &str) -> Primary {
+    Primary {
+        pk: all_events_shard(id),
+        sk: id.into(),
+    }
+}
+
+/// Where an event written before 2026-11-26 sits (the platform's list was then its GSI3 entry).
+pub fn event_written_before(id: &str) -> Primary {
     primary(format!("EVT#{id}"), "EVT")
 }
 
@@ -390,7 +401,8 @@ pub fn events_of(customer: &str) -> String {
 
 const EVENTS: &str = "EVTS";
 
-/// Every event (GSI3): the partition of one, and all of them.
+/// Every event (the table's own partitions; GSI3 for events written before 2026-11-26): the
+/// partition of one, and all of them.
 pub fn all_events_shard(event_id: &str) -> String {
     sharded(EVENTS, event_id)
 }
