@@ -19,9 +19,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 
 mod aws;
+mod background;
 mod data_dir;
 mod http_server;
 
@@ -269,18 +270,16 @@ pub async fn start(config: Config) -> Result<Server, StartError> {
     start_with_clock(config, Arc::new(SystemClock)).await
 }
 
-/// Serves the API until Ctrl-C, with the pipeline (if any) running beside it. The pipeline
-/// belongs to the serving task: it stops when serving ends or the task is aborted.
+/// Serves the API until Ctrl-C, with the pipeline (if any) running beside it on a thread of
+/// its own at a lower priority ([`background`]). The pipeline belongs to the serving task: it
+/// stops when serving ends or the task is aborted.
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
     max_connections: usize,
     pipeline: Option<impl std::future::Future<Output = ()> + Send + 'static>,
 ) -> std::io::Result<()> {
-    let mut background = JoinSet::new();
-    if let Some(pipeline) = pipeline {
-        background.spawn(pipeline);
-    }
+    let _background = pipeline.map(background::spawn).transpose()?;
     http_server::serve(listener, router, max_connections, async {
         let _ = tokio::signal::ctrl_c().await;
     })
