@@ -30,6 +30,25 @@ impl Clock for SystemClock {
     }
 }
 
+/// What a store's list read found, newest first, and, when it stopped reading before
+/// finding as many as asked (a filter that is not a key reads at most a bounded number of
+/// entries), the id it read up to: the next read starts after it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed<T> {
+    pub items: Vec<T>,
+    pub read_up_to: Option<String>,
+}
+
+impl<T> Listed<T> {
+    /// Everything there was to find.
+    pub fn complete(items: Vec<T>) -> Listed<T> {
+        Listed {
+            items,
+            read_up_to: None,
+        }
+    }
+}
+
 /// One audit entry: a state change (or a recorded decision) with its cause.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEntry {

@@ -9,7 +9,9 @@ use crate::event::Event;
 use crate::idempotency::Ticket;
 use crate::ids::{CustomerId, IdGenerator};
 use crate::operations::{Operation, StatusChange};
-use crate::ports::{AuditEntry, Changeset, Clock, EventBus, Queue, Secrets, Store, StoreError, WebhookSender, Write};
+use crate::ports::{
+    AuditEntry, Changeset, Clock, EventBus, Listed, Queue, Secrets, Store, StoreError, WebhookSender, Write,
+};
 use crate::rail::Rails;
 use crate::schedules::ScheduleTimers;
 use crate::transactions::RailSecret;
@@ -53,12 +55,20 @@ pub struct Service {
 pub struct Page<T> {
     pub data: Vec<T>,
     pub has_more: bool,
+    /// Where the next page starts when this one stopped short: a list filtered by what is
+    /// not a key reads a bounded number of entries a request, so a page may hold fewer items
+    /// than asked (none, even) with more after them.
+    pub next_starting_after: Option<String>,
 }
 
 impl<T> Page<T> {
     /// Every item, in one page.
     pub fn all(data: Vec<T>) -> Page<T> {
-        Page { data, has_more: false }
+        Page {
+            data,
+            has_more: false,
+            next_starting_after: None,
+        }
     }
 
     pub fn empty() -> Page<T> {
@@ -69,7 +79,24 @@ impl<T> Page<T> {
     pub fn of(mut data: Vec<T>, limit: usize) -> Page<T> {
         let has_more = data.len() > limit;
         data.truncate(limit);
-        Page { data, has_more }
+        Page {
+            data,
+            has_more,
+            next_starting_after: None,
+        }
+    }
+
+    /// A page from up to `limit + 1` items a store listed, which may have stopped reading
+    /// before it found them all.
+    pub fn of_listed(listed: Listed<T>, limit: usize) -> Page<T> {
+        match listed.read_up_to {
+            Some(read_up_to) if listed.items.len() <= limit => Page {
+                data: listed.items,
+                has_more: true,
+                next_starting_after: Some(read_up_to),
+            },
+            _ => Page::of(listed.items, limit),
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 use aws_credential_types::provider::ProvideCredentials;
 use ops_domain::files::Blobs;
+use ops_domain::operation_type::OperationType;
 use ops_domain::operations::OperationStatus;
 use ops_domain::operations::{OperationQuery, OperationStore};
 use ops_domain::ports::{Changeset, Commit, SystemClock, Write};
@@ -205,6 +206,60 @@ async fn dynamo_rate_limiter_conforms() {
     conformance::rate_limiter::run_all(&dynamo_store("rate-limits").await).await;
 }
 
+/// A list filtered by what is not a key (an operation's `type`) reads at most its budget of
+/// entries a partition and request: a page that found fewer than asked says where it read up
+/// to, and pages that start there find every match once, in order, in the customer's list
+/// and in the platform's sharded one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dynamo_filtered_lists_read_a_bounded_stretch_a_page() {
+    let store = dynamo_store("bounded").await;
+    store.limit_filtered_reads(3);
+    let mut writes = vec![];
+    let mut collections = vec![];
+    for i in 0..30 {
+        let mut op = conformance::store::operation(&format!("op_b{i:02}"), "cus_b", OperationStatus::Completed);
+        if i % 10 == 3 {
+            op.kind = OperationType::Collection;
+            collections.push(op.id.to_string());
+        }
+        writes.push(Write::InsertOperation(op));
+    }
+    for chunk in writes.chunks(25) {
+        let changes = Changeset { writes: chunk.to_vec() };
+        store.commit(changes).await.unwrap();
+    }
+    collections.reverse();
+    for (customer, partitions) in [(Some("cus_b"), 1), (None, u64::from(ops_infra::aws::SHARDS))] {
+        let (mut found, mut after, mut stopped_short) = (vec![], None, 0);
+        for page in 0.. {
+            assert!(page < 60, "{customer:?}: paging does not end");
+            let before = store.requests();
+            let listed = store
+                .operations(&OperationQuery {
+                    customer_id: customer.map(Into::into),
+                    kind: Some(OperationType::Collection),
+                    starting_after: after.take().map(|id: String| id.as_str().into()),
+                    limit: 11,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            // One query page a partition (the budget is under one page), then the items.
+            assert!(store.requests() - before <= partitions + 1, "{customer:?}");
+            found.extend(listed.items.iter().map(|op| op.id.to_string()));
+            match listed.read_up_to {
+                Some(up_to) => {
+                    stopped_short += 1;
+                    after = Some(up_to);
+                }
+                None => break,
+            }
+        }
+        assert_eq!(found, collections, "{customer:?}");
+        assert!(stopped_short > 0, "{customer:?}: a page stopped at the budget");
+    }
+}
+
 /// Every list filter is a key: listing the one operation in a rare status reads one page of
 /// the index and then the one item, however many of the customer's operations are in other
 /// statuses (a filter would read them all), and the platform's lists read one page per shard
@@ -231,7 +286,7 @@ async fn dynamo_lists_read_only_what_they_return() {
             let before = store.requests();
             let found = store.operations(&query).await.unwrap();
             (
-                found.into_iter().map(|o| o.id.to_string()).collect::<Vec<_>>(),
+                found.items.into_iter().map(|o| o.id.to_string()).collect::<Vec<_>>(),
                 store.requests() - before,
             )
         }

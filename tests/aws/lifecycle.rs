@@ -536,3 +536,57 @@ async fn events_written_at_their_former_key_still_read_and_list() {
         .json());
     assert_eq!(page, expected[1..].iter().take(2).cloned().collect::<Vec<_>>());
 }
+
+/// A `type` filter reads a bounded stretch of a list a request (it is not a key): a page may
+/// come back short, even empty, with `has_more` and the `next_starting_after` to go on from,
+/// and following the pages finds every event of the type once, newest first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_type_filtered_page_may_stop_short_and_says_where_to_go_on() {
+    let app = spawn_aws_app().await;
+    app.parts.store.limit_filtered_reads(2);
+    let acme = app.create_customer().await;
+    for _ in 0..3 {
+        app.post("/v1/operations", &acme.key, payout(&acme.id, "two_step", &[1_000]))
+            .await;
+    }
+    app.settle(Duration::seconds(1), 1).await;
+    let every = app.get("/v1/events?limit=100", &acme.key).await.json();
+    let expected: Vec<String> = every["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "operation.created")
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(expected.len(), 3, "{every:#}");
+
+    let (mut found, mut after, mut stopped_short) = (Vec::<String>::new(), String::new(), false);
+    for page in 0.. {
+        assert!(page < 50, "paging does not end");
+        let mut path = "/v1/events?type=operation.created&limit=10".to_owned();
+        if !after.is_empty() {
+            path.push_str(&format!("&starting_after={after}"));
+        }
+        let page = app.get(&path, &acme.key).await.json();
+        let ids: Vec<String> = page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_owned())
+            .collect();
+        found.extend(ids.iter().cloned());
+        if page["has_more"] != json!(true) {
+            assert!(page.get("next_starting_after").is_none(), "{page:#}");
+            break;
+        }
+        after = match page["next_starting_after"].as_str() {
+            Some(next) => {
+                stopped_short = true;
+                next.to_owned()
+            }
+            None => ids.last().cloned().expect("a full page has items"),
+        };
+    }
+    assert_eq!(found, expected);
+    assert!(stopped_short, "a page stopped at the read budget");
+}

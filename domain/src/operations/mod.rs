@@ -255,7 +255,11 @@ pub struct OperationQuery {
 pub trait OperationStore: Send + Sync {
     async fn operation(&self, id: &crate::ids::OperationId) -> Result<Option<Operation>, crate::ports::StoreError>;
     /// Newest first, at most `query.limit`.
-    async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, crate::ports::StoreError>;
+    /// Newest first; a `kind` filter may stop reading short of `limit` ([`crate::ports::Listed`]).
+    async fn operations(
+        &self,
+        query: &OperationQuery,
+    ) -> Result<crate::ports::Listed<Operation>, crate::ports::StoreError>;
     /// Every audit entry of an operation and its transactions, oldest first.
     async fn operation_history(
         &self,

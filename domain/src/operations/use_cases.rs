@@ -268,7 +268,7 @@ impl Service {
             limit: limit + 1,
             ..query
         };
-        Ok(Page::of(self.store.operations(&query).await?, limit))
+        Ok(Page::of_listed(self.store.operations(&query).await?, limit))
     }
 
     pub async fn operation_history(

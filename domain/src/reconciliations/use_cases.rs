@@ -399,13 +399,11 @@ impl Service {
         let lines: Vec<ReconciliationLine> = serde_json::from_slice(&bytes)
             .map_err(|e| DomainError::Blob(crate::ports::BlobError::new(format!("lines of {id}: {e}"))))?;
         let after = starting_after.unwrap_or(0);
-        let mut data: Vec<ReconciliationLine> = lines
+        let data: Vec<ReconciliationLine> = lines
             .into_iter()
             .filter(|l| l.number > after && outcome.is_none_or(|o| l.outcome == o))
             .take(limit + 1)
             .collect();
-        let has_more = data.len() > limit;
-        data.truncate(limit);
-        Ok(Page { data, has_more })
+        Ok(Page::of(data, limit))
     }
 }

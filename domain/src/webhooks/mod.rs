@@ -252,7 +252,11 @@ pub trait WebhookStore: Send + Sync {
     /// spares a parse and a write of the whole document per delivery.
     async fn event_json(&self, id: &crate::ids::EventId) -> Result<Option<String>, crate::ports::StoreError>;
     /// Newest first.
-    async fn events(&self, query: &EventQuery) -> Result<Vec<crate::event::Event>, crate::ports::StoreError>;
+    /// Newest first; a `kind` filter may stop reading short of `limit` ([`crate::ports::Listed`]).
+    async fn events(
+        &self,
+        query: &EventQuery,
+    ) -> Result<crate::ports::Listed<crate::event::Event>, crate::ports::StoreError>;
     async fn webhook_endpoint(
         &self,
         id: &crate::ids::WebhookEndpointId,

@@ -67,7 +67,7 @@ impl Service {
             limit: limit + 1,
             ..query
         };
-        Ok(Page::of(self.store.events(&query).await?, limit))
+        Ok(Page::of_listed(self.store.events(&query).await?, limit))
     }
 
     pub async fn event_deliveries(&self, principal: &Principal, id: &EventId) -> Result<Page<Delivery>, DomainError> {

@@ -173,10 +173,14 @@ impl Wire for WebhookEndpoint {
 }
 
 #[derive(Serialize)]
-struct List<T> {
+struct List<'a, T> {
     object: &'static str,
     data: Vec<T>,
     has_more: bool,
+    /// Only on a page that stopped short of `limit` with more after it (a `type` filter reads
+    /// a bounded stretch of the list a request): the `starting_after` of the next page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_starting_after: Option<&'a str>,
 }
 
 impl<T: Wire> Wire for Page<T> {
@@ -185,6 +189,7 @@ impl<T: Wire> Wire for Page<T> {
             object: "list",
             data: self.data.iter().map(Wire::wire).collect(),
             has_more: self.has_more,
+            next_starting_after: self.next_starting_after.as_deref(),
         }
     }
 }

@@ -41,7 +41,10 @@
 //! | a customer's requests in one second, per key | `PK = RATE#<customer>#<unix second>` (`count`, `member:<key id>`), expired by `ttl` |
 //!
 //! Every list filter but an operation's and an event's `type` is a key, so no other list reads
-//! entries it drops (those two read the projected `type` of their list's entries). Keys
+//! entries it drops. Those two read the projected `type` of their list's entries, at most
+//! [`FILTERED_READ_BUDGET`] a partition and request: a page that found fewer than asked by
+//! then says where it read up to ([`Listed`]), and the API's page says where the next starts
+//! (`next_starting_after`), so no request reads further as history grows. Keys
 //! every write of a kind shares (the platform's lists, the poll schedule) are spread over
 //! [`SHARDS`] partitions by a hash of the id, so no partition takes every write; those lists
 //! query each shard and merge.
@@ -89,7 +92,7 @@ use ops_domain::ids::{
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationQuery, OperationStatus, OperationStore};
-use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, RateLimiter, StoreError, Write};
+use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, Listed, RateLimiter, StoreError, Write};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
@@ -131,7 +134,16 @@ pub struct DynamoStore {
     /// How many of a changeset's events and audit entries its writer writes after the entity
     /// ([`crash_after_entity_writes`](Self::crash_after_entity_writes)): all but in kill tests.
     crash_after_entity: Arc<AtomicUsize>,
+    /// Entries a list filtered by a non-key attribute reads at most, per partition and request
+    /// ([`FILTERED_READ_BUDGET`]; smaller in tests).
+    filtered_read_budget: Arc<AtomicUsize>,
 }
+
+/// Index entries (keys and filter attributes, about a hundred bytes each) a list filtered by
+/// what is not a key (an operation's or an event's `type`) reads at most in one partition for
+/// one request: about fifteen read units, however long the history it filters. A page that
+/// found fewer items by then says where it read up to, and the next starts there.
+pub const FILTERED_READ_BUDGET: usize = 1000;
 
 /// Per item (`PK`, `SK`), its entry in each index: the entry's keys and projected attributes,
 /// or `None` where the item has no keys for that index.
@@ -240,7 +252,14 @@ impl DynamoStore {
             poll_queries: Arc::default(),
             index_images: Arc::default(),
             crash_after_entity: Arc::new(AtomicUsize::new(usize::MAX)),
+            filtered_read_budget: Arc::new(AtomicUsize::new(FILTERED_READ_BUDGET)),
         }
+    }
+
+    /// Filtered lists read at most `entries` a partition and request (tests: a short history
+    /// shows what a long one does).
+    pub fn limit_filtered_reads(&self, entries: usize) {
+        self.filtered_read_budget.store(entries.max(1), Ordering::Relaxed);
     }
 
     /// Requests sent to DynamoDB so far.
@@ -985,83 +1004,114 @@ impl DynamoStore {
         after: String,
         filter: Option<Filter>,
         limit: usize,
-    ) -> Result<Vec<Event>, StoreError> {
-        let (after, filter) = (&after, &filter);
-        let shards = |index: Option<&'static str>, condition: &'static str| {
-            each_partition(keys::all_events(), move |key| {
-                self.query_entries(
-                    index,
-                    condition,
-                    vec![(":pk", s(key)), (":after", s(after.clone()))],
-                    filter.clone(),
-                    true,
-                    limit,
-                )
-            })
-        };
-        let (items, entries) = futures_util::future::try_join(
-            shards(None, "PK = :pk AND SK < :after"),
-            shards(Some("GSI3"), "GSI3PK = :pk AND GSI3SK < :after"),
-        )
-        .await?;
-        let sort_key = |found: &Item, name: &str| found.get(name).and_then(|k| k.as_s().ok()).cloned();
-        let mut newest: Vec<(Option<String>, Item, bool)> = items
+    ) -> Result<Listed<Event>, StoreError> {
+        let sources = keys::all_events()
             .into_iter()
-            .map(|item| (sort_key(&item, "SK"), item, true))
-            .chain(
-                entries
-                    .into_iter()
-                    .map(|entry| (sort_key(&entry, "GSI3SK"), entry, false)),
-            )
+            .flat_map(|shard| [(None, shard.clone()), (Some("GSI3"), shard)])
             .collect();
-        newest.sort_by(|a, b| b.0.cmp(&a.0));
-        newest.truncate(limit);
-        let written_before: Vec<keys::Primary> = newest
+        let (found, read_up_to) = self.newest_entries(sources, &after, filter, limit).await?;
+        let written_before: Vec<keys::Primary> = found
             .iter()
-            .filter(|(_, _, item)| !item)
+            .filter(|(_, _, index)| index.is_some())
             .filter_map(|(_, entry, _)| primary_of(entry))
             .collect();
         let written_before = self.items_by_key(&written_before).await?;
-        newest
+        let items = found
             .iter()
-            .filter_map(|(_, found, item)| match item {
-                true => Some(found),
-                false => primary_of(found).and_then(|key| written_before.get(&key)),
+            .filter_map(|(_, found, index)| match index {
+                None => Some(found),
+                Some(_) => primary_of(found).and_then(|key| written_before.get(&key)),
             })
             .map(read_doc)
-            .collect()
+            .collect::<Result<_, _>>()?;
+        Ok(Listed { items, read_up_to })
+    }
+
+    /// The entries of `sources` (partitions of the table, `None`, or of an index) before
+    /// `after` by sort key, newest first across them all, up to `limit`, each with its sort
+    /// key and where it was read. With a filter, each partition reads at most its budget of
+    /// entries; if one stopped there, the merged list ends where every partition has been
+    /// read (the highest of their stopping points), and that is where it read up to.
+    async fn newest_entries(
+        &self,
+        sources: Vec<(Option<&'static str>, String)>,
+        after: &str,
+        filter: Option<Filter>,
+        limit: usize,
+    ) -> Result<(Vec<(String, Item, Option<&'static str>)>, Option<String>), StoreError> {
+        let budget = filter
+            .as_ref()
+            .map(|_| self.filtered_read_budget.load(Ordering::Relaxed));
+        let filter = &filter;
+        let read = futures_util::future::try_join_all(sources.into_iter().map(|(index, partition)| async move {
+            let sort_key = format!("{}SK", index.unwrap_or(""));
+            let condition = format!("{}PK = :pk AND {sort_key} < :after", index.unwrap_or(""));
+            let (entries, stopped_at) = self
+                .query_entries_within(
+                    index,
+                    &condition,
+                    vec![(":pk", s(partition)), (":after", s(after))],
+                    filter.clone(),
+                    true,
+                    limit,
+                    budget.map(|budget| (budget, sort_key.as_str())),
+                )
+                .await?;
+            Ok::<_, StoreError>((index, sort_key, entries, stopped_at))
+        }))
+        .await?;
+        let read_up_to = read.iter().filter_map(|(_, _, _, stopped_at)| stopped_at.clone()).max();
+        let mut found: Vec<(String, Item, Option<&'static str>)> = read
+            .into_iter()
+            .flat_map(|(index, sort_key, entries, _)| {
+                entries.into_iter().filter_map(move |entry| {
+                    let key = entry.get(&sort_key).and_then(|k| k.as_s().ok()).cloned()?;
+                    Some((key, entry, index))
+                })
+            })
+            // Past where every partition has been read, a partition that read on may hold
+            // entries another has not reached: they come on the next page.
+            .filter(|(key, _, _)| read_up_to.as_ref().is_none_or(|up_to| key >= up_to))
+            .collect();
+        found.sort_by(|a, b| b.0.cmp(&a.0));
+        found.truncate(limit);
+        Ok((found, read_up_to))
+    }
+
+    /// The items of an index's list before `after`, newest first (see [`Self::newest_entries`]).
+    async fn newest_first_listed<T: DeserializeOwned>(
+        &self,
+        index: &'static str,
+        partition: Partition,
+        after: String,
+        filter: Option<Filter>,
+        limit: usize,
+    ) -> Result<Listed<T>, StoreError> {
+        let partitions = match partition {
+            Partition::One(key) => vec![key],
+            Partition::Sharded(shards) => shards,
+        };
+        let sources = partitions.into_iter().map(|key| (Some(index), key)).collect();
+        let (found, read_up_to) = self.newest_entries(sources, &after, filter, limit).await?;
+        let entries: Vec<Item> = found.into_iter().map(|(_, entry, _)| entry).collect();
+        Ok(Listed {
+            items: self.items_of(&entries).await?,
+            read_up_to,
+        })
     }
 
     async fn newest_first<T: DeserializeOwned>(
         &self,
-        index: &str,
+        index: &'static str,
         partition: Partition,
         after: String,
         filter: Option<Filter>,
         limit: usize,
     ) -> Result<Vec<T>, StoreError> {
-        let partitions = match partition {
-            Partition::One(key) => vec![key],
-            Partition::Sharded(shards) => shards,
-        };
-        let condition = format!("{index}PK = :pk AND {index}SK < :after");
-        let mut found = each_partition(partitions, |key| {
-            self.query_entries(
-                Some(index),
-                &condition,
-                vec![(":pk", s(key)), (":after", s(after.clone()))],
-                filter.clone(),
-                true,
-                limit,
-            )
-        })
-        .await?;
-        // The sort key is the id: the newest across the shards first, then one read of the
-        // items for them.
-        let sort_key = format!("{index}SK");
-        found.sort_by_key(|entry| std::cmp::Reverse(entry.get(&sort_key).and_then(|k| k.as_s().ok()).cloned()));
-        found.truncate(limit);
-        self.items_of(&found).await
+        Ok(self
+            .newest_first_listed(index, partition, after, filter, limit)
+            .await?
+            .items)
     }
 
     /// Up to `limit` items of a sharded due index (GSI2, sorted by due time) due at or before
@@ -1135,10 +1185,32 @@ impl DynamoStore {
         newest_first: bool,
         limit: usize,
     ) -> Result<Vec<Item>, StoreError> {
+        let (found, _) = self
+            .query_entries_within(index, key_condition, values, filter, newest_first, limit, None)
+            .await?;
+        Ok(found)
+    }
+
+    /// [`Self::query_entries`], reading at most `budget.0` entries (matching the filter or
+    /// not); when it stops there with more to read, it also answers the `budget.1` sort key
+    /// of the last entry it read.
+    #[allow(clippy::too_many_arguments)]
+    async fn query_entries_within(
+        &self,
+        index: Option<&str>,
+        key_condition: &str,
+        values: Vec<(&str, AttributeValue)>,
+        filter: Option<Filter>,
+        newest_first: bool,
+        limit: usize,
+        budget: Option<(usize, &str)>,
+    ) -> Result<(Vec<Item>, Option<String>), StoreError> {
         let mut found = vec![];
+        let mut read = 0;
         let mut start: Option<Item> = None;
         loop {
             self.count();
+            let unread = budget.map_or(usize::MAX, |(budget, _)| budget - read);
             let mut request = self
                 .client
                 .query()
@@ -1147,7 +1219,7 @@ impl DynamoStore {
                 .key_condition_expression(key_condition)
                 .scan_index_forward(!newest_first)
                 .set_exclusive_start_key(start.take())
-                .limit((limit - found.len()).clamp(1, 1000) as i32);
+                .limit((limit - found.len()).min(unread).clamp(1, 1000) as i32);
             for (k, v) in &values {
                 request = request.expression_attribute_values(*k, v.clone());
             }
@@ -1161,12 +1233,17 @@ impl DynamoStore {
             }
             let page = request.send().await.map_err(sdk_error)?;
             found.extend(page.items().iter().take(limit - found.len()).cloned());
+            read += usize::try_from(page.scanned_count()).unwrap_or(0);
             if found.len() == limit {
-                return Ok(found);
+                return Ok((found, None));
             }
-            match page.last_evaluated_key() {
-                Some(key) => start = Some(key.clone()),
-                None => return Ok(found),
+            match (page.last_evaluated_key(), budget) {
+                (None, _) => return Ok((found, None)),
+                (Some(key), Some((budget, sort_key))) if read >= budget => {
+                    let read_up_to = key.get(sort_key).and_then(|k| k.as_s().ok()).cloned();
+                    return Ok((found, read_up_to));
+                }
+                (Some(key), _) => start = Some(key.clone()),
             }
         }
     }
@@ -1508,7 +1585,7 @@ impl OperationStore for DynamoStore {
         self.get(keys::operation(id)).await
     }
 
-    async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError> {
+    async fn operations(&self, query: &OperationQuery) -> Result<Listed<Operation>, StoreError> {
         let after = query
             .starting_after
             .as_ref()
@@ -1523,7 +1600,8 @@ impl OperationStore for DynamoStore {
         let filter = Filter::default()
             .with("ty", "type", query.kind.map(|k| k.as_str()))
             .into_option();
-        self.newest_first(index, partition, after, filter, query.limit).await
+        self.newest_first_listed(index, partition, after, filter, query.limit)
+            .await
     }
 
     async fn operation_history(&self, operation_id: &OperationId) -> Result<Vec<AuditEntry>, StoreError> {
@@ -1818,7 +1896,7 @@ impl WebhookStore for DynamoStore {
         item.as_ref().map(|item| doc_json(item).map(String::from)).transpose()
     }
 
-    async fn events(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
+    async fn events(&self, query: &EventQuery) -> Result<Listed<Event>, StoreError> {
         let after = query
             .starting_after
             .as_ref()
@@ -1833,7 +1911,8 @@ impl WebhookStore for DynamoStore {
         match &query.customer_id {
             Some(customer) => {
                 let partition = Partition::One(keys::events_of(customer));
-                self.newest_first("GSI1", partition, after, filter, query.limit).await
+                self.newest_first_listed("GSI1", partition, after, filter, query.limit)
+                    .await
             }
             None => self.every_event_newest_first(after, filter, query.limit).await,
         }

@@ -575,7 +575,7 @@ async fn lists_are_newest_first_filtered_and_paged(store: &dyn Store) {
     }
     let listed = |query: OperationQuery| async move {
         let found = store.operations(&query).await.unwrap();
-        found.into_iter().map(|o| o.id).collect::<Vec<_>>()
+        found.items.into_iter().map(|o| o.id).collect::<Vec<_>>()
     };
     let query = OperationQuery {
         customer_id: Some("cus_l".into()),
@@ -648,7 +648,7 @@ async fn events_are_listed_by_customer_and_type(store: &dyn Store) {
         starting_after: after.map(Into::into),
         limit: 10,
     };
-    let listed = |query| async move { ids(store.events(&query).await.unwrap()) };
+    let listed = |query| async move { ids(store.events(&query).await.unwrap().items) };
     assert_eq!(
         listed(list(Some("cus_e"), None, None)).await,
         ["evt_4", "evt_2", "evt_1"]

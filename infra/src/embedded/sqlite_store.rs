@@ -20,7 +20,7 @@ use ops_domain::ids::{
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationQuery, OperationStatus, OperationStore};
-use ops_domain::ports::{AuditEntry, Changeset, Commit, StoreError, Write};
+use ops_domain::ports::{AuditEntry, Changeset, Commit, Listed, StoreError, Write};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
@@ -1022,7 +1022,8 @@ impl OperationStore for SqliteStore {
             .await
     }
 
-    async fn operations(&self, query: &OperationQuery) -> Result<Vec<Operation>, StoreError> {
+    /// Every filter is an index here, so a list reads only what it returns and never stops short.
+    async fn operations(&self, query: &OperationQuery) -> Result<Listed<Operation>, StoreError> {
         let query = query.clone();
         self.read(move |c| {
             let list = List::new("operations", "id", query.limit)
@@ -1030,7 +1031,7 @@ impl OperationStore for SqliteStore {
                 .filter("status = ?", query.status.map(|s| s.as_str().to_owned()))
                 .filter("type = ?", query.kind.map(|k| k.as_str().to_owned()))
                 .filter("id < ?", query.starting_after.clone().map(String::from));
-            list.run(c)
+            list.run(c).map(Listed::complete)
         })
         .await
     }
@@ -1327,7 +1328,7 @@ impl WebhookStore for SqliteStore {
         self.text_by("SELECT body FROM events WHERE id = ?1", [id.as_str()])
     }
 
-    async fn events(&self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
+    async fn events(&self, query: &EventQuery) -> Result<Listed<Event>, StoreError> {
         let query = query.clone();
         self.read(move |c| {
             let list = List::new("events", "seq", query.limit)
@@ -1337,7 +1338,7 @@ impl WebhookStore for SqliteStore {
                     "seq < (SELECT seq FROM events WHERE id = ?)",
                     query.starting_after.clone().map(String::from),
                 );
-            list.run(c)
+            list.run(c).map(Listed::complete)
         })
         .await
     }
