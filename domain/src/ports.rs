@@ -281,6 +281,17 @@ pub trait Commit: Send + Sync {
     async fn commit_derived(&self, changes: Changeset) -> Result<(), StoreError> {
         self.commit(changes).await
     }
+
+    /// Commits derived changesets as [`commit_derived`](Self::commit_derived) does, each on
+    /// its own terms, in order: one after another here; SQLite makes them one transaction, so
+    /// the pages they share are written once.
+    async fn commit_derived_each(&self, changesets: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
+        let mut outcomes = Vec::with_capacity(changesets.len());
+        for changes in changesets {
+            outcomes.push(self.commit_derived(changes).await);
+        }
+        outcomes
+    }
 }
 
 /// The whole store: each module's narrow port (the reads its use cases need, declared in its

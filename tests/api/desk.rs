@@ -538,3 +538,40 @@ async fn each_queues_sla_is_the_deployments_setting() {
     app.clock.advance(Duration::minutes(11));
     assert_eq!(past_due(app.get("/v1/board", &acme.key).await.json()), Some(1));
 }
+
+/// A desk round plans what each event it read calls for and commits it together; an event
+/// about an operation already planned for commits what waits first (its reads must see it).
+/// So one round handles a stream in which one operation is created, waits and is approved,
+/// beside another that waits.
+#[tokio::test]
+async fn one_desk_round_handles_several_changes_of_one_operation_among_others() {
+    use ops_runtime::driver::{StreamConsumer, Trigger};
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let approver = app
+        .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
+        .await;
+    let approved = waiting_payout(&app, &acme, 1_000).await;
+    let waiting = waiting_payout(&app, &acme, 2_500).await;
+    let reply = app
+        .post(&format!("/v1/operations/{approved}/approve"), &approver.key, json!({}))
+        .await;
+    assert_eq!(reply.json()["status"], "approved", "{}", reply.json());
+
+    let handled = app.driver().round(Trigger::Stream(StreamConsumer::Desk)).await.unwrap();
+    assert!(handled >= 5, "created and pending_approval twice, approved: {handled}");
+    let board = app.get("/v1/board", &acme.key).await.json();
+    assert_eq!(
+        (
+            board["pending_approval"]["count"].as_i64(),
+            board["pending_approval"]["amount"]["CLP"].as_i64(),
+            board["in_progress"]["count"].as_i64(),
+            board["queues"]["approvals"]["open"].as_i64(),
+        ),
+        (Some(1), Some(2_500), Some(1), Some(1)),
+        "{board:#}"
+    );
+    let open = items(&app, &acme.key, "queue=approvals&status=open").await;
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0]["subject"]["id"], waiting.as_str());
+}

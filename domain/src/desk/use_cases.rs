@@ -1,16 +1,15 @@
-//! The desk's use cases: the stream consumer that opens and closes work items as their
-//! subjects change, and the operator's list, get, claim, assign and release.
+//! The desk's use cases: the operator's list, get, claim, assign and release, and the board
+//! (the stream consumer that keeps them is in `consumer.rs`).
 
 use super::board::{column_bucket, queue_bucket, Board, BoardEntry, BoardMove, Column, ColumnView, QueueView};
 use super::{Queue, Subject, SubjectType, WorkItem, WorkItemQuery, WorkItemStatus, WorkItemTransition};
-use crate::access::{Principal, Role, Scope};
+use crate::access::{Principal, Scope};
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::event::Event;
-use crate::ids::{CustomerId, OperationId, TransactionId, UserId, WorkItemId};
-use crate::ports::{signals, AuditEntry, BatchOutcome, Changeset, Signal, SignalUnit, StoreError, Write};
-use crate::service::{customer_scope, Handled, Page, Service};
-use crate::transactions::TransactionStatus;
+use crate::ids::{CustomerId, OperationId, UserId, WorkItemId};
+use crate::ports::{signals, AuditEntry, Changeset, Signal, SignalUnit, StoreError, Write};
+use crate::service::{customer_scope, Page, Service};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use time::Duration;
@@ -36,167 +35,7 @@ pub struct AssignWorkItem {
     pub user_id: Option<String>,
 }
 
-/// What a subject's current state asks of the desk.
-struct Wanted {
-    queue: Queue,
-    kind: &'static str,
-    subject: Subject,
-    customer_id: crate::ids::CustomerId,
-    required_role: Option<Role>,
-    /// Whether an item should be open now.
-    open: bool,
-    /// The subject's latest cause: why an item opens or closes.
-    cause: Cause,
-}
-
 impl Service {
-    /// Stream → desk: each operation event keeps its place on the board, and each operation or
-    /// transaction event opens or closes its subject's work items.
-    pub async fn handle_desk_events(&self, events: &[Event]) -> BatchOutcome {
-        let mut outcome = BatchOutcome::default();
-        for event in events {
-            let result = match self.count_on_board(event).await {
-                Ok(Handled::Done) => self.reconcile_desk(event).await,
-                other => other,
-            };
-            if !matches!(result, Ok(Handled::Done)) {
-                if let Err(error) = &result {
-                    tracing::warn!(event = %event.id, %error, "desk handler failed; the event comes again");
-                }
-                outcome.failed.push(event.id.to_string());
-                break;
-            }
-        }
-        outcome
-    }
-
-    async fn reconcile_desk(&self, event: &Event) -> Result<Handled, DomainError> {
-        // Events come in order, so the one that moves a subject out of a state closes its item
-        // with that transition's own cause, even if the subject has moved on since.
-        let event_cause: Option<Cause> = serde_json::from_value(event.data["cause"].clone()).ok();
-        for mut wanted in self.wanted_items(event).await? {
-            if let Some(cause) = &event_cause {
-                wanted.cause = cause.clone();
-            }
-            let open = self.store.open_work_item(wanted.queue, &wanted.subject.id).await?;
-            let mut changes = Changeset::default();
-            match (open, wanted.open) {
-                (None, true) => {
-                    let id = WorkItemId::from(format!("wi_{}", event.id.trim_start_matches("evt_")));
-                    // This event opened an item before, closed since: a late delivery of it
-                    // opens nothing (and is not a conflict to retry forever).
-                    if self.store.work_item(&id).await?.is_some() {
-                        continue;
-                    }
-                    let mut item = self.new_work_item(
-                        id,
-                        wanted.queue,
-                        wanted.kind,
-                        wanted.subject,
-                        wanted.customer_id,
-                        wanted.cause,
-                    );
-                    item.required_role = wanted.required_role;
-                    self.record_work_item(&mut changes, &item, "opened");
-                    changes.push(Write::InsertWorkItem(item));
-                }
-                (Some(mut item), false) => {
-                    item.apply(WorkItemTransition::Close(wanted.cause), self.now())?;
-                    self.record_work_item(&mut changes, &item, "closed");
-                    changes.push(Write::UpdateWorkItem(item));
-                }
-                _ => continue,
-            }
-            match self.store.commit_derived(changes).await {
-                Ok(()) => {}
-                // Another delivery (or a claim) got there first: look again next time.
-                Err(StoreError::Conflict) => return Ok(Handled::Later),
-                Err(other) => return Err(other.into()),
-            }
-        }
-        Ok(Handled::Done)
-    }
-
-    /// The items an event calls for. Only an event entering a state that opens an item reads
-    /// its subject (it may have moved on: then nothing opens); one that may leave such a state
-    /// asks for the item to close, with the event's cause; any other event asks nothing.
-    async fn wanted_items(&self, event: &Event) -> Result<Vec<Wanted>, DomainError> {
-        let status = event.data["status"].as_str().unwrap_or_default();
-        let closing = |queue, kind, subject: Subject| Wanted {
-            queue,
-            kind,
-            subject,
-            customer_id: event.customer_id.clone(),
-            required_role: None,
-            open: false,
-            cause: Cause::new("subject_moved_on", status, crate::cause::Actor::system(), self.now()),
-        };
-        if event.kind.starts_with("operation.") {
-            let id = OperationId::from(event.data["operation_id"].as_str().unwrap_or_default());
-            let subject = Subject {
-                kind: SubjectType::Operation,
-                id: id.to_string(),
-            };
-            let (queue, kind) = match status {
-                "approved" | "rejected" | "cancelled" => {
-                    return Ok(vec![closing(Queue::Approvals, "approval", subject)])
-                }
-                "processing" | "completed" | "partially_completed" | "failed" => {
-                    return Ok(vec![closing(Queue::Exceptions, "operation_needs_attention", subject)])
-                }
-                "pending_approval" => (Queue::Approvals, "approval"),
-                "needs_attention" => (Queue::Exceptions, "operation_needs_attention"),
-                _ => return Ok(vec![]),
-            };
-            let Some(operation) = self.store.operation(&id).await? else {
-                return Ok(vec![]);
-            };
-            if operation.status.as_str() != status {
-                return Ok(vec![]);
-            }
-            return Ok(vec![Wanted {
-                queue,
-                kind,
-                subject,
-                customer_id: operation.customer_id,
-                required_role: (queue == Queue::Approvals)
-                    .then(|| operation.approval_requirement.as_ref().map(|r| r.role))
-                    .flatten(),
-                open: true,
-                cause: operation.cause,
-            }]);
-        }
-        if event.kind.starts_with("transaction.") {
-            let id = TransactionId::from(event.data["transaction_id"].as_str().unwrap_or_default());
-            let subject = Subject {
-                kind: SubjectType::Transaction,
-                id: id.to_string(),
-            };
-            let kind = "transaction_needs_attention";
-            match status {
-                "pending" | "failed" | "confirmed" => return Ok(vec![closing(Queue::Exceptions, kind, subject)]),
-                "needs_attention" => {}
-                _ => return Ok(vec![]),
-            }
-            let Some(transaction) = self.store.transaction(&id).await? else {
-                return Ok(vec![]);
-            };
-            if transaction.status != TransactionStatus::NeedsAttention {
-                return Ok(vec![]);
-            }
-            return Ok(vec![Wanted {
-                queue: Queue::Exceptions,
-                kind,
-                subject,
-                customer_id: transaction.customer_id,
-                required_role: None,
-                open: true,
-                cause: transaction.cause,
-            }]);
-        }
-        Ok(vec![])
-    }
-
     /// A new open item, due when its queue's SLA runs out.
     pub(crate) fn new_work_item(
         &self,
@@ -447,9 +286,9 @@ fn may_act_on(principal: &Principal, item: &WorkItem) -> bool {
 impl Service {
     /// Keeps an operation's place on the board: moved once per change of column, by the
     /// operation's version in the event, so an older or repeated delivery moves nothing.
-    pub(super) async fn count_on_board(&self, event: &Event) -> Result<Handled, DomainError> {
+    pub(super) async fn count_on_board(&self, event: &Event) -> Result<Option<Changeset>, DomainError> {
         if !event.kind.starts_with("operation.") {
-            return Ok(Handled::Done);
+            return Ok(None);
         }
         let object = &event.data["object"];
         let (Some(version), Some(status), Some(currency), Some(amount)) = (
@@ -460,7 +299,7 @@ impl Service {
             object["currency"].as_str().and_then(crate::money::Currency::parse),
             object["total_amount"].as_i64(),
         ) else {
-            return Ok(Handled::Done);
+            return Ok(None);
         };
         let id = OperationId::from(event.data["operation_id"].as_str().unwrap_or_default());
         let entry = self.store.board_entry(&id).await?;
@@ -468,12 +307,12 @@ impl Service {
             .as_ref()
             .is_some_and(|e| (e.operation_version, &e.event_id) >= (version, &event.id))
         {
-            return Ok(Handled::Done);
+            return Ok(None);
         }
         let from = entry.as_ref().and_then(|e| e.column);
         let to = Column::of(status);
         if entry.is_some() && from == to {
-            return Ok(Handled::Done);
+            return Ok(None);
         }
         let moved = BoardMove {
             entry: BoardEntry {
@@ -490,11 +329,7 @@ impl Service {
         };
         let mut changes = Changeset::default();
         changes.push(Write::MoveOnBoard(moved));
-        match self.store.commit_derived(changes).await {
-            Ok(()) => Ok(Handled::Done),
-            Err(StoreError::Conflict) => Ok(Handled::Later),
-            Err(other) => Err(other.into()),
-        }
+        Ok(Some(changes))
     }
 
     /// `GET /v1/board`: a customer's board (theirs only), or the platform's over every customer.

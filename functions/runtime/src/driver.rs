@@ -148,6 +148,11 @@ pub struct Pace {
     /// Webhook messages one send round takes (each round keeps at most ten posts open): a
     /// larger batch shares its receive, its attempts' sync and its deletion among more sends.
     pub webhook_batch: usize,
+    /// How long the desk's consumer gathers events after a round that found some, as an event
+    /// source mapping's batching window does: the board and work items are derived views, and
+    /// a round's events commit together, so a busy stream costs the writer a transaction a
+    /// window rather than one an event.
+    pub desk_window: Duration,
 }
 
 impl Pace {
@@ -160,6 +165,7 @@ impl Pace {
         files_visibility: time::Duration::seconds(120),
         webhook_senders: 4,
         webhook_batch: 50,
+        desk_window: Duration::from_millis(20),
     };
     /// Every empty round is a few requests to the endpoint; one poll query per shard a second
     /// is plenty (the cloud's schedule is a minute).
@@ -172,6 +178,8 @@ impl Pace {
         webhook_senders: 1,
         // SQS hands out ten at most.
         webhook_batch: QUEUE_BATCH,
+        // Every round is requests to the emulator: gathering saves none of them.
+        desk_window: Duration::ZERO,
     };
 }
 
@@ -316,12 +324,17 @@ impl Driver {
                 Trigger::Queue(QueueName::Webhooks) => (self.pace.idle, self.pace.webhook_senders.max(1)),
                 _ => (self.pace.idle, 1),
             };
+            let window = match trigger {
+                Trigger::Stream(StreamConsumer::Desk) => self.pace.desk_window,
+                _ => Duration::ZERO,
+            };
             for _ in 0..copies {
                 let driver = self.clone();
                 loops.spawn(async move {
                     loop {
                         match driver.round(trigger).await {
                             Ok(0) => tokio::time::sleep(idle).await,
+                            Ok(_) if !window.is_zero() => tokio::time::sleep(window).await,
                             Ok(_) => {}
                             Err(error) => {
                                 tracing::error!(trigger = trigger.as_str(), %error, "trigger round failed");

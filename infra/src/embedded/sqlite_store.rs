@@ -975,6 +975,18 @@ impl Commit for SqliteStore {
         self.with_unsynced(move |c| commit_on(c, &changes)).await
     }
 
+    /// Each changeset in its own savepoint of one unsynced transaction.
+    async fn commit_derived_each(&self, changesets: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
+        if changesets.is_empty() {
+            return vec![];
+        }
+        let count = changesets.len();
+        match self.with_unsynced(move |c| commit_together(c, &changesets)).await {
+            Ok(outcomes) => outcomes,
+            Err(error) => vec![Err(error); count],
+        }
+    }
+
     /// Each changeset in its own savepoint of one transaction, with whatever else waits for
     /// the writer (webhook senders' batches share a sync).
     async fn commit_each(&self, changesets: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
