@@ -985,9 +985,6 @@ impl DynamoStore {
         Ok(found.item)
     }
 
-    /// Up to `limit` items of `partition` in `index` with a sort key (an id) below `after`,
-    /// newest first. A sharded partition is read shard by shard (concurrently), its entries
-    /// merged, and only the items that make the page are read.
     /// An event's item, where it is, or where it was written before 2026-11-26.
     async fn stored_event(&self, id: &EventId) -> Result<Option<Item>, StoreError> {
         match self.get_item(keys::event(id)).await? {
@@ -1078,7 +1075,9 @@ impl DynamoStore {
         Ok((found, read_up_to))
     }
 
-    /// The items of an index's list before `after`, newest first (see [`Self::newest_entries`]).
+    /// Up to `limit` items of `partition` in `index` with a sort key (an id) below `after`,
+    /// newest first. A sharded partition is read shard by shard (concurrently), its entries
+    /// merged ([`Self::newest_entries`]), and only the items that make the page are read.
     async fn newest_first_listed<T: DeserializeOwned>(
         &self,
         index: &'static str,
@@ -1100,6 +1099,7 @@ impl DynamoStore {
         })
     }
 
+    /// [`Self::newest_first_listed`]'s items, for lists whose filters are all keys.
     async fn newest_first<T: DeserializeOwned>(
         &self,
         index: &'static str,
@@ -1210,7 +1210,7 @@ impl DynamoStore {
         let mut start: Option<Item> = None;
         loop {
             self.count();
-            let unread = budget.map_or(usize::MAX, |(budget, _)| budget - read);
+            let unread = budget.map_or(usize::MAX, |(budget, _)| budget.saturating_sub(read));
             let mut request = self
                 .client
                 .query()
