@@ -25,6 +25,74 @@ fn ms(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1000.0)
 }
 
+/// What a process has used so far: CPU time (user and system, every thread, in the kernel's
+/// ticks of 10 ms), write calls (`write`, `pwrite`, `writev`: sockets and files) and the bytes
+/// they wrote, from `/proc/<pid>/stat` and `/proc/<pid>/io`.
+#[derive(Clone, Copy, Default)]
+struct Usage {
+    cpu: Duration,
+    write_calls: u64,
+    written: u64,
+    switches: u64,
+}
+
+impl Usage {
+    fn of(pid: &str) -> Usage {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The fields after the command's name (which may hold spaces) in parentheses.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or("", |(_, rest)| rest)
+            .split_whitespace()
+            .collect();
+        let ticks = |n: usize| fields.get(n).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+        let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+        let counter = |name: &str| {
+            io.lines()
+                .find_map(|line| line.strip_prefix(name))
+                .and_then(|value| value.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        // Every thread's context switches, voluntary or not, the exited ones' lost with them
+        // (a blocking pool's idle threads live for seconds).
+        let switches = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|task| {
+                let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+                status
+                    .lines()
+                    .filter(|line| line.contains("ctxt_switches:"))
+                    .filter_map(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok())
+                    .sum::<u64>()
+            })
+            .sum();
+        Usage {
+            switches,
+            // utime and stime are the 14th and 15th fields, the 12th and 13th after the name.
+            cpu: Duration::from_millis((ticks(11) + ticks(12)) * 10),
+            write_calls: counter("syscw:"),
+            written: counter("wchar:"),
+        }
+    }
+
+    fn own() -> Usage {
+        Usage::of("self")
+    }
+
+    /// What was used since `before`, per one of `count` things done.
+    fn each_since(&self, before: Usage, count: usize) -> (f64, f64, f64, f64) {
+        let n = count as f64;
+        (
+            (self.cpu - before.cpu).as_secs_f64() * 1e6 / n,
+            (self.write_calls - before.write_calls) as f64 / n,
+            (self.written - before.written) as f64 / n,
+            self.switches.saturating_sub(before.switches) as f64 / n,
+        )
+    }
+}
+
 /// Peak resident memory of this process (server, pipeline and clients together).
 fn peak_memory_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -292,8 +360,9 @@ async fn creates_against_the_limit() {
     let (_server, api, _data) = local_server(std::env::var_os("NO_PIPELINE").is_none()).await;
     let customer = api.create_customer().await;
     println!();
-    println!("| clients | limit creates/s | service creates/s | × | limit p50 ms | service p50 ms | × |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| clients | limit creates/s | service creates/s | × | limit p50 ms | service p50 ms | × | CPU µs a create (limit, service) | write calls a create | KB written a create | context switches a create |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let limit_pid = limit.id().expect("limit-server runs").to_string();
     let only: Option<Vec<usize>> = std::env::var("LIMIT_CLIENTS")
         .ok()
         .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect());
@@ -303,6 +372,7 @@ async fn creates_against_the_limit() {
         .filter(|(c, _)| only.as_ref().is_none_or(|o| o.contains(c)))
     {
         for _ in 0..2 {
+            let before = Usage::of(&limit_pid);
             let (limit_rps, limit_p50) = loadgen(
                 &bin,
                 &format!("http://{listen}"),
@@ -312,11 +382,22 @@ async fn creates_against_the_limit() {
                 creates,
             )
             .await;
+            let limit_used = Usage::of(&limit_pid).each_since(before, creates);
+            let before = Usage::own();
             let (rps, p50) = loadgen(&bin, &api.base, &customer.key, &customer.id, clients, creates).await;
+            let used = Usage::own().each_since(before, creates);
             println!(
-                "| {clients} | {limit_rps:.0} | {rps:.0} | {:.2} | {limit_p50:.2} | {p50:.2} | {:.2} |",
+                "| {clients} | {limit_rps:.0} | {rps:.0} | {:.2} | {limit_p50:.2} | {p50:.2} | {:.2} | {:.0}, {:.0} | {:.1}, {:.1} | {:.1}, {:.1} | {:.1}, {:.1} |",
                 rps / limit_rps,
-                p50 / limit_p50
+                p50 / limit_p50,
+                limit_used.0,
+                used.0,
+                limit_used.1,
+                used.1,
+                limit_used.2 / 1024.0,
+                used.2 / 1024.0,
+                limit_used.3,
+                used.3,
             );
         }
     }
@@ -367,7 +448,7 @@ async fn webhook_deliveries() {
     let dispatch = Trigger::Stream(StreamConsumer::WebhookDispatch);
     while server.driver.round(dispatch).await.expect("dispatch round") > 0 {}
 
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), Usage::own().cpu);
     join_all((0..SENDERS).map(|_| async {
         while server
             .driver
@@ -378,7 +459,7 @@ async fn webhook_deliveries() {
         {}
     }))
     .await;
-    let service = t.elapsed();
+    let (service, service_cpu) = (t.elapsed(), Usage::own().cpu - cpu);
     let bodies: Vec<Vec<u8>> = receiver.received().into_iter().map(|r| r.body).collect();
     assert_eq!(bodies.len(), count, "every delivery arrived once");
 
@@ -389,7 +470,7 @@ async fn webhook_deliveries() {
     for (n, body) in bodies.into_iter().enumerate() {
         shares[n % SENDERS].push(body);
     }
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), Usage::own().cpu);
     join_all(shares.into_iter().map(|share| {
         // Each answer is dropped as it comes, so its connection takes the next post.
         futures_util::stream::iter(share).for_each_concurrent(IN_FLIGHT, |body| {
@@ -404,22 +485,25 @@ async fn webhook_deliveries() {
         })
     }))
     .await;
-    let loop_took = t.elapsed();
+    let (loop_took, loop_cpu) = (t.elapsed(), Usage::own().cpu - cpu);
     assert_eq!(plain.received().len(), count);
     println!();
-    println!("| webhook deliveries (local mode), receiver answering after {latency:?} | deliveries | ms | deliveries/s | × the plain loop |");
-    println!("|---|---|---|---|---|");
+    println!("| webhook deliveries (local mode), receiver answering after {latency:?} | deliveries | ms | deliveries/s | × the plain loop | CPU µs a delivery (both sides) |");
+    println!("|---|---|---|---|---|---|");
     let per_second = |took: Duration| count as f64 / took.as_secs_f64();
+    let cpu_each = |cpu: Duration| cpu.as_secs_f64() * 1e6 / count as f64;
     println!(
-        "| plain reqwest loop, same bodies, same concurrency | {count} | {} | {:.0} | 1.00 |",
+        "| plain reqwest loop, same bodies, same concurrency | {count} | {} | {:.0} | 1.00 | {:.1} |",
         ms(loop_took),
-        per_second(loop_took)
+        per_second(loop_took),
+        cpu_each(loop_cpu)
     );
     println!(
-        "| the webhook consumer (signed, attempt recorded) | {count} | {} | {:.0} | {:.2} |",
+        "| the webhook consumer (signed, attempt recorded) | {count} | {} | {:.0} | {:.2} | {:.1} |",
         ms(service),
         per_second(service),
-        per_second(service) / per_second(loop_took)
+        per_second(service) / per_second(loop_took),
+        cpu_each(service_cpu)
     );
 }
 

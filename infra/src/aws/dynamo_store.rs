@@ -139,13 +139,11 @@ pub struct DynamoStore {
     filtered_read_budget: Arc<AtomicUsize>,
 }
 
-/// Entries a list filtered by what is not a key (an operation's or an event's `type`) reads at
-/// most in one partition for one request, however long the history it filters: in an index
-/// (keys and filter attributes, about a hundred bytes each) about fifteen read units; in the
-/// platform's event list, whose entries are the events themselves (about 1 KB deflated), up
-/// to one DynamoDB page (1 MB, about 128 units) a shard. A page that found fewer items by then
-/// says where it read up to, and the next starts there.
-pub const FILTERED_READ_BUDGET: usize = 1000;
+/// [`FILTERED_READ_BUDGET`] entries, per partition here: in an index (keys and filter
+/// attributes, about a hundred bytes each) about fifteen read units; in the platform's event
+/// list, whose entries are the events themselves (about 1 KB deflated), up to one DynamoDB
+/// page (1 MB, about 128 units) a shard.
+pub use crate::FILTERED_READ_BUDGET;
 
 /// Per item (`PK`, `SK`), its entry in each index: the entry's keys and projected attributes,
 /// or `None` where the item has no keys for that index.
