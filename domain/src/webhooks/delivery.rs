@@ -130,55 +130,62 @@ impl Service {
                 }
             }
         }
-        // The batch's due deliveries first, then each endpoint they go to (read once for the
-        // batch), then the sends: at most SENDS_IN_FLIGHT posts are open at a time, and the
-        // next starts as soon as one ends, so a slow receiver takes one place, not a round.
-        // (The futures are made before they go into the stream: a stream's own closure over
-        // borrowed items would not be `Send` for every lifetime, as a spawned task needs.)
-        let lookups: Vec<_> = sends
-            .iter()
-            .map(|(message, delivery_id)| async move { (*message, self.due_delivery(delivery_id).await) })
-            .collect();
-        let found: Vec<_> = stream::iter(lookups).buffer_unordered(SENDS_IN_FLIGHT).collect().await;
-        let mut due = Vec::with_capacity(found.len());
-        for (message, found) in found {
-            match found {
-                Ok(Some(delivery)) => due.push((message, delivery)),
-                Ok(None) => {}
-                Err(error) => {
+        // The batch's due deliveries first, read together with their events, then each
+        // endpoint they go to (read once for the batch), then the sends: at most
+        // SENDS_IN_FLIGHT posts are open at a time, and the next starts as soon as one ends, so
+        // a slow receiver takes one place, not a round.
+        let ids: Vec<DeliveryId> = sends.iter().map(|(_, id)| id.clone()).collect();
+        let mut found: HashMap<DeliveryId, (Delivery, Option<String>)> = match self.store.deliveries_to_send(&ids).await
+        {
+            Ok(found) => found.into_iter().map(|(d, body)| (d.id.clone(), (d, body))).collect(),
+            Err(error) => {
+                tracing::warn!(%error, "webhook sends failed; the batch comes again");
+                failed.extend(sends.iter().map(|(message, _)| message.id.clone()));
+                return BatchOutcome { failed };
+            }
+        };
+        let mut due = Vec::with_capacity(sends.len());
+        for (message, delivery_id) in &sends {
+            let Some((delivery, body)) = found.remove(delivery_id) else {
+                continue;
+            };
+            let event_id = delivery.event_id.clone();
+            match (self.due_now(delivery).await, body) {
+                (Ok(Some(delivery)), Some(body)) => due.push((*message, delivery, body.into_bytes())),
+                (Ok(None), _) => {}
+                (Ok(Some(_)), None) => {
+                    tracing::warn!(message = %message.id, event = %event_id, "webhook send failed, its event is missing; the message comes again");
+                    failed.push(message.id.clone());
+                }
+                (Err(error), _) => {
                     tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
                     failed.push(message.id.clone());
                 }
             }
         }
         let now = self.now();
-        let endpoints: std::collections::HashSet<&WebhookEndpointId> =
-            due.iter().map(|(_, d)| &d.endpoint_id).collect();
-        let signers: HashMap<&WebhookEndpointId, Result<Signer, String>> = join_all(
-            endpoints
-                .into_iter()
-                .map(|id| async move { (id, self.signer(id, now).await.map_err(|e| e.to_string())) }),
-        )
-        .await
-        .into_iter()
-        .collect();
-        let mut sendable = Vec::with_capacity(due.len());
-        for (message, delivery) in &due {
+        let endpoints: std::collections::HashSet<WebhookEndpointId> =
+            due.iter().map(|(_, d, _)| d.endpoint_id.clone()).collect();
+        let signers: HashMap<WebhookEndpointId, Result<Signer, String>> =
+            join_all(endpoints.into_iter().map(|id| async move {
+                let signer = self.signer(&id, now).await.map_err(|e| e.to_string());
+                (id, signer)
+            }))
+            .await
+            .into_iter()
+            .collect();
+        let mut posts = Vec::with_capacity(due.len());
+        for (message, delivery, body) in due {
             match &signers[&delivery.endpoint_id] {
-                Ok(signer) => sendable.push((*message, delivery, signer)),
+                Ok(signer) => {
+                    posts.push(async move { (message, self.attempt_webhook(&delivery, body, signer, now).await) })
+                }
                 Err(error) => {
                     tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
                     failed.push(message.id.clone());
                 }
             }
         }
-        let posts: Vec<_> =
-            sendable
-                .iter()
-                .map(|(message, delivery, signer)| async move {
-                    (*message, self.attempt_webhook(delivery, signer, now).await)
-                })
-                .collect();
         let attempted: Vec<_> = stream::iter(posts).buffer_unordered(SENDS_IN_FLIGHT).collect().await;
         let mut recorded = vec![];
         for (message, attempt) in attempted {
@@ -210,12 +217,9 @@ impl Service {
         BatchOutcome { failed }
     }
 
-    /// The delivery if it is due now; `None` if there is nothing to send (gone, done, or not
-    /// due: then its message is queued again for when it is).
-    async fn due_delivery(&self, delivery_id: &DeliveryId) -> Result<Option<Delivery>, DomainError> {
-        let Some(delivery) = self.store.delivery(delivery_id).await? else {
-            return Ok(None);
-        };
+    /// The delivery if it is due now; `None` if there is nothing to send (done, or not due:
+    /// then its message is queued again for when it is).
+    async fn due_now(&self, delivery: Delivery) -> Result<Option<Delivery>, DomainError> {
         if delivery.status != DeliveryStatus::Pending {
             return Ok(None);
         }
@@ -223,7 +227,7 @@ impl Service {
         if let Some(due) = delivery.next_attempt_at.filter(|due| *due > now) {
             // Not yet (a duplicate message, or a wait longer than a queue can hold).
             let task = QueueTask::SendWebhook {
-                delivery_id: delivery_id.clone(),
+                delivery_id: delivery.id.clone(),
             };
             self.enqueue(task, due - now).await?;
             return Ok(None);
@@ -231,20 +235,15 @@ impl Service {
         Ok(Some(delivery))
     }
 
-    /// Posts a due delivery, signed with its endpoint's live secrets, and returns what
-    /// recording the attempt writes.
+    /// Posts a due delivery (`body`: its event's JSON as stored), signed with its endpoint's
+    /// live secrets, and returns what recording the attempt writes.
     async fn attempt_webhook(
         &self,
         delivery: &Delivery,
+        body: Vec<u8>,
         signer: &Signer,
         now: time::OffsetDateTime,
     ) -> Result<Attempted, DomainError> {
-        let body = self
-            .store
-            .event_json(&delivery.event_id)
-            .await?
-            .ok_or_else(|| StoreError::unavailable(format!("event {} missing", delivery.event_id)))?
-            .into_bytes();
         let started = std::time::Instant::now();
         let answer = match signer.endpoint.as_ref().map(|e| e.status) {
             Some(EndpointStatus::Enabled) if !signer.secrets.is_empty() => {

@@ -677,6 +677,32 @@ async fn events_are_listed_by_customer_and_type(store: &dyn Store) {
     let json = store.event_json(&"evt_2".into()).await.unwrap().unwrap();
     assert_eq!(json, serde_json::to_string(&stored).unwrap());
     assert_eq!(store.event_json(&"evt_9".into()).await.unwrap(), None);
+
+    // A batch of sends reads its deliveries with their events' JSON; an unknown id is left
+    // out, and a delivery whose event is gone comes without one.
+    let delivery = |id: &str, event: &str| ops_domain::webhooks::Delivery {
+        id: id.into(),
+        event_id: event.into(),
+        endpoint_id: "we_e".into(),
+        url: "https://receiver.example/hook".into(),
+        status: ops_domain::webhooks::DeliveryStatus::Pending,
+        attempts: vec![],
+        next_attempt_at: None,
+        created_at: OffsetDateTime::UNIX_EPOCH,
+        version: 1,
+    };
+    let (sent, orphan) = (delivery("whd_e1", "evt_2"), delivery("whd_e2", "evt_9"));
+    store
+        .commit(changes(vec![
+            Write::InsertDelivery(sent.clone()),
+            Write::InsertDelivery(orphan.clone()),
+        ]))
+        .await
+        .unwrap();
+    let ids = ["whd_e2".into(), "whd_e0".into(), "whd_e1".into()];
+    let mut found = store.deliveries_to_send(&ids).await.unwrap();
+    found.sort_by(|a, b| a.0.id.cmp(&b.0.id));
+    assert_eq!(found, [(sent, Some(json)), (orphan, None)]);
 }
 
 /// Run on a store that reads at most three rows or entries a request for a filter that is no

@@ -1458,6 +1458,33 @@ impl WebhookStore for SqliteStore {
             .await
     }
 
+    /// In one read transaction, off the async runtime: a batch's worth of lookups.
+    async fn deliveries_to_send(&self, ids: &[DeliveryId]) -> Result<Vec<(Delivery, Option<String>)>, StoreError> {
+        let ids: Vec<String> = ids.iter().map(String::from).collect();
+        self.read(move |c| {
+            let tx = c.unchecked_transaction().map_err(unavailable)?;
+            let mut statement = tx
+                .prepare_cached(
+                    "SELECT d.body, e.body FROM deliveries d LEFT JOIN events e ON e.id = d.event_id WHERE d.id = ?1",
+                )
+                .map_err(unavailable)?;
+            let mut found = Vec::with_capacity(ids.len());
+            for id in ids {
+                let row = statement
+                    .query_row([id], |row| {
+                        Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?))
+                    })
+                    .optional()
+                    .map_err(unavailable)?;
+                if let Some((delivery, event)) = row {
+                    found.push((serde_json::from_str(&delivery).map_err(unavailable)?, event));
+                }
+            }
+            Ok(found)
+        })
+        .await
+    }
+
     async fn deliveries_of_event(&self, event_id: &EventId) -> Result<Vec<Delivery>, StoreError> {
         self.documents(
             "SELECT body FROM deliveries WHERE event_id = ?1 ORDER BY id",
