@@ -238,6 +238,45 @@ async fn dynamo_filtered_lists_read_a_bounded_stretch_a_page() {
     }
 }
 
+/// A batch of webhook sends reads its deliveries and their events in two batch reads, however
+/// many deliveries it holds and however many of them share an event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dynamo_reads_a_batch_of_sends_in_two_requests() {
+    use ops_domain::event::Event;
+    use ops_domain::webhooks::{Delivery, DeliveryStatus, WebhookStore};
+    let store = dynamo_store("sends").await;
+    let op = conformance::store::operation("op_s", "cus_s", OperationStatus::Approved);
+    let mut writes = vec![];
+    for event in ["evt_s1", "evt_s2"] {
+        writes.push(Write::Event(Event::of_operation(event.into(), "approved", &op)));
+    }
+    let mut ids = vec![];
+    for (n, event) in ["evt_s1", "evt_s1", "evt_s2", "evt_s2", "evt_s2"].iter().enumerate() {
+        let delivery = Delivery {
+            id: format!("whd_s{n}").as_str().into(),
+            event_id: (*event).into(),
+            endpoint_id: format!("we_s{n}").as_str().into(),
+            url: "https://receiver.example/hook".into(),
+            status: DeliveryStatus::Pending,
+            attempts: vec![],
+            next_attempt_at: None,
+            created_at: time::OffsetDateTime::UNIX_EPOCH,
+            version: 1,
+        };
+        ids.push(delivery.id.clone());
+        writes.push(Write::InsertDelivery(delivery));
+    }
+    store.commit(Changeset { writes }).await.unwrap();
+    let before = store.requests();
+    let found = store.deliveries_to_send(&ids).await.unwrap();
+    assert_eq!(store.requests() - before, 2);
+    assert_eq!(found.len(), 5);
+    for (delivery, body) in found {
+        let event = store.event_json(&delivery.event_id).await.unwrap();
+        assert_eq!(body, event, "{}", delivery.id);
+    }
+}
+
 /// The same on SQLite, where `type` is no index either (each made a create write more pages).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_filtered_lists_read_a_bounded_stretch_a_page() {

@@ -16,7 +16,7 @@ pub const DESIGN_MINIMUM: [(&str, u32, &str); 9] = [
     ("stream-webhook-dispatch", 1, "the delivery made; the endpoints are looked up once per customer in a batch (two index queries and one read of the endpoints found)"),
     ("stream-desk", 15, "the board: on each operation event (created, pending_approval, approved, processing, completed) the operation's entry, and a move on each change of column (into pending_approval, into in_progress, off the board); the work items: on created and pending_approval the operation (already decided here, so nothing opens), on each event that may leave a queue's state (approved, processing, completed; a transaction's pending and confirmed) its subject's open item, if any"),
     ("queue-rail-submit", 4, "the transaction; the claim recorded before the rail is called; the outcome, then its event and audit entry in one batch"),
-    ("queue-webhook-send", 3, "the delivery; its event; the attempt; and once a batch each endpoint it sends to"),
+    ("queue-webhook-send", 1, "the attempt; and once a batch its deliveries and their events (two batch reads) and each endpoint it sends to"),
     ("schedule-status-poll", 2, "one versioned write per answer: the confirmation (then its event and audit entry in one batch); the four return checks write nothing (each is a sweep over the rail's confirmations: its queries are the schedule's, and it reads the transactions it found and records where it got to once a round, not once a payout)"),
     ("stream-outbox", 7, "for each of the seven changes written with an outbox, one batch read of the events and audit entries it names; nothing is written when every writer lived"),
 ];
