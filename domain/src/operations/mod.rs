@@ -254,8 +254,7 @@ pub struct OperationQuery {
 #[async_trait::async_trait]
 pub trait OperationStore: Send + Sync {
     async fn operation(&self, id: &crate::ids::OperationId) -> Result<Option<Operation>, crate::ports::StoreError>;
-    /// Newest first, at most `query.limit`.
-    /// Newest first; a `kind` filter may stop reading short of `limit` ([`crate::ports::Listed`]).
+    /// Newest first, at most `query.limit`; a `kind` filter may stop reading short of `limit` ([`crate::ports::Listed`]).
     async fn operations(
         &self,
         query: &OperationQuery,

@@ -248,9 +248,6 @@ pub struct EventQuery {
 #[async_trait::async_trait]
 pub trait WebhookStore: Send + Sync {
     async fn event(&self, id: &crate::ids::EventId) -> Result<Option<crate::event::Event>, crate::ports::StoreError>;
-    /// An event's JSON as it was stored, which is what its deliveries carry: sending it as is
-    /// spares a parse and a write of the whole document per delivery.
-    async fn event_json(&self, id: &crate::ids::EventId) -> Result<Option<String>, crate::ports::StoreError>;
     /// Newest first; a `kind` filter may stop reading short of `limit` ([`crate::ports::Listed`]).
     async fn events(
         &self,
@@ -267,20 +264,12 @@ pub trait WebhookStore: Send + Sync {
     ) -> Result<Vec<WebhookEndpoint>, crate::ports::StoreError>;
     async fn delivery(&self, id: &crate::ids::DeliveryId) -> Result<Option<Delivery>, crate::ports::StoreError>;
     /// The deliveries of `ids` that exist, each with its event's JSON as stored (`None` if the
-    /// event is gone): what a batch of sends reads, together where the store can.
+    /// event is gone): what a batch of sends reads, together. A delivery posts the event as
+    /// stored, which spares a parse and a write of the whole document per delivery.
     async fn deliveries_to_send(
         &self,
         ids: &[crate::ids::DeliveryId],
-    ) -> Result<Vec<(Delivery, Option<String>)>, crate::ports::StoreError> {
-        let mut found = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(delivery) = self.delivery(id).await? {
-                let body = self.event_json(&delivery.event_id).await?;
-                found.push((delivery, body));
-            }
-        }
-        Ok(found)
-    }
+    ) -> Result<Vec<(Delivery, Option<String>)>, crate::ports::StoreError>;
     async fn deliveries_of_event(
         &self,
         event_id: &crate::ids::EventId,

@@ -1891,11 +1891,6 @@ impl WebhookStore for DynamoStore {
         self.stored_event(id).await?.as_ref().map(read_doc).transpose()
     }
 
-    async fn event_json(&self, id: &EventId) -> Result<Option<String>, StoreError> {
-        let item = self.stored_event(id).await?;
-        item.as_ref().map(|item| doc_json(item).map(String::from)).transpose()
-    }
-
     async fn events(&self, query: &EventQuery) -> Result<Listed<Event>, StoreError> {
         let after = query
             .starting_after
@@ -1979,7 +1974,11 @@ impl WebhookStore for DynamoStore {
         for delivery in deliveries {
             let body = match events.get(&keys::event(&delivery.event_id)) {
                 Some(event) => Some(doc_json(event)?.into_owned()),
-                None => self.event_json(&delivery.event_id).await?,
+                None => self
+                    .stored_event(&delivery.event_id)
+                    .await?
+                    .map(|event| doc_json(&event).map(std::borrow::Cow::into_owned))
+                    .transpose()?,
             };
             found.push((delivery, body));
         }

@@ -1418,10 +1418,6 @@ impl WebhookStore for SqliteStore {
         self.document("SELECT body FROM events WHERE id = ?1", id.into()).await
     }
 
-    async fn event_json(&self, id: &EventId) -> Result<Option<String>, StoreError> {
-        self.text_by("SELECT body FROM events WHERE id = ?1", [id.as_str()])
-    }
-
     /// The customer is a key; a `type` filter reads a bounded stretch.
     async fn events(&self, query: &EventQuery) -> Result<Listed<Event>, StoreError> {
         let (query, budget) = (query.clone(), self.filtered_read_budget());
