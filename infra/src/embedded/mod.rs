@@ -8,6 +8,7 @@ mod queue;
 mod sandbox_ledger;
 mod sealed_secrets;
 mod sqlite_store;
+mod wal_batching;
 
 pub use blob_directory::BlobDirectory;
 pub use log_metrics::LogMetrics;

@@ -288,7 +288,14 @@ impl SqliteStore {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(unavailable)?;
         }
-        let connection = Connection::open(path).map_err(unavailable)?;
+        // The writer appends a commit's WAL frames in one system call (see `wal_batching`);
+        // readers and the checkpointer only read, with SQLite's own VFS.
+        let connection = if super::wal_batching::register() {
+            Connection::open_with_flags_and_vfs(path, rusqlite::OpenFlags::default(), super::wal_batching::NAME)
+        } else {
+            Connection::open(path)
+        }
+        .map_err(unavailable)?;
         // WAL lets readers run beside the writer; FULL sync makes an acknowledged write
         // survive a crash of the machine, not only of the process. A commit appends every
         // page it changed to the WAL (a create changes one in each of about fifteen b-trees)
