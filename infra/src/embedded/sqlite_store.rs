@@ -1777,6 +1777,26 @@ impl DeskStore for SqliteStore {
 mod tests {
     use super::*;
 
+    /// SQLite is compiled as `.cargo/config.toml` says: a commit syncs with `fdatasync` (the
+    /// binary imports it; SQLite alone calls `fsync`) and keeps no memory statistics.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn sqlite_syncs_with_fdatasync_and_keeps_no_memory_statistics() {
+        let connection = Connection::open_in_memory().unwrap();
+        let options: Vec<String> = connection
+            .prepare("PRAGMA compile_options")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"), "{options:?}");
+        // The import's name, spelt backwards here so that this test's own text is not it.
+        let import: Vec<u8> = b"\0cnysatadf".iter().rev().copied().collect();
+        let binary = std::fs::read("/proc/self/exe").unwrap();
+        assert!(binary.windows(import.len()).any(|w| w == import), "SQLite calls fsync");
+    }
+
     /// Committed pages reach the database file without a commit copying them: the
     /// checkpointer does it while commits go on (SQLite's own is set far above this test's
     /// WAL of a few hundred pages).
