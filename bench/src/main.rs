@@ -338,9 +338,9 @@ async fn loadgen(bin: &Path, url: &str, key: &str, customer: &str, clients: usiz
 /// service runs in local mode (pipeline running, rate limit off, `synchronous=FULL`); the same
 /// `loadgen` sends one-item `two_step` payouts to each at 1, 8 and 64 clients, alternating,
 /// twice (after one warm-up run each), and the ratios are of the runs side by side.
-/// `LIMIT_CLIENTS=1` runs only the
-/// rows named (e.g. under a profiler); `NO_PIPELINE=1` runs the service without its
-/// pipeline, to see what the pipeline's work beside the creates costs them.
+/// `LIMIT_CLIENTS=1` runs only the rows named (e.g. under a profiler); `NO_PIPELINE=1` runs
+/// the service without its pipeline, to see what the pipeline's work beside the creates
+/// costs them.
 async fn creates_against_the_limit() {
     let Some(bin) = std::env::var_os("LIMITS_BIN").map(PathBuf::from) else {
         println!("\n(creates against the limit skipped: LIMITS_BIN is not set; scripts/bench sets it)");
@@ -368,8 +368,8 @@ async fn creates_against_the_limit() {
         .ok()
         .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect());
     // First a warm-up run each, printed but not one of the rows the ratios are judged on: the
-    // service's first run after it starts was the slower of its pair in every run (its
-    // files grow to their working size), the limit's was not.
+    // service's first run after it starts was the slower of its pair in every run, the
+    // limit's was not (why is not measured; the database and WAL files grow in it).
     let rows = [(0, 1_500), (1, 1_500), (8, 6_000), (64, 6_000)];
     for (row, creates) in rows
         .into_iter()
