@@ -374,7 +374,7 @@ mod tests {
             let seen: i64 = reader.query_row("SELECT count(*) FROM rows", [], |r| r.get(0)).unwrap();
             assert_eq!(seen, next - 1);
         }
-        // A transaction that rewrites pages it already wrote, rolled back and then redone.
+        // An update of every row rolled back, then one of half of them committed.
         let tx = batched.transaction().unwrap();
         tx.execute("UPDATE rows SET body = 'x' || body", []).unwrap();
         drop(tx);
