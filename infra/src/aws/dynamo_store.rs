@@ -935,9 +935,12 @@ impl DynamoStore {
         keys: &[keys::Primary],
         consistent: bool,
     ) -> Result<HashMap<keys::Primary, Item>, StoreError> {
+        // A batch read refuses a key asked twice: each is asked once, and answers every asker.
+        let mut asked = std::collections::HashSet::new();
+        let keys: Vec<&keys::Primary> = keys.iter().filter(|key| asked.insert(*key)).collect();
         let mut found = HashMap::new();
         for chunk in keys.chunks(100) {
-            let mut pending: Vec<Item> = chunk.iter().map(|key| item(key_item(key.clone()))).collect();
+            let mut pending: Vec<Item> = chunk.iter().map(|key| item(key_item((*key).clone()))).collect();
             while !pending.is_empty() {
                 self.count();
                 let asked = KeysAndAttributes::builder()
@@ -1627,8 +1630,7 @@ impl WorkflowStore for DynamoStore {
     /// One `BatchGetItem` for them all (creating an operation reads the customer's and the
     /// platform's definition of its workflow and the customer's floor).
     async fn workflows(&self, wanted: &[(WorkflowOwner, String)]) -> Result<Vec<Option<Workflow>>, StoreError> {
-        let mut keys: Vec<keys::Primary> = wanted.iter().map(|(owner, name)| keys::workflow(owner, name)).collect();
-        keys.dedup();
+        let keys: Vec<keys::Primary> = wanted.iter().map(|(owner, name)| keys::workflow(owner, name)).collect();
         let found = self.items_by_key(&keys).await?;
         wanted
             .iter()
@@ -1956,19 +1958,14 @@ impl WebhookStore for DynamoStore {
     /// read once however many of the batch's endpoints it goes to. An event written before
     /// 2026-11-26 is not at its key; it is read at its former one.
     async fn deliveries_to_send(&self, ids: &[DeliveryId]) -> Result<Vec<(Delivery, Option<String>)>, StoreError> {
-        let mut keys: Vec<keys::Primary> = ids.iter().map(|id| keys::delivery(id)).collect();
-        // A batch read refuses a key asked twice.
-        keys.sort_by(|a, b| (&a.pk, &a.sk).cmp(&(&b.pk, &b.sk)));
-        keys.dedup();
+        let keys: Vec<keys::Primary> = ids.iter().map(|id| keys::delivery(id)).collect();
         let items = self.items_by_key(&keys).await?;
         let deliveries = keys
             .iter()
             .filter_map(|key| items.get(key))
             .map(read_doc::<Delivery>)
             .collect::<Result<Vec<_>, _>>()?;
-        let mut event_keys: Vec<keys::Primary> = deliveries.iter().map(|d| keys::event(&d.event_id)).collect();
-        event_keys.sort_by(|a, b| (&a.pk, &a.sk).cmp(&(&b.pk, &b.sk)));
-        event_keys.dedup();
+        let event_keys: Vec<keys::Primary> = deliveries.iter().map(|d| keys::event(&d.event_id)).collect();
         let events = self.items_by_key(&event_keys).await?;
         let mut found = Vec::with_capacity(deliveries.len());
         for delivery in deliveries {
