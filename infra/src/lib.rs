@@ -20,9 +20,9 @@ pub mod rails;
 pub mod webhook_sender;
 
 pub use in_memory_rate_limiter::InMemoryRateLimiter;
+pub use queue_consumer::QueueConsumer;
 
 /// Rows or entries a list filtered by what is not a key (an operation's or an event's `type`)
 /// reads at most for one request, however long the history it filters. A page that found
 /// fewer items by then says where it read up to, and the next starts there.
 pub const FILTERED_READ_BUDGET: usize = 1000;
-pub use queue_consumer::QueueConsumer;

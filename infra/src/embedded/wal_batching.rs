@@ -168,7 +168,7 @@ unsafe fn flush(file: *mut ffi::sqlite3_file) -> c_int {
 }
 
 unsafe extern "C" fn write(file: *mut ffi::sqlite3_file, data: *const c_void, amount: c_int, offset: i64) -> c_int {
-    let (inner, gathered) = parts(file);
+    let (_, gathered) = parts(file);
     let appends = {
         let gathered = &*gathered;
         gathered.bytes.is_empty() || offset == gathered.offset + gathered.bytes.len() as i64
@@ -177,11 +177,9 @@ unsafe extern "C" fn write(file: *mut ffi::sqlite3_file, data: *const c_void, am
         // Out of order (a frame rewritten in place, its checksum redone): what came before goes
         // first, then this, straight to the file.
         (*gathered).commit_frame = false;
-        let rc = flush(file);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        return methods(inner).xWrite.expect("unix writes")(inner, data, amount, offset);
+        return flushed(file, |inner, unix| {
+            unix.xWrite.expect("unix writes")(inner, data, amount, offset)
+        });
     }
     let bytes = std::slice::from_raw_parts(data.cast::<u8>(), amount as usize);
     let completes_commit = {
@@ -213,40 +211,44 @@ unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
     }
 }
 
-unsafe extern "C" fn read(file: *mut ffi::sqlite3_file, data: *mut c_void, amount: c_int, offset: i64) -> c_int {
+/// Writes what is gathered, then does `then` on the `unix` file: for everything that must
+/// not run behind the writes (a read, a sync, a truncation, a size check, a file control).
+unsafe fn flushed(
+    file: *mut ffi::sqlite3_file,
+    then: impl FnOnce(*mut ffi::sqlite3_file, &ffi::sqlite3_io_methods) -> c_int,
+) -> c_int {
     let rc = flush(file);
     if rc != ffi::SQLITE_OK {
         return rc;
     }
     let (inner, _) = parts(file);
-    methods(inner).xRead.expect("unix reads")(inner, data, amount, offset)
+    then(inner, methods(inner))
+}
+
+unsafe extern "C" fn read(file: *mut ffi::sqlite3_file, data: *mut c_void, amount: c_int, offset: i64) -> c_int {
+    flushed(file, |inner, unix| {
+        unix.xRead.expect("unix reads")(inner, data, amount, offset)
+    })
 }
 
 unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
-    let rc = flush(file);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    let (inner, _) = parts(file);
-    methods(inner).xTruncate.expect("unix truncates")(inner, size)
+    flushed(file, |inner, unix| unix.xTruncate.expect("unix truncates")(inner, size))
 }
 
 unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    let rc = flush(file);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    let (inner, _) = parts(file);
-    methods(inner).xSync.expect("unix syncs")(inner, flags)
+    flushed(file, |inner, unix| unix.xSync.expect("unix syncs")(inner, flags))
 }
 
 unsafe extern "C" fn file_size(file: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
-    let rc = flush(file);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    let (inner, _) = parts(file);
-    methods(inner).xFileSize.expect("unix sizes files")(inner, size)
+    flushed(file, |inner, unix| {
+        unix.xFileSize.expect("unix sizes files")(inner, size)
+    })
+}
+
+unsafe extern "C" fn file_control(file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
+    flushed(file, |inner, unix| {
+        unix.xFileControl.expect("unix controls files")(inner, op, arg)
+    })
 }
 
 unsafe extern "C" fn lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
@@ -262,15 +264,6 @@ unsafe extern "C" fn unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int
 unsafe extern "C" fn check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
     let (inner, _) = parts(file);
     methods(inner).xCheckReservedLock.expect("unix checks locks")(inner, out)
-}
-
-unsafe extern "C" fn file_control(file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
-    let rc = flush(file);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    let (inner, _) = parts(file);
-    methods(inner).xFileControl.expect("unix controls files")(inner, op, arg)
 }
 
 unsafe extern "C" fn sector_size(file: *mut ffi::sqlite3_file) -> c_int {
