@@ -26,8 +26,9 @@ fn ms(d: Duration) -> String {
 }
 
 /// What a process has used so far: CPU time (user and system, every thread, in the kernel's
-/// ticks of 10 ms), write calls (`write`, `pwrite`, `writev`: sockets and files) and the bytes
-/// they wrote, from `/proc/<pid>/stat` and `/proc/<pid>/io`.
+/// ticks of 10 ms), write calls (`write`, `pwrite`, `writev`: sockets and files), the bytes
+/// they wrote and its threads' context switches, from `/proc/<pid>/stat`, `/proc/<pid>/io` and
+/// each `/proc/<pid>/task/*/status`.
 #[derive(Clone, Copy, Default)]
 struct Usage {
     cpu: Duration,
