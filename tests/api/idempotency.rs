@@ -1,4 +1,4 @@
-use ops_tests::{payout, spawn_app, ADMIN_KEY};
+use ops_tests::{payout, spawn_app, Customer, Reply, TestApp, ADMIN_KEY};
 use reqwest::Method;
 use serde_json::json;
 
@@ -169,6 +169,55 @@ async fn a_request_refused_before_any_effect_leaves_the_key_free() {
         )
         .await;
     assert_eq!(fixed.status, 201, "{}", fixed.json());
+}
+
+/// Local mode's background sweep deletes records past their 24 h, as DynamoDB's TTL does on
+/// AWS, so the SQLite file does not keep every response it ever sent.
+#[tokio::test]
+async fn records_past_their_retention_are_deleted_by_the_background_sweep() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    async fn create(app: &TestApp, customer: &Customer, key: &str) -> Reply {
+        let body = payout(&customer.id, "auto", &[1]);
+        app.send(
+            Method::POST,
+            "/v1/operations",
+            Some(&customer.key),
+            Some(key),
+            Some(&body),
+        )
+        .await
+    }
+    assert_eq!(create(&app, &customer, "day-one").await.status, 201);
+    app.clock.advance(time::Duration::hours(25));
+    let fresh = create(&app, &customer, "day-two").await;
+    assert_eq!(fresh.status, 201);
+    let database = app.data_dir.path().join("ops-test.sqlite");
+    let keys = || -> Vec<String> {
+        let connection = rusqlite::Connection::open(&database).unwrap();
+        let mut statement = connection.prepare("SELECT key FROM idempotency ORDER BY key").unwrap();
+        let rows = statement.query_map([], |row| row.get(0)).unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    // The customer's and its keys' creates are remembered too, from before the clock moved.
+    let before = keys();
+    assert!(
+        before.len() > 2 && before.contains(&"day-one".to_string()),
+        "{before:?}"
+    );
+
+    let app = app.restart_with(|config| config.worker = true).await;
+    let mut left = keys();
+    for _ in 0..100 {
+        if left == ["day-two"] {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        left = keys();
+    }
+    assert_eq!(left, ["day-two"]);
+    let again = create(&app, &customer, "day-two").await;
+    assert_eq!((again.status, again.bytes), (fresh.status, fresh.bytes));
 }
 
 #[tokio::test]

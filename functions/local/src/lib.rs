@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 mod aws;
 mod background;
 mod data_dir;
+mod housekeeping;
 mod http_server;
 
 pub use aws::{start_on_aws, AwsServer};
@@ -94,8 +95,8 @@ pub struct Config {
     /// Minutes an exception may wait before the board counts it past due.
     #[arg(long, env = "OPS_EXCEPTIONS_SLA_MINUTES", default_value_t = 60)]
     pub exceptions_sla_minutes: u32,
-    /// Run the pipeline (stream, queues, status polls) in the background; tests turn it off
-    /// and drive it themselves.
+    /// Run the pipeline (stream, queues, status polls) and the sweep of expired idempotency
+    /// records in the background; tests turn it off and drive the pipeline themselves.
     #[arg(long, env = "OPS_WORKER", default_value_t = true, action = clap::ArgAction::Set)]
     pub worker: bool,
 }
@@ -288,11 +289,16 @@ pub(crate) async fn serve(
 }
 
 pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<Server, StartError> {
-    let local = build(&config, clock).await?;
+    let local = build(&config, clock.clone()).await?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let address = listener.local_addr()?;
     let router = ops_api::router(local.app);
-    let pipeline = config.worker.then(|| local.driver.clone().run());
+    let pipeline = config.worker.then(|| {
+        let (driver, store) = (local.driver.clone(), local.embedded.store.clone());
+        async move {
+            tokio::join!(driver.run(), housekeeping::run(store, clock));
+        }
+    });
     let task = tokio::spawn(serve(listener, router, config.max_connections, pipeline));
     Ok(Server {
         address,

@@ -445,6 +445,26 @@ impl SqliteStore {
         .await
     }
 
+    /// Deletes up to `limit` idempotency records whose retention ended by `now` (DynamoDB's
+    /// TTL does this on AWS), and answers how many. Rows are numbered as keys are claimed and
+    /// every claim is kept for the same [`RETENTION`], so the oldest rows are the expired
+    /// ones: it looks at no more than the `2 × limit` oldest, so a sweep costs the same however
+    /// large the table is. A record reused in place keeps its old number and is reached once
+    /// the expired rows before it are gone.
+    pub async fn forget_expired_idempotency(&self, now: OffsetDateTime, limit: usize) -> Result<usize, StoreError> {
+        // Losing a deletion in a power cut only means deleting it again.
+        self.with_unsynced(move |c| {
+            c.run(
+                "DELETE FROM idempotency WHERE rowid IN (
+                     SELECT rowid FROM (SELECT rowid, expires_at FROM idempotency ORDER BY rowid LIMIT ?2)
+                     WHERE expires_at <= ?1 LIMIT ?3)",
+                params![now.unix_timestamp(), 2 * limit as i64, limit as i64],
+            )
+            .map_err(unavailable)
+        })
+        .await
+    }
+
     async fn document<T>(&self, sql: &'static str, key: String) -> Result<Option<T>, StoreError>
     where
         T: DeserializeOwned + Send + 'static,
@@ -1909,6 +1929,63 @@ mod tests {
         // Visible at once to the next request, unsynced as it is.
         assert_eq!(
             store.claim_idempotency_key(&claim).await.unwrap(),
+            ClaimOutcome::InFlight
+        );
+    }
+
+    /// Expired idempotency records are deleted oldest first, a bounded stretch at a time, and a
+    /// record still within its retention is kept and still replays.
+    #[tokio::test]
+    async fn expired_idempotency_records_are_forgotten_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("forget.sqlite")).unwrap();
+        let start = OffsetDateTime::now_utc();
+        let claim = |key: &str, now: OffsetDateTime| IdempotencyClaim {
+            scope: "cus_1".into(),
+            key: key.into(),
+            fingerprint: "f".into(),
+            now,
+        };
+        for n in 0..5 {
+            let old = claim(&format!("old-{n}"), start);
+            assert_eq!(store.claim_idempotency_key(&old).await.unwrap(), ClaimOutcome::Claimed);
+        }
+        let done = StoredResponse {
+            status: 201,
+            body: b"{}".to_vec(),
+        };
+        let mut completion = Changeset::default();
+        completion.push(Write::CompleteIdempotency {
+            scope: "cus_1".into(),
+            key: "old-0".into(),
+            response: done,
+        });
+        store.commit(completion).await.unwrap();
+        let later = start + RETENTION + time::Duration::hours(1);
+        let fresh = claim("fresh", later);
+        assert_eq!(
+            store.claim_idempotency_key(&fresh).await.unwrap(),
+            ClaimOutcome::Claimed
+        );
+        let rows = || {
+            store
+                .connection
+                .lock()
+                .unwrap()
+                .query_row("SELECT count(*) FROM idempotency", [], |row| row.get::<_, i64>(0))
+                .unwrap()
+        };
+        assert_eq!(rows(), 6);
+
+        // Nothing has expired yet by the start's clock.
+        assert_eq!(store.forget_expired_idempotency(start, 10).await.unwrap(), 0);
+        assert_eq!(store.forget_expired_idempotency(later, 2).await.unwrap(), 2);
+        assert_eq!(rows(), 4);
+        assert_eq!(store.forget_expired_idempotency(later, 10).await.unwrap(), 3);
+        assert_eq!(store.forget_expired_idempotency(later, 10).await.unwrap(), 0);
+        assert_eq!(rows(), 1);
+        assert_eq!(
+            store.claim_idempotency_key(&fresh).await.unwrap(),
             ClaimOutcome::InFlight
         );
     }
