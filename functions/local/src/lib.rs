@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 mod aws;
 mod background;
 mod data_dir;
-mod housekeeping;
+pub mod housekeeping;
 mod http_server;
 
 pub use aws::{start_on_aws, AwsServer};
