@@ -453,8 +453,8 @@ async fn creates_against_the_limit() {
         .ok()
         .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect());
     // First a warm-up run each, printed but not one of the rows the ratios are judged on: the
-    // service's first run after it starts was the slower of its pair in every run, the
-    // limit's was not (why is not measured; the database and WAL files grow in it).
+    // service's first run on an empty database is the slower of its pair, the limit's is not
+    // (a restart on a database already written to is not slower: BENCHMARKS.md).
     let rows = [(0, 1_500), (1, 1_500), (8, 6_000), (64, 6_000)];
     for (row, creates) in rows
         .into_iter()
