@@ -1933,8 +1933,8 @@ mod tests {
         );
     }
 
-    /// Expired idempotency records are deleted oldest first, a bounded stretch at a time, and a
-    /// record still within its retention is kept and still replays.
+    /// Expired idempotency records are deleted oldest first, at most the batch asked for, and a
+    /// record still within its retention is kept (a second claim of it still finds it).
     #[tokio::test]
     async fn expired_idempotency_records_are_forgotten_oldest_first() {
         let dir = tempfile::tempdir().unwrap();
@@ -1988,6 +1988,37 @@ mod tests {
             store.claim_idempotency_key(&fresh).await.unwrap(),
             ClaimOutcome::InFlight
         );
+    }
+
+    /// A sweep looks at no more than twice its batch of the oldest rows: expired records behind
+    /// live ones wait for a later sweep rather than make this one read on through the table.
+    #[tokio::test]
+    async fn a_sweep_looks_no_further_than_twice_its_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("window.sqlite")).unwrap();
+        let start = OffsetDateTime::now_utc();
+        let claim = |key: String, now: OffsetDateTime| IdempotencyClaim {
+            scope: "cus_1".into(),
+            key,
+            fingerprint: "f".into(),
+            now,
+        };
+        // Two records that live on come first (a clock set back would do this), then three that
+        // expired.
+        for n in 0..2 {
+            let live = claim(format!("live-{n}"), start + RETENTION);
+            store.claim_idempotency_key(&live).await.unwrap();
+        }
+        for n in 0..3 {
+            store
+                .claim_idempotency_key(&claim(format!("old-{n}"), start))
+                .await
+                .unwrap();
+        }
+        let now = start + RETENTION + time::Duration::hours(1);
+        assert_eq!(store.forget_expired_idempotency(now, 1).await.unwrap(), 0);
+        assert_eq!(store.forget_expired_idempotency(now, 2).await.unwrap(), 2);
+        assert_eq!(store.forget_expired_idempotency(now, 10).await.unwrap(), 1);
     }
 
     /// A return sweep seeks the rail's confirmations between its position and the end of its
