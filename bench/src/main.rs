@@ -400,8 +400,8 @@ async fn idempotency_sweep() {
     );
 }
 
-/// One `loadgen` run: (creates/s, p50 ms), from its `key=value` line.
-async fn loadgen(bin: &Path, url: &str, key: &str, customer: &str, clients: usize, creates: usize) -> (f64, f64) {
+/// One `loadgen` run: (creates/s, p50 ms, p99 ms), from its `key=value` line.
+async fn loadgen(bin: &Path, url: &str, key: &str, customer: &str, clients: usize, creates: usize) -> (f64, f64, f64) {
     let output = tokio::process::Command::new(bin.join("loadgen"))
         .args([url, key, customer, &clients.to_string(), &creates.to_string()])
         .output()
@@ -415,7 +415,7 @@ async fn loadgen(bin: &Path, url: &str, key: &str, customer: &str, clients: usiz
             .unwrap_or_else(|| panic!("loadgen printed no {name}: {text}"))
     };
     assert_eq!(field("errors"), 0.0, "{text}");
-    (field("rps"), field("p50_ms"))
+    (field("rps"), field("p50_ms"), field("p99_ms"))
 }
 
 /// Local creates side by side with the limit (`../shared/limits`, built and named by
@@ -446,8 +446,8 @@ async fn creates_against_the_limit() {
     let (_server, api, _data) = local_server(std::env::var_os("NO_PIPELINE").is_none()).await;
     let customer = api.create_customer().await;
     println!();
-    println!("| clients | limit creates/s | service creates/s | × | limit p50 ms | service p50 ms | × | CPU µs a create (limit, service) | write calls a create | KB written a create | context switches a create |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| clients | limit creates/s | service creates/s | × | limit p50 ms | service p50 ms | × | p99 ms (limit, service) | CPU µs a create (limit, service) | write calls a create | KB written a create | context switches a create |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let limit_pid = limit.id().expect("limit-server runs").to_string();
     let only: Option<Vec<usize>> = std::env::var("LIMIT_CLIENTS")
         .ok()
@@ -466,7 +466,7 @@ async fn creates_against_the_limit() {
         };
         for _ in 0..runs {
             let before = Usage::of(&limit_pid);
-            let (limit_rps, limit_p50) = loadgen(
+            let (limit_rps, limit_p50, limit_p99) = loadgen(
                 &bin,
                 &format!("http://{listen}"),
                 "sk_test_limit",
@@ -477,10 +477,10 @@ async fn creates_against_the_limit() {
             .await;
             let limit_used = Usage::of(&limit_pid).each_since(before, creates);
             let before = Usage::own();
-            let (rps, p50) = loadgen(&bin, &api.base, &customer.key, &customer.id, clients, creates).await;
+            let (rps, p50, p99) = loadgen(&bin, &api.base, &customer.key, &customer.id, clients, creates).await;
             let used = Usage::own().each_since(before, creates);
             println!(
-                "| {label} | {limit_rps:.0} | {rps:.0} | {:.2} | {limit_p50:.2} | {p50:.2} | {:.2} | {:.0}, {:.0} | {:.1}, {:.1} | {:.1}, {:.1} | {:.1}, {:.1} |",
+                "| {label} | {limit_rps:.0} | {rps:.0} | {:.2} | {limit_p50:.2} | {p50:.2} | {:.2} | {limit_p99:.1}, {p99:.1} | {:.0}, {:.0} | {:.1}, {:.1} | {:.1}, {:.1} | {:.1}, {:.1} |",
                 rps / limit_rps,
                 p50 / limit_p50,
                 limit_used.0,
