@@ -1931,12 +1931,7 @@ mod tests {
         };
         const FULL: i64 = 2;
         assert_eq!(synchronous(), FULL);
-        let claim = IdempotencyClaim {
-            scope: "test".into(),
-            key: "k".into(),
-            fingerprint: "f".into(),
-            now: OffsetDateTime::now_utc(),
-        };
+        let claim = claim_at("k", OffsetDateTime::now_utc());
         assert_eq!(
             store.claim_idempotency_key(&claim).await.unwrap(),
             ClaimOutcome::Claimed
@@ -1951,6 +1946,16 @@ mod tests {
         );
     }
 
+    /// A claim of `key` for customer `cus_1`, made at `now`.
+    fn claim_at(key: &str, now: OffsetDateTime) -> IdempotencyClaim {
+        IdempotencyClaim {
+            scope: "cus_1".into(),
+            key: key.into(),
+            fingerprint: "f".into(),
+            now,
+        }
+    }
+
     /// Expired idempotency records are deleted oldest first, at most the batch asked for, and a
     /// record still within its retention is kept (a second claim of it still finds it).
     #[tokio::test]
@@ -1958,14 +1963,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("forget.sqlite")).unwrap();
         let start = OffsetDateTime::now_utc();
-        let claim = |key: &str, now: OffsetDateTime| IdempotencyClaim {
-            scope: "cus_1".into(),
-            key: key.into(),
-            fingerprint: "f".into(),
-            now,
-        };
         for n in 0..5 {
-            let old = claim(&format!("old-{n}"), start);
+            let old = claim_at(&format!("old-{n}"), start);
             assert_eq!(store.claim_idempotency_key(&old).await.unwrap(), ClaimOutcome::Claimed);
         }
         let done = StoredResponse {
@@ -1980,7 +1979,7 @@ mod tests {
         });
         store.commit(completion).await.unwrap();
         let later = start + RETENTION + time::Duration::hours(1);
-        let fresh = claim("fresh", later);
+        let fresh = claim_at("fresh", later);
         assert_eq!(
             store.claim_idempotency_key(&fresh).await.unwrap(),
             ClaimOutcome::Claimed
@@ -2015,21 +2014,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("window.sqlite")).unwrap();
         let start = OffsetDateTime::now_utc();
-        let claim = |key: String, now: OffsetDateTime| IdempotencyClaim {
-            scope: "cus_1".into(),
-            key,
-            fingerprint: "f".into(),
-            now,
-        };
         // Two records that live on come first (a clock set back would do this), then three that
         // expired.
         for n in 0..2 {
-            let live = claim(format!("live-{n}"), start + RETENTION);
+            let live = claim_at(&format!("live-{n}"), start + RETENTION);
             store.claim_idempotency_key(&live).await.unwrap();
         }
         for n in 0..3 {
             store
-                .claim_idempotency_key(&claim(format!("old-{n}"), start))
+                .claim_idempotency_key(&claim_at(&format!("old-{n}"), start))
                 .await
                 .unwrap();
         }

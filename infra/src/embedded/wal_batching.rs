@@ -310,10 +310,9 @@ mod tests {
         connection
     }
 
-    /// Commits `rows` rows of 500 bytes (some thirty pages with the index) and answers the
-    /// write calls the commit made.
-    fn commit_counting_writes(connection: &mut Connection, first: i64, rows: i64) -> u64 {
-        let before = write_calls();
+    /// Commits `rows` rows of 500 bytes from id `first` in one transaction (twenty rows are
+    /// some thirty pages with the index).
+    fn commit_rows(connection: &mut Connection, first: i64, rows: i64) {
         let tx = connection.transaction().unwrap();
         for id in first..first + rows {
             tx.execute(
@@ -323,6 +322,12 @@ mod tests {
             .unwrap();
         }
         tx.commit().unwrap();
+    }
+
+    /// [`commit_rows`], answering the write calls the commit made.
+    fn commit_counting_writes(connection: &mut Connection, first: i64, rows: i64) -> u64 {
+        let before = write_calls();
+        commit_rows(connection, first, rows);
         write_calls() - before
     }
 
@@ -354,15 +359,7 @@ mod tests {
         }
         // Transactions of hundreds of pages, several calls each.
         for rows in [300, 550, 1_200] {
-            let tx = batched.transaction().unwrap();
-            for id in next..next + rows {
-                tx.execute(
-                    "INSERT INTO rows (id, body) VALUES (?1, ?2)",
-                    rusqlite::params![id, format!("{id:0>500}")],
-                )
-                .unwrap();
-            }
-            tx.commit().unwrap();
+            commit_rows(&mut batched, next, rows);
             next += rows;
             let seen: i64 = reader.query_row("SELECT count(*) FROM rows", [], |r| r.get(0)).unwrap();
             assert_eq!(seen, next - 1);
