@@ -174,36 +174,71 @@ async fn a_dead_letter_on_sqs_is_an_exception_until_it_is_redriven() {
     );
 }
 
-/// A currency's board counters share one item per owner, so a move between columns is one
-/// update each; a counter item of one bucket, as written before, still counts.
+/// A customer's board counters in a currency are one item, and the platform's board adds up
+/// every customer's. Counters kept before that still count: a customer's in its own partition
+/// (one item per currency, or earlier one per bucket), and the platform's own sums.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_board_adds_up_counters_of_both_forms() {
+async fn the_board_adds_up_counters_of_every_form() {
     let app = spawn_aws_app().await;
     let acme = app.create_customer().await;
-    app.post("/v1/operations", &acme.key, payout(&acme.id, "two_step", &[1_000]))
-        .await;
+    let globex = app.create_customer().await;
+    for customer in [&acme, &globex] {
+        let created = app
+            .post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &[1_000]),
+            )
+            .await;
+        assert_eq!(created.status, 201, "{}", created.json());
+    }
     app.settle(Duration::seconds(1), 1).await;
     let s = |text: &str| AttributeValue::S(text.to_owned());
-    aws_sdk_dynamodb::Client::new(&app.config)
-        .put_item()
-        .table_name(&app.settings.table)
-        .item("PK", s(&format!("BOARD#{}", acme.id)))
-        .item("SK", s("column:pending_approval#CLP"))
-        .item("entity", s("board_counter"))
-        .item("bucket", s("column:pending_approval"))
-        .item("currency", s("CLP"))
-        .item("count", AttributeValue::N("2".into()))
-        .item("amount", AttributeValue::N("500".into()))
-        .send()
-        .await
-        .unwrap();
-    let board = app.get("/v1/board", &acme.key).await.json();
-    assert_eq!(
+    let number = |value: i64| AttributeValue::N(value.to_string());
+    let dynamo = aws_sdk_dynamodb::Client::new(&app.config);
+    let counters_before = [
+        // A customer's, one item per bucket.
+        (
+            format!("BOARD#{}", acme.id),
+            "column:pending_approval#CLP",
+            2,
+            500,
+            true,
+        ),
+        // A customer's, one item per currency.
+        (format!("BOARD#{}", acme.id), "COUNTS#CLP", 1, 200, false),
+        // The platform's (which held every customer's as well).
+        ("BOARD#PLATFORM#3".to_owned(), "COUNTS#CLP", 7, 9_000, false),
+    ];
+    for (pk, sk, count, amount, one_bucket) in counters_before {
+        let mut put = dynamo
+            .put_item()
+            .table_name(&app.settings.table)
+            .item("PK", s(&pk))
+            .item("SK", s(sk))
+            .item("entity", s("board_counter"))
+            .item("currency", s("CLP"));
+        put = if one_bucket {
+            put.item("bucket", s("column:pending_approval"))
+                .item("count", number(count))
+                .item("amount", number(amount))
+        } else {
+            put.item("count|column:pending_approval", number(count))
+                .item("amount|column:pending_approval", number(amount))
+        };
+        put.send().await.unwrap();
+    }
+    let pending = |board: &serde_json::Value| {
         (
             board["pending_approval"]["count"].as_i64(),
-            board["pending_approval"]["amount"]["CLP"].as_i64()
-        ),
-        (Some(3), Some(1_500)),
-        "{board:#}"
-    );
+            board["pending_approval"]["amount"]["CLP"].as_i64(),
+        )
+    };
+    let board = app.get("/v1/board", &acme.key).await.json();
+    assert_eq!(pending(&board), (Some(4), Some(1_700)), "{board:#}");
+    let board = app.get("/v1/board", &globex.key).await.json();
+    assert_eq!(pending(&board), (Some(1), Some(1_000)), "{board:#}");
+    // Both customers' counters now, and the platform's sums from before.
+    let platform = app.get("/v1/board", ops_tests::ADMIN_KEY).await.json();
+    assert_eq!(pending(&platform), (Some(9), Some(11_000)), "{platform:#}");
 }

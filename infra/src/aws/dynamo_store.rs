@@ -34,7 +34,7 @@
 //! | … of a customer | `GSI2PK = CUSWI#<customer>#<queue>#<status>`, sorted as above |
 //! | … held by someone | `GSI3PK = WIASG#<assignee>` (sparse), sorted as above |
 //! | an operation's place on the board | `PK = BOARDOP#<operation>` |
-//! | board counters of a customer (the platform's) | `PK = BOARD#<customer>` (`BOARD#PLATFORM#<shard>`), `SK = COUNTS#<currency>`: `count\|<bucket>`, `amount\|<bucket>` |
+//! | board counters of a customer (every customer's, which the platform's board adds up) | `PK = BOARDS#<shard of the customer>`, `SK = <customer>#<currency>`: `count\|<bucket>`, `amount\|<bucket>` (before 2026-11-26 also `PK = BOARD#<customer>` and the platform's `BOARD#PLATFORM#<shard>`, still read) |
 //! | files of a customer (every file), newest first | `GSI1PK = CUSFILES#<customer>` (`GSI3PK = FILES#<shard>`) |
 //! | the file a customer's bytes were uploaded as | `PK = FILESHA#<customer>#<sha256>` (names the file) |
 //! | idempotency record | `PK = IDEM#<scope>#<key>`, expired by the `ttl` attribute |
@@ -602,54 +602,45 @@ impl DynamoStore {
     }
 
     /// Adds `changes` (bucket, count, amount) in `currency` to the board counters of
-    /// `customer` and to the platform's (in the shard of `counted_id`): one update of each
-    /// owner's item.
+    /// `customer`: one update of its item (the platform's board adds up every customer's).
     fn count_on_board(
         &self,
         customer: &str,
-        counted_id: &str,
         currency: &str,
         changes: &[(String, i64, i64)],
-    ) -> Vec<TransactWriteItem> {
+    ) -> Option<TransactWriteItem> {
         // An update must add something.
         if changes.is_empty() {
-            return vec![];
+            return None;
         }
-        [Some(customer), None]
-            .into_iter()
-            .map(|owner| {
-                let mut update = Update::builder()
-                    .table_name(&self.table)
-                    .set_key(Some(item(key_item(keys::board_counters_item(
-                        owner, counted_id, currency,
-                    )))))
-                    .expression_attribute_names("#entity", "entity")
-                    .expression_attribute_names("#currency", "currency")
-                    .expression_attribute_values(":entity", s("board_counter"))
-                    .expression_attribute_values(":currency", s(currency));
-                let mut additions = vec![];
-                for (i, (bucket, count, amount)) in changes.iter().enumerate() {
-                    additions.push(format!("#n{i} :n{i}"));
-                    update = update
-                        .expression_attribute_names(format!("#n{i}"), format!("{COUNT_PREFIX}{bucket}"))
-                        .expression_attribute_values(format!(":n{i}"), n(*count));
-                    if *amount != 0 {
-                        additions.push(format!("#a{i} :a{i}"));
-                        update = update
-                            .expression_attribute_names(format!("#a{i}"), format!("{AMOUNT_PREFIX}{bucket}"))
-                            .expression_attribute_values(format!(":a{i}"), n(*amount));
-                    }
-                }
-                let update = update
-                    .update_expression(format!(
-                        "SET #entity = :entity, #currency = :currency ADD {}",
-                        additions.join(", ")
-                    ))
-                    .build()
-                    .expect("counter update");
-                TransactWriteItem::builder().update(update).build()
-            })
-            .collect()
+        let mut update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(item(key_item(keys::board_counters_item(customer, currency)))))
+            .expression_attribute_names("#entity", "entity")
+            .expression_attribute_names("#currency", "currency")
+            .expression_attribute_values(":entity", s("board_counter"))
+            .expression_attribute_values(":currency", s(currency));
+        let mut additions = vec![];
+        for (i, (bucket, count, amount)) in changes.iter().enumerate() {
+            additions.push(format!("#n{i} :n{i}"));
+            update = update
+                .expression_attribute_names(format!("#n{i}"), format!("{COUNT_PREFIX}{bucket}"))
+                .expression_attribute_values(format!(":n{i}"), n(*count));
+            if *amount != 0 {
+                additions.push(format!("#a{i} :a{i}"));
+                update = update
+                    .expression_attribute_names(format!("#a{i}"), format!("{AMOUNT_PREFIX}{bucket}"))
+                    .expression_attribute_values(format!(":a{i}"), n(*amount));
+            }
+        }
+        let update = update
+            .update_expression(format!(
+                "SET #entity = :entity, #currency = :currency ADD {}",
+                additions.join(", ")
+            ))
+            .build()
+            .expect("counter update");
+        Some(TransactWriteItem::builder().update(update).build())
     }
 
     fn write(&self, write: &Write) -> Vec<TransactWriteItem> {
@@ -813,7 +804,7 @@ impl DynamoStore {
                     self.put(marker, Some("attribute_not_exists(PK)"), vec![]),
                 ];
                 let counted = [(queue_bucket(work_item.queue), 1, 0)];
-                writes.extend(self.count_on_board(&work_item.customer_id, &work_item.id, "", &counted));
+                writes.extend(self.count_on_board(&work_item.customer_id, "", &counted));
                 writes
             }
             Write::MoveOnBoard(moved) => {
@@ -827,13 +818,13 @@ impl DynamoStore {
                     ],
                 );
                 let mut writes = vec![self.versioned(it, entry.version)];
-                // Out of one column and into the next: one update of each owner's counters.
+                // Out of one column and into the next: one update of the customer's counters.
                 let changes: Vec<(String, i64, i64)> = [(moved.from, -1), (entry.column, 1)]
                     .into_iter()
                     .filter_map(|(column, sign)| Some((column_bucket(column?), sign, sign * entry.amount)))
                     .collect();
                 let currency = entry.currency.code();
-                writes.extend(self.count_on_board(&entry.customer_id, &entry.operation_id, currency, &changes));
+                writes.extend(self.count_on_board(&entry.customer_id, currency, &changes));
                 writes
             }
             Write::UpdateWorkItem(work_item) => {
@@ -851,7 +842,7 @@ impl DynamoStore {
                     writes.push(TransactWriteItem::builder().delete(delete).build());
                     // Done is final: the one update that reaches it takes the item off the count.
                     let counted = [(queue_bucket(work_item.queue), -1, 0)];
-                    writes.extend(self.count_on_board(&work_item.customer_id, &work_item.id, "", &counted));
+                    writes.extend(self.count_on_board(&work_item.customer_id, "", &counted));
                 }
                 writes
             }
@@ -2168,21 +2159,29 @@ impl DeskStore for DynamoStore {
     }
 
     async fn board_counts(&self, customer_id: Option<&CustomerId>) -> Result<Vec<BoardCount>, StoreError> {
-        let partitions = keys::board_counters(customer_id.map(|c| c.as_str()));
-        each_partition(partitions, |key| async move {
-            self.count();
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("PK = :pk")
-                .expression_attribute_values(":pk", s(key))
-                .send()
-                .await
-                .map_err(sdk_error)?;
-            Ok(page.items().iter().flat_map(board_counts_of).collect::<Vec<_>>())
-        })
-        .await
+        let customer = customer_id.map(|c| c.as_str());
+        // (partition, sort key prefix): the counters kept now, then those kept before.
+        let mut partitions: Vec<(String, Option<String>)> = match customer {
+            Some(customer) => {
+                let (partition, prefix) = keys::board_counters_of(customer);
+                vec![(partition, Some(prefix))]
+            }
+            None => keys::every_board_counter().into_iter().map(|p| (p, None)).collect(),
+        };
+        partitions.extend(keys::board_counters_before(customer).into_iter().map(|p| (p, None)));
+        let counters = futures_util::future::try_join_all(partitions.into_iter().map(|(partition, prefix)| {
+            let mut values = vec![(":pk", s(partition))];
+            let condition = match prefix {
+                Some(prefix) => {
+                    values.push((":prefix", s(prefix)));
+                    "PK = :pk AND begins_with(SK, :prefix)"
+                }
+                None => "PK = :pk",
+            };
+            self.query_entries(None, condition, values, None, false, usize::MAX)
+        }))
+        .await?;
+        Ok(counters.iter().flatten().flat_map(board_counts_of).collect())
     }
 
     async fn oldest_operation(

@@ -298,25 +298,34 @@ pub fn board_entry(operation_id: &str) -> Primary {
     primary(format!("BOARDOP#{operation_id}"), "BOARD")
 }
 
-const PLATFORM_BOARD: &str = "BOARD#PLATFORM";
+const BOARDS: &str = "BOARDS";
 
-/// The board counters of an owner (a customer, or the platform's shard of the id whose change
-/// it counts, so no one item takes every change) in one currency (`""` for the queues'): one
-/// small item holding a count and an amount per bucket, so a move between columns is one
-/// update per owner.
-pub fn board_counters_item(customer: Option<&str>, counted_id: &str, currency: &str) -> Primary {
-    let pk = match customer {
-        Some(customer) => format!("BOARD#{customer}"),
-        None => sharded(PLATFORM_BOARD, counted_id),
-    };
-    primary(pk, &format!("COUNTS#{currency}"))
+/// A customer's board counters in one currency (`""` for the queues'): one small item holding
+/// a count and an amount per bucket, so a move between columns is one update. Every
+/// customer's items sit in [`SHARDS`] partitions (by a hash of the customer), so the
+/// platform's board reads them all and adds them up, and no change writes a platform-wide
+/// counter as well.
+pub fn board_counters_item(customer: &str, currency: &str) -> Primary {
+    primary(sharded(BOARDS, customer), &format!("{customer}#{currency}"))
 }
 
-/// The partitions holding an owner's board counters.
-pub fn board_counters(customer: Option<&str>) -> Vec<String> {
+/// Where a customer's board counters are: its partition and the sort keys' prefix.
+pub fn board_counters_of(customer: &str) -> (String, String) {
+    (sharded(BOARDS, customer), format!("{customer}#"))
+}
+
+/// The partitions holding every customer's board counters.
+pub fn every_board_counter() -> Vec<String> {
+    shards(BOARDS)
+}
+
+/// Where board counters were kept before 2026-11-26: a customer's own partition, and the
+/// platform's counters (each move added to both) in shards of their own. No write reaches
+/// them now; a board adds what they hold to what has been counted since.
+pub fn board_counters_before(customer: Option<&str>) -> Vec<String> {
     match customer {
         Some(customer) => vec![format!("BOARD#{customer}")],
-        None => shards(PLATFORM_BOARD),
+        None => shards("BOARD#PLATFORM"),
     }
 }
 

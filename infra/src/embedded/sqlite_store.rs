@@ -119,11 +119,14 @@ CREATE UNIQUE INDEX IF NOT EXISTS work_items_open_subject ON work_items (queue, 
 CREATE INDEX IF NOT EXISTS work_items_by_queue ON work_items (queue, status, due_at, id);
 CREATE INDEX IF NOT EXISTS work_items_by_customer ON work_items (customer_id, queue, status, due_at, id);
 CREATE INDEX IF NOT EXISTS work_items_by_assignee ON work_items (assignee, due_at, id) WHERE assignee IS NOT NULL;
--- The board: each operation's place, and counters per owner (a customer, or PLATFORM).
+-- The board: each operation's place, and counters per customer (the platform's board adds
+-- them up).
 CREATE TABLE IF NOT EXISTS board_entries (operation_id TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS board_counts (
     owner TEXT NOT NULL, bucket TEXT NOT NULL, currency TEXT NOT NULL,
     count INTEGER NOT NULL, amount INTEGER NOT NULL, PRIMARY KEY (owner, bucket, currency));
+-- Files written before 2026-11-26 also kept the platform's sums, which no write updates now.
+DELETE FROM board_counts WHERE owner = 'PLATFORM';
 CREATE TABLE IF NOT EXISTS files (
     id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS files_by_customer ON files (customer_id, id);
@@ -1639,10 +1642,7 @@ impl SqliteStore {
     }
 }
 
-/// The owner of the platform's board counters.
-const PLATFORM_BOARD: &str = "PLATFORM";
-
-/// Adds to a board counter of `customer` and to the platform's.
+/// Adds to a board counter of `customer` (the platform's board adds up every customer's).
 fn count_on_board(
     tx: &Connection,
     customer: &str,
@@ -1651,14 +1651,12 @@ fn count_on_board(
     count: i64,
     amount: i64,
 ) -> Result<(), TxError> {
-    for owner in [customer, PLATFORM_BOARD] {
-        tx.run(
-            "INSERT INTO board_counts (owner, bucket, currency, count, amount) VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT (owner, bucket, currency) DO UPDATE
-             SET count = count + excluded.count, amount = amount + excluded.amount",
-            params![owner, bucket, currency, count, amount],
-        )?;
-    }
+    tx.run(
+        "INSERT INTO board_counts (owner, bucket, currency, count, amount) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (owner, bucket, currency) DO UPDATE
+         SET count = count + excluded.count, amount = amount + excluded.amount",
+        params![customer, bucket, currency, count, amount],
+    )?;
     Ok(())
 }
 
@@ -1704,13 +1702,16 @@ impl DeskStore for SqliteStore {
     }
 
     async fn board_counts(&self, customer_id: Option<&CustomerId>) -> Result<Vec<BoardCount>, StoreError> {
-        let owner = customer_id.map_or_else(|| PLATFORM_BOARD.to_owned(), |c| c.to_string());
+        let owner = customer_id.map(|c| c.to_string());
         self.read(move |c| {
-            let mut statement = c
-                .prepare_cached("SELECT bucket, currency, count, amount FROM board_counts WHERE owner = ?1")
-                .map_err(unavailable)?;
+            let sql = match owner {
+                Some(_) => "SELECT bucket, currency, count, amount FROM board_counts WHERE owner = ?1",
+                // The platform's: every customer's, added up.
+                None => "SELECT bucket, currency, sum(count), sum(amount) FROM board_counts GROUP BY bucket, currency",
+            };
+            let mut statement = c.prepare_cached(sql).map_err(unavailable)?;
             let rows = statement
-                .query_map([owner], |row| {
+                .query_map(rusqlite::params_from_iter(&owner), |row| {
                     let currency: String = row.get(1)?;
                     Ok(BoardCount {
                         bucket: row.get(0)?,
@@ -1868,6 +1869,41 @@ mod tests {
             store.customer(&"cus_0199".into()).await.unwrap().unwrap().name.len(),
             2_000
         );
+    }
+
+    /// The platform's board adds up its customers' counters. A file from before that kept the
+    /// platform's sums as rows of their own, which would count everything twice: opening it
+    /// drops them.
+    #[tokio::test]
+    async fn the_platform_board_adds_up_customers_and_older_sums_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("board.sqlite");
+        let count = |c: &Connection, owner: &str, count: i64| {
+            c.execute(
+                "INSERT INTO board_counts (owner, bucket, currency, count, amount) VALUES (?1, 'column:in_progress', 'CLP', ?2, ?3)",
+                params![owner, count, count * 100],
+            )
+            .unwrap();
+        };
+        drop(SqliteStore::open(&path).unwrap());
+        let file = Connection::open(&path).unwrap();
+        count(&file, "cus_a", 2);
+        count(&file, "cus_b", 3);
+        count(&file, "PLATFORM", 5);
+        drop(file);
+        let store = SqliteStore::open(&path).unwrap();
+        let platform = store.board_counts(None).await.unwrap();
+        assert_eq!(
+            platform,
+            [BoardCount {
+                bucket: "column:in_progress".into(),
+                currency: Some("CLP".into()),
+                count: 5,
+                amount: 500,
+            }]
+        );
+        let customer = store.board_counts(Some(&"cus_b".into())).await.unwrap();
+        assert_eq!((customer.len(), customer[0].count), (1, 3));
     }
 
     /// A new file gets small pages; a file made with SQLite's default pages keeps them, and
