@@ -1414,7 +1414,56 @@ async fn aws_round_trips() -> ops_runtime::deployment::Settings {
         let board = per_request(before);
         println!("| {target} | {get:.1} | {list:.1} | {rare:.1} | {made:.1} | {board:.1} |");
     }
+    platform_board_by_customers(&api, &parts.store).await;
     stack_settings
+}
+
+/// The platform's board adds up every customer's counters when it is read: what one read
+/// takes as customers are added (each with counters in one currency, as a move writes them).
+async fn platform_board_by_customers(api: &Api, store: &ops_infra::aws::DynamoStore) {
+    use ops_domain::desk::board::{BoardEntry, BoardMove, Column};
+    use ops_domain::money::Currency;
+    use ops_domain::ports::{Changeset, Commit, Write};
+    println!();
+    println!("| AWS adapters: customers with board counters | DynamoDB requests per GET /v1/board (the platform's) | KB of items queried a read | read units a read, eventually consistent (at least) |");
+    println!("|---|---|---|---|");
+    let mut customers = 1;
+    for target in [1usize, 100, 300] {
+        // One at a time: the emulator serves one request at a time, and its writes slow as
+        // the table grows, so a crowd of them would time out.
+        for n in customers..target {
+            let entry = BoardEntry {
+                operation_id: format!("op_board{n:05}").into(),
+                customer_id: format!("cus_board{n:05}").into(),
+                currency: Currency::parse("CLP").expect("a currency"),
+                amount: 5_000,
+                column: Some(Column::PendingApproval),
+                operation_version: 1,
+                event_id: format!("evt_board{n:05}").into(),
+                version: 1,
+            };
+            let mut changes = Changeset::default();
+            changes.push(Write::MoveOnBoard(BoardMove { entry, from: None }));
+            match store.commit_derived(changes).await {
+                // A retry of a write the emulator made but answered too late.
+                Ok(()) | Err(ops_domain::ports::StoreError::Conflict) => {}
+                Err(other) => panic!("counted on the board: {other}"),
+            }
+        }
+        customers = target;
+        let (requests, bytes) = (store.requests(), store.queried_bytes());
+        for _ in 0..10 {
+            let answer = api.get("/v1/board", ADMIN_KEY).await;
+            assert!(answer.json()["pending_approval"]["count"].as_i64() >= Some(target as i64));
+        }
+        let per_read = |n: u64| n as f64 / 10.0;
+        let kb = per_read(store.queried_bytes() - bytes) / 1024.0;
+        println!(
+            "| {target} | {:.1} | {kb:.1} | {:.1} |",
+            per_read(store.requests() - requests),
+            kb / 4.0 / 2.0
+        );
+    }
 }
 
 fn target_dir() -> PathBuf {

@@ -128,6 +128,9 @@ pub struct DynamoStore {
     units_by_kind: Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>,
     /// Queries of the poll schedule's shards (a fixed cost per round, not per payout).
     poll_queries: Arc<AtomicU64>,
+    /// Bytes of the items queries answered, as DynamoDB sizes them (what their read units
+    /// are charged by), for the benchmark.
+    queried_bytes: Arc<AtomicU64>,
     /// When the benchmark counts index entries exactly: what each item written so far put
     /// in each index ([`IndexImages`]), so an update that leaves an entry alone costs nothing.
     index_images: Arc<std::sync::Mutex<Option<IndexImages>>>,
@@ -250,6 +253,7 @@ impl DynamoStore {
             conflicted_units: Arc::default(),
             units_by_kind: Arc::default(),
             poll_queries: Arc::default(),
+            queried_bytes: Arc::default(),
             index_images: Arc::default(),
             crash_after_entity: Arc::new(AtomicUsize::new(usize::MAX)),
             filtered_read_budget: Arc::new(AtomicUsize::new(FILTERED_READ_BUDGET)),
@@ -265,6 +269,11 @@ impl DynamoStore {
     /// Requests sent to DynamoDB so far.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of the items queries have answered so far.
+    pub fn queried_bytes(&self) -> u64 {
+        self.queried_bytes.load(Ordering::Relaxed)
     }
 
     /// `(transactions, items written by them)` so far; each item costs two write units.
@@ -1226,6 +1235,8 @@ impl DynamoStore {
                 }
             }
             let page = request.send().await.map_err(sdk_error)?;
+            let bytes: usize = page.items().iter().flatten().map(|(n, v)| attribute_bytes(n, v)).sum();
+            self.queried_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
             found.extend(page.items().iter().take(limit - found.len()).cloned());
             read += usize::try_from(page.scanned_count()).unwrap_or(0);
             if found.len() == limit {
