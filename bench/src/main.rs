@@ -1358,6 +1358,7 @@ async fn aws_round_trips() -> ops_runtime::deployment::Settings {
     }
     let minimum: u32 = DESIGN_MINIMUM.iter().map(|(_, minimum, _)| minimum).sum();
     println!("| all steps | {dynamo:.1} | {:.1} | {minimum} | |", tx + single);
+    payouts_waiting_for_approval(&api, &driver, &clock, &parts.store, &customer, &approver).await;
 
     // No request path grows with history: the DynamoDB requests one lookup or create makes
     // stay the same as the table fills (the emulator's own latency does grow: it scans).
@@ -1416,6 +1417,63 @@ async fn aws_round_trips() -> ops_runtime::deployment::Settings {
     }
     platform_board_by_customers(&api, &parts.store).await;
     stack_settings
+}
+
+/// The lifecycle above is approved before the desk's first round, so its approvals item never
+/// opens; a payout a person approves later waits in the approvals queue first. What that
+/// lifecycle writes, by kind of item.
+async fn payouts_waiting_for_approval(
+    api: &Api,
+    driver: &ops_runtime::driver::Driver,
+    clock: &ops_tests::TestClock,
+    store: &ops_infra::aws::DynamoStore,
+    customer: &ops_tests::Customer,
+    approver: &ops_tests::Member,
+) {
+    use ops_runtime::driver::{StreamConsumer, Trigger};
+    let payouts = 10u64;
+    let (units, by_kind) = (store.write_units(), store.write_units_by_kind());
+    let mut ids = vec![];
+    for _ in 0..payouts {
+        let made = api
+            .post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &[123_400]),
+            )
+            .await;
+        ids.push(made.id());
+    }
+    while driver
+        .round(Trigger::Stream(StreamConsumer::Desk))
+        .await
+        .expect("desk round")
+        > 0
+    {}
+    let open = api
+        .get("/v1/work_items?queue=approvals&status=open", &customer.key)
+        .await
+        .json();
+    assert_eq!(open["data"].as_array().map(Vec::len), Some(payouts as usize), "{open}");
+    for id in &ids {
+        let approved = api
+            .post(&format!("/v1/operations/{id}/approve"), &approver.key, json!({}))
+            .await;
+        assert_eq!(approved.status, 200);
+    }
+    settle(driver, clock, store, &mut Steps::default()).await;
+    let per = |n: u64| n as f64 / payouts as f64;
+    println!();
+    println!("| on the AWS adapters (emulator), a payout whose approval waits in the approvals queue: item written (its `entity`) | write units per payout lifecycle |");
+    println!("|---|---|");
+    for (kind, total) in store.write_units_by_kind() {
+        let spent = total - by_kind.get(&kind).copied().unwrap_or(0);
+        if spent > 0 {
+            println!("| {kind} | {:.1} |", per(spent));
+        }
+    }
+    let write_units = per(store.write_units() - units);
+    println!("| all | {write_units:.1} |");
 }
 
 /// The platform's board adds up every customer's counters when it is read: what one read
