@@ -277,12 +277,13 @@ async fn the_status_poll_function_finds_what_the_submit_function_sent_to_the_san
     );
 }
 
-/// The outbox's kill test (issue 17). A change of one operation or transaction is one write of
-/// the entity, carrying its events and audit entries, which the writer writes next. Here every
-/// writer dies right after the entity's write (`keep` = 0), or after the first of the rest
-/// (`keep` = 1): the stream's outbox consumer alone writes what is missing. The payout still
-/// runs to the end, and every event and audit entry exists once, is delivered once, and a
-/// consumer that reads the whole stream again writes nothing more.
+/// The outbox's kill test (issue 17). A change of one operation, transaction or work item is
+/// one write of the entity, carrying its events and audit entries, which the writer writes
+/// next. Here every writer dies right after the entity's write (`keep` = 0), or after the
+/// first of the rest (`keep` = 1): the stream's outbox consumer alone writes what is missing.
+/// The payout still runs to the end, its approvals item opens and closes, and every event and
+/// audit entry exists once, is delivered once, and a consumer that reads the whole stream
+/// again writes nothing more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_payout_completes_when_every_writer_dies_after_its_entity() {
     for keep in [0, 1] {
@@ -370,6 +371,38 @@ async fn a_payout_completes_when_every_writer_dies_after_its_entity() {
         let mut all = expected.map(String::from).to_vec();
         all.sort();
         assert_eq!(delivered(), all, "each event delivered once, keep {keep}");
+        // The approvals item the desk opened and closed: its writes carried their outbox too.
+        let desk_history = || async {
+            let history = app
+                .get(&format!("/v1/operations/{id}/history"), &customer.key)
+                .await
+                .json();
+            let mut actions: Vec<String> = history["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["entity_type"] == "work_item")
+                .map(|e| e["action"].as_str().unwrap().to_owned())
+                .collect();
+            actions.sort();
+            actions
+        };
+        let desk_delivered = || {
+            let mut types: Vec<String> = receiver
+                .received()
+                .iter()
+                .map(|r| r.json()["type"].as_str().unwrap().to_owned())
+                .filter(|t| t.starts_with("work_item."))
+                .collect();
+            types.sort();
+            types
+        };
+        assert_eq!(desk_history().await, ["closed", "opened"], "keep {keep}");
+        assert_eq!(
+            desk_delivered(),
+            ["work_item.closed", "work_item.opened"],
+            "keep {keep}"
+        );
         let received = receiver.received().len();
         let mut listed = events_of().await;
         listed.sort();
@@ -382,6 +415,7 @@ async fn a_payout_completes_when_every_writer_dies_after_its_entity() {
         while again.round(Trigger::Outbox).await.unwrap() > 0 {}
         app.settle(Duration::seconds(30), 2).await;
         assert_eq!(history_of().await, history, "keep {keep}");
+        assert_eq!(desk_history().await, ["closed", "opened"], "keep {keep}");
         let mut listed = events_of().await;
         listed.sort();
         assert_eq!(listed, all, "keep {keep}");

@@ -55,8 +55,8 @@
 //! key (most updates of an operation or a transaction) writes no entry at all.
 //!
 //! A changeset is one `TransactWriteItems` (or one conditional `PutItem`); a failed condition
-//! cancels it and becomes [`StoreError::Conflict`]. A change of one operation or transaction
-//! carries its events and audit entries in the entity's outbox and writes them after
+//! cancels it and becomes [`StoreError::Conflict`]. A change of one operation, transaction or
+//! work item carries its events and audit entries in the entity's outbox and writes them after
 //! ([`outbox`]): the same guarantee at half their write units.
 
 mod outbox;

@@ -1,7 +1,7 @@
 //! The entity item as its own outbox (issue 17).
 //!
-//! A changeset that changes one operation or one transaction, with the events and audit
-//! entries of that change, is written as the entity's own write (a lone conditional put, or a
+//! A changeset that changes one operation, one transaction or one work item, with the events and
+//! audit entries of that change, is written as the entity's own write (a lone conditional put, or a
 //! transaction with the idempotency record when a create completes one) carrying in its
 //! `outbox` attribute what those events and entries are. They are then written as plain puts,
 //! outside the transaction: a transaction takes two write units per item, so the event and the
@@ -11,12 +11,13 @@
 //! outbox), so writing one twice writes it once, and the event consumers take only inserts.
 //!
 //! An event the entity's document rebuilds exactly (`operation.<status>` from the operation,
-//! `transaction.<status>` from the transaction) is kept in the outbox by its id alone, and an
+//! `transaction.<status>` from the transaction, `work_item.<change>` from the work item) is kept in the outbox by its id alone, and an
 //! audit entry of the entity's move by its action and the status it left, so the entity's
 //! item grows by a few dozen bytes rather than by the event and the entry.
 
 use super::*;
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+use ops_domain::desk::SubjectType;
 
 /// The most an outbox may take in its entity's item (deflated); past it, the changeset is one
 /// transaction as before. An outbox that names its events and entries takes a few dozen bytes.
@@ -27,7 +28,8 @@ const OUTBOX_LIMIT: usize = 2048;
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum Entry {
     /// An event the entity's document rebuilds: `operation.<suffix>` from the operation (its
-    /// status, or `created`), `transaction.<status>` from the transaction.
+    /// status, or `created`), `transaction.<status>` from the transaction, `work_item.<change>`
+    /// from the work item.
     Rebuilt {
         id: EventId,
         suffix: String,
@@ -52,6 +54,7 @@ enum Entry {
 enum Carrier<'a> {
     Operation(&'a Operation),
     Transaction(&'a Transaction),
+    WorkItem(&'a WorkItem),
 }
 
 impl Carrier<'_> {
@@ -59,8 +62,15 @@ impl Carrier<'_> {
         match write {
             Write::InsertOperation(op) | Write::UpdateOperation(op) => Some(Carrier::Operation(op)),
             Write::InsertTransaction(t) | Write::UpdateTransaction(t) => Some(Carrier::Transaction(t)),
+            Write::InsertWorkItem(item) | Write::UpdateWorkItem(item) => Some(Carrier::WorkItem(item)),
             _ => None,
         }
+    }
+
+    /// A work item carries an outbox only where no operation or transaction changes with it:
+    /// theirs are the lifecycle's, and the item's events ride on them whole.
+    fn is_work_item(&self) -> bool {
+        matches!(self, Carrier::WorkItem(_))
     }
 
     /// The outbox's entry for `event`: by id alone if this entity rebuilds it exactly.
@@ -68,6 +78,7 @@ impl Carrier<'_> {
         let suffix = match self {
             Carrier::Operation(_) => event.kind.strip_prefix("operation."),
             Carrier::Transaction(_) => event.kind.strip_prefix("transaction."),
+            Carrier::WorkItem(_) => event.kind.strip_prefix("work_item."),
         };
         if let Some(suffix) = suffix {
             let rebuilt = rebuild(self, &event.id, suffix);
@@ -109,6 +120,14 @@ fn rebuild_audit(carrier: &Carrier, action: &str, from: Option<&str>) -> AuditEn
         Carrier::Transaction(t) => AuditEntry::new("transaction", &t.id, action, t.cause.clone())
             .moving(from, t.status.as_str())
             .of_operation(&t.operation_id),
+        Carrier::WorkItem(item) => {
+            let entry =
+                AuditEntry::new("work_item", &item.id, action, item.cause.clone()).moving(from, item.status.as_str());
+            match item.subject.kind {
+                SubjectType::Operation => entry.of_operation(&item.subject.id),
+                _ => entry,
+            }
+        }
     }
 }
 
@@ -116,6 +135,7 @@ fn rebuild(carrier: &Carrier, id: &EventId, suffix: &str) -> Option<Event> {
     match carrier {
         Carrier::Operation(op) => Some(Event::of_operation(id.clone(), suffix, op)),
         Carrier::Transaction(t) => (t.status.as_str() == suffix).then(|| Event::of_transaction(id.clone(), t)),
+        Carrier::WorkItem(item) => Some(Event::of_work_item(id.clone(), suffix, item)),
     }
 }
 
@@ -129,17 +149,20 @@ pub(super) struct Split<'a> {
 }
 
 impl Split<'_> {
-    /// `None` unless the changeset changes exactly one operation or transaction and records
-    /// events or audit entries: the rest keep one transaction for everything.
+    /// `None` unless the changeset changes exactly one operation or transaction, or else
+    /// exactly one work item, and records events or audit entries: the rest keep one
+    /// transaction for everything.
     pub(super) fn of(changes: &Changeset) -> Option<Split<'_>> {
         let (derived, essential): (Vec<&Write>, Vec<&Write>) = changes
             .writes
             .iter()
             .partition(|w| matches!(w, Write::Event(_) | Write::Audit(_)));
-        let mut carriers = essential
+        let (items, entities): (Vec<_>, Vec<_>) = essential
             .iter()
             .enumerate()
-            .filter_map(|(at, w)| Carrier::of(w).map(|c| (at, c)));
+            .filter_map(|(at, w)| Carrier::of(w).map(|c| (at, c)))
+            .partition(|(_, c)| c.is_work_item());
+        let mut carriers = if entities.is_empty() { items } else { entities }.into_iter();
         let carrier = carriers.next()?;
         if carriers.next().is_some() || derived.is_empty() {
             return None;
@@ -222,6 +245,7 @@ impl DynamoStore {
         let entries: Vec<Entry> = serde_json::from_str(&json).map_err(unavailable)?;
         let operation: Operation;
         let transaction: Transaction;
+        let work_item: WorkItem;
         let carrier = match record.entity.as_str() {
             "operation" => {
                 operation = serde_json::from_str(&record.doc).map_err(unavailable)?;
@@ -230,6 +254,10 @@ impl DynamoStore {
             "transaction" => {
                 transaction = serde_json::from_str(&record.doc).map_err(unavailable)?;
                 Carrier::Transaction(&transaction)
+            }
+            "work_item" => {
+                work_item = serde_json::from_str(&record.doc).map_err(unavailable)?;
+                Carrier::WorkItem(&work_item)
             }
             other => return Err(unavailable(format!("an outbox on an item of {other}"))),
         };
