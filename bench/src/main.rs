@@ -1500,12 +1500,19 @@ async fn platform_board_by_customers(api: &Api, store: &ops_infra::aws::DynamoSt
                 event_id: format!("evt_board{n:05}").into(),
                 version: 1,
             };
-            let mut changes = Changeset::default();
-            changes.push(Write::MoveOnBoard(BoardMove { entry, from: None }));
-            match store.commit_derived(changes).await {
-                // A retry of a write the emulator made but answered too late.
-                Ok(()) | Err(ops_domain::ports::StoreError::Conflict) => {}
-                Err(other) => panic!("counted on the board: {other}"),
+            // The emulator, slowed by the table's size, now and then drops a request: asked
+            // again, a write it made anyway comes back as a conflict.
+            for attempt in 1.. {
+                let mut changes = Changeset::default();
+                changes.push(Write::MoveOnBoard(BoardMove {
+                    entry: entry.clone(),
+                    from: None,
+                }));
+                match store.commit_derived(changes).await {
+                    Ok(()) | Err(ops_domain::ports::StoreError::Conflict) => break,
+                    Err(other) if attempt == 5 => panic!("counted on the board: {other}"),
+                    Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+                }
             }
         }
         customers = target;

@@ -92,11 +92,20 @@ impl Service {
         Some(event.id.to_string())
     }
 
-    /// The changesets an event calls for: its move on the board, then each work item it
-    /// opens or closes.
+    /// The changesets an event calls for: each work item it opens or closes, the first of them
+    /// together with its move on the board. An operation's move and its item's opening or
+    /// closing come from the same event (`created`, `approved`, `needs_attention` …), and in
+    /// one changeset the store counts both in one update of the customer's counters.
     async fn plan_desk(&self, event: &Event) -> Result<Vec<Changeset>, DomainError> {
-        let mut changesets: Vec<Changeset> = self.count_on_board(event).await?.into_iter().collect();
-        changesets.extend(self.reconcile_desk(event).await?);
+        let moved = self.count_on_board(event).await?;
+        let mut changesets = self.reconcile_desk(event).await?;
+        match (moved, changesets.first_mut()) {
+            (Some(moved), Some(first)) => {
+                first.writes.splice(0..0, moved.writes);
+            }
+            (Some(moved), None) => changesets.push(moved),
+            (None, _) => {}
+        }
         Ok(changesets)
     }
 

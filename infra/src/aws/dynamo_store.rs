@@ -610,6 +610,82 @@ impl DynamoStore {
         keyed(keys::work_item(&item.id), attributes)
     }
 
+    /// The items a changeset writes: each write's, then its board counters'.
+    fn changeset_items(&self, writes: &[&Write]) -> Vec<TransactWriteItem> {
+        let mut items: Vec<TransactWriteItem> = writes.iter().flat_map(|w| self.write(w)).collect();
+        items.extend(self.board_counters(writes));
+        items
+    }
+
+    /// The board counters a changeset changes, one update of each counter item it reaches: an
+    /// operation's move out of one column and into the next, and each work item opened or
+    /// done. A work item's queue is counted in the item its customer's move in the same
+    /// changeset updates (its operation's move, from the same event), else in the customer's
+    /// item without a currency: the board adds a queue's counts up from every item, so an
+    /// item opened or closed with its subject's move takes no update of its own.
+    fn board_counters(&self, writes: &[&Write]) -> Vec<TransactWriteItem> {
+        let moved: HashMap<&str, &str> = writes
+            .iter()
+            .filter_map(|write| match write {
+                Write::MoveOnBoard(moved) => Some((moved.entry.customer_id.as_str(), moved.entry.currency.code())),
+                _ => None,
+            })
+            .collect();
+        type Changes = std::collections::BTreeMap<String, (i64, i64)>;
+        let mut counters: std::collections::BTreeMap<(&str, &str), Changes> = Default::default();
+        let mut add = |customer, currency, bucket: String, count: i64, amount: i64| {
+            let counter = counters
+                .entry((customer, currency))
+                .or_default()
+                .entry(bucket)
+                .or_default();
+            counter.0 += count;
+            counter.1 += amount;
+        };
+        for write in writes {
+            match write {
+                Write::MoveOnBoard(moved) => {
+                    let entry = &moved.entry;
+                    for (column, sign) in [(moved.from, -1), (entry.column, 1)] {
+                        if let Some(column) = column {
+                            let bucket = column_bucket(column);
+                            add(
+                                entry.customer_id.as_str(),
+                                entry.currency.code(),
+                                bucket,
+                                sign,
+                                sign * entry.amount,
+                            );
+                        }
+                    }
+                }
+                Write::InsertWorkItem(item) => {
+                    let customer = item.customer_id.as_str();
+                    let currency = moved.get(customer).copied().unwrap_or("");
+                    add(customer, currency, queue_bucket(item.queue), 1, 0);
+                }
+                // Done is final: the one update that reaches it takes the item off the count.
+                Write::UpdateWorkItem(item) if item.status == WorkItemStatus::Done => {
+                    let customer = item.customer_id.as_str();
+                    let currency = moved.get(customer).copied().unwrap_or("");
+                    add(customer, currency, queue_bucket(item.queue), -1, 0);
+                }
+                _ => {}
+            }
+        }
+        counters
+            .into_iter()
+            .filter_map(|((customer, currency), changes)| {
+                let changes: Vec<(String, i64, i64)> = changes
+                    .into_iter()
+                    .filter(|(_, (count, amount))| *count != 0 || *amount != 0)
+                    .map(|(bucket, (count, amount))| (bucket, count, amount))
+                    .collect();
+                self.count_on_board(customer, currency, &changes)
+            })
+            .collect()
+    }
+
     /// Adds `changes` (bucket, count, amount) in `currency` to the board counters of
     /// `customer`: one update of its item (the platform's board adds up every customer's).
     fn count_on_board(
@@ -804,17 +880,14 @@ impl DynamoStore {
                     keys::open_work_item(work_item.queue.as_str(), &work_item.subject.id),
                     vec![("entity", s("work_item_open")), ("work_item_id", s(&work_item.id))],
                 );
-                let mut writes = vec![
+                vec![
                     self.put(
                         Self::work_item_item(work_item),
                         Some("attribute_not_exists(PK)"),
                         vec![],
                     ),
                     self.put(marker, Some("attribute_not_exists(PK)"), vec![]),
-                ];
-                let counted = [(queue_bucket(work_item.queue), 1, 0)];
-                writes.extend(self.count_on_board(&work_item.customer_id, "", &counted));
-                writes
+                ]
             }
             Write::MoveOnBoard(moved) => {
                 let entry = &moved.entry;
@@ -826,15 +899,8 @@ impl DynamoStore {
                         ("version", n(entry.version)),
                     ],
                 );
-                let mut writes = vec![self.versioned(it, entry.version)];
-                // Out of one column and into the next: one update of the customer's counters.
-                let changes: Vec<(String, i64, i64)> = [(moved.from, -1), (entry.column, 1)]
-                    .into_iter()
-                    .filter_map(|(column, sign)| Some((column_bucket(column?), sign, sign * entry.amount)))
-                    .collect();
-                let currency = entry.currency.code();
-                writes.extend(self.count_on_board(&entry.customer_id, currency, &changes));
-                writes
+                // Its counters are changed with the changeset's others ([`Self::board_counters`]).
+                vec![self.versioned(it, entry.version)]
             }
             Write::UpdateWorkItem(work_item) => {
                 let mut writes = vec![self.versioned(Self::work_item_item(work_item), work_item.version)];
@@ -849,9 +915,6 @@ impl DynamoStore {
                         .build()
                         .expect("table and key set");
                     writes.push(TransactWriteItem::builder().delete(delete).build());
-                    // Done is final: the one update that reaches it takes the item off the count.
-                    let counted = [(queue_bucket(work_item.queue), -1, 0)];
-                    writes.extend(self.count_on_board(&work_item.customer_id, "", &counted));
                 }
                 writes
             }
@@ -1477,8 +1540,8 @@ impl Commit for DynamoStore {
         if let Some(split) = outbox::Split::of(&changes) {
             return self.commit_with_outbox(split).await;
         }
-        let items: Vec<TransactWriteItem> = changes.writes.iter().flat_map(|w| self.write(w)).collect();
-        self.commit_items(items).await
+        let writes: Vec<&Write> = changes.writes.iter().collect();
+        self.commit_items(self.changeset_items(&writes)).await
     }
 }
 

@@ -213,8 +213,8 @@ impl DynamoStore {
             // Events the entity does not rebuild (a create that failed for want of funds, say,
             // whose earlier events show it before) would grow the entity's item by their
             // documents, up to past DynamoDB's 400 KB: written in the transaction instead.
-            let all = split.essential.iter().chain(&split.derived);
-            return self.commit_items(all.flat_map(|w| self.write(w)).collect()).await;
+            let all: Vec<&Write> = split.essential.iter().chain(&split.derived).copied().collect();
+            return self.commit_items(self.changeset_items(&all)).await;
         }
         let mut outbox = Some(outbox);
         let mut items = vec![];
@@ -226,6 +226,7 @@ impl DynamoStore {
             }
             items.extend(written);
         }
+        items.extend(self.board_counters(&split.essential));
         self.commit_items(items).await?;
         let keep = self.crash_after_entity.load(Ordering::Relaxed);
         let derived = match keep {
