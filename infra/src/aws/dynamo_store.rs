@@ -1487,13 +1487,18 @@ fn stored_response(body: &[u8]) -> (&'static str, AttributeValue) {
     }
 }
 
-/// What a write writes: its item's `entity`, or the idempotency record a lone update touches.
+/// What a write writes, for the benchmark's table: a put's item's `entity`; else a deletion,
+/// or an update (a board counter's, a balance's).
 fn kind_of(write: &TransactWriteItem) -> &str {
     let entity = write
         .put()
         .and_then(|put| put.item().get("entity"))
         .and_then(|e| e.as_s().ok());
-    entity.map_or("update", String::as_str)
+    match entity {
+        Some(entity) => entity,
+        None if write.delete().is_some() => "delete",
+        None => "update",
+    }
 }
 
 /// Reads every partition with `read`, concurrently, and returns what they hold together.
