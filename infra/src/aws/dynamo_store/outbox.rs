@@ -1,19 +1,21 @@
 //! The entity item as its own outbox (issue 17).
 //!
-//! A changeset that changes one operation, one transaction or one work item, with the events and
-//! audit entries of that change, is written as the entity's own write (a lone conditional put, or a
-//! transaction with the idempotency record when a create completes one) carrying in its
-//! `outbox` attribute what those events and entries are. They are then written as plain puts,
-//! outside the transaction: a transaction takes two write units per item, so the event and the
-//! entry cost half. If the writer dies between the two writes, the table's stream still holds
-//! the entity's record, and `stream-outbox` ([`DynamoStore::complete_outbox`]) writes whatever
-//! of it is missing. Each event and entry has one key (its id, its sequence, fixed in the
+//! A changeset that changes one operation, one transaction or one work item, with the events
+//! and audit entries of that change, is written as the entity's own write (a lone conditional
+//! put, or a transaction with the idempotency record when a create completes one, or with the
+//! board's counters when the desk opens or closes an item) carrying in its `outbox` attribute
+//! what those events and entries are. They are then written as plain puts, outside the
+//! transaction: a transaction takes two write units per item, so the event and the entry cost
+//! half. If the writer dies between the two writes, the table's stream still holds the
+//! entity's record, and `stream-outbox` ([`DynamoStore::complete_outbox`]) writes whatever of
+//! it is missing. Each event and entry has one key (its id, its sequence, fixed in the
 //! outbox), so writing one twice writes it once, and the event consumers take only inserts.
 //!
 //! An event the entity's document rebuilds exactly (`operation.<status>` from the operation,
-//! `transaction.<status>` from the transaction, `work_item.<change>` from the work item) is kept in the outbox by its id alone, and an
-//! audit entry of the entity's move by its action and the status it left, so the entity's
-//! item grows by a few dozen bytes rather than by the event and the entry.
+//! `transaction.<status>` from the transaction, `work_item.<change>` from the work item) is
+//! kept in the outbox by its id alone, and an audit entry of the entity's move by its action
+//! and the status it left, so the entity's item grows by a few dozen bytes rather than by the
+//! event and the entry.
 
 use super::*;
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
