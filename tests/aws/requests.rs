@@ -4,7 +4,7 @@
 use crate::spawn_aws_app;
 use ops_tests::payout;
 use ops_tests::receiver::Receiver;
-use ops_tests::requests::{self, settle, Steps, DESIGN_MINIMUM};
+use ops_tests::requests::{self, settle, Steps, WriteUnitsSince, DESIGN_MINIMUM};
 use serde_json::json;
 
 /// Write units of a one-item two-step payout's lifecycle (BENCHMARKS.md has them by kind of
@@ -26,9 +26,7 @@ async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
     app.subscribe(&customer.key, &receiver.url, &["operation.completed"])
         .await;
     let store = &app.parts.store;
-    let conflicted_before = store.conflicted_write_units();
-    let units_before = store.write_units() - conflicted_before;
-    let kinds_before = store.write_units_by_kind();
+    let spent = WriteUnitsSince::now(store);
     let payouts = 4;
     let mut steps = Steps::default();
     let mut ids = vec![];
@@ -60,22 +58,8 @@ async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
         steps.counted
     );
     let per_payout = |n: u64| n as f64 / payouts as f64;
-    // A changeset refused in a race (then drafted again) is what this run's timing cost, not
-    // the design: counted apart.
-    let units = per_payout(store.write_units() - store.conflicted_write_units() - units_before);
-    let by_kind: std::collections::BTreeMap<String, f64> = store
-        .write_units_by_kind()
-        .into_iter()
-        .map(|(kind, total)| {
-            let before = kinds_before.get(&kind).copied().unwrap_or(0);
-            (kind, per_payout(total - before))
-        })
-        .filter(|(_, units)| *units > 0.0)
-        .collect();
-    eprintln!(
-        "write units per lifecycle: {units}, and {} lost in races; by kind, both: {by_kind:?}",
-        per_payout(store.conflicted_write_units() - conflicted_before)
-    );
+    let (units, conflicted, by_kind) = spent.per_payout(store, payouts);
+    eprintln!("write units per lifecycle: {units}, and {conflicted} lost in races; by kind, both: {by_kind:?}");
     assert!(
         units <= WRITE_UNITS_PER_LIFECYCLE + SIZE_SLACK,
         "a lifecycle wrote {units} write units, more than {WRITE_UNITS_PER_LIFECYCLE}: {by_kind:?}"
@@ -141,8 +125,7 @@ async fn a_payout_waiting_in_the_approvals_queue_writes_its_items_events_after_t
     let customer = app.create_customer().await;
     let approver = app.add_member(&customer, &["approver"], &["operations:approve"]).await;
     let store = &app.parts.store;
-    let units_before = store.write_units() - store.conflicted_write_units();
-    let kinds_before = store.write_units_by_kind();
+    let spent = WriteUnitsSince::now(store);
     let payouts = 4;
     let mut ids = vec![];
     for _ in 0..payouts {
@@ -183,19 +166,7 @@ async fn a_payout_waiting_in_the_approvals_queue_writes_its_items_events_after_t
     assert_eq!(board["pending_approval"]["count"], 0, "{board}");
     assert_eq!(board["in_progress"]["count"], 0, "{board}");
 
-    let per_payout = |n: u64| n as f64 / payouts as f64;
-    let units = per_payout(store.write_units() - store.conflicted_write_units() - units_before);
-    let by_kind: std::collections::BTreeMap<String, f64> = store
-        .write_units_by_kind()
-        .into_iter()
-        .map(|(kind, total)| {
-            (
-                kind.clone(),
-                per_payout(total - kinds_before.get(&kind).copied().unwrap_or(0)),
-            )
-        })
-        .filter(|(_, units)| *units > 0.0)
-        .collect();
+    let (units, _, by_kind) = spent.per_payout(store, payouts);
     eprintln!("write units per lifecycle waiting for approval: {units}; by kind: {by_kind:?}");
     // The lifecycle's eight events and seven entries, and the item's two of each, all plain.
     assert_eq!(by_kind.get("event"), Some(&20.0), "{by_kind:?}");

@@ -112,3 +112,47 @@ pub async fn settle(driver: &Driver, clock: &TestClock, store: &DynamoStore, ste
         clock.advance(advance);
     }
 }
+
+/// The write units a store spends from now on (a changeset refused in a race, then drafted
+/// again, counted apart: that is the run's timing, not the design), in all and by the kind of
+/// item written.
+pub struct WriteUnitsSince {
+    units: u64,
+    conflicted: u64,
+    by_kind: std::collections::BTreeMap<String, u64>,
+}
+
+impl WriteUnitsSince {
+    pub fn now(store: &DynamoStore) -> WriteUnitsSince {
+        WriteUnitsSince {
+            units: store.write_units(),
+            conflicted: store.conflicted_write_units(),
+            by_kind: store.write_units_by_kind(),
+        }
+    }
+
+    /// Units each of `payouts` spent since: all of them but those lost in races, those lost
+    /// in races, and every kind of item written (both).
+    pub fn per_payout(
+        &self,
+        store: &DynamoStore,
+        payouts: usize,
+    ) -> (f64, f64, std::collections::BTreeMap<String, f64>) {
+        let per = |n: u64| n as f64 / payouts as f64;
+        let conflicted = store.conflicted_write_units() - self.conflicted;
+        let by_kind = store
+            .write_units_by_kind()
+            .into_iter()
+            .map(|(kind, total)| {
+                let spent = per(total - self.by_kind.get(&kind).copied().unwrap_or(0));
+                (kind, spent)
+            })
+            .filter(|(_, units)| *units > 0.0)
+            .collect();
+        (
+            per(store.write_units() - self.units - conflicted),
+            per(conflicted),
+            by_kind,
+        )
+    }
+}
