@@ -84,6 +84,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     a_dead_letters_body_is_kept_on_its_item(store.as_ref()).await;
     racing_claims_of_one_item_have_one_winner(store.clone(), 16).await;
     the_board_counts_moves_once_and_queues_as_items_open_and_close(store.as_ref()).await;
+    a_move_and_its_items_change_count_together_or_not_at_all(store.as_ref()).await;
 }
 
 async fn work_items_are_listed_oldest_due_first_by_every_filter(store: &dyn Store) {
@@ -366,4 +367,92 @@ async fn the_board_counts_moves_once_and_queues_as_items_open_and_close(store: &
             .unwrap(),
         None
     );
+}
+
+/// The desk writes an operation's move on the board and its item's opening or closing, made
+/// by the same event, as one changeset: both are counted, or neither (a stale item refuses
+/// the move with it), and the queue's count is where the board adds it up.
+async fn a_move_and_its_items_change_count_together_or_not_at_all(store: &dyn Store) {
+    let customer = CustomerId::from("cus_merge");
+    let platform_before = store.board_counts(None).await.unwrap();
+    let (pending, in_progress) = (
+        column_bucket(Column::PendingApproval),
+        column_bucket(Column::InProgress),
+    );
+    let approvals = queue_bucket(Queue::Approvals);
+    let entry = |column, version, event: &str| BoardEntry {
+        operation_id: "op_merge".into(),
+        customer_id: customer.clone(),
+        currency: Currency::parse("CLP").unwrap(),
+        amount: 900,
+        column: Some(column),
+        operation_version: version,
+        event_id: event.into(),
+        version,
+    };
+    let item = WorkItem {
+        customer_id: customer.clone(),
+        ..work_item("wi_merge", Queue::Approvals, "op_merge", "cus_merge", 100)
+    };
+    let opened = Changeset {
+        writes: vec![
+            Write::MoveOnBoard(BoardMove {
+                entry: entry(Column::PendingApproval, 1, "evt_m1"),
+                from: None,
+            }),
+            Write::InsertWorkItem(item.clone()),
+        ],
+    };
+    store.commit(opened).await.unwrap();
+    let counts = store.board_counts(Some(&customer)).await.unwrap();
+    assert_eq!(counted(&counts, &pending), (1, 900));
+    assert_eq!(counted(&counts, &approvals), (1, 0));
+
+    let mut closed = item.clone();
+    closed
+        .apply(WorkItemTransition::Close(cause("approved", 5)), at(5))
+        .unwrap();
+    let decided = |closed: WorkItem| Changeset {
+        writes: vec![
+            Write::MoveOnBoard(BoardMove {
+                entry: entry(Column::InProgress, 2, "evt_m2"),
+                from: Some(Column::PendingApproval),
+            }),
+            Write::UpdateWorkItem(closed),
+        ],
+    };
+    let mut stale = closed.clone();
+    stale.version += 1;
+    assert!(matches!(store.commit(decided(stale)).await, Err(StoreError::Conflict)));
+    let counts = store.board_counts(Some(&customer)).await.unwrap();
+    assert_eq!(
+        counted(&counts, &pending),
+        (1, 900),
+        "the move was refused with the item"
+    );
+    assert_eq!(counted(&counts, &approvals), (1, 0));
+    assert_eq!(
+        store
+            .board_entry(&"op_merge".into())
+            .await
+            .unwrap()
+            .and_then(|e| e.column),
+        Some(Column::PendingApproval)
+    );
+
+    store.commit(decided(closed)).await.unwrap();
+    let counts = store.board_counts(Some(&customer)).await.unwrap();
+    assert_eq!(counted(&counts, &pending), (0, 0));
+    assert_eq!(counted(&counts, &in_progress), (1, 900));
+    assert_eq!(counted(&counts, &approvals), (0, 0));
+    assert_eq!(store.open_work_item(Queue::Approvals, "op_merge").await.unwrap(), None);
+    let platform = store.board_counts(None).await.unwrap();
+    for (bucket, added) in [(&pending, (0, 0)), (&in_progress, (1, 900)), (&approvals, (0, 0))] {
+        let before = counted(&platform_before, bucket);
+        assert_eq!(
+            counted(&platform, bucket),
+            (before.0 + added.0, before.1 + added.1),
+            "{bucket} on the platform's board"
+        );
+    }
 }
