@@ -2,7 +2,7 @@ use crate::spawn_aws_app;
 use ops_domain::ports::{Clock, Queue, QueueName};
 use ops_domain::transactions::TransactionStore;
 use ops_infra::QueueConsumer;
-use ops_runtime::driver::Trigger;
+use ops_runtime::driver::{StreamConsumer, Trigger};
 use ops_tests::receiver::{signature_is_valid, Receiver};
 use ops_tests::{payout, ADMIN_KEY};
 use serde_json::json;
@@ -329,10 +329,44 @@ async fn a_payout_completes_when_every_writer_dies_after_its_entity() {
                 .collect();
             ids
         };
+        // The approvals item's entries: the desk writes it with an outbox as well.
+        let desk_history = || async {
+            let history = app
+                .get(&format!("/v1/operations/{id}/history"), &customer.key)
+                .await
+                .json();
+            let mut actions: Vec<String> = history["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["entity_type"] == "work_item")
+                .map(|e| e["action"].as_str().unwrap().to_owned())
+                .collect();
+            actions.sort();
+            actions
+        };
         // The writer died after the operation: its events are not written, nor (keep = 0) its
         // audit entry.
         assert_eq!(history_of().await.len(), keep, "keep {keep}");
         assert!(events_of().await.is_empty(), "keep {keep}");
+        // The outbox consumer writes the operation's events; the desk then opens the approvals
+        // item and dies after it too: the item is there, its entry not (keep = 0), its event not.
+        while app.driver.round(Trigger::Outbox).await.unwrap() > 0 {}
+        while app.driver.round(Trigger::Stream(StreamConsumer::Desk)).await.unwrap() > 0 {}
+        let open = app
+            .get("/v1/work_items?queue=approvals&status=open", &customer.key)
+            .await
+            .json();
+        assert_eq!(open["data"].as_array().map(Vec::len), Some(1), "keep {keep}: {open}");
+        assert_eq!(desk_history().await.len(), keep, "keep {keep}");
+        let events = app.get("/v1/events?limit=100", &customer.key).await.json();
+        let desk_events = events["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["type"].as_str().is_some_and(|t| t.starts_with("work_item.")))
+            .count();
+        assert_eq!(desk_events, 0, "keep {keep}");
         app.settle(Duration::seconds(1), 1).await;
         assert_eq!(
             history_of().await.len(),
@@ -371,22 +405,6 @@ async fn a_payout_completes_when_every_writer_dies_after_its_entity() {
         let mut all = expected.map(String::from).to_vec();
         all.sort();
         assert_eq!(delivered(), all, "each event delivered once, keep {keep}");
-        // The approvals item the desk opened and closed: its writes carried their outbox too.
-        let desk_history = || async {
-            let history = app
-                .get(&format!("/v1/operations/{id}/history"), &customer.key)
-                .await
-                .json();
-            let mut actions: Vec<String> = history["data"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|e| e["entity_type"] == "work_item")
-                .map(|e| e["action"].as_str().unwrap().to_owned())
-                .collect();
-            actions.sort();
-            actions
-        };
         let desk_delivered = || {
             let mut types: Vec<String> = receiver
                 .received()
