@@ -168,8 +168,10 @@ async fn a_payout_waiting_in_the_approvals_queue_writes_its_items_events_after_t
 
     let (units, _, by_kind) = spent.per_payout(store, payouts);
     eprintln!("write units per lifecycle waiting for approval: {units}; by kind: {by_kind:?}");
-    // The lifecycle's eight events and seven entries, and the item's two of each, all plain.
-    assert_eq!(by_kind.get("event"), Some(&20.0), "{by_kind:?}");
+    // The lifecycle's eight events and seven entries, and the item's two of each, all plain:
+    // 20 and 9 (22 and 11 with the item's in its transaction). An event near 1 KiB may cross it.
+    let event = by_kind.get("event").copied().unwrap_or_default();
+    assert!((20.0..=20.0 + SIZE_SLACK).contains(&event), "{by_kind:?}");
     assert_eq!(by_kind.get("audit"), Some(&9.0), "{by_kind:?}");
     // Three moves between columns, each one update of the customer's counters in a
     // transaction (the item's opening and closing counted in two of them).

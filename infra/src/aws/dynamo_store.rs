@@ -623,55 +623,47 @@ impl DynamoStore {
     /// changeset updates (its operation's move, from the same event), else in the customer's
     /// item without a currency: the board adds a queue's counts up from every item, so an
     /// item opened or closed with its subject's move takes no update of its own.
-    fn board_counters(&self, writes: &[&Write]) -> Vec<TransactWriteItem> {
-        let moved: HashMap<&str, &str> = writes
+    fn board_counters<'a>(&self, writes: &[&'a Write]) -> Vec<TransactWriteItem> {
+        let moved: HashMap<&'a str, &'a str> = writes
             .iter()
             .filter_map(|write| match write {
                 Write::MoveOnBoard(moved) => Some((moved.entry.customer_id.as_str(), moved.entry.currency.code())),
                 _ => None,
             })
             .collect();
-        type Changes = std::collections::BTreeMap<String, (i64, i64)>;
-        let mut counters: std::collections::BTreeMap<(&str, &str), Changes> = Default::default();
-        let mut add = |customer, currency, bucket: String, count: i64, amount: i64| {
+        // A work item's queue, in the counters its customer's move changes (else without currency).
+        let queue = |item: &'a WorkItem, sign: i64| -> Vec<BoardChange<'a>> {
+            let customer = item.customer_id.as_str();
+            let currency = moved.get(customer).copied().unwrap_or("");
+            vec![(customer, currency, queue_bucket(item.queue), sign, 0)]
+        };
+        // (customer, currency, bucket, count, amount) for each change, then summed per item.
+        let changes = writes.iter().flat_map(|write| match write {
+            Write::MoveOnBoard(moved) => {
+                let entry = &moved.entry;
+                [(moved.from, -1), (entry.column, 1)]
+                    .into_iter()
+                    .filter_map(|(column, sign)| {
+                        let bucket = column_bucket(column?);
+                        let customer = entry.customer_id.as_str();
+                        Some((customer, entry.currency.code(), bucket, sign, sign * entry.amount))
+                    })
+                    .collect()
+            }
+            Write::InsertWorkItem(item) => queue(item, 1),
+            // Done is final: the one update that reaches it takes the item off the count.
+            Write::UpdateWorkItem(item) if item.status == WorkItemStatus::Done => queue(item, -1),
+            _ => vec![],
+        });
+        type BucketSums = std::collections::BTreeMap<String, (i64, i64)>;
+        let mut counters: std::collections::BTreeMap<(&str, &str), BucketSums> = Default::default();
+        for (customer, currency, bucket, count, amount) in changes {
             let counter = counters
                 .entry((customer, currency))
                 .or_default()
                 .entry(bucket)
                 .or_default();
-            counter.0 += count;
-            counter.1 += amount;
-        };
-        for write in writes {
-            match write {
-                Write::MoveOnBoard(moved) => {
-                    let entry = &moved.entry;
-                    for (column, sign) in [(moved.from, -1), (entry.column, 1)] {
-                        if let Some(column) = column {
-                            let bucket = column_bucket(column);
-                            add(
-                                entry.customer_id.as_str(),
-                                entry.currency.code(),
-                                bucket,
-                                sign,
-                                sign * entry.amount,
-                            );
-                        }
-                    }
-                }
-                Write::InsertWorkItem(item) => {
-                    let customer = item.customer_id.as_str();
-                    let currency = moved.get(customer).copied().unwrap_or("");
-                    add(customer, currency, queue_bucket(item.queue), 1, 0);
-                }
-                // Done is final: the one update that reaches it takes the item off the count.
-                Write::UpdateWorkItem(item) if item.status == WorkItemStatus::Done => {
-                    let customer = item.customer_id.as_str();
-                    let currency = moved.get(customer).copied().unwrap_or("");
-                    add(customer, currency, queue_bucket(item.queue), -1, 0);
-                }
-                _ => {}
-            }
+            *counter = (counter.0 + count, counter.1 + amount);
         }
         counters
             .into_iter()
@@ -1486,6 +1478,9 @@ fn stored_response(body: &[u8]) -> (&'static str, AttributeValue) {
         Err(deflated) => ("response_z", AttributeValue::B(deflated.into())),
     }
 }
+
+/// A change of one board counter: customer, currency, bucket, count, amount.
+type BoardChange<'a> = (&'a str, &'a str, String, i64, i64);
 
 /// What a write writes, for the benchmark's table: a put's item's `entity`; else a deletion,
 /// or an update (a board counter's, a balance's).
