@@ -357,11 +357,11 @@ impl DynamoStore {
     }
 }
 
-/// The `outbox` attribute: the entries' JSON, deflated (the stream consumer's filter matches
-/// on a binary `outbox`).
+/// The `outbox` attribute: the entries' JSON, deflated like a document (the stream consumer's
+/// filter matches on a binary `outbox`).
 fn encode(entries: &[Entry]) -> AttributeValue {
     let json = serde_json::to_string(entries).expect("entries always serialize");
-    AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
-        miniz_oxide::deflate::compress_to_vec(json.as_bytes(), 6),
-    ))
+    AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(documents::deflate(
+        json.as_bytes(),
+    )))
 }
