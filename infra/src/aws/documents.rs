@@ -59,15 +59,7 @@ pub fn encode_bytes(bytes: &[u8]) -> Result<&[u8], Vec<u8>> {
 
 /// `bytes` deflated against [`DICTIONARY`], after its marker.
 pub fn deflate(bytes: &[u8]) -> Vec<u8> {
-    let mut compressor = CompressorOxide::new(create_comp_flags_from_zip_params(LEVEL, 0, 0));
-    // The dictionary goes through the compressor only to fill its window: what it makes of
-    // it is dropped, and the document's blocks start after the flush, on a byte boundary.
-    let mut dropped = vec![0; DICTIONARY.len() * 2 + 1024];
-    let (status, read, written) = compress(&mut compressor, DICTIONARY, &mut dropped, TDEFLFlush::Sync);
-    assert!(
-        status == TDEFLStatus::Okay && read == DICTIONARY.len() && written < dropped.len(),
-        "the dictionary fills the compressor's window in one call"
-    );
+    let mut compressor = primed().clone();
     let mut output = vec![0; bytes.len() / 2 + 64];
     output[..DICTIONARY_1.len()].copy_from_slice(&DICTIONARY_1);
     let (mut input, mut at) = (bytes, DICTIONARY_1.len());
@@ -88,6 +80,26 @@ pub fn deflate(bytes: &[u8]) -> Vec<u8> {
             other => unreachable!("deflating into memory cannot fail: {other:?}"),
         }
     }
+}
+
+/// A compressor whose window holds the dictionary, made once: each document's compressor is a
+/// copy of it (an operation deflates in about 5 µs this way, 36 µs filling a new window each
+/// time, 10 µs deflated alone).
+fn primed() -> &'static CompressorOxide {
+    static PRIMED: std::sync::OnceLock<CompressorOxide> = std::sync::OnceLock::new();
+    PRIMED.get_or_init(|| {
+        let mut compressor = CompressorOxide::new(create_comp_flags_from_zip_params(LEVEL, 0, 0));
+        // The dictionary goes through the compressor only to fill its window: what it makes
+        // of it is dropped, and each document's blocks start after the flush, on a byte
+        // boundary.
+        let mut dropped = vec![0; DICTIONARY.len() * 2 + 1024];
+        let (status, read, written) = compress(&mut compressor, DICTIONARY, &mut dropped, TDEFLFlush::Sync);
+        assert!(
+            status == TDEFLStatus::Okay && read == DICTIONARY.len() && written < dropped.len(),
+            "the dictionary fills the compressor's window in one call"
+        );
+        compressor
+    })
 }
 
 /// The bytes of a deflated document or response, either form.
