@@ -1358,7 +1358,16 @@ async fn aws_round_trips() -> ops_runtime::deployment::Settings {
     }
     let minimum: u32 = DESIGN_MINIMUM.iter().map(|(_, minimum, _)| minimum).sum();
     println!("| all steps | {dynamo:.1} | {:.1} | {minimum} | |", tx + single);
-    payouts_waiting_for_approval(&api, &driver, &clock, &parts.store, &customer, &approver).await;
+    Lifecycles {
+        api: &api,
+        driver: &driver,
+        clock: &clock,
+        store: &parts.store,
+        customer: &customer,
+        approver: &approver,
+    }
+    .by_kind()
+    .await;
 
     // No request path grows with history: the DynamoDB requests one lookup or create makes
     // stay the same as the table fills (the emulator's own latency does grow: it scans).
@@ -1419,57 +1428,79 @@ async fn aws_round_trips() -> ops_runtime::deployment::Settings {
     stack_settings
 }
 
-/// The lifecycle above is approved before the desk's first round, so its approvals item never
-/// opens; a payout a person approves later waits in the approvals queue first. What that
-/// lifecycle writes, by kind of item.
-async fn payouts_waiting_for_approval(
-    api: &Api,
-    driver: &ops_runtime::driver::Driver,
-    clock: &ops_tests::TestClock,
-    store: &ops_infra::aws::DynamoStore,
-    customer: &ops_tests::Customer,
-    approver: &ops_tests::Member,
-) {
-    use ops_runtime::driver::{StreamConsumer, Trigger};
-    let payouts = 10;
-    let spent = ops_tests::requests::WriteUnitsSince::now(store);
-    let mut ids = vec![];
-    for _ in 0..payouts {
-        let made = api
-            .post(
-                "/v1/operations",
-                &customer.key,
-                payout(&customer.id, "two_step", &[123_400]),
-            )
+/// What a payout's lifecycle on the emulator takes: the API, the trigger driver and its clock,
+/// the store (which counts write units), a customer and its approver.
+struct Lifecycles<'a> {
+    api: &'a Api,
+    driver: &'a ops_runtime::driver::Driver,
+    clock: &'a ops_tests::TestClock,
+    store: &'a ops_infra::aws::DynamoStore,
+    customer: &'a ops_tests::Customer,
+    approver: &'a ops_tests::Member,
+}
+
+impl Lifecycles<'_> {
+    /// The lifecycle above is approved before the desk's first round, so its approvals item
+    /// never opens; a payout a person approves later waits in the approvals queue first. What
+    /// that lifecycle writes, by kind of item; and what a payroll's payout of ten lines writes.
+    async fn by_kind(&self) {
+        self.written("a payout whose approval waits in the approvals queue", &[123_400], true)
             .await;
-        ids.push(made.id());
-    }
-    while driver
-        .round(Trigger::Stream(StreamConsumer::Desk))
-        .await
-        .expect("desk round")
-        > 0
-    {}
-    let open = api
-        .get("/v1/work_items?queue=approvals&status=open", &customer.key)
-        .await
-        .json();
-    assert_eq!(open["data"].as_array().map(Vec::len), Some(payouts), "{open}");
-    for id in &ids {
-        let approved = api
-            .post(&format!("/v1/operations/{id}/approve"), &approver.key, json!({}))
+        let lines: Vec<i64> = (1..=10).map(|line| line * 12_340).collect();
+        self.written("a payout of ten lines, approved before the desk's round", &lines, false)
             .await;
-        assert_eq!(approved.status, 200);
     }
-    settle(driver, clock, store, &mut Steps::default()).await;
-    let (write_units, lost_in_races, by_kind) = spent.per_payout(store, payouts);
-    println!();
-    println!("| on the AWS adapters (emulator), a payout whose approval waits in the approvals queue: item written (its `entity`) | write units per payout lifecycle |");
-    println!("|---|---|");
-    for (kind, units) in by_kind {
-        println!("| {kind} | {units:.1} |");
+
+    /// Ten payouts of `lines` made, approved and run to the end (with `desk_first`, after the
+    /// desk's rounds opened an approvals item for each): the write units of one, by kind.
+    async fn written(&self, label: &str, lines: &[i64], desk_first: bool) {
+        let Lifecycles {
+            api,
+            driver,
+            clock,
+            store,
+            customer,
+            approver,
+        } = self;
+        use ops_runtime::driver::{StreamConsumer, Trigger};
+        let payouts = 10;
+        let spent = ops_tests::requests::WriteUnitsSince::now(store);
+        let mut ids = vec![];
+        for _ in 0..payouts {
+            let made = api
+                .post("/v1/operations", &customer.key, payout(&customer.id, "two_step", lines))
+                .await;
+            ids.push(made.id());
+        }
+        if desk_first {
+            while driver
+                .round(Trigger::Stream(StreamConsumer::Desk))
+                .await
+                .expect("desk round")
+                > 0
+            {}
+            let open = api
+                .get("/v1/work_items?queue=approvals&status=open", &customer.key)
+                .await
+                .json();
+            assert_eq!(open["data"].as_array().map(Vec::len), Some(payouts), "{open}");
+        }
+        for id in &ids {
+            let approved = api
+                .post(&format!("/v1/operations/{id}/approve"), &approver.key, json!({}))
+                .await;
+            assert_eq!(approved.status, 200);
+        }
+        settle(driver, clock, store, &mut Steps::default()).await;
+        let (write_units, lost_in_races, by_kind) = spent.per_payout(store, payouts);
+        println!();
+        println!("| on the AWS adapters (emulator), {label}: item written (its `entity`) | write units per payout lifecycle |");
+        println!("|---|---|");
+        for (kind, units) in by_kind {
+            println!("| {kind} | {units:.1} |");
+        }
+        println!("| all (and {lost_in_races:.1} more lost in races) | {write_units:.1} |");
     }
-    println!("| all (and {lost_in_races:.1} more lost in races) | {write_units:.1} |");
 }
 
 /// The platform's board adds up every customer's counters when it is read: what one read
