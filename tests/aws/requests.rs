@@ -11,6 +11,7 @@ use serde_json::json;
 /// item): a step that starts writing bigger items, or more of them, or index entries a write
 /// does not change, or events and audit entries written inside a transaction again, fails
 /// the test.
+///
 /// Besides the return sweeps' positions, which each poll round writes however many payouts
 /// it checks: [`RETURN_SWEEP_UNITS`].
 const WRITE_UNITS_PER_LIFECYCLE: f64 = 71.0;
@@ -200,7 +201,7 @@ async fn a_payout_waiting_in_the_approvals_queue_writes_its_items_events_after_t
 /// kilobyte (two units in the create's transaction, with the idempotency record; one for
 /// each of its four index entries) because its document is deflated against the dictionary
 /// of typical documents. Deflated alone, an operation of six items or more crosses 1 KiB
-/// here and takes twice as many.
+/// here, and its item takes four units.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_ten_item_payouts_operation_is_written_as_one_kilobyte() {
     let app = spawn_aws_app().await;
