@@ -1454,6 +1454,7 @@ impl Lifecycles<'_> {
     /// Ten payouts of `lines` made, approved and run to the end (with `desk_first`, after the
     /// desk's rounds opened an approvals item for each): the write units of one, by kind.
     async fn written(&self, label: &str, lines: &[i64], desk_first: bool) {
+        use ops_runtime::driver::{StreamConsumer, Trigger};
         let Lifecycles {
             api,
             driver,
@@ -1462,7 +1463,6 @@ impl Lifecycles<'_> {
             customer,
             approver,
         } = self;
-        use ops_runtime::driver::{StreamConsumer, Trigger};
         let payouts = 10;
         let spent = ops_tests::requests::WriteUnitsSince::now(store);
         let mut ids = vec![];

@@ -126,7 +126,11 @@ fn inflate_after(dictionary: &[u8], mut stream: &[u8]) -> Result<Vec<u8>, String
         at += written;
         stream = &stream[read.min(stream.len())..];
         match status {
-            TINFLStatus::Done => return Ok(output[dictionary.len()..at].to_vec()),
+            TINFLStatus::Done => {
+                output.truncate(at);
+                output.drain(..dictionary.len());
+                return Ok(output);
+            }
             TINFLStatus::HasMoreOutput if output.len() - dictionary.len() < INFLATED_LIMIT => {
                 let grown = (output.len() * 2).min(dictionary.len() + INFLATED_LIMIT);
                 output.resize(grown, 0);
