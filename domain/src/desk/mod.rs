@@ -15,7 +15,6 @@ use crate::access::{Environment, Role};
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::ids::{CustomerId, OperationId, WorkItemId};
-use crate::operations::OperationStatus;
 use crate::ports::StoreError;
 use async_trait::async_trait;
 use board::{BoardCount, BoardEntry};
@@ -323,10 +322,10 @@ pub trait DeskStore: Send + Sync {
     async fn board_entry(&self, operation_id: &OperationId) -> Result<Option<BoardEntry>, StoreError>;
     /// The board's counters: a customer's, or (none) the platform's over every customer.
     async fn board_counts(&self, customer_id: Option<&CustomerId>) -> Result<Vec<BoardCount>, StoreError>;
-    /// When the oldest operation in one of `statuses` (a customer's, or any) was created.
-    async fn oldest_operation(
+    /// When the oldest operation in `column` (a customer's, or any) was created.
+    async fn oldest_in_column(
         &self,
-        statuses: &[OperationStatus],
+        column: board::Column,
         customer_id: Option<&CustomerId>,
     ) -> Result<Option<OffsetDateTime>, StoreError>;
 }

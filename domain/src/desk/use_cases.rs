@@ -384,7 +384,7 @@ impl Service {
             if view.count > 0 {
                 view.oldest_age_seconds = self
                     .store
-                    .oldest_operation(column.statuses(), customer_id.as_ref())
+                    .oldest_in_column(column, customer_id.as_ref())
                     .await?
                     .map(|created| (now - created).whole_seconds().max(0));
             }

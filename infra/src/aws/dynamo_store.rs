@@ -9,9 +9,9 @@
 //! | API key by secret hash | `PK = KEYHASH#<hash>` (a second item written with the key) |
 //! | API keys of a customer (or the platform's), newest first | `GSI1PK = CUSKEYS#<customer or PLATFORM>` |
 //! | operations of a customer, newest first | `GSI1PK = CUSOPS#<customer>`, `GSI1SK = <op id>` |
-//! | … of a customer in one status | `GSI2PK = CUSOPST#<customer>#<status>`, `GSI2SK = <op id>` |
+//! | … of a customer in one status (approved in processing's list) | `GSI2PK = CUSOPST#<customer>#<status>`, `GSI2SK = <op id>` |
 //! | every operation, newest first (platform) | `GSI3PK = OPS#<shard>`, `GSI3SK = <op id>` |
-//! | … in one status (platform) | `GSI4PK = OPSTATUS#<status>#<shard>`, `GSI4SK = <op id>` |
+//! | … in one status (platform; approved in processing's) | `GSI4PK = OPSTATUS#<status>#<shard>`, `GSI4SK = <op id>` |
 //! | history of an operation | `PK = OP#<id>`, `SK begins_with AUDIT#` |
 //! | transactions of an operation | `GSI1PK = OPTXNS#<op>`, `GSI1SK = <txn id>` |
 //! | transactions due a status poll | `GSI2PK = POLL#<shard>`, `GSI2SK = <due unix s, padded>#<id>` (sparse) |
@@ -44,8 +44,11 @@
 //! entries it drops. Those two read the projected `type` of their list's entries, at most
 //! [`FILTERED_READ_BUDGET`] a partition and request: a page that found fewer than asked by
 //! then says where it read up to ([`Listed`]), and the API's page says where the next starts
-//! (`next_starting_after`), so no request reads further as history grows. Keys
-//! every write of a kind shares (the platform's lists, the poll schedule) are spread over
+//! (`next_starting_after`), so no request reads further as history grows. Approved operations
+//! are kept in processing's status lists ([`keys::status_list`]: approved lasts moments, and a
+//! list of its own took four write units a lifecycle); either status's list reads their shared
+//! one and keeps its own status's operations, within the same budget, past work in flight
+//! rather than history. Keys every write of a kind shares (the platform's lists, the poll schedule) are spread over
 //! [`SHARDS`] partitions by a hash of the id, so no partition takes every write; those lists
 //! query each shard and merge.
 //!
@@ -77,7 +80,7 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 use ops_domain::access::{AccessStore, ApiKey, Customer, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
-use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry};
+use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry, Column};
 use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
 use ops_domain::event::Event;
 use ops_domain::files::{File, FileQuery, FileStore};
@@ -91,7 +94,7 @@ use ops_domain::ids::{
 };
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
-use ops_domain::operations::{Operation, OperationQuery, OperationStatus, OperationStore};
+use ops_domain::operations::{Operation, OperationQuery, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, Listed, RateLimiter, StoreError, Write};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
@@ -497,7 +500,7 @@ impl DynamoStore {
                 ("version", n(op.version)),
                 ("GSI1PK", s(keys::operations_of(&op.customer_id))),
                 ("GSI1SK", s(&op.id)),
-                ("GSI2PK", s(keys::operations_of_in(&op.customer_id, op.status.as_str()))),
+                ("GSI2PK", s(keys::operations_of_in(&op.customer_id, op.status))),
                 ("GSI2SK", s(&op.id)),
                 ("GSI3PK", s(keys::all_operations_shard(&op.id))),
                 ("GSI3SK", s(&op.id)),
@@ -1157,6 +1160,58 @@ impl DynamoStore {
         })
     }
 
+    /// [`Self::newest_first_listed`] for a list kept with another's entries (approved and
+    /// processing operations share theirs, [`keys::status_list`]): reads pages of entries newest
+    /// first and keeps the items `keep` takes, until `limit` are kept, the partitions end, or
+    /// [`FILTERED_READ_BUDGET`] entries were read; then says where it read up to, so the next
+    /// page goes on from there.
+    async fn newest_first_kept<T: DeserializeOwned>(
+        &self,
+        index: &'static str,
+        partition: Partition,
+        mut after: String,
+        filter: Option<Filter>,
+        limit: usize,
+        keep: impl Fn(&T) -> bool,
+    ) -> Result<Listed<T>, StoreError> {
+        let partitions = match partition {
+            Partition::One(key) => vec![key],
+            Partition::Sharded(shards) => shards,
+        };
+        let budget = self.filtered_read_budget.load(Ordering::Relaxed);
+        let (mut kept, mut read) = (Vec::new(), 0);
+        loop {
+            let sources = partitions.iter().map(|key| (Some(index), key.clone())).collect();
+            let (found, stopped_at) = self.newest_entries(sources, &after, filter.clone(), limit).await?;
+            let exhausted = found.len() < limit && stopped_at.is_none();
+            read += found.len();
+            let last = found.last().map(|(key, _, _)| key.clone());
+            let entries: Vec<Item> = found.into_iter().map(|(_, entry, _)| entry).collect();
+            kept.extend(
+                self.items_of::<T>(&entries)
+                    .await?
+                    .into_iter()
+                    .filter(|item| keep(item)),
+            );
+            if kept.len() >= limit || exhausted {
+                kept.truncate(limit);
+                return Ok(Listed::complete(kept));
+            }
+            let read_up_to = match (stopped_at, last) {
+                (Some(stopped_at), _) => stopped_at,
+                (None, Some(last)) if read < budget => {
+                    after = last;
+                    continue;
+                }
+                (None, last) => last.unwrap_or(after),
+            };
+            return Ok(Listed {
+                items: kept,
+                read_up_to: Some(read_up_to),
+            });
+        }
+    }
+
     /// [`Self::newest_first_listed`]'s items, for lists whose filters are all keys.
     async fn newest_first<T: DeserializeOwned>(
         &self,
@@ -1658,9 +1713,12 @@ impl OperationStore for DynamoStore {
             .starting_after
             .as_ref()
             .map_or_else(|| "\u{10FFFF}".into(), String::from);
-        let status = query.status.map(|s| s.as_str());
-        let (index, partition) = match (&query.customer_id, status) {
-            (Some(customer), Some(status)) => ("GSI2", Partition::One(keys::operations_of_in(customer, status))),
+        let (index, partition) = match (&query.customer_id, query.status) {
+            // Approved's own list and processing's, for approved: read as shards are.
+            (Some(customer), Some(status)) => (
+                "GSI2",
+                Partition::Sharded(keys::operations_of_in_lists(customer, status)),
+            ),
             (Some(customer), None) => ("GSI1", Partition::One(keys::operations_of(customer))),
             (None, Some(status)) => ("GSI4", Partition::Sharded(keys::operations_in(status))),
             (None, None) => ("GSI3", Partition::Sharded(keys::all_operations())),
@@ -1668,8 +1726,18 @@ impl OperationStore for DynamoStore {
         let filter = Filter::default()
             .with("ty", "type", query.kind.map(|k| k.as_str()))
             .into_option();
-        self.newest_first_listed(index, partition, after, filter, query.limit)
-            .await
+        match query.status {
+            Some(status) if keys::shares_its_list(status) => {
+                self.newest_first_kept(index, partition, after, filter, query.limit, |op: &Operation| {
+                    op.status == status
+                })
+                .await
+            }
+            _ => {
+                self.newest_first_listed(index, partition, after, filter, query.limit)
+                    .await
+            }
+        }
     }
 
     async fn operation_history(&self, operation_id: &OperationId) -> Result<Vec<AuditEntry>, StoreError> {
@@ -2258,18 +2326,26 @@ impl DeskStore for DynamoStore {
         Ok(counters.iter().flatten().flat_map(board_counts_of).collect())
     }
 
-    async fn oldest_operation(
+    async fn oldest_in_column(
         &self,
-        statuses: &[OperationStatus],
+        column: Column,
         customer_id: Option<&CustomerId>,
     ) -> Result<Option<OffsetDateTime>, StoreError> {
         let mut partitions = vec![];
-        for status in statuses {
+        for status in column.statuses() {
             match customer_id {
-                Some(customer) => partitions.push(("GSI2", keys::operations_of_in(customer, status.as_str()))),
-                None => partitions.extend(keys::operations_in(status.as_str()).into_iter().map(|p| ("GSI4", p))),
+                Some(customer) => partitions.extend(
+                    keys::operations_of_in_lists(customer, *status)
+                        .into_iter()
+                        .map(|p| ("GSI2", p)),
+                ),
+                None => partitions.extend(keys::operations_in(*status).into_iter().map(|p| ("GSI4", p))),
             }
         }
+        // A column's statuses may share their lists: each is read once, and holds only the
+        // column's operations (a list's statuses are all in one column).
+        partitions.sort();
+        partitions.dedup();
         let oldest = futures_util::future::try_join_all(partitions.into_iter().map(|(index, key)| async move {
             let condition = format!("{index}PK = :pk");
             self.query::<Operation>(Some(index), &condition, vec![(":pk", s(key))], None, false, 1)

@@ -204,9 +204,46 @@ pub fn operations_of(customer: &str) -> String {
     format!("CUSOPS#{customer}")
 }
 
-/// A customer's operations in one status (GSI2).
-pub fn operations_of_in(customer: &str, status: &str) -> String {
-    format!("CUSOPST#{customer}#{status}")
+/// The status list an operation is kept in (GSI2, GSI4): its status's, but an approved one is
+/// kept with those processing. `approved` lasts until the pipeline's next step, moments later,
+/// so a list of its own would take two moves of two entries a lifecycle (four write units) for a
+/// list nearly always empty. The two statuses' lists read their shared list and keep the
+/// operations in their own status: what they read past is work in flight, not history.
+pub fn status_list(status: OperationStatus) -> OperationStatus {
+    match status {
+        OperationStatus::Approved => OperationStatus::Processing,
+        other => other,
+    }
+}
+
+/// Whether the list `status` is kept in holds another status too, so its readers must filter.
+pub fn shares_its_list(status: OperationStatus) -> bool {
+    matches!(status, OperationStatus::Approved | OperationStatus::Processing)
+}
+
+/// The status lists that may hold operations in `status`: the one it is kept in, and for
+/// `approved` its own, where operations approved before 2026-11-27 were kept (an operation
+/// leaves it on its next move).
+fn status_lists(status: OperationStatus) -> Vec<OperationStatus> {
+    let kept_in = status_list(status);
+    if kept_in == status {
+        vec![status]
+    } else {
+        vec![kept_in, status]
+    }
+}
+
+/// A customer's operations in one status list (GSI2).
+pub fn operations_of_in(customer: &str, status: OperationStatus) -> String {
+    format!("CUSOPST#{customer}#{}", status_list(status).as_str())
+}
+
+/// The partitions of a customer's status lists that may hold its operations in `status`.
+pub fn operations_of_in_lists(customer: &str, status: OperationStatus) -> Vec<String> {
+    status_lists(status)
+        .into_iter()
+        .map(|list| format!("CUSOPST#{customer}#{}", list.as_str()))
+        .collect()
 }
 
 const OPERATIONS: &str = "OPS";
@@ -224,13 +261,17 @@ fn operations_in_prefix(status: &str) -> String {
     format!("OPSTATUS#{status}")
 }
 
-/// Every operation in one status, the partition of one (GSI4).
+/// Every operation in one status list, the partition of one (GSI4).
 pub fn operations_in_shard(status: OperationStatus, operation_id: &str) -> String {
-    sharded(&operations_in_prefix(status.as_str()), operation_id)
+    sharded(&operations_in_prefix(status_list(status).as_str()), operation_id)
 }
 
-pub fn operations_in(status: &str) -> Vec<String> {
-    shards(&operations_in_prefix(status))
+/// The partitions of the platform's status lists that may hold operations in `status`.
+pub fn operations_in(status: OperationStatus) -> Vec<String> {
+    status_lists(status)
+        .into_iter()
+        .flat_map(|list| shards(&operations_in_prefix(list.as_str())))
+        .collect()
 }
 
 /// An operation's transactions (GSI1).

@@ -352,17 +352,14 @@ async fn the_board_counts_moves_once_and_queues_as_items_open_and_close(store: &
     }
     assert_eq!(
         store
-            .oldest_operation(&[OperationStatus::PendingApproval], Some(&customer))
+            .oldest_in_column(Column::PendingApproval, Some(&customer))
             .await
             .unwrap(),
         Some(at(10))
     );
     assert_eq!(
         store
-            .oldest_operation(
-                &[OperationStatus::Approved, OperationStatus::Processing],
-                Some(&customer)
-            )
+            .oldest_in_column(Column::InProgress, Some(&customer))
             .await
             .unwrap(),
         None

@@ -70,6 +70,7 @@ fn changes(writes: Vec<Write>) -> Changeset {
 pub async fn run_all(store: Arc<dyn Store>) {
     entity_and_audit_land_together(store.as_ref()).await;
     lists_are_newest_first_filtered_and_paged(store.as_ref()).await;
+    statuses_sharing_a_list_are_listed_apart(store.as_ref()).await;
     events_are_listed_by_customer_and_type(store.as_ref()).await;
     concurrent_conflicting_updates_have_one_winner(store.clone()).await;
     concurrent_changesets_each_get_their_own_outcome(store.clone()).await;
@@ -621,6 +622,84 @@ async fn lists_are_newest_first_filtered_and_paged(store: &dyn Store) {
         ..platform
     };
     assert_eq!(listed(rejected_after).await, ["op_l1"]);
+}
+
+/// Approved and processing operations may share a list in a store ([`crate::aws`] keeps them
+/// in one): each status's list still finds exactly its own, newest first, page after page, for
+/// a customer and for the platform, including an operation that moved from one to the other.
+/// Answers how many pages stopped short of their limit (at a store's read budget).
+pub async fn statuses_sharing_a_list_are_listed_apart(store: &dyn Store) -> usize {
+    let approved_at = [3, 8];
+    let mut writes = vec![];
+    for i in 0..12 {
+        let status = if approved_at.contains(&i) {
+            OperationStatus::Approved
+        } else {
+            OperationStatus::Processing
+        };
+        writes.push(Write::InsertOperation(operation(
+            &format!("op_sh{i:02}"),
+            "cus_sh",
+            status,
+        )));
+    }
+    let mut moved = operation("op_sh12", "cus_sh", OperationStatus::Approved);
+    writes.push(Write::InsertOperation(moved.clone()));
+    store.commit(changes(writes)).await.unwrap();
+    moved.status = OperationStatus::Processing;
+    moved.version = 2;
+    store
+        .commit(changes(vec![Write::UpdateOperation(moved)]))
+        .await
+        .unwrap();
+
+    let newest_first = |statuses: &[OperationStatus]| {
+        let mut ids: Vec<String> = (0..13)
+            .filter(|i| {
+                let approved = approved_at.contains(i);
+                statuses.contains(&if approved {
+                    OperationStatus::Approved
+                } else {
+                    OperationStatus::Processing
+                })
+            })
+            .map(|i| format!("op_sh{i:02}"))
+            .collect();
+        ids.reverse();
+        ids
+    };
+    let mut stopped_short = 0;
+    for customer in [Some("cus_sh"), None] {
+        for status in [OperationStatus::Approved, OperationStatus::Processing] {
+            let (mut found, mut after) = (Vec::<String>::new(), None::<String>);
+            for page in 0.. {
+                assert!(page < 60, "paging does not end");
+                let query = OperationQuery {
+                    customer_id: customer.map(Into::into),
+                    status: Some(status),
+                    starting_after: after.take().map(|id| id.as_str().into()),
+                    limit: 3,
+                    ..Default::default()
+                };
+                let listed = store.operations(&query).await.unwrap();
+                assert!(listed.items.iter().all(|op| op.status == status), "{status:?}");
+                let full = listed.items.len() == query.limit;
+                let last = listed.items.last().map(|op| op.id.to_string());
+                found.extend(listed.items.iter().map(|op| op.id.to_string()));
+                after = match (listed.read_up_to, full) {
+                    (Some(read_up_to), false) => {
+                        stopped_short += 1;
+                        Some(read_up_to)
+                    }
+                    (_, true) => last,
+                    (None, false) => break,
+                };
+            }
+            found.retain(|id| id.starts_with("op_sh"));
+            assert_eq!(found, newest_first(&[status]), "{status:?} of {customer:?}");
+        }
+    }
+    stopped_short
 }
 
 async fn events_are_listed_by_customer_and_type(store: &dyn Store) {

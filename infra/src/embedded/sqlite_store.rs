@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use futures_util::future::join_all;
 use ops_domain::access::{AccessStore, ApiKey, Customer, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
-use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry};
+use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry, Column};
 use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
 use ops_domain::event::Event;
 use ops_domain::files::{File, FileQuery, FileStore};
@@ -19,7 +19,7 @@ use ops_domain::ids::{
 };
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
-use ops_domain::operations::{Operation, OperationQuery, OperationStatus, OperationStore};
+use ops_domain::operations::{Operation, OperationQuery, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, Listed, StoreError, Write};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
@@ -1726,12 +1726,12 @@ impl DeskStore for SqliteStore {
         .await
     }
 
-    async fn oldest_operation(
+    async fn oldest_in_column(
         &self,
-        statuses: &[OperationStatus],
+        column: Column,
         customer_id: Option<&CustomerId>,
     ) -> Result<Option<OffsetDateTime>, StoreError> {
-        let statuses: Vec<&'static str> = statuses.iter().map(|s| s.as_str()).collect();
+        let statuses: Vec<&'static str> = column.statuses().iter().map(|s| s.as_str()).collect();
         let customer = customer_id.map(|c| c.to_string());
         self.read(move |c| {
             let mut oldest: Option<OffsetDateTime> = None;
