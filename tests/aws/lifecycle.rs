@@ -642,3 +642,68 @@ async fn a_type_filtered_page_may_stop_short_and_says_where_to_go_on() {
     assert_eq!(found, expected);
     assert!(stopped_short, "a page stopped at the read budget");
 }
+
+/// An operation approved before approved operations were kept in processing's status lists
+/// is still in approved's own, under its keys of then: approved's lists find it there (the
+/// customer's and the platform's), processing's does not, and the board gives its age; its
+/// next move takes it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operation_left_in_approveds_former_list_is_still_listed_as_approved() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let app = spawn_aws_app().await;
+    let acme = app.create_customer().await;
+    let approver = app.add_member(&acme, &["approver"], &["operations:approve"]).await;
+    let made = app
+        .post("/v1/operations", &acme.key, payout(&acme.id, "two_step", &[1_000]))
+        .await;
+    let id = made.id();
+    let approved = app
+        .post(&format!("/v1/operations/{id}/approve"), &approver.key, json!({}))
+        .await;
+    assert_eq!(approved.status, 200, "{}", approved.json());
+
+    let dynamo = aws_sdk_dynamodb::Client::new(&app.config);
+    let s = |text: &str| AttributeValue::S(text.to_owned());
+    let key = [("PK", s(&format!("OP#{id}"))), ("SK", s("OP"))];
+    let mut get = dynamo.get_item().table_name(&app.settings.table);
+    for (name, value) in key.clone() {
+        get = get.key(name, value);
+    }
+    let item = get.send().await.unwrap().item.expect("the operation's item");
+    let platform_list = item["GSI4PK"].as_s().unwrap().clone();
+    assert!(platform_list.starts_with("OPSTATUS#processing#"), "{platform_list}");
+    let mut update = dynamo
+        .update_item()
+        .table_name(&app.settings.table)
+        .update_expression("SET GSI2PK = :customer, GSI4PK = :platform")
+        .expression_attribute_values(":customer", s(&format!("CUSOPST#{}#approved", acme.id)))
+        .expression_attribute_values(":platform", s(&platform_list.replace("#processing#", "#approved#")));
+    for (name, value) in key {
+        update = update.key(name, value);
+    }
+    update.send().await.unwrap();
+
+    let ids = |list: serde_json::Value| -> Vec<String> {
+        list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|op| op["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    for key in [&acme.key, ADMIN_KEY] {
+        let listed = app.get("/v1/operations?status=approved", key).await.json();
+        assert_eq!(ids(listed), [id.clone()], "{key}");
+        let listed = app.get("/v1/operations?status=processing", key).await.json();
+        assert!(!ids(listed).contains(&id), "{key}");
+    }
+    // The board counts it (the desk's consumer alone: the pipeline would move it on).
+    while app.driver.round(Trigger::Stream(StreamConsumer::Desk)).await.unwrap() > 0 {}
+    let board = app.get("/v1/board", &acme.key).await.json();
+    assert_eq!(board["in_progress"]["count"], 1, "{board:#}");
+    assert!(board["in_progress"]["oldest_age_seconds"].is_i64(), "{board:#}");
+
+    app.settle(Duration::seconds(1), 2).await;
+    let listed = app.get("/v1/operations?status=approved", &acme.key).await.json();
+    assert!(ids(listed).is_empty(), "it moved on");
+}
