@@ -222,7 +222,7 @@ pub fn shares_its_list(status: OperationStatus) -> bool {
 }
 
 /// The status lists that may hold operations in `status`: the one it is kept in, and for
-/// `approved` its own, where operations approved before 2026-11-27 were kept (an operation
+/// `approved` its own, where operations approved before they shared one were kept (each
 /// leaves it on its next move).
 fn status_lists(status: OperationStatus) -> Vec<OperationStatus> {
     let kept_in = status_list(status);
