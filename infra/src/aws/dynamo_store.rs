@@ -47,8 +47,8 @@
 //! (`next_starting_after`), so no request reads further as history grows. Approved operations
 //! are kept in processing's status lists ([`keys::status_list`]: approved lasts moments, and a
 //! list of its own took four write units a lifecycle); either status's list reads their shared
-//! one and keeps its own status's operations, within the same budget, past work in flight
-//! rather than history. Keys every write of a kind shares (the platform's lists, the poll schedule) are spread over
+//! one and keeps its own status's operations, reading at most [`ITEMS_READ_TO_KEEP`] a request
+//! (then a page says where it read up to, as above), past work in flight rather than history. Keys every write of a kind shares (the platform's lists, the poll schedule) are spread over
 //! [`SHARDS`] partitions by a hash of the id, so no partition takes every write; those lists
 //! query each shard and merge.
 //!
@@ -150,6 +150,11 @@ pub struct DynamoStore {
 /// list, whose entries are the events themselves (about 1 KB deflated), up to one DynamoDB
 /// page (1 MB, about 128 units) a shard.
 pub use crate::FILTERED_READ_BUDGET;
+
+/// Items a list that shares its entries with another's reads at most for one request, to keep
+/// its own ([`DynamoStore::newest_first_kept`]): each is read whole (its status is in its
+/// document, not its index entry), so fewer than the entries a `type` filter reads.
+const ITEMS_READ_TO_KEEP: usize = 300;
 
 /// Per item (`PK`, `SK`), its entry in each index: the entry's keys and projected attributes,
 /// or `None` where the item has no keys for that index.
@@ -1161,10 +1166,10 @@ impl DynamoStore {
     }
 
     /// [`Self::newest_first_listed`] for a list kept with another's entries (approved and
-    /// processing operations share theirs, [`keys::status_list`]): reads pages of entries newest
-    /// first and keeps the items `keep` takes, until `limit` are kept, the partitions end, or
-    /// [`FILTERED_READ_BUDGET`] entries were read; then says where it read up to, so the next
-    /// page goes on from there.
+    /// processing operations share theirs, [`keys::status_list`]): reads entries newest first,
+    /// in rounds, and keeps the items `keep` takes, until `limit` are kept, the
+    /// partitions end, or [`ITEMS_READ_TO_KEEP`] items were read; then says where it read up
+    /// to, so the next page goes on from there.
     async fn newest_first_kept<T: DeserializeOwned>(
         &self,
         index: &'static str,
@@ -1178,12 +1183,15 @@ impl DynamoStore {
             Partition::One(key) => vec![key],
             Partition::Sharded(shards) => shards,
         };
-        let budget = self.filtered_read_budget.load(Ordering::Relaxed);
+        let budget = ITEMS_READ_TO_KEEP.min(self.filtered_read_budget.load(Ordering::Relaxed));
+        // The first read as many as the page takes (the list's own status is most of what it
+        // reads, but for approved's), then a hundred at a time.
+        let mut round = limit.min(budget);
         let (mut kept, mut read) = (Vec::new(), 0);
         loop {
             let sources = partitions.iter().map(|key| (Some(index), key.clone())).collect();
-            let (found, stopped_at) = self.newest_entries(sources, &after, filter.clone(), limit).await?;
-            let exhausted = found.len() < limit && stopped_at.is_none();
+            let (found, stopped_at) = self.newest_entries(sources, &after, filter.clone(), round).await?;
+            let exhausted = found.len() < round && stopped_at.is_none();
             read += found.len();
             let last = found.last().map(|(key, _, _)| key.clone());
             let entries: Vec<Item> = found.into_iter().map(|(_, entry, _)| entry).collect();
@@ -1201,6 +1209,7 @@ impl DynamoStore {
                 (Some(stopped_at), _) => stopped_at,
                 (None, Some(last)) if read < budget => {
                     after = last;
+                    round = limit.max(100).min(budget - read);
                     continue;
                 }
                 (None, last) => last.unwrap_or(after),
