@@ -134,7 +134,7 @@ impl Service {
                 OperationStatus::PendingApproval | OperationStatus::Rejected | OperationStatus::Cancelled
             )
         }) {
-            let mut made = self.store.transactions_of_operation(&operation.id).await?;
+            let mut made = self.store.transactions_of_operation(operation).await?;
             made.sort_by(|a, b| a.id.cmp(&b.id));
             data.extend(made);
         }

@@ -646,11 +646,11 @@ async fn a_confirmed_transaction_left_in_the_poll_schedule_leaves_it() {
         app.settle(Duration::seconds(5), 1).await;
     }
     let store = &app.embedded().store;
-    let mut transaction = store
-        .transactions_of_operation(&id.as_str().into())
+    let operation = ops_domain::operations::OperationStore::operation(store, &id.as_str().into())
         .await
         .unwrap()
-        .remove(0);
+        .unwrap();
+    let mut transaction = store.transactions_of_operation(&operation).await.unwrap().remove(0);
     assert_eq!(
         (transaction.status, transaction.next_poll_at),
         (TransactionStatus::Confirmed, None),

@@ -230,9 +230,12 @@ pub trait TransactionStore: Send + Sync {
         &self,
         id: &crate::ids::TransactionId,
     ) -> Result<Option<Transaction>, crate::ports::StoreError>;
+    /// An operation's transactions, in the order of their ids. Each is its item's
+    /// (`items[].transaction_id`, fixed when the operation starts processing), so a store may
+    /// find them by those ids rather than keep a list of them.
     async fn transactions_of_operation(
         &self,
-        operation_id: &crate::ids::OperationId,
+        operation: &crate::operations::Operation,
     ) -> Result<Vec<Transaction>, crate::ports::StoreError>;
     /// Transactions whose `next_poll_at` has come, oldest first.
     async fn transactions_due(

@@ -53,7 +53,7 @@ impl Service {
         operation_id: &OperationId,
     ) -> Result<Page<Transaction>, DomainError> {
         let operation = self.get_operation(principal, operation_id).await?;
-        let data = self.store.transactions_of_operation(&operation.id).await?;
+        let data = self.store.transactions_of_operation(&operation).await?;
         Ok(Page::all(data))
     }
 

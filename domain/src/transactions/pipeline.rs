@@ -213,7 +213,7 @@ impl Service {
                 }
             }
             OperationStatus::Processing => {
-                let existing = self.store.transactions_of_operation(&operation.id).await?;
+                let existing = self.store.transactions_of_operation(&operation).await?;
                 self.make_missing_transactions(&operation, &existing).await
             }
             _ => Ok(Handled::Done),
@@ -317,7 +317,7 @@ impl Service {
         let Some(mut operation) = self.store.operation(&operation_id).await? else {
             return Ok(Handled::Done);
         };
-        let transactions = self.store.transactions_of_operation(&operation_id).await?;
+        let transactions = self.store.transactions_of_operation(&operation).await?;
         let Some(change) = settle(&mut operation, &transactions, self.now())? else {
             return Ok(Handled::Done);
         };

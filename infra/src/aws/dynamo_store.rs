@@ -13,7 +13,7 @@
 //! | every operation, newest first (platform) | `GSI3PK = OPS#<shard>`, `GSI3SK = <op id>` |
 //! | … in one status (platform; approved in processing's) | `GSI4PK = OPSTATUS#<status>#<shard>`, `GSI4SK = <op id>` |
 //! | history of an operation | `PK = OP#<id>`, `SK begins_with AUDIT#` |
-//! | transactions of an operation | `GSI1PK = OPTXNS#<op>`, `GSI1SK = <txn id>` |
+//! | transactions of an operation | by the ids its items name (`TXN#<id>`; `GSI1PK = OPTXNS#<op>` on those written earlier, read by nothing) |
 //! | transactions due a status poll | `GSI2PK = POLL#<shard>`, `GSI2SK = <due unix s, padded>#<id>` (sparse) |
 //! | transactions of a rail confirmed on a day, by time | `GSI3PK = RAILDAY#<rail>#<YYYY-MM-DD>`, `GSI3SK = <confirmed unix ms, padded>#<id>` (sparse) |
 //! | how far a rail's sweep for a return check got | `PK = RETSWEEP#<rail>#<check>` |
@@ -519,13 +519,7 @@ impl DynamoStore {
     fn transaction_item(t: &Transaction) -> Item {
         let mut item = keyed(
             keys::transaction(&t.id),
-            vec![
-                ("entity", s("transaction")),
-                ("doc", doc(t)),
-                ("version", n(t.version)),
-                ("GSI1PK", s(keys::transactions_of(&t.operation_id))),
-                ("GSI1SK", s(&t.id)),
-            ],
+            vec![("entity", s("transaction")), ("doc", doc(t)), ("version", n(t.version))],
         );
         if let Some(due) = t.next_poll_at {
             item.insert("GSI2PK".into(), s(keys::poll_shard(&t.id)));
@@ -1787,16 +1781,21 @@ impl TransactionStore for DynamoStore {
         self.get(keys::transaction(id)).await
     }
 
-    async fn transactions_of_operation(&self, operation_id: &OperationId) -> Result<Vec<Transaction>, StoreError> {
-        self.query(
-            Some("GSI1"),
-            "GSI1PK = :pk",
-            vec![(":pk", s(keys::transactions_of(operation_id)))],
-            None,
-            false,
-            10_000,
-        )
-        .await
+    /// Read by the ids its items name (one `BatchGetItem` per hundred): a transaction is in
+    /// no list of its operation's, which would cost an index entry a transaction.
+    async fn transactions_of_operation(&self, operation: &Operation) -> Result<Vec<Transaction>, StoreError> {
+        let mut ids: Vec<&TransactionId> = operation
+            .items
+            .iter()
+            .filter_map(|i| i.transaction_id.as_ref())
+            .collect();
+        ids.sort();
+        let keys: Vec<keys::Primary> = ids.iter().map(|id| keys::transaction(id)).collect();
+        let mut found = self.items_by_key(&keys).await?;
+        keys.iter()
+            .filter_map(|key| found.remove(key))
+            .map(|item| read_doc(&item))
+            .collect()
     }
 
     async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError> {

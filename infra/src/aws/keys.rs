@@ -274,11 +274,6 @@ pub fn operations_in(status: OperationStatus) -> Vec<String> {
         .collect()
 }
 
-/// An operation's transactions (GSI1).
-pub fn transactions_of(operation_id: &str) -> String {
-    format!("OPTXNS#{operation_id}")
-}
-
 const POLL: &str = "POLL";
 
 /// The status-poll schedule (GSI2, sparse): the partition of a transaction due a poll.

@@ -78,6 +78,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     idempotency_taken_in_the_changeset(store.as_ref()).await;
     idempotency_replays_long_answers_byte_for_byte(store.as_ref()).await;
     the_largest_operation_the_api_accepts_is_stored(store.as_ref()).await;
+    an_operations_transactions_are_found_from_it(store.as_ref()).await;
     api_keys_are_listed_by_owner(store.as_ref()).await;
     schedules_are_found_by_due_time_and_occurrences_are_recorded_once(store.as_ref()).await;
     accounts_keep_their_balances_and_movements(store.as_ref()).await;
@@ -1174,6 +1175,52 @@ async fn idempotency_taken_in_the_changeset(store: &dyn Store) {
             .unwrap(),
         ClaimOutcome::Replay(response)
     );
+}
+
+/// An operation's transactions are found from it, in the order of their ids: those made so far
+/// of the ones its items name, and no other operation's.
+async fn an_operations_transactions_are_found_from_it(store: &dyn Store) {
+    let mut op = operation("op_txs", "cus_txs", OperationStatus::Processing);
+    op.items = ["itm_txs_b", "itm_txs_a", "itm_txs_c"]
+        .into_iter()
+        .map(|id| Item {
+            id: id.into(),
+            beneficiary: Beneficiary {
+                id_type: "RUT".into(),
+                id: "1".into(),
+            },
+            destination: Destination {
+                rail: "psp-local:sandbox".into(),
+                account: "1".into(),
+                account_id: None,
+            },
+            amount: Amount::new(100).unwrap(),
+            reference: None,
+            transaction_id: Some(id.replace("itm_", "txn_").into()),
+        })
+        .collect();
+    let made = |id: &str, operation: &str| {
+        let mut transaction = super::reconciliations::transaction(id, "psp-local:sandbox", None);
+        transaction.operation_id = operation.into();
+        Write::InsertTransaction(transaction)
+    };
+    store
+        .commit(changes(vec![
+            Write::InsertOperation(op.clone()),
+            made("txn_txs_b", "op_txs"),
+            made("txn_txs_a", "op_txs"),
+            made("txn_txs_other", "op_txs_other"),
+        ]))
+        .await
+        .unwrap();
+    let found: Vec<String> = store
+        .transactions_of_operation(&op)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id.to_string())
+        .collect();
+    assert_eq!(found, ["txn_txs_a", "txn_txs_b"], "the third is not made yet");
 }
 
 /// The API refuses an operation whose stored form exceeds its cap; one just under it, with

@@ -1211,10 +1211,10 @@ impl TransactionStore for SqliteStore {
             .await
     }
 
-    async fn transactions_of_operation(&self, operation_id: &OperationId) -> Result<Vec<Transaction>, StoreError> {
+    async fn transactions_of_operation(&self, operation: &Operation) -> Result<Vec<Transaction>, StoreError> {
         self.documents(
             "SELECT body FROM transactions WHERE operation_id = ?1 ORDER BY id",
-            operation_id.into(),
+            operation.id.as_str().into(),
         )
         .await
     }
