@@ -218,7 +218,9 @@ pub fn status_list(status: OperationStatus) -> OperationStatus {
 
 /// Whether the list `status` is kept in holds another status too, so its readers must filter.
 pub fn shares_its_list(status: OperationStatus) -> bool {
-    matches!(status, OperationStatus::Approved | OperationStatus::Processing)
+    OperationStatus::ALL
+        .into_iter()
+        .any(|other| other != status && status_list(other) == status_list(status))
 }
 
 /// The status lists that may hold operations in `status`: the one it is kept in, and for
@@ -546,5 +548,31 @@ mod tests {
         assert!(poll_partitions().contains(&poll_shard("txn_01")));
         assert_eq!(all_operations().len(), SHARDS as usize);
         assert!(poll_sort(OffsetDateTime::UNIX_EPOCH, "txn_1") < poll_due_until(OffsetDateTime::UNIX_EPOCH));
+    }
+
+    /// Only approved and processing share a status list (so only theirs filter), and each
+    /// status's lists hold where its operations are written, and approved's where they were.
+    #[test]
+    fn approved_operations_are_kept_in_processings_lists_and_found_in_both() {
+        use OperationStatus::*;
+        let shared: Vec<OperationStatus> = OperationStatus::ALL
+            .into_iter()
+            .filter(|s| shares_its_list(*s))
+            .collect();
+        assert_eq!(shared, [Approved, Processing]);
+        for status in OperationStatus::ALL {
+            assert!(
+                operations_in(status).contains(&operations_in_shard(status, "op_01")),
+                "{status:?}"
+            );
+            let lists = operations_of_in_lists("cus_1", status);
+            assert!(lists.contains(&operations_of_in("cus_1", status)), "{status:?}");
+            assert_eq!(lists.len(), if status == Approved { 2 } else { 1 }, "{status:?}");
+        }
+        assert_eq!(
+            operations_of_in("cus_1", Approved),
+            operations_of_in("cus_1", Processing)
+        );
+        assert!(operations_of_in_lists("cus_1", Approved).contains(&"CUSOPST#cus_1#approved".to_owned()));
     }
 }
