@@ -40,17 +40,18 @@
 //! | idempotency record | `PK = IDEM#<scope>#<key>`, expired by the `ttl` attribute |
 //! | a customer's requests in one second, per key | `PK = RATE#<customer>#<unix second>` (`count`, `member:<key id>`), expired by `ttl` |
 //!
-//! Every list filter but an operation's and an event's `type` is a key, so no other list reads
-//! entries it drops. Those two read the projected `type` of their list's entries, at most
-//! [`FILTERED_READ_BUDGET`] a partition and request: a page that found fewer than asked by
-//! then says where it read up to ([`Listed`]), and the API's page says where the next starts
-//! (`next_starting_after`), so no request reads further as history grows. Approved operations
-//! are kept in processing's status lists ([`keys::status_list`]: approved lasts moments, and a
-//! list of its own took four write units a lifecycle); either status's list reads their shared
-//! one and keeps its own status's operations, reading at most [`ITEMS_READ_TO_KEEP`] a request
-//! (then a page says where it read up to, as above), past work in flight rather than history. Keys every write of a kind shares (the platform's lists, the poll schedule) are spread over
-//! [`SHARDS`] partitions by a hash of the id, so no partition takes every write; those lists
-//! query each shard and merge.
+//! Every list filter but an operation's and an event's `type`, and an operation's status when
+//! it is approved or processing, is a key, so no other list reads entries it drops. The first
+//! two read the projected `type` of their list's entries, at most [`FILTERED_READ_BUDGET`] a
+//! partition and request: a page that found fewer than asked by then says where it read up to
+//! ([`Listed`]), and the API's page says where the next starts (`next_starting_after`), so no
+//! request reads further as history grows. Approved operations are kept in processing's status
+//! lists ([`keys::status_list`]: approved lasts moments, and a list of its own took four write
+//! units a lifecycle); either status's list reads the shared one and keeps its own status's
+//! operations, at most [`ITEMS_READ_TO_KEEP`] a request (then a page says where it read up to,
+//! as above), past work in flight rather than history. Keys every write of a kind shares (the
+//! platform's lists, the poll schedule) are spread over [`SHARDS`] partitions by a hash of the
+//! id, so no partition takes every write; those lists query each shard and merge.
 //!
 //! An index entry carries the keys and the few attributes list filters read ([`PROJECTED`]),
 //! not the document: a list queries the index, then reads the items that make its page in one
