@@ -1147,11 +1147,7 @@ impl DynamoStore {
         filter: Option<Filter>,
         limit: usize,
     ) -> Result<Listed<T>, StoreError> {
-        let partitions = match partition {
-            Partition::One(key) => vec![key],
-            Partition::Sharded(shards) => shards,
-        };
-        let sources = partitions.into_iter().map(|key| (Some(index), key)).collect();
+        let sources = partition.keys().into_iter().map(|key| (Some(index), key)).collect();
         let (found, read_up_to) = self.newest_entries(sources, &after, filter, limit).await?;
         let entries: Vec<Item> = found.into_iter().map(|(_, entry, _)| entry).collect();
         Ok(Listed {
@@ -1174,10 +1170,7 @@ impl DynamoStore {
         limit: usize,
         keep: impl Fn(&T) -> bool,
     ) -> Result<Listed<T>, StoreError> {
-        let partitions = match partition {
-            Partition::One(key) => vec![key],
-            Partition::Sharded(shards) => shards,
-        };
+        let partitions = partition.keys();
         let budget = ITEMS_READ_TO_KEEP.min(self.filtered_read_budget.load(Ordering::Relaxed));
         // The first read as many as the page takes (the list's own status is most of what it
         // reads, but for approved's), then a hundred at a time.
@@ -1372,6 +1365,16 @@ impl DynamoStore {
 enum Partition {
     One(String),
     Sharded(Vec<String>),
+}
+
+impl Partition {
+    /// Every partition key to query.
+    fn keys(self) -> Vec<String> {
+        match self {
+            Partition::One(key) => vec![key],
+            Partition::Sharded(shards) => shards,
+        }
+    }
 }
 
 pub use keys::SHARDS;
