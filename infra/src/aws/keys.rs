@@ -573,6 +573,14 @@ mod tests {
             operations_of_in("cus_1", Approved),
             operations_of_in("cus_1", Processing)
         );
+        // The board's oldest age reads a column's lists whole: a list holds one column's.
+        for status in OperationStatus::ALL {
+            assert_eq!(
+                ops_domain::desk::board::Column::of(status),
+                ops_domain::desk::board::Column::of(status_list(status)),
+                "{status:?}"
+            );
+        }
         assert!(operations_of_in_lists("cus_1", Approved).contains(&"CUSOPST#cus_1#approved".to_owned()));
     }
 }
