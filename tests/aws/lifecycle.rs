@@ -563,14 +563,6 @@ async fn events_written_at_their_former_key_still_read_and_list() {
         .unwrap();
 
     assert_eq!(app.get(&format!("/v1/events/{id}"), &acme.key).await.json(), former);
-    let ids = |list: serde_json::Value| -> Vec<String> {
-        list["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["id"].as_str().unwrap().to_owned())
-            .collect()
-    };
     let expected: Vec<String> = newer
         .iter()
         .map(|e| e["id"].as_str().unwrap().to_owned())
@@ -683,14 +675,6 @@ async fn an_operation_left_in_approveds_former_list_is_still_listed_as_approved(
     }
     update.send().await.unwrap();
 
-    let ids = |list: serde_json::Value| -> Vec<String> {
-        list["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|op| op["id"].as_str().unwrap().to_owned())
-            .collect()
-    };
     for key in [&acme.key, ADMIN_KEY] {
         let listed = app.get("/v1/operations?status=approved", key).await.json();
         assert_eq!(ids(listed), std::slice::from_ref(&id), "{key}");
@@ -706,4 +690,14 @@ async fn an_operation_left_in_approveds_former_list_is_still_listed_as_approved(
     app.settle(Duration::seconds(1), 2).await;
     let listed = app.get("/v1/operations?status=approved", &acme.key).await.json();
     assert!(ids(listed).is_empty(), "it moved on");
+}
+
+/// The ids of a list's page, in its order.
+fn ids(list: serde_json::Value) -> Vec<String> {
+    list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["id"].as_str().unwrap().to_owned())
+        .collect()
 }
