@@ -6,6 +6,7 @@
 
 mod desk;
 mod files;
+mod idempotency;
 mod ledger;
 mod lifecycle;
 mod local_mode;

@@ -102,6 +102,29 @@ fn queues_dead_letter_after_as_many_receives_as_the_embedded_ones() {
     );
 }
 
+/// A create's idempotency record is taken over once its lock has passed, on the grounds that
+/// its writer, an API function, has been stopped by then (see the store's `key_first`).
+#[test]
+fn api_functions_time_out_before_an_idempotency_claim_does() {
+    let template = template();
+    let limit = ops_domain::idempotency::CLAIM_TIMEOUT.whole_seconds();
+    let default: i64 = block(&template, "  Function:")
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("Timeout: "))
+        .expect("a default timeout")
+        .parse()
+        .unwrap();
+    let api = functions(&template);
+    let api: Vec<&String> = api.iter().filter(|f| f.contains("Handler: api-")).collect();
+    assert!(api.len() > 30, "{} API functions", api.len());
+    for function in api {
+        let timeout = values_of(function, "Timeout: ")
+            .first()
+            .map_or(default, |t| t.parse().unwrap());
+        assert!(timeout < limit, "{timeout} s is not under {limit} s: {function}");
+    }
+}
+
 /// The lines of the block `header` opens: those after it indented further than it.
 fn block(template: &str, header: &str) -> String {
     let indent = |line: &str| line.len() - line.trim_start().len();

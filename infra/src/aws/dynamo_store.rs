@@ -61,8 +61,11 @@
 //! A changeset is one `TransactWriteItems` (or one conditional `PutItem`); a failed condition
 //! cancels it and becomes [`StoreError::Conflict`]. A change of one operation, transaction or
 //! work item carries its events and audit entries in the entity's outbox and writes them after
-//! ([`outbox`]): the same guarantee at half their write units.
+//! ([`outbox`]): the same guarantee at half their write units. A create that takes an
+//! idempotency key writes the key's record first, naming the entity that completes it, then the
+//! entity ([`key_first`]), rather than both in a transaction.
 
+mod key_first;
 mod outbox;
 
 pub use outbox::OutboxRecord;
@@ -141,6 +144,9 @@ pub struct DynamoStore {
     /// How many of a changeset's events and audit entries its writer writes after the entity
     /// ([`crash_after_entity_writes`](Self::crash_after_entity_writes)): all but in kill tests.
     crash_after_entity: Arc<AtomicUsize>,
+    /// Whether a create written key first stops after its key's record, as if its writer died
+    /// there ([`crash_after_key_record`](Self::crash_after_key_record)): only in kill tests.
+    crash_after_key: Arc<std::sync::atomic::AtomicBool>,
     /// Entries a list filtered by a non-key attribute reads at most, per partition and request
     /// ([`FILTERED_READ_BUDGET`]; smaller in tests).
     filtered_read_budget: Arc<AtomicUsize>,
@@ -265,6 +271,7 @@ impl DynamoStore {
             queried_bytes: Arc::default(),
             index_images: Arc::default(),
             crash_after_entity: Arc::new(AtomicUsize::new(usize::MAX)),
+            crash_after_key: Arc::default(),
             filtered_read_budget: Arc::new(AtomicUsize::new(FILTERED_READ_BUDGET)),
         }
     }
@@ -940,22 +947,7 @@ impl DynamoStore {
                     .update(update.build().expect("balance change"))
                     .build()]
             }
-            Write::TakeIdempotency { claim, response } => {
-                let now = claim.now.unix_timestamp();
-                let mut record = idempotency_item(claim);
-                record.insert("status".into(), n(response.status));
-                let (name, body) = stored_response(&response.body);
-                record.insert(name.into(), body);
-                let put = Put::builder()
-                    .table_name(&self.table)
-                    .set_item(Some(record))
-                    .condition_expression(KEY_IS_FREE)
-                    .expression_attribute_names("#status", "status")
-                    .expression_attribute_values(":now", n(now))
-                    .build()
-                    .expect("take");
-                vec![TransactWriteItem::builder().put(put).build()]
-            }
+            Write::TakeIdempotency { claim, response } => vec![self.take_idempotency(claim, response, vec![])],
             Write::CompleteIdempotency { scope, key, response } => {
                 let (name, body) = stored_response(&response.body);
                 let update = Update::builder()
@@ -1495,6 +1487,31 @@ fn idempotency_item(claim: &IdempotencyClaim) -> Item {
     )
 }
 
+impl DynamoStore {
+    /// The put of a key's record, completed with `response`, on condition that the key is free.
+    fn take_idempotency(
+        &self,
+        claim: &IdempotencyClaim,
+        response: &StoredResponse,
+        more: Vec<(&str, AttributeValue)>,
+    ) -> TransactWriteItem {
+        let mut record = idempotency_item(claim);
+        record.insert("status".into(), n(response.status));
+        let (name, body) = stored_response(&response.body);
+        record.insert(name.into(), body);
+        record.extend(item(more));
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(record))
+            .condition_expression(KEY_IS_FREE)
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":now", n(claim.now.unix_timestamp()))
+            .build()
+            .expect("take");
+        TransactWriteItem::builder().put(put).build()
+    }
+}
+
 /// A key may be taken if no record holds it, or its record is past retention, or it is a
 /// claim whose request died before completing it.
 const KEY_IS_FREE: &str =
@@ -1600,6 +1617,9 @@ impl Filter {
 impl Commit for DynamoStore {
     async fn commit(&self, changes: Changeset) -> Result<(), StoreError> {
         if let Some(split) = outbox::Split::of(&changes) {
+            if let Some(take) = split.key_to_take_first() {
+                return self.commit_key_first(take, split).await;
+            }
             return self.commit_with_outbox(split).await;
         }
         let writes: Vec<&Write> = changes.writes.iter().collect();
@@ -2164,7 +2184,12 @@ impl IdempotencyStore for DynamoStore {
                 other => return Err(unavailable(other)),
             },
         };
-        Ok(claim_outcome(&existing, &claim.fingerprint))
+        match self.unfinished(&existing, claim).await? {
+            // An abandoned record, now deleted: the key is free to claim.
+            Some(ClaimOutcome::Claimed) => self.claim_idempotency_key(claim).await,
+            Some(outcome) => Ok(outcome),
+            None => Ok(claim_outcome(&existing, &claim.fingerprint)),
+        }
     }
 
     async fn idempotency_record(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
@@ -2192,7 +2217,10 @@ impl IdempotencyStore for DynamoStore {
                     !record.contains_key("status") && number(record, "locked_until").is_some_and(|at| at <= now);
                 match expired || abandoned {
                     true => ClaimOutcome::Claimed,
-                    false => claim_outcome(record, &claim.fingerprint),
+                    false => match self.unfinished(record, claim).await? {
+                        Some(outcome) => outcome,
+                        None => claim_outcome(record, &claim.fingerprint),
+                    },
                 }
             }
             None => ClaimOutcome::Claimed,

@@ -2,8 +2,8 @@
 //!
 //! A changeset that changes one operation, one transaction or one work item, with the events
 //! and audit entries of that change, is written as the entity's own write (a lone conditional
-//! put, or a transaction with the idempotency record when a create completes one, or with the
-//! board's counters when the desk opens or closes an item) carrying in its `outbox` attribute
+//! put, after the idempotency key's record when a create takes one ([`super::key_first`]), or
+//! a transaction with the board's counters when the desk opens or closes an item) carrying in its `outbox` attribute
 //! what those events and entries are. They are then written as plain puts, outside the
 //! transaction: a transaction takes two write units per item, so the event and the entry cost
 //! half. If the writer dies between the two writes, the table's stream still holds the
@@ -174,6 +174,43 @@ impl Split<'_> {
             carrier,
             derived,
         })
+    }
+}
+
+impl<'a> Split<'a> {
+    /// The write taking an idempotency key, when the rest of what must land is one new
+    /// operation or transaction: such a split is written key first ([`super::key_first`]).
+    pub(super) fn key_to_take_first(&self) -> Option<&'a Write> {
+        let [first, second] = self.essential.as_slice() else {
+            return None;
+        };
+        let (take, entity) = match (first, second) {
+            (take @ Write::TakeIdempotency { .. }, entity) | (entity, take @ Write::TakeIdempotency { .. }) => {
+                (*take, *entity)
+            }
+            _ => return None,
+        };
+        matches!(entity, Write::InsertOperation(_) | Write::InsertTransaction(_)).then_some(take)
+    }
+
+    /// The primary key of the entity that carries the outbox.
+    pub(super) fn carrier_key(&self) -> keys::Primary {
+        match &self.carrier.1 {
+            Carrier::Operation(op) => keys::operation(&op.id),
+            Carrier::Transaction(t) => keys::transaction(&t.id),
+            Carrier::WorkItem(item) => keys::work_item(&item.id),
+        }
+    }
+
+    /// The split without `write`, one of its essential writes other than the carrier.
+    pub(super) fn without(mut self, write: &Write) -> Split<'a> {
+        self.essential.retain(|kept| !std::ptr::eq(*kept, write));
+        self.carrier.0 = self
+            .essential
+            .iter()
+            .position(|kept| Carrier::of(kept).is_some())
+            .expect("the carrier stays");
+        self
     }
 }
 

@@ -1,0 +1,132 @@
+//! A create's idempotency record written before its entity, not in a transaction with it
+//! (issue 17).
+//!
+//! A create that takes its key in its changeset ([`KeyHold::InTheChangeset`](ops_domain::idempotency::KeyHold))
+//! wrote the key's record and the new entity in one `TransactWriteItems`: two write units
+//! each. Here the record goes first, on its own, already completed with the response and naming
+//! the entity it awaits; then the entity with its outbox, as any change of one entity: two units
+//! instead of four, in as many requests.
+//!
+//! The record holds the key from its write on, as the claim it is: no other request with the key
+//! gets past it. It stands for a done request once its entity exists, so a reader of a record
+//! that names one (a replay, a race: never the first request) asks whether it does. If the
+//! writer died between its two writes, the entity never appears: while the record's lock lasts
+//! the key is in use (409), then the record is abandoned, deleted by the reader that finds it so,
+//! and the key is free. The lock ([`CLAIM_TIMEOUT`], 60 s) outlasts every API function's timeout
+//! (at most 30 s: `tests/aws/template.rs` holds the template to it), so a writer whose lock has
+//! passed is dead, and its entity cannot appear after the reader found it missing.
+
+use super::*;
+
+/// The attributes of a record naming the entity whose write completes it.
+const AWAITS_PK: &str = "awaits_pk";
+const AWAITS_SK: &str = "awaits_sk";
+
+impl DynamoStore {
+    /// Writes `take`'s record, naming the split's entity, then the split without it.
+    pub(super) async fn commit_key_first(&self, take: &Write, split: outbox::Split<'_>) -> Result<(), StoreError> {
+        let Write::TakeIdempotency { claim, response } = take else {
+            unreachable!("the split named its key's write");
+        };
+        let split = split.without(take);
+        let entity = split.carrier_key();
+        let awaits = vec![(AWAITS_PK, s(&entity.pk)), (AWAITS_SK, s(&entity.sk))];
+        self.commit_items(vec![self.take_idempotency(claim, response, awaits)])
+            .await?;
+        if self.crash_after_key.load(Ordering::Relaxed) {
+            return Err(unavailable("the writer died after its key's record (a kill test)"));
+        }
+        let written = self.commit_with_outbox(split).await;
+        // A conflict wrote nothing, so the key is given back. Any other failure may have
+        // written the entity after all: the record stays, and its readers ask.
+        if let Err(StoreError::Conflict) = written {
+            if let Err(error) = self.delete_abandoned(claim, &entity, None).await {
+                tracing::warn!(%error, "a key's record is left to its lock");
+            }
+        }
+        written
+    }
+
+    /// What a record means while the entity it awaits is missing: `None` if it awaits none or
+    /// its entity exists (it is then what it says); else the key is in use while the record's
+    /// lock lasts, and free once it has passed (the abandoned record is deleted).
+    pub(super) async fn unfinished(
+        &self,
+        record: &Item,
+        claim: &IdempotencyClaim,
+    ) -> Result<Option<ClaimOutcome>, StoreError> {
+        let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) = (record.get(AWAITS_PK), record.get(AWAITS_SK))
+        else {
+            return Ok(None);
+        };
+        let entity = keys::Primary {
+            pk: pk.clone(),
+            sk: sk.clone(),
+        };
+        self.count();
+        let found = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(item(key_item(entity.clone()))))
+            .projection_expression("PK")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        if found.item().is_some() {
+            return Ok(None);
+        }
+        let lock = record.get("locked_until").and_then(|v| v.as_n().ok()).cloned();
+        let locked = lock
+            .as_deref()
+            .and_then(|at| at.parse::<i64>().ok())
+            .is_some_and(|at| at > claim.now.unix_timestamp());
+        let same = record.get("fingerprint").and_then(|v| v.as_s().ok()) == Some(&claim.fingerprint);
+        Ok(Some(match (locked, same) {
+            (true, true) => ClaimOutcome::InFlight,
+            (true, false) => ClaimOutcome::Mismatch,
+            (false, _) => {
+                self.delete_abandoned(claim, &entity, lock).await?;
+                ClaimOutcome::Claimed
+            }
+        }))
+    }
+
+    /// Deletes the key's record if it still awaits `entity` (and holds the lock `lock`, when
+    /// given): one another request wrote since is left alone.
+    async fn delete_abandoned(
+        &self,
+        claim: &IdempotencyClaim,
+        entity: &keys::Primary,
+        lock: Option<String>,
+    ) -> Result<(), StoreError> {
+        self.count_small_write("idempotency");
+        let mut delete = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(item(key_item(keys::idempotency(&claim.scope, &claim.key)))))
+            .condition_expression("#awaits = :awaits")
+            .expression_attribute_names("#awaits", AWAITS_PK)
+            .expression_attribute_values(":awaits", s(&entity.pk));
+        if let Some(lock) = lock {
+            delete = delete
+                .condition_expression("#awaits = :awaits AND locked_until = :lock")
+                .expression_attribute_values(":lock", AttributeValue::N(lock));
+        }
+        match delete.send().await {
+            Ok(_) => Ok(()),
+            Err(error) => match error.into_service_error() {
+                aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException(_) => Ok(()),
+                other => Err(unavailable(other)),
+            },
+        }
+    }
+
+    /// For the kill tests: from now on a create written key first stops after its key's record,
+    /// as if its writer died there.
+    pub fn crash_after_key_record(&self, crash: bool) {
+        self.crash_after_key.store(crash, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,93 @@
+//! Idempotency keys on DynamoDB, where a create writes its key's record first and its operation
+//! next, each on its own (issue 17): the record holds the key, and counts as done only once the
+//! operation it names exists.
+
+use crate::{spawn_aws_app, AwsApp};
+use ops_tests::{payout, Reply};
+use reqwest::Method;
+use time::Duration;
+
+async fn create(app: &AwsApp, key: &str, idempotency_key: &str, body: &serde_json::Value) -> Reply {
+    app.send(
+        Method::POST,
+        "/v1/operations",
+        Some(key),
+        Some(idempotency_key),
+        Some(body),
+    )
+    .await
+}
+
+async fn operations_of(app: &AwsApp, key: &str) -> Vec<String> {
+    let list = app.get("/v1/operations?limit=100", key).await.json();
+    list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|op| op["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The kill test of the key-first write: the writer dies after the key's record, before the
+/// operation. Nothing is created; the key is in use (409) while the record's lock lasts, whatever
+/// is retried under it, then free: the retry creates exactly one operation, whose response is
+/// replayed byte for byte, also once its lock has long passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_create_whose_writer_dies_after_its_key_holds_the_key_until_its_lock_passes() {
+    let app = spawn_aws_app().await;
+    let customer = app.create_customer().await;
+    let body = payout(&customer.id, "auto", &[2_500]);
+
+    app.parts.store.crash_after_key_record(true);
+    let died = create(&app, &customer.key, "dies-midway", &body).await;
+    assert_eq!(died.error(500)["code"], "internal_error");
+    app.parts.store.crash_after_key_record(false);
+
+    let retried = create(&app, &customer.key, "dies-midway", &body).await;
+    assert_eq!(retried.error(409)["code"], "idempotency_key_in_use");
+    let other = payout(&customer.id, "auto", &[2_501]);
+    let reused = create(&app, &customer.key, "dies-midway", &other).await;
+    assert_eq!(reused.error(422)["code"], "idempotency_key_reused");
+    assert!(
+        operations_of(&app, &customer.key).await.is_empty(),
+        "nothing was created"
+    );
+
+    app.clock.advance(Duration::seconds(61));
+    let made = create(&app, &customer.key, "dies-midway", &body).await;
+    assert_eq!(made.status.as_u16(), 201, "{}", made.json());
+    assert!(!made.headers.contains_key("idempotent-replayed"));
+    let again = create(&app, &customer.key, "dies-midway", &body).await;
+    assert_eq!((again.status.as_u16(), again.bytes == made.bytes), (201, true));
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+
+    // Past the record's lock, a record whose operation exists is still that request's answer.
+    app.clock.advance(Duration::seconds(120));
+    let later = create(&app, &customer.key, "dies-midway", &body).await;
+    assert_eq!((later.status.as_u16(), later.bytes == made.bytes), (201, true));
+    assert_eq!(later.headers["idempotent-replayed"], "true");
+    let reused = create(&app, &customer.key, "dies-midway", &other).await;
+    assert_eq!(reused.error(422)["code"], "idempotency_key_reused");
+    assert_eq!(operations_of(&app, &customer.key).await, [made.id()]);
+}
+
+/// Twenty requests racing with one key create one operation: each is that operation's answer
+/// or told the key is in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_concurrent_creates_with_one_key_make_one_operation() {
+    let app = spawn_aws_app().await;
+    let customer = app.create_customer().await;
+    let body = payout(&customer.id, "auto", &[777]);
+    let replies = futures_util::future::join_all((0..20).map(|_| create(&app, &customer.key, "burst", &body))).await;
+    let mut created = vec![];
+    for reply in &replies {
+        match reply.status.as_u16() {
+            201 => created.push(reply.id()),
+            409 => assert_eq!(reply.error(409)["code"], "idempotency_key_in_use"),
+            other => panic!("unexpected {other}: {}", reply.json()),
+        }
+    }
+    assert!(!created.is_empty());
+    assert!(created.iter().all(|id| *id == created[0]), "{created:?}");
+    assert_eq!(operations_of(&app, &customer.key).await, [created[0].clone()]);
+}
