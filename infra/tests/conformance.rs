@@ -419,3 +419,37 @@ async fn dynamo_writes_a_change_of_one_entity_with_its_events_outside_a_transact
     assert_eq!(store.transactions().0, transactions + 1, "one transaction, as before");
     assert_eq!(store.event(&stale.id).await.unwrap(), Some(stale));
 }
+
+/// The desk's moves of a batch are one transaction on DynamoDB, each customer's counters
+/// updated once in it: eight moves of two customers write their eight entries and two counter
+/// updates (two units each, in a transaction), where one transaction a move wrote sixteen
+/// updates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dynamo_commits_a_batchs_moves_in_one_transaction() {
+    use ops_domain::desk::board::{BoardEntry, BoardMove, Column};
+    let store = dynamo_store("merged").await;
+    store.count_index_entries_exactly();
+    let moves: Vec<Changeset> = (0..8u64)
+        .map(|n| Changeset {
+            writes: vec![Write::MoveOnBoard(BoardMove {
+                entry: BoardEntry {
+                    operation_id: format!("op_merged{n}").into(),
+                    customer_id: format!("cus_merged{}", n % 2).into(),
+                    currency: ops_domain::money::Currency::parse("CLP").unwrap(),
+                    amount: 100,
+                    column: Some(Column::PendingApproval),
+                    operation_version: 1,
+                    event_id: format!("evt_merged{n}").into(),
+                    version: 1,
+                },
+                from: None,
+            })],
+        })
+        .collect();
+    let (transactions, items) = store.transactions();
+    let units = store.write_units();
+    let outcomes = store.commit_derived_each(moves).await;
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    assert_eq!(store.transactions(), (transactions + 1, items + 10));
+    assert_eq!(store.write_units() - units, 2 * (8 + 2));
+}

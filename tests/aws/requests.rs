@@ -13,8 +13,9 @@ use serde_json::json;
 /// the test.
 ///
 /// Besides the return sweeps' positions, which each poll round writes however many payouts
-/// it checks: [`RETURN_SWEEP_UNITS`].
-const WRITE_UNITS_PER_LIFECYCLE: f64 = 64.0;
+/// it checks: [`RETURN_SWEEP_UNITS`]. The test's four payouts share the desk's counter updates
+/// as the bench's twenty do (a payout alone writes 64).
+const WRITE_UNITS_PER_LIFECYCLE: f64 = 59.5;
 /// The sweeps' positions, shared by the payouts a round checks (0.3 to 1.75 a payout here).
 const RETURN_SWEEP_UNITS: f64 = 2.0;
 /// An operation's four writes and its index entries: twelve, of which eight are its two status
@@ -129,6 +130,15 @@ async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
                 assert_eq!(counted.writes, 0, "{step}: {counted:?}");
                 assert_eq!(per_payout(counted.requests), minimum, "{step}: {counted:?}");
             }
+            // The moves of a batch's payouts are written together: fewer writes than moves.
+            "stream-desk" => {
+                assert_eq!(
+                    per_payout(counted.requests - counted.writes),
+                    minimum,
+                    "{step}: {counted:?}"
+                );
+                assert!(counted.writes < 3 * payouts as u64, "{step}: {counted:?}");
+            }
             _ => assert_eq!(per_payout(counted.requests), minimum, "{step}: {counted:?}"),
         }
     }
@@ -136,12 +146,13 @@ async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
 
 /// Write units of the same payout, with no webhook delivery, when its approval waits in the
 /// approvals queue: the desk opens a work item, and closes it with the decision (BENCHMARKS.md
-/// has them by kind), besides the return sweeps'. Four payouts' runs gave 81 (83 while the create
+/// has them by kind), besides the return sweeps'. Four payouts' runs gave 79.5 (81 while each
+/// move on the board updated its counters in a transaction of its own, 83 while the create
 /// wrote its idempotency key's record in a transaction with its operation, 84 while a transaction
 /// had an entry in its operation's list of them, 88 while approved
 /// operations had a status list of their own, 89 before documents were deflated against the
 /// dictionary).
-const WRITE_UNITS_WAITING_FOR_APPROVAL: f64 = 81.0;
+const WRITE_UNITS_WAITING_FOR_APPROVAL: f64 = 79.5;
 
 /// A payout a person approves after the desk's round: the approvals item's opening and
 /// closing carry their `work_item.*` events and audit entries in the item's outbox, so those
@@ -202,8 +213,10 @@ async fn a_payout_waiting_in_the_approvals_queue_writes_its_items_events_after_t
     assert_eq!(by_kind.get("event"), Some(&20.0), "{by_kind:?}");
     assert_eq!(by_kind.get("audit"), Some(&9.0), "{by_kind:?}");
     // Three moves between columns, each one update of the customer's counters in a
-    // transaction (the item's opening and closing counted in two of them).
-    assert_eq!(by_kind.get("update"), Some(&6.0), "{by_kind:?}");
+    // transaction (the item's opening and closing counted in two of them), shared by the
+    // payouts whose moves the desk takes in one batch (6 if none did).
+    let updates = by_kind.get("update").copied().unwrap_or_default();
+    assert!((1.5..6.0).contains(&updates), "{by_kind:?}");
     assert_eq!(by_kind.get("operation"), Some(&OPERATION_WRITE_UNITS), "{by_kind:?}");
     let (units, sweeps) = apart_from_sweeps(units, &by_kind);
     assert!(

@@ -41,55 +41,78 @@ impl Service {
     /// Stream → desk: each operation event keeps its place on the board, and each operation or
     /// transaction event opens or closes its subject's work items.
     ///
-    /// What the batch's events call for is read and planned first, then committed together
-    /// ([`Commit::commit_derived_each`](crate::ports::Commit::commit_derived_each): one SQLite
-    /// transaction, so the pages the events share are written once, not once an event; each
-    /// changeset still all or nothing). An event about a subject already planned for commits
-    /// what waits first, as its reads must see those writes.
+    /// The batch is taken in waves: each subject's first event in the first, its second in the
+    /// second, and so on (an event of no subject in the first). A wave's events are planned,
+    /// then committed together ([`Commit::commit_derived_each`](crate::ports::Commit::commit_derived_each):
+    /// one SQLite transaction, so the pages they share are written once; on DynamoDB as few
+    /// transactions as the writes fit, each customer's counters updated once in each, so a
+    /// busy stream's moves share their counter updates); each changeset still all or nothing.
+    /// A subject's event is planned only after its earlier one committed, so its reads see
+    /// those writes; subjects are independent of each other, so their order across subjects
+    /// does not matter. On a failure the batch stops, and the first event in the stream's
+    /// order not done is reported: it and everything after come again.
     pub async fn handle_desk_events(&self, events: &[Event]) -> BatchOutcome {
-        let mut outcome = BatchOutcome::default();
-        let mut planned: Vec<(&Event, Changeset)> = vec![];
-        let mut subjects = std::collections::HashSet::new();
-        for event in events {
-            let subject = desk_subject(event);
-            if subject.is_some_and(|subject| subjects.contains(subject)) {
-                if let Some(failed) = self.commit_planned(std::mem::take(&mut planned)).await {
-                    outcome.failed.push(failed);
-                    return outcome;
-                }
-                subjects.clear();
+        let mut waves: Vec<Vec<usize>> = vec![];
+        let mut seen: std::collections::HashMap<&str, usize> = Default::default();
+        for (at, event) in events.iter().enumerate() {
+            let wave = desk_subject(event).map_or(0, |subject| {
+                let count = seen.entry(subject).or_default();
+                *count += 1;
+                *count - 1
+            });
+            if waves.len() <= wave {
+                waves.resize_with(wave + 1, Vec::new);
             }
-            match self.plan_desk(event).await {
-                Ok(changesets) => {
-                    planned.extend(changesets.into_iter().map(|changes| (event, changes)));
-                    subjects.extend(subject);
+            waves[wave].push(at);
+        }
+        let mut not_done: std::collections::BTreeSet<usize> = (0..events.len()).collect();
+        for wave in waves {
+            let mut planned: Vec<(usize, Changeset)> = vec![];
+            let mut stopped = false;
+            for at in wave {
+                match self.plan_desk(&events[at]).await {
+                    Ok(changesets) => {
+                        not_done.remove(&at);
+                        planned.extend(changesets.into_iter().map(|changes| (at, changes)));
+                    }
+                    Err(error) => {
+                        tracing::warn!(event = %events[at].id, %error, "desk handler failed; the event comes again");
+                        stopped = true;
+                        break;
+                    }
                 }
-                Err(error) => {
-                    tracing::warn!(event = %event.id, %error, "desk handler failed; the event comes again");
-                    let failed = self.commit_planned(std::mem::take(&mut planned)).await;
-                    outcome.failed.push(failed.unwrap_or_else(|| event.id.to_string()));
-                    return outcome;
-                }
+            }
+            let failed = self.commit_planned(events, planned).await;
+            not_done.extend(&failed);
+            if stopped || !failed.is_empty() {
+                break;
             }
         }
-        outcome.failed.extend(self.commit_planned(planned).await);
-        outcome
+        BatchOutcome {
+            failed: not_done
+                .first()
+                .map(|&at| events[at].id.to_string())
+                .into_iter()
+                .collect(),
+        }
     }
 
-    /// Commits the planned changesets, each on its own terms; answers the first event one
-    /// of which did not commit (a conflict: another delivery or a claim got there first, so
-    /// the event comes again and is read anew).
-    async fn commit_planned(&self, planned: Vec<(&Event, Changeset)>) -> Option<String> {
-        let (events, changesets): (Vec<&Event>, Vec<Changeset>) = planned.into_iter().unzip();
+    /// Commits the planned changesets (each of the event at its position in `events`), each on
+    /// its own terms; answers the events one of whose changesets did not commit (a conflict:
+    /// another delivery or a claim got there first, so the event comes again and is read anew).
+    async fn commit_planned(&self, events: &[Event], planned: Vec<(usize, Changeset)>) -> Vec<usize> {
+        let (positions, changesets): (Vec<usize>, Vec<Changeset>) = planned.into_iter().unzip();
         let outcomes = self.store.commit_derived_each(changesets).await;
-        let (event, error) = events
-            .into_iter()
-            .zip(outcomes)
-            .find_map(|(event, outcome)| outcome.err().map(|e| (event, e)))?;
-        if !matches!(error, StoreError::Conflict) {
-            tracing::warn!(event = %event.id, %error, "desk commit failed; the event comes again");
+        let mut failed = vec![];
+        for (at, outcome) in positions.into_iter().zip(outcomes) {
+            if let Err(error) = outcome {
+                if !matches!(error, StoreError::Conflict) {
+                    tracing::warn!(event = %events[at].id, %error, "desk commit failed; the event comes again");
+                }
+                failed.push(at);
+            }
         }
-        Some(event.id.to_string())
+        failed
     }
 
     /// The changesets an event calls for: each work item it opens or closes, the first of them

@@ -66,6 +66,7 @@
 //! entity ([`key_first`]), rather than both in a transaction.
 
 mod key_first;
+mod merged;
 mod outbox;
 
 pub use outbox::OutboxRecord;
@@ -1624,6 +1625,10 @@ impl Commit for DynamoStore {
         }
         let writes: Vec<&Write> = changes.writes.iter().collect();
         self.commit_items(self.changeset_items(&writes)).await
+    }
+
+    async fn commit_derived_each(&self, changesets: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
+        self.commit_merged(changesets).await
     }
 }
 

@@ -85,6 +85,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     racing_claims_of_one_item_have_one_winner(store.clone(), 16).await;
     the_board_counts_moves_once_and_queues_as_items_open_and_close(store.as_ref()).await;
     a_move_and_its_items_change_count_together_or_not_at_all(store.as_ref()).await;
+    derived_changesets_committed_together_count_each_once(store.as_ref()).await;
 }
 
 async fn work_items_are_listed_oldest_due_first_by_every_filter(store: &dyn Store) {
@@ -452,4 +453,71 @@ async fn a_move_and_its_items_change_count_together_or_not_at_all(store: &dyn St
             "{bucket} on the platform's board"
         );
     }
+}
+
+/// The desk commits a batch's moves together (`commit_derived_each`; on DynamoDB one
+/// transaction, each customer's counters updated once in it). Each changeset still counts on
+/// its own terms: a refused one (a stale move) changes nothing, the others count once, and the
+/// same moves committed again are refused, counting nothing more.
+async fn derived_changesets_committed_together_count_each_once(store: &dyn Store) {
+    let customers = [CustomerId::from("cus_wave1"), CustomerId::from("cus_wave2")];
+    let moved = |n: usize, customer: &CustomerId, version: u64| Changeset {
+        writes: vec![Write::MoveOnBoard(BoardMove {
+            entry: BoardEntry {
+                operation_id: format!("op_wave{n}").into(),
+                customer_id: customer.clone(),
+                currency: Currency::parse("CLP").unwrap(),
+                amount: 100 * n as i64,
+                column: Some(Column::PendingApproval),
+                operation_version: version,
+                event_id: format!("evt_wave{n}").into(),
+                version,
+            },
+            from: None,
+        })],
+    };
+    let item = WorkItem {
+        customer_id: customers[0].clone(),
+        ..work_item("wi_wave", Queue::Exceptions, "txn_wave", "cus_wave1", 100)
+    };
+    let wave = |stale: u64| {
+        vec![
+            moved(1, &customers[0], 1),
+            // A second version of an entry never written: refused.
+            moved(2, &customers[0], stale),
+            moved(3, &customers[1], 1),
+            moved(4, &customers[0], 1),
+            Changeset {
+                writes: vec![Write::InsertWorkItem(item.clone())],
+            },
+        ]
+    };
+    let outcomes = store.commit_derived_each(wave(2)).await;
+    assert!(
+        matches!(
+            outcomes.as_slice(),
+            [Ok(()), Err(StoreError::Conflict), Ok(()), Ok(()), Ok(())]
+        ),
+        "{outcomes:?}"
+    );
+    let (pending, exceptions) = (
+        &column_bucket(Column::PendingApproval),
+        &queue_bucket(Queue::Exceptions),
+    );
+    let count_of = |customer| async move {
+        let counts = store.board_counts(Some(customer)).await.unwrap();
+        (counted(&counts, pending), counted(&counts, exceptions))
+    };
+    assert_eq!(count_of(&customers[0]).await, ((2, 500), (1, 0)));
+    assert_eq!(count_of(&customers[1]).await, ((1, 300), (0, 0)));
+    assert_eq!(store.board_entry(&"op_wave2".into()).await.unwrap(), None);
+
+    // Delivered again, every move but the stale one is refused, and the stale one still is.
+    let again = store.commit_derived_each(wave(2)).await;
+    assert!(
+        again.iter().all(|outcome| matches!(outcome, Err(StoreError::Conflict))),
+        "{again:?}"
+    );
+    assert_eq!(count_of(&customers[0]).await, ((2, 500), (1, 0)));
+    assert_eq!(count_of(&customers[1]).await, ((1, 300), (0, 0)));
 }
