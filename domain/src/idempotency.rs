@@ -180,8 +180,9 @@ impl Service {
 pub trait IdempotencyStore: Send + Sync {
     /// Claims an idempotency key before any effect; see [`ClaimOutcome`].
     async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, crate::ports::StoreError>;
-    /// What the key's record says, writing nothing: [`ClaimOutcome::Claimed`] if the key is
-    /// free to take ([`Write::TakeIdempotency`]).
+    /// What the key's record says: [`ClaimOutcome::Claimed`] if the key is free to take
+    /// ([`Write::TakeIdempotency`]). It writes nothing, but for deleting a record whose writer
+    /// died before its effect, where a store writes the record first (DynamoDB's creates).
     async fn idempotency_record(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, crate::ports::StoreError>;
     /// Gives up a claim whose request failed before writing anything.
     async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), crate::ports::StoreError>;

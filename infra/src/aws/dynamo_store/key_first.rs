@@ -5,7 +5,7 @@
 //! wrote the key's record and the new entity in one `TransactWriteItems`: two write units
 //! each. Here the record goes first, on its own, already completed with the response and naming
 //! the entity it awaits; then the entity with its outbox, as any change of one entity: two units
-//! instead of four, in as many requests.
+//! instead of four, for one request more.
 //!
 //! The record holds the key from its write on, as the claim it is: no other request with the key
 //! gets past it. It stands for a done request once its entity exists, so a reader of a record
