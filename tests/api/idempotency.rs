@@ -1,4 +1,4 @@
-use ops_tests::{payout, spawn_app, Customer, Reply, TestApp, ADMIN_KEY};
+use ops_tests::{payout, spawn_app, the_one_created, Customer, Reply, TestApp, ADMIN_KEY};
 use reqwest::Method;
 use serde_json::json;
 
@@ -124,20 +124,9 @@ async fn twenty_concurrent_requests_with_one_key_create_exactly_one_operation() 
         )
     }))
     .await;
-    let mut created = vec![];
-    for reply in &replies {
-        match reply.status.as_u16() {
-            201 => created.push(reply.id()),
-            409 => assert_eq!(reply.error(409)["code"], "idempotency_key_in_use"),
-            other => panic!("unexpected {other}: {}", reply.json()),
-        }
-    }
-    assert!(!created.is_empty());
-    assert!(
-        created.iter().all(|id| *id == created[0]),
-        "every success names the one operation"
-    );
+    let created = the_one_created(&replies);
     let list = app.get("/v1/operations?limit=100", &customer.key).await.json();
+    assert_eq!(list["data"][0]["id"], created.as_str());
     assert_eq!(
         list["data"].as_array().unwrap().len(),
         1,

@@ -3,7 +3,7 @@
 //! operation it names exists.
 
 use crate::{spawn_aws_app, AwsApp};
-use ops_tests::{payout, Reply};
+use ops_tests::{payout, the_one_created, Reply};
 use reqwest::Method;
 use time::Duration;
 
@@ -79,15 +79,6 @@ async fn twenty_concurrent_creates_with_one_key_make_one_operation() {
     let customer = app.create_customer().await;
     let body = payout(&customer.id, "auto", &[777]);
     let replies = futures_util::future::join_all((0..20).map(|_| create(&app, &customer.key, "burst", &body))).await;
-    let mut created = vec![];
-    for reply in &replies {
-        match reply.status.as_u16() {
-            201 => created.push(reply.id()),
-            409 => assert_eq!(reply.error(409)["code"], "idempotency_key_in_use"),
-            other => panic!("unexpected {other}: {}", reply.json()),
-        }
-    }
-    assert!(!created.is_empty());
-    assert!(created.iter().all(|id| *id == created[0]), "{created:?}");
-    assert_eq!(operations_of(&app, &customer.key).await, [created[0].clone()]);
+    let created = the_one_created(&replies);
+    assert_eq!(operations_of(&app, &customer.key).await, [created]);
 }

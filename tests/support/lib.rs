@@ -57,6 +57,25 @@ pub struct Reply {
     pub bytes: Vec<u8>,
 }
 
+/// The one resource a burst of creates under one idempotency key made: each reply is it (201)
+/// or says the key is in use (409), and at least one is it.
+pub fn the_one_created(replies: &[Reply]) -> String {
+    let mut created = vec![];
+    for reply in replies {
+        match reply.status.as_u16() {
+            201 => created.push(reply.id()),
+            409 => assert_eq!(reply.error(409)["code"], "idempotency_key_in_use"),
+            other => panic!("unexpected {other}: {}", reply.json()),
+        }
+    }
+    assert!(!created.is_empty());
+    assert!(
+        created.iter().all(|id| *id == created[0]),
+        "every success names one: {created:?}"
+    );
+    created.swap_remove(0)
+}
+
 impl Reply {
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.bytes)
