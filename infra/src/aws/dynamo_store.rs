@@ -1618,10 +1618,10 @@ impl Filter {
 impl Commit for DynamoStore {
     async fn commit(&self, changes: Changeset) -> Result<(), StoreError> {
         if let Some(split) = outbox::Split::of(&changes) {
-            if let Some(take) = split.key_to_take_first() {
-                return self.commit_key_first(take, split).await;
-            }
-            return self.commit_with_outbox(split).await;
+            return match split.key_first() {
+                Ok((key, entity_alone)) => self.commit_key_first(key, entity_alone).await,
+                Err(split) => self.commit_with_outbox(split).await,
+            };
         }
         let writes: Vec<&Write> = changes.writes.iter().collect();
         self.commit_items(self.changeset_items(&writes)).await

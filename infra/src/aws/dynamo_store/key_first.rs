@@ -23,12 +23,12 @@ const AWAITS_PK: &str = "awaits_pk";
 const AWAITS_SK: &str = "awaits_sk";
 
 impl DynamoStore {
-    /// Writes `take`'s record, naming the split's entity, then the split without it.
-    pub(super) async fn commit_key_first(&self, take: &Write, split: outbox::Split<'_>) -> Result<(), StoreError> {
-        let Write::TakeIdempotency { claim, response } = take else {
-            unreachable!("the split named its key's write");
-        };
-        let split = split.without(take);
+    /// Writes the key's record, naming the split's entity, then the split.
+    pub(super) async fn commit_key_first(
+        &self,
+        outbox::KeyToTake { claim, response }: outbox::KeyToTake<'_>,
+        split: outbox::Split<'_>,
+    ) -> Result<(), StoreError> {
         let entity = split.carrier_key();
         let awaits = vec![(AWAITS_PK, s(&entity.pk)), (AWAITS_SK, s(&entity.sk))];
         self.commit_items(vec![self.take_idempotency(claim, response, awaits)])

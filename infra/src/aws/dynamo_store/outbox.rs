@@ -178,19 +178,27 @@ impl Split<'_> {
 }
 
 impl<'a> Split<'a> {
-    /// The write taking an idempotency key, when the rest of what must land is one new
-    /// operation or transaction: such a split is written key first ([`super::key_first`]).
-    pub(super) fn key_to_take_first(&self) -> Option<&'a Write> {
-        let [first, second] = self.essential.as_slice() else {
-            return None;
-        };
-        let (take, entity) = match (first, second) {
-            (take @ Write::TakeIdempotency { .. }, entity) | (entity, take @ Write::TakeIdempotency { .. }) => {
-                (*take, *entity)
+    /// When what must land is a new operation or transaction and the write taking an
+    /// idempotency key: the key's claim and response, and the split of the entity alone,
+    /// written key first ([`super::key_first`]). Any other split comes back as it was.
+    pub(super) fn key_first(self) -> Result<(KeyToTake<'a>, Split<'a>), Split<'a>> {
+        let key = match self.essential.as_slice() {
+            [Write::TakeIdempotency { claim, response }, Write::InsertOperation(_) | Write::InsertTransaction(_)]
+            | [Write::InsertOperation(_) | Write::InsertTransaction(_), Write::TakeIdempotency { claim, response }] => {
+                KeyToTake { claim, response }
             }
-            _ => return None,
+            _ => return Err(self),
         };
-        matches!(entity, Write::InsertOperation(_) | Write::InsertTransaction(_)).then_some(take)
+        let entity_alone = Split {
+            essential: self
+                .essential
+                .into_iter()
+                .filter(|w| Carrier::of(w).is_some())
+                .collect(),
+            carrier: (0, self.carrier.1),
+            derived: self.derived,
+        };
+        Ok((key, entity_alone))
     }
 
     /// The primary key of the entity that carries the outbox.
@@ -201,17 +209,12 @@ impl<'a> Split<'a> {
             Carrier::WorkItem(item) => keys::work_item(&item.id),
         }
     }
+}
 
-    /// The split without `write`, one of its essential writes other than the carrier.
-    pub(super) fn without(mut self, write: &Write) -> Split<'a> {
-        self.essential.retain(|kept| !std::ptr::eq(*kept, write));
-        self.carrier.0 = self
-            .essential
-            .iter()
-            .position(|kept| Carrier::of(kept).is_some())
-            .expect("the carrier stays");
-        self
-    }
+/// An idempotency key a create takes: its claim and the response it completes it with.
+pub(super) struct KeyToTake<'a> {
+    pub claim: &'a IdempotencyClaim,
+    pub response: &'a StoredResponse,
 }
 
 /// The record of an item carrying an outbox, as the table's stream hands it over.
