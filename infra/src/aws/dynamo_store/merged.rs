@@ -11,41 +11,41 @@
 
 use super::*;
 
+/// Changesets to commit together, each with the items its own writes make (built once).
+#[derive(Default)]
+struct Group {
+    members: Vec<(Changeset, Vec<TransactWriteItem>)>,
+    /// The items the members' writes touch, and the counter items they update.
+    touched: std::collections::HashSet<keys::Primary>,
+    counters: std::collections::HashSet<keys::Primary>,
+}
+
 impl DynamoStore {
     /// Commits `changesets` in order, consecutive ones together while their writes touch
     /// different items and fit one transaction. A changeset written through an outbox is
     /// committed on its own.
     pub(super) async fn commit_merged(&self, changesets: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
         let mut outcomes = Vec::with_capacity(changesets.len());
-        let mut group: Vec<Changeset> = vec![];
-        // The items the group's own writes touch, and the counter items it updates.
-        let mut touched = std::collections::HashSet::new();
-        let mut counters = std::collections::HashSet::new();
+        let mut group = Group::default();
         for changes in changesets {
             if outbox::Split::of(&changes).is_some() {
                 outcomes.extend(self.commit_group(std::mem::take(&mut group)).await);
-                touched.clear();
-                counters.clear();
                 outcomes.push(self.commit(changes).await);
                 continue;
             }
             let writes: Vec<&Write> = changes.writes.iter().collect();
-            let keys: Vec<keys::Primary> = writes
-                .iter()
-                .flat_map(|write| self.write(write))
-                .filter_map(|item| written_key(&item))
-                .collect();
+            let items: Vec<TransactWriteItem> = writes.iter().flat_map(|write| self.write(write)).collect();
+            let keys: Vec<keys::Primary> = items.iter().filter_map(written_key).collect();
             // Merged, a customer's counters are one update: at most the items each would update.
             let updates: Vec<keys::Primary> = self.board_counters(&writes).iter().filter_map(written_key).collect();
-            let more = keys.len() + updates.iter().filter(|key| !counters.contains(*key)).count();
-            if touched.len() + counters.len() + more > MAX_WRITES || keys.iter().any(|key| touched.contains(key)) {
+            let more = keys.len() + updates.iter().filter(|key| !group.counters.contains(*key)).count();
+            let fits = group.touched.len() + group.counters.len() + more <= MAX_WRITES;
+            if !fits || keys.iter().any(|key| group.touched.contains(key)) {
                 outcomes.extend(self.commit_group(std::mem::take(&mut group)).await);
-                touched.clear();
-                counters.clear();
             }
-            touched.extend(keys);
-            counters.extend(updates);
-            group.push(changes);
+            group.touched.extend(keys);
+            group.counters.extend(updates);
+            group.members.push((changes, items));
         }
         outcomes.extend(self.commit_group(group).await);
         outcomes
@@ -53,17 +53,22 @@ impl DynamoStore {
 
     /// One transaction for the group's changesets, their counters summed; if it is refused,
     /// each changeset on its own.
-    async fn commit_group(&self, group: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
-        if group.len() > 1 {
-            let writes: Vec<&Write> = group.iter().flat_map(|changes| &changes.writes).collect();
-            match self.commit_items(self.changeset_items(&writes)).await {
-                Ok(()) => return group.iter().map(|_| Ok(())).collect(),
+    async fn commit_group(&self, group: Group) -> Vec<Result<(), StoreError>> {
+        let members = group.members;
+        if members.len() > 1 {
+            let writes: Vec<&Write> = members.iter().flat_map(|(changes, _)| &changes.writes).collect();
+            let mut merged: Vec<TransactWriteItem> = members.iter().flat_map(|(_, items)| items.clone()).collect();
+            merged.extend(self.board_counters(&writes));
+            match self.commit_items(merged).await {
+                Ok(()) => return members.iter().map(|_| Ok(())).collect(),
                 Err(error) => tracing::debug!(%error, "a merged commit was refused; its changesets go one by one"),
             }
         }
-        let mut outcomes = Vec::with_capacity(group.len());
-        for changes in group {
-            outcomes.push(self.commit(changes).await);
+        let mut outcomes = Vec::with_capacity(members.len());
+        for (changes, mut items) in members {
+            let writes: Vec<&Write> = changes.writes.iter().collect();
+            items.extend(self.board_counters(&writes));
+            outcomes.push(self.commit_items(items).await);
         }
         outcomes
     }
