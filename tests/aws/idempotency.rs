@@ -3,6 +3,7 @@
 //! operation it names exists.
 
 use crate::{spawn_aws_app, AwsApp};
+use ops_infra::aws::AfterKeyRecord;
 use ops_tests::{payout, the_one_created, Reply};
 use reqwest::Method;
 use time::Duration;
@@ -38,10 +39,17 @@ async fn a_create_whose_writer_dies_after_its_key_holds_the_key_until_its_lock_p
     let customer = app.create_customer().await;
     let body = payout(&customer.id, "auto", &[2_500]);
 
-    app.parts.store.crash_after_key_record(true);
+    app.parts.store.after_key_record(AfterKeyRecord::Die);
     let died = create(&app, &customer.key, "dies-midway", &body).await;
-    assert_eq!(died.error(500)["code"], "internal_error");
-    app.parts.store.crash_after_key_record(false);
+    let error = died.error(500);
+    assert_eq!(error["code"], "internal_error");
+    // What the client is told is what happens next: retry under the key, maybe told it is in use.
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("Retry with the same Idempotency-Key") && message.contains("in use"),
+        "{message}"
+    );
+    app.parts.store.after_key_record(AfterKeyRecord::GoOn);
 
     let retried = create(&app, &customer.key, "dies-midway", &body).await;
     assert_eq!(retried.error(409)["code"], "idempotency_key_in_use");
@@ -69,6 +77,41 @@ async fn a_create_whose_writer_dies_after_its_key_holds_the_key_until_its_lock_p
     let reused = create(&app, &customer.key, "dies-midway", &other).await;
     assert_eq!(reused.error(422)["code"], "idempotency_key_reused");
     assert_eq!(operations_of(&app, &customer.key).await, [made.id()]);
+}
+
+/// A writer stalled after its key's record past its deadline never writes the operation, even
+/// once the stall ends: the record's lock outlasts the deadline, so no retry can have taken the
+/// key over by then. Stalled within its deadline, a create completes as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_create_stalled_past_its_deadline_after_its_key_never_writes_its_operation() {
+    let app = spawn_aws_app().await;
+    let customer = app.create_customer().await;
+    let body = payout(&customer.id, "auto", &[3_100]);
+    let store = &app.parts.store;
+    store.shorten_entity_deadline(std::time::Duration::from_millis(1_500));
+
+    store.after_key_record(AfterKeyRecord::Stall(std::time::Duration::from_millis(100)));
+    let slow = create(&app, &customer.key, "slow", &body).await;
+    assert_eq!(slow.status.as_u16(), 201, "{}", slow.json());
+
+    store.after_key_record(AfterKeyRecord::Stall(std::time::Duration::from_millis(2_500)));
+    let stalled = create(&app, &customer.key, "stalled", &body).await;
+    assert_eq!(stalled.error(500)["code"], "internal_error");
+    store.after_key_record(AfterKeyRecord::GoOn);
+    // Past the end of the stall: had the writer gone on, its operation would be there now.
+    tokio::time::sleep(std::time::Duration::from_millis(2_000)).await;
+    assert_eq!(operations_of(&app, &customer.key).await, [slow.id()]);
+    let retried = create(&app, &customer.key, "stalled", &body).await;
+    assert_eq!(retried.error(409)["code"], "idempotency_key_in_use");
+
+    app.clock.advance(Duration::seconds(61));
+    let made = create(&app, &customer.key, "stalled", &body).await;
+    assert_eq!(made.status.as_u16(), 201, "{}", made.json());
+    let mut made_ids = operations_of(&app, &customer.key).await;
+    made_ids.sort();
+    let mut expected = vec![slow.id(), made.id()];
+    expected.sort();
+    assert_eq!(made_ids, expected);
 }
 
 /// Twenty requests racing with one key create one operation: each is that operation's answer

@@ -136,7 +136,10 @@ impl ApiError {
                 | DomainError::Blob(_)),
             ) => {
                 tracing::error!(error = %with_sources(failure), "infrastructure failure");
-                "Something went wrong on our side; nothing was changed. Retry with the same Idempotency-Key."
+                // Not "nothing was changed": a store that failed mid-write may have written part,
+                // which the key's record settles. A retry under the key finishes the request once,
+                // or is told the key is in use until that record's lock (a minute) has passed.
+                "Something went wrong on our side. Retry with the same Idempotency-Key: the request is done once at most, and a retry may be told the key is in use for up to a minute."
                     .to_string()
             }
             other => other.to_string(),

@@ -69,6 +69,7 @@ mod key_first;
 mod merged;
 mod outbox;
 
+pub use key_first::AfterKeyRecord;
 pub use outbox::OutboxRecord;
 
 use super::{documents, keys};
@@ -145,9 +146,12 @@ pub struct DynamoStore {
     /// How many of a changeset's events and audit entries its writer writes after the entity
     /// ([`crash_after_entity_writes`](Self::crash_after_entity_writes)): all but in kill tests.
     crash_after_entity: Arc<AtomicUsize>,
-    /// Whether a create written key first stops after its key's record, as if its writer died
-    /// there ([`crash_after_key_record`](Self::crash_after_key_record)): only in kill tests.
-    crash_after_key: Arc<std::sync::atomic::AtomicBool>,
+    /// What a create written key first does after its key's record: go on, or, in kill tests,
+    /// die or stall there ([`after_key_record`](Self::after_key_record)).
+    after_key: Arc<std::sync::Mutex<key_first::AfterKeyRecord>>,
+    /// How long after starting its key's record such a create may still send its entity
+    /// ([`key_first::ENTITY_DEADLINE`]; shorter in tests).
+    entity_deadline: Arc<std::sync::Mutex<std::time::Duration>>,
     /// Entries a list filtered by a non-key attribute reads at most, per partition and request
     /// ([`FILTERED_READ_BUDGET`]; smaller in tests).
     filtered_read_budget: Arc<AtomicUsize>,
@@ -272,7 +276,8 @@ impl DynamoStore {
             queried_bytes: Arc::default(),
             index_images: Arc::default(),
             crash_after_entity: Arc::new(AtomicUsize::new(usize::MAX)),
-            crash_after_key: Arc::default(),
+            after_key: Arc::default(),
+            entity_deadline: Arc::new(std::sync::Mutex::new(key_first::ENTITY_DEADLINE)),
             filtered_read_budget: Arc::new(AtomicUsize::new(FILTERED_READ_BUDGET)),
         }
     }

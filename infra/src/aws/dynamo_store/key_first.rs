@@ -12,11 +12,29 @@
 //! that names one (a replay, a race: never the first request) asks whether it does. If the
 //! writer died between its two writes, the entity never appears: while the record's lock lasts
 //! the key is in use (409), then the record is abandoned, deleted by the reader that finds it so,
-//! and the key is free. The lock ([`CLAIM_TIMEOUT`], 60 s) outlasts every API function's timeout
-//! (at most 30 s: `tests/aws/template.rs` holds the template to it), so a writer whose lock has
-//! passed is dead, and its entity cannot appear after the reader found it missing.
+//! and the key is free. So the entity must never land after its record's lock ([`CLAIM_TIMEOUT`],
+//! 60 s) has passed: its writer sends it only within [`ENTITY_DEADLINE`] (half the lock) of
+//! starting the record, and gives up otherwise, its outcome left to the record. Every API
+//! function's timeout (at most 30 s: `tests/aws/template.rs` holds the template to it) ends a
+//! writer sooner; the deadline holds where nothing does (`ops-local` against AWS).
 
 use super::*;
+
+/// How long after starting its key's record a create may still send its entity: half the
+/// record's lock, so that an entity sent in time has landed long before a reader could find it
+/// missing past the lock and take the key over.
+pub(super) const ENTITY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+const _: () = assert!(ENTITY_DEADLINE.as_secs() * 2 <= CLAIM_TIMEOUT.whole_seconds() as u64);
+
+/// What a create written key first does after its key's record: in kill tests, die there (as
+/// if its process ended) or stall there (as a process paused or starved would).
+#[derive(Clone, Copy, Debug, Default)]
+pub enum AfterKeyRecord {
+    #[default]
+    GoOn,
+    Die,
+    Stall(std::time::Duration),
+}
 
 /// The attributes of a record naming the entity whose write completes it.
 const AWAITS_PK: &str = "awaits_pk";
@@ -31,12 +49,26 @@ impl DynamoStore {
     ) -> Result<(), StoreError> {
         let entity = split.carrier_key();
         let awaits = vec![(AWAITS_PK, s(&entity.pk)), (AWAITS_SK, s(&entity.sk))];
+        let started = std::time::Instant::now();
+        let deadline = *self.entity_deadline.lock().unwrap_or_else(|e| e.into_inner());
         self.commit_items(vec![self.take_idempotency(claim, response, awaits)])
             .await?;
-        if self.crash_after_key.load(Ordering::Relaxed) {
-            return Err(unavailable("the writer died after its key's record (a kill test)"));
-        }
-        let written = self.commit_with_outbox(split).await;
+        let after_key = *self.after_key.lock().unwrap_or_else(|e| e.into_inner());
+        let entity_write = async {
+            match after_key {
+                AfterKeyRecord::GoOn => {}
+                AfterKeyRecord::Die => return Err(unavailable("the writer died after its key's record (a kill test)")),
+                AfterKeyRecord::Stall(pause) => tokio::time::sleep(pause).await,
+            }
+            self.commit_with_outbox(split).await
+        };
+        let written = match tokio::time::timeout(deadline.saturating_sub(started.elapsed()), entity_write).await {
+            Ok(written) => written,
+            // Whether a write already sent landed is not known here: the record settles it.
+            Err(_) => Err(unavailable(
+                "the entity was not written within its deadline after its key's record",
+            )),
+        };
         // A conflict wrote nothing, so the key is given back. Any other failure may have
         // written the entity after all: the record stays, and its readers ask.
         if let Err(StoreError::Conflict) = written {
@@ -124,9 +156,15 @@ impl DynamoStore {
         }
     }
 
-    /// For the kill tests: from now on a create written key first stops after its key's record,
-    /// as if its writer died there.
-    pub fn crash_after_key_record(&self, crash: bool) {
-        self.crash_after_key.store(crash, Ordering::Relaxed);
+    /// For the kill tests: what a create written key first does from now on after its key's
+    /// record.
+    pub fn after_key_record(&self, what: AfterKeyRecord) {
+        *self.after_key.lock().unwrap_or_else(|e| e.into_inner()) = what;
+    }
+
+    /// For the kill tests: a deadline shorter than [`ENTITY_DEADLINE`], so that a stall can
+    /// outlast it in a test's time.
+    pub fn shorten_entity_deadline(&self, deadline: std::time::Duration) {
+        *self.entity_deadline.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
     }
 }
