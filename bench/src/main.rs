@@ -505,11 +505,16 @@ async fn creates_against_the_limit() {
 /// posts open: each delivery read, its endpoint's secrets read, signed, posted, its attempt
 /// recorded with the retry bookkeeping), next to a plain reqwest loop posting the same
 /// bodies, unsigned, to a receiver of the same kind with the same concurrency (four loops,
-/// each keeping ten posts open). `WEBHOOK_RECEIVER_MS` makes both receivers answer after that
-/// many milliseconds, as one across a network would (default 0: at once).
+/// each keeping ten posts open), and next to the consumer's own sender posting them signed
+/// with nothing read or recorded (the floor for the consumer). `WEBHOOK_RECEIVER_MS` makes the
+/// receivers answer after that many milliseconds, as one across a network would (default 0:
+/// at once).
 async fn webhook_deliveries() {
-    use ops_domain::ports::QueueName;
+    use ops_domain::ports::{QueueName, WebhookSender};
+    use ops_domain::webhooks::{signature, TargetPolicy};
+    use ops_infra::webhook_sender::HttpWebhookSender;
     use ops_runtime::driver::{StreamConsumer, Trigger};
+    use std::sync::Arc;
     const SENDERS: usize = 4;
     const IN_FLIGHT: usize = 10;
     // Fewer (`WEBHOOK_DELIVERIES=2000`) make a quicker run; with 2,000 the plain loop took
@@ -559,49 +564,84 @@ async fn webhook_deliveries() {
     let bodies: Vec<Vec<u8>> = receiver.received().into_iter().map(|r| r.body).collect();
     assert_eq!(bodies.len(), count, "every delivery arrived once");
 
-    let plain = Receiver::start(0).await;
-    plain.answer_after(latency);
+    // The same bodies posted with the same concurrency (four loops, each keeping ten posts
+    // open; each answer is dropped as it comes, so its connection takes the next post), first
+    // by a plain reqwest client, then by the consumer's own sender, signed: the second row is
+    // the floor for the consumer, what is left when nothing is read or recorded.
+    let post_all = |bodies: Vec<Vec<u8>>, post: PostFn| async move {
+        let receiver = Receiver::start(0).await;
+        receiver.answer_after(latency);
+        let mut shares: Vec<Vec<Vec<u8>>> = (0..SENDERS).map(|_| vec![]).collect();
+        for (n, body) in bodies.into_iter().enumerate() {
+            shares[n % SENDERS].push(body);
+        }
+        let (t, cpu) = (Instant::now(), Usage::own().cpu);
+        join_all(shares.into_iter().map(|share| {
+            let (post, url) = (post.clone(), receiver.url.clone());
+            futures_util::stream::iter(share).for_each_concurrent(IN_FLIGHT, move |body| post(url.clone(), body))
+        }))
+        .await;
+        let used = (t.elapsed(), Usage::own().cpu - cpu);
+        assert_eq!(receiver.received().len(), count);
+        used
+    };
     let client = reqwest::Client::new();
-    let mut shares: Vec<Vec<Vec<u8>>> = (0..SENDERS).map(|_| vec![]).collect();
-    for (n, body) in bodies.into_iter().enumerate() {
-        shares[n % SENDERS].push(body);
-    }
-    let (t, cpu) = (Instant::now(), Usage::own().cpu);
-    join_all(shares.into_iter().map(|share| {
-        // Each answer is dropped as it comes, so its connection takes the next post.
-        futures_util::stream::iter(share).for_each_concurrent(IN_FLIGHT, |body| {
+    let (loop_took, loop_cpu) = post_all(
+        bodies.clone(),
+        Arc::new(move |url, body| {
             let sent = client
-                .post(&plain.url)
+                .post(url)
                 .header("content-type", "application/json")
                 .body(body)
                 .send();
-            async move {
+            Box::pin(async move {
                 sent.await.expect("the plain loop's post");
-            }
-        })
-    }))
+            })
+        }),
+    )
     .await;
-    let (loop_took, loop_cpu) = (t.elapsed(), Usage::own().cpu - cpu);
-    assert_eq!(plain.received().len(), count);
+    let sender = Arc::new(HttpWebhookSender::with_policy(TargetPolicy { allow_local: true }));
+    let (alone_took, alone_cpu) = post_all(
+        bodies,
+        Arc::new(move |url, body| {
+            let sender = sender.clone();
+            Box::pin(async move {
+                let header = signature::header(
+                    &["whsec_bench"],
+                    time::OffsetDateTime::now_utc().unix_timestamp(),
+                    &body,
+                );
+                sender.post(&url, &header, body).await.expect("the sender's post");
+            })
+        }),
+    )
+    .await;
     println!();
     println!("| webhook deliveries (local mode), receiver answering after {latency:?} | deliveries | ms | deliveries/s | × the plain loop | CPU µs a delivery (both sides) |");
     println!("|---|---|---|---|---|---|");
     let per_second = |took: Duration| count as f64 / took.as_secs_f64();
-    let cpu_each = |cpu: Duration| cpu.as_secs_f64() * 1e6 / count as f64;
-    println!(
-        "| plain reqwest loop, same bodies, same concurrency | {count} | {} | {:.0} | 1.00 | {:.1} |",
-        ms(loop_took),
-        per_second(loop_took),
-        cpu_each(loop_cpu)
+    let row = |what: &str, took: Duration, cpu: Duration| {
+        println!(
+            "| {what} | {count} | {} | {:.0} | {:.2} | {:.1} |",
+            ms(took),
+            per_second(took),
+            per_second(took) / per_second(loop_took),
+            cpu.as_secs_f64() * 1e6 / count as f64
+        )
+    };
+    row("plain reqwest loop, same bodies, same concurrency", loop_took, loop_cpu);
+    row(
+        "the consumer's sender alone (signed; nothing read or recorded)",
+        alone_took,
+        alone_cpu,
     );
-    println!(
-        "| the webhook consumer (signed, attempt recorded) | {count} | {} | {:.0} | {:.2} | {:.1} |",
-        ms(service),
-        per_second(service),
-        per_second(service) / per_second(loop_took),
-        cpu_each(service_cpu)
-    );
+    row("the webhook consumer (signed, attempt recorded)", service, service_cpu);
 }
+
+/// Posts one body to a receiver's URL; the bench's webhook rows differ only in this.
+type PostFn = std::sync::Arc<
+    dyn Fn(String, Vec<u8>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync,
+>;
 
 /// Reconciliation (local mode): a 10,000-line statement matched against the 10,000
 /// transactions it speaks of, in the domain alone and as an import over HTTP (read by the
