@@ -242,3 +242,53 @@ async fn the_board_adds_up_counters_of_every_form() {
     let platform = app.get("/v1/board", ops_tests::ADMIN_KEY).await.json();
     assert_eq!(pending(&platform), (Some(9), Some(11_000)), "{platform:#}");
 }
+
+/// A desk batch takes a subject's events in waves (its first event in the first, its second in
+/// the second); when a wave fails, the batch reports the first event in stream order not done,
+/// so the stream's checkpoint stops there. The next round takes that event and what follows
+/// again: the board counts every change once, the one that failed included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_desk_wave_that_fails_is_taken_again_and_every_change_counts_once() {
+    use ops_runtime::driver::{StreamConsumer, Trigger};
+    let app = spawn_aws_app().await;
+    let acme = app.create_customer().await;
+    let approver = app
+        .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
+        .await;
+    // Taken by the stream's desk consumer in one batch: first.created and second.created in
+    // the first wave, first.approved in the second.
+    let mut made = vec![];
+    for amount in [1_000, 2_000] {
+        let created = app
+            .post("/v1/operations", &acme.key, payout(&acme.id, "two_step", &[amount]))
+            .await;
+        assert_eq!(created.status, 201, "{}", created.json());
+        made.push(created.id());
+    }
+    let approved = app
+        .post(&format!("/v1/operations/{}/approve", made[0]), &approver.key, json!({}))
+        .await;
+    assert_eq!(approved.status, 200, "{}", approved.json());
+    let board_now = || async {
+        let board = app.get("/v1/board", &acme.key).await.json();
+        (
+            board["pending_approval"]["count"].as_i64(),
+            board["pending_approval"]["amount"]["CLP"].as_i64(),
+            board["queues"]["approvals"]["open"].as_i64(),
+        )
+    };
+    let desk = Trigger::Stream(StreamConsumer::Desk);
+
+    app.parts.store.fail_derived_commits_after(1);
+    app.driver.round(desk).await.expect("the desk's round");
+    // The first wave is in: the board shows both operations waiting for approval, not yet the
+    // approval (an approvals item opens only for an operation still waiting when planned).
+    assert_eq!(board_now().await, (Some(2), Some(3_000), Some(1)));
+
+    app.parts.store.fail_derived_commits_after(usize::MAX);
+    while app.driver.round(desk).await.expect("the desk's round") > 0 {}
+    assert_eq!(board_now().await, (Some(1), Some(2_000), Some(1)));
+    // Taken once more from the start, the stream changes nothing.
+    app.settle(Duration::seconds(1), 2).await;
+    assert_eq!(board_now().await, (Some(1), Some(2_000), Some(1)));
+}

@@ -146,6 +146,10 @@ pub struct DynamoStore {
     /// How many of a changeset's events and audit entries its writer writes after the entity
     /// ([`crash_after_entity_writes`](Self::crash_after_entity_writes)): all but in kill tests.
     crash_after_entity: Arc<AtomicUsize>,
+    /// How many more calls of `commit_derived_each` may write before the rest fail, as a
+    /// throttled or unreachable table would ([`fail_derived_commits_after`](Self::fail_derived_commits_after)):
+    /// unbounded but in kill tests.
+    derived_commits_left: Arc<AtomicUsize>,
     /// What a create written key first does after its key's record: go on, or, in kill tests,
     /// die or stall there ([`after_key_record`](Self::after_key_record)).
     after_key: Arc<std::sync::Mutex<key_first::AfterKeyRecord>>,
@@ -276,10 +280,17 @@ impl DynamoStore {
             queried_bytes: Arc::default(),
             index_images: Arc::default(),
             crash_after_entity: Arc::new(AtomicUsize::new(usize::MAX)),
+            derived_commits_left: Arc::new(AtomicUsize::new(usize::MAX)),
             after_key: Arc::default(),
             entity_deadline: Arc::new(std::sync::Mutex::new(key_first::ENTITY_DEADLINE)),
             filtered_read_budget: Arc::new(AtomicUsize::new(FILTERED_READ_BUDGET)),
         }
+    }
+
+    /// For the kill tests: after `calls` more calls of `commit_derived_each` (a stream
+    /// consumer's waves), the next ones fail without writing (`usize::MAX`: never).
+    pub fn fail_derived_commits_after(&self, calls: usize) {
+        self.derived_commits_left.store(calls, Ordering::Relaxed);
     }
 
     /// Filtered lists read at most `entries` a partition and request (tests: a short history
@@ -1633,6 +1644,13 @@ impl Commit for DynamoStore {
     }
 
     async fn commit_derived_each(&self, changesets: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
+        let allowed = self
+            .derived_commits_left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(1));
+        if allowed.is_err() {
+            let refused = unavailable("derived commits refused (a kill test)");
+            return vec![Err(refused); changesets.len()];
+        }
         self.commit_merged(changesets).await
     }
 }
