@@ -150,12 +150,10 @@ pub struct DynamoStore {
     /// throttled or unreachable table would ([`fail_derived_commits_after`](Self::fail_derived_commits_after)):
     /// unbounded but in kill tests.
     derived_commits_left: Arc<AtomicUsize>,
-    /// What a create written key first does after its key's record: go on, or, in kill tests,
-    /// die or stall there ([`after_key_record`](Self::after_key_record)).
-    after_key: Arc<std::sync::Mutex<key_first::AfterKeyRecord>>,
-    /// How long after starting its key's record such a create may still send its entity
-    /// ([`key_first::ENTITY_DEADLINE`]; shorter in tests).
-    entity_deadline: Arc<std::sync::Mutex<std::time::Duration>>,
+    /// How a create written key first goes on after its key's record: its entity's deadline,
+    /// and in kill tests a death or a stall there ([`after_key_record`](Self::after_key_record),
+    /// [`shorten_entity_deadline`](Self::shorten_entity_deadline)).
+    key_first: Arc<std::sync::Mutex<key_first::KeyFirst>>,
     /// Entries a list filtered by a non-key attribute reads at most, per partition and request
     /// ([`FILTERED_READ_BUDGET`]; smaller in tests).
     filtered_read_budget: Arc<AtomicUsize>,
@@ -281,8 +279,7 @@ impl DynamoStore {
             index_images: Arc::default(),
             crash_after_entity: Arc::new(AtomicUsize::new(usize::MAX)),
             derived_commits_left: Arc::new(AtomicUsize::new(usize::MAX)),
-            after_key: Arc::default(),
-            entity_deadline: Arc::new(std::sync::Mutex::new(key_first::ENTITY_DEADLINE)),
+            key_first: Arc::default(),
             filtered_read_budget: Arc::new(AtomicUsize::new(FILTERED_READ_BUDGET)),
         }
     }

@@ -36,6 +36,22 @@ pub enum AfterKeyRecord {
     Stall(std::time::Duration),
 }
 
+/// How a create written key first goes on after its key's record.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct KeyFirst {
+    after_record: AfterKeyRecord,
+    entity_deadline: std::time::Duration,
+}
+
+impl Default for KeyFirst {
+    fn default() -> Self {
+        KeyFirst {
+            after_record: AfterKeyRecord::GoOn,
+            entity_deadline: ENTITY_DEADLINE,
+        }
+    }
+}
+
 /// The attributes of a record naming the entity whose write completes it.
 const AWAITS_PK: &str = "awaits_pk";
 const AWAITS_SK: &str = "awaits_sk";
@@ -50,19 +66,22 @@ impl DynamoStore {
         let entity = split.carrier_key();
         let awaits = vec![(AWAITS_PK, s(&entity.pk)), (AWAITS_SK, s(&entity.sk))];
         let started = std::time::Instant::now();
-        let deadline = *self.entity_deadline.lock().unwrap_or_else(|e| e.into_inner());
+        let KeyFirst {
+            after_record,
+            entity_deadline,
+        } = *self.key_first.lock().unwrap_or_else(|e| e.into_inner());
         self.commit_items(vec![self.take_idempotency(claim, response, awaits)])
             .await?;
-        let after_key = *self.after_key.lock().unwrap_or_else(|e| e.into_inner());
         let entity_write = async {
-            match after_key {
+            match after_record {
                 AfterKeyRecord::GoOn => {}
                 AfterKeyRecord::Die => return Err(unavailable("the writer died after its key's record (a kill test)")),
                 AfterKeyRecord::Stall(pause) => tokio::time::sleep(pause).await,
             }
             self.commit_with_outbox(split).await
         };
-        let written = match tokio::time::timeout(deadline.saturating_sub(started.elapsed()), entity_write).await {
+        let written = match tokio::time::timeout(entity_deadline.saturating_sub(started.elapsed()), entity_write).await
+        {
             Ok(written) => written,
             // Whether a write already sent landed is not known here: the record settles it.
             Err(_) => Err(unavailable(
@@ -159,12 +178,12 @@ impl DynamoStore {
     /// For the kill tests: what a create written key first does from now on after its key's
     /// record.
     pub fn after_key_record(&self, what: AfterKeyRecord) {
-        *self.after_key.lock().unwrap_or_else(|e| e.into_inner()) = what;
+        self.key_first.lock().unwrap_or_else(|e| e.into_inner()).after_record = what;
     }
 
     /// For the kill tests: a deadline shorter than [`ENTITY_DEADLINE`], so that a stall can
     /// outlast it in a test's time.
     pub fn shorten_entity_deadline(&self, deadline: std::time::Duration) {
-        *self.entity_deadline.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
+        self.key_first.lock().unwrap_or_else(|e| e.into_inner()).entity_deadline = deadline;
     }
 }
