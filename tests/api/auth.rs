@@ -227,14 +227,7 @@ async fn decisions_need_a_user_with_the_role() {
 }
 
 async fn send_create(app: &TestApp, key: &str, (idempotency_key, body): &(String, serde_json::Value)) -> Reply {
-    app.send(
-        Method::POST,
-        "/v1/operations",
-        Some(key),
-        Some(idempotency_key),
-        Some(body),
-    )
-    .await
+    app.post_keyed("/v1/operations", key, idempotency_key, body).await
 }
 
 #[tokio::test]

@@ -370,13 +370,7 @@ async fn a_restarted_server_keeps_everything_it_acknowledged() {
     .await;
     let replay_body = payout(&customer.id, "auto", &[44]);
     let first = app
-        .send(
-            Method::POST,
-            "/v1/operations",
-            Some(&customer.key),
-            Some("restart-key"),
-            Some(&replay_body),
-        )
+        .post_keyed("/v1/operations", &customer.key, "restart-key", &replay_body)
         .await;
 
     let app = app.restart().await;
@@ -400,13 +394,7 @@ async fn a_restarted_server_keeps_everything_it_acknowledged() {
         .json();
     assert_eq!(history["data"].as_array().unwrap().len(), 2);
     let replayed = app
-        .send(
-            Method::POST,
-            "/v1/operations",
-            Some(&customer.key),
-            Some("restart-key"),
-            Some(&replay_body),
-        )
+        .post_keyed("/v1/operations", &customer.key, "restart-key", &replay_body)
         .await;
     assert_eq!(replayed.bytes, first.bytes);
     assert_eq!(replayed.headers["idempotent-replayed"], "true");

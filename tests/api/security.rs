@@ -577,24 +577,10 @@ async fn an_idempotent_replay_needs_the_scope_the_original_needed() {
     let reader = app.add_member(&customer, &["viewer"], &["operations:read"]).await;
     let body = payout(&customer.id, "auto", &[1_000]);
     let created = app
-        .send(
-            Method::POST,
-            "/v1/operations",
-            Some(&customer.key),
-            Some("payroll-1"),
-            Some(&body),
-        )
+        .post_keyed("/v1/operations", &customer.key, "payroll-1", &body)
         .await;
     assert_eq!(created.status, 201);
-    let replayed_to_reader = app
-        .send(
-            Method::POST,
-            "/v1/operations",
-            Some(&reader.key),
-            Some("payroll-1"),
-            Some(&body),
-        )
-        .await;
+    let replayed_to_reader = app.post_keyed("/v1/operations", &reader.key, "payroll-1", &body).await;
     assert_eq!(replayed_to_reader.error(403)["code"], "missing_scope");
 
     // The same for a rotation: only the key itself or a key manager may see it again.

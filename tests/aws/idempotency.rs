@@ -4,20 +4,8 @@
 
 use crate::{spawn_aws_app, AwsApp};
 use ops_infra::aws::AfterKeyRecord;
-use ops_tests::{payout, the_one_created, Reply};
-use reqwest::Method;
+use ops_tests::{payout, the_one_created};
 use time::Duration;
-
-async fn create(app: &AwsApp, key: &str, idempotency_key: &str, body: &serde_json::Value) -> Reply {
-    app.send(
-        Method::POST,
-        "/v1/operations",
-        Some(key),
-        Some(idempotency_key),
-        Some(body),
-    )
-    .await
-}
 
 async fn operations_of(app: &AwsApp, key: &str) -> Vec<String> {
     let list = app.get("/v1/operations?limit=100", key).await.json();
@@ -40,7 +28,9 @@ async fn a_create_whose_writer_dies_after_its_key_holds_the_key_until_its_lock_p
     let body = payout(&customer.id, "auto", &[2_500]);
 
     app.parts.store.after_key_record(AfterKeyRecord::Die);
-    let died = create(&app, &customer.key, "dies-midway", &body).await;
+    let died = app
+        .post_keyed("/v1/operations", &customer.key, "dies-midway", &body)
+        .await;
     let error = died.error(500);
     assert_eq!(error["code"], "internal_error");
     // What the client is told is what happens next: retry under the key, maybe told it is in use.
@@ -51,10 +41,14 @@ async fn a_create_whose_writer_dies_after_its_key_holds_the_key_until_its_lock_p
     );
     app.parts.store.after_key_record(AfterKeyRecord::GoOn);
 
-    let retried = create(&app, &customer.key, "dies-midway", &body).await;
+    let retried = app
+        .post_keyed("/v1/operations", &customer.key, "dies-midway", &body)
+        .await;
     assert_eq!(retried.error(409)["code"], "idempotency_key_in_use");
     let other = payout(&customer.id, "auto", &[2_501]);
-    let reused = create(&app, &customer.key, "dies-midway", &other).await;
+    let reused = app
+        .post_keyed("/v1/operations", &customer.key, "dies-midway", &other)
+        .await;
     assert_eq!(reused.error(422)["code"], "idempotency_key_reused");
     assert!(
         operations_of(&app, &customer.key).await.is_empty(),
@@ -62,19 +56,27 @@ async fn a_create_whose_writer_dies_after_its_key_holds_the_key_until_its_lock_p
     );
 
     app.clock.advance(Duration::seconds(61));
-    let made = create(&app, &customer.key, "dies-midway", &body).await;
+    let made = app
+        .post_keyed("/v1/operations", &customer.key, "dies-midway", &body)
+        .await;
     assert_eq!(made.status.as_u16(), 201, "{}", made.json());
     assert!(!made.headers.contains_key("idempotent-replayed"));
-    let again = create(&app, &customer.key, "dies-midway", &body).await;
+    let again = app
+        .post_keyed("/v1/operations", &customer.key, "dies-midway", &body)
+        .await;
     assert_eq!((again.status.as_u16(), again.bytes == made.bytes), (201, true));
     assert_eq!(again.headers["idempotent-replayed"], "true");
 
     // Past the record's lock, a record whose operation exists is still that request's answer.
     app.clock.advance(Duration::seconds(120));
-    let later = create(&app, &customer.key, "dies-midway", &body).await;
+    let later = app
+        .post_keyed("/v1/operations", &customer.key, "dies-midway", &body)
+        .await;
     assert_eq!((later.status.as_u16(), later.bytes == made.bytes), (201, true));
     assert_eq!(later.headers["idempotent-replayed"], "true");
-    let reused = create(&app, &customer.key, "dies-midway", &other).await;
+    let reused = app
+        .post_keyed("/v1/operations", &customer.key, "dies-midway", &other)
+        .await;
     assert_eq!(reused.error(422)["code"], "idempotency_key_reused");
     assert_eq!(operations_of(&app, &customer.key).await, [made.id()]);
 }
@@ -91,21 +93,21 @@ async fn a_create_stalled_past_its_deadline_after_its_key_never_writes_its_opera
     store.shorten_entity_deadline(std::time::Duration::from_millis(1_500));
 
     store.after_key_record(AfterKeyRecord::Stall(std::time::Duration::from_millis(100)));
-    let slow = create(&app, &customer.key, "slow", &body).await;
+    let slow = app.post_keyed("/v1/operations", &customer.key, "slow", &body).await;
     assert_eq!(slow.status.as_u16(), 201, "{}", slow.json());
 
     store.after_key_record(AfterKeyRecord::Stall(std::time::Duration::from_millis(2_500)));
-    let stalled = create(&app, &customer.key, "stalled", &body).await;
+    let stalled = app.post_keyed("/v1/operations", &customer.key, "stalled", &body).await;
     assert_eq!(stalled.error(500)["code"], "internal_error");
     store.after_key_record(AfterKeyRecord::GoOn);
     // Past the end of the stall: had the writer gone on, its operation would be there now.
     tokio::time::sleep(std::time::Duration::from_millis(2_000)).await;
     assert_eq!(operations_of(&app, &customer.key).await, [slow.id()]);
-    let retried = create(&app, &customer.key, "stalled", &body).await;
+    let retried = app.post_keyed("/v1/operations", &customer.key, "stalled", &body).await;
     assert_eq!(retried.error(409)["code"], "idempotency_key_in_use");
 
     app.clock.advance(Duration::seconds(61));
-    let made = create(&app, &customer.key, "stalled", &body).await;
+    let made = app.post_keyed("/v1/operations", &customer.key, "stalled", &body).await;
     assert_eq!(made.status.as_u16(), 201, "{}", made.json());
     let mut made_ids = operations_of(&app, &customer.key).await;
     made_ids.sort();
@@ -121,7 +123,10 @@ async fn twenty_concurrent_creates_with_one_key_make_one_operation() {
     let app = spawn_aws_app().await;
     let customer = app.create_customer().await;
     let body = payout(&customer.id, "auto", &[777]);
-    let replies = futures_util::future::join_all((0..20).map(|_| create(&app, &customer.key, "burst", &body))).await;
+    let replies = futures_util::future::join_all(
+        (0..20).map(|_| app.post_keyed("/v1/operations", &customer.key, "burst", &body)),
+    )
+    .await;
     let created = the_one_created(&replies);
     assert_eq!(operations_of(&app, &customer.key).await, [created]);
 }

@@ -155,22 +155,10 @@ async fn a_payout_runs_its_whole_lifecycle_on_the_aws_adapters() {
     // Keys and idempotency work on DynamoDB too.
     let body = payout(&customer.id, "auto", &[5]);
     let first = app
-        .send(
-            reqwest::Method::POST,
-            "/v1/operations",
-            Some(&customer.key),
-            Some("aws-replay"),
-            Some(&body),
-        )
+        .post_keyed("/v1/operations", &customer.key, "aws-replay", &body)
         .await;
     let again = app
-        .send(
-            reqwest::Method::POST,
-            "/v1/operations",
-            Some(&customer.key),
-            Some("aws-replay"),
-            Some(&body),
-        )
+        .post_keyed("/v1/operations", &customer.key, "aws-replay", &body)
         .await;
     assert_eq!((first.status.as_u16(), again.bytes == first.bytes), (201, true));
     assert_eq!(again.headers["idempotent-replayed"], "true");

@@ -299,6 +299,12 @@ impl Api {
         self.send(Method::GET, path, Some(key), None, None).await
     }
 
+    /// POST under `idempotency_key`: a retry, a replay or a race of one request.
+    pub async fn post_keyed(&self, path: &str, key: &str, idempotency_key: &str, body: &Value) -> Reply {
+        self.send(Method::POST, path, Some(key), Some(idempotency_key), Some(body))
+            .await
+    }
+
     /// POST with a fresh idempotency key.
     pub async fn post(&self, path: &str, key: &str, body: Value) -> Reply {
         let idempotency_key = format!("test-{}", rand_suffix());
