@@ -3,10 +3,10 @@
 //! A changeset that changes one operation, one transaction or one work item, with the events
 //! and audit entries of that change, is written as the entity's own write (a lone conditional
 //! put, after the idempotency key's record when a create takes one ([`super::key_first`]), or
-//! a transaction with the board's counters when the desk opens or closes an item) carrying in its `outbox` attribute
-//! what those events and entries are. They are then written as plain puts, outside the
-//! transaction: a transaction takes two write units per item, so the event and the entry cost
-//! half. If the writer dies between the two writes, the table's stream still holds the
+//! a transaction with the board's counters when the desk opens or closes an item) carrying in
+//! its `outbox` attribute what those events and entries are. They are then written as plain
+//! puts, outside the transaction: a transaction takes two write units per item, so the event
+//! and the entry cost half. If the writer dies between the two writes, the table's stream still holds the
 //! entity's record, and `stream-outbox` ([`DynamoStore::complete_outbox`]) writes whatever of
 //! it is missing. Each event and entry has one key (its id, its sequence, fixed in the
 //! outbox), so writing one twice writes it once, and the event consumers take only inserts.
