@@ -6,10 +6,11 @@
 //! a transaction with the board's counters when the desk opens or closes an item) carrying in
 //! its `outbox` attribute what those events and entries are. They are then written as plain
 //! puts, outside the transaction: a transaction takes two write units per item, so the event
-//! and the entry cost half. If the writer dies between the two writes, the table's stream still holds the
-//! entity's record, and `stream-outbox` ([`DynamoStore::complete_outbox`]) writes whatever of
-//! it is missing. Each event and entry has one key (its id, its sequence, fixed in the
-//! outbox), so writing one twice writes it once, and the event consumers take only inserts.
+//! and the entry cost half. If the writer dies between the two writes, the table's stream
+//! still holds the entity's record, and `stream-outbox` ([`DynamoStore::complete_outbox`])
+//! writes whatever of it is missing. Each event and entry has one key (its id, its sequence,
+//! fixed in the outbox), so writing one twice writes it once, and the event consumers take
+//! only inserts.
 //!
 //! An event the entity's document rebuilds exactly (`operation.<status>` from the operation,
 //! `transaction.<status>` from the transaction, `work_item.<change>` from the work item) is
