@@ -513,11 +513,19 @@ pub struct Limits {
     pub group: u32,
 }
 
-/// Sends one webhook request: `Ok(status)` if the receiver answered, `Err` on a transport
-/// failure or timeout.
+/// Sends one webhook request.
 #[async_trait]
 pub trait WebhookSender: Send + Sync {
-    async fn post(&self, url: &str, signature: &str, body: Vec<u8>) -> Result<u16, String>;
+    async fn post(&self, url: &str, signature: &str, body: Vec<u8>) -> Posted;
+}
+
+/// What a webhook request came to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Posted {
+    /// `Ok(status)` if the receiver answered, `Err` on a transport failure or timeout.
+    pub answer: Result<u16, String>,
+    /// From the request's start to its answer: the receiver's time, not a wait to be sent.
+    pub took: std::time::Duration,
 }
 
 /// An operator signal: a count of what just happened, or a level measured now.

@@ -1,16 +1,24 @@
 //! Webhook delivery over real HTTP, only to the receivers the target policy allows.
 
 use async_trait::async_trait;
-use ops_domain::ports::WebhookSender;
+use ops_domain::ports::{Posted, WebhookSender};
 use ops_domain::webhooks::signature;
 use ops_domain::webhooks::{TargetPolicy, DELIVERY_TIMEOUT};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The most webhook requests one process keeps open at once. Local mode's senders (each a
+/// batch of ten at a time) wait for a place here, so one sender reading or recording its batch
+/// leaves its places to another's posts instead of idle; a function in the cloud sends one
+/// batch of ten.
+pub const MAX_OPEN_POSTS: usize = 40;
 
 pub struct HttpWebhookSender {
     client: reqwest::Client,
     policy: TargetPolicy,
+    open_posts: tokio::sync::Semaphore,
 }
 
 impl HttpWebhookSender {
@@ -26,7 +34,11 @@ impl HttpWebhookSender {
             .dns_resolver(Arc::new(GuardedResolver { policy }))
             .build()
             .expect("HTTP client builds");
-        HttpWebhookSender { client, policy }
+        HttpWebhookSender {
+            client,
+            policy,
+            open_posts: tokio::sync::Semaphore::new(MAX_OPEN_POSTS),
+        }
     }
 
     pub fn with_policy(policy: TargetPolicy) -> Self {
@@ -58,13 +70,30 @@ impl Resolve for GuardedResolver {
 
 #[async_trait]
 impl WebhookSender for HttpWebhookSender {
-    async fn post(&self, url: &str, signature: &str, body: Vec<u8>) -> Result<u16, String> {
+    async fn post(&self, url: &str, signature: &str, body: Vec<u8>) -> Posted {
         // Checked again at sending time: an address literal never reaches the resolver, and a
         // URL stored before a stricter policy must not be sent to either.
-        let url = self
-            .policy
-            .check_url(url)
-            .map_err(|reason| format!("not sent: {reason}"))?;
+        let url = match self.policy.check_url(url) {
+            Ok(url) => url,
+            Err(reason) => {
+                return Posted {
+                    answer: Err(format!("not sent: {reason}")),
+                    took: Duration::ZERO,
+                }
+            }
+        };
+        let _place = self.open_posts.acquire().await.expect("the semaphore is never closed");
+        let started = Instant::now();
+        let answer = self.send(url, signature, body).await;
+        Posted {
+            answer,
+            took: started.elapsed(),
+        }
+    }
+}
+
+impl HttpWebhookSender {
+    async fn send(&self, url: reqwest::Url, signature: &str, body: Vec<u8>) -> Result<u16, String> {
         let response = self
             .client
             .post(url)
@@ -122,7 +151,7 @@ mod tests {
             "https://127.0.0.1/".to_string(),
             "https://[::ffff:127.0.0.1]/".to_string(),
         ] {
-            assert!(strict.post(&url, "t=1,v1=x", vec![]).await.is_err(), "{url}");
+            assert!(strict.post(&url, "t=1,v1=x", vec![]).await.answer.is_err(), "{url}");
         }
         // A name is checked where the connection is made: what it resolves to decides, so a
         // name that passed registration and later resolves to loopback is still refused.
@@ -139,9 +168,77 @@ mod tests {
         assert_eq!(
             local
                 .post(&format!("http://localhost:{port}/"), "t=1,v1=x", vec![])
-                .await,
+                .await
+                .answer,
             Ok(200)
         );
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// A receiver on loopback that holds every request open until `release` turns true,
+    /// counting how many are open at once (the most, and now).
+    async fn holding_receiver(
+        release: tokio::sync::watch::Receiver<bool>,
+    ) -> (
+        u16,
+        Arc<std::sync::atomic::AtomicUsize>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (open, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (counted, highest) = (open.clone(), most.clone());
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let (open, most, mut release) = (counted.clone(), highest.clone(), release.clone());
+                tokio::spawn(async move {
+                    let mut request = [0u8; 4096];
+                    let _ = socket.read(&mut request).await;
+                    most.fetch_max(open.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                    let _ = release.wait_for(|go| *go).await;
+                    open.fetch_sub(1, Ordering::SeqCst);
+                    let _ = socket
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                        .await;
+                });
+            }
+        });
+        (port, open, most)
+    }
+
+    #[tokio::test]
+    async fn a_process_keeps_at_most_its_share_of_posts_open_and_times_each_from_its_own_start() {
+        use std::sync::atomic::Ordering;
+        let (release, released) = tokio::sync::watch::channel(false);
+        let (port, open, most) = holding_receiver(released).await;
+        let sender = Arc::new(HttpWebhookSender::with_policy(TargetPolicy { allow_local: true }));
+        let url = format!("http://127.0.0.1:{port}/");
+        let posts: Vec<_> = (0..MAX_OPEN_POSTS + 5)
+            .map(|_| {
+                let (sender, url) = (sender.clone(), url.clone());
+                tokio::spawn(async move { sender.post(&url, "t=1,v1=x", vec![]).await })
+            })
+            .collect();
+        while open.load(Ordering::SeqCst) < MAX_OPEN_POSTS {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // The five beyond the share wait for a place instead of reaching the receiver.
+        let held = Duration::from_millis(400);
+        tokio::time::sleep(held).await;
+        assert_eq!(most.load(Ordering::SeqCst), MAX_OPEN_POSTS);
+        release.send(true).unwrap();
+        let mut took = vec![];
+        for post in posts {
+            let posted = post.await.unwrap();
+            assert_eq!(posted.answer, Ok(200));
+            took.push(posted.took);
+        }
+        took.sort();
+        // Those held answered after the hold; those that waited for a place were answered at
+        // once, and their time is the receiver's, not the wait.
+        assert!(took[..5].iter().all(|t| *t < held), "{took:?}");
+        assert!(took[5..].iter().all(|t| *t >= held), "{took:?}");
     }
 }

@@ -4,7 +4,7 @@
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::ids::{DeliveryId, EventId, WebhookEndpointId};
-use crate::ports::{signals, BatchOutcome, Changeset, QueueMessage, QueueTask, Signal, StoreError, Write};
+use crate::ports::{signals, BatchOutcome, Changeset, Posted, QueueMessage, QueueTask, Signal, StoreError, Write};
 use crate::service::{jitter, Service};
 use crate::webhooks::{self, signature, Attempt, Delivery, DeliveryStatus, EndpointStatus, WebhookEndpoint};
 use futures_util::future::join_all;
@@ -244,20 +244,22 @@ impl Service {
         signer: &Signer,
         now: time::OffsetDateTime,
     ) -> Result<Attempted, DomainError> {
-        let started = std::time::Instant::now();
-        let answer = match signer.endpoint.as_ref().map(|e| e.status) {
+        let Posted { answer, took } = match signer.endpoint.as_ref().map(|e| e.status) {
             Some(EndpointStatus::Enabled) if !signer.secrets.is_empty() => {
                 let refs: Vec<&str> = signer.secrets.iter().map(String::as_str).collect();
                 let header = signature::header(&refs, now.unix_timestamp(), &body);
                 self.webhooks.post(&delivery.url, &header, body).await
             }
-            _ => Err("the endpoint was disabled or deleted".to_string()),
+            _ => Posted {
+                answer: Err("the endpoint was disabled or deleted".to_string()),
+                took: std::time::Duration::ZERO,
+            },
         };
         let attempt = Attempt {
             at: now,
             status_code: answer.as_ref().ok().copied(),
             error: answer.as_ref().err().cloned(),
-            duration_ms: started.elapsed().as_millis() as u64,
+            duration_ms: took.as_millis() as u64,
         };
         let delivered = matches!(answer, Ok(200..=299));
         let mut updated = delivery.clone();
