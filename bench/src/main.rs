@@ -501,22 +501,27 @@ async fn creates_against_the_limit() {
 }
 
 /// Webhook delivery throughput (local mode): 20,000 events' deliveries sent by the webhook
-/// consumer as local mode runs it (four senders taking batches of fifty, each keeping ten
-/// posts open: each delivery read, its endpoint's secrets read, signed, posted, its attempt
-/// recorded with the retry bookkeeping), next to a plain reqwest loop posting the same
-/// bodies, unsigned, to a receiver of the same kind with the same concurrency (four loops,
-/// each keeping ten posts open), and next to the consumer's own sender posting them signed
-/// with nothing read or recorded (the floor for the consumer). `WEBHOOK_RECEIVER_MS` makes the
-/// receivers answer after that many milliseconds, as one across a network would (default 0:
-/// at once).
+/// consumer as local mode runs it (eight senders taking batches of fifty, each keeping up to
+/// ten posts open, forty open at most in all: each delivery read, its endpoint's secrets
+/// read, signed, posted, its attempt recorded with the retry bookkeeping), next to a plain
+/// reqwest loop posting the same bodies, unsigned, to a receiver of the same kind with the
+/// same concurrency (four loops, each keeping ten posts open), and next to the consumer's own
+/// sender posting them signed with nothing read or recorded (the floor for the consumer).
+/// `WEBHOOK_RECEIVER_MS` makes the receivers answer after that many milliseconds, as one
+/// across a network would (default 0: at once); `WEBHOOK_RECEIVER_VARIES=1` makes that the
+/// mean of waits spread evenly from none to twice it.
 async fn webhook_deliveries() {
     use ops_domain::ports::{QueueName, WebhookSender};
     use ops_domain::webhooks::{signature, TargetPolicy};
-    use ops_infra::webhook_sender::HttpWebhookSender;
-    use ops_runtime::driver::{StreamConsumer, Trigger};
+    use ops_infra::webhook_sender::{HttpWebhookSender, MAX_OPEN_POSTS};
+    use ops_runtime::driver::{Pace, StreamConsumer, Trigger};
     use std::sync::Arc;
     const SENDERS: usize = 4;
     const IN_FLIGHT: usize = 10;
+    const _: () = assert!(
+        SENDERS * IN_FLIGHT == MAX_OPEN_POSTS,
+        "the loops keep as many posts open as the consumer may"
+    );
     // Fewer (`WEBHOOK_DELIVERIES=2000`) make a quicker run; with 2,000 the plain loop took
     // about 40 ms and its rate swung by half between runs.
     let count = std::env::var("WEBHOOK_DELIVERIES")
@@ -530,9 +535,17 @@ async fn webhook_deliveries() {
             .unwrap_or(0.0)
             / 1000.0,
     );
+    let varies = std::env::var("WEBHOOK_RECEIVER_VARIES").is_ok_and(|v| v == "1");
+    let receiver_like_this = || async move {
+        let receiver = Receiver::start(0).await;
+        match varies {
+            true => receiver.answer_after_about(latency),
+            false => receiver.answer_after(latency),
+        }
+        receiver
+    };
     let (server, api, _data) = local_server(false).await;
-    let receiver = Receiver::start(0).await;
-    receiver.answer_after(latency);
+    let receiver = receiver_like_this().await;
     let customer = api.create_customer().await;
     api.subscribe(&customer.key, &receiver.url, &["operation.created"])
         .await;
@@ -550,7 +563,7 @@ async fn webhook_deliveries() {
     while server.driver.round(dispatch).await.expect("dispatch round") > 0 {}
 
     let (t, cpu) = (Instant::now(), Usage::own().cpu);
-    join_all((0..SENDERS).map(|_| async {
+    join_all((0..Pace::EMBEDDED.webhook_senders).map(|_| async {
         while server
             .driver
             .round(Trigger::Queue(QueueName::Webhooks))
@@ -569,8 +582,7 @@ async fn webhook_deliveries() {
     // by a plain reqwest client, then by the consumer's own sender, signed: the second row is
     // the floor for the consumer, what is left when nothing is read or recorded.
     let post_all = |bodies: Vec<Vec<u8>>, post: PostFn| async move {
-        let receiver = Receiver::start(0).await;
-        receiver.answer_after(latency);
+        let receiver = receiver_like_this().await;
         let mut shares: Vec<Vec<Vec<u8>>> = (0..SENDERS).map(|_| vec![]).collect();
         for (n, body) in bodies.into_iter().enumerate() {
             shares[n % SENDERS].push(body);
@@ -611,13 +623,18 @@ async fn webhook_deliveries() {
                     time::OffsetDateTime::now_utc().unix_timestamp(),
                     &body,
                 );
-                sender.post(&url, &header, body).await.expect("the sender's post");
+                sender
+                    .post(&url, &header, body)
+                    .await
+                    .answer
+                    .expect("the sender's post");
             })
         }),
     )
     .await;
     println!();
-    println!("| webhook deliveries (local mode), receiver answering after {latency:?} | deliveries | ms | deliveries/s | × the plain loop | CPU µs a delivery (both sides) |");
+    let after = if varies { "about " } else { "" };
+    println!("| webhook deliveries (local mode), receiver answering after {after}{latency:?} | deliveries | ms | deliveries/s | × the plain loop | CPU µs a delivery (both sides) |");
     println!("|---|---|---|---|---|---|");
     let per_second = |took: Duration| count as f64 / took.as_secs_f64();
     let row = |what: &str, took: Duration, cpu: Duration| {

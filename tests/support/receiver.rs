@@ -35,6 +35,8 @@ struct Inbox {
     hang_first: AtomicUsize,
     /// Microseconds every request waits before its answer (a receiver across a network).
     latency_us: AtomicU64,
+    /// The wait varies from request to request, from none to twice `latency_us`.
+    latency_varies: std::sync::atomic::AtomicBool,
 }
 
 /// How long a slow receiver takes to answer.
@@ -56,7 +58,12 @@ async fn hook(State(inbox): State<Arc<Inbox>>, headers: HeaderMap, body: Bytes) 
     if n < inbox.slow_first.load(Ordering::SeqCst) {
         tokio::time::sleep(SLOW).await;
     }
-    let latency = inbox.latency_us.load(Ordering::Relaxed);
+    let mut latency = inbox.latency_us.load(Ordering::Relaxed);
+    if inbox.latency_varies.load(Ordering::Relaxed) {
+        // Spread evenly over 0..=2× by the request's number (Knuth's multiplicative hash), so
+        // every run waits the same.
+        latency = latency * ((n as u64).wrapping_mul(2_654_435_761) % 2_001) / 1_000;
+    }
     if latency > 0 {
         tokio::time::sleep(std::time::Duration::from_micros(latency)).await;
     }
@@ -94,6 +101,13 @@ impl Receiver {
         self.inbox
             .latency_us
             .store(latency.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Answers each request after anything from none to twice `mean`, spread evenly, as a
+    /// receiver across a network whose requests take more or less time does.
+    pub fn answer_after_about(&self, mean: std::time::Duration) {
+        self.answer_after(mean);
+        self.inbox.latency_varies.store(true, Ordering::Relaxed);
     }
 
     /// Holds every request open without an answer, as a receiver that hangs does.

@@ -144,6 +144,9 @@ pub struct Pace {
     pub webhooks_visibility: time::Duration,
     pub files_visibility: time::Duration,
     /// Webhook sends side by side, as concurrent invocations of the function run in the cloud.
+    /// Locally more batches than the sender has places for
+    /// ([`ops_infra::webhook_sender::MAX_OPEN_POSTS`]): while one reads or records its batch,
+    /// or waits for its slowest receiver, the others' posts take its places.
     pub webhook_senders: usize,
     /// Webhook messages one send round takes (each round keeps at most ten posts open): a
     /// larger batch shares its receive, its attempts' sync and its deletion among more sends.
@@ -163,7 +166,7 @@ impl Pace {
         submissions_visibility: time::Duration::seconds(30),
         webhooks_visibility: time::Duration::seconds(120),
         files_visibility: time::Duration::seconds(120),
-        webhook_senders: 4,
+        webhook_senders: 8,
         webhook_batch: 50,
         desk_window: Duration::from_millis(20),
     };
