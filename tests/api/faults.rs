@@ -238,8 +238,9 @@ async fn a_poisoned_message_goes_to_the_dead_letter_queue_after_five_receives() 
 /// The background pipeline runs each trigger on its own, as the cloud's functions do: while
 /// one customer's receiver hangs on its webhooks, another customer's payout still goes
 /// through the rail to completion, and its own webhooks arrive. (The hanging deliveries are
-/// fewer than local mode's four senders, each of which one can hold for its timeout: with more,
-/// the other customer's webhooks would wait for a sender, though never its payout.)
+/// fewer than local mode's eight senders, each of which one can hold for its timeout, and than
+/// the sender's forty places: with more, the other customer's webhooks would wait for a sender
+/// or a place, though never its payout.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hanging_receiver_holds_up_nobody_elses_payout() {
     let app = spawn_app_with(|config| {
