@@ -44,6 +44,30 @@ impl HttpWebhookSender {
     pub fn with_policy(policy: TargetPolicy) -> Self {
         HttpWebhookSender::new(policy, DELIVERY_TIMEOUT)
     }
+
+    /// Posts with the signature; the receiver's status, or what kept it from answering.
+    async fn send(&self, url: reqwest::Url, signature: &str, body: Vec<u8>) -> Result<u16, String> {
+        let response = self
+            .client
+            .post(url)
+            .header("Content-Type", "application/json")
+            .header(signature::HEADER, signature)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| {
+                if e.is_timeout() {
+                    "no answer within the delivery timeout".to_string()
+                } else if e.is_connect() {
+                    // The same words for a refused port, a closed host and a refused address, so
+                    // the attempts list is no port scanner.
+                    "could not connect to the receiver".to_string()
+                } else {
+                    format!("request failed: {e}")
+                }
+            })?;
+        Ok(response.status().as_u16())
+    }
 }
 
 /// Resolves a receiver's name at connection time and keeps only the addresses the policy
@@ -89,31 +113,6 @@ impl WebhookSender for HttpWebhookSender {
             answer,
             took: started.elapsed(),
         }
-    }
-}
-
-impl HttpWebhookSender {
-    async fn send(&self, url: reqwest::Url, signature: &str, body: Vec<u8>) -> Result<u16, String> {
-        let response = self
-            .client
-            .post(url)
-            .header("Content-Type", "application/json")
-            .header(signature::HEADER, signature)
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| {
-                if e.is_timeout() {
-                    "no answer within the delivery timeout".to_string()
-                } else if e.is_connect() {
-                    // The same words for a refused port, a closed host and a refused address, so
-                    // the attempts list is no port scanner.
-                    "could not connect to the receiver".to_string()
-                } else {
-                    format!("request failed: {e}")
-                }
-            })?;
-        Ok(response.status().as_u16())
     }
 }
 
