@@ -538,9 +538,10 @@ async fn webhook_deliveries() {
     let varies = std::env::var("WEBHOOK_RECEIVER_VARIES").is_ok_and(|v| v == "1");
     let receiver_like_this = || async move {
         let receiver = Receiver::start(0).await;
-        match varies {
-            true => receiver.answer_after_about(latency),
-            false => receiver.answer_after(latency),
+        if varies {
+            receiver.answer_after_about(latency);
+        } else {
+            receiver.answer_after(latency);
         }
         receiver
     };
