@@ -528,6 +528,16 @@ pub struct Posted {
     pub took: std::time::Duration,
 }
 
+impl Posted {
+    /// A request never sent (the receiver took no time).
+    pub fn not_sent(reason: String) -> Posted {
+        Posted {
+            answer: Err(reason),
+            took: std::time::Duration::ZERO,
+        }
+    }
+}
+
 /// An operator signal: a count of what just happened, or a level measured now.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Signal {

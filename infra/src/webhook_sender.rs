@@ -7,7 +7,7 @@ use ops_domain::webhooks::{TargetPolicy, DELIVERY_TIMEOUT};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The most webhook requests one process keeps open at once. Local mode's senders (each a
 /// batch of ten at a time) wait for a place here, so one sender reading or recording its batch
@@ -99,12 +99,7 @@ impl WebhookSender for HttpWebhookSender {
         // URL stored before a stricter policy must not be sent to either.
         let url = match self.policy.check_url(url) {
             Ok(url) => url,
-            Err(reason) => {
-                return Posted {
-                    answer: Err(format!("not sent: {reason}")),
-                    took: Duration::ZERO,
-                }
-            }
+            Err(reason) => return Posted::not_sent(format!("not sent: {reason}")),
         };
         let _place = self.open_posts.acquire().await.expect("the semaphore is never closed");
         let started = Instant::now();
@@ -119,6 +114,7 @@ impl WebhookSender for HttpWebhookSender {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// A receiver on loopback that counts the requests that reach it.
     async fn receiver() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {

@@ -250,10 +250,7 @@ impl Service {
                 let header = signature::header(&refs, now.unix_timestamp(), &body);
                 self.webhooks.post(&delivery.url, &header, body).await
             }
-            _ => Posted {
-                answer: Err("the endpoint was disabled or deleted".to_string()),
-                took: std::time::Duration::ZERO,
-            },
+            _ => Posted::not_sent("the endpoint was disabled or deleted".to_string()),
         };
         let attempt = Attempt {
             at: now,
