@@ -110,18 +110,20 @@ pub fn required_text(value: Option<String>, param: &str, max: usize) -> Result<S
             format!("{param} must not be empty."),
         ));
     }
-    check_length(&value, param, max)?;
+    check_text(&value, param, max)?;
     Ok(value)
 }
 
 pub fn optional_text(value: Option<String>, param: &str, max: usize) -> Result<Option<String>, DomainError> {
     if let Some(value) = &value {
-        check_length(value, param, max)?;
+        check_text(value, param, max)?;
     }
     Ok(value)
 }
 
-fn check_length(value: &str, param: &str, max: usize) -> Result<(), DomainError> {
+/// Free text as every field takes it: at most `max` characters, none of them control,
+/// bidirectional or invisible ones.
+pub fn check_text(value: &str, param: &str, max: usize) -> Result<(), DomainError> {
     if value.chars().count() > max {
         return Err(DomainError::invalid(
             param,
@@ -375,14 +377,16 @@ fn validate_metadata(metadata: BTreeMap<String, String>) -> Result<BTreeMap<Stri
         ));
     }
     for (key, value) in &metadata {
-        if key.is_empty() || key.chars().count() > 40 {
+        let printable = !key.chars().any(|c| c.is_control() || is_invisible_or_bidi(c));
+        if key.is_empty() || key.chars().count() > 40 || !printable {
+            // The key is not echoed in `param`: it may be what is wrong with it.
             return Err(DomainError::invalid(
-                format!("metadata[{key}]"),
+                "metadata",
                 "invalid_metadata_key",
-                "metadata keys are 1 to 40 characters.",
+                "metadata keys are 1 to 40 characters, none of them control or invisible ones.",
             ));
         }
-        check_length(value, &format!("metadata[{key}]"), 500)?;
+        check_text(value, &format!("metadata[{key}]"), 500)?;
     }
     Ok(metadata)
 }
@@ -561,6 +565,9 @@ mod tests {
                 "items[0].reference",
             ),
             (with(&["metadata"], json!({"k": "v".repeat(501)})), "metadata[k]"),
+            (with(&["metadata"], json!({"": "v"})), "metadata"),
+            (with(&["metadata"], json!({"k".repeat(41): "v"})), "metadata"),
+            (with(&["metadata"], json!({"a\u{202E}b": "v"})), "metadata"),
         ];
         for (body, param) in cases {
             assert_eq!(param_of(body.clone()), param, "{body}");
