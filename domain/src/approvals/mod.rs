@@ -10,6 +10,7 @@ use crate::access::Role;
 use crate::error::DomainError;
 use crate::money::Currency;
 use crate::operation_type::OperationType;
+use crate::validate::check_text;
 use serde::{Deserialize, Serialize};
 
 /// An inclusive range; either end may be open.
@@ -205,12 +206,8 @@ impl WorkflowDefinition {
                 format!("A workflow has at most {MAX_RULES} rules."),
             ));
         }
-        if self.description.as_ref().is_some_and(|d| d.chars().count() > 500) {
-            return Err(DomainError::invalid(
-                "description",
-                "string_too_long",
-                "description is at most 500 characters.",
-            ));
+        if let Some(description) = &self.description {
+            check_text(description, "description", 500)?;
         }
         for (i, rule) in self.rules.iter().enumerate() {
             let when = &rule.when;
@@ -234,15 +231,16 @@ impl WorkflowDefinition {
                 }
             }
             for (name, list) in [("rail", &when.rail), ("beneficiary_id_type", &when.beneficiary_id_type)] {
-                if list
-                    .as_ref()
-                    .is_some_and(|l| l.is_empty() || l.iter().any(|v| v.is_empty() || v.len() > 64))
-                {
+                let Some(list) = list else { continue };
+                if list.is_empty() || list.iter().any(|v| v.is_empty()) {
                     return Err(DomainError::invalid(
                         format!("rules[{i}].when.{name}"),
                         "invalid_list",
                         "Give a non-empty list of non-empty values (at most 64 characters each).",
                     ));
+                }
+                for (j, value) in list.iter().enumerate() {
+                    check_text(value, &format!("rules[{i}].when.{name}[{j}]"), 64)?;
                 }
             }
             match &rule.then {
@@ -253,13 +251,14 @@ impl WorkflowDefinition {
                         "count must be between 1 and 10.",
                     ));
                 }
-                Action::Reject { reason } if reason.trim().is_empty() || reason.len() > 500 => {
+                Action::Reject { reason } if reason.trim().is_empty() => {
                     return Err(DomainError::invalid(
                         format!("rules[{i}].then.reason"),
                         "invalid_reason",
                         "A reject rule needs a reason of 1 to 500 characters.",
                     ));
                 }
+                Action::Reject { reason } => check_text(reason, &format!("rules[{i}].then.reason"), 500)?,
                 _ => {}
             }
         }
@@ -488,6 +487,26 @@ pub(crate) mod tests {
         assert_eq!(
             bad(serde_json::json!({"rules": [{"when": {"rail": []}, "then": {"action": "approve"}}]})),
             "rules[0].when.rail"
+        );
+        // Free text here is stored and shown to operators as everywhere else: no control,
+        // bidirectional or invisible characters (the fuzzer found a C1 control let through).
+        assert_eq!(
+            bad(serde_json::json!({"rules": [{"then": {"action": "reject", "reason": "no\u{9b}"}}]})),
+            "rules[0].then.reason"
+        );
+        assert_eq!(
+            bad(serde_json::json!({"description": "a\u{202E}b", "rules": [{"then": {"action": "approve"}}]})),
+            "description"
+        );
+        assert_eq!(
+            bad(
+                serde_json::json!({"rules": [{"when": {"beneficiary_id_type": ["RUT", "x\u{7}"]}, "then": {"action": "approve"}}]})
+            ),
+            "rules[0].when.beneficiary_id_type[1]"
+        );
+        assert_eq!(
+            bad(serde_json::json!({"rules": [{"when": {"rail": ["ñ".repeat(65)]}, "then": {"action": "approve"}}]})),
+            "rules[0].when.rail[0]"
         );
     }
 
