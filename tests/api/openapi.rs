@@ -58,6 +58,55 @@ async fn the_document_is_served_and_lists_exactly_the_routed_endpoints() {
     assert!(webhooks.contains_key("transaction.confirmed") && webhooks.contains_key("operation.created"));
 }
 
+/// Every link names an operation that exists and a path parameter that operation takes, fed
+/// from a field the source's answer has: the fuzzer's chains (`scripts/test`) and generated
+/// clients follow them.
+#[test]
+fn every_link_leads_to_a_parameter_of_an_existing_operation() {
+    let doc = document();
+    let mut operations = std::collections::BTreeMap::new();
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        for operation in methods.as_object().unwrap().values() {
+            operations.insert(
+                operation["operationId"].as_str().unwrap().to_owned(),
+                (path.clone(), operation),
+            );
+        }
+    }
+    let mut links = 0;
+    for (source, (_, operation)) in &operations {
+        for (code, response) in operation["responses"].as_object().unwrap() {
+            for (name, link) in response["links"].as_object().into_iter().flatten() {
+                let at = format!("{source} {code} {name}");
+                let target = link["operationId"].as_str().unwrap();
+                let (path, _) = operations
+                    .get(target)
+                    .unwrap_or_else(|| panic!("{at}: no operation {target}"));
+                for (parameter, expression) in link["parameters"].as_object().unwrap() {
+                    let name = parameter.strip_prefix("path.").unwrap();
+                    assert!(path.contains(&format!("{{{name}}}")), "{at}: {target} has no {name}");
+                    let schema = &response["content"]["application/json"]["schema"];
+                    match expression.as_str().unwrap() {
+                        // A list's first entry: the answer is a page.
+                        "$response.body#/data/0/id" => assert!(schema.to_string().contains("data"), "{at}"),
+                        "$response.body#/id" => {
+                            let name = schema["$ref"]
+                                .as_str()
+                                .unwrap()
+                                .trim_start_matches("#/components/schemas/");
+                            let id = &doc["components"]["schemas"][name]["properties"]["id"];
+                            assert!(id.is_object(), "{at}: {name} has no id");
+                        }
+                        other => panic!("{at}: {other}"),
+                    }
+                    links += 1;
+                }
+            }
+        }
+    }
+    assert!(links >= 30, "only {links} links");
+}
+
 fn assert_has_required(schema_name: &str, value: &Value) {
     let doc = document();
     let schema = &doc["components"]["schemas"][schema_name];
