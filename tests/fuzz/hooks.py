@@ -1,0 +1,76 @@
+"""Schemathesis hooks for `scripts/test`'s fuzzing: alongside each generated body, a copy made
+realistic (the customer `scripts/test` created, an active currency, a workflow that exists, the
+sandbox rail), so the fuzzer's creates succeed and the document's links carry real ids on to
+the operations that act on them (approve, cancel, retry, pause, adjust, ...). The generated
+body is still sent as it is half of the time: validation is fuzzed as before."""
+
+import os
+import uuid
+
+import schemathesis
+from hypothesis import strategies as st
+
+CUSTOMER = os.environ["FUZZ_CUSTOMER_ID"]
+OWN_KEY = os.environ["FUZZ_KEY_ID"]
+
+
+def realistic_operation(operation):
+    operation = dict(operation)
+    operation["type"] = "payout" if operation.get("type") != "collection" else "collection"
+    operation["currency"] = "CLP"
+    operation["workflow"] = "two_step" if len(operation.get("items", [])) % 2 else "auto"
+    operation.pop("source_account_id", None)
+    operation.pop("destination_account_id", None)
+    operation["items"] = [
+        {
+            **item,
+            # A whole number written without a point: 500.0 is refused (see the document).
+            "amount": int(item.get("amount", 100)),
+            "destination": {"rail": "psp-local:sandbox", "account": item.get("destination", {}).get("account", "000123")},
+        }
+        for item in operation.get("items", [])
+    ]
+    return operation
+
+
+def realistic(label, body):
+    if label == "POST /v1/operations":
+        return {**realistic_operation(body), "customer_id": CUSTOMER}
+    if label == "POST /v1/schedules":
+        schedule = {key: body[key] for key in ("operation",) if key in body}
+        return {
+            **schedule,
+            "customer_id": CUSTOMER,
+            "expression": "rate(1 hours)" if len(body.get("expression", "")) % 2 else "cron(0 9 1 * ? *)",
+            "timezone": "America/Santiago",
+            "operation": realistic_operation(body.get("operation", {})),
+        }
+    if label == "POST /v1/accounts":
+        return {"customer_id": CUSTOMER, "currency": "CLP" if len(body) % 2 else "USD"}
+    if label == "POST /v1/webhook_endpoints":
+        return {"customer_id": CUSTOMER, "url": "https://hooks.example.com/operations", "events": ["*"]}
+    if label == "POST /v1/api_keys":
+        return {**{k: v for k, v in body.items() if k != "user_id"}, "customer_id": CUSTOMER}
+    return None
+
+
+@schemathesis.hook
+def flatmap_body(ctx, body):
+    made = realistic(ctx.operation.label, body) if isinstance(body, dict) else None
+    return st.just(body) if made is None else st.sampled_from([body, made])
+
+
+@schemathesis.hook
+def filter_path_parameters(ctx, path_parameters):
+    # The fuzzer's own key stays usable: revoked or rotated away, every later request is a 401.
+    own_key = ctx.operation.label in ("DELETE /v1/api_keys/{id}", "POST /v1/api_keys/{id}/rotate")
+    return not (own_key and (path_parameters or {}).get("id") == OWN_KEY)
+
+
+@schemathesis.hook
+def flatmap_headers(ctx, headers):
+    # Generated keys repeat ("0", "a") across different bodies, a 422 each time; half the
+    # cases get a key of their own.
+    if not headers or "Idempotency-Key" not in headers:
+        return st.just(headers)
+    return st.sampled_from([headers, {**headers, "Idempotency-Key": str(uuid.uuid4())}])
