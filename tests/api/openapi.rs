@@ -79,12 +79,24 @@ fn every_link_leads_to_a_parameter_of_an_existing_operation() {
             for (name, link) in response["links"].as_object().into_iter().flatten() {
                 let at = format!("{source} {code} {name}");
                 let target = link["operationId"].as_str().unwrap();
-                let (path, _) = operations
+                let (path, target_operation) = operations
                     .get(target)
                     .unwrap_or_else(|| panic!("{at}: no operation {target}"));
                 for (parameter, expression) in link["parameters"].as_object().unwrap() {
-                    let name = parameter.strip_prefix("path.").unwrap();
-                    assert!(path.contains(&format!("{{{name}}}")), "{at}: {target} has no {name}");
+                    match parameter.split_once('.').unwrap() {
+                        ("path", name) => {
+                            assert!(path.contains(&format!("{{{name}}}")), "{at}: {target} has no {name}")
+                        }
+                        ("query", name) => assert!(
+                            target_operation["parameters"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .any(|p| p["in"] == "query" && p["name"] == name),
+                            "{at}: {target} has no query parameter {name}"
+                        ),
+                        (place, _) => panic!("{at}: a link into the {place}"),
+                    }
                     let schema = &response["content"]["application/json"]["schema"];
                     match expression.as_str().unwrap() {
                         // A list's first entry: the answer is a page.

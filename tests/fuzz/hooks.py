@@ -2,9 +2,18 @@
 realistic (the customer `scripts/test` created, an active currency, a workflow that exists, the
 sandbox rail), so the fuzzer's creates succeed and the document's links carry real ids on to
 the operations that act on them (approve, cancel, retry, pause, adjust, ...). The generated
-body is still sent as it is half of the time: validation is fuzzed as before."""
+body is still sent as it is half of the time: validation is fuzzed as before.
 
+Rail reports are signed with the server's rail secret half of the time, and a realistic one
+names a transaction the service holds, so the reports reach the transaction's state machine
+and not only the signature check."""
+
+import hashlib
+import hmac
+import json
 import os
+import time
+import urllib.request
 import uuid
 
 import schemathesis
@@ -12,6 +21,27 @@ from hypothesis import strategies as st
 
 CUSTOMER = os.environ["FUZZ_CUSTOMER_ID"]
 OWN_KEY = os.environ["FUZZ_KEY_ID"]
+BASE_URL = os.environ["FUZZ_BASE_URL"]
+KEY = os.environ["FUZZ_KEY"]
+RAIL_SECRET = os.environ["FUZZ_RAIL_SECRET"]
+
+
+def get(path):
+    request = urllib.request.Request(BASE_URL + path, headers={"Authorization": f"Bearer {KEY}"})
+    return json.load(urllib.request.urlopen(request))["data"]
+
+
+known_transactions = {"at": 0.0, "ids": []}
+
+
+def transaction_ids():
+    """Transactions of the customer's newest operations (the fuzzer's creates made them),
+    looked up again once a second at most."""
+    if time.monotonic() - known_transactions["at"] > 1:
+        operations = get(f"/v1/operations?customer_id={CUSTOMER}&limit=10")
+        known_transactions["ids"] = [t["id"] for o in operations for t in get(f"/v1/transactions?operation_id={o['id']}")]
+        known_transactions["at"] = time.monotonic()
+    return known_transactions["ids"]
 
 
 def realistic_operation(operation):
@@ -37,9 +67,7 @@ def realistic(label, body):
     if label == "POST /v1/operations":
         return {**realistic_operation(body), "customer_id": CUSTOMER}
     if label == "POST /v1/schedules":
-        schedule = {key: body[key] for key in ("operation",) if key in body}
         return {
-            **schedule,
             "customer_id": CUSTOMER,
             "expression": "rate(1 hours)" if len(body.get("expression", "")) % 2 else "cron(0 9 1 * ? *)",
             "timezone": "America/Santiago",
@@ -51,6 +79,16 @@ def realistic(label, body):
         return {"customer_id": CUSTOMER, "url": "https://hooks.example.com/operations", "events": ["*"]}
     if label == "POST /v1/api_keys":
         return {**{k: v for k, v in body.items() if k != "user_id"}, "customer_id": CUSTOMER}
+    if label == "POST /v1/rail_reports":
+        known = transaction_ids()
+        if not known:
+            return None
+        return {
+            **body,
+            "id": str(uuid.uuid4()),
+            "rail": "psp-local:sandbox",
+            "transaction_id": known[len(body.get("id", "")) % len(known)],
+        }
     return None
 
 
@@ -74,3 +112,17 @@ def flatmap_headers(ctx, headers):
     if not headers or "Idempotency-Key" not in headers:
         return st.just(headers)
     return st.sampled_from([headers, {**headers, "Idempotency-Key": str(uuid.uuid4())}])
+
+
+@schemathesis.hook
+def before_call(ctx, case, kwargs):
+    # A rail report's signature covers its exact bytes: the hook writes them, and signs half.
+    if ctx.operation.label != "POST /v1/rail_reports" or not isinstance(case.body, dict):
+        return
+    body = json.dumps(case.body).encode()
+    if len(body) % 2:
+        return
+    timestamp = int(time.time())
+    signature = hmac.new(RAIL_SECRET.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    case.headers = {**(case.headers or {}), "X-Service-Signature": f"t={timestamp},v1={signature}"}
+    kwargs["data"] = body
