@@ -58,6 +58,24 @@ async fn the_document_is_served_and_lists_exactly_the_routed_endpoints() {
     assert!(webhooks.contains_key("transaction.confirmed") && webhooks.contains_key("operation.created"));
 }
 
+/// The event types a webhook endpoint subscribes to and `GET /v1/events?type=` filters by are
+/// exactly the ones the service emits.
+#[test]
+fn the_documented_event_types_are_the_emitted_ones() {
+    let doc = document();
+    let emitted: BTreeSet<String> = ops_domain::event::event_types().map(String::from).collect();
+    let webhooks: BTreeSet<String> = doc["webhooks"].as_object().unwrap().keys().cloned().collect();
+    assert_eq!(webhooks, emitted);
+    let filter = doc["paths"]["/v1/events"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "type")
+        .unwrap();
+    let filterable: BTreeSet<String> = serde_json::from_value(filter["schema"]["enum"].clone()).unwrap();
+    assert_eq!(filterable, emitted);
+}
+
 /// Every link names an operation that exists and a path parameter that operation takes, fed
 /// from a field the source's answer has: the fuzzer's chains (`scripts/test`) and generated
 /// clients follow them.
