@@ -63,7 +63,7 @@ async fn the_document_is_served_and_lists_exactly_the_routed_endpoints() {
 #[test]
 fn the_documented_event_types_are_the_emitted_ones() {
     let doc = document();
-    let emitted: BTreeSet<String> = ops_domain::event::event_types().map(String::from).collect();
+    let emitted: BTreeSet<String> = ops_domain::event::event_types().collect();
     let webhooks: BTreeSet<String> = doc["webhooks"].as_object().unwrap().keys().cloned().collect();
     assert_eq!(webhooks, emitted);
     let filter = doc["paths"]["/v1/events"]["get"]["parameters"]
@@ -76,9 +76,9 @@ fn the_documented_event_types_are_the_emitted_ones() {
     assert_eq!(filterable, emitted);
 }
 
-/// Every link names an operation that exists and a path parameter that operation takes, fed
-/// from a field the source's answer has: the fuzzer's chains (`scripts/test`) and generated
-/// clients follow them.
+/// Every link names an operation that exists and a path or query parameter that operation
+/// takes, fed from the id of what the source answered (or of its page's first entry): the
+/// fuzzer's chains (`scripts/test`) and generated clients follow them.
 #[test]
 fn every_link_leads_to_a_parameter_of_an_existing_operation() {
     let doc = document();
