@@ -13,14 +13,16 @@ use serde_json::json;
 /// the test.
 ///
 /// Besides the return sweeps' positions, which each poll round writes however many payouts
-/// it checks: [`RETURN_SWEEP_UNITS`], and the desk's counter updates: [`COUNTER_UNITS`].
+/// it checks: [`RETURN_SWEEP_UNITS`]; and apart from the desk's counter updates (`update`),
+/// which the test's four payouts share as the bench's twenty do (a payout alone writes 6):
+/// 1.5 when each of the desk's three waves merges the four payouts' moves into one
+/// transaction. A full-suite run once wrote 2.0: one wave's moves were committed in two
+/// transactions (the desk saw them in two batches, or its merged transaction was refused and
+/// committed move by move). With them, a lifecycle is held to the issue's goal:
+/// [`WRITE_UNITS_GOAL`].
 const WRITE_UNITS_PER_LIFECYCLE: f64 = 58.0;
-/// The board counters' updates (`update`), which the test's four payouts share as the bench's
-/// twenty do (a payout alone writes 6): 1.5 when each of the desk's three waves merges the four
-/// payouts' moves into one transaction. A full-suite run once wrote 2.0: one wave's moves were
-/// committed in two transactions (the desk saw them in two batches, or its merged transaction
-/// was refused and committed move by move). Up to 3.0, as if every wave were split in two.
-const COUNTER_UNITS: f64 = 3.0;
+/// Issue 17's goal for a one-item payout's lifecycle, counter updates included.
+const WRITE_UNITS_GOAL: f64 = 60.0;
 /// The sweeps' positions, shared by the payouts a round checks (0.3 to 1.75 a payout here).
 const RETURN_SWEEP_UNITS: f64 = 2.0;
 /// An operation's four writes and its index entries: twelve, of which eight are its two status
@@ -76,10 +78,9 @@ async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
     eprintln!("write units per lifecycle: {units}, and {conflicted} lost in races; by kind, both: {by_kind:?}");
     let (units, sweeps) = apart_from_sweeps(units, &by_kind);
     let counters = by_kind.get("update").copied().unwrap_or_default();
-    let units = units - counters;
     assert!(
-        units <= WRITE_UNITS_PER_LIFECYCLE && sweeps <= RETURN_SWEEP_UNITS && counters <= COUNTER_UNITS,
-        "a lifecycle wrote {units} write units, {sweeps} for sweeps and {counters} for counters, more than {WRITE_UNITS_PER_LIFECYCLE}, {RETURN_SWEEP_UNITS} and {COUNTER_UNITS}: {by_kind:?}"
+        units - counters <= WRITE_UNITS_PER_LIFECYCLE && units <= WRITE_UNITS_GOAL && sweeps <= RETURN_SWEEP_UNITS,
+        "a lifecycle wrote {units} write units ({counters} of them for counters) and {sweeps} for sweeps, more than {WRITE_UNITS_PER_LIFECYCLE} besides counters, {WRITE_UNITS_GOAL} in all, or {RETURN_SWEEP_UNITS}: {by_kind:?}"
     );
     assert_eq!(by_kind.get("operation"), Some(&OPERATION_WRITE_UNITS), "{by_kind:?}");
     assert_eq!(
