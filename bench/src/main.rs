@@ -627,6 +627,7 @@ async fn webhook_deliveries() {
                 sender
                     .post(&url, &header, body)
                     .await
+                    .expect("a receiver that answers is never held back")
                     .answer
                     .expect("the sender's post");
             })

@@ -513,29 +513,15 @@ pub struct Limits {
     pub group: u32,
 }
 
-/// Sends one webhook request.
+/// Sends one webhook request, or hands it back unsent when its receiver is held back.
 #[async_trait]
 pub trait WebhookSender: Send + Sync {
-    async fn post(&self, url: &str, signature: &str, body: Vec<u8>) -> Posted;
-}
-
-/// What a webhook request came to.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Posted {
-    /// `Ok(status)` if the receiver answered, `Err` on a transport failure or timeout.
-    pub answer: Result<u16, String>,
-    /// From the request's start to its answer: the receiver's time, not a wait to be sent.
-    pub took: std::time::Duration,
-}
-
-impl Posted {
-    /// A request never sent (the receiver took no time).
-    pub fn not_sent(reason: String) -> Posted {
-        Posted {
-            answer: Err(reason),
-            took: std::time::Duration::ZERO,
-        }
-    }
+    async fn post(
+        &self,
+        url: &str,
+        signature: &str,
+        body: Vec<u8>,
+    ) -> Result<crate::webhooks::Posted, crate::webhooks::HeldBack>;
 }
 
 /// An operator signal: a count of what just happened, or a level measured now.

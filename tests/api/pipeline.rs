@@ -581,6 +581,86 @@ async fn a_receiver_that_hangs_keeps_one_place_and_the_rest_of_its_batch_is_sent
     );
 }
 
+/// A receiver that stops answering keeps two of the process's places (its probes), not all
+/// of them: once one of its posts has timed out, its backlog waits with no attempt counted,
+/// and another customer's deliveries behind it are sent at once instead of after its
+/// timeouts. Nothing waits for ever: once the receiver answers, its backlog arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_stops_answering_does_not_hold_up_another_customers_deliveries() {
+    let timeout = std::time::Duration::from_secs(2);
+    let app = ops_tests::spawn_app_with(|config| config.webhook_timeout_ms = timeout.as_millis() as u64).await;
+    let (gone, other) = (app.create_customer().await, app.create_customer().await);
+    let hanging = Receiver::start(0).await;
+    hanging.hang();
+    let answering = Receiver::start(0).await;
+    app.subscribe(&gone.key, &hanging.url, &["operation.created"]).await;
+    app.subscribe(&other.key, &answering.url, &["operation.created"]).await;
+    let app = &app;
+    let create = |customer: &ops_tests::Customer| {
+        let (key, body) = (customer.key.clone(), payout(&customer.id, "two_step", &[5_000]));
+        async move { app.post("/v1/operations", &key, body).await }
+    };
+    let dispatch = Trigger::Stream(StreamConsumer::WebhookDispatch);
+    let send = Trigger::Queue(QueueName::Webhooks);
+    create(&gone).await;
+    while app.driver().round(dispatch).await.unwrap() > 0 {}
+    app.driver().round(send).await.unwrap();
+    assert_eq!(hanging.requests(), 1, "its first post timed out");
+
+    // Thirty of its deliveries queued ahead of five of another customer's, in one round of
+    // fifty (ten posts open at a time).
+    for _ in 0..30 {
+        create(&gone).await;
+    }
+    for _ in 0..5 {
+        create(&other).await;
+    }
+    while app.driver().round(dispatch).await.unwrap() > 0 {}
+    let started = std::time::Instant::now();
+    let others_arrived = async {
+        while answering.received().len() < 5 && started.elapsed() < timeout * 5 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        started.elapsed()
+    };
+    // The round runs to its end (its probes' attempts are recorded) beside the watch.
+    let (handled, others_took) = tokio::join!(app.driver().round(send), others_arrived);
+    assert_eq!(handled.unwrap(), 35);
+    assert_eq!(answering.received().len(), 5);
+    assert!(
+        others_took < timeout * 3 / 4,
+        "the other customer's deliveries took {others_took:?}, as long as the held receiver's posts took to time out"
+    );
+    while app.driver().round(send).await.unwrap() > 0 {}
+    assert_eq!(hanging.requests(), 3, "only its two probes reached it");
+    let events: Vec<Value> = all_events(app, &gone.key)
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "operation.created")
+        .collect();
+    assert_eq!(events.len(), 31);
+    let mut attempts = vec![];
+    for event in &events {
+        let delivery = &app.deliveries(&gone.key, event["id"].as_str().unwrap()).await[0];
+        assert_eq!(delivery["status"], "pending", "{delivery}");
+        attempts.push(delivery["attempts"].as_array().unwrap().len());
+    }
+    assert_eq!(
+        attempts.iter().filter(|n| **n == 0).count(),
+        28,
+        "the deliveries held back were not attempted: {attempts:?}"
+    );
+
+    // It answers again: its next probe ends the hold, and its backlog arrives.
+    hanging.answer_again();
+    app.settle(Duration::minutes(2), 3).await;
+    for event in &events {
+        let delivery = &app.deliveries(&gone.key, event["id"].as_str().unwrap()).await[0];
+        assert_eq!(delivery["status"], "delivered", "{delivery}");
+    }
+    assert_eq!(hanging.received().len(), 31);
+}
+
 /// The status poll runs once a minute in the cloud: one invocation takes round after round
 /// until nothing is due, so a burst larger than one round is asked about at once, not a
 /// hundred a minute.

@@ -115,6 +115,11 @@ impl Receiver {
         self.inbox.hangs.store(true, Ordering::SeqCst);
     }
 
+    /// Answers again after [`Receiver::hang`] (requests already held stay held).
+    pub fn answer_again(&self) {
+        self.inbox.hangs.store(false, Ordering::SeqCst);
+    }
+
     /// Holds the first `n` requests open without an answer; the rest are answered.
     pub fn hang_first(&self, n: usize) {
         self.inbox.hang_first.store(n, Ordering::SeqCst);

@@ -4,9 +4,11 @@
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::ids::{DeliveryId, EventId, WebhookEndpointId};
-use crate::ports::{signals, BatchOutcome, Changeset, Posted, QueueMessage, QueueTask, Signal, StoreError, Write};
+use crate::ports::{signals, BatchOutcome, Changeset, QueueMessage, QueueTask, Signal, StoreError, Write};
 use crate::service::{jitter, Service};
-use crate::webhooks::{self, signature, Attempt, Delivery, DeliveryStatus, EndpointStatus, WebhookEndpoint};
+use crate::webhooks::{
+    self, signature, Attempt, Delivery, DeliveryStatus, EndpointStatus, HeldBack, Posted, WebhookEndpoint,
+};
 use futures_util::future::join_all;
 use futures_util::stream::{self, StreamExt};
 use sha2::{Digest, Sha256};
@@ -177,9 +179,10 @@ impl Service {
         let mut posts = Vec::with_capacity(due.len());
         for (message, delivery, body) in due {
             match &signers[&delivery.endpoint_id] {
-                Ok(signer) => {
-                    posts.push(async move { (message, self.attempt_webhook(&delivery, body, signer, now).await) })
-                }
+                Ok(signer) => posts.push(async move {
+                    let attempted = self.attempt_webhook(&delivery, body, signer, now).await;
+                    (message, delivery.id, attempted)
+                }),
                 Err(error) => {
                     tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
                     failed.push(message.id.clone());
@@ -188,9 +191,17 @@ impl Service {
         }
         let attempted: Vec<_> = stream::iter(posts).buffer_unordered(SENDS_IN_FLIGHT).collect().await;
         let mut recorded = vec![];
-        for (message, attempt) in attempted {
+        for (message, delivery_id, attempt) in attempted {
             match attempt {
-                Ok(attempt) => recorded.push((message, attempt)),
+                Ok(Ok(attempt)) => recorded.push((message, attempt)),
+                Ok(Err(HeldBack { retry_in })) => {
+                    // Its receiver stopped answering: the delivery waits, its attempts uncounted.
+                    let wait = Duration::milliseconds(retry_in.as_millis().try_into().unwrap_or(i64::MAX));
+                    if let Err(error) = self.enqueue(QueueTask::SendWebhook { delivery_id }, wait).await {
+                        tracing::warn!(message = %message.id, %error, "webhook send held back and not queued again; the message comes again");
+                        failed.push(message.id.clone());
+                    }
+                }
                 Err(error) => {
                     tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
                     failed.push(message.id.clone());
@@ -236,19 +247,23 @@ impl Service {
     }
 
     /// Posts a due delivery (`body`: its event's JSON as stored), signed with its endpoint's
-    /// live secrets, and returns what recording the attempt writes.
+    /// live secrets, and returns what recording the attempt writes (or that the sender held
+    /// it back: then nothing was attempted).
     async fn attempt_webhook(
         &self,
         delivery: &Delivery,
         body: Vec<u8>,
         signer: &Signer,
         now: time::OffsetDateTime,
-    ) -> Result<Attempted, DomainError> {
+    ) -> Result<Result<Attempted, HeldBack>, DomainError> {
         let Posted { answer, took } = match signer.endpoint.as_ref().map(|e| e.status) {
             Some(EndpointStatus::Enabled) if !signer.secrets.is_empty() => {
                 let refs: Vec<&str> = signer.secrets.iter().map(String::as_str).collect();
                 let header = signature::header(&refs, now.unix_timestamp(), &body);
-                self.webhooks.post(&delivery.url, &header, body).await
+                match self.webhooks.post(&delivery.url, &header, body).await {
+                    Ok(posted) => posted,
+                    Err(held_back) => return Ok(Err(held_back)),
+                }
             }
             _ => Posted::not_sent("the endpoint was disabled or deleted".to_string()),
         };
@@ -286,11 +301,11 @@ impl Service {
             self.delivery_failed(&mut changes, &updated, &event.customer_id);
         }
         changes.push(Write::UpdateDelivery(updated.clone()));
-        Ok(Attempted {
+        Ok(Ok(Attempted {
             delivery: updated,
             changes,
             at: now,
-        })
+        }))
     }
 
     /// An endpoint and the values of its live secrets, read once for a batch: a batch's

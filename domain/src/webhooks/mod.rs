@@ -32,6 +32,34 @@ pub fn retry_delay(retry: usize, jitter: f64) -> Option<Duration> {
         .map(|base| *base + *base * (0.1 * jitter.clamp(0.0, 1.0)))
 }
 
+/// A webhook request not sent: its receiver stopped answering (a post timed out or could not
+/// connect), and until it answers again the sender keeps it only a few places, so it cannot
+/// take every place from other customers' receivers. Nothing was attempted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldBack {
+    /// When to try again.
+    pub retry_in: std::time::Duration,
+}
+
+/// What a webhook request came to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Posted {
+    /// `Ok(status)` if the receiver answered, `Err` on a transport failure or timeout.
+    pub answer: Result<u16, String>,
+    /// From the request's start to its answer: the receiver's time, not a wait to be sent.
+    pub took: std::time::Duration,
+}
+
+impl Posted {
+    /// A request never sent (the receiver took no time).
+    pub fn not_sent(reason: String) -> Posted {
+        Posted {
+            answer: Err(reason),
+            took: std::time::Duration::ZERO,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SigningSecret {
     /// Name under which the secrets port keeps the value.

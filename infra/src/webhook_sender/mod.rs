@@ -1,9 +1,13 @@
-//! Webhook delivery over real HTTP, only to the receivers the target policy allows.
+//! Webhook delivery over real HTTP, only to the receivers the target policy allows, with a
+//! process's places shared fairly between its receivers ([`holds`]).
+
+pub mod holds;
 
 use async_trait::async_trait;
-use ops_domain::ports::{Posted, WebhookSender};
+use holds::Holds;
+use ops_domain::ports::WebhookSender;
 use ops_domain::webhooks::signature;
-use ops_domain::webhooks::{TargetPolicy, DELIVERY_TIMEOUT};
+use ops_domain::webhooks::{HeldBack, Posted, TargetPolicy, DELIVERY_TIMEOUT};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +23,7 @@ pub struct HttpWebhookSender {
     client: reqwest::Client,
     policy: TargetPolicy,
     open_posts: tokio::sync::Semaphore,
+    holds: Holds,
 }
 
 impl HttpWebhookSender {
@@ -38,6 +43,7 @@ impl HttpWebhookSender {
             client,
             policy,
             open_posts: tokio::sync::Semaphore::new(MAX_OPEN_POSTS),
+            holds: Holds::default(),
         }
     }
 
@@ -45,8 +51,9 @@ impl HttpWebhookSender {
         HttpWebhookSender::new(policy, DELIVERY_TIMEOUT)
     }
 
-    /// Posts with the signature; the receiver's status, or what kept it from answering.
-    async fn send(&self, url: reqwest::Url, signature: &str, body: Vec<u8>) -> Result<u16, String> {
+    /// Posts with the signature; the receiver's status, or what kept it from answering
+    /// (`stalled`: it timed out or could not be reached).
+    async fn send(&self, url: reqwest::Url, signature: &str, body: Vec<u8>) -> Result<u16, Unanswered> {
         let response = self
             .client
             .post(url)
@@ -56,18 +63,25 @@ impl HttpWebhookSender {
             .send()
             .await
             .map_err(|e| {
-                if e.is_timeout() {
-                    "no answer within the delivery timeout".to_string()
+                let (stalled, reason) = if e.is_timeout() {
+                    (true, "no answer within the delivery timeout".to_string())
                 } else if e.is_connect() {
                     // The same words for a refused port, a closed host and a refused address, so
                     // the attempts list is no port scanner.
-                    "could not connect to the receiver".to_string()
+                    (true, "could not connect to the receiver".to_string())
                 } else {
-                    format!("request failed: {e}")
-                }
+                    (false, format!("request failed: {e}"))
+                };
+                Unanswered { stalled, reason }
             })?;
         Ok(response.status().as_u16())
     }
+}
+
+/// Why a receiver did not answer, and whether that was a stall (it holds the receiver back).
+struct Unanswered {
+    stalled: bool,
+    reason: String,
 }
 
 /// Resolves a receiver's name at connection time and keeps only the addresses the policy
@@ -94,20 +108,31 @@ impl Resolve for GuardedResolver {
 
 #[async_trait]
 impl WebhookSender for HttpWebhookSender {
-    async fn post(&self, url: &str, signature: &str, body: Vec<u8>) -> Posted {
+    async fn post(&self, url: &str, signature: &str, body: Vec<u8>) -> Result<Posted, HeldBack> {
         // Checked again at sending time: an address literal never reaches the resolver, and a
         // URL stored before a stricter policy must not be sent to either.
         let url = match self.policy.check_url(url) {
             Ok(url) => url,
-            Err(reason) => return Posted::not_sent(format!("not sent: {reason}")),
+            Err(reason) => return Ok(Posted::not_sent(format!("not sent: {reason}"))),
         };
         let _place = self.open_posts.acquire().await.expect("the semaphore is never closed");
+        // Admitted once it has a place, so a receiver that stalled while this post waited
+        // does not get it.
+        let origin = url.origin().ascii_serialization();
+        let admitted = match self.holds.admit(&origin, Instant::now()) {
+            Ok(admitted) => admitted,
+            Err(retry_in) => return Err(HeldBack { retry_in }),
+        };
         let started = Instant::now();
         let answer = self.send(url, signature, body).await;
-        Posted {
-            answer,
-            took: started.elapsed(),
+        let stalled = answer.as_ref().is_err_and(|unanswered| unanswered.stalled);
+        if admitted.finish(stalled, Instant::now()) {
+            tracing::warn!(%origin, "a webhook receiver stopped answering; its deliveries are held back until it answers again");
         }
+        Ok(Posted {
+            answer: answer.map_err(|unanswered| unanswered.reason),
+            took: started.elapsed(),
+        })
     }
 }
 
@@ -146,7 +171,10 @@ mod tests {
             "https://127.0.0.1/".to_string(),
             "https://[::ffff:127.0.0.1]/".to_string(),
         ] {
-            assert!(strict.post(&url, "t=1,v1=x", vec![]).await.answer.is_err(), "{url}");
+            assert!(
+                strict.post(&url, "t=1,v1=x", vec![]).await.unwrap().answer.is_err(),
+                "{url}"
+            );
         }
         // A name is checked where the connection is made: what it resolves to decides, so a
         // name that passed registration and later resolves to loopback is still refused.
@@ -164,6 +192,7 @@ mod tests {
             local
                 .post(&format!("http://localhost:{port}/"), "t=1,v1=x", vec![])
                 .await
+                .unwrap()
                 .answer,
             Ok(200)
         );
@@ -226,7 +255,7 @@ mod tests {
         release.send(true).unwrap();
         let mut took = vec![];
         for post in posts {
-            let posted = post.await.unwrap();
+            let posted = post.await.unwrap().expect("a receiver that answers is never held back");
             assert_eq!(posted.answer, Ok(200));
             took.push(posted.took);
         }
@@ -235,5 +264,67 @@ mod tests {
         // once, and their time is the receiver's, not the wait.
         assert!(took[..5].iter().all(|t| *t < held), "{took:?}");
         assert!(took[5..].iter().all(|t| *t >= held), "{took:?}");
+    }
+
+    /// After a post times out, a receiver keeps two places (its probes) and the rest of its
+    /// posts are handed back at once instead of waiting out the timeout in a place; another
+    /// receiver is not held back, and the first gets every place again once a probe answers.
+    #[tokio::test]
+    async fn a_receiver_that_stops_answering_is_held_to_its_probes_until_one_answers() {
+        use std::sync::atomic::Ordering;
+        let (release, released) = tokio::sync::watch::channel(false);
+        let (hanging_port, open, _) = holding_receiver(released).await;
+        let (answering_port, hits) = receiver().await;
+        let timeout = Duration::from_millis(300);
+        let sender = Arc::new(HttpWebhookSender::new(TargetPolicy { allow_local: true }, timeout));
+        let hanging = format!("http://127.0.0.1:{hanging_port}/");
+        let post_all = |url: String, count: usize| {
+            let sender = sender.clone();
+            async move {
+                let posts = (0..count).map(|_| {
+                    let (sender, url) = (sender.clone(), url.clone());
+                    tokio::spawn(async move { sender.post(&url, "t=1,v1=x", vec![]).await })
+                });
+                let mut outcomes = vec![];
+                for post in posts.collect::<Vec<_>>() {
+                    outcomes.push(post.await.unwrap());
+                }
+                outcomes
+            }
+        };
+        let first = post_all(hanging.clone(), 3).await;
+        assert!(
+            first.iter().all(|posted| posted.as_ref().unwrap().answer.is_err()),
+            "{first:?}"
+        );
+
+        let probing = tokio::spawn(post_all(hanging.clone(), 5));
+        while open.load(Ordering::SeqCst) < 3 + holds::HELD_PLACES && !probing.is_finished() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let answered = post_all(format!("http://127.0.0.1:{answering_port}/"), 5).await;
+        assert!(answered.iter().all(|posted| posted.as_ref().unwrap().answer == Ok(200)));
+        assert_eq!(hits.load(Ordering::SeqCst), 5, "another receiver is not held back");
+        let probed = probing.await.unwrap();
+        let handed_back: Vec<_> = probed.iter().filter_map(|posted| posted.as_ref().err()).collect();
+        assert_eq!(handed_back.len(), 5 - holds::HELD_PLACES, "{probed:?}");
+        assert!(
+            handed_back.iter().all(|held| held.retry_in >= Duration::from_secs(59)),
+            "{handed_back:?}"
+        );
+        assert_eq!(
+            open.load(Ordering::SeqCst),
+            3 + holds::HELD_PLACES,
+            "only the probes reached it"
+        );
+
+        // The receiver answers again: its next probe ends the hold.
+        release.send(true).unwrap();
+        assert!(post_all(hanging.clone(), 1).await[0].as_ref().unwrap().answer == Ok(200));
+        let after = post_all(hanging, 5).await;
+        assert!(
+            after.iter().all(|posted| posted.as_ref().unwrap().answer == Ok(200)),
+            "{after:?}"
+        );
     }
 }

@@ -1,0 +1,192 @@
+//! Receivers held back: a receiver that stopped answering keeps few of the process's places.
+//!
+//! A post to a receiver that hangs keeps its place until the delivery timeout, and one that
+//! refuses connections fails at once but says the same: nobody is there. Without a hold, such
+//! a receiver's backlog could take every place a process has and starve every other
+//! customer's deliveries for as long as it lasts. After a post to a receiver (its URL's
+//! origin) times out or cannot connect, the receiver is held back: at most [`HELD_PLACES`]
+//! posts to it are open at once (probes: any answer, even a 500, ends the hold), and the
+//! rest are handed back to be sent later, no attempt counted. A hold lasts [`HOLD`] after
+//! the receiver's last stall, so a receiver that stays dead stays held while its probes fail.
+//!
+//! The state is the process's own: a function in the cloud learns it from its own posts.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Posts a held-back receiver may have open at once: its probes.
+pub const HELD_PLACES: usize = 2;
+/// How long after its last stall a receiver is held back.
+pub const HOLD: Duration = Duration::from_secs(60);
+/// The longest a post handed back waits (the most an SQS message can be delayed).
+pub const LONGEST_WAIT: Duration = Duration::from_secs(15 * 60);
+
+/// What one receiver is doing: its posts open now, and its hold, if it has one.
+#[derive(Debug, Default)]
+struct Receiver {
+    open: usize,
+    /// The first stall of the hold (how long the receiver has been gone) and when it ends.
+    held: Option<(Instant, Instant)>,
+}
+
+impl Receiver {
+    fn held_at(&self, now: Instant) -> Option<(Instant, Instant)> {
+        self.held.filter(|(_, until)| *until > now)
+    }
+}
+
+/// Every receiver this process posts to, by origin.
+#[derive(Debug, Default)]
+pub struct Holds {
+    receivers: Mutex<HashMap<String, Receiver>>,
+}
+
+/// A post admitted to its receiver, counted open until it is finished (or dropped unfinished).
+pub struct Admitted<'a> {
+    holds: &'a Holds,
+    origin: String,
+    finished: bool,
+}
+
+impl Holds {
+    /// Admits a post to `origin`, or hands it back with how long to wait: until the hold
+    /// would end, and no sooner than the receiver has been gone (a receiver gone for an hour
+    /// is asked about less often than one gone for a minute).
+    pub fn admit(&self, origin: &str, now: Instant) -> Result<Admitted<'_>, Duration> {
+        let mut receivers = self.receivers.lock().expect("the holds' lock is never poisoned");
+        let receiver = receivers.entry(origin.to_owned()).or_default();
+        if let Some((since, until)) = receiver.held_at(now) {
+            if receiver.open >= HELD_PLACES {
+                return Err((until - now).max(now - since).min(LONGEST_WAIT));
+            }
+        }
+        receiver.open += 1;
+        Ok(Admitted {
+            holds: self,
+            origin: origin.to_owned(),
+            finished: false,
+        })
+    }
+
+    /// A post ended: `stalled` (timed out, or could not connect) holds its receiver back, an
+    /// answer ends its hold, and `None` (the post was dropped unfinished) leaves it as it is.
+    /// Returns whether this stall began a hold.
+    fn end(&self, origin: &str, stalled: Option<bool>, now: Instant) -> bool {
+        let mut receivers = self.receivers.lock().expect("the holds' lock is never poisoned");
+        let Some(receiver) = receivers.get_mut(origin) else {
+            return false;
+        };
+        receiver.open = receiver.open.saturating_sub(1);
+        let mut began = false;
+        match stalled {
+            Some(true) => {
+                let since = receiver.held_at(now).map(|(since, _)| since).unwrap_or_else(|| {
+                    began = true;
+                    now
+                });
+                receiver.held = Some((since, now + HOLD));
+            }
+            Some(false) => receiver.held = None,
+            None => {}
+        }
+        if receiver.open == 0 && receiver.held_at(now).is_none() {
+            // Nothing to remember: a process posting to many receivers keeps no trace of them.
+            receivers.remove(origin);
+        }
+        began
+    }
+}
+
+impl Admitted<'_> {
+    /// The post ended: `stalled` if its receiver timed out or could not be reached. Returns
+    /// whether this stall began a hold (worth a line in the log).
+    pub fn finish(mut self, stalled: bool, now: Instant) -> bool {
+        self.finished = true;
+        self.holds.end(&self.origin, Some(stalled), now)
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.holds.end(&self.origin, None, Instant::now());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ORIGIN: &str = "https://hooks.example.com";
+
+    #[test]
+    fn a_receiver_that_answers_takes_every_place_it_asks_for() {
+        let (holds, now) = (Holds::default(), Instant::now());
+        let mut open: Vec<_> = (0..100).map(|_| holds.admit(ORIGIN, now).expect("admitted")).collect();
+        // A 500 is an answer: the receiver is there.
+        open.pop().unwrap().finish(false, now);
+        assert!(holds.admit(ORIGIN, now).is_ok());
+    }
+
+    #[test]
+    fn after_a_stall_a_receiver_keeps_only_its_probes_until_it_answers() {
+        let (holds, now) = (Holds::default(), Instant::now());
+        let mut open: Vec<_> = (0..3).map(|_| holds.admit(ORIGIN, now).expect("admitted")).collect();
+        assert!(open.pop().unwrap().finish(true, now), "the first stall begins a hold");
+        // Two posts are still open: a third waits for the hold to end.
+        assert_eq!(holds.admit(ORIGIN, now).err(), Some(HOLD));
+        assert!(
+            holds.admit("https://other.example.com", now).is_ok(),
+            "others are not held"
+        );
+        assert!(
+            !open.pop().unwrap().finish(true, now),
+            "a stall while held extends the hold"
+        );
+        // One probe open: another may go, and no more.
+        open.push(holds.admit(ORIGIN, now).expect("a second probe"));
+        assert!(holds.admit(ORIGIN, now).is_err());
+        // A probe dropped unfinished frees its place and leaves the hold as it is.
+        open.pop();
+        open.push(holds.admit(ORIGIN, now).expect("a probe in its place"));
+        assert!(holds.admit(ORIGIN, now).is_err());
+        // A probe answers: the hold ends, and every place is the receiver's again.
+        open.pop().unwrap().finish(false, now);
+        open.extend((0..10).map(|_| holds.admit(ORIGIN, now).expect("admitted")));
+    }
+
+    #[test]
+    fn a_hold_lasts_from_the_last_stall_and_the_wait_grows_with_the_receivers_absence() {
+        let (holds, start) = (Holds::default(), Instant::now());
+        let mut open: Vec<_> = (0..HELD_PLACES + 1)
+            .map(|_| holds.admit(ORIGIN, start).unwrap())
+            .collect();
+        open.pop().unwrap().finish(true, start);
+        // Probes keep failing for an hour, each renewing the hold and making way for the next.
+        let mut now = start;
+        while now < start + Duration::from_secs(3600) {
+            now += Duration::from_secs(30);
+            open.pop().unwrap().finish(true, now);
+            open.push(holds.admit(ORIGIN, now).expect("a probe"));
+        }
+        assert_eq!(
+            holds.admit(ORIGIN, now).err(),
+            Some(LONGEST_WAIT),
+            "gone an hour: asked again in fifteen minutes, not in one"
+        );
+        // No stall for a whole hold: the receiver may have every place again.
+        let quiet = now + HOLD;
+        open.extend((0..10).map(|_| holds.admit(ORIGIN, quiet).expect("admitted")));
+    }
+
+    #[test]
+    fn receivers_not_held_and_not_posted_to_are_forgotten() {
+        let (holds, now) = (Holds::default(), Instant::now());
+        holds.admit(ORIGIN, now).unwrap().finish(false, now);
+        holds.admit("https://gone.example.com", now).unwrap().finish(true, now);
+        let receivers = holds.receivers.lock().unwrap();
+        assert_eq!(receivers.keys().collect::<Vec<_>>(), ["https://gone.example.com"]);
+    }
+}
