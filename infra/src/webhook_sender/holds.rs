@@ -53,9 +53,14 @@ impl Holds {
     /// Admits a post to `origin`, or hands it back with how long to wait: until the hold
     /// would end, and no sooner than the receiver has been gone (a receiver gone for an hour
     /// is asked about less often than one gone for a minute).
-    pub fn admit(&self, origin: &str, now: Instant) -> Result<Admitted<'_>, Duration> {
+    pub fn admit(&self, origin: impl Into<String>, now: Instant) -> Result<Admitted<'_>, Duration> {
+        let origin = origin.into();
         let mut receivers = self.receivers.lock().expect("the holds' lock is never poisoned");
-        let receiver = receivers.entry(origin.to_owned()).or_default();
+        // Looked up before it is inserted: a receiver posted to is mostly known already.
+        let receiver = match receivers.get_mut(&origin) {
+            Some(receiver) => receiver,
+            None => receivers.entry(origin.clone()).or_default(),
+        };
         if let Some((since, until)) = receiver.held_at(now) {
             if receiver.open >= HELD_PLACES {
                 return Err((until - now).max(now - since).min(LONGEST_WAIT));
@@ -64,25 +69,23 @@ impl Holds {
         receiver.open += 1;
         Ok(Admitted {
             holds: self,
-            origin: origin.to_owned(),
+            origin,
             finished: false,
         })
     }
 
     /// A post ended: `stalled` (timed out, or could not connect) holds its receiver back, an
     /// answer ends its hold, and `None` (the post was dropped unfinished) leaves it as it is.
-    /// Returns whether this stall began a hold.
-    fn end(&self, origin: &str, stalled: Option<bool>, now: Instant) -> bool {
+    fn end(&self, origin: &str, stalled: Option<bool>, now: Instant) {
         let mut receivers = self.receivers.lock().expect("the holds' lock is never poisoned");
         let Some(receiver) = receivers.get_mut(origin) else {
-            return false;
+            return;
         };
         receiver.open = receiver.open.saturating_sub(1);
-        let mut began = false;
         match stalled {
             Some(true) => {
                 let since = receiver.held_at(now).map(|(since, _)| since).unwrap_or_else(|| {
-                    began = true;
+                    tracing::warn!(%origin, "a webhook receiver stopped answering; its deliveries are held back until it answers again");
                     now
                 });
                 receiver.held = Some((since, now + HOLD));
@@ -94,14 +97,12 @@ impl Holds {
             // Nothing to remember: a process posting to many receivers keeps no trace of them.
             receivers.remove(origin);
         }
-        began
     }
 }
 
 impl Admitted<'_> {
-    /// The post ended: `stalled` if its receiver timed out or could not be reached. Returns
-    /// whether this stall began a hold (worth a line in the log).
-    pub fn finish(mut self, stalled: bool, now: Instant) -> bool {
+    /// The post ended: `stalled` if its receiver timed out or could not be reached.
+    pub fn finish(mut self, stalled: bool, now: Instant) {
         self.finished = true;
         self.holds.end(&self.origin, Some(stalled), now)
     }
@@ -134,17 +135,15 @@ mod tests {
     fn after_a_stall_a_receiver_keeps_only_its_probes_until_it_answers() {
         let (holds, now) = (Holds::default(), Instant::now());
         let mut open: Vec<_> = (0..3).map(|_| holds.admit(ORIGIN, now).expect("admitted")).collect();
-        assert!(open.pop().unwrap().finish(true, now), "the first stall begins a hold");
+        open.pop().unwrap().finish(true, now);
         // Two posts are still open: a third waits for the hold to end.
         assert_eq!(holds.admit(ORIGIN, now).err(), Some(HOLD));
         assert!(
             holds.admit("https://other.example.com", now).is_ok(),
             "others are not held"
         );
-        assert!(
-            !open.pop().unwrap().finish(true, now),
-            "a stall while held extends the hold"
-        );
+        // A stall while held extends the hold.
+        open.pop().unwrap().finish(true, now);
         // One probe open: another may go, and no more.
         open.push(holds.admit(ORIGIN, now).expect("a second probe"));
         assert!(holds.admit(ORIGIN, now).is_err());

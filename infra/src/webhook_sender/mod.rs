@@ -118,17 +118,14 @@ impl WebhookSender for HttpWebhookSender {
         let _place = self.open_posts.acquire().await.expect("the semaphore is never closed");
         // Admitted once it has a place, so a receiver that stalled while this post waited
         // does not get it.
-        let origin = url.origin().ascii_serialization();
-        let admitted = match self.holds.admit(&origin, Instant::now()) {
+        let admitted = match self.holds.admit(url.origin().ascii_serialization(), Instant::now()) {
             Ok(admitted) => admitted,
             Err(retry_in) => return Err(HeldBack { retry_in }),
         };
         let started = Instant::now();
         let answer = self.send(url, signature, body).await;
         let stalled = answer.as_ref().is_err_and(|unanswered| unanswered.stalled);
-        if admitted.finish(stalled, Instant::now()) {
-            tracing::warn!(%origin, "a webhook receiver stopped answering; its deliveries are held back until it answers again");
-        }
+        admitted.finish(stalled, Instant::now());
         Ok(Posted {
             answer: answer.map_err(|unanswered| unanswered.reason),
             took: started.elapsed(),
