@@ -223,22 +223,16 @@ async fn real_responses_match_their_schemas() {
     assert_has_required("Error", &error);
 }
 
-/// Free text (names, reasons, references, idempotency keys …) is refused with control
-/// characters, bidirectional controls or invisible characters in it; the document says so, so
-/// generated clients and fuzzers know.
-#[test]
-fn every_free_text_input_documents_that_control_characters_are_refused() {
-    const NO_CONTROL_CHARACTERS: &str =
-        r"^[^\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]*$";
-    let doc = document();
-    fn walk<'a>(doc: &'a Value, schema: &'a Value, at: String, texts: &mut Vec<(String, &'a Value)>) {
+/// Every text input of the document's requests (bodies and parameters), named by where it is.
+fn text_inputs(doc: &Value) -> Vec<(String, Value)> {
+    fn walk(doc: &Value, schema: &Value, at: String, texts: &mut Vec<(String, Value)>) {
         if let Some(reference) = schema["$ref"].as_str() {
             let name = reference.trim_start_matches("#/components/schemas/");
             return walk(doc, &doc["components"]["schemas"][name], format!("{at}->{name}"), texts);
         }
         let is_string = schema["type"] == "string" || schema["type"] == json!(["string", "null"]);
         if is_string && schema.get("maxLength").is_some() && schema.get("format").is_none() {
-            texts.push((at.clone(), schema));
+            texts.push((at.clone(), schema.clone()));
         }
         for (name, property) in schema["properties"].as_object().into_iter().flatten() {
             walk(doc, property, format!("{at}.{name}"), texts);
@@ -257,14 +251,14 @@ fn every_free_text_input_documents_that_control_characters_are_refused() {
         for (method, operation) in methods.as_object().unwrap() {
             let at = format!("{method} {path}");
             walk(
-                &doc,
+                doc,
                 &operation["requestBody"]["content"]["application/json"]["schema"],
                 at.clone(),
                 &mut texts,
             );
             for parameter in operation["parameters"].as_array().into_iter().flatten() {
                 walk(
-                    &doc,
+                    doc,
                     &parameter["schema"],
                     format!("{at} {}", parameter["name"]),
                     &mut texts,
@@ -272,8 +266,22 @@ fn every_free_text_input_documents_that_control_characters_are_refused() {
             }
         }
     }
+    texts
+}
+
+/// The characters no free text may hold: control, bidirectional and invisible ones.
+const REFUSED_CHARACTERS: &str =
+    r"\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff";
+
+/// Free text (names, reasons, references, idempotency keys …) is refused with control
+/// characters, bidirectional controls or invisible characters in it; the document says so, so
+/// generated clients and fuzzers know.
+#[test]
+fn every_free_text_input_documents_that_control_characters_are_refused() {
+    let free_text_pattern = format!("^[^{REFUSED_CHARACTERS}]*$");
+    let not_blank_pattern = not_blank_pattern();
     let mut free_text = 0;
-    for (at, schema) in texts {
+    for (at, schema) in text_inputs(&document()) {
         // Fields with a pattern of their own (currency, rail, workflow …) allow a few
         // characters only; every other one refuses control characters.
         let pattern = schema["pattern"].as_str();
@@ -281,7 +289,194 @@ fn every_free_text_input_documents_that_control_characters_are_refused() {
             pattern.is_some(),
             "{at} accepts control characters in the document: {schema}"
         );
-        free_text += usize::from(pattern == Some(NO_CONTROL_CHARACTERS));
+        free_text += usize::from(pattern == Some(&free_text_pattern) || pattern == Some(&not_blank_pattern));
     }
     assert!(free_text >= 17, "only {free_text} free-text inputs found");
+}
+
+/// Free text that must hold something besides spaces: the refused characters around one that
+/// is neither one of them nor a space.
+fn not_blank_pattern() -> String {
+    format!("^[^{REFUSED_CHARACTERS}]*[^\\s{REFUSED_CHARACTERS}][^{REFUSED_CHARACTERS}]*$")
+}
+
+/// The text inputs the document says must not be blank are those the service refuses blank,
+/// with a 400 naming the field (the rest of the document's texts may be blank).
+#[tokio::test]
+async fn texts_documented_as_not_blank_are_refused_blank() {
+    let not_blank_pattern = not_blank_pattern();
+    let documented: BTreeSet<String> = text_inputs(&document())
+        .into_iter()
+        .filter(|(_, schema)| schema["pattern"].as_str() == Some(&not_blank_pattern))
+        .map(|(at, _)| at)
+        .collect();
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let blank = json!("  \u{a0} ");
+    let pending = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "two_step", &[5_000]),
+        )
+        .await
+        .id();
+    let approved = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[5_000]))
+        .await
+        .id();
+    app.drain().await;
+    let transactions = app
+        .get(&format!("/v1/transactions?operation_id={approved}"), &customer.key)
+        .await
+        .json();
+    let transaction = transactions["data"][0]["id"].as_str().unwrap().to_owned();
+    let account = app
+        .post(
+            "/v1/accounts",
+            ADMIN_KEY,
+            json!({"customer_id": customer.id, "currency": "CLP"}),
+        )
+        .await;
+    assert_eq!(account.status, 201, "{}", account.json());
+    let mut with_blank_beneficiary = payout(&customer.id, "auto", &[5_000]);
+    with_blank_beneficiary["items"][0]["beneficiary"]["id"] = blank.clone();
+    let mut with_blank_account = payout(&customer.id, "auto", &[5_000]);
+    with_blank_account["items"][0]["destination"]["account"] = blank.clone();
+    let schedule = |operation: Value, expression: Value| {
+        let mut operation = operation;
+        operation.as_object_mut().unwrap().remove("customer_id");
+        json!({"expression": expression, "operation": operation})
+    };
+    let reject_rule = json!({"rules": [{"then": {"action": "reject", "reason": blank}}]});
+    // (where the document has the field, the request, the field the 400 must name)
+    let cases: Vec<(&str, String, &str, Value, &str)> = vec![
+        (
+            "post /v1/customers->CreateCustomerRequest.name",
+            "/v1/customers".to_string(),
+            ADMIN_KEY,
+            json!({"name": blank}),
+            "name",
+        ),
+        (
+            "post /v1/customers/{id}/users->CreateUserRequest.name",
+            format!("/v1/customers/{}/users", customer.id),
+            &customer.key,
+            json!({"name": blank, "email": "ana@example.com", "roles": ["viewer"]}),
+            "name",
+        ),
+        (
+            "post /v1/operations->CreateOperationRequest.items[].beneficiary.id",
+            "/v1/operations".to_string(),
+            &customer.key,
+            with_blank_beneficiary.clone(),
+            "items[0].beneficiary.id",
+        ),
+        (
+            "post /v1/operations->CreateOperationRequest.items[].destination.account",
+            "/v1/operations".to_string(),
+            &customer.key,
+            with_blank_account.clone(),
+            "items[0].destination.account",
+        ),
+        (
+            "post /v1/operations/{id}/reject->RejectRequest.reason",
+            format!("/v1/operations/{pending}/reject"),
+            &customer.key,
+            json!({"reason": blank}),
+            "reason",
+        ),
+        (
+            "post /v1/operations/reject->BulkRejectRequest.reason",
+            "/v1/operations/reject".to_string(),
+            &customer.key,
+            json!({"ids": [pending], "reason": blank}),
+            "reason",
+        ),
+        (
+            "post /v1/schedules->CreateScheduleRequest.expression",
+            "/v1/schedules".to_string(),
+            &customer.key,
+            schedule(payout(&customer.id, "auto", &[5_000]), blank.clone()),
+            "expression",
+        ),
+        (
+            "post /v1/schedules->CreateScheduleRequest.operation.items[].beneficiary.id",
+            "/v1/schedules".to_string(),
+            &customer.key,
+            schedule(with_blank_beneficiary, json!("rate(1 days)")),
+            "operation.items[0].beneficiary.id",
+        ),
+        (
+            "post /v1/schedules->CreateScheduleRequest.operation.items[].destination.account",
+            "/v1/schedules".to_string(),
+            &customer.key,
+            schedule(with_blank_account, json!("rate(1 days)")),
+            "operation.items[0].destination.account",
+        ),
+        (
+            "post /v1/accounts/{id}/adjustments->AdjustAccountRequest.reason",
+            format!("/v1/accounts/{}/adjustments", account.id()),
+            ADMIN_KEY,
+            json!({"amount": 100, "direction": "credit", "reason": blank}),
+            "reason",
+        ),
+        (
+            "post /v1/transactions/{id}/resolve->ResolveTransactionRequest.reason",
+            format!("/v1/transactions/{transaction}/resolve"),
+            ADMIN_KEY,
+            json!({"status": "confirmed", "reason": blank}),
+            "reason",
+        ),
+        (
+            "put /v1/workflows/{name}->PutWorkflowRequest.rules[]->Rule.then.reason",
+            "/v1/workflows/blank_reason".to_string(),
+            &customer.key,
+            reject_rule.clone(),
+            "rules[0].then.reason",
+        ),
+        (
+            "put /v1/customers/{id}/approval_floors/{type}->PutWorkflowRequest.rules[]->Rule.then.reason",
+            format!("/v1/customers/{}/approval_floors/payout", customer.id),
+            &customer.key,
+            reject_rule,
+            "rules[0].then.reason",
+        ),
+    ];
+    let mut tested = BTreeSet::new();
+    for (n, (at, path, key, body, param)) in cases.into_iter().enumerate() {
+        let method = if at.starts_with("put ") {
+            reqwest::Method::PUT
+        } else {
+            reqwest::Method::POST
+        };
+        let reply = app
+            .send(method, &path, Some(key), Some(&format!("blank-{n}")), Some(&body))
+            .await;
+        let error = reply.json();
+        assert_eq!(
+            (reply.status.as_u16(), error["error"]["param"].as_str()),
+            (400, Some(param)),
+            "{at}: {error}"
+        );
+        tested.insert(at.to_string());
+    }
+    // A rail report, signed with the rail's secret rather than sent with a key.
+    let report = serde_json::to_vec(
+        &json!({"id": blank, "rail": "psp-local:sandbox", "transaction_id": transaction, "state": "confirmed"}),
+    )
+    .unwrap();
+    let reply = app
+        .client
+        .post(format!("{}/v1/rail_reports", app.base))
+        .header("X-Service-Signature", ops_tests::sign_rail_report(&app.clock, &report))
+        .body(report)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 400);
+    let error: Value = reply.json().await.unwrap();
+    assert_eq!(error["error"]["param"], "id", "{error}");
+    tested.insert("post /v1/rail_reports->RailReportRequest.id".into());
+    assert_eq!(documented, tested);
 }
