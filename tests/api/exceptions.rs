@@ -262,12 +262,13 @@ async fn a_failed_delivery_to_an_endpoint_since_deleted_is_closed_with_a_reason(
     assert_eq!(deleted.status, 200, "{}", deleted.json());
 
     let resolve = format!("/v1/work_items/{}/resolve", item["id"].as_str().unwrap());
-    let unexplained = app.post(&resolve, ADMIN_KEY, json!({})).await;
-    let error = unexplained.error(400);
-    assert_eq!(
-        (error["param"].as_str(), error["code"].as_str()),
-        (Some("reason"), Some("nothing_to_resend"))
-    );
+    for unexplained in [json!({}), json!({"reason": "   "})] {
+        let error = app.post(&resolve, ADMIN_KEY, unexplained).await.error(400);
+        assert_eq!(
+            (error["param"].as_str(), error["code"].as_str()),
+            (Some("reason"), Some("nothing_to_resend"))
+        );
+    }
     let requests = receiver.requests();
     let closed = app
         .post(

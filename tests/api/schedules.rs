@@ -291,8 +291,12 @@ async fn pause_resume_delete_and_a_revoked_key_make_nothing() {
         "{open:#}"
     );
     let resolve = format!("/v1/work_items/{}/resolve", item["id"].as_str().unwrap());
-    let unexplained = app.post(&resolve, ADMIN_KEY, json!({})).await;
-    assert_eq!(unexplained.error(400)["param"], "reason");
+    for unexplained in [json!({}), json!({"reason": "  "})] {
+        assert_eq!(
+            app.post(&resolve, ADMIN_KEY, unexplained).await.error(400)["param"],
+            "reason"
+        );
+    }
     let acknowledged = app
         .post(
             &resolve,

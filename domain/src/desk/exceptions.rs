@@ -203,7 +203,8 @@ impl Service {
                 format!("Work item {} is done; it cannot be resolved.", item.id),
             ));
         }
-        let reason = optional_text(command.reason, "reason", 500)?;
+        // A blank reason is no reason: it cannot acknowledge an item.
+        let reason = optional_text(command.reason, "reason", 500)?.filter(|reason| !reason.trim().is_empty());
         let actor = principal.actor();
         let said = |what: String| match &reason {
             Some(reason) => format!("{what}: {reason}"),
