@@ -121,6 +121,12 @@ pub fn optional_text(value: Option<String>, param: &str, max: usize) -> Result<O
     Ok(value)
 }
 
+/// An optional reason or comment: checked as free text, and a blank one taken as none, so no
+/// cause or decision is recorded with nothing in its words.
+pub fn optional_reason(value: Option<String>, param: &str, max: usize) -> Result<Option<String>, DomainError> {
+    Ok(optional_text(value, param, max)?.filter(|text| !text.trim().is_empty()))
+}
+
 /// Free text as every field takes it: at most `max` characters, none of them control,
 /// bidirectional or invisible ones.
 pub fn check_text(value: &str, param: &str, max: usize) -> Result<(), DomainError> {
@@ -485,6 +491,16 @@ pub struct Cancel {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_blank_reason_is_none_and_a_bad_one_is_refused() {
+        let reason = |text: &str| optional_reason(Some(text.into()), "reason", 10);
+        assert_eq!(reason(" \u{a0}\u{3000} ").unwrap(), None);
+        assert_eq!(reason(" late ").unwrap().as_deref(), Some(" late "));
+        assert_eq!(optional_reason(None, "reason", 10).unwrap(), None);
+        assert!(reason("no\u{7}").is_err());
+        assert!(reason("far too long a reason").is_err());
+    }
 
     fn rails(rail: &str) -> bool {
         rail == "psp-local:sandbox"

@@ -121,6 +121,21 @@ async fn auto_workflow_approves_at_once_and_the_approved_operation_can_be_cancel
         .post(&format!("/v1/operations/{id}/approve"), &customer.key, json!({}))
         .await;
     assert_eq!(approve_cancelled.error(409)["type"], "state_error");
+
+    // A blank reason is no reason: the cause says what happened instead of nothing.
+    let other = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[1_000]))
+        .await
+        .id();
+    let cancelled = app
+        .post(
+            &format!("/v1/operations/{other}/cancel"),
+            &customer.key,
+            json!({"reason": " \u{a0} "}),
+        )
+        .await
+        .json();
+    assert_eq!(cancelled["cause"]["message"], "Cancelled on request", "{cancelled}");
 }
 
 #[tokio::test]

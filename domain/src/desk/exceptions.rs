@@ -15,7 +15,7 @@ use crate::ports::{
 };
 use crate::schedules::{Occurrence, OccurrenceStatus, Schedule};
 use crate::service::Service;
-use crate::validate::optional_text;
+use crate::validate::optional_reason;
 use crate::webhooks::{Delivery, DeliveryStatus};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -203,8 +203,7 @@ impl Service {
                 format!("Work item {} is done; it cannot be resolved.", item.id),
             ));
         }
-        // A blank reason is no reason: it cannot acknowledge an item.
-        let reason = optional_text(command.reason, "reason", 500)?.filter(|reason| !reason.trim().is_empty());
+        let reason = optional_reason(command.reason, "reason", 500)?;
         let actor = principal.actor();
         let said = |what: String| match &reason {
             Some(reason) => format!("{what}: {reason}"),

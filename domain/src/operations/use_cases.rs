@@ -286,7 +286,7 @@ impl Service {
         id: &OperationId,
         command: validate::Approve,
     ) -> Result<Operation, DomainError> {
-        let comment = validate::optional_text(command.comment, "comment", 500)?;
+        let comment = validate::optional_reason(command.comment, "comment", 500)?;
         self.decide(principal, id, Decision::Approved, comment).await
     }
 
@@ -347,7 +347,7 @@ impl Service {
                         "An approval takes a comment, not a reason.",
                     ));
                 }
-                validate::optional_text(command.comment, "comment", 500)?
+                validate::optional_reason(command.comment, "comment", 500)?
             }
             Decision::Rejected => {
                 if command.comment.is_some() {
@@ -375,7 +375,7 @@ impl Service {
         command: validate::Cancel,
     ) -> Result<Operation, DomainError> {
         principal.require(Scope::OperationsWrite)?;
-        let reason = validate::optional_text(command.reason, "reason", 500)?;
+        let reason = validate::optional_reason(command.reason, "reason", 500)?;
         self.change_operation(principal, id, |operation, now| {
             let message = reason.clone().unwrap_or_else(|| "Cancelled on request".into());
             let cause = Cause::new("cancelled_on_request", message, principal.actor(), now);

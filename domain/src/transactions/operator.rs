@@ -6,7 +6,7 @@ use crate::error::DomainError;
 use crate::ids::{OperationId, TransactionId};
 use crate::service::{Page, Service};
 use crate::transactions::{Transaction, TransactionStatus, TransactionTransition};
-use crate::validate::{optional_text, required_text};
+use crate::validate::{optional_reason, required_text};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -67,7 +67,7 @@ impl Service {
     ) -> Result<Transaction, DomainError> {
         Self::require_operator(principal)?;
         self.visible_transaction(principal, id).await?;
-        let reason = optional_text(command.reason, "reason", 500)?.unwrap_or_else(|| "Retried by an operator".into());
+        let reason = optional_reason(command.reason, "reason", 500)?.unwrap_or_else(|| "Retried by an operator".into());
         let actor = Actor {
             kind: ActorType::Operator,
             id: principal.actor().id,
