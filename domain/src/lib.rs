@@ -17,8 +17,8 @@
 //! - [`reports`]: a period's operations with their totals.
 //!
 //! Beside them: [`service`] (the shared state the use cases run on), and the pieces every
-//! module uses (causes, errors, events, idempotency, ids, money, operation types, rails,
-//! validation). The module folders import each other one way only: access ← approvals ←
+//! module uses (causes, errors, events, idempotency, ids, money, operation types, rails, free
+//! text, validation). The module folders import each other one way only: access ← approvals ←
 //! operations ← transactions, webhooks beside them, and schedules on top of operations.
 
 pub mod access;
@@ -40,6 +40,7 @@ pub mod reconciliations;
 pub mod reports;
 pub mod schedules;
 pub mod service;
+pub mod text;
 pub mod transactions;
 pub mod validate;
 pub mod webhooks;
