@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 pub const HELD_PLACES: usize = 2;
 /// How long after its last stall a receiver is held back.
 pub const HOLD: Duration = Duration::from_secs(60);
-/// The longest a post handed back waits (the most an SQS message can be delayed).
-pub const LONGEST_WAIT: Duration = Duration::from_secs(15 * 60);
+/// The longest a post handed back waits: the longest a queue holds a message back.
+pub const LONGEST_WAIT: Duration = Duration::from_secs(ops_domain::ports::MAX_QUEUE_DELAY.whole_seconds() as u64);
 
 /// What one receiver is doing: its posts open now, and its hold, if it has one.
 #[derive(Debug, Default)]
