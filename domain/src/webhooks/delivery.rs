@@ -4,7 +4,9 @@
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::ids::{DeliveryId, EventId, WebhookEndpointId};
-use crate::ports::{signals, BatchOutcome, Changeset, QueueMessage, QueueTask, Signal, StoreError, Write};
+use crate::ports::{
+    signals, BatchOutcome, Changeset, QueueMessage, QueueTask, Signal, StoreError, Write, MAX_QUEUE_DELAY,
+};
 use crate::service::{jitter, Service};
 use crate::webhooks::{
     self, signature, Attempt, Delivery, DeliveryStatus, EndpointStatus, HeldBack, Posted, WebhookEndpoint,
@@ -197,7 +199,7 @@ impl Service {
                 Ok(Ok(attempt)) => recorded.push((message, attempt)),
                 Ok(Err(HeldBack { retry_in })) => {
                     // Its receiver stopped answering: the delivery waits, its attempts uncounted.
-                    let wait = Duration::milliseconds(retry_in.as_millis().try_into().unwrap_or(i64::MAX));
+                    let wait = Duration::try_from(retry_in).unwrap_or(MAX_QUEUE_DELAY);
                     if let Err(error) = self.enqueue(QueueTask::SendWebhook { delivery_id }, wait).await {
                         tracing::warn!(message = %message.id, %error, "webhook send held back and not queued again; the message comes again");
                         failed.push(message.id.clone());
