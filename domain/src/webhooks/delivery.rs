@@ -111,7 +111,8 @@ impl Service {
     /// Sends a batch side by side, ten posts open at a time, the next starting as one ends: a
     /// receiver that hangs keeps one of the ten places, and the batch's recording waits for
     /// it, for at most the sender's timeout. Once a receiver has stalled, the sender holds it
-    /// to a few posts ([`HeldBack`]): the rest are queued again unattempted. A delivery named
+    /// to a few posts, and while others are sent to, to its share of the sender's places
+    /// ([`HeldBack`]): the rest are queued again unattempted. A delivery named
     /// twice in one batch is sent once (the first message stands for both).
     /// The batch's attempts are then recorded together, each in its own changeset
     /// ([`crate::ports::Commit::commit_each`]: one store transaction for the batch locally).

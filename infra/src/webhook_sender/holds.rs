@@ -9,8 +9,16 @@
 //! rest are handed back to be sent later, no attempt counted. A hold lasts [`HOLD`] after
 //! the receiver's last stall, so a receiver that stays dead stays held while its probes fail.
 //!
+//! A receiver is held only once a post to it has timed out, and a hanging receiver's backlog
+//! could fill every place before the first one does. So while a process posts to more than
+//! one receiver (any two within a [`HOLD`]), one receiver keeps at most [`SHARE`] places and
+//! the rest are kept for the others; its posts beyond that are handed back too, to wait about
+//! as long as it has gone without answering (at least [`SHARE_WAIT`]). A process posting to
+//! one receiver alone lets it have every place.
+//!
 //! The state is the process's own: a function in the cloud learns it from its own posts.
 
+use super::MAX_OPEN_POSTS;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -21,11 +29,17 @@ pub const HELD_PLACES: usize = 2;
 pub const HOLD: Duration = Duration::from_secs(60);
 /// The longest a post handed back waits: the longest a queue holds a message back.
 pub const LONGEST_WAIT: Duration = Duration::from_secs(ops_domain::ports::MAX_QUEUE_DELAY.whole_seconds() as u64);
+/// Places one receiver may keep while the process posts to others too.
+pub const SHARE: usize = MAX_OPEN_POSTS - MAX_OPEN_POSTS / 5;
+/// The least a post beyond its receiver's share waits.
+pub const SHARE_WAIT: Duration = Duration::from_secs(1);
 
-/// What one receiver is doing: its posts open now, and its hold, if it has one.
-#[derive(Debug, Default)]
+/// What one receiver is doing: its posts open now, its last answer, and its hold, if it has one.
+#[derive(Debug)]
 struct Receiver {
     open: usize,
+    /// Its last answer, or when it was first posted to since it was last forgotten.
+    answered: Instant,
     /// The first stall of the hold (how long the receiver has been gone) and when it ends.
     held: Option<(Instant, Instant)>,
 }
@@ -39,7 +53,16 @@ impl Receiver {
 /// Every receiver this process posts to, by origin.
 #[derive(Debug, Default)]
 pub struct Holds {
-    receivers: Mutex<HashMap<String, Receiver>>,
+    receivers: Mutex<Receivers>,
+}
+
+#[derive(Debug, Default)]
+struct Receivers {
+    by_origin: HashMap<String, Receiver>,
+    /// The origin last admitted, and when: a post to another within a hold makes it shared.
+    last: Option<(String, Instant)>,
+    /// Until when the process's places are shared between its receivers.
+    shared_until: Option<Instant>,
 }
 
 /// A post admitted to its receiver, counted open until it is finished (or dropped unfinished).
@@ -50,21 +73,43 @@ pub struct Admitted<'a> {
 }
 
 impl Holds {
-    /// Admits a post to `origin`, or hands it back with how long to wait: until the hold
-    /// would end, and no sooner than the receiver has been gone (a receiver gone for an hour
-    /// is asked about less often than one gone for a minute).
+    /// Admits a post to `origin`, or hands it back with how long to wait. A held receiver's
+    /// wait is until the hold would end, and no sooner than the receiver has been gone (a
+    /// receiver gone for an hour is asked about less often than one gone for a minute); one
+    /// past its share waits as long as it has gone without answering.
     pub fn admit(&self, origin: impl Into<String>, now: Instant) -> Result<Admitted<'_>, Duration> {
         let origin = origin.into();
         let mut receivers = self.receivers.lock().expect("the holds' lock is never poisoned");
+        let Receivers {
+            by_origin,
+            last,
+            shared_until,
+        } = &mut *receivers;
+        match last {
+            Some((last, at)) if *last == origin => *at = now,
+            _ => {
+                if last.as_ref().is_some_and(|(_, at)| now < *at + HOLD) {
+                    *shared_until = Some(now + HOLD);
+                }
+                *last = Some((origin.clone(), now));
+            }
+        }
         // Looked up before it is inserted: a receiver posted to is mostly known already.
-        let receiver = match receivers.get_mut(&origin) {
+        let receiver = match by_origin.get_mut(&origin) {
             Some(receiver) => receiver,
-            None => receivers.entry(origin.clone()).or_default(),
+            None => by_origin.entry(origin.clone()).or_insert(Receiver {
+                open: 0,
+                answered: now,
+                held: None,
+            }),
         };
         if let Some((since, until)) = receiver.held_at(now) {
             if receiver.open >= HELD_PLACES {
                 return Err((until - now).max(now - since).min(LONGEST_WAIT));
             }
+        }
+        if receiver.open >= SHARE && shared_until.is_some_and(|until| now < until) {
+            return Err((now - receiver.answered).clamp(SHARE_WAIT, LONGEST_WAIT));
         }
         receiver.open += 1;
         Ok(Admitted {
@@ -78,6 +123,7 @@ impl Holds {
     /// answer ends its hold, and `None` (the post was dropped unfinished) leaves it as it is.
     fn end(&self, origin: &str, stalled: Option<bool>, now: Instant) {
         let mut receivers = self.receivers.lock().expect("the holds' lock is never poisoned");
+        let receivers = &mut receivers.by_origin;
         let Some(receiver) = receivers.get_mut(origin) else {
             return;
         };
@@ -90,7 +136,10 @@ impl Holds {
                 });
                 receiver.held = Some((since, now + HOLD));
             }
-            Some(false) => receiver.held = None,
+            Some(false) => {
+                receiver.held = None;
+                receiver.answered = now;
+            }
             None => {}
         }
         if receiver.open == 0 && receiver.held_at(now).is_none() {
@@ -181,11 +230,41 @@ mod tests {
     }
 
     #[test]
+    fn while_others_are_posted_to_a_receiver_keeps_its_share_and_no_more() {
+        let (holds, start) = (Holds::default(), Instant::now());
+        let other = "https://other.example.com";
+        holds.admit(other, start).unwrap().finish(false, start);
+        // Within a hold of the other's post: this receiver's share, then its posts handed back.
+        let mut now = start + HOLD - Duration::from_secs(1);
+        let mut open: Vec<_> = (0..SHARE)
+            .map(|_| holds.admit(ORIGIN, now).expect("its share"))
+            .collect();
+        assert_eq!(holds.admit(ORIGIN, now).err(), Some(SHARE_WAIT));
+        let reserved: Vec<_> = (MAX_OPEN_POSTS - SHARE..MAX_OPEN_POSTS)
+            .map(|_| holds.admit(other, now).expect("the places kept for others"))
+            .collect();
+        // Gone ten seconds without an answer: asked again in ten, not in one.
+        now += Duration::from_secs(10);
+        assert_eq!(holds.admit(ORIGIN, now).err(), Some(Duration::from_secs(10)));
+        // An answer frees a place, and a post takes it.
+        open.pop().unwrap().finish(false, now);
+        open.push(holds.admit(ORIGIN, now).expect("the place freed"));
+        assert_eq!(holds.admit(ORIGIN, now).err(), Some(SHARE_WAIT));
+        drop(reserved);
+        // Shared for a hold after the last post to another: then every place is this one's.
+        now += HOLD;
+        open.extend((0..MAX_OPEN_POSTS).map(|_| holds.admit(ORIGIN, now).expect("alone again")));
+    }
+
+    #[test]
     fn receivers_not_held_and_not_posted_to_are_forgotten() {
         let (holds, now) = (Holds::default(), Instant::now());
         holds.admit(ORIGIN, now).unwrap().finish(false, now);
         holds.admit("https://gone.example.com", now).unwrap().finish(true, now);
         let receivers = holds.receivers.lock().unwrap();
-        assert_eq!(receivers.keys().collect::<Vec<_>>(), ["https://gone.example.com"]);
+        assert_eq!(
+            receivers.by_origin.keys().collect::<Vec<_>>(),
+            ["https://gone.example.com"]
+        );
     }
 }

@@ -263,6 +263,57 @@ mod tests {
         assert!(took[5..].iter().all(|t| *t >= held), "{took:?}");
     }
 
+    /// A receiver that hangs before any post to it has timed out still leaves places for the
+    /// others the process posts to: its backlog takes its share, the rest is handed back.
+    #[tokio::test]
+    async fn a_receiver_that_hangs_leaves_places_for_others_before_its_first_timeout() {
+        use std::sync::atomic::Ordering;
+        let (release, released) = tokio::sync::watch::channel(false);
+        let (hanging_port, open, most) = holding_receiver(released).await;
+        let (answering_port, hits) = receiver().await;
+        let sender = Arc::new(HttpWebhookSender::new(
+            TargetPolicy { allow_local: true },
+            Duration::from_secs(10),
+        ));
+        let answering = format!("http://127.0.0.1:{answering_port}/");
+        assert_eq!(
+            sender.post(&answering, "t=1,v1=x", vec![]).await.unwrap().answer,
+            Ok(200)
+        );
+
+        let hanging = format!("http://127.0.0.1:{hanging_port}/");
+        let backlog: Vec<_> = (0..MAX_OPEN_POSTS + 5)
+            .map(|_| {
+                let (sender, url) = (sender.clone(), hanging.clone());
+                tokio::spawn(async move { sender.post(&url, "t=1,v1=x", vec![]).await })
+            })
+            .collect();
+        while open.load(Ordering::SeqCst) < holds::SHARE {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let started = Instant::now();
+        for _ in 0..5 {
+            let posted = sender.post(&answering, "t=1,v1=x", vec![]).await.unwrap();
+            assert_eq!(posted.answer, Ok(200));
+        }
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert_eq!(hits.load(Ordering::SeqCst), 6);
+
+        release.send(true).unwrap();
+        let mut handed_back = 0;
+        for post in backlog {
+            match post.await.unwrap() {
+                Ok(posted) => assert_eq!(posted.answer, Ok(200)),
+                Err(held) => {
+                    assert!(held.retry_in >= holds::SHARE_WAIT, "{held:?}");
+                    handed_back += 1;
+                }
+            }
+        }
+        assert_eq!(most.load(Ordering::SeqCst), holds::SHARE);
+        assert_eq!(handed_back, MAX_OPEN_POSTS + 5 - holds::SHARE);
+    }
+
     /// After a post times out, a receiver keeps two places (its probes) and the rest of its
     /// posts are handed back at once instead of waiting out the timeout in a place; another
     /// receiver is not held back, and the first gets every place again once a probe answers.
