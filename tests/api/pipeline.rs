@@ -644,6 +644,19 @@ async fn a_receiver_that_stops_answering_does_not_hold_up_another_customers_deli
         let delivery = &app.deliveries(&gone.key, event["id"].as_str().unwrap()).await[0];
         assert_eq!(delivery["status"], "pending", "{delivery}");
         attempts.push(delivery["attempts"].as_array().unwrap().len());
+        // Each says when it is tried next: a minute away for those held back (the hold's
+        // length), as for the probes whose attempt failed.
+        let at = |field: &str| {
+            time::OffsetDateTime::parse(
+                delivery[field].as_str().unwrap(),
+                &time::format_description::well_known::Rfc3339,
+            )
+            .unwrap()
+        };
+        assert!(
+            at("next_attempt_at") - at("created_at") > Duration::seconds(30),
+            "{delivery}"
+        );
     }
     assert_eq!(
         attempts.iter().filter(|n| **n == 0).count(),

@@ -185,7 +185,7 @@ impl Service {
             match &signers[&delivery.endpoint_id] {
                 Ok(signer) => posts.push(async move {
                     let attempted = self.attempt_webhook(&delivery, body, signer, now).await;
-                    (message, delivery.id, attempted)
+                    (message, delivery, attempted)
                 }),
                 Err(error) => {
                     tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
@@ -195,16 +195,14 @@ impl Service {
         }
         let attempted: Vec<_> = stream::iter(posts).buffer_unordered(SENDS_IN_FLIGHT).collect().await;
         let mut recorded = vec![];
-        for (message, delivery_id, attempt) in attempted {
+        for (message, delivery, attempt) in attempted {
             match attempt {
                 Ok(Ok(attempt)) => recorded.push((message, attempt)),
                 Ok(Err(HeldBack { retry_in })) => {
-                    // Its receiver stopped answering: the delivery waits, its attempts uncounted.
+                    // Its receiver stopped answering: the delivery waits, its attempts uncounted,
+                    // and says until when.
                     let wait = Duration::try_from(retry_in).unwrap_or(MAX_QUEUE_DELAY);
-                    if let Err(error) = self.enqueue(QueueTask::SendWebhook { delivery_id }, wait).await {
-                        tracing::warn!(message = %message.id, %error, "webhook send held back and not queued again; the message comes again");
-                        failed.push(message.id.clone());
-                    }
+                    recorded.push((message, Attempted::held_back(delivery, now, wait)));
                 }
                 Err(error) => {
                     tracing::warn!(message = %message.id, %error, "webhook send failed; the message comes again");
@@ -220,7 +218,7 @@ impl Service {
         for ((message, attempt), result) in recorded.into_iter().zip(results) {
             let outcome = match result {
                 Ok(()) => self.after_attempt(&attempt).await,
-                // Another worker recorded this attempt first; its record stands.
+                // Another worker recorded this attempt (or deferral) first; its record stands.
                 Err(StoreError::Conflict) => Ok(()),
                 Err(other) => Err(other.into()),
             };
@@ -349,11 +347,27 @@ struct Signer {
     secrets: Vec<String>,
 }
 
-/// A delivery attempted: the delivery as it now is, and what records it.
+/// A delivery attempted (or held back unattempted): the delivery as it now is, and what
+/// records it.
 struct Attempted {
     delivery: Delivery,
     changes: Changeset,
     at: time::OffsetDateTime,
+}
+
+impl Attempted {
+    /// A delivery its sender held back: no attempt, the next one `wait` from `now`.
+    fn held_back(mut delivery: Delivery, now: time::OffsetDateTime, wait: Duration) -> Attempted {
+        delivery.next_attempt_at = Some(now + wait);
+        delivery.version += 1;
+        let mut changes = Changeset::default();
+        changes.push(Write::UpdateDelivery(delivery.clone()));
+        Attempted {
+            delivery,
+            changes,
+            at: now,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -33,8 +33,9 @@ pub fn retry_delay(retry: usize, jitter: f64) -> Option<Duration> {
 }
 
 /// A webhook request not sent: its receiver stopped answering (a post timed out or could not
-/// connect), and until it answers again the sender keeps it only a few places, so it cannot
-/// take every place from other customers' receivers. Nothing was attempted.
+/// connect), and until it answers again the sender keeps it only a few places; or it has its
+/// share of the places while the sender posts to others too. Either way it cannot take every
+/// place from other customers' receivers. Nothing was attempted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeldBack {
     /// When to try again.
