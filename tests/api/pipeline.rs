@@ -674,6 +674,79 @@ async fn a_receiver_that_stops_answering_does_not_hold_up_another_customers_deli
     assert_eq!(hanging.received().len(), 31);
 }
 
+/// A receiver that hangs is held only once a post to it has timed out. Before that, its
+/// backlog in local mode's concurrent senders could fill every place the process has; while
+/// the process posts to more than one receiver it keeps places for the others, so another
+/// customer's deliveries queued behind the backlog arrive at once, not after the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_hangs_with_a_backlog_leaves_places_for_others_before_it_times_out() {
+    use ops_infra::webhook_sender::{holds::SHARE, MAX_OPEN_POSTS};
+    let timeout = std::time::Duration::from_secs(2);
+    let app = ops_tests::spawn_app_with(|config| {
+        config.webhook_timeout_ms = timeout.as_millis() as u64;
+        // Two hundred creates within a second or two.
+        config.rate_limit = 0;
+    })
+    .await;
+    let (gone, other) = (app.create_customer().await, app.create_customer().await);
+    let hanging = Receiver::start(0).await;
+    hanging.hang();
+    let answering = Receiver::start(0).await;
+    app.subscribe(&gone.key, &hanging.url, &["operation.created"]).await;
+    app.subscribe(&other.key, &answering.url, &["operation.created"]).await;
+    let app = &app;
+    let create = |customer: &ops_tests::Customer| {
+        let (key, body) = (customer.key.clone(), payout(&customer.id, "two_step", &[5_000]));
+        async move { app.post("/v1/operations", &key, body).await.id() }
+    };
+    let dispatch = Trigger::Stream(StreamConsumer::WebhookDispatch);
+    let send = Trigger::Queue(QueueName::Webhooks);
+    // The process has just posted to the other receiver.
+    create(&other).await;
+    while app.driver().round(dispatch).await.unwrap() > 0 {}
+    app.driver().round(send).await.unwrap();
+    assert_eq!(answering.received().len(), 1);
+
+    // Four rounds of fifty of the hanging receiver's deliveries (ten posts open in each: all
+    // of the process's places) queued ahead of five of the other customer's, taken by five
+    // senders at once, as local mode's run side by side.
+    for _ in 0..4 * 50 {
+        create(&gone).await;
+    }
+    for _ in 0..5 {
+        create(&other).await;
+    }
+    while app.driver().round(dispatch).await.unwrap() > 0 {}
+    let started = std::time::Instant::now();
+    let others_arrived = async {
+        while answering.received().len() < 6 && started.elapsed() < timeout * 5 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        started.elapsed()
+    };
+    let (handled, others_took) = tokio::join!(
+        futures_util::future::join_all((0..5).map(|_| app.driver().round(send))),
+        others_arrived
+    );
+    let handled: usize = handled.into_iter().map(Result::unwrap).sum();
+    assert_eq!(handled, 205);
+    assert_eq!(answering.received().len(), 6);
+    assert!(
+        others_took < timeout * 3 / 4,
+        "the other customer's deliveries took {others_took:?}, as long as the hanging receiver's posts took to time out"
+    );
+    assert_eq!(
+        hanging.requests(),
+        SHARE,
+        "its share of the {MAX_OPEN_POSTS} places, the rest handed back"
+    );
+
+    // It answers again: its backlog arrives, each delivery once.
+    hanging.answer_again();
+    app.settle(Duration::minutes(2), 3).await;
+    assert_eq!(hanging.received().len(), 200);
+}
+
 /// The status poll runs once a minute in the cloud: one invocation takes round after round
 /// until nothing is due, so a burst larger than one round is asked about at once, not a
 /// hundred a minute.
