@@ -12,16 +12,20 @@
 //! A receiver is held only once a post to it has timed out, and a hanging receiver's backlog
 //! could fill every place before the first one does. So while a process posts to more than
 //! one receiver (any two within a [`HOLD`]), one receiver keeps at most [`SHARE`] places and
-//! the rest are kept for the others; its posts beyond that are handed back too, to wait about
-//! as long as it has gone without answering (at least [`SHARE_WAIT`]). A process posting to
-//! one receiver alone lets it have every place.
+//! the rest are kept for the others. A post beyond its receiver's share waits for one of the
+//! receiver's own posts to end, as long as the receiver answers: once it has gone
+//! [`SHARE_WAIT`] without an answer, its posts beyond the share are handed back too, to wait
+//! about as long as it has gone. A process posting to one receiver alone lets it have every
+//! place.
 //!
 //! The state is the process's own: a function in the cloud learns it from its own posts.
 
 use super::MAX_OPEN_POSTS;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::futures::OwnedNotified;
+use tokio::sync::Notify;
 
 /// Posts a held-back receiver may have open at once: its probes.
 pub const HELD_PLACES: usize = 2;
@@ -31,7 +35,8 @@ pub const HOLD: Duration = Duration::from_secs(60);
 pub const LONGEST_WAIT: Duration = Duration::from_secs(ops_domain::ports::MAX_QUEUE_DELAY.whole_seconds() as u64);
 /// Places one receiver may keep while the process posts to others too.
 pub const SHARE: usize = MAX_OPEN_POSTS - MAX_OPEN_POSTS / 5;
-/// The least a post beyond its receiver's share waits.
+/// How long a receiver with its share of places open may go without an answer before its
+/// posts beyond the share are handed back rather than waiting; the least those wait.
 pub const SHARE_WAIT: Duration = Duration::from_secs(1);
 
 /// What one receiver is doing: its posts open now, its last answer, and its hold, if it has one.
@@ -42,6 +47,8 @@ struct Receiver {
     answered: Instant,
     /// The first stall of the hold (how long the receiver has been gone) and when it ends.
     held: Option<(Instant, Instant)>,
+    /// Told when one of its posts ends: a post waiting beyond its share may take the place.
+    ended: Arc<Notify>,
 }
 
 impl Receiver {
@@ -65,6 +72,16 @@ struct Receivers {
     shared_until: Option<Instant>,
 }
 
+/// Why a post was not admitted.
+#[derive(Debug)]
+pub enum Refused {
+    /// Handed back: to be tried again after this long.
+    HandedBack(Duration),
+    /// Its receiver has its share of places open and is answering: wait for one of them to
+    /// end (`ended`), no later than `until`, then ask again.
+    AtShare { ended: OwnedNotified, until: Instant },
+}
+
 /// A post admitted to its receiver, counted open until it is finished (or dropped unfinished).
 pub struct Admitted<'a> {
     holds: &'a Holds,
@@ -73,11 +90,11 @@ pub struct Admitted<'a> {
 }
 
 impl Holds {
-    /// Admits a post to `origin`, or hands it back with how long to wait. A held receiver's
-    /// wait is until the hold would end, and no sooner than the receiver has been gone (a
-    /// receiver gone for an hour is asked about less often than one gone for a minute); one
-    /// past its share waits as long as it has gone without answering.
-    pub fn admit(&self, origin: impl Into<String>, now: Instant) -> Result<Admitted<'_>, Duration> {
+    /// Admits a post to `origin`, or says why not. A held receiver's post is handed back until
+    /// the hold would end, and no sooner than the receiver has been gone (a receiver gone for
+    /// an hour is asked about less often than one gone for a minute); one past its share waits
+    /// for a place of its own, or is handed back for as long as it has gone without answering.
+    pub fn admit(&self, origin: impl Into<String>, now: Instant) -> Result<Admitted<'_>, Refused> {
         let origin = origin.into();
         let mut receivers = self.receivers.lock().expect("the holds' lock is never poisoned");
         let Receivers {
@@ -101,15 +118,23 @@ impl Holds {
                 open: 0,
                 answered: now,
                 held: None,
+                ended: Arc::default(),
             }),
         };
         if let Some((since, until)) = receiver.held_at(now) {
             if receiver.open >= HELD_PLACES {
-                return Err((until - now).max(now - since).min(LONGEST_WAIT));
+                return Err(Refused::HandedBack((until - now).max(now - since).min(LONGEST_WAIT)));
             }
         }
         if receiver.open >= SHARE && shared_until.is_some_and(|until| now < until) {
-            return Err((now - receiver.answered).clamp(SHARE_WAIT, LONGEST_WAIT));
+            let silent = now - receiver.answered;
+            if silent >= SHARE_WAIT {
+                return Err(Refused::HandedBack(silent.min(LONGEST_WAIT)));
+            }
+            return Err(Refused::AtShare {
+                ended: receiver.ended.clone().notified_owned(),
+                until: receiver.answered + SHARE_WAIT,
+            });
         }
         receiver.open += 1;
         Ok(Admitted {
@@ -128,6 +153,7 @@ impl Holds {
             return;
         };
         receiver.open = receiver.open.saturating_sub(1);
+        receiver.ended.notify_waiters();
         match stalled {
             Some(true) => {
                 let since = receiver.held_at(now).map(|(since, _)| since).unwrap_or_else(|| {
@@ -171,6 +197,14 @@ mod tests {
 
     const ORIGIN: &str = "https://hooks.example.com";
 
+    /// How long a post is handed back for; `None` if it was admitted or waits at its share.
+    fn handed_back(admitted: Result<Admitted<'_>, Refused>) -> Option<Duration> {
+        match admitted {
+            Err(Refused::HandedBack(wait)) => Some(wait),
+            _ => None,
+        }
+    }
+
     #[test]
     fn a_receiver_that_answers_takes_every_place_it_asks_for() {
         let (holds, now) = (Holds::default(), Instant::now());
@@ -186,7 +220,7 @@ mod tests {
         let mut open: Vec<_> = (0..3).map(|_| holds.admit(ORIGIN, now).expect("admitted")).collect();
         open.pop().unwrap().finish(true, now);
         // Two posts are still open: a third waits for the hold to end.
-        assert_eq!(holds.admit(ORIGIN, now).err(), Some(HOLD));
+        assert_eq!(handed_back(holds.admit(ORIGIN, now)), Some(HOLD));
         assert!(
             holds.admit("https://other.example.com", now).is_ok(),
             "others are not held"
@@ -220,7 +254,7 @@ mod tests {
             open.push(holds.admit(ORIGIN, now).expect("a probe"));
         }
         assert_eq!(
-            holds.admit(ORIGIN, now).err(),
+            handed_back(holds.admit(ORIGIN, now)),
             Some(LONGEST_WAIT),
             "gone an hour: asked again in fifteen minutes, not in one"
         );
@@ -234,26 +268,49 @@ mod tests {
         let (holds, start) = (Holds::default(), Instant::now());
         let other = "https://other.example.com";
         holds.admit(other, start).unwrap().finish(false, start);
-        // Within a hold of the other's post: this receiver's share, then its posts handed back.
+        // Within a hold of the other's post: this receiver's share, and no more.
         let mut now = start + HOLD - Duration::from_secs(1);
         let mut open: Vec<_> = (0..SHARE)
             .map(|_| holds.admit(ORIGIN, now).expect("its share"))
             .collect();
-        assert_eq!(holds.admit(ORIGIN, now).err(), Some(SHARE_WAIT));
-        let reserved: Vec<_> = (MAX_OPEN_POSTS - SHARE..MAX_OPEN_POSTS)
+        // It has just been posted to (as good as an answer): the next post waits for a place.
+        let Err(Refused::AtShare { until, .. }) = holds.admit(ORIGIN, now) else {
+            panic!("a post beyond the share of a receiver that answers waits for its place")
+        };
+        assert_eq!(until, now + SHARE_WAIT);
+        let reserved: Vec<_> = (SHARE..MAX_OPEN_POSTS)
             .map(|_| holds.admit(other, now).expect("the places kept for others"))
             .collect();
-        // Gone ten seconds without an answer: asked again in ten, not in one.
-        now += Duration::from_secs(10);
-        assert_eq!(holds.admit(ORIGIN, now).err(), Some(Duration::from_secs(10)));
         // An answer frees a place, and a post takes it.
+        now += Duration::from_millis(500);
         open.pop().unwrap().finish(false, now);
         open.push(holds.admit(ORIGIN, now).expect("the place freed"));
-        assert_eq!(holds.admit(ORIGIN, now).err(), Some(SHARE_WAIT));
+        assert!(matches!(holds.admit(ORIGIN, now), Err(Refused::AtShare { .. })));
+        // Ten seconds without an answer: posts beyond the share are handed back for ten.
+        now += Duration::from_secs(10);
+        assert_eq!(handed_back(holds.admit(ORIGIN, now)), Some(Duration::from_secs(10)));
         drop(reserved);
         // Shared for a hold after the last post to another: then every place is this one's.
         now += HOLD;
         open.extend((0..MAX_OPEN_POSTS).map(|_| holds.admit(ORIGIN, now).expect("alone again")));
+    }
+
+    #[tokio::test]
+    async fn a_post_waiting_at_its_share_is_told_when_its_receiver_has_a_place_again() {
+        let (holds, now) = (Holds::default(), Instant::now());
+        holds
+            .admit("https://other.example.com", now)
+            .unwrap()
+            .finish(false, now);
+        let mut open: Vec<_> = (0..SHARE).map(|_| holds.admit(ORIGIN, now).unwrap()).collect();
+        let Err(Refused::AtShare { ended, .. }) = holds.admit(ORIGIN, now) else {
+            panic!("waits at its share")
+        };
+        open.pop().unwrap().finish(false, now);
+        tokio::time::timeout(std::time::Duration::from_secs(1), ended)
+            .await
+            .expect("told at once");
+        assert!(holds.admit(ORIGIN, now).is_ok());
     }
 
     #[test]

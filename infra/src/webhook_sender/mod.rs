@@ -4,7 +4,7 @@
 pub mod holds;
 
 use async_trait::async_trait;
-use holds::Holds;
+use holds::{Holds, Refused};
 use ops_domain::ports::WebhookSender;
 use ops_domain::webhooks::signature;
 use ops_domain::webhooks::{HeldBack, Posted, TargetPolicy, DELIVERY_TIMEOUT};
@@ -115,12 +115,20 @@ impl WebhookSender for HttpWebhookSender {
             Ok(url) => url,
             Err(reason) => return Ok(Posted::not_sent(format!("not sent: {reason}"))),
         };
-        let _place = self.open_posts.acquire().await.expect("the semaphore is never closed");
-        // Admitted once it has a place, so a receiver that stalled while this post waited
-        // does not get it.
-        let admitted = match self.holds.admit(url.origin().ascii_serialization(), Instant::now()) {
-            Ok(admitted) => admitted,
-            Err(retry_in) => return Err(HeldBack { retry_in }),
+        let origin = url.origin().ascii_serialization();
+        let (_place, admitted) = loop {
+            let place = self.open_posts.acquire().await.expect("the semaphore is never closed");
+            // Admitted once it has a place, so a receiver that stalled while this post waited
+            // does not get it.
+            match self.holds.admit(origin.as_str(), Instant::now()) {
+                Ok(admitted) => break (place, admitted),
+                Err(Refused::HandedBack(retry_in)) => return Err(HeldBack { retry_in }),
+                Err(Refused::AtShare { ended, until }) => {
+                    // The place is left to others while this waits for its receiver's.
+                    drop(place);
+                    let _ = tokio::time::timeout_at(until.into(), ended).await;
+                }
+            }
         };
         let started = Instant::now();
         let answer = self.send(url, signature, body).await;
@@ -264,7 +272,8 @@ mod tests {
     }
 
     /// A receiver that hangs before any post to it has timed out still leaves places for the
-    /// others the process posts to: its backlog takes its share, the rest is handed back.
+    /// others the process posts to: its backlog takes its share, the rest waits, then is
+    /// handed back.
     #[tokio::test]
     async fn a_receiver_that_hangs_leaves_places_for_others_before_its_first_timeout() {
         use std::sync::atomic::Ordering;
@@ -299,6 +308,9 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
         assert_eq!(hits.load(Ordering::SeqCst), 6);
 
+        // Its posts beyond the share wait while it may still answer; once it has gone a
+        // second without, they are handed back.
+        tokio::time::sleep(holds::SHARE_WAIT + Duration::from_millis(200)).await;
         release.send(true).unwrap();
         let mut handed_back = 0;
         for post in backlog {
@@ -312,6 +324,41 @@ mod tests {
         }
         assert_eq!(most.load(Ordering::SeqCst), holds::SHARE);
         assert_eq!(handed_back, MAX_OPEN_POSTS + 5 - holds::SHARE);
+    }
+
+    /// A receiver that answers, slowly, with its share of places open: its other posts wait
+    /// for its places instead of being handed back (and read again later).
+    #[tokio::test]
+    async fn a_slow_receiver_at_its_share_has_its_next_posts_wait_for_its_places() {
+        use std::sync::atomic::Ordering;
+        let (release, released) = tokio::sync::watch::channel(false);
+        let (slow_port, open, most) = holding_receiver(released).await;
+        let (answering_port, _) = receiver().await;
+        let sender = Arc::new(HttpWebhookSender::with_policy(TargetPolicy { allow_local: true }));
+        let answering = format!("http://127.0.0.1:{answering_port}/");
+        assert_eq!(
+            sender.post(&answering, "t=1,v1=x", vec![]).await.unwrap().answer,
+            Ok(200)
+        );
+
+        let slow = format!("http://127.0.0.1:{slow_port}/");
+        let backlog: Vec<_> = (0..MAX_OPEN_POSTS + 20)
+            .map(|_| {
+                let (sender, url) = (sender.clone(), slow.clone());
+                tokio::spawn(async move { sender.post(&url, "t=1,v1=x", vec![]).await })
+            })
+            .collect();
+        while open.load(Ordering::SeqCst) < holds::SHARE {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // It answers within the second its posts beyond the share wait.
+        tokio::time::sleep(holds::SHARE_WAIT / 2).await;
+        release.send(true).unwrap();
+        for post in backlog {
+            let posted = post.await.unwrap().expect("not handed back");
+            assert_eq!(posted.answer, Ok(200));
+        }
+        assert_eq!(most.load(Ordering::SeqCst), holds::SHARE);
     }
 
     /// After a post times out, a receiver keeps two places (its probes) and the rest of its
