@@ -581,59 +581,89 @@ async fn a_receiver_that_hangs_keeps_one_place_and_the_rest_of_its_batch_is_sent
     );
 }
 
+/// Two customers, one whose receiver hangs and one whose receiver answers, on a service whose
+/// webhook timeout is two seconds (and no rate limit: these tests create hundreds).
+struct HangingAndAnswering {
+    app: TestApp,
+    gone: ops_tests::Customer,
+    other: ops_tests::Customer,
+    hanging: Receiver,
+    answering: Receiver,
+}
+
+const SHORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+const SEND: Trigger = Trigger::Queue(QueueName::Webhooks);
+
+impl HangingAndAnswering {
+    async fn start() -> HangingAndAnswering {
+        let app = ops_tests::spawn_app_with(|config| {
+            config.webhook_timeout_ms = SHORT_TIMEOUT.as_millis() as u64;
+            config.rate_limit = 0;
+        })
+        .await;
+        let (gone, other) = (app.create_customer().await, app.create_customer().await);
+        let hanging = Receiver::start(0).await;
+        hanging.hang();
+        let answering = Receiver::start(0).await;
+        app.subscribe(&gone.key, &hanging.url, &["operation.created"]).await;
+        app.subscribe(&other.key, &answering.url, &["operation.created"]).await;
+        HangingAndAnswering {
+            app,
+            gone,
+            other,
+            hanging,
+            answering,
+        }
+    }
+
+    /// `count` payouts of `customer`'s, their deliveries queued.
+    async fn create(&self, customer: &ops_tests::Customer, count: usize) {
+        for _ in 0..count {
+            let body = payout(&customer.id, "two_step", &[5_000]);
+            self.app.post("/v1/operations", &customer.key, body).await.id();
+        }
+        let dispatch = Trigger::Stream(StreamConsumer::WebhookDispatch);
+        while self.app.driver().round(dispatch).await.unwrap() > 0 {}
+    }
+
+    /// How long after `started` the answering receiver had `count` deliveries (at most five
+    /// timeouts).
+    async fn answered(&self, count: usize, started: std::time::Instant) -> std::time::Duration {
+        while self.answering.received().len() < count && started.elapsed() < SHORT_TIMEOUT * 5 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        started.elapsed()
+    }
+}
+
 /// A receiver that stops answering keeps two of the process's places (its probes), not all
 /// of them: once one of its posts has timed out, its backlog waits with no attempt counted,
 /// and another customer's deliveries behind it are sent at once instead of after its
 /// timeouts. Nothing waits for ever: once the receiver answers, its backlog arrives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receiver_that_stops_answering_does_not_hold_up_another_customers_deliveries() {
-    let timeout = std::time::Duration::from_secs(2);
-    let app = ops_tests::spawn_app_with(|config| config.webhook_timeout_ms = timeout.as_millis() as u64).await;
-    let (gone, other) = (app.create_customer().await, app.create_customer().await);
-    let hanging = Receiver::start(0).await;
-    hanging.hang();
-    let answering = Receiver::start(0).await;
-    app.subscribe(&gone.key, &hanging.url, &["operation.created"]).await;
-    app.subscribe(&other.key, &answering.url, &["operation.created"]).await;
-    let app = &app;
-    let create = |customer: &ops_tests::Customer| {
-        let (key, body) = (customer.key.clone(), payout(&customer.id, "two_step", &[5_000]));
-        async move { app.post("/v1/operations", &key, body).await }
-    };
-    let dispatch = Trigger::Stream(StreamConsumer::WebhookDispatch);
-    let send = Trigger::Queue(QueueName::Webhooks);
-    create(&gone).await;
-    while app.driver().round(dispatch).await.unwrap() > 0 {}
-    app.driver().round(send).await.unwrap();
+    let both = HangingAndAnswering::start().await;
+    let (app, hanging, answering) = (&both.app, &both.hanging, &both.answering);
+    both.create(&both.gone, 1).await;
+    app.driver().round(SEND).await.unwrap();
     assert_eq!(hanging.requests(), 1, "its first post timed out");
 
     // Thirty of its deliveries queued ahead of five of another customer's, in one round of
     // fifty (ten posts open at a time).
-    for _ in 0..30 {
-        create(&gone).await;
-    }
-    for _ in 0..5 {
-        create(&other).await;
-    }
-    while app.driver().round(dispatch).await.unwrap() > 0 {}
-    let started = std::time::Instant::now();
-    let others_arrived = async {
-        while answering.received().len() < 5 && started.elapsed() < timeout * 5 {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        started.elapsed()
-    };
+    both.create(&both.gone, 30).await;
+    both.create(&both.other, 5).await;
     // The round runs to its end (its probes' attempts are recorded) beside the watch.
-    let (handled, others_took) = tokio::join!(app.driver().round(send), others_arrived);
+    let started = std::time::Instant::now();
+    let (handled, others_took) = tokio::join!(app.driver().round(SEND), both.answered(5, started));
     assert_eq!(handled.unwrap(), 35);
     assert_eq!(answering.received().len(), 5);
     assert!(
-        others_took < timeout * 3 / 4,
+        others_took < SHORT_TIMEOUT * 3 / 4,
         "the other customer's deliveries took {others_took:?}, as long as the held receiver's posts took to time out"
     );
-    while app.driver().round(send).await.unwrap() > 0 {}
+    while app.driver().round(SEND).await.unwrap() > 0 {}
     assert_eq!(hanging.requests(), 3, "only its two probes reached it");
-    let events: Vec<Value> = all_events(app, &gone.key)
+    let events: Vec<Value> = all_events(app, &both.gone.key)
         .await
         .into_iter()
         .filter(|e| e["type"] == "operation.created")
@@ -641,7 +671,7 @@ async fn a_receiver_that_stops_answering_does_not_hold_up_another_customers_deli
     assert_eq!(events.len(), 31);
     let mut attempts = vec![];
     for event in &events {
-        let delivery = &app.deliveries(&gone.key, event["id"].as_str().unwrap()).await[0];
+        let delivery = &app.deliveries(&both.gone.key, event["id"].as_str().unwrap()).await[0];
         assert_eq!(delivery["status"], "pending", "{delivery}");
         attempts.push(delivery["attempts"].as_array().unwrap().len());
         // Each says when it is tried next: a minute away for those held back (the hold's
@@ -668,7 +698,7 @@ async fn a_receiver_that_stops_answering_does_not_hold_up_another_customers_deli
     hanging.answer_again();
     app.settle(Duration::minutes(2), 3).await;
     for event in &events {
-        let delivery = &app.deliveries(&gone.key, event["id"].as_str().unwrap()).await[0];
+        let delivery = &app.deliveries(&both.gone.key, event["id"].as_str().unwrap()).await[0];
         assert_eq!(delivery["status"], "delivered", "{delivery}");
     }
     assert_eq!(hanging.received().len(), 31);
@@ -681,58 +711,28 @@ async fn a_receiver_that_stops_answering_does_not_hold_up_another_customers_deli
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receiver_that_hangs_with_a_backlog_leaves_places_for_others_before_it_times_out() {
     use ops_infra::webhook_sender::{holds::SHARE, MAX_OPEN_POSTS};
-    let timeout = std::time::Duration::from_secs(2);
-    let app = ops_tests::spawn_app_with(|config| {
-        config.webhook_timeout_ms = timeout.as_millis() as u64;
-        // Two hundred creates within a second or two.
-        config.rate_limit = 0;
-    })
-    .await;
-    let (gone, other) = (app.create_customer().await, app.create_customer().await);
-    let hanging = Receiver::start(0).await;
-    hanging.hang();
-    let answering = Receiver::start(0).await;
-    app.subscribe(&gone.key, &hanging.url, &["operation.created"]).await;
-    app.subscribe(&other.key, &answering.url, &["operation.created"]).await;
-    let app = &app;
-    let create = |customer: &ops_tests::Customer| {
-        let (key, body) = (customer.key.clone(), payout(&customer.id, "two_step", &[5_000]));
-        async move { app.post("/v1/operations", &key, body).await.id() }
-    };
-    let dispatch = Trigger::Stream(StreamConsumer::WebhookDispatch);
-    let send = Trigger::Queue(QueueName::Webhooks);
+    let both = HangingAndAnswering::start().await;
+    let (app, hanging, answering) = (&both.app, &both.hanging, &both.answering);
     // The process has just posted to the other receiver.
-    create(&other).await;
-    while app.driver().round(dispatch).await.unwrap() > 0 {}
-    app.driver().round(send).await.unwrap();
+    both.create(&both.other, 1).await;
+    app.driver().round(SEND).await.unwrap();
     assert_eq!(answering.received().len(), 1);
 
     // Four rounds of fifty of the hanging receiver's deliveries (ten posts open in each: all
     // of the process's places) queued ahead of five of the other customer's, taken by five
     // senders at once, as local mode's run side by side.
-    for _ in 0..4 * 50 {
-        create(&gone).await;
-    }
-    for _ in 0..5 {
-        create(&other).await;
-    }
-    while app.driver().round(dispatch).await.unwrap() > 0 {}
+    both.create(&both.gone, 4 * 50).await;
+    both.create(&both.other, 5).await;
     let started = std::time::Instant::now();
-    let others_arrived = async {
-        while answering.received().len() < 6 && started.elapsed() < timeout * 5 {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        started.elapsed()
-    };
     let (handled, others_took) = tokio::join!(
-        futures_util::future::join_all((0..5).map(|_| app.driver().round(send))),
-        others_arrived
+        futures_util::future::join_all((0..5).map(|_| app.driver().round(SEND))),
+        both.answered(6, started)
     );
     let handled: usize = handled.into_iter().map(Result::unwrap).sum();
     assert_eq!(handled, 205);
     assert_eq!(answering.received().len(), 6);
     assert!(
-        others_took < timeout * 3 / 4,
+        others_took < SHORT_TIMEOUT * 3 / 4,
         "the other customer's deliveries took {others_took:?}, as long as the hanging receiver's posts took to time out"
     );
     assert_eq!(

@@ -204,6 +204,20 @@ mod tests {
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
+    /// `count` posts to `url`, each on a task of its own.
+    fn spawn_posts(
+        sender: &Arc<HttpWebhookSender>,
+        url: &str,
+        count: usize,
+    ) -> Vec<tokio::task::JoinHandle<Result<Posted, HeldBack>>> {
+        (0..count)
+            .map(|_| {
+                let (sender, url) = (sender.clone(), url.to_owned());
+                tokio::spawn(async move { sender.post(&url, "t=1,v1=x", vec![]).await })
+            })
+            .collect()
+    }
+
     /// A receiver on loopback that holds every request open until `release` turns true,
     /// counting how many are open at once (the most, and now).
     async fn holding_receiver(
@@ -244,12 +258,7 @@ mod tests {
         let (port, open, most) = holding_receiver(released).await;
         let sender = Arc::new(HttpWebhookSender::with_policy(TargetPolicy { allow_local: true }));
         let url = format!("http://127.0.0.1:{port}/");
-        let posts: Vec<_> = (0..MAX_OPEN_POSTS + 5)
-            .map(|_| {
-                let (sender, url) = (sender.clone(), url.clone());
-                tokio::spawn(async move { sender.post(&url, "t=1,v1=x", vec![]).await })
-            })
-            .collect();
+        let posts = spawn_posts(&sender, &url, MAX_OPEN_POSTS + 5);
         while open.load(Ordering::SeqCst) < MAX_OPEN_POSTS {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -291,12 +300,7 @@ mod tests {
         );
 
         let hanging = format!("http://127.0.0.1:{hanging_port}/");
-        let backlog: Vec<_> = (0..MAX_OPEN_POSTS + 5)
-            .map(|_| {
-                let (sender, url) = (sender.clone(), hanging.clone());
-                tokio::spawn(async move { sender.post(&url, "t=1,v1=x", vec![]).await })
-            })
-            .collect();
+        let backlog = spawn_posts(&sender, &hanging, MAX_OPEN_POSTS + 5);
         while open.load(Ordering::SeqCst) < holds::SHARE {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -342,12 +346,7 @@ mod tests {
         );
 
         let slow = format!("http://127.0.0.1:{slow_port}/");
-        let backlog: Vec<_> = (0..MAX_OPEN_POSTS + 20)
-            .map(|_| {
-                let (sender, url) = (sender.clone(), slow.clone());
-                tokio::spawn(async move { sender.post(&url, "t=1,v1=x", vec![]).await })
-            })
-            .collect();
+        let backlog = spawn_posts(&sender, &slow, MAX_OPEN_POSTS + 20);
         while open.load(Ordering::SeqCst) < holds::SHARE {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -376,12 +375,8 @@ mod tests {
         let post_all = |url: String, count: usize| {
             let sender = sender.clone();
             async move {
-                let posts = (0..count).map(|_| {
-                    let (sender, url) = (sender.clone(), url.clone());
-                    tokio::spawn(async move { sender.post(&url, "t=1,v1=x", vec![]).await })
-                });
                 let mut outcomes = vec![];
-                for post in posts.collect::<Vec<_>>() {
+                for post in spawn_posts(&sender, &url, count) {
                     outcomes.push(post.await.unwrap());
                 }
                 outcomes
