@@ -44,12 +44,17 @@ start_moto() {
 
 # The live board's browser test: Debian's Chromium (installed when missing) and playwright-core
 # from the lock file (it never downloads a browser of its own).
-install_browser() {
-  if [ ! -x /usr/bin/chromium ]; then
+# apt_install COMMAND PACKAGE: installs Debian's PACKAGE when COMMAND is missing.
+apt_install() {
+  if ! command -v "$1" > /dev/null; then
     local sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$2"
   fi
+}
+
+install_browser() {
+  apt_install chromium chromium
   (cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent)
 }
