@@ -747,6 +747,68 @@ async fn a_receiver_that_hangs_with_a_backlog_leaves_places_for_others_before_it
     assert_eq!(hanging.received().len(), 200);
 }
 
+/// A receiver away for longer than a delivery's retries would take: the deliveries it held
+/// back (never attempted) fail then, as those attempted fail when their retries run out, each
+/// with an attempt saying why and an exceptions item for an operator to resend; they are not
+/// queued again for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_held_back_for_longer_than_their_retries_take_fail_for_an_operator() {
+    let both = HangingAndAnswering::start().await;
+    let (app, hanging) = (&both.app, &both.hanging);
+    both.create(&both.gone, 1).await;
+    app.driver().round(SEND).await.unwrap();
+    assert_eq!(hanging.requests(), 1, "its first post timed out");
+    // Two probes, three held back.
+    both.create(&both.gone, 5).await;
+    app.driver().round(SEND).await.unwrap();
+    assert_eq!(hanging.requests(), 3);
+
+    // Still away when all six come round again, as long as their retries take: two more
+    // probes (their attempts counted, their retries going on), and the four others fail.
+    app.clock.advance(ops_domain::webhooks::RETRY_SPAN + Duration::hours(1));
+    assert_eq!(app.driver().round(SEND).await.unwrap(), 6);
+    assert_eq!(hanging.requests(), 5);
+    let events: Vec<Value> = all_events(app, &both.gone.key)
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "operation.created")
+        .collect();
+    let mut failed = vec![];
+    for event in &events {
+        let delivery = &app.deliveries(&both.gone.key, event["id"].as_str().unwrap()).await[0];
+        if delivery["status"] == "failed" {
+            let last = delivery["attempts"].as_array().unwrap().last().unwrap();
+            assert!(
+                last["error"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("not sent: its receiver had stopped answering"),
+                "{delivery}"
+            );
+            assert!(delivery["next_attempt_at"].is_null(), "{delivery}");
+            failed.push(delivery["id"].as_str().unwrap().to_owned());
+        } else {
+            assert_eq!(delivery["status"], "pending", "{delivery}");
+        }
+    }
+    assert_eq!(failed.len(), 4, "{events:?}");
+    app.drain().await;
+    let items = app
+        .get("/v1/work_items?queue=exceptions&status=open&limit=100", ADMIN_KEY)
+        .await
+        .json();
+    let mut subjects: Vec<String> = items["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["kind"] == "webhook_delivery_failed")
+        .map(|item| item["subject"]["id"].as_str().unwrap().to_owned())
+        .collect();
+    subjects.sort();
+    failed.sort();
+    assert_eq!(subjects, failed);
+}
+
 /// The status poll runs once a minute in the cloud: one invocation takes round after round
 /// until nothing is due, so a burst larger than one round is asked about at once, not a
 /// hundred a minute.

@@ -250,7 +250,8 @@ impl Service {
 
     /// Posts a due delivery (`body`: its event's JSON as stored), signed with its endpoint's
     /// live secrets, and returns what recording the attempt writes (or that the sender held
-    /// it back: then nothing was attempted).
+    /// it back: then nothing was attempted). A delivery held back for longer than its retries
+    /// would have taken has run out of them: it fails, with an attempt saying why.
     async fn attempt_webhook(
         &self,
         delivery: &Delivery,
@@ -258,13 +259,20 @@ impl Service {
         signer: &Signer,
         now: time::OffsetDateTime,
     ) -> Result<Result<Attempted, HeldBack>, DomainError> {
+        let mut out_of_time = false;
         let Posted { answer, took } = match signer.endpoint.as_ref().map(|e| e.status) {
             Some(EndpointStatus::Enabled) if !signer.secrets.is_empty() => {
                 let refs: Vec<&str> = signer.secrets.iter().map(String::as_str).collect();
                 let header = signature::header(&refs, now.unix_timestamp(), &body);
                 match self.webhooks.post(&delivery.url, &header, body).await {
                     Ok(posted) => posted,
-                    Err(held_back) => return Ok(Err(held_back)),
+                    Err(held_back) if now - delivery.created_at < webhooks::RETRY_SPAN => return Ok(Err(held_back)),
+                    Err(_) => {
+                        out_of_time = true;
+                        Posted::not_sent(
+                            "not sent: its receiver had stopped answering, and stayed away for as long as a delivery's retries take".to_string(),
+                        )
+                    }
                 }
             }
             _ => Posted::not_sent("the endpoint was disabled or deleted".to_string()),
@@ -281,6 +289,9 @@ impl Service {
         updated.version += 1;
         if delivered {
             updated.status = DeliveryStatus::Delivered;
+            updated.next_attempt_at = None;
+        } else if out_of_time {
+            updated.status = DeliveryStatus::Failed;
             updated.next_attempt_at = None;
         } else {
             match webhooks::retry_delay(updated.attempts.len() - 1, jitter()) {

@@ -24,6 +24,17 @@ pub const RETRY_SCHEDULE: [Duration; 8] = [
 ];
 pub const DELIVERY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a delivery's retries take in all, without jitter: a delivery its sender held
+/// back for longer (its receiver away all the while) has run out of them.
+pub const RETRY_SPAN: Duration = {
+    let (mut seconds, mut retry) = (0, 0);
+    while retry < RETRY_SCHEDULE.len() {
+        seconds += RETRY_SCHEDULE[retry].whole_seconds();
+        retry += 1;
+    }
+    Duration::seconds(seconds)
+};
+
 /// The wait before retry number `retry` (0-based) with up to 10% jitter, or `None` when the
 /// schedule is exhausted. `jitter` is a random fraction in [0, 1).
 pub fn retry_delay(retry: usize, jitter: f64) -> Option<Duration> {
