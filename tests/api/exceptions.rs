@@ -54,7 +54,7 @@ async fn a_delivery_whose_retries_ran_out_is_an_exception_until_it_is_resent() {
             item["cause"]["message"]
                 .as_str()
                 .unwrap()
-                .contains("failed 9 times; the last answer was HTTP 503"),
+                .contains("failed after 9 attempts; the last answer was HTTP 503"),
             "{item:#}"
         );
         deliveries.push(item["subject"]["id"].as_str().unwrap().to_owned());

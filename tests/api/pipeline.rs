@@ -807,6 +807,12 @@ async fn deliveries_held_back_for_longer_than_their_retries_take_fail_for_an_ope
     subjects.sort();
     failed.sort();
     assert_eq!(subjects, failed);
+    let message = items["data"][0]["cause"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(" attempt")
+            && message.contains("; the last answer was not sent: its receiver had stopped answering"),
+        "{message}"
+    );
 }
 
 /// The status poll runs once a minute in the cloud: one invocation takes round after round

@@ -49,11 +49,12 @@ impl Service {
         let cause = Cause::new(
             "webhook_delivery_failed",
             format!(
-                "Delivery {} of event {} to endpoint {} failed {} times; the last answer was {answer}.",
+                "Delivery {} of event {} to endpoint {} failed after {} attempt{}; the last answer was {answer}.",
                 delivery.id,
                 delivery.event_id,
                 delivery.endpoint_id,
-                delivery.attempts.len()
+                delivery.attempts.len(),
+                if delivery.attempts.len() == 1 { "" } else { "s" }
             ),
             Actor::system(),
             self.now(),
