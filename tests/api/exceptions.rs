@@ -5,17 +5,9 @@
 use ops_domain::ports::{Queue, QueueName};
 use ops_infra::QueueConsumer;
 use ops_tests::receiver::Receiver;
-use ops_tests::{payout, spawn_app, TestApp, ADMIN_KEY};
-use serde_json::{json, Value};
+use ops_tests::{payout, spawn_app, ADMIN_KEY};
+use serde_json::json;
 use time::Duration;
-
-async fn open_exceptions(app: &TestApp) -> Vec<Value> {
-    let page = app
-        .get("/v1/work_items?queue=exceptions&status=open&limit=100", ADMIN_KEY)
-        .await;
-    assert_eq!(page.status, 200, "{}", page.json());
-    page.json()["data"].as_array().unwrap().clone()
-}
 
 #[tokio::test]
 async fn a_delivery_whose_retries_ran_out_is_an_exception_until_it_is_resent() {
@@ -31,7 +23,7 @@ async fn a_delivery_whose_retries_ran_out_is_an_exception_until_it_is_resent() {
     app.settle(Duration::hours(1), 80).await;
     assert_eq!(receiver.requests(), 18);
 
-    let items = open_exceptions(&app).await;
+    let items = app.open_exceptions().await;
     assert_eq!(items.len(), 2, "{items:#?}");
     let mut deliveries = vec![];
     for item in &items {
@@ -116,7 +108,7 @@ async fn a_delivery_whose_retries_ran_out_is_an_exception_until_it_is_resent() {
     assert_eq!(resolved.json()["resolution"]["cause"]["code"], "resent");
     app.drain().await;
     assert_eq!(receiver.requests(), 20, "each resend delivered once");
-    assert!(open_exceptions(&app).await.is_empty());
+    assert!(app.open_exceptions().await.is_empty());
     let again = app.post(&resolve, ADMIN_KEY, json!({})).await;
     assert_eq!(again.error(409)["code"], "invalid_transition");
 }
@@ -166,7 +158,7 @@ async fn a_dead_letter_is_an_exception_until_it_is_redriven_and_the_rail_is_aske
             "taken off the dead-letter queue"
         );
     }
-    let items = open_exceptions(&app).await;
+    let items = app.open_exceptions().await;
     assert_eq!(items.len(), 1, "the one about nothing is dropped: {items:#?}");
     let item = &items[0];
     assert_eq!(
@@ -208,7 +200,7 @@ async fn a_dead_letter_is_an_exception_until_it_is_redriven_and_the_rail_is_aske
     let ledger = app.sandbox().await;
     let entry = ledger.iter().find(|e| e.transaction_id == transaction_id).unwrap();
     assert_eq!((entry.submit_calls, entry.duplicate_submits), (1, 0));
-    assert!(open_exceptions(&app).await.is_empty());
+    assert!(app.open_exceptions().await.is_empty());
 }
 
 #[tokio::test]
@@ -219,7 +211,7 @@ async fn an_operations_or_transactions_item_is_resolved_through_its_own_endpoint
     app.post("/v1/operations", &acme.key, payout(&acme.id, "auto", &[20_008]))
         .await;
     app.settle(Duration::minutes(10), 30).await;
-    let items = open_exceptions(&app).await;
+    let items = app.open_exceptions().await;
     let item = items
         .iter()
         .find(|i| i["subject"]["type"] == "transaction")
@@ -249,7 +241,7 @@ async fn a_failed_delivery_to_an_endpoint_since_deleted_is_closed_with_a_reason(
     app.post("/v1/operations", &acme.key, payout(&acme.id, "two_step", &[5]))
         .await;
     app.settle(Duration::hours(1), 80).await;
-    let item = open_exceptions(&app).await.pop().expect("the failed delivery's item");
+    let item = app.open_exceptions().await.pop().expect("the failed delivery's item");
     let deleted = app
         .send(
             reqwest::Method::DELETE,

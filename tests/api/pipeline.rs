@@ -793,13 +793,8 @@ async fn deliveries_held_back_for_longer_than_their_retries_take_fail_for_an_ope
     }
     assert_eq!(failed.len(), 4, "{events:?}");
     app.drain().await;
-    let items = app
-        .get("/v1/work_items?queue=exceptions&status=open&limit=100", ADMIN_KEY)
-        .await
-        .json();
-    let mut subjects: Vec<String> = items["data"]
-        .as_array()
-        .unwrap()
+    let items = app.open_exceptions().await;
+    let mut subjects: Vec<String> = items
         .iter()
         .filter(|item| item["kind"] == "webhook_delivery_failed")
         .map(|item| item["subject"]["id"].as_str().unwrap().to_owned())
@@ -807,7 +802,7 @@ async fn deliveries_held_back_for_longer_than_their_retries_take_fail_for_an_ope
     subjects.sort();
     failed.sort();
     assert_eq!(subjects, failed);
-    let message = items["data"][0]["cause"]["message"].as_str().unwrap();
+    let message = items[0]["cause"]["message"].as_str().unwrap();
     assert!(
         message.contains(" attempt")
             && message.contains("; the last answer was not sent: its receiver had stopped answering"),

@@ -38,12 +38,8 @@ async fn import(app: &TestApp, key: &str, idempotency_key: &str, body: Value) ->
 }
 
 async fn statement_line_items(app: &TestApp) -> Vec<Value> {
-    let page = app
-        .get("/v1/work_items?queue=exceptions&status=open&limit=100", ADMIN_KEY)
-        .await;
-    assert_eq!(page.status, 200, "{}", page.json());
-    let items = page.json()["data"].as_array().unwrap().clone();
-    items
+    app.open_exceptions()
+        .await
         .into_iter()
         .filter(|i| i["subject"]["type"] == "statement_line")
         .collect()

@@ -193,12 +193,8 @@ async fn a_stopped_service_makes_what_is_less_than_a_day_late_and_records_the_re
         .json();
     assert_eq!(events["data"].as_array().unwrap().len(), missed);
     // Each missed occurrence is an exception for the platform's operators.
-    let exceptions = app
-        .get("/v1/work_items?queue=exceptions&status=open&limit=100", ADMIN_KEY)
-        .await
-        .json();
-    let items = exceptions["data"].as_array().unwrap();
-    assert_eq!(items.len(), missed, "{exceptions:#}");
+    let items = app.open_exceptions().await;
+    assert_eq!(items.len(), missed, "{items:#?}");
     assert!(items.iter().all(|item| item["kind"] == "occurrence_missed"
         && item["subject"]["type"] == "occurrence"
         && item["subject"]["id"].as_str().unwrap().starts_with(&format!("{id}@"))));

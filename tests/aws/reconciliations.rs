@@ -85,13 +85,8 @@ async fn a_statement_is_reconciled_against_dynamodb_and_its_lines_kept_in_s3() {
         .await
         .json();
     assert_eq!(after["version"], returned["version"]);
-    let items = app
-        .get("/v1/work_items?queue=exceptions&status=open&limit=100", ADMIN_KEY)
-        .await
-        .json();
-    let breaks = items["data"]
-        .as_array()
-        .unwrap()
+    let items = app.open_exceptions().await;
+    let breaks = items
         .iter()
         .filter(|i| i["subject"]["type"] == "statement_line")
         .count();

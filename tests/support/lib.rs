@@ -321,6 +321,15 @@ impl Api {
         created.json()
     }
 
+    /// The platform's open exceptions items (the first hundred).
+    pub async fn open_exceptions(&self) -> Vec<Value> {
+        let page = self
+            .get("/v1/work_items?queue=exceptions&status=open&limit=100", ADMIN_KEY)
+            .await;
+        assert_eq!(page.status, 200, "{}", page.json());
+        page.json()["data"].as_array().unwrap().clone()
+    }
+
     /// An event's deliveries, one per endpoint it was sent to.
     pub async fn deliveries(&self, key: &str, event_id: &str) -> Vec<Value> {
         let deliveries = self.get(&format!("/v1/events/{event_id}/deliveries"), key).await.json();
