@@ -85,7 +85,7 @@ pub enum Refused {
 /// A post admitted to its receiver, counted open until it is finished (or dropped unfinished).
 pub struct Admitted<'a> {
     holds: &'a Holds,
-    origin: String,
+    origin: &'a str,
     finished: bool,
 }
 
@@ -94,8 +94,7 @@ impl Holds {
     /// the hold would end, and no sooner than the receiver has been gone (a receiver gone for
     /// an hour is asked about less often than one gone for a minute); one past its share waits
     /// for a place of its own, or is handed back for as long as it has gone without answering.
-    pub fn admit(&self, origin: impl Into<String>, now: Instant) -> Result<Admitted<'_>, Refused> {
-        let origin = origin.into();
+    pub fn admit<'a>(&'a self, origin: &'a str, now: Instant) -> Result<Admitted<'a>, Refused> {
         let mut receivers = self.receivers.lock().expect("the holds' lock is never poisoned");
         let Receivers {
             by_origin,
@@ -103,18 +102,18 @@ impl Holds {
             shared_until,
         } = &mut *receivers;
         match last {
-            Some((last, at)) if *last == origin => *at = now,
+            Some((last, at)) if last == origin => *at = now,
             _ => {
                 if last.as_ref().is_some_and(|(_, at)| now < *at + HOLD) {
                     *shared_until = Some(now + HOLD);
                 }
-                *last = Some((origin.clone(), now));
+                *last = Some((origin.to_owned(), now));
             }
         }
         // Looked up before it is inserted: a receiver posted to is mostly known already.
-        let receiver = match by_origin.get_mut(&origin) {
+        let receiver = match by_origin.get_mut(origin) {
             Some(receiver) => receiver,
-            None => by_origin.entry(origin.clone()).or_insert(Receiver {
+            None => by_origin.entry(origin.to_owned()).or_insert(Receiver {
                 open: 0,
                 answered: now,
                 held: None,
@@ -179,14 +178,14 @@ impl Admitted<'_> {
     /// The post ended: `stalled` if its receiver timed out or could not be reached.
     pub fn finish(mut self, stalled: bool, now: Instant) {
         self.finished = true;
-        self.holds.end(&self.origin, Some(stalled), now)
+        self.holds.end(self.origin, Some(stalled), now)
     }
 }
 
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
         if !self.finished {
-            self.holds.end(&self.origin, None, Instant::now());
+            self.holds.end(self.origin, None, Instant::now());
         }
     }
 }

@@ -120,7 +120,7 @@ impl WebhookSender for HttpWebhookSender {
             let place = self.open_posts.acquire().await.expect("the semaphore is never closed");
             // Admitted once it has a place, so a receiver that stalled while this post waited
             // does not get it.
-            match self.holds.admit(origin.as_str(), Instant::now()) {
+            match self.holds.admit(&origin, Instant::now()) {
                 Ok(admitted) => break (place, admitted),
                 Err(Refused::HandedBack(retry_in)) => return Err(HeldBack { retry_in }),
                 Err(Refused::AtShare { ended, until }) => {
@@ -289,10 +289,7 @@ mod tests {
         let (release, released) = tokio::sync::watch::channel(false);
         let (hanging_port, open, most) = holding_receiver(released).await;
         let (answering_port, hits) = receiver().await;
-        let sender = Arc::new(HttpWebhookSender::new(
-            TargetPolicy { allow_local: true },
-            Duration::from_secs(10),
-        ));
+        let sender = Arc::new(HttpWebhookSender::with_policy(TargetPolicy { allow_local: true }));
         let answering = format!("http://127.0.0.1:{answering_port}/");
         assert_eq!(
             sender.post(&answering, "t=1,v1=x", vec![]).await.unwrap().answer,
