@@ -16,6 +16,7 @@ pub fn required_text(value: Option<String>, param: &str, max: usize) -> Result<S
     Ok(value)
 }
 
+/// An optional string field: when present, free text of at most `max` characters.
 pub fn optional_text(value: Option<String>, param: &str, max: usize) -> Result<Option<String>, DomainError> {
     if let Some(value) = &value {
         check_text(value, param, max)?;
