@@ -204,19 +204,8 @@ impl ItemInput {
         let beneficiary = self
             .beneficiary
             .ok_or_else(|| DomainError::missing(format!("{at}.beneficiary")))?;
-        let id_type_param = format!("{at}.beneficiary.id_type");
-        let id_type = required_text(beneficiary.id_type, &id_type_param, 16)?;
-        if !id_type
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
-            return Err(DomainError::invalid(
-                id_type_param,
-                "invalid_id_type",
-                "id_type is a short code of letters, digits, '_' or '-'.",
-            ));
-        }
-        let beneficiary_id = required_text(beneficiary.id, &format!("{at}.beneficiary.id"), 64)?;
+        let id_type = item_field::beneficiary_id_type(beneficiary.id_type, &format!("{at}.beneficiary.id_type"))?;
+        let beneficiary_id = item_field::beneficiary_id(beneficiary.id, &format!("{at}.beneficiary.id"))?;
         let destination = self
             .destination
             .ok_or_else(|| DomainError::missing(format!("{at}.destination")))?;
@@ -225,16 +214,8 @@ impl ItemInput {
         } else {
             rail_destination(destination, at, known_rail)?
         };
-        let amount_param = format!("{at}.amount");
-        let raw_amount = self.amount.ok_or_else(|| DomainError::missing(&amount_param))?;
-        let amount = Amount::new(raw_amount).ok_or_else(|| {
-            DomainError::invalid(
-                amount_param,
-                "amount_out_of_range",
-                format!("amount is an integer in minor units from 1 to {MAX_ITEM_AMOUNT}."),
-            )
-        })?;
-        let reference = optional_text(self.reference, &format!("{at}.reference"), 140)?;
+        let amount = item_field::amount(self.amount, &format!("{at}.amount"))?;
+        let reference = item_field::reference(self.reference, &format!("{at}.reference"))?;
         Ok(ValidItem {
             beneficiary: Beneficiary {
                 id_type,
@@ -244,6 +225,71 @@ impl ItemInput {
             amount,
             reference,
         })
+    }
+}
+
+/// An item's fields, each checked on its own: a create stops at the first wrong one, a line of
+/// a payroll file reports every one.
+pub(crate) mod item_field {
+    use super::*;
+
+    pub fn beneficiary_id_type(value: Option<String>, param: &str) -> Result<String, DomainError> {
+        let id_type = required_text(value, param, 16)?;
+        if !id_type
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(DomainError::invalid(
+                param,
+                "invalid_id_type",
+                "id_type is a short code of letters, digits, '_' or '-'.",
+            ));
+        }
+        Ok(id_type)
+    }
+
+    pub fn beneficiary_id(value: Option<String>, param: &str) -> Result<String, DomainError> {
+        required_text(value, param, 64)
+    }
+
+    /// A known rail's id.
+    pub fn rail(value: Option<String>, param: &str, known_rail: &dyn Fn(&str) -> bool) -> Result<String, DomainError> {
+        let rail = required_text(value, param, 80)?;
+        if !valid_rail_id(&rail) {
+            return Err(DomainError::invalid(
+                param,
+                "invalid_rail",
+                format!("'{rail}' is not a rail id of the form psp-local:<rail_name>."),
+            ));
+        }
+        if !known_rail(&rail) {
+            return Err(DomainError::invalid(
+                param,
+                "unknown_rail",
+                format!("No adapter serves rail '{rail}'."),
+            ));
+        }
+        Ok(rail)
+    }
+
+    /// An account at a rail.
+    pub fn account(value: Option<String>, param: &str) -> Result<String, DomainError> {
+        required_text(value, param, 64)
+    }
+
+    pub fn amount(value: Option<i64>, param: &str) -> Result<Amount, DomainError> {
+        let raw = value.ok_or_else(|| DomainError::missing(param))?;
+        Amount::new(raw).ok_or_else(|| {
+            DomainError::invalid(
+                param,
+                "amount_out_of_range",
+                format!("amount is an integer in minor units from 1 to {MAX_ITEM_AMOUNT}."),
+            )
+        })
+    }
+
+    pub fn reference(value: Option<String>, param: &str) -> Result<Option<String>, DomainError> {
+        optional_text(value, param, 140)
     }
 }
 
@@ -260,23 +306,8 @@ fn rail_destination(
             "destination.account_id is a transfer's; name a rail and an account.",
         ));
     }
-    let rail_param = format!("{at}.destination.rail");
-    let rail = required_text(destination.rail, &rail_param, 80)?;
-    if !valid_rail_id(&rail) {
-        return Err(DomainError::invalid(
-            rail_param,
-            "invalid_rail",
-            format!("'{rail}' is not a rail id of the form psp-local:<rail_name>."),
-        ));
-    }
-    if !known_rail(&rail) {
-        return Err(DomainError::invalid(
-            rail_param,
-            "unknown_rail",
-            format!("No adapter serves rail '{rail}'."),
-        ));
-    }
-    let account = required_text(destination.account, &format!("{at}.destination.account"), 64)?;
+    let rail = item_field::rail(destination.rail, &format!("{at}.destination.rail"), known_rail)?;
+    let account = item_field::account(destination.account, &format!("{at}.destination.account"))?;
     Ok(Destination {
         rail,
         account,

@@ -146,7 +146,8 @@ async fn an_invalid_file_is_refused_with_every_error_and_creates_nothing() {
         "{header}RUT,1-9,psp-local:sandbox,001,12.50,CLP,ok\n\
          RUT,2-7,psp-local:nowhere,002,100,CLP,ok\n\
          RUT,3-5,psp-local:sandbox,003,100,CLP,=cmd|' /C calc'!A0\n\
-         RUT,4-3,psp-local:sandbox,004,100\n"
+         RUT,4-3,psp-local:sandbox,004,100\n\
+         RUT,,psp-local:nowhere,+005,1e3,CLP,ok\n"
     );
     let refused = upload(&app, &customer.key, "workflow=auto", "bad", bad.into_bytes()).await;
     let error = refused.error(400);
@@ -173,9 +174,14 @@ async fn an_invalid_file_is_refused_with_every_error_and_creates_nothing() {
             (3, Some("rail"), "unknown_rail"),
             (4, Some("reference"), "formula_not_allowed"),
             (5, None, "wrong_field_count"),
+            // Every error of a line, a formula-like cell among them.
+            (6, Some("beneficiary_id"), "parameter_missing"),
+            (6, Some("rail"), "unknown_rail"),
+            (6, Some("account"), "formula_not_allowed"),
+            (6, Some("amount"), "invalid_amount"),
         ]
     );
-    assert_eq!(error["error_count"], 4);
+    assert_eq!(error["error_count"], 8);
 
     let ok_line = "RUT,1-9,psp-local:sandbox,001,100,CLP,ok\n";
     let cases: Vec<(&str, &str, Vec<u8>, u16, &str)> = vec![

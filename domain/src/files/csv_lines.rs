@@ -3,8 +3,8 @@
 
 use crate::error::DomainError;
 use crate::money::{Amount, Currency};
-use crate::operations::{Beneficiary, Destination, OperationType};
-use crate::validate::{BeneficiaryInput, DestinationInput, ItemInput};
+use crate::operations::{Beneficiary, Destination};
+use crate::validate::{item_field, BeneficiaryInput, DestinationInput, ItemInput};
 use serde::{Deserialize, Serialize};
 
 /// The header of a payroll file (in any order).
@@ -255,107 +255,107 @@ fn column_positions(header: &[String]) -> Result<Vec<usize>, Vec<LineError>> {
     }
 }
 
-/// One line's cells (by column index in [`COLUMNS`]) as a payout item, or what is wrong.
+/// One line's cells (by column index in [`COLUMNS`]) as a payout item, or everything wrong
+/// with it.
 fn read_line<'c>(
     line: usize,
-    cell: &dyn Fn(usize) -> &'c str,
+    cell: &'c dyn Fn(usize) -> &'c str,
     known_rail: &dyn Fn(&str) -> bool,
 ) -> Result<PayrollLine, Vec<LineError>> {
-    let mut refusals = vec![];
-    for (column, name) in COLUMNS.iter().enumerate() {
-        if is_formula_like(cell(column)) {
-            refusals.push(LineError::new(
-                line,
-                Some(name),
-                "formula_not_allowed",
-                "A cell must not start with '=', '+', '-', '@', a tab or a carriage return (a spreadsheet would run it as a formula).",
-            ));
-        }
-    }
-    if !refusals.is_empty() {
-        return Err(refusals);
-    }
-    let text = |column: usize| Some(cell(column).to_owned()).filter(|c| !c.is_empty());
-    // An unreadable amount is reported here; the item is then checked with a stand-in, so
-    // its other fields are still reported and the amount not twice.
-    let amount = match cell(4) {
-        "" => None,
-        raw => Some(raw.parse::<i64>().unwrap_or_else(|_| {
-            refusals.push(LineError::new(
-                line,
-                Some("amount"),
+    let mut cells = LineCells {
+        line,
+        cell,
+        refusals: vec![],
+    };
+    let id_type = cells.check("beneficiary_id_type", item_field::beneficiary_id_type);
+    let beneficiary_id = cells.check("beneficiary_id", item_field::beneficiary_id);
+    let rail = cells.check("rail", |value, column| item_field::rail(value, column, known_rail));
+    let account = cells.check("account", item_field::account);
+    let amount = cells.check("amount", |value, column| {
+        let raw = value.ok_or_else(|| DomainError::missing(column))?;
+        let minor_units = raw.parse::<i64>().map_err(|_| {
+            DomainError::invalid(
+                column,
                 "invalid_amount",
                 "amount is an integer in minor units (no decimals, no separators).",
-            ));
-            1
-        })),
-    };
-    let currency = match cell(5) {
-        "" => {
-            refusals.push(LineError::new(
-                line,
-                Some("currency"),
-                "parameter_missing",
-                "currency is required.",
-            ));
-            None
-        }
-        code => Currency::parse(code).or_else(|| {
-            refusals.push(LineError::new(
-                line,
-                Some("currency"),
+            )
+        })?;
+        item_field::amount(Some(minor_units), column)
+    });
+    let currency = cells.check("currency", |value, column| {
+        let code = value.ok_or_else(|| DomainError::missing(column))?;
+        Currency::parse(&code).ok_or_else(|| {
+            DomainError::invalid(
+                column,
                 "invalid_currency",
                 format!(
                     "'{}' is not an active ISO 4217 currency code.",
                     code.chars().take(16).collect::<String>()
                 ),
-            ));
-            None
-        }),
-    };
-    let input = ItemInput {
-        beneficiary: Some(BeneficiaryInput {
-            id_type: text(0),
-            id: text(1),
-        }),
-        destination: Some(DestinationInput {
-            rail: text(2),
-            account: text(3),
-            account_id: None,
-        }),
-        amount,
-        reference: text(6),
-    };
-    match input.validate("item", OperationType::Payout, known_rail) {
-        Ok(item) if refusals.is_empty() => Ok(PayrollLine {
-            line,
-            beneficiary: item.beneficiary,
-            destination: item.destination,
-            amount: item.amount,
-            currency: currency.expect("a valid line has its currency"),
-            reference: item.reference,
-        }),
-        Ok(_) => Err(refusals),
-        Err(DomainError::InvalidRequest { code, param, message }) => {
-            refusals.push(LineError::new(line, param.as_deref().map(column_of), code, message));
-            Err(refusals)
+            )
+        })
+    });
+    let reference = cells.check("reference", item_field::reference);
+    match (id_type, beneficiary_id, rail, account, amount, currency, reference) {
+        (Some(id_type), Some(id), Some(rail), Some(account), Some(amount), Some(currency), Some(reference))
+            if cells.refusals.is_empty() =>
+        {
+            Ok(PayrollLine {
+                line,
+                beneficiary: Beneficiary { id_type, id },
+                destination: Destination {
+                    rail,
+                    account,
+                    account_id: None,
+                },
+                amount,
+                currency,
+                reference,
+            })
         }
-        Err(other) => {
-            refusals.push(LineError::new(line, None, "invalid_line", other.to_string()));
-            Err(refusals)
-        }
+        _ => Err(cells.refusals),
     }
 }
 
-/// The column an item's parameter comes from.
-fn column_of(param: &str) -> &'static str {
-    match param.strip_prefix("item.").unwrap_or(param) {
-        "beneficiary.id_type" => "beneficiary_id_type",
-        "beneficiary.id" | "beneficiary" => "beneficiary_id",
-        "destination.rail" | "destination" => "rail",
-        "destination.account" => "account",
-        "amount" => "amount",
-        _ => "reference",
+/// A line's cells, each checked on its own so that the line reports everything wrong with it.
+struct LineCells<'c> {
+    line: usize,
+    cell: &'c dyn Fn(usize) -> &'c str,
+    refusals: Vec<LineError>,
+}
+
+impl LineCells<'_> {
+    /// The cell of `column` as `check` reads it (an empty cell as none), or `None` with why
+    /// recorded. A formula-like cell is refused as such, and not read further.
+    fn check<T>(
+        &mut self,
+        column: &'static str,
+        check: impl FnOnce(Option<String>, &str) -> Result<T, DomainError>,
+    ) -> Option<T> {
+        let at = COLUMNS.iter().position(|c| *c == column).expect("one of the columns");
+        let raw = (self.cell)(at);
+        if is_formula_like(raw) {
+            self.refusals.push(LineError::new(
+                self.line,
+                Some(column),
+                "formula_not_allowed",
+                "A cell must not start with '=', '+', '-', '@', a tab or a carriage return (a spreadsheet would run it as a formula).",
+            ));
+            return None;
+        }
+        let value = Some(raw.to_owned()).filter(|c| !c.is_empty());
+        match check(value, column) {
+            Ok(valid) => Some(valid),
+            Err(error) => {
+                let (code, message) = match error {
+                    DomainError::InvalidRequest { code, message, .. } => (code, message),
+                    other => ("invalid_line", other.to_string()),
+                };
+                self.refusals
+                    .push(LineError::new(self.line, Some(column), code, message));
+                None
+            }
+        }
     }
 }
 
@@ -393,18 +393,32 @@ mod tests {
              rut,,psp-local:nowhere,acct-1,10,XXX,\n\
              rut,1-9,psp-local:sandbox,acct-1,10\n\
              rut,1-9,psp-local:sandbox,acct-1,0,CLP,\n\
-             rut,1-9,psp-local:sandbox,acct-1,10,CLP,=cmd|' /C calc'!A0\n"
+             rut,1-9,psp-local:sandbox,acct-1,10,CLP,=cmd|' /C calc'!A0\n\
+             ru t,1-9,psp-local:sandbox,@acct,ten,CLP,-x\n"
         );
         assert_eq!(
             errors(&csv),
             [
                 (2, Some("amount".into()), "invalid_amount".into()),
-                (3, Some("currency".into()), "invalid_currency".into()),
+                // A line reports everything wrong with it, in the header's order.
                 (3, Some("beneficiary_id".into()), "parameter_missing".into()),
+                (3, Some("rail".into()), "unknown_rail".into()),
+                (3, Some("currency".into()), "invalid_currency".into()),
                 (4, None, "wrong_field_count".into()),
                 (5, Some("amount".into()), "amount_out_of_range".into()),
                 (6, Some("reference".into()), "formula_not_allowed".into()),
+                // A formula-like cell does not hide the line's other errors.
+                (7, Some("beneficiary_id_type".into()), "invalid_id_type".into()),
+                (7, Some("account".into()), "formula_not_allowed".into()),
+                (7, Some("amount".into()), "invalid_amount".into()),
+                (7, Some("reference".into()), "formula_not_allowed".into()),
             ]
+        );
+        let (reported, _) = parse(csv.as_bytes(), &|_| false).unwrap_err();
+        let missing_id = reported.iter().find(|e| e.line == 3).unwrap();
+        assert_eq!(
+            missing_id.message, "Missing required param: beneficiary_id.",
+            "named by its column"
         );
     }
 
