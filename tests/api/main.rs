@@ -18,4 +18,5 @@ mod reports;
 mod schedules;
 mod security;
 mod validation;
+mod webhook_endpoints;
 mod workflows;

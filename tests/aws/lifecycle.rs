@@ -48,11 +48,27 @@ async fn a_payout_runs_its_whole_lifecycle_on_the_aws_adapters() {
 
     let customer = app.create_customer().await;
     let receiver = Receiver::start(0).await;
+    // Made at a wrong address and moved to the receiver: what it receives below came by the move.
     let endpoint = app
-        .post("/v1/webhook_endpoints", &customer.key, json!({"url": receiver.url}))
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": "http://127.0.0.1:9/typo"}),
+        )
         .await;
     assert_eq!(endpoint.status, 201, "{}", endpoint.json());
     let secret = endpoint.json()["secret"].as_str().unwrap().to_owned();
+    let moved = app
+        .post(
+            &format!("/v1/webhook_endpoints/{}", endpoint.id()),
+            &customer.key,
+            json!({"url": receiver.url}),
+        )
+        .await;
+    assert_eq!(
+        (moved.status.as_u16(), moved.json()["url"].as_str()),
+        (200, Some(receiver.url.as_str()))
+    );
     let approver = app
         .add_member(&customer, &["approver"], &["operations:approve", "operations:read"])
         .await;

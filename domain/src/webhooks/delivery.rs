@@ -260,11 +260,14 @@ impl Service {
         now: time::OffsetDateTime,
     ) -> Result<Result<Attempted, HeldBack>, DomainError> {
         let mut out_of_time = false;
-        let Posted { answer, took } = match signer.endpoint.as_ref().map(|e| e.status) {
-            Some(EndpointStatus::Enabled) if !signer.secrets.is_empty() => {
+        let mut updated = delivery.clone();
+        let Posted { answer, took } = match &signer.endpoint {
+            Some(endpoint) if endpoint.status == EndpointStatus::Enabled && !signer.secrets.is_empty() => {
                 let refs: Vec<&str> = signer.secrets.iter().map(String::as_str).collect();
                 let header = signature::header(&refs, now.unix_timestamp(), &body);
-                match self.webhooks.post(&delivery.url, &header, body).await {
+                // Where the endpoint is now: an owner who moved it wants its retries there.
+                updated.url.clone_from(&endpoint.url);
+                match self.webhooks.post(&endpoint.url, &header, body).await {
                     Ok(posted) => posted,
                     Err(held_back) if now - delivery.created_at < webhooks::RETRY_SPAN => return Ok(Err(held_back)),
                     Err(_) => {
@@ -284,7 +287,6 @@ impl Service {
             duration_ms: took.as_millis() as u64,
         };
         let delivered = matches!(answer, Ok(200..=299));
-        let mut updated = delivery.clone();
         updated.attempts.push(attempt);
         updated.version += 1;
         if delivered {

@@ -4,7 +4,7 @@ mod delivery;
 pub mod signature;
 mod use_cases;
 
-pub use use_cases::{CreateWebhookEndpoint, ResendEvent, RotateWebhookSecret};
+pub use use_cases::{CreateWebhookEndpoint, ResendEvent, RotateWebhookSecret, UpdateWebhookEndpoint};
 
 use crate::access::Environment;
 use serde::{Deserialize, Serialize};
@@ -144,6 +144,8 @@ pub struct Delivery {
     pub id: crate::ids::DeliveryId,
     pub event_id: crate::ids::EventId,
     pub endpoint_id: crate::ids::WebhookEndpointId,
+    /// Its endpoint's URL when it was made, then where it was last tried: an endpoint moved
+    /// since takes its retries to where it now is.
     pub url: String,
     pub status: DeliveryStatus,
     pub attempts: Vec<Attempt>,

@@ -25,6 +25,15 @@ pub struct CreateWebhookEndpoint {
     pub customer_id: Option<String>,
 }
 
+/// What an endpoint's owner may change in place: where it is and what it receives. Its secrets
+/// stay (rotate them on their own), and deliveries not yet made go to its new URL.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateWebhookEndpoint {
+    pub url: Option<String>,
+    pub events: Option<Vec<String>>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RotateWebhookSecret {
@@ -36,6 +45,28 @@ pub struct RotateWebhookSecret {
 #[serde(deny_unknown_fields)]
 pub struct ResendEvent {
     pub endpoint_id: Option<String>,
+}
+
+/// The event types an endpoint subscribes to: `*` or known types, at least one.
+fn endpoint_events(events: Vec<String>) -> Result<Vec<String>, DomainError> {
+    if events.is_empty() {
+        return Err(DomainError::invalid(
+            "events",
+            "parameter_invalid_empty",
+            "Give at least one event type, or \"*\".",
+        ));
+    }
+    if let Some(i) = events
+        .iter()
+        .position(|e| e != "*" && !crate::event::event_types().any(|known| known == *e))
+    {
+        return Err(DomainError::invalid(
+            format!("events[{i}]"),
+            "invalid_event_type",
+            "Unknown event type: subscribe to \"*\" or to types such as operation.approved or transaction.confirmed.",
+        ));
+    }
+    Ok(events)
 }
 
 fn new_webhook_secret() -> String {
@@ -138,6 +169,15 @@ impl Service {
             .ok_or_else(|| DomainError::not_found("webhook_endpoint", id))
     }
 
+    /// An endpoint's URL, as this environment allows one (DESIGN §6).
+    fn endpoint_url(&self, url: Option<String>) -> Result<String, DomainError> {
+        let url = required_text(url, "url", 2048)?;
+        self.webhook_targets
+            .check_url(&url)
+            .map_err(|m| DomainError::invalid("url", "invalid_url", m))?;
+        Ok(url)
+    }
+
     async fn store_new_secret(&self, endpoint_id: &str, index: usize) -> Result<(String, SigningSecret), DomainError> {
         let value = new_webhook_secret();
         let secret_name = format!("webhook/{endpoint_id}/{index}");
@@ -158,28 +198,8 @@ impl Service {
         ticket: Option<Ticket<Issued<WebhookEndpoint>>>,
     ) -> Result<Issued<WebhookEndpoint>, DomainError> {
         principal.require(Scope::WebhooksManage)?;
-        let url = required_text(command.url, "url", 2048)?;
-        self.webhook_targets
-            .check_url(&url)
-            .map_err(|m| DomainError::invalid("url", "invalid_url", m))?;
-        let events = command.events.unwrap_or_else(|| vec!["*".into()]);
-        if events.is_empty() {
-            return Err(DomainError::invalid(
-                "events",
-                "parameter_invalid_empty",
-                "Give at least one event type, or \"*\".",
-            ));
-        }
-        if let Some(i) = events
-            .iter()
-            .position(|e| e != "*" && !crate::event::event_types().any(|known| known == *e))
-        {
-            return Err(DomainError::invalid(
-                format!("events[{i}]"),
-                "invalid_event_type",
-                "Unknown event type: subscribe to \"*\" or to types such as operation.approved or transaction.confirmed.",
-            ));
-        }
+        let url = self.endpoint_url(command.url)?;
+        let events = endpoint_events(command.events.unwrap_or_else(|| vec!["*".into()]))?;
         let customer_id = match (&principal.key.customer_id, command.customer_id) {
             (Some(own), None) => Some(own.clone()),
             (Some(_), Some(_)) => {
@@ -264,6 +284,63 @@ impl Service {
             Cause::new(
                 "webhook_endpoint_deleted",
                 "Webhook endpoint deleted",
+                principal.actor(),
+                now,
+            ),
+        )));
+        changes.push(Write::PutWebhookEndpoint(endpoint.clone()));
+        self.store.commit(changes).await?;
+        Ok(endpoint)
+    }
+
+    /// A new URL or event types for an endpoint, its secrets kept. Deliveries still to be
+    /// tried (retries included) go to the new URL; what was already sent is as it was.
+    pub async fn update_webhook_endpoint(
+        &self,
+        principal: &Principal,
+        id: &WebhookEndpointId,
+        command: UpdateWebhookEndpoint,
+    ) -> Result<WebhookEndpoint, DomainError> {
+        let mut endpoint = self.visible_endpoint(principal, id).await?;
+        if command.url.is_none() && command.events.is_none() {
+            return Err(DomainError::invalid(
+                "url",
+                "parameter_missing",
+                "Give the endpoint's new url, its events, or both.",
+            ));
+        }
+        let mut changed = vec![];
+        if let Some(url) = command.url {
+            let url = self.endpoint_url(Some(url))?;
+            if url != endpoint.url {
+                changed.push(format!("url {} (was {})", url, endpoint.url));
+                endpoint.url = url;
+            }
+        }
+        if let Some(events) = command.events {
+            let events = endpoint_events(events)?;
+            if events != endpoint.events {
+                changed.push(format!(
+                    "events {} (were {})",
+                    events.join(", "),
+                    endpoint.events.join(", ")
+                ));
+                endpoint.events = events;
+            }
+        }
+        if changed.is_empty() {
+            return Ok(endpoint);
+        }
+        endpoint.version += 1;
+        let now = self.now();
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(AuditEntry::new(
+            "webhook_endpoint",
+            &endpoint.id,
+            "updated",
+            Cause::new(
+                "webhook_endpoint_updated",
+                format!("Webhook endpoint updated: {}", changed.join("; ")),
                 principal.actor(),
                 now,
             ),

@@ -446,6 +446,15 @@ pub async fn delete_webhook_endpoint(
     ok(app.service.delete_webhook_endpoint(&caller, &id).await?)
 }
 
+pub async fn update_webhook_endpoint(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WebhookEndpointId>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app.service.update_webhook_endpoint(&caller, &id, parse(&body)?).await?)
+}
+
 pub async fn rotate_webhook_secret(
     State(app): State<App>,
     Caller(caller): Caller,

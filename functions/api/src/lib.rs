@@ -88,6 +88,7 @@ endpoints! {
     CreateWebhookEndpoint => ("POST", "/v1/webhook_endpoints", post(create_webhook_endpoint)),
     ListWebhookEndpoints => ("GET", "/v1/webhook_endpoints", get(list_webhook_endpoints)),
     GetWebhookEndpoint => ("GET", "/v1/webhook_endpoints/{id}", get(get_webhook_endpoint)),
+    UpdateWebhookEndpoint => ("POST", "/v1/webhook_endpoints/{id}", post(update_webhook_endpoint)),
     DeleteWebhookEndpoint => ("DELETE", "/v1/webhook_endpoints/{id}", delete(delete_webhook_endpoint)),
     RotateWebhookSecret => ("POST", "/v1/webhook_endpoints/{id}/rotate_secret", post(rotate_webhook_secret)),
     RailReport => ("POST", "/v1/rail_reports", post(rail_report)),

@@ -1,0 +1,143 @@
+//! Webhook endpoints changed in place: moved to a new URL or given other event types, their
+//! secrets kept.
+
+use ops_tests::receiver::{signature_is_valid, Receiver};
+use ops_tests::{payout, spawn_app};
+use reqwest::Method;
+use serde_json::json;
+use time::Duration;
+
+#[tokio::test]
+async fn an_endpoint_moved_keeps_its_secret_and_takes_its_retries_to_the_new_url() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let broken = Receiver::start(usize::MAX).await;
+    let created = app.subscribe(&customer.key, &broken.url, &["operation.created"]).await;
+    let (id, secret) = (created["id"].as_str().unwrap(), created["secret"].as_str().unwrap());
+    let path = format!("/v1/webhook_endpoints/{id}");
+    app.post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[5]))
+        .await;
+    app.drain().await;
+    assert_eq!(broken.requests(), 1, "the first attempt went to the broken URL");
+
+    let fixed = Receiver::start(0).await;
+    let moved = app.post(&path, &customer.key, json!({"url": fixed.url})).await;
+    assert_eq!(moved.status, 200, "{}", moved.json());
+    let moved = moved.json();
+    assert_eq!(
+        (moved["url"].as_str(), moved["version"].as_u64()),
+        (Some(fixed.url.as_str()), Some(2))
+    );
+    assert!(moved.get("secret").is_none(), "a move shows no secret");
+    assert_eq!(
+        moved["events"],
+        json!(["operation.created"]),
+        "what it receives is kept"
+    );
+
+    // The retry (a minute on) goes to the new URL, signed with the secret the endpoint had.
+    app.settle(Duration::minutes(2), 2).await;
+    let received = fixed.received();
+    assert_eq!((received.len(), broken.requests()), (1, 1));
+    assert!(signature_is_valid(&received[0].signature, &received[0].body, secret));
+    let event_id = received[0].json()["id"].as_str().unwrap().to_owned();
+    let delivery = &app.deliveries(&customer.key, &event_id).await[0];
+    assert_eq!(delivery["status"], "delivered", "{delivery}");
+    assert_eq!(delivery["url"], fixed.url.as_str(), "where it was delivered");
+    let codes: Vec<_> = delivery["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["status_code"].clone())
+        .collect();
+    assert_eq!(codes, [json!(503), json!(200)]);
+
+    // Other event types: the next operation's `operation.created` is not sent.
+    let retyped = app
+        .post(&path, &customer.key, json!({"events": ["operation.approved"]}))
+        .await
+        .json();
+    assert_eq!(retyped["events"], json!(["operation.approved"]));
+    app.post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[6]))
+        .await;
+    app.drain().await;
+    assert_eq!(fixed.received().len(), 1);
+
+    // The same values again change nothing.
+    let again = app
+        .post(
+            &path,
+            &customer.key,
+            json!({"url": fixed.url, "events": ["operation.approved"]}),
+        )
+        .await
+        .json();
+    assert_eq!(again["version"], retyped["version"]);
+    assert_eq!(app.get(&path, &customer.key).await.json()["url"], fixed.url.as_str());
+
+    // Each change has its audit entry, saying what it was; the no-op has none.
+    let database = app.data_dir.path().join("ops-test.sqlite");
+    let connection = rusqlite::Connection::open(&database).unwrap();
+    let mut statement = connection
+        .prepare("SELECT body FROM audit WHERE entity_id = ?1 ORDER BY seq")
+        .unwrap();
+    let entries: Vec<serde_json::Value> = statement
+        .query_map([id], |row| row.get::<_, String>(0))
+        .unwrap()
+        .map(|body| serde_json::from_str(&body.unwrap()).unwrap())
+        .collect();
+    let actions: Vec<_> = entries
+        .iter()
+        .map(|e| (e["action"].as_str(), e["cause"]["code"].as_str()))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            (Some("created"), Some("webhook_endpoint_created")),
+            (Some("updated"), Some("webhook_endpoint_updated")),
+            (Some("updated"), Some("webhook_endpoint_updated")),
+        ]
+    );
+    let moved_cause = entries[1]["cause"]["message"].as_str().unwrap();
+    assert!(
+        moved_cause.contains(&fixed.url) && moved_cause.contains(&broken.url),
+        "{moved_cause}"
+    );
+}
+
+#[tokio::test]
+async fn an_endpoint_update_is_validated_and_scoped_to_its_owner() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let created = app.subscribe(&customer.key, "http://127.0.0.1:9/hook", &["*"]).await;
+    let path = format!("/v1/webhook_endpoints/{}", created["id"].as_str().unwrap());
+    for (body, param) in [
+        (json!({}), "url"),
+        (json!({"url": "ftp://x"}), "url"),
+        (json!({"url": ""}), "url"),
+        (json!({"events": []}), "events"),
+        (
+            json!({"url": "http://127.0.0.1/ok", "events": ["payment.made"]}),
+            "events[0]",
+        ),
+        (json!({"customer_id": "cus_1"}), "customer_id"),
+    ] {
+        let error = app.post(&path, &customer.key, body.clone()).await.error(400);
+        assert_eq!(error["param"], param, "{body}: {error}");
+    }
+    assert_eq!(
+        app.get(&path, &customer.key).await.json()["url"],
+        "http://127.0.0.1:9/hook",
+        "a refused update changes nothing, though its url was valid"
+    );
+
+    let other = app.create_customer().await;
+    let foreign = app.post(&path, &other.key, json!({"url": "http://127.0.0.1/x"})).await;
+    assert_eq!(foreign.error(404)["code"], "resource_missing");
+    let deleted = app.send(Method::DELETE, &path, Some(&customer.key), None, None).await;
+    assert_eq!(deleted.status, 200);
+    let gone = app
+        .post(&path, &customer.key, json!({"url": "http://127.0.0.1/x"}))
+        .await;
+    assert_eq!(gone.error(404)["code"], "resource_missing");
+}
