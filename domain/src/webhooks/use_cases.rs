@@ -178,6 +178,25 @@ impl Service {
         Ok(url)
     }
 
+    /// Stores a change to an endpoint as its next version, with its audit entry.
+    async fn save_endpoint(
+        &self,
+        endpoint: &mut WebhookEndpoint,
+        action: &str,
+        cause: Cause,
+    ) -> Result<(), DomainError> {
+        endpoint.version += 1;
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(AuditEntry::new(
+            "webhook_endpoint",
+            &endpoint.id,
+            action,
+            cause,
+        )));
+        changes.push(Write::PutWebhookEndpoint(endpoint.clone()));
+        Ok(self.store.commit(changes).await?)
+    }
+
     async fn store_new_secret(&self, endpoint_id: &str, index: usize) -> Result<(String, SigningSecret), DomainError> {
         let value = new_webhook_secret();
         let secret_name = format!("webhook/{endpoint_id}/{index}");
@@ -274,22 +293,13 @@ impl Service {
     ) -> Result<WebhookEndpoint, DomainError> {
         let mut endpoint = self.visible_endpoint(principal, id).await?;
         endpoint.status = EndpointStatus::Deleted;
-        endpoint.version += 1;
-        let now = self.now();
-        let mut changes = Changeset::default();
-        changes.push(Write::Audit(AuditEntry::new(
-            "webhook_endpoint",
-            &endpoint.id,
-            "deleted",
-            Cause::new(
-                "webhook_endpoint_deleted",
-                "Webhook endpoint deleted",
-                principal.actor(),
-                now,
-            ),
-        )));
-        changes.push(Write::PutWebhookEndpoint(endpoint.clone()));
-        self.store.commit(changes).await?;
+        let cause = Cause::new(
+            "webhook_endpoint_deleted",
+            "Webhook endpoint deleted",
+            principal.actor(),
+            self.now(),
+        );
+        self.save_endpoint(&mut endpoint, "deleted", cause).await?;
         Ok(endpoint)
     }
 
@@ -331,22 +341,13 @@ impl Service {
         if changed.is_empty() {
             return Ok(endpoint);
         }
-        endpoint.version += 1;
-        let now = self.now();
-        let mut changes = Changeset::default();
-        changes.push(Write::Audit(AuditEntry::new(
-            "webhook_endpoint",
-            &endpoint.id,
-            "updated",
-            Cause::new(
-                "webhook_endpoint_updated",
-                format!("Webhook endpoint updated: {}", changed.join("; ")),
-                principal.actor(),
-                now,
-            ),
-        )));
-        changes.push(Write::PutWebhookEndpoint(endpoint.clone()));
-        self.store.commit(changes).await?;
+        let cause = Cause::new(
+            "webhook_endpoint_updated",
+            format!("Webhook endpoint updated: {}", changed.join("; ")),
+            principal.actor(),
+            self.now(),
+        );
+        self.save_endpoint(&mut endpoint, "updated", cause).await?;
         Ok(endpoint)
     }
 
@@ -377,21 +378,13 @@ impl Service {
         let (secret, signing) = self.store_new_secret(&endpoint.id, endpoint.secrets.len()).await?;
         endpoint.secrets.retain(|s| s.expires_at.is_none_or(|at| at > now));
         endpoint.secrets.push(signing);
-        endpoint.version += 1;
-        let mut changes = Changeset::default();
-        changes.push(Write::Audit(AuditEntry::new(
-            "webhook_endpoint",
-            &endpoint.id,
-            "secret_rotated",
-            Cause::new(
-                "webhook_secret_rotated",
-                "Signing secret rotated",
-                principal.actor(),
-                now,
-            ),
-        )));
-        changes.push(Write::PutWebhookEndpoint(endpoint.clone()));
-        self.store.commit(changes).await?;
+        let cause = Cause::new(
+            "webhook_secret_rotated",
+            "Signing secret rotated",
+            principal.actor(),
+            now,
+        );
+        self.save_endpoint(&mut endpoint, "secret_rotated", cause).await?;
         Ok(Issued {
             resource: endpoint,
             secret,
