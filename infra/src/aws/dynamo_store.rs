@@ -237,6 +237,12 @@ fn doc_json(item: &Item) -> Result<std::borrow::Cow<'_, str>, StoreError> {
 const BALANCES: [&str; 3] = ["posted", "pending_debits", "pending_credits"];
 
 /// The attributes of an item's primary key.
+/// Where a newest-first page starts: just past the id given, or before every id (sort keys
+/// are ids, and none sorts after the last code point).
+fn page_start(starting_after: Option<&str>) -> String {
+    starting_after.map_or_else(|| "\u{10FFFF}".into(), String::from)
+}
+
 fn key_item(key: keys::Primary) -> Vec<(&'static str, AttributeValue)> {
     vec![("PK", s(key.pk)), ("SK", s(key.sk))]
 }
@@ -1761,10 +1767,7 @@ impl OperationStore for DynamoStore {
     }
 
     async fn operations(&self, query: &OperationQuery) -> Result<Listed<Operation>, StoreError> {
-        let after = query
-            .starting_after
-            .as_ref()
-            .map_or_else(|| "\u{10FFFF}".into(), String::from);
+        let after = page_start(query.starting_after.as_deref());
         let (index, partition) = match (&query.customer_id, query.status) {
             // Approved's own list and processing's, for approved: read as shards are.
             (Some(customer), Some(status)) => (
@@ -1957,10 +1960,7 @@ impl LedgerStore for DynamoStore {
     }
 
     async fn accounts(&self, query: &AccountQuery) -> Result<Vec<Account>, StoreError> {
-        let after = query
-            .starting_after
-            .as_ref()
-            .map_or_else(|| "\u{10FFFF}".into(), String::from);
+        let after = page_start(query.starting_after.as_deref());
         let (index, partition) = match (&query.customer_id, &query.currency) {
             (Some(customer), None) => ("GSI1", Partition::One(keys::accounts_of(Some(customer)))),
             (Some(customer), Some(currency)) => (
@@ -1983,7 +1983,7 @@ impl LedgerStore for DynamoStore {
         starting_after: Option<&MovementId>,
         limit: usize,
     ) -> Result<Vec<Movement>, StoreError> {
-        let after = starting_after.map_or_else(|| "\u{10FFFF}".into(), String::from);
+        let after = page_start(starting_after.map(|id| id.as_str()));
         let key = keys::movements_of(account);
         let (debits, credits) = futures_util::try_join!(
             self.newest_first("GSI1", Partition::One(key.clone()), after.clone(), None, limit),
@@ -2003,10 +2003,7 @@ impl FileStore for DynamoStore {
     }
 
     async fn files(&self, query: &FileQuery) -> Result<Vec<File>, StoreError> {
-        let after = query
-            .starting_after
-            .as_ref()
-            .map_or_else(|| "\u{10FFFF}".into(), String::from);
+        let after = page_start(query.starting_after.as_deref());
         let (index, partition) = match &query.customer_id {
             Some(customer) => ("GSI1", Partition::One(keys::files_of(customer))),
             None => ("GSI3", Partition::Sharded(keys::all_files())),
@@ -2039,10 +2036,7 @@ impl ScheduleStore for DynamoStore {
     }
 
     async fn schedules(&self, query: &ScheduleQuery) -> Result<Vec<Schedule>, StoreError> {
-        let after = query
-            .starting_after
-            .as_ref()
-            .map_or_else(|| "\u{10FFFF}".into(), String::from);
+        let after = page_start(query.starting_after.as_deref());
         let (index, partition) = match &query.customer_id {
             Some(customer) => ("GSI1", Partition::One(keys::schedules_of(customer))),
             None => ("GSI3", Partition::Sharded(keys::all_schedules())),
@@ -2084,10 +2078,7 @@ impl WebhookStore for DynamoStore {
     }
 
     async fn events(&self, query: &EventQuery) -> Result<Listed<Event>, StoreError> {
-        let after = query
-            .starting_after
-            .as_ref()
-            .map_or_else(|| "\u{10FFFF}".into(), String::from);
+        let after = page_start(query.starting_after.as_deref());
         // An event sits in two lists: its customer's (GSI1) and the platform's (the table's
         // own shards). One of a type is the list read through a filter on the `type` its
         // entries carry (the filter reads on until the page is full), where an index per type
