@@ -26,7 +26,7 @@ pub struct CreateWebhookEndpoint {
 }
 
 /// What an endpoint's owner may change in place: where it is and what it receives. Its secrets
-/// stay (rotate them on their own), and deliveries not yet made go to its new URL.
+/// stay (rotate them on their own), and deliveries still to be tried go to its new URL.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateWebhookEndpoint {
