@@ -58,8 +58,8 @@ async fn the_document_is_served_and_lists_exactly_the_routed_endpoints() {
     assert!(webhooks.contains_key("transaction.confirmed") && webhooks.contains_key("operation.created"));
 }
 
-/// The event types a webhook endpoint subscribes to and `GET /v1/events?type=` filters by are
-/// exactly the ones the service emits.
+/// The event types a webhook endpoint subscribes to (besides `*`) and `GET /v1/events?type=`
+/// filters by are exactly the ones the service emits.
 #[test]
 fn the_documented_event_types_are_the_emitted_ones() {
     let doc = document();
@@ -74,6 +74,13 @@ fn the_documented_event_types_are_the_emitted_ones() {
         .unwrap();
     let filterable: BTreeSet<String> = serde_json::from_value(filter["schema"]["enum"].clone()).unwrap();
     assert_eq!(filterable, emitted);
+    let mut subscribable = emitted.clone();
+    subscribable.insert("*".into());
+    for request in ["CreateWebhookEndpointRequest", "UpdateWebhookEndpointRequest"] {
+        let events = &doc["components"]["schemas"][request]["properties"]["events"]["items"]["enum"];
+        let documented: BTreeSet<String> = serde_json::from_value(events.clone()).unwrap();
+        assert_eq!(documented, subscribable, "{request}");
+    }
 }
 
 /// Every link names an operation that exists and a path or query parameter that operation
