@@ -105,7 +105,7 @@ use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, Listed, RateLimit
 use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
-use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore};
+use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore, MAX_ENDPOINT_HISTORY};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -2173,6 +2173,22 @@ impl WebhookStore for DynamoStore {
             1000,
         )
         .await
+    }
+
+    async fn endpoint_history(&self, id: &WebhookEndpointId) -> Result<Vec<AuditEntry>, StoreError> {
+        let (partition, entries) = keys::entity_history(id);
+        let mut newest: Vec<AuditEntry> = self
+            .query(
+                None,
+                "PK = :pk AND begins_with(SK, :audit)",
+                vec![(":pk", s(partition)), (":audit", s(entries))],
+                None,
+                true,
+                MAX_ENDPOINT_HISTORY,
+            )
+            .await?;
+        newest.reverse();
+        Ok(newest)
     }
 }
 

@@ -187,6 +187,12 @@ pub fn audit(operation_id: Option<&str>, entity_id: &str, sequence: &str) -> Pri
     }
 }
 
+/// The history of an entity outside any operation: its partition and the sort-key prefix of
+/// its audit entries.
+pub fn entity_history(entity_id: &str) -> (String, &'static str) {
+    (audit(None, entity_id, "").pk, AUDIT)
+}
+
 /// An operation's history: its partition and the sort-key prefix of its audit entries.
 pub fn operation_history(operation_id: &str) -> (String, &'static str) {
     (operation(operation_id).pk, AUDIT)

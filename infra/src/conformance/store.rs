@@ -67,6 +67,55 @@ fn changes(writes: Vec<Write>) -> Changeset {
     Changeset { writes }
 }
 
+/// An endpoint's history holds its own entries only (not another entity's, nor one filed under
+/// an operation), oldest first; past its bound, the newest of them.
+async fn an_endpoints_history_is_its_own_newest_entries_oldest_first(store: &dyn Store) {
+    use ops_domain::webhooks::MAX_ENDPOINT_HISTORY;
+    let entry = |entity: &str, operation: Option<&str>, action: String| {
+        Write::Audit(AuditEntry {
+            entity_type: "webhook_endpoint".into(),
+            entity_id: entity.into(),
+            operation_id: operation.map(Into::into),
+            action: action.clone(),
+            from: None,
+            to: None,
+            cause: cause(&action),
+            at: OffsetDateTime::UNIX_EPOCH,
+        })
+    };
+    let endpoint = "whe_history";
+    assert!(store.endpoint_history(&endpoint.into()).await.unwrap().is_empty());
+    store
+        .commit(changes(vec![
+            entry(endpoint, None, "created".into()),
+            entry("whe_other", None, "created".into()),
+            entry(endpoint, Some("op_history"), "filed_under_an_operation".into()),
+        ]))
+        .await
+        .unwrap();
+    store
+        .commit(changes(vec![entry(endpoint, None, "updated".into())]))
+        .await
+        .unwrap();
+    let actions = |history: Vec<AuditEntry>| history.into_iter().map(|e| e.action).collect::<Vec<_>>();
+    let history = store.endpoint_history(&endpoint.into()).await.unwrap();
+    assert_eq!(actions(history), ["created", "updated"]);
+
+    // A hundred changes a commit (DynamoDB's most in a transaction) until past the bound.
+    let mut made = 2;
+    while made <= MAX_ENDPOINT_HISTORY {
+        let writes = (made..(made + 100).min(MAX_ENDPOINT_HISTORY + 1))
+            .map(|i| entry(endpoint, None, format!("change_{i:04}")))
+            .collect::<Vec<_>>();
+        made += writes.len();
+        store.commit(changes(writes)).await.unwrap();
+    }
+    let history = actions(store.endpoint_history(&endpoint.into()).await.unwrap());
+    assert_eq!(history.len(), MAX_ENDPOINT_HISTORY);
+    assert_eq!(history[0], "updated", "the oldest one left out");
+    assert_eq!(history.last().unwrap(), &format!("change_{MAX_ENDPOINT_HISTORY:04}"));
+}
+
 pub async fn run_all(store: Arc<dyn Store>) {
     entity_and_audit_land_together(store.as_ref()).await;
     lists_are_newest_first_filtered_and_paged(store.as_ref()).await;
@@ -85,6 +134,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 8).await;
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 64).await;
     changesets_committed_together_stay_whole_each(store.as_ref()).await;
+    an_endpoints_history_is_its_own_newest_entries_oldest_first(store.as_ref()).await;
     super::files::run_all(store.as_ref()).await;
     super::reconciliations::run_all(store.as_ref()).await;
     super::desk::run_all(store).await;

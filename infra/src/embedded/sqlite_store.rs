@@ -24,7 +24,7 @@ use ops_domain::ports::{AuditEntry, Changeset, Commit, Listed, StoreError, Write
 use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
-use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore};
+use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore, MAX_ENDPOINT_HISTORY};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::de::DeserializeOwned;
@@ -59,6 +59,9 @@ CREATE INDEX IF NOT EXISTS operations_by_status ON operations (status, id);
 CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY, entity_id TEXT NOT NULL, operation_id TEXT, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS audit_by_operation ON audit (operation_id, seq);
+-- Entries of an entity outside any operation (an endpoint's, a key's): few, so the index
+-- costs an operation's writes nothing.
+CREATE INDEX IF NOT EXISTS audit_by_entity ON audit (entity_id, seq) WHERE operation_id IS NULL;
 CREATE TABLE IF NOT EXISTS workflows (
     owner TEXT NOT NULL, name TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL,
     PRIMARY KEY (owner, name));
@@ -170,6 +173,11 @@ type Waiting = (Changeset, tokio::sync::oneshot::Sender<Result<(), StoreError>>)
 /// A rail's transactions confirmed in a window, from a sweep's position (a time and an id),
 /// oldest first. The scalar window bounds are what let SQLite seek the index at the sweep's
 /// position (a row-value bound alone leaves it reading from the rail's first confirmation).
+/// An entity's newest audit entries outside any operation (`?2` of them), oldest first.
+const ENDPOINT_HISTORY: &str =
+    "SELECT body FROM (SELECT seq, body FROM audit WHERE entity_id = ?1 AND operation_id IS NULL
+     ORDER BY seq DESC LIMIT ?2) ORDER BY seq";
+
 const CONFIRMED_BETWEEN: &str = "SELECT body FROM transactions WHERE json_extract(body, '$.confirmed_at') IS NOT NULL
      AND json_extract(body, '$.rail') = ?1
      AND unixepoch(json_extract(body, '$.confirmed_at'), 'subsec') BETWEEN unixepoch(?2, 'subsec') AND unixepoch(?4, 'subsec')
@@ -1538,6 +1546,19 @@ impl WebhookStore for SqliteStore {
         )
         .await
     }
+
+    async fn endpoint_history(&self, id: &WebhookEndpointId) -> Result<Vec<AuditEntry>, StoreError> {
+        let id = id.to_string();
+        self.read(move |c| {
+            let mut statement = c.prepare_cached(ENDPOINT_HISTORY).map_err(unavailable)?;
+            let rows = statement
+                .query_map(params![id, MAX_ENDPOINT_HISTORY as i64], |row| row.get::<_, String>(0))
+                .map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
+                .collect()
+        })
+        .await
+    }
 }
 
 #[async_trait]
@@ -2089,6 +2110,27 @@ mod tests {
         assert_eq!(
             plan,
             ["SEARCH transactions USING INDEX transactions_confirmed_time (<expr>=? AND <expr>>? AND <expr><?)"]
+        );
+    }
+
+    /// An endpoint's history seeks its own entries, however many operations' entries there are.
+    #[test]
+    fn an_endpoints_history_seeks_its_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("history.sqlite")).unwrap();
+        let connection = store.connection.lock().unwrap();
+        let mut statement = connection
+            .prepare(&format!("EXPLAIN QUERY PLAN {ENDPOINT_HISTORY}"))
+            .unwrap();
+        let plan: Vec<String> = statement
+            .query_map(params!["whe_1", 10], |row| row.get(3))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(
+            plan.iter()
+                .any(|step| step == "SEARCH audit USING INDEX audit_by_entity (entity_id=?)"),
+            "{plan:?}"
         );
     }
 
