@@ -75,17 +75,9 @@ async fn an_endpoint_moved_keeps_its_secret_and_takes_its_retries_to_the_new_url
     assert_eq!(again["version"], retyped["version"]);
     assert_eq!(app.get(&path, &customer.key).await.json()["url"], fixed.url.as_str());
 
-    // Each change has its audit entry, saying what it was; the no-op has none.
-    let database = app.data_dir.path().join("ops-test.sqlite");
-    let connection = rusqlite::Connection::open(&database).unwrap();
-    let mut statement = connection
-        .prepare("SELECT body FROM audit WHERE entity_id = ?1 ORDER BY seq")
-        .unwrap();
-    let entries: Vec<serde_json::Value> = statement
-        .query_map([id], |row| row.get::<_, String>(0))
-        .unwrap()
-        .map(|body| serde_json::from_str(&body.unwrap()).unwrap())
-        .collect();
+    // Each change has its audit entry, saying what it was and who made it; the no-op has none.
+    let history = app.get(&format!("{path}/history"), &customer.key).await.json();
+    let entries = history["data"].as_array().unwrap();
     let actions: Vec<_> = entries
         .iter()
         .map(|e| (e["action"].as_str(), e["cause"]["code"].as_str()))
@@ -102,6 +94,10 @@ async fn an_endpoint_moved_keeps_its_secret_and_takes_its_retries_to_the_new_url
     assert!(
         moved_cause.contains(&fixed.url) && moved_cause.contains(&broken.url),
         "{moved_cause}"
+    );
+    assert!(
+        entries.iter().all(|e| e["cause"]["actor"]["id"].is_string()),
+        "{history}"
     );
 }
 
@@ -134,10 +130,25 @@ async fn an_endpoint_update_is_validated_and_scoped_to_its_owner() {
     let other = app.create_customer().await;
     let foreign = app.post(&path, &other.key, json!({"url": "http://127.0.0.1/x"})).await;
     assert_eq!(foreign.error(404)["code"], "resource_missing");
+    let history = format!("{path}/history");
+    assert_eq!(
+        app.get(&history, &other.key).await.error(404)["code"],
+        "resource_missing"
+    );
     let deleted = app.send(Method::DELETE, &path, Some(&customer.key), None, None).await;
     assert_eq!(deleted.status, 200);
     let gone = app
         .post(&path, &customer.key, json!({"url": "http://127.0.0.1/x"}))
         .await;
     assert_eq!(gone.error(404)["code"], "resource_missing");
+
+    // A deleted endpoint's history is still there, the refused updates absent from it.
+    let entries = app.get(&history, &customer.key).await.json()["data"].clone();
+    let actions: Vec<_> = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].clone())
+        .collect();
+    assert_eq!(actions, [json!("created"), json!("deleted")]);
 }

@@ -69,6 +69,20 @@ async fn a_payout_runs_its_whole_lifecycle_on_the_aws_adapters() {
         (moved.status.as_u16(), moved.json()["url"].as_str()),
         (200, Some(receiver.url.as_str()))
     );
+    let history = app
+        .get(
+            &format!("/v1/webhook_endpoints/{}/history", endpoint.id()),
+            &customer.key,
+        )
+        .await
+        .json();
+    let actions: Vec<&str> = history["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["created", "updated"], "{history}");
     let approver = app
         .add_member(&customer, &["approver"], &["operations:approve", "operations:read"])
         .await;

@@ -157,16 +157,36 @@ impl Service {
         principal: &Principal,
         id: &WebhookEndpointId,
     ) -> Result<WebhookEndpoint, DomainError> {
-        principal.require(Scope::WebhooksManage)?;
-        self.store
-            .webhook_endpoint(id)
+        self.owned_endpoint(principal, id)
             .await?
             .filter(|e| e.status != EndpointStatus::Deleted)
-            .filter(|e| match &e.customer_id {
-                Some(customer) => principal.can_access(customer),
-                None => principal.is_platform(),
-            })
             .ok_or_else(|| DomainError::not_found("webhook_endpoint", id))
+    }
+
+    /// The endpoint if the caller manages it, deleted or not.
+    async fn owned_endpoint(
+        &self,
+        principal: &Principal,
+        id: &WebhookEndpointId,
+    ) -> Result<Option<WebhookEndpoint>, DomainError> {
+        principal.require(Scope::WebhooksManage)?;
+        Ok(self.store.webhook_endpoint(id).await?.filter(|e| match &e.customer_id {
+            Some(customer) => principal.can_access(customer),
+            None => principal.is_platform(),
+        }))
+    }
+
+    /// Who made, moved, rotated or deleted an endpoint, and when, oldest first. A deleted
+    /// endpoint's history stays readable: it is what a review after a leaked key reads.
+    pub async fn webhook_endpoint_history(
+        &self,
+        principal: &Principal,
+        id: &WebhookEndpointId,
+    ) -> Result<Page<AuditEntry>, DomainError> {
+        self.owned_endpoint(principal, id)
+            .await?
+            .ok_or_else(|| DomainError::not_found("webhook_endpoint", id))?;
+        Ok(Page::all(self.store.endpoint_history(id).await?))
     }
 
     /// An endpoint's URL, as this environment allows one (DESIGN §6).

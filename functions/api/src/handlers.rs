@@ -446,6 +446,14 @@ pub async fn delete_webhook_endpoint(
     ok(app.service.delete_webhook_endpoint(&caller, &id).await?)
 }
 
+pub async fn webhook_endpoint_history(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WebhookEndpointId>,
+) -> Answer {
+    ok(app.service.webhook_endpoint_history(&caller, &id).await?)
+}
+
 pub async fn update_webhook_endpoint(
     State(app): State<App>,
     Caller(caller): Caller,

@@ -90,6 +90,7 @@ endpoints! {
     GetWebhookEndpoint => ("GET", "/v1/webhook_endpoints/{id}", get(get_webhook_endpoint)),
     UpdateWebhookEndpoint => ("POST", "/v1/webhook_endpoints/{id}", post(update_webhook_endpoint)),
     DeleteWebhookEndpoint => ("DELETE", "/v1/webhook_endpoints/{id}", delete(delete_webhook_endpoint)),
+    WebhookEndpointHistory => ("GET", "/v1/webhook_endpoints/{id}/history", get(webhook_endpoint_history)),
     RotateWebhookSecret => ("POST", "/v1/webhook_endpoints/{id}/rotate_secret", post(rotate_webhook_secret)),
     RailReport => ("POST", "/v1/rail_reports", post(rail_report)),
     CreateSchedule => ("POST", "/v1/schedules", post(create_schedule)),
