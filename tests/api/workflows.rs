@@ -96,13 +96,8 @@ async fn rules_decide_by_amount_currency_and_rail_and_the_customer_overrides_the
         .await
         .json();
     assert_eq!(two["status"], "approved");
-    let history = app.get(&format!("/v1/operations/{id}/history"), &acme.key).await.json();
-    let actions: Vec<&str> = history["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["action"].as_str().unwrap())
-        .collect();
+    let history = app.history(&format!("/v1/operations/{id}"), &acme.key).await;
+    let actions: Vec<&str> = history.iter().map(|e| e["action"].as_str().unwrap()).collect();
     assert_eq!(actions, ["created", "approval_recorded", "status_changed"]);
 
     // Acme's own "payroll" overrides the platform's for Acme only; editing applies to new

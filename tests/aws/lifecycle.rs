@@ -70,19 +70,10 @@ async fn a_payout_runs_its_whole_lifecycle_on_the_aws_adapters() {
         (200, Some(receiver.url.as_str()))
     );
     let history = app
-        .get(
-            &format!("/v1/webhook_endpoints/{}/history", endpoint.id()),
-            &customer.key,
-        )
-        .await
-        .json();
-    let actions: Vec<&str> = history["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["action"].as_str().unwrap())
-        .collect();
-    assert_eq!(actions, ["created", "updated"], "{history}");
+        .history(&format!("/v1/webhook_endpoints/{}", endpoint.id()), &customer.key)
+        .await;
+    let actions: Vec<&str> = history.iter().map(|e| e["action"].as_str().unwrap()).collect();
+    assert_eq!(actions, ["created", "updated"]);
     let approver = app
         .add_member(&customer, &["approver"], &["operations:approve", "operations:read"])
         .await;
@@ -349,13 +340,8 @@ async fn a_payout_completes_when_every_writer_dies_after_its_entity() {
         };
         // The approvals item's entries: the desk writes it with an outbox as well.
         let desk_history = || async {
-            let history = app
-                .get(&format!("/v1/operations/{id}/history"), &customer.key)
-                .await
-                .json();
-            let mut actions: Vec<String> = history["data"]
-                .as_array()
-                .unwrap()
+            let history = app.history(&format!("/v1/operations/{id}"), &customer.key).await;
+            let mut actions: Vec<String> = history
                 .iter()
                 .filter(|e| e["entity_type"] == "work_item")
                 .map(|e| e["action"].as_str().unwrap().to_owned())

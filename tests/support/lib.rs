@@ -339,16 +339,20 @@ impl Api {
             .clone()
     }
 
-    /// The statuses an operation or one of its transactions went through, oldest first, from
-    /// the operation's history.
-    pub async fn path_of(&self, key: &str, operation_id: &str, entity_id: &str) -> Vec<String> {
-        let history = self
-            .get(&format!("/v1/operations/{operation_id}/history"), key)
-            .await
-            .json();
+    /// The audit entries of what is at `resource` (`/v1/operations/op_…`), oldest first.
+    pub async fn history(&self, resource: &str, key: &str) -> Vec<Value> {
+        let history = self.get(&format!("{resource}/history"), key).await.json();
         history["data"]
             .as_array()
             .unwrap_or_else(|| panic!("{history}"))
+            .clone()
+    }
+
+    /// The statuses an operation or one of its transactions went through, oldest first, from
+    /// the operation's history.
+    pub async fn path_of(&self, key: &str, operation_id: &str, entity_id: &str) -> Vec<String> {
+        self.history(&format!("/v1/operations/{operation_id}"), key)
+            .await
             .iter()
             .filter(|entry| entry["entity_id"] == entity_id)
             .map(|entry| entry["to"].as_str().unwrap().to_owned())

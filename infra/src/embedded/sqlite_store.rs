@@ -2089,24 +2089,27 @@ mod tests {
         assert_eq!(store.forget_expired_idempotency(now, 10).await.unwrap(), 1);
     }
 
+    /// The steps SQLite plans for `sql` on a fresh file, as `EXPLAIN QUERY PLAN` words them.
+    fn query_plan(sql: &str, parameters: &[&dyn rusqlite::ToSql]) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("plan.sqlite")).unwrap();
+        let connection = store.connection.lock().unwrap();
+        let mut statement = connection.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        statement
+            .query_map(parameters, |row| row.get(3))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
     /// A return sweep seeks the rail's confirmations between its position and the end of its
     /// window: what it reads does not grow with the rail's history.
     #[test]
     fn a_return_sweep_seeks_its_window() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(&dir.path().join("sweep.sqlite")).unwrap();
-        let connection = store.connection.lock().unwrap();
-        let mut statement = connection
-            .prepare(&format!("EXPLAIN QUERY PLAN {CONFIRMED_BETWEEN}"))
-            .unwrap();
-        let plan: Vec<String> = statement
-            .query_map(
-                params!["r", "2026-11-24T00:00:00Z", "", "2026-11-25T00:00:00Z", 10],
-                |row| row.get(3),
-            )
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
+        let plan = query_plan(
+            CONFIRMED_BETWEEN,
+            params!["r", "2026-11-24T00:00:00Z", "", "2026-11-25T00:00:00Z", 10],
+        );
         assert_eq!(
             plan,
             ["SEARCH transactions USING INDEX transactions_confirmed_time (<expr>=? AND <expr>>? AND <expr><?)"]
@@ -2116,17 +2119,7 @@ mod tests {
     /// An endpoint's history seeks its own entries, however many operations' entries there are.
     #[test]
     fn an_endpoints_history_seeks_its_entries() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(&dir.path().join("history.sqlite")).unwrap();
-        let connection = store.connection.lock().unwrap();
-        let mut statement = connection
-            .prepare(&format!("EXPLAIN QUERY PLAN {ENDPOINT_HISTORY}"))
-            .unwrap();
-        let plan: Vec<String> = statement
-            .query_map(params!["whe_1", 10], |row| row.get(3))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
+        let plan = query_plan(ENDPOINT_HISTORY, params!["whe_1", 10]);
         assert!(
             plan.iter()
                 .any(|step| step == "SEARCH audit USING INDEX audit_by_entity (entity_id=?)"),
