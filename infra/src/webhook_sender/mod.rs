@@ -280,14 +280,22 @@ mod tests {
         assert!(took[5..].iter().all(|t| *t >= held), "{took:?}");
     }
 
-    /// A receiver that hangs before any post to it has timed out still leaves places for the
-    /// others the process posts to: its backlog takes its share, the rest waits, then is
-    /// handed back.
-    #[tokio::test]
-    async fn a_receiver_that_hangs_leaves_places_for_others_before_its_first_timeout() {
+    /// A sender sharing its places: it has posted to an answering receiver (`answering`, its
+    /// `hits`), and `backlog` posts to another that holds each open until `release`, its
+    /// share of them open now (`most`: the most it had open at once).
+    struct BacklogAtShare {
+        release: tokio::sync::watch::Sender<bool>,
+        most: Arc<std::sync::atomic::AtomicUsize>,
+        hits: Arc<std::sync::atomic::AtomicUsize>,
+        sender: Arc<HttpWebhookSender>,
+        answering: String,
+        backlog: Vec<tokio::task::JoinHandle<Result<Posted, HeldBack>>>,
+    }
+
+    async fn backlog_at_share(backlog: usize) -> BacklogAtShare {
         use std::sync::atomic::Ordering;
         let (release, released) = tokio::sync::watch::channel(false);
-        let (hanging_port, open, most) = holding_receiver(released).await;
+        let (holding_port, open, most) = holding_receiver(released).await;
         let (answering_port, hits) = receiver().await;
         let sender = Arc::new(HttpWebhookSender::with_policy(TargetPolicy { allow_local: true }));
         let answering = format!("http://127.0.0.1:{answering_port}/");
@@ -295,26 +303,46 @@ mod tests {
             sender.post(&answering, "t=1,v1=x", vec![]).await.unwrap().answer,
             Ok(200)
         );
-
-        let hanging = format!("http://127.0.0.1:{hanging_port}/");
-        let backlog = spawn_posts(&sender, &hanging, MAX_OPEN_POSTS + 5);
+        let holding = format!("http://127.0.0.1:{holding_port}/");
+        let backlog = spawn_posts(&sender, &holding, backlog);
         while open.load(Ordering::SeqCst) < holds::SHARE {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        BacklogAtShare {
+            release,
+            most,
+            hits,
+            sender,
+            answering,
+            backlog,
+        }
+    }
+
+    /// A receiver that hangs before any post to it has timed out still leaves places for the
+    /// others the process posts to: its backlog takes its share, the rest waits, then is
+    /// handed back.
+    #[tokio::test]
+    async fn a_receiver_that_hangs_leaves_places_for_others_before_its_first_timeout() {
+        use std::sync::atomic::Ordering;
+        let hanging = backlog_at_share(MAX_OPEN_POSTS + 5).await;
         let started = Instant::now();
         for _ in 0..5 {
-            let posted = sender.post(&answering, "t=1,v1=x", vec![]).await.unwrap();
+            let posted = hanging
+                .sender
+                .post(&hanging.answering, "t=1,v1=x", vec![])
+                .await
+                .unwrap();
             assert_eq!(posted.answer, Ok(200));
         }
         assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
-        assert_eq!(hits.load(Ordering::SeqCst), 6);
+        assert_eq!(hanging.hits.load(Ordering::SeqCst), 6);
 
         // Its posts beyond the share wait while it may still answer; once it has gone a
         // second without, they are handed back.
         tokio::time::sleep(holds::SHARE_WAIT + Duration::from_millis(200)).await;
-        release.send(true).unwrap();
+        hanging.release.send(true).unwrap();
         let mut handed_back = 0;
-        for post in backlog {
+        for post in hanging.backlog {
             match post.await.unwrap() {
                 Ok(posted) => assert_eq!(posted.answer, Ok(200)),
                 Err(held) => {
@@ -323,7 +351,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(most.load(Ordering::SeqCst), holds::SHARE);
+        assert_eq!(hanging.most.load(Ordering::SeqCst), holds::SHARE);
         assert_eq!(handed_back, MAX_OPEN_POSTS + 5 - holds::SHARE);
     }
 
@@ -332,29 +360,15 @@ mod tests {
     #[tokio::test]
     async fn a_slow_receiver_at_its_share_has_its_next_posts_wait_for_its_places() {
         use std::sync::atomic::Ordering;
-        let (release, released) = tokio::sync::watch::channel(false);
-        let (slow_port, open, most) = holding_receiver(released).await;
-        let (answering_port, _) = receiver().await;
-        let sender = Arc::new(HttpWebhookSender::with_policy(TargetPolicy { allow_local: true }));
-        let answering = format!("http://127.0.0.1:{answering_port}/");
-        assert_eq!(
-            sender.post(&answering, "t=1,v1=x", vec![]).await.unwrap().answer,
-            Ok(200)
-        );
-
-        let slow = format!("http://127.0.0.1:{slow_port}/");
-        let backlog = spawn_posts(&sender, &slow, MAX_OPEN_POSTS + 20);
-        while open.load(Ordering::SeqCst) < holds::SHARE {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let slow = backlog_at_share(MAX_OPEN_POSTS + 20).await;
         // It answers within the second its posts beyond the share wait.
         tokio::time::sleep(holds::SHARE_WAIT / 2).await;
-        release.send(true).unwrap();
-        for post in backlog {
+        slow.release.send(true).unwrap();
+        for post in slow.backlog {
             let posted = post.await.unwrap().expect("not handed back");
             assert_eq!(posted.answer, Ok(200));
         }
-        assert_eq!(most.load(Ordering::SeqCst), holds::SHARE);
+        assert_eq!(slow.most.load(Ordering::SeqCst), holds::SHARE);
     }
 
     /// After a post times out, a receiver keeps two places (its probes) and the rest of its
