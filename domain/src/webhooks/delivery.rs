@@ -266,9 +266,11 @@ impl Service {
                 let refs: Vec<&str> = signer.secrets.iter().map(String::as_str).collect();
                 let header = signature::header(&refs, now.unix_timestamp(), &body);
                 // Where the endpoint is now: an owner who moved it wants its retries there.
-                updated.url.clone_from(&endpoint.url);
                 match self.webhooks.post(&endpoint.url, &header, body).await {
-                    Ok(posted) => posted,
+                    Ok(posted) => {
+                        updated.url.clone_from(&endpoint.url);
+                        posted
+                    }
                     Err(held_back) if now - delivery.created_at < webhooks::RETRY_SPAN => return Ok(Err(held_back)),
                     Err(_) => {
                         out_of_time = true;
