@@ -316,17 +316,7 @@ pub trait WebhookStore: Send + Sync {
         &self,
         event_id: &crate::ids::EventId,
     ) -> Result<Vec<Delivery>, crate::ports::StoreError>;
-    /// An endpoint's audit entries (made, moved, rotated, deleted), oldest first: the newest
-    /// [`MAX_ENDPOINT_HISTORY`] of them.
-    async fn endpoint_history(
-        &self,
-        id: &crate::ids::WebhookEndpointId,
-    ) -> Result<Vec<crate::ports::AuditEntry>, crate::ports::StoreError>;
 }
-
-/// The most audit entries an endpoint's history answers with (each is a person's change, so an
-/// endpoint has a handful; the bound keeps the read from growing with a script's).
-pub const MAX_ENDPOINT_HISTORY: usize = 1000;
 
 #[cfg(test)]
 mod tests {

@@ -186,7 +186,7 @@ impl Service {
         self.owned_endpoint(principal, id)
             .await?
             .ok_or_else(|| DomainError::not_found("webhook_endpoint", id))?;
-        Ok(Page::all(self.store.endpoint_history(id).await?))
+        Ok(Page::all(self.store.entity_history(id).await?))
     }
 
     /// An endpoint's URL, as this environment allows one (DESIGN §6).

@@ -101,11 +101,13 @@ use ops_domain::ids::{
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationQuery, OperationStore};
-use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, Listed, RateLimiter, StoreError, Write};
+use ops_domain::ports::{
+    AuditEntry, Changeset, Commit, HistoryStore, Limits, Listed, RateLimiter, StoreError, Write, MAX_ENTITY_HISTORY,
+};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
-use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore, MAX_ENDPOINT_HISTORY};
+use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -2174,9 +2176,12 @@ impl WebhookStore for DynamoStore {
         )
         .await
     }
+}
 
-    async fn endpoint_history(&self, id: &WebhookEndpointId) -> Result<Vec<AuditEntry>, StoreError> {
-        let (partition, entries) = keys::entity_history(id);
+#[async_trait]
+impl HistoryStore for DynamoStore {
+    async fn entity_history(&self, entity_id: &str) -> Result<Vec<AuditEntry>, StoreError> {
+        let (partition, entries) = keys::entity_history(entity_id);
         let mut newest: Vec<AuditEntry> = self
             .query(
                 None,
@@ -2184,7 +2189,7 @@ impl WebhookStore for DynamoStore {
                 vec![(":pk", s(partition)), (":audit", s(entries))],
                 None,
                 true,
-                MAX_ENDPOINT_HISTORY,
+                MAX_ENTITY_HISTORY,
             )
             .await?;
         newest.reverse();

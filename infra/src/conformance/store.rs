@@ -67,10 +67,10 @@ fn changes(writes: Vec<Write>) -> Changeset {
     Changeset { writes }
 }
 
-/// An endpoint's history holds its own entries only (not another entity's, nor one filed under
+/// An entity's history holds its own entries only (not another entity's, nor one filed under
 /// an operation), oldest first; past its bound, the newest of them.
-async fn an_endpoints_history_is_its_own_newest_entries_oldest_first(store: &dyn Store) {
-    use ops_domain::webhooks::MAX_ENDPOINT_HISTORY;
+async fn an_entitys_history_is_its_own_newest_entries_oldest_first(store: &dyn Store) {
+    use ops_domain::ports::MAX_ENTITY_HISTORY;
     let entry = |entity: &str, operation: Option<&str>, action: String| {
         Write::Audit(AuditEntry {
             entity_type: "webhook_endpoint".into(),
@@ -84,7 +84,7 @@ async fn an_endpoints_history_is_its_own_newest_entries_oldest_first(store: &dyn
         })
     };
     let endpoint = "whe_history";
-    assert!(store.endpoint_history(&endpoint.into()).await.unwrap().is_empty());
+    assert!(store.entity_history(endpoint).await.unwrap().is_empty());
     store
         .commit(changes(vec![
             entry(endpoint, None, "created".into()),
@@ -98,22 +98,22 @@ async fn an_endpoints_history_is_its_own_newest_entries_oldest_first(store: &dyn
         .await
         .unwrap();
     let actions = |history: Vec<AuditEntry>| history.into_iter().map(|e| e.action).collect::<Vec<_>>();
-    let history = store.endpoint_history(&endpoint.into()).await.unwrap();
+    let history = store.entity_history(endpoint).await.unwrap();
     assert_eq!(actions(history), ["created", "updated"]);
 
     // A hundred changes a commit (DynamoDB's most in a transaction) until past the bound.
     let mut made = 2;
-    while made <= MAX_ENDPOINT_HISTORY {
-        let writes = (made..(made + 100).min(MAX_ENDPOINT_HISTORY + 1))
+    while made <= MAX_ENTITY_HISTORY {
+        let writes = (made..(made + 100).min(MAX_ENTITY_HISTORY + 1))
             .map(|i| entry(endpoint, None, format!("change_{i:04}")))
             .collect::<Vec<_>>();
         made += writes.len();
         store.commit(changes(writes)).await.unwrap();
     }
-    let history = actions(store.endpoint_history(&endpoint.into()).await.unwrap());
-    assert_eq!(history.len(), MAX_ENDPOINT_HISTORY);
+    let history = actions(store.entity_history(endpoint).await.unwrap());
+    assert_eq!(history.len(), MAX_ENTITY_HISTORY);
     assert_eq!(history[0], "updated", "the oldest one left out");
-    assert_eq!(history.last().unwrap(), &format!("change_{MAX_ENDPOINT_HISTORY:04}"));
+    assert_eq!(history.last().unwrap(), &format!("change_{MAX_ENTITY_HISTORY:04}"));
 }
 
 pub async fn run_all(store: Arc<dyn Store>) {
@@ -134,7 +134,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 8).await;
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 64).await;
     changesets_committed_together_stay_whole_each(store.as_ref()).await;
-    an_endpoints_history_is_its_own_newest_entries_oldest_first(store.as_ref()).await;
+    an_entitys_history_is_its_own_newest_entries_oldest_first(store.as_ref()).await;
     super::files::run_all(store.as_ref()).await;
     super::reconciliations::run_all(store.as_ref()).await;
     super::desk::run_all(store).await;

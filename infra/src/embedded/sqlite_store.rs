@@ -20,11 +20,11 @@ use ops_domain::ids::{
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationQuery, OperationStore};
-use ops_domain::ports::{AuditEntry, Changeset, Commit, Listed, StoreError, Write};
+use ops_domain::ports::{AuditEntry, Changeset, Commit, HistoryStore, Listed, StoreError, Write, MAX_ENTITY_HISTORY};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
-use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore, MAX_ENDPOINT_HISTORY};
+use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::de::DeserializeOwned;
@@ -174,7 +174,7 @@ type Waiting = (Changeset, tokio::sync::oneshot::Sender<Result<(), StoreError>>)
 /// oldest first. The scalar window bounds are what let SQLite seek the index at the sweep's
 /// position (a row-value bound alone leaves it reading from the rail's first confirmation).
 /// An entity's newest audit entries outside any operation (`?2` of them), oldest first.
-const ENDPOINT_HISTORY: &str =
+const ENTITY_HISTORY: &str =
     "SELECT body FROM (SELECT seq, body FROM audit WHERE entity_id = ?1 AND operation_id IS NULL
      ORDER BY seq DESC LIMIT ?2) ORDER BY seq";
 
@@ -1546,13 +1546,16 @@ impl WebhookStore for SqliteStore {
         )
         .await
     }
+}
 
-    async fn endpoint_history(&self, id: &WebhookEndpointId) -> Result<Vec<AuditEntry>, StoreError> {
-        let id = id.to_string();
+#[async_trait]
+impl HistoryStore for SqliteStore {
+    async fn entity_history(&self, entity_id: &str) -> Result<Vec<AuditEntry>, StoreError> {
+        let id = entity_id.to_string();
         self.read(move |c| {
-            let mut statement = c.prepare_cached(ENDPOINT_HISTORY).map_err(unavailable)?;
+            let mut statement = c.prepare_cached(ENTITY_HISTORY).map_err(unavailable)?;
             let rows = statement
-                .query_map(params![id, MAX_ENDPOINT_HISTORY as i64], |row| row.get::<_, String>(0))
+                .query_map(params![id, MAX_ENTITY_HISTORY as i64], |row| row.get::<_, String>(0))
                 .map_err(unavailable)?;
             rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
                 .collect()
@@ -2118,8 +2121,8 @@ mod tests {
 
     /// An endpoint's history seeks its own entries, however many operations' entries there are.
     #[test]
-    fn an_endpoints_history_seeks_its_entries() {
-        let plan = query_plan(ENDPOINT_HISTORY, params!["whe_1", 10]);
+    fn an_entitys_history_seeks_its_entries() {
+        let plan = query_plan(ENTITY_HISTORY, params!["whe_1", 10]);
         assert!(
             plan.iter()
                 .any(|step| step == "SEARCH audit USING INDEX audit_by_entity (entity_id=?)"),
