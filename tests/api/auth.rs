@@ -126,6 +126,11 @@ async fn rotation_keeps_the_old_key_until_its_expiry_and_revocation_is_immediate
 }
 
 #[tokio::test]
+async fn a_keys_history_says_who_minted_rotated_and_revoked_it_after_it_is_revoked_too() {
+    ops_tests::scenarios::a_keys_history_names_each_change_and_its_actor(&spawn_app().await.api).await;
+}
+
+#[tokio::test]
 async fn scopes_and_customers_fence_every_key() {
     let app = spawn_app().await;
     let acme = app.create_customer().await;

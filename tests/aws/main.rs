@@ -4,6 +4,7 @@
 //! checks `template.yaml` against the code (it lives here so that testing never builds the
 //! Lambda binaries, which an integration test of their own package would).
 
+mod access;
 mod desk;
 mod files;
 mod idempotency;

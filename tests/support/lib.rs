@@ -3,6 +3,7 @@
 
 pub mod receiver;
 pub mod requests;
+pub mod scenarios;
 
 use ops_domain::ports::Clock;
 use ops_local::{Config, Embedded, Server};

@@ -309,6 +309,13 @@ impl Service {
         Ok(first.unwrap_or(revoked))
     }
 
+    /// Who minted, rotated or revoked a key, and when, oldest first; readable by whoever may
+    /// manage the key, after it is revoked too: what a review after a leak reads.
+    pub async fn api_key_history(&self, principal: &Principal, id: &ApiKeyId) -> Result<Page<AuditEntry>, DomainError> {
+        let key = self.manageable_key(principal, id).await?;
+        Ok(Page::all(self.store.entity_history(&key.id).await?))
+    }
+
     /// A customer's keys (a platform key: the platform's own, or a customer's with
     /// `customer_id`), newest first; secrets are never shown.
     pub async fn list_api_keys(

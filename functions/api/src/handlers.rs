@@ -145,6 +145,10 @@ pub async fn revoke_api_key(State(app): State<App>, Caller(caller): Caller, Path
     ok(app.service.revoke_api_key(&caller, &id).await?)
 }
 
+pub async fn api_key_history(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<ApiKeyId>) -> Answer {
+    ok(app.service.api_key_history(&caller, &id).await?)
+}
+
 pub async fn list_api_keys(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
     let customer_id = query_pairs(raw.as_deref(), &["customer_id"])?.pop().map(|(_, id)| id);
     ok(app.service.list_api_keys(&caller, customer_id).await?)

@@ -64,6 +64,7 @@ endpoints! {
     ListApiKeys => ("GET", "/v1/api_keys", get(list_api_keys)),
     RevokeApiKey => ("DELETE", "/v1/api_keys/{id}", delete(revoke_api_key)),
     RotateApiKey => ("POST", "/v1/api_keys/{id}/rotate", post(rotate_api_key)),
+    ApiKeyHistory => ("GET", "/v1/api_keys/{id}/history", get(api_key_history)),
     GetApprovalFloor => ("GET", "/v1/customers/{id}/approval_floors/{type}", get(get_approval_floor)),
     PutApprovalFloor => ("PUT", "/v1/customers/{id}/approval_floors/{type}", put(put_approval_floor)),
     GetWorkflow => ("GET", "/v1/workflows/{name}", get(get_workflow)),
