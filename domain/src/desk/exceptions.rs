@@ -16,7 +16,7 @@ use crate::ports::{
 use crate::schedules::{Occurrence, OccurrenceStatus, Schedule};
 use crate::service::Service;
 use crate::validate::optional_reason;
-use crate::webhooks::{Delivery, DeliveryStatus};
+use crate::webhooks::{Delivery, DeliveryStatus, FollowUp};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use time::Duration;
@@ -266,7 +266,11 @@ impl Service {
                         let why =
                             "The delivery's event or endpoint is gone, or the endpoint no longer takes the event.";
                         let cause = acknowledged("nothing_to_resend", why)?;
-                        self.close_and_show(principal, &item, cause).await
+                        match self.store.delivery(&delivery_id).await? {
+                            Some(failed) => self.give_up_on_delivery(failed, cause).await?,
+                            None => self.close_exception(&item.subject.id, cause).await?,
+                        }
+                        self.get_work_item(principal, id).await
                     }
                 }
             }
@@ -327,9 +331,41 @@ impl Service {
                 message = format!("{message}: {reason}");
             }
             let cause = Cause::new("resent", message, actor.clone(), self.now());
-            self.close_exception(&failed.id, cause).await?;
+            let failed_id = failed.id.clone();
+            let follow_up = FollowUp::Resent {
+                delivery_id: resent.id.clone(),
+            };
+            self.follow_up_failed_delivery(failed, follow_up).await?;
+            self.close_exception(&failed_id, cause).await?;
         }
         Ok(())
+    }
+
+    /// A failed delivery that cannot be resent (its endpoint no longer takes its event, or the
+    /// event is gone): recorded as such, and its exceptions item acknowledged with `cause`.
+    pub(crate) async fn give_up_on_delivery(&self, failed: Delivery, cause: Cause) -> Result<(), DomainError> {
+        let failed_id = failed.id.clone();
+        let follow_up = FollowUp::NotResent {
+            reason: cause.message.clone(),
+        };
+        self.follow_up_failed_delivery(failed, follow_up).await?;
+        self.close_exception(&failed_id, cause).await
+    }
+
+    /// Records what became of a failed delivery, once: a failed delivery changes in nothing
+    /// else, so a conflict is another follow-up recorded first, which stands.
+    async fn follow_up_failed_delivery(&self, mut failed: Delivery, follow_up: FollowUp) -> Result<(), DomainError> {
+        if failed.follow_up.is_some() {
+            return Ok(());
+        }
+        failed.follow_up = Some(follow_up);
+        failed.version += 1;
+        let mut changes = Changeset::default();
+        changes.push(Write::UpdateDelivery(failed));
+        match self.store.commit(changes).await {
+            Ok(()) | Err(StoreError::Conflict) => Ok(()),
+            Err(other) => Err(other.into()),
+        }
     }
 
     /// Closes the open exceptions item about `subject_id`, if there is one.

@@ -89,6 +89,7 @@ impl Service {
                 attempts: vec![],
                 next_attempt_at: Some(now),
                 created_at: now,
+                follow_up: None,
                 version: 1,
             };
             let mut changes = Changeset::default();

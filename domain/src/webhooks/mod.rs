@@ -4,7 +4,10 @@ mod delivery;
 pub mod signature;
 mod use_cases;
 
-pub use use_cases::{CreateWebhookEndpoint, ResendEvent, RotateWebhookSecret, UpdateWebhookEndpoint};
+pub use use_cases::{
+    CreateWebhookEndpoint, RecoverWebhookEndpoint, ResendEvent, RotateWebhookSecret, UpdateWebhookEndpoint,
+    RECOVER_BATCH,
+};
 
 use crate::access::Environment;
 use serde::{Deserialize, Serialize};
@@ -153,7 +156,28 @@ pub struct Delivery {
     pub next_attempt_at: Option<OffsetDateTime>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
+    /// What became of it once it failed, when something did: a failed delivery without one is
+    /// what recovering its endpoint resends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_up: Option<FollowUp>,
     pub version: u64,
+}
+
+/// What became of a failed delivery.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum FollowUp {
+    /// Its event went to its endpoint again, as this delivery.
+    Resent { delivery_id: crate::ids::DeliveryId },
+    /// Not resent: its endpoint no longer takes its event, or the event is gone.
+    NotResent { reason: String },
+}
+
+impl Delivery {
+    /// Failed, and neither resent nor given up on.
+    pub fn awaits_follow_up(&self) -> bool {
+        self.status == DeliveryStatus::Failed && self.follow_up.is_none()
+    }
 }
 
 /// Where webhooks may be sent. Production sends only to public `https` receivers on port 443;
@@ -315,6 +339,14 @@ pub trait WebhookStore: Send + Sync {
     async fn deliveries_of_event(
         &self,
         event_id: &crate::ids::EventId,
+    ) -> Result<Vec<Delivery>, crate::ports::StoreError>;
+    /// An endpoint's failed deliveries that await a follow-up ([`Delivery::awaits_follow_up`]),
+    /// by event id (the order their events were made), at most `limit`. Only failures are
+    /// indexed for it, so a delivered webhook costs nothing more.
+    async fn failed_deliveries_of(
+        &self,
+        endpoint_id: &crate::ids::WebhookEndpointId,
+        limit: usize,
     ) -> Result<Vec<Delivery>, crate::ports::StoreError>;
 }
 

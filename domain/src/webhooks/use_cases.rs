@@ -16,6 +16,10 @@ use time::Duration;
 
 const MAX_SECRET_OVERLAP: Duration = Duration::days(7);
 
+/// The most failed deliveries one recover resends: each is a few store requests, and the call
+/// answers well within an API function's timeout.
+pub const RECOVER_BATCH: usize = 50;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhookEndpoint {
@@ -40,6 +44,11 @@ pub struct RotateWebhookSecret {
     /// Seconds the old secret keeps signing (default a day; 0 ends it now).
     pub expires_in: Option<i64>,
 }
+
+/// A recover takes no fields (an empty or absent body); any other field is refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecoverWebhookEndpoint {}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -148,6 +157,49 @@ impl Service {
         self.close_failed_deliveries(&event, &made, principal.actor(), None)
             .await?;
         Ok(Page::all(made))
+    }
+
+    /// `POST /v1/webhook_endpoints/{id}/recover`: after an outage longer than the retries,
+    /// resends the endpoint's failed deliveries that await a follow-up, oldest event first, at
+    /// most [`RECOVER_BATCH`] a call (`has_more`: call again). Each is resent as a new delivery
+    /// and then marked, with its exceptions item closed; one the endpoint no longer takes is
+    /// marked not resent. A call cut short leaves the rest listed, so calling again finishes
+    /// it; an event at most resent twice then, as at-least-once delivery allows.
+    pub async fn recover_webhook_endpoint(
+        &self,
+        principal: &Principal,
+        id: &WebhookEndpointId,
+    ) -> Result<Page<Delivery>, DomainError> {
+        let endpoint = self.visible_endpoint(principal, id).await?;
+        let mut failed = self.store.failed_deliveries_of(&endpoint.id, RECOVER_BATCH + 1).await?;
+        let has_more = failed.len() > RECOVER_BATCH;
+        failed.truncate(RECOVER_BATCH);
+        let actor = principal.actor();
+        let mut resent = vec![];
+        for delivery in failed {
+            let made = match self.store.event(&delivery.event_id).await? {
+                Some(event) => {
+                    let made = self
+                        .dispatch_to(&event, std::slice::from_ref(&endpoint), Some("*"))
+                        .await?;
+                    self.close_failed_deliveries(&event, &made, actor.clone(), Some("endpoint recovered"))
+                        .await?;
+                    made
+                }
+                None => vec![],
+            };
+            if made.is_empty() {
+                let why = "Not resent: the endpoint no longer takes its event, or the event is gone.";
+                let cause = Cause::new("nothing_to_resend", why, actor.clone(), self.now());
+                self.give_up_on_delivery(delivery, cause).await?;
+            }
+            resent.extend(made);
+        }
+        Ok(Page {
+            data: resent,
+            has_more,
+            next_starting_after: None,
+        })
     }
 
     // ---- webhook endpoints ------------------------------------------------------------

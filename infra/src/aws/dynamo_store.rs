@@ -818,17 +818,20 @@ impl DynamoStore {
                 vec![self.versioned(it, w.version)]
             }
             Write::InsertDelivery(d) | Write::UpdateDelivery(d) => {
-                let it = keyed(
-                    keys::delivery(&d.id),
-                    vec![
-                        ("entity", s("delivery")),
-                        ("doc", doc(d)),
-                        ("version", n(d.version)),
-                        ("GSI1PK", s(keys::deliveries_of(&d.event_id))),
-                        ("GSI1SK", s(&d.id)),
-                    ],
-                );
-                vec![self.versioned(it, d.version)]
+                let mut attributes = vec![
+                    ("entity", s("delivery")),
+                    ("doc", doc(d)),
+                    ("version", n(d.version)),
+                    ("GSI1PK", s(keys::deliveries_of(&d.event_id))),
+                    ("GSI1SK", s(&d.id)),
+                ];
+                // Sparse: only a failure awaiting its follow-up is indexed, so a delivered
+                // webhook writes no second index entry.
+                if d.awaits_follow_up() {
+                    let (partition, sort) = keys::failed_deliveries_of(&d.endpoint_id, &d.event_id, &d.id);
+                    attributes.extend([("GSI2PK", s(partition)), ("GSI2SK", s(sort))]);
+                }
+                vec![self.versioned(keyed(keys::delivery(&d.id), attributes), d.version)]
             }
             Write::PutSchedule(schedule) => vec![self.versioned(Self::schedule_item(schedule), schedule.version)],
             Write::InsertOccurrence(occurrence) => {
@@ -2173,6 +2176,23 @@ impl WebhookStore for DynamoStore {
             None,
             false,
             1000,
+        )
+        .await
+    }
+
+    async fn failed_deliveries_of(
+        &self,
+        endpoint_id: &WebhookEndpointId,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        let (partition, _) = keys::failed_deliveries_of(endpoint_id, "", "");
+        self.query(
+            Some("GSI2"),
+            "GSI2PK = :pk",
+            vec![(":pk", s(partition))],
+            None,
+            false,
+            limit,
         )
         .await
     }

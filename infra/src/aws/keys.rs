@@ -511,6 +511,12 @@ pub fn deliveries_of(event_id: &str) -> String {
     format!("EVTWHD#{event_id}")
 }
 
+/// An endpoint's failed deliveries awaiting a follow-up (GSI2, sparse), and where one sorts
+/// among them: by event, then id.
+pub fn failed_deliveries_of(endpoint_id: &str, event_id: &str, delivery_id: &str) -> (String, String) {
+    (format!("WHEFAIL#{endpoint_id}"), format!("{event_id}#{delivery_id}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

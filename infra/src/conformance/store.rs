@@ -116,6 +116,69 @@ async fn an_entitys_history_is_its_own_newest_entries_oldest_first(store: &dyn S
     assert_eq!(history.last().unwrap(), &format!("change_{MAX_ENTITY_HISTORY:04}"));
 }
 
+/// An endpoint's failed deliveries awaiting a follow-up are listed by event, bounded: not
+/// another endpoint's, not a pending or delivered one, and one leaves the list when its
+/// follow-up is recorded.
+async fn an_endpoints_failed_deliveries_are_those_awaiting_a_follow_up(store: &dyn Store) {
+    use ops_domain::webhooks::{Delivery, DeliveryStatus, FollowUp};
+    let delivery = |id: &str, event: &str, endpoint: &str, status: DeliveryStatus| Delivery {
+        id: id.into(),
+        event_id: event.into(),
+        endpoint_id: endpoint.into(),
+        url: "https://receiver.example/hook".into(),
+        status,
+        attempts: vec![],
+        next_attempt_at: None,
+        created_at: OffsetDateTime::UNIX_EPOCH,
+        follow_up: None,
+        version: 1,
+    };
+    let endpoint = "whe_failing";
+    let mut writes = vec![];
+    for (id, event, status) in [
+        ("whd_f3", "evt_f3", DeliveryStatus::Failed),
+        ("whd_f1", "evt_f1", DeliveryStatus::Failed),
+        ("whd_f2", "evt_f2", DeliveryStatus::Pending),
+        ("whd_f4", "evt_f4", DeliveryStatus::Delivered),
+        ("whd_f5", "evt_f5", DeliveryStatus::Failed),
+    ] {
+        writes.push(Write::InsertDelivery(delivery(id, event, endpoint, status)));
+    }
+    writes.push(Write::InsertDelivery(delivery(
+        "whd_f6",
+        "evt_f1",
+        "whe_elsewhere",
+        DeliveryStatus::Failed,
+    )));
+    store.commit(changes(writes)).await.unwrap();
+    let listed = |limit: usize| async move {
+        let found = store.failed_deliveries_of(&endpoint.into(), limit).await.unwrap();
+        found.into_iter().map(|d| d.id.to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(listed(10).await, ["whd_f1", "whd_f3", "whd_f5"]);
+    assert_eq!(listed(2).await, ["whd_f1", "whd_f3"]);
+
+    // The pending one fails; the first is resent; the failure of an endpoint not listed stays
+    // its own.
+    let mut failing = delivery("whd_f2", "evt_f2", endpoint, DeliveryStatus::Failed);
+    failing.version = 2;
+    let mut resent = delivery("whd_f1", "evt_f1", endpoint, DeliveryStatus::Failed);
+    resent.follow_up = Some(FollowUp::Resent {
+        delivery_id: "whd_f7".into(),
+    });
+    resent.version = 2;
+    store
+        .commit(changes(vec![
+            Write::UpdateDelivery(failing),
+            Write::UpdateDelivery(resent),
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(listed(10).await, ["whd_f2", "whd_f3", "whd_f5"]);
+    let elsewhere = store.failed_deliveries_of(&"whe_elsewhere".into(), 10).await.unwrap();
+    assert_eq!(elsewhere.len(), 1);
+}
+
 pub async fn run_all(store: Arc<dyn Store>) {
     entity_and_audit_land_together(store.as_ref()).await;
     lists_are_newest_first_filtered_and_paged(store.as_ref()).await;
@@ -135,6 +198,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 64).await;
     changesets_committed_together_stay_whole_each(store.as_ref()).await;
     an_entitys_history_is_its_own_newest_entries_oldest_first(store.as_ref()).await;
+    an_endpoints_failed_deliveries_are_those_awaiting_a_follow_up(store.as_ref()).await;
     super::files::run_all(store.as_ref()).await;
     super::reconciliations::run_all(store.as_ref()).await;
     super::desk::run_all(store).await;
@@ -816,6 +880,7 @@ async fn events_are_listed_by_customer_and_type(store: &dyn Store) {
         attempts: vec![],
         next_attempt_at: None,
         created_at: OffsetDateTime::UNIX_EPOCH,
+        follow_up: None,
         version: 1,
     };
     let (sent, orphan) = (delivery("whd_e1", "evt_2"), delivery("whd_e2", "evt_9"));

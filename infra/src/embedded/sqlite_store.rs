@@ -88,6 +88,11 @@ CREATE TABLE IF NOT EXISTS webhook_endpoints (
 CREATE TABLE IF NOT EXISTS deliveries (
     id TEXT PRIMARY KEY, event_id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS deliveries_by_event ON deliveries (event_id);
+-- Failed deliveries awaiting a follow-up, by endpoint: partial, so a delivered webhook's writes
+-- add nothing to it.
+CREATE INDEX IF NOT EXISTS deliveries_awaiting_follow_up
+    ON deliveries (json_extract(body, '$.endpoint_id'), event_id, id)
+    WHERE json_extract(body, '$.status') = 'failed' AND json_extract(body, '$.follow_up') IS NULL;
 CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS queue_messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body TEXT NOT NULL,
@@ -177,6 +182,11 @@ type Waiting = (Changeset, tokio::sync::oneshot::Sender<Result<(), StoreError>>)
 const ENTITY_HISTORY: &str =
     "SELECT body FROM (SELECT seq, body FROM audit WHERE entity_id = ?1 AND operation_id IS NULL
      ORDER BY seq DESC LIMIT ?2) ORDER BY seq";
+
+/// An endpoint's failed deliveries awaiting a follow-up (`?2` of them), by event.
+const FAILED_DELIVERIES: &str = "SELECT body FROM deliveries
+     WHERE json_extract(body, '$.status') = 'failed' AND json_extract(body, '$.follow_up') IS NULL
+     AND json_extract(body, '$.endpoint_id') = ?1 ORDER BY event_id, id LIMIT ?2";
 
 const CONFIRMED_BETWEEN: &str = "SELECT body FROM transactions WHERE json_extract(body, '$.confirmed_at') IS NOT NULL
      AND json_extract(body, '$.rail') = ?1
@@ -1546,6 +1556,23 @@ impl WebhookStore for SqliteStore {
         )
         .await
     }
+
+    async fn failed_deliveries_of(
+        &self,
+        endpoint_id: &WebhookEndpointId,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        let id = endpoint_id.to_string();
+        self.read(move |c| {
+            let mut statement = c.prepare_cached(FAILED_DELIVERIES).map_err(unavailable)?;
+            let rows = statement
+                .query_map(params![id, limit as i64], |row| row.get::<_, String>(0))
+                .map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
+                .collect()
+        })
+        .await
+    }
 }
 
 #[async_trait]
@@ -2127,6 +2154,17 @@ mod tests {
             plan.iter()
                 .any(|step| step == "SEARCH audit USING INDEX audit_by_entity (entity_id=?)"),
             "{plan:?}"
+        );
+    }
+
+    /// An endpoint's failed deliveries are sought in their partial index, in its order: the
+    /// read does not grow with the deliveries made, nor sort.
+    #[test]
+    fn failed_deliveries_seek_their_partial_index() {
+        let plan = query_plan(FAILED_DELIVERIES, params!["whe_1", 10]);
+        assert_eq!(
+            plan,
+            ["SEARCH deliveries USING INDEX deliveries_awaiting_follow_up (<expr>=?)"]
         );
     }
 
