@@ -146,3 +146,112 @@ async fn an_endpoint_update_is_validated_and_scoped_to_its_owner() {
     let actions: Vec<_> = entries.iter().map(|e| e["action"].as_str()).collect();
     assert_eq!(actions, [Some("created"), Some("deleted")]);
 }
+
+#[tokio::test]
+async fn recovering_an_endpoint_resends_its_failed_deliveries_once_in_event_order() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    // Three deliveries fail for good (nine attempts each): two payouts made, the first cancelled.
+    let receiver = Receiver::start(27).await;
+    let endpoint = app
+        .subscribe(
+            &customer.key,
+            &receiver.url,
+            &["operation.created", "operation.cancelled"],
+        )
+        .await;
+    let path = format!("/v1/webhook_endpoints/{}", endpoint["id"].as_str().unwrap());
+    let mut operations = vec![];
+    for amount in [5, 6] {
+        let created = app
+            .post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &[amount]),
+            )
+            .await;
+        operations.push(created.id());
+    }
+    let cancelled = app
+        .post(
+            &format!("/v1/operations/{}/cancel", operations[0]),
+            &customer.key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.json());
+    app.settle(Duration::hours(1), 80).await;
+    assert_eq!((receiver.requests(), receiver.received().len()), (27, 0));
+    assert_eq!(app.open_exceptions().await.len(), 3);
+
+    // The endpoint stops taking cancellations; then its owner recovers it.
+    let narrowed = app
+        .post(&path, &customer.key, json!({"events": ["operation.created"]}))
+        .await;
+    assert_eq!(narrowed.status, 200, "{}", narrowed.json());
+    let recovered = app.post(&format!("{path}/recover"), &customer.key, json!({})).await;
+    assert_eq!(recovered.status, 200, "{}", recovered.json());
+    let recovered = recovered.json();
+    assert_eq!(recovered["has_more"], false);
+    let resent: Vec<&str> = recovered["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(resent.len(), 2, "{recovered:#}");
+    app.drain().await;
+    let bodies: Vec<_> = receiver.received().iter().map(|r| r.json()).collect();
+    let sent: Vec<(&str, &str)> = bodies
+        .iter()
+        .map(|b| (b["type"].as_str().unwrap(), b["data"]["object"]["id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            ("operation.created", operations[0].as_str()),
+            ("operation.created", operations[1].as_str())
+        ],
+        "the created events, oldest first; the cancellation not sent"
+    );
+
+    // Each failed delivery says what became of it, and its exceptions item is closed for it.
+    let mut outcomes = vec![];
+    for body in &bodies {
+        let deliveries = app.deliveries(&customer.key, body["id"].as_str().unwrap()).await;
+        let failed = deliveries.iter().find(|d| d["status"] == "failed").unwrap();
+        assert_eq!(failed["follow_up"]["outcome"], "resent", "{failed:#}");
+        assert!(resent.contains(&failed["follow_up"]["delivery_id"].as_str().unwrap()));
+        outcomes.push(failed["follow_up"]["delivery_id"].clone());
+    }
+    assert_ne!(outcomes[0], outcomes[1]);
+    assert!(app.open_exceptions().await.is_empty(), "every item closed");
+    let events = app
+        .get("/v1/events?type=operation.cancelled", &customer.key)
+        .await
+        .json();
+    let cancellation = events["data"][0]["id"].as_str().unwrap();
+    let not_resent = app.deliveries(&customer.key, cancellation).await;
+    assert_eq!(not_resent.len(), 1);
+    assert_eq!(not_resent[0]["follow_up"]["outcome"], "not_resent", "{not_resent:#?}");
+
+    // Nothing is left to recover: a second call resends nothing.
+    let again = app.post(&format!("{path}/recover"), &customer.key, json!({})).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.json()["data"], json!([]));
+    app.drain().await;
+    assert_eq!(receiver.received().len(), 2);
+
+    // Fenced as the endpoint is, and a body with anything in it is refused by name.
+    let other = app.create_customer().await;
+    let foreign = app.post(&format!("{path}/recover"), &other.key, json!({})).await;
+    assert_eq!(foreign.error(404)["code"], "resource_missing");
+    let unknown = app
+        .post(
+            &format!("{path}/recover"),
+            &customer.key,
+            json!({"since": "2026-11-01"}),
+        )
+        .await;
+    assert_eq!(unknown.error(400)["param"], "since");
+}

@@ -27,7 +27,7 @@ use ops_domain::money::Currency;
 use ops_domain::operations::OperationQuery;
 use ops_domain::operations::{Decision, OperationStatus, OperationType};
 use ops_domain::schedules::ScheduleQuery;
-use ops_domain::webhooks::EventQuery;
+use ops_domain::webhooks::{EventQuery, RecoverWebhookEndpoint};
 use ops_domain::DomainError;
 
 type Answer = Result<Response, ApiError>;
@@ -409,6 +409,16 @@ pub async fn resend_event(
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.resend_event(&caller, &id, parse(&body)?).await?)
+}
+
+pub async fn recover_webhook_endpoint(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WebhookEndpointId>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let RecoverWebhookEndpoint {} = parse(&body)?;
+    ok(app.service.recover_webhook_endpoint(&caller, &id).await?)
 }
 
 pub async fn create_webhook_endpoint(

@@ -93,6 +93,7 @@ endpoints! {
     DeleteWebhookEndpoint => ("DELETE", "/v1/webhook_endpoints/{id}", delete(delete_webhook_endpoint)),
     WebhookEndpointHistory => ("GET", "/v1/webhook_endpoints/{id}/history", get(webhook_endpoint_history)),
     RotateWebhookSecret => ("POST", "/v1/webhook_endpoints/{id}/rotate_secret", post(rotate_webhook_secret)),
+    RecoverWebhookEndpoint => ("POST", "/v1/webhook_endpoints/{id}/recover", post(recover_webhook_endpoint)),
     RailReport => ("POST", "/v1/rail_reports", post(rail_report)),
     CreateSchedule => ("POST", "/v1/schedules", post(create_schedule)),
     ListSchedules => ("GET", "/v1/schedules", get(list_schedules)),
