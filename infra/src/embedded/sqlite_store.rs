@@ -411,6 +411,22 @@ impl SqliteStore {
         .map_err(unavailable)?
     }
 
+    /// The documents `sql` selects for `key` (`?1`), at most `limit` (`?2`).
+    async fn documents_up_to<T>(&self, sql: &'static str, key: String, limit: usize) -> Result<Vec<T>, StoreError>
+    where
+        T: DeserializeOwned + Send + 'static,
+    {
+        self.read(move |c| {
+            let mut statement = c.prepare_cached(sql).map_err(unavailable)?;
+            let rows = statement
+                .query_map(params![key, limit as i64], |row| row.get::<_, String>(0))
+                .map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
+                .collect()
+        })
+        .await
+    }
+
     async fn documents<T>(&self, sql: &'static str, key: String) -> Result<Vec<T>, StoreError>
     where
         T: DeserializeOwned + Send + 'static,
@@ -1562,32 +1578,16 @@ impl WebhookStore for SqliteStore {
         endpoint_id: &WebhookEndpointId,
         limit: usize,
     ) -> Result<Vec<Delivery>, StoreError> {
-        let id = endpoint_id.to_string();
-        self.read(move |c| {
-            let mut statement = c.prepare_cached(FAILED_DELIVERIES).map_err(unavailable)?;
-            let rows = statement
-                .query_map(params![id, limit as i64], |row| row.get::<_, String>(0))
-                .map_err(unavailable)?;
-            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
-                .collect()
-        })
-        .await
+        self.documents_up_to(FAILED_DELIVERIES, endpoint_id.to_string(), limit)
+            .await
     }
 }
 
 #[async_trait]
 impl HistoryStore for SqliteStore {
     async fn entity_history(&self, entity_id: &str) -> Result<Vec<AuditEntry>, StoreError> {
-        let id = entity_id.to_string();
-        self.read(move |c| {
-            let mut statement = c.prepare_cached(ENTITY_HISTORY).map_err(unavailable)?;
-            let rows = statement
-                .query_map(params![id, MAX_ENTITY_HISTORY as i64], |row| row.get::<_, String>(0))
-                .map_err(unavailable)?;
-            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
-                .collect()
-        })
-        .await
+        self.documents_up_to(ENTITY_HISTORY, entity_id.to_string(), MAX_ENTITY_HISTORY)
+            .await
     }
 }
 
