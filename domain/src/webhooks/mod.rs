@@ -6,7 +6,6 @@ mod use_cases;
 
 pub use use_cases::{
     CreateWebhookEndpoint, RecoverWebhookEndpoint, ResendEvent, RotateWebhookSecret, UpdateWebhookEndpoint,
-    RECOVER_BATCH,
 };
 
 use crate::access::Environment;

@@ -18,7 +18,7 @@ const MAX_SECRET_OVERLAP: Duration = Duration::days(7);
 
 /// The most failed deliveries one recover resends: each is a few store requests, and the call
 /// answers well within an API function's timeout.
-pub const RECOVER_BATCH: usize = 50;
+const RECOVER_BATCH: usize = 50;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
