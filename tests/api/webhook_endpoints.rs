@@ -255,3 +255,45 @@ async fn recovering_an_endpoint_resends_its_failed_deliveries_once_in_event_orde
         .await;
     assert_eq!(unknown.error(400)["param"], "since");
 }
+
+#[tokio::test]
+async fn a_recover_resends_fifty_failed_deliveries_a_call_and_says_when_more_are_left() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    // Fifty-one deliveries fail for good, nine attempts each; what comes after is taken.
+    let receiver = Receiver::start(51 * 9).await;
+    let endpoint = app
+        .subscribe(&customer.key, &receiver.url, &["operation.created"])
+        .await;
+    let recover = format!("/v1/webhook_endpoints/{}/recover", endpoint["id"].as_str().unwrap());
+    for amount in 1..=51 {
+        let created = app
+            .post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &[amount]),
+            )
+            .await;
+        assert_eq!(created.status, 201, "{}", created.json());
+    }
+    app.settle(Duration::hours(1), 80).await;
+    assert_eq!((receiver.requests(), receiver.received().len()), (51 * 9, 0));
+
+    let mut calls = vec![];
+    for _ in 0..3 {
+        let page = app.post(&recover, &customer.key, json!({})).await.json();
+        calls.push((
+            page["data"].as_array().unwrap().len(),
+            page["has_more"].as_bool().unwrap(),
+        ));
+    }
+    assert_eq!(calls, [(50, true), (1, false), (0, false)]);
+    app.drain().await;
+    let amounts: std::collections::BTreeSet<u64> = receiver
+        .received()
+        .iter()
+        .map(|r| r.json()["data"]["object"]["items"][0]["amount"].as_u64().unwrap())
+        .collect();
+    assert_eq!(amounts, (1..=51).collect(), "each event received once");
+    assert_eq!(receiver.received().len(), 51);
+}
