@@ -63,6 +63,10 @@ pub struct AuditEntry {
     pub cause: Cause,
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
+    /// What the change made, where a reader needs more than its states: a workflow's or an
+    /// approval floor's rules as saved in that version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
 }
 
 impl AuditEntry {
@@ -76,12 +80,18 @@ impl AuditEntry {
             to: None,
             at: cause.at,
             cause,
+            details: None,
         }
     }
 
     /// An entry about an operation (or one of its transactions): part of its history.
     pub fn of_operation(mut self, operation_id: &str) -> AuditEntry {
         self.operation_id = Some(operation_id.into());
+        self
+    }
+
+    pub fn with_details(mut self, details: serde_json::Value) -> AuditEntry {
+        self.details = Some(details);
         self
     }
 

@@ -209,3 +209,74 @@ async fn bad_definitions_and_missing_scope_are_refused() {
     .await;
     assert_eq!(denied.error(403)["code"], "missing_scope");
 }
+
+#[tokio::test]
+async fn a_workflows_and_a_floors_history_keep_each_versions_rules_and_who_saved_it() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let globex = app.create_customer().await;
+    let one_approver = json!({"rules": [{"then": {"action": "require_approvals", "count": 1, "role": "approver"}}]});
+    let two_approvers = json!({"description": "stricter", "rules": [
+        {"then": {"action": "require_approvals", "count": 2, "role": "approver"}}
+    ]});
+    for definition in [&one_approver, &two_approvers] {
+        let saved = put(&app, "payroll", &acme.key, definition.clone()).await;
+        assert_eq!(saved.status, 200, "{}", saved.json());
+    }
+    let platform = put(&app, "payroll", ADMIN_KEY, one_approver.clone()).await;
+    assert_eq!(platform.status, 200, "{}", platform.json());
+
+    // Acme's own workflow: each version with the rules it saved, oldest first.
+    let history = app.history("/v1/workflows/payroll", &acme.key).await;
+    let versions: Vec<_> = history
+        .iter()
+        .map(|e| {
+            assert_eq!(
+                (e["entity_type"].as_str(), e["cause"]["code"].as_str()),
+                (Some("workflow"), Some("workflow_saved"))
+            );
+            (
+                e["action"].clone(),
+                e["details"]["version"].clone(),
+                e["details"]["rules"][0]["then"]["count"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        versions,
+        [
+            (json!("created"), json!(1), json!(1)),
+            (json!("updated"), json!(2), json!(2))
+        ]
+    );
+    assert_eq!(history[1]["details"]["description"], "stricter");
+    // Globex has none of its own: the platform's applies, and so does its history.
+    let platform_history = app.history("/v1/workflows/payroll", &globex.key).await;
+    assert_eq!(platform_history.len(), 1);
+    assert_eq!(platform_history[0]["entity_id"], "platform:payroll");
+    // A built-in workflow was never saved; an unknown one is a 404.
+    assert!(app.history("/v1/workflows/two_step", &acme.key).await.is_empty());
+    let unknown = app.get("/v1/workflows/nonesuch/history", &acme.key).await;
+    assert_eq!(unknown.error(404)["code"], "resource_missing");
+
+    // A floor's history: empty while the default applies, then each saved version.
+    let floor = format!("/v1/customers/{}/approval_floors/payout", acme.id);
+    assert!(app.history(&floor, &acme.key).await.is_empty());
+    let saved = app
+        .send(Method::PUT, &floor, Some(&acme.key), None, Some(&two_approvers))
+        .await;
+    assert_eq!(saved.status, 200, "{}", saved.json());
+    let floor_history = app.history(&floor, &acme.key).await;
+    assert_eq!(floor_history.len(), 1);
+    assert_eq!(
+        (
+            floor_history[0]["entity_type"].as_str(),
+            floor_history[0]["details"]["version"].as_u64(),
+            floor_history[0]["details"]["rules"][0]["then"]["count"].as_u64()
+        ),
+        (Some("approval_floor"), Some(1), Some(2))
+    );
+    // Another customer reads no floor of Acme's.
+    let foreign = app.get(&format!("{floor}/history"), &globex.key).await;
+    assert_eq!(foreign.error(404)["param"], "customer_id");
+}

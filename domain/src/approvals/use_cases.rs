@@ -8,7 +8,7 @@ use crate::error::DomainError;
 use crate::ids::CustomerId;
 use crate::operation_type::OperationType;
 use crate::ports::{AuditEntry, Changeset, Write};
-use crate::service::Service;
+use crate::service::{Page, Service};
 use serde::Serialize;
 
 impl Service {
@@ -45,6 +45,18 @@ impl Service {
         found.ok_or_else(|| DomainError::not_found("workflow", name))
     }
 
+    /// Every saved version of the workflow that applies to the caller (its customer's, else
+    /// the platform's), oldest first, each entry with the rules it saved (`details`); a
+    /// built-in workflow has none. What a review of "which rules approved this" reads.
+    pub async fn workflow_history(&self, principal: &Principal, name: &str) -> Result<Page<AuditEntry>, DomainError> {
+        let workflow = self.get_workflow(principal, name).await?;
+        let entries = match &workflow.owner {
+            WorkflowOwner::Builtin => vec![],
+            owner => self.store.entity_history(&workflow_entity(owner, name)).await?,
+        };
+        Ok(Page::all(entries))
+    }
+
     pub async fn put_workflow(
         &self,
         principal: &Principal,
@@ -79,9 +91,11 @@ impl Service {
             now,
         );
         let action = if current.is_some() { "updated" } else { "created" };
-        let entity = format!("{}:{name}", owner_label(&saved.owner));
+        let entity = workflow_entity(&saved.owner, name);
         let mut changes = Changeset::default();
-        changes.push(Write::Audit(AuditEntry::new("workflow", &entity, action, cause)));
+        changes.push(Write::Audit(
+            AuditEntry::new("workflow", &entity, action, cause).with_details(rules_saved(&saved)),
+        ));
         changes.push(Write::PutWorkflow(saved.clone()));
         self.commit(changes).await?;
         Ok(saved)
@@ -152,6 +166,20 @@ impl Service {
         self.approval_floor(&customer.id, floor_kind(kind)?).await
     }
 
+    /// Every saved version of a customer's floor for a type, oldest first, each entry with the
+    /// rules it saved (`details`); none while it is the environment's default.
+    pub async fn approval_floor_history(
+        &self,
+        principal: &Principal,
+        customer_id: &str,
+        kind: &str,
+    ) -> Result<Page<AuditEntry>, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let customer = self.visible_customer(principal, customer_id, "customer_id").await?;
+        let entity = floor_entity(&customer.id, floor_kind(kind)?);
+        Ok(Page::all(self.store.entity_history(&entity).await?))
+    }
+
     /// Sets a customer's floor: the customer's admin (`users:manage`) or a platform admin.
     /// Lowering it is deliberate and audited like any change.
     pub async fn put_approval_floor(
@@ -184,9 +212,11 @@ impl Service {
             now,
         );
         let mut changes = Changeset::default();
-        let entity = format!("{}:{}", customer.id, saved.name);
+        let entity = floor_entity(&customer.id, kind);
         let action = if current.is_default { "created" } else { "updated" };
-        changes.push(Write::Audit(AuditEntry::new("approval_floor", &entity, action, cause)));
+        changes.push(Write::Audit(
+            AuditEntry::new("approval_floor", &entity, action, cause).with_details(rules_saved(&saved)),
+        ));
         changes.push(Write::PutWorkflow(saved.clone()));
         self.commit(changes).await?;
         Ok(ApprovalFloor {
@@ -197,6 +227,15 @@ impl Service {
             definition: saved.definition,
         })
     }
+}
+
+/// A saved version's rules as its audit entry keeps them, so its history says what applied when.
+fn rules_saved(saved: &Workflow) -> serde_json::Value {
+    let mut details = serde_json::to_value(&saved.definition).unwrap_or_default();
+    if let Some(fields) = details.as_object_mut() {
+        fields.insert("version".into(), saved.version.into());
+    }
+    details
 }
 
 fn builtin_workflow(name: &str) -> Option<Workflow> {
@@ -230,6 +269,16 @@ pub struct ApprovalFloor {
     #[serde(rename = "default")]
     pub is_default: bool,
     pub version: u64,
+}
+
+/// The entity a workflow's audit entries are filed under: its owner and name.
+fn workflow_entity(owner: &WorkflowOwner, name: &str) -> String {
+    format!("{}:{name}", owner_label(owner))
+}
+
+/// The entity a customer's floor's audit entries are filed under.
+fn floor_entity(customer_id: &CustomerId, kind: OperationType) -> String {
+    format!("{customer_id}:{}", approvals::floor_name(kind))
 }
 
 fn owner_label(owner: &WorkflowOwner) -> String {

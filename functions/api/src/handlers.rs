@@ -162,6 +162,14 @@ pub async fn get_approval_floor(
     ok(app.service.get_approval_floor(&caller, &customer_id, &kind).await?)
 }
 
+pub async fn approval_floor_history(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParams(customer_id, kind): PathParams,
+) -> Answer {
+    ok(app.service.approval_floor_history(&caller, &customer_id, &kind).await?)
+}
+
 pub async fn put_approval_floor(
     State(app): State<App>,
     Caller(caller): Caller,
@@ -177,6 +185,10 @@ pub async fn put_approval_floor(
 
 pub async fn get_workflow(State(app): State<App>, Caller(caller): Caller, PathParam(name): PathParam) -> Answer {
     ok(app.service.get_workflow(&caller, &name).await?)
+}
+
+pub async fn workflow_history(State(app): State<App>, Caller(caller): Caller, PathParam(name): PathParam) -> Answer {
+    ok(app.service.workflow_history(&caller, &name).await?)
 }
 
 pub async fn put_workflow(

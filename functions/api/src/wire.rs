@@ -69,8 +69,8 @@ named! {
     ReconciliationLine => "reconciliation_line",
 }
 
-/// An entry of an operation's history (only ever shown in its list, so without the
-/// operation's id).
+/// An entry of a history (an operation's, a key's, an endpoint's, a workflow's: only ever
+/// shown in its list, so without the operation's id).
 #[derive(Serialize)]
 struct HistoryEntry<'a> {
     entity_type: &'a str,
@@ -81,6 +81,8 @@ struct HistoryEntry<'a> {
     cause: &'a Cause,
     #[serde(with = "time::serde::rfc3339")]
     at: OffsetDateTime,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: &'a Option<serde_json::Value>,
 }
 
 impl Wire for AuditEntry {
@@ -93,6 +95,7 @@ impl Wire for AuditEntry {
             to: &self.to,
             cause: &self.cause,
             at: self.at,
+            details: &self.details,
         }
     }
 }

@@ -60,6 +60,7 @@ fn audit(operation_id: &str, to: &str) -> Write {
         to: Some(to.into()),
         cause: cause(to),
         at: OffsetDateTime::UNIX_EPOCH,
+        details: None,
     })
 }
 
@@ -81,6 +82,7 @@ async fn an_entitys_history_is_its_own_newest_entries_oldest_first(store: &dyn S
             to: None,
             cause: cause(&action),
             at: OffsetDateTime::UNIX_EPOCH,
+            details: None,
         })
     };
     let endpoint = "whe_history";
