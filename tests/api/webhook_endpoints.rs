@@ -161,17 +161,7 @@ async fn recovering_an_endpoint_resends_its_failed_deliveries_once_in_event_orde
         )
         .await;
     let path = format!("/v1/webhook_endpoints/{}", endpoint["id"].as_str().unwrap());
-    let mut operations = vec![];
-    for amount in [5, 6] {
-        let created = app
-            .post(
-                "/v1/operations",
-                &customer.key,
-                payout(&customer.id, "two_step", &[amount]),
-            )
-            .await;
-        operations.push(created.id());
-    }
+    let operations = app.two_step_payouts(&customer, [5, 6]).await;
     let cancelled = app
         .post(
             &format!("/v1/operations/{}/cancel", operations[0]),
@@ -266,16 +256,7 @@ async fn a_recover_resends_fifty_failed_deliveries_a_call_and_says_when_more_are
         .subscribe(&customer.key, &receiver.url, &["operation.created"])
         .await;
     let recover = format!("/v1/webhook_endpoints/{}/recover", endpoint["id"].as_str().unwrap());
-    for amount in 1..=51 {
-        let created = app
-            .post(
-                "/v1/operations",
-                &customer.key,
-                payout(&customer.id, "two_step", &[amount]),
-            )
-            .await;
-        assert_eq!(created.status, 201, "{}", created.json());
-    }
+    app.two_step_payouts(&customer, 1..=51).await;
     app.settle(Duration::hours(1), 80).await;
     assert_eq!((receiver.requests(), receiver.received().len()), (51 * 9, 0));
 

@@ -380,6 +380,23 @@ impl Api {
         }
     }
 
+    /// One-item `two_step` payouts of `customer`, one per amount, made in order: their ids.
+    pub async fn two_step_payouts(&self, customer: &Customer, amounts: impl IntoIterator<Item = i64>) -> Vec<String> {
+        let mut made = vec![];
+        for amount in amounts {
+            let created = self
+                .post(
+                    "/v1/operations",
+                    &customer.key,
+                    payout(&customer.id, "two_step", &[amount]),
+                )
+                .await;
+            assert_eq!(created.status, 201, "{}", created.json());
+            made.push(created.id());
+        }
+        made
+    }
+
     /// A user of `customer` with `roles`, and a key bound to it with `scopes`.
     pub async fn add_member(&self, customer: &Customer, roles: &[&str], scopes: &[&str]) -> Member {
         let user = self
