@@ -28,6 +28,7 @@ pub mod desk;
 pub mod error;
 pub mod event;
 pub mod files;
+pub mod history;
 pub mod idempotency;
 pub mod ids;
 pub mod ledger;

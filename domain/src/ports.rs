@@ -7,6 +7,7 @@ use crate::cause::Cause;
 use crate::desk::{DeskStore, WorkItem};
 use crate::event::Event;
 use crate::files::{File, FileStore};
+use crate::history::HistoryStore;
 use crate::idempotency::{IdempotencyStore, StoredResponse};
 use crate::ledger::LedgerStore;
 use crate::operations::{Operation, OperationStore};
@@ -303,19 +304,6 @@ pub trait Commit: Send + Sync {
         outcomes
     }
 }
-
-/// Entities' own histories: the audit entries of a key, an endpoint or another entity that is
-/// not part of an operation (an operation's history is its own read, with its transactions').
-#[async_trait]
-pub trait HistoryStore: Send + Sync {
-    /// An entity's audit entries outside any operation, oldest first: the newest
-    /// [`MAX_ENTITY_HISTORY`] of them.
-    async fn entity_history(&self, entity_id: &str) -> Result<Vec<AuditEntry>, StoreError>;
-}
-
-/// The most audit entries an entity's history answers with (each is a person's change, so an
-/// entity has a handful; the bound keeps the read from growing with a script's).
-pub const MAX_ENTITY_HISTORY: usize = 1000;
 
 /// The whole store: each module's narrow port (the reads its use cases need, declared in its
 /// folder) and the one way to write. A store adapter implements each; a use case names only

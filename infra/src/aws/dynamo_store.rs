@@ -90,6 +90,7 @@ use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntr
 use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
 use ops_domain::event::Event;
 use ops_domain::files::{File, FileQuery, FileStore};
+use ops_domain::history::{HistoryStore, MAX_ENTITY_HISTORY};
 use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
@@ -101,9 +102,7 @@ use ops_domain::ids::{
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationQuery, OperationStore};
-use ops_domain::ports::{
-    AuditEntry, Changeset, Commit, HistoryStore, Limits, Listed, RateLimiter, StoreError, Write, MAX_ENTITY_HISTORY,
-};
+use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, Listed, RateLimiter, StoreError, Write};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};

@@ -71,7 +71,7 @@ fn changes(writes: Vec<Write>) -> Changeset {
 /// An entity's history holds its own entries only (not another entity's, nor one filed under
 /// an operation), oldest first; past its bound, the newest of them.
 async fn an_entitys_history_is_its_own_newest_entries_oldest_first(store: &dyn Store) {
-    use ops_domain::ports::MAX_ENTITY_HISTORY;
+    use ops_domain::history::MAX_ENTITY_HISTORY;
     let entry = |entity: &str, operation: Option<&str>, action: String| {
         Write::Audit(AuditEntry {
             entity_type: "webhook_endpoint".into(),
