@@ -227,9 +227,11 @@ async fn a_payout_waiting_in_the_approvals_queue_writes_its_items_events_after_t
     assert!((1.5..6.0).contains(&updates), "{by_kind:?}");
     assert_eq!(by_kind.get("operation"), Some(&OPERATION_WRITE_UNITS), "{by_kind:?}");
     let (units, sweeps) = apart_from_sweeps(units, &by_kind);
+    // The counters' updates vary with how the desk's rounds batch the moves (held above to
+    // their range); the rest is held to the figure less the fewest updates.
     assert!(
-        units <= WRITE_UNITS_WAITING_FOR_APPROVAL && sweeps <= RETURN_SWEEP_UNITS,
-        "a lifecycle waiting for approval wrote {units} write units and {sweeps} for sweeps, more than {WRITE_UNITS_WAITING_FOR_APPROVAL} and {RETURN_SWEEP_UNITS}: {by_kind:?}"
+        units - updates <= WRITE_UNITS_WAITING_FOR_APPROVAL - 1.5 && sweeps <= RETURN_SWEEP_UNITS,
+        "a lifecycle waiting for approval wrote {units} write units ({updates} of them the counters' updates) and {sweeps} for sweeps, more than {WRITE_UNITS_WAITING_FOR_APPROVAL} and {RETURN_SWEEP_UNITS}: {by_kind:?}"
     );
 }
 
