@@ -827,8 +827,10 @@ impl DynamoStore {
                 // Sparse: only a failure awaiting its follow-up is indexed, so a delivered
                 // webhook writes no second index entry.
                 if d.awaits_follow_up() {
-                    let (partition, sort) = keys::failed_deliveries_of(&d.endpoint_id, &d.event_id, &d.id);
-                    attributes.extend([("GSI2PK", s(partition)), ("GSI2SK", s(sort))]);
+                    attributes.extend([
+                        ("GSI2PK", s(keys::failed_deliveries_of(&d.endpoint_id))),
+                        ("GSI2SK", s(keys::failed_delivery_order(&d.event_id, &d.id))),
+                    ]);
                 }
                 vec![self.versioned(keyed(keys::delivery(&d.id), attributes), d.version)]
             }
@@ -2184,11 +2186,10 @@ impl WebhookStore for DynamoStore {
         endpoint_id: &WebhookEndpointId,
         limit: usize,
     ) -> Result<Vec<Delivery>, StoreError> {
-        let (partition, _) = keys::failed_deliveries_of(endpoint_id, "", "");
         self.query(
             Some("GSI2"),
             "GSI2PK = :pk",
-            vec![(":pk", s(partition))],
+            vec![(":pk", s(keys::failed_deliveries_of(endpoint_id)))],
             None,
             false,
             limit,

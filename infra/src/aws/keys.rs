@@ -511,10 +511,14 @@ pub fn deliveries_of(event_id: &str) -> String {
     format!("EVTWHD#{event_id}")
 }
 
-/// An endpoint's failed deliveries awaiting a follow-up (GSI2, sparse), and where one sorts
-/// among them: by event, then id.
-pub fn failed_deliveries_of(endpoint_id: &str, event_id: &str, delivery_id: &str) -> (String, String) {
-    (format!("WHEFAIL#{endpoint_id}"), format!("{event_id}#{delivery_id}"))
+/// An endpoint's failed deliveries awaiting a follow-up (GSI2, sparse).
+pub fn failed_deliveries_of(endpoint_id: &str) -> String {
+    format!("WHEFAIL#{endpoint_id}")
+}
+
+/// Where a failed delivery sorts among its endpoint's: by event, then id.
+pub fn failed_delivery_order(event_id: &str, delivery_id: &str) -> String {
+    format!("{event_id}#{delivery_id}")
 }
 
 #[cfg(test)]
