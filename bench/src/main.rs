@@ -1686,9 +1686,9 @@ async fn answered(client: &reqwest::Client, url: &str, key: Option<&str>) {
 
 /// Time from starting an API function's process to its first answered request, with
 /// `cargo lambda watch --only-lambda-apis` as the Lambda runtime API and the emulator stack
-/// behind it; then one more request on the warm process. The API functions' bootstrap
-/// (`ops-api`), built in release for this machine (`scripts/bench` builds it), told which
-/// function it is by `_HANDLER`.
+/// behind it; then one more request on the warm process. The API functions' bootstraps
+/// (`ops-api`, and `ops-schedules` for the schedules'), built in release for this machine
+/// (`scripts/bench` builds them), told which function they are by `_HANDLER`.
 async fn cold_starts(stack: &ops_runtime::deployment::Settings) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -1716,18 +1716,29 @@ async fn cold_starts(stack: &ops_runtime::deployment::Settings) {
     // In --only-lambda-apis mode the runtime serves one function, named `_`.
     let invoke = format!("http://127.0.0.1:{port}/lambda-url/_");
     println!();
-    println!("| API function under `cargo lambda watch` | profile | binary MiB (x86_64) | process start → first answer p50 ms | max ms | warm request p50 ms |");
+    println!("| API function (bootstrap) under `cargo lambda watch` | profile | binary MiB (x86_64) | process start → first answer p50 ms | max ms | warm request p50 ms |");
     println!("|---|---|---|---|---|---|");
     // The release profile is what Lambda runs (optimised for size); the fast profile, built
     // for speed, is beside it to show what the size costs at start.
     for profile in ["release", "fast"] {
-        for (function, path, key) in [
-            ("api-health", "/health", None),
-            ("api-list-operations", "/v1/operations?limit=10", Some(ADMIN_KEY)),
+        for (bootstrap, function, path, key) in [
+            ("ops-api", "api-health", "/health", None),
+            (
+                "ops-api",
+                "api-list-operations",
+                "/v1/operations?limit=10",
+                Some(ADMIN_KEY),
+            ),
+            (
+                "ops-schedules",
+                "api-list-schedules",
+                "/v1/schedules?limit=10",
+                Some(ADMIN_KEY),
+            ),
         ] {
-            let binary = target_dir().join(profile).join("ops-api");
+            let binary = target_dir().join(profile).join(bootstrap);
             let Ok(metadata) = binary.metadata() else {
-                println!("| {function} | {profile} | not built | | | |");
+                println!("| {function} ({bootstrap}) | {profile} | not built | | | |");
                 continue;
             };
             let (mut cold, mut warm) = (vec![], vec![]);
@@ -1753,7 +1764,7 @@ async fn cold_starts(stack: &ops_runtime::deployment::Settings) {
             }
             let max = cold.iter().max().copied().unwrap_or_default();
             println!(
-                "| {function} | {profile} | {} | {} | {} | {} |",
+                "| {function} ({bootstrap}) | {profile} | {} | {} | {} | {} |",
                 mib(metadata.len()),
                 ms(percentile(&mut cold, 0.5)),
                 ms(max),

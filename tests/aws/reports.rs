@@ -2,7 +2,7 @@
 //! function may send is put in S3 and answered with a short-lived link that reads it.
 
 use crate::spawn_aws_app;
-use ops_api::{lambda_router_for, App, Endpoint};
+use ops_api::{api_lambda_router, App, Endpoint};
 use ops_tests::payout;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -33,13 +33,14 @@ async fn a_report_too_large_for_a_lambda_answer_is_a_link_to_s3() {
     );
 
     // The report function as Lambda runs it, with a limit the report exceeds by a byte.
-    let router = lambda_router_for(
+    let router = api_lambda_router(
         App {
             service: app.service.clone(),
         },
-        &[Endpoint::OperationsReport],
+        Endpoint::OperationsReport,
         inline.bytes.len() - 1,
-    );
+    )
+    .expect("the API's bootstrap serves the reports");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await });

@@ -50,7 +50,7 @@ fn every_function_runs_one_handler_of_its_kinds_bootstrap_with_its_route() {
             .unwrap_or_else(|| panic!("no bootstrap runs anything named {handler}"));
         assert!(
             block.contains(&format!("Binary: {}\n", function.binary())),
-            "an endpoint ships ops-api, a trigger ops-triggers: {block}"
+            "an endpoint ships its bootstrap's file (ops-api or ops-schedules), a trigger ops-triggers: {block}"
         );
         if let ops_lambda::Function::Endpoint(endpoint) = function {
             let (method, path) = endpoint.method_and_path();

@@ -25,9 +25,48 @@ pub struct App {
     pub service: Arc<Service>,
 }
 
-/// Declares the endpoints once: the enum, the list of all of them, and each one's route.
+/// An endpoint's route: its method, its path and the handler mounted there.
+type Route = (&'static str, &'static str, MethodRouter<App>);
+
+/// The Lambda bootstrap that serves an endpoint. The schedules' endpoints have their own: they
+/// carry the IANA time-zone database (`chrono-tz`'s tables and their relocations, about 1.7 MB
+/// of a bootstrap), which no other endpoint needs. Each bootstrap holds the code of its own
+/// endpoints and not the other's, so that each stays under the 8 MiB a function's file may
+/// take (issue 17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bootstrap {
+    Api,
+    Schedules,
+}
+
+impl Bootstrap {
+    /// The binary's name (`template.yaml`'s `Binary`).
+    pub fn binary(self) -> &'static str {
+        match self {
+            Bootstrap::Api => "ops-api",
+            Bootstrap::Schedules => "ops-schedules",
+        }
+    }
+}
+
+/// `Some(route)` where the endpoint's bootstrap is the one asked for: the other's handlers are
+/// then never referenced from that bootstrap's code, and the linker leaves them out.
+macro_rules! served_by {
+    (Api, Api, $route:expr) => {
+        Some($route)
+    };
+    (Schedules, Schedules, $route:expr) => {
+        Some($route)
+    };
+    ($bootstrap:ident, $asked:ident, $route:expr) => {
+        None
+    };
+}
+
+/// Declares the endpoints once: the enum, the list of all of them, each one's bootstrap and
+/// route.
 macro_rules! endpoints {
-    ($($name:ident => ($method:literal, $path:literal, $handler:expr $(,)?)),* $(,)?) => {
+    ($($name:ident => ($bootstrap:ident, $method:literal, $path:literal, $handler:expr $(,)?)),* $(,)?) => {
         /// One API endpoint: one Lambda function in the cloud, one route of the local server.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub enum Endpoint {
@@ -44,11 +83,34 @@ macro_rules! endpoints {
                 }
             }
 
+            /// The bootstrap whose functions serve it.
+            pub fn bootstrap(self) -> Bootstrap {
+                match self {
+                    $(Endpoint::$name => Bootstrap::$bootstrap),*
+                }
+            }
+
             /// The route's method, path and handler.
-            fn route(self) -> (&'static str, &'static str, MethodRouter<App>) {
+            fn route(self) -> Route {
                 use handlers::*;
                 match self {
                     $(Endpoint::$name => ($method, $path, $handler)),*
+                }
+            }
+
+            /// The route, if the API's bootstrap serves it.
+            fn api_route(self) -> Option<Route> {
+                use handlers::*;
+                match self {
+                    $(Endpoint::$name => served_by!($bootstrap, Api, ($method, $path, $handler))),*
+                }
+            }
+
+            /// The route, if the schedules' bootstrap serves it.
+            fn schedules_route(self) -> Option<Route> {
+                use handlers::*;
+                match self {
+                    $(Endpoint::$name => served_by!($bootstrap, Schedules, ($method, $path, $handler))),*
                 }
             }
         }
@@ -56,76 +118,76 @@ macro_rules! endpoints {
 }
 
 endpoints! {
-    Health => ("GET", "/health", get(health)),
-    OpenApi => ("GET", "/v1/openapi.json", get(openapi)),
-    CreateCustomer => ("POST", "/v1/customers", post(create_customer)),
-    CreateUser => ("POST", "/v1/customers/{id}/users", post(create_user)),
-    CreateApiKey => ("POST", "/v1/api_keys", post(create_api_key)),
-    ListApiKeys => ("GET", "/v1/api_keys", get(list_api_keys)),
-    RevokeApiKey => ("DELETE", "/v1/api_keys/{id}", delete(revoke_api_key)),
-    RotateApiKey => ("POST", "/v1/api_keys/{id}/rotate", post(rotate_api_key)),
-    ApiKeyHistory => ("GET", "/v1/api_keys/{id}/history", get(api_key_history)),
-    GetApprovalFloor => ("GET", "/v1/customers/{id}/approval_floors/{type}", get(get_approval_floor)),
-    PutApprovalFloor => ("PUT", "/v1/customers/{id}/approval_floors/{type}", put(put_approval_floor)),
-    ApprovalFloorHistory => ("GET", "/v1/customers/{id}/approval_floors/{type}/history", get(approval_floor_history)),
-    GetWorkflow => ("GET", "/v1/workflows/{name}", get(get_workflow)),
-    PutWorkflow => ("PUT", "/v1/workflows/{name}", put(put_workflow)),
-    WorkflowHistory => ("GET", "/v1/workflows/{name}/history", get(workflow_history)),
-    CreateOperation => ("POST", "/v1/operations", post(create_operation)),
-    ListOperations => ("GET", "/v1/operations", get(list_operations)),
-    GetOperation => ("GET", "/v1/operations/{id}", get(get_operation)),
-    ApproveOperations => ("POST", "/v1/operations/approve", post(approve_operations)),
-    RejectOperations => ("POST", "/v1/operations/reject", post(reject_operations)),
-    ApproveOperation => ("POST", "/v1/operations/{id}/approve", post(approve_operation)),
-    RejectOperation => ("POST", "/v1/operations/{id}/reject", post(reject_operation)),
-    CancelOperation => ("POST", "/v1/operations/{id}/cancel", post(cancel_operation)),
-    OperationHistory => ("GET", "/v1/operations/{id}/history", get(operation_history)),
-    ListTransactions => ("GET", "/v1/transactions", get(list_transactions)),
-    GetTransaction => ("GET", "/v1/transactions/{id}", get(get_transaction)),
-    RetryTransaction => ("POST", "/v1/transactions/{id}/retry", post(retry_transaction)),
-    ResolveTransaction => ("POST", "/v1/transactions/{id}/resolve", post(resolve_transaction)),
-    ListEvents => ("GET", "/v1/events", get(list_events)),
-    GetEvent => ("GET", "/v1/events/{id}", get(get_event)),
-    EventDeliveries => ("GET", "/v1/events/{id}/deliveries", get(event_deliveries)),
-    ResendEvent => ("POST", "/v1/events/{id}/resend", post(resend_event)),
-    CreateWebhookEndpoint => ("POST", "/v1/webhook_endpoints", post(create_webhook_endpoint)),
-    ListWebhookEndpoints => ("GET", "/v1/webhook_endpoints", get(list_webhook_endpoints)),
-    GetWebhookEndpoint => ("GET", "/v1/webhook_endpoints/{id}", get(get_webhook_endpoint)),
-    UpdateWebhookEndpoint => ("POST", "/v1/webhook_endpoints/{id}", post(update_webhook_endpoint)),
-    DeleteWebhookEndpoint => ("DELETE", "/v1/webhook_endpoints/{id}", delete(delete_webhook_endpoint)),
-    WebhookEndpointHistory => ("GET", "/v1/webhook_endpoints/{id}/history", get(webhook_endpoint_history)),
-    RotateWebhookSecret => ("POST", "/v1/webhook_endpoints/{id}/rotate_secret", post(rotate_webhook_secret)),
-    RecoverWebhookEndpoint => ("POST", "/v1/webhook_endpoints/{id}/recover", post(recover_webhook_endpoint)),
-    RailReport => ("POST", "/v1/rail_reports", post(rail_report)),
-    CreateSchedule => ("POST", "/v1/schedules", post(create_schedule)),
-    ListSchedules => ("GET", "/v1/schedules", get(list_schedules)),
-    GetSchedule => ("GET", "/v1/schedules/{id}", get(get_schedule)),
-    DeleteSchedule => ("DELETE", "/v1/schedules/{id}", delete(delete_schedule)),
-    PauseSchedule => ("POST", "/v1/schedules/{id}/pause", post(pause_schedule)),
-    ResumeSchedule => ("POST", "/v1/schedules/{id}/resume", post(resume_schedule)),
-    ScheduleOccurrences => ("GET", "/v1/schedules/{id}/occurrences", get(schedule_occurrences)),
-    CreateAccount => ("POST", "/v1/accounts", post(create_account)),
-    ListAccounts => ("GET", "/v1/accounts", get(list_accounts)),
-    GetAccount => ("GET", "/v1/accounts/{id}", get(get_account)),
-    AccountMovements => ("GET", "/v1/accounts/{id}/movements", get(account_movements)),
-    AdjustAccount => ("POST", "/v1/accounts/{id}/adjustments", post(adjust_account)),
-    Board => ("GET", "/v1/board", get(board)),
-    BoardPage => ("GET", "/board", get(board_page)),
-    ListWorkItems => ("GET", "/v1/work_items", get(list_work_items)),
-    ClaimWorkItem => ("POST", "/v1/work_items/claim", post(claim_work_item)),
-    GetWorkItem => ("GET", "/v1/work_items/{id}", get(get_work_item)),
-    AssignWorkItem => ("POST", "/v1/work_items/{id}/assign", post(assign_work_item)),
-    ReleaseWorkItem => ("POST", "/v1/work_items/{id}/release", post(release_work_item)),
-    ResolveWorkItem => ("POST", "/v1/work_items/{id}/resolve", post(resolve_work_item)),
-    UploadFile => ("POST", "/v1/files", post(upload_file)),
-    ListFiles => ("GET", "/v1/files", get(list_files)),
-    GetFile => ("GET", "/v1/files/{id}", get(get_file)),
-    ImportStatement => ("POST", "/v1/reconciliations", post(import_statement)),
-    GetReconciliation => ("GET", "/v1/reconciliations/{id}", get(get_reconciliation)),
-    ReconciliationLines => ("GET", "/v1/reconciliations/{id}/lines", get(reconciliation_lines)),
-    OperationsReport => ("GET", "/v1/reports/operations", get(operations_report)),
-    TransactionsReport => ("GET", "/v1/reports/transactions", get(transactions_report)),
-    MovementsReport => ("GET", "/v1/reports/movements", get(movements_report)),
+    Health => (Api, "GET", "/health", get(health)),
+    OpenApi => (Api, "GET", "/v1/openapi.json", get(openapi)),
+    CreateCustomer => (Api, "POST", "/v1/customers", post(create_customer)),
+    CreateUser => (Api, "POST", "/v1/customers/{id}/users", post(create_user)),
+    CreateApiKey => (Api, "POST", "/v1/api_keys", post(create_api_key)),
+    ListApiKeys => (Api, "GET", "/v1/api_keys", get(list_api_keys)),
+    RevokeApiKey => (Api, "DELETE", "/v1/api_keys/{id}", delete(revoke_api_key)),
+    RotateApiKey => (Api, "POST", "/v1/api_keys/{id}/rotate", post(rotate_api_key)),
+    ApiKeyHistory => (Api, "GET", "/v1/api_keys/{id}/history", get(api_key_history)),
+    GetApprovalFloor => (Api, "GET", "/v1/customers/{id}/approval_floors/{type}", get(get_approval_floor)),
+    PutApprovalFloor => (Api, "PUT", "/v1/customers/{id}/approval_floors/{type}", put(put_approval_floor)),
+    ApprovalFloorHistory => (Api, "GET", "/v1/customers/{id}/approval_floors/{type}/history", get(approval_floor_history)),
+    GetWorkflow => (Api, "GET", "/v1/workflows/{name}", get(get_workflow)),
+    PutWorkflow => (Api, "PUT", "/v1/workflows/{name}", put(put_workflow)),
+    WorkflowHistory => (Api, "GET", "/v1/workflows/{name}/history", get(workflow_history)),
+    CreateOperation => (Api, "POST", "/v1/operations", post(create_operation)),
+    ListOperations => (Api, "GET", "/v1/operations", get(list_operations)),
+    GetOperation => (Api, "GET", "/v1/operations/{id}", get(get_operation)),
+    ApproveOperations => (Api, "POST", "/v1/operations/approve", post(approve_operations)),
+    RejectOperations => (Api, "POST", "/v1/operations/reject", post(reject_operations)),
+    ApproveOperation => (Api, "POST", "/v1/operations/{id}/approve", post(approve_operation)),
+    RejectOperation => (Api, "POST", "/v1/operations/{id}/reject", post(reject_operation)),
+    CancelOperation => (Api, "POST", "/v1/operations/{id}/cancel", post(cancel_operation)),
+    OperationHistory => (Api, "GET", "/v1/operations/{id}/history", get(operation_history)),
+    ListTransactions => (Api, "GET", "/v1/transactions", get(list_transactions)),
+    GetTransaction => (Api, "GET", "/v1/transactions/{id}", get(get_transaction)),
+    RetryTransaction => (Api, "POST", "/v1/transactions/{id}/retry", post(retry_transaction)),
+    ResolveTransaction => (Api, "POST", "/v1/transactions/{id}/resolve", post(resolve_transaction)),
+    ListEvents => (Api, "GET", "/v1/events", get(list_events)),
+    GetEvent => (Api, "GET", "/v1/events/{id}", get(get_event)),
+    EventDeliveries => (Api, "GET", "/v1/events/{id}/deliveries", get(event_deliveries)),
+    ResendEvent => (Api, "POST", "/v1/events/{id}/resend", post(resend_event)),
+    CreateWebhookEndpoint => (Api, "POST", "/v1/webhook_endpoints", post(create_webhook_endpoint)),
+    ListWebhookEndpoints => (Api, "GET", "/v1/webhook_endpoints", get(list_webhook_endpoints)),
+    GetWebhookEndpoint => (Api, "GET", "/v1/webhook_endpoints/{id}", get(get_webhook_endpoint)),
+    UpdateWebhookEndpoint => (Api, "POST", "/v1/webhook_endpoints/{id}", post(update_webhook_endpoint)),
+    DeleteWebhookEndpoint => (Api, "DELETE", "/v1/webhook_endpoints/{id}", delete(delete_webhook_endpoint)),
+    WebhookEndpointHistory => (Api, "GET", "/v1/webhook_endpoints/{id}/history", get(webhook_endpoint_history)),
+    RotateWebhookSecret => (Api, "POST", "/v1/webhook_endpoints/{id}/rotate_secret", post(rotate_webhook_secret)),
+    RecoverWebhookEndpoint => (Api, "POST", "/v1/webhook_endpoints/{id}/recover", post(recover_webhook_endpoint)),
+    RailReport => (Api, "POST", "/v1/rail_reports", post(rail_report)),
+    CreateSchedule => (Schedules, "POST", "/v1/schedules", post(create_schedule)),
+    ListSchedules => (Schedules, "GET", "/v1/schedules", get(list_schedules)),
+    GetSchedule => (Schedules, "GET", "/v1/schedules/{id}", get(get_schedule)),
+    DeleteSchedule => (Schedules, "DELETE", "/v1/schedules/{id}", delete(delete_schedule)),
+    PauseSchedule => (Schedules, "POST", "/v1/schedules/{id}/pause", post(pause_schedule)),
+    ResumeSchedule => (Schedules, "POST", "/v1/schedules/{id}/resume", post(resume_schedule)),
+    ScheduleOccurrences => (Schedules, "GET", "/v1/schedules/{id}/occurrences", get(schedule_occurrences)),
+    CreateAccount => (Api, "POST", "/v1/accounts", post(create_account)),
+    ListAccounts => (Api, "GET", "/v1/accounts", get(list_accounts)),
+    GetAccount => (Api, "GET", "/v1/accounts/{id}", get(get_account)),
+    AccountMovements => (Api, "GET", "/v1/accounts/{id}/movements", get(account_movements)),
+    AdjustAccount => (Api, "POST", "/v1/accounts/{id}/adjustments", post(adjust_account)),
+    Board => (Api, "GET", "/v1/board", get(board)),
+    BoardPage => (Api, "GET", "/board", get(board_page)),
+    ListWorkItems => (Api, "GET", "/v1/work_items", get(list_work_items)),
+    ClaimWorkItem => (Api, "POST", "/v1/work_items/claim", post(claim_work_item)),
+    GetWorkItem => (Api, "GET", "/v1/work_items/{id}", get(get_work_item)),
+    AssignWorkItem => (Api, "POST", "/v1/work_items/{id}/assign", post(assign_work_item)),
+    ReleaseWorkItem => (Api, "POST", "/v1/work_items/{id}/release", post(release_work_item)),
+    ResolveWorkItem => (Api, "POST", "/v1/work_items/{id}/resolve", post(resolve_work_item)),
+    UploadFile => (Api, "POST", "/v1/files", post(upload_file)),
+    ListFiles => (Api, "GET", "/v1/files", get(list_files)),
+    GetFile => (Api, "GET", "/v1/files/{id}", get(get_file)),
+    ImportStatement => (Api, "POST", "/v1/reconciliations", post(import_statement)),
+    GetReconciliation => (Api, "GET", "/v1/reconciliations/{id}", get(get_reconciliation)),
+    ReconciliationLines => (Api, "GET", "/v1/reconciliations/{id}/lines", get(reconciliation_lines)),
+    OperationsReport => (Api, "GET", "/v1/reports/operations", get(operations_report)),
+    TransactionsReport => (Api, "GET", "/v1/reports/transactions", get(transactions_report)),
+    MovementsReport => (Api, "GET", "/v1/reports/movements", get(movements_report)),
 }
 
 impl Endpoint {
@@ -152,9 +214,12 @@ pub fn openapi() -> &'static str {
 
 /// A router serving `endpoints`, with the error shape for anything else.
 pub fn router_for(app: App, endpoints: &[Endpoint]) -> Router {
+    router_of(app, endpoints.iter().map(|endpoint| endpoint.route()))
+}
+
+fn router_of(app: App, endpoint_routes: impl Iterator<Item = Route>) -> Router {
     let mut routes: Vec<(&'static str, MethodRouter<App>)> = vec![];
-    for endpoint in endpoints {
-        let (_, path, handler) = endpoint.route();
+    for (_, path, handler) in endpoint_routes {
         // Endpoints sharing a path (GET and POST /v1/operations) share one method router.
         match routes.iter_mut().find(|(p, _)| *p == path) {
             Some((_, existing)) => *existing = std::mem::take(existing).merge(handler),
@@ -170,10 +235,20 @@ pub fn router_for(app: App, endpoints: &[Endpoint]) -> Router {
         .with_state(app)
 }
 
-/// A router serving `endpoints` within a Lambda function: answers over its payload limit are
-/// spilled to the blob store behind a short-lived link.
-pub fn lambda_router_for(app: App, endpoints: &[Endpoint], limit: usize) -> Router {
-    router_for(app.clone(), endpoints).layer(axum::middleware::from_fn_with_state(
+/// The router of a Lambda function of the API's bootstrap serving `endpoint`, or `None` if
+/// the schedules' serves it. Answers over `limit` bytes are spilled to the blob store
+/// behind a short-lived link.
+pub fn api_lambda_router(app: App, endpoint: Endpoint, limit: usize) -> Option<Router> {
+    endpoint.api_route().map(|route| lambda_router(app, route, limit))
+}
+
+/// The same for the schedules' bootstrap.
+pub fn schedules_lambda_router(app: App, endpoint: Endpoint, limit: usize) -> Option<Router> {
+    endpoint.schedules_route().map(|route| lambda_router(app, route, limit))
+}
+
+fn lambda_router(app: App, route: Route, limit: usize) -> Router {
+    router_of(app.clone(), std::iter::once(route)).layer(axum::middleware::from_fn_with_state(
         (app, limit),
         spill::spill_large_answers,
     ))
@@ -182,4 +257,28 @@ pub fn lambda_router_for(app: App, endpoints: &[Endpoint], limit: usize) -> Rout
 /// Every route of the API (the local server).
 pub fn router(app: App) -> Router {
     router_for(app, Endpoint::ALL)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_endpoint_is_routed_by_its_own_bootstrap_and_by_no_other() {
+        for endpoint in Endpoint::ALL.iter().copied() {
+            let routed_by = |route: Option<Route>| route.map(|(method, path, _)| (method, path));
+            let (api, schedules) = (routed_by(endpoint.api_route()), routed_by(endpoint.schedules_route()));
+            let expected = Some(endpoint.method_and_path());
+            match endpoint.bootstrap() {
+                Bootstrap::Api => assert_eq!((api, schedules), (expected, None), "{endpoint:?}"),
+                Bootstrap::Schedules => assert_eq!((api, schedules), (None, expected), "{endpoint:?}"),
+            }
+            let is_schedules = endpoint.method_and_path().1.starts_with("/v1/schedules");
+            assert_eq!(
+                endpoint.bootstrap() == Bootstrap::Schedules,
+                is_schedules,
+                "{endpoint:?}"
+            );
+        }
+    }
 }

@@ -1,11 +1,13 @@
-//! The Lambda functions. Every function of `template.yaml` runs one of two bootstraps, each
-//! built once and shared: `ops-api` (`src/bin/ops-api.rs`) for the API's endpoints,
-//! `ops-triggers` for the pipeline's triggers. A bootstrap runs the [`Function`] its
-//! `Handler` property names: it builds its clients once ([`start`], over `ops-runtime`) and
-//! hands events to a handler, an API endpoint's router from `ops-api` or a trigger handler
-//! from `ops_runtime::triggers`. Each function keeps its own route, trigger and
-//! least-privilege policy; only the file is shared. Two files rather than one because neither
-//! kind of function needs the other's code (the routes, or the stream and queue handlers).
+//! The Lambda functions. Every function of `template.yaml` runs one of three bootstraps, each
+//! built once and shared: `ops-api` (`src/bin/ops-api.rs`) and `ops-schedules` for the
+//! API's endpoints (each its own, [`ops_api::Bootstrap`]), `ops-triggers` for the pipeline's
+//! triggers. A bootstrap runs the [`Function`] its `Handler` property names: it builds its
+//! clients once ([`start`], over `ops-runtime`) and hands events to a handler, an API
+//! endpoint's router from `ops-api` or a trigger handler from `ops_runtime::triggers`. Each
+//! function keeps its own route, trigger and least-privilege policy; only the file is shared.
+//! Three files rather than one because no function needs the others' code (the other
+//! endpoints' routes, or the stream and queue handlers), and one file holding all of it would
+//! be over the 8 MiB a function's file may take (issue 17).
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
@@ -59,7 +61,7 @@ impl Function {
     /// The bootstrap that runs it (`template.yaml`'s `Binary`).
     pub fn binary(self) -> &'static str {
         match self {
-            Function::Endpoint(_) => "ops-api",
+            Function::Endpoint(endpoint) => endpoint.bootstrap().binary(),
             Function::Trigger(_) => "ops-triggers",
         }
     }
@@ -85,10 +87,14 @@ pub async fn serve_trigger(trigger: Trigger) -> Result<(), Error> {
     }
 }
 
-/// Serves one API endpoint behind API Gateway.
-pub async fn serve_endpoint(endpoint: Endpoint) -> Result<(), lambda_http::Error> {
+/// Makes the router of an endpoint its bootstrap serves (`ops_api::api_lambda_router`).
+pub type EndpointRouter = fn(App, Endpoint, usize) -> Option<axum::Router>;
+
+/// Serves one API endpoint behind API Gateway, with the router of the bootstrap running.
+pub async fn serve_endpoint(endpoint: Endpoint, router_of: EndpointRouter) -> Result<(), lambda_http::Error> {
     let service = start().await?;
-    let router = ops_api::lambda_router_for(App { service }, &[endpoint], ops_api::spill::LAMBDA_RESPONSE_LIMIT)
+    let router = router_of(App { service }, endpoint, ops_api::spill::LAMBDA_RESPONSE_LIMIT)
+        .ok_or_else(|| format!("{endpoint:?} runs in {}", endpoint.bootstrap().binary()))?
         .layer(axum::middleware::map_request(with_source_ip));
     lambda_http::run(router).await
 }

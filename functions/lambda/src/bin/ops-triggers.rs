@@ -4,6 +4,6 @@
 async fn main() -> Result<(), lambda_runtime::Error> {
     match ops_lambda::started_function()? {
         ops_lambda::Function::Trigger(trigger) => ops_lambda::serve_trigger(trigger).await,
-        endpoint => Err(format!("{} runs in ops-api", endpoint.handler()).into()),
+        endpoint => Err(format!("{} runs in {}", endpoint.handler(), endpoint.binary()).into()),
     }
 }
