@@ -109,6 +109,8 @@ impl AuditEntry {
 pub enum Write {
     InsertCustomer(Customer),
     InsertUser(User),
+    /// Replace a stored user (its name, roles or status changed).
+    UpdateUser(User),
     /// Insert, or replace the stored key of the same id.
     PutApiKey(ApiKey),
     InsertOperation(Operation),

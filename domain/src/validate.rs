@@ -395,18 +395,8 @@ impl CreateUser {
                 format!("'{email}' is not an email address."),
             ));
         }
-        let roles = self.roles.ok_or_else(|| DomainError::missing("roles"))?;
-        if roles.is_empty() {
-            return Err(DomainError::invalid(
-                "roles",
-                "parameter_invalid_empty",
-                "Give at least one role: maker, approver, admin or viewer.",
-            ));
-        }
-        let mut unique = roles.clone();
-        unique.sort_by_key(|r| r.name());
-        unique.dedup();
-        Ok((name, email, unique))
+        let roles = crate::access::user_roles(self.roles.ok_or_else(|| DomainError::missing("roles"))?)?;
+        Ok((name, email, roles))
     }
 }
 

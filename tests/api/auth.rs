@@ -131,6 +131,11 @@ async fn a_keys_history_says_who_minted_rotated_and_revoked_it_after_it_is_revok
 }
 
 #[tokio::test]
+async fn a_users_roles_and_status_apply_from_their_next_request_and_are_in_their_history() {
+    ops_tests::scenarios::a_users_roles_and_status_apply_from_their_next_request(&spawn_app().await.api).await;
+}
+
+#[tokio::test]
 async fn scopes_and_customers_fence_every_key() {
     let app = spawn_app().await;
     let acme = app.create_customer().await;

@@ -208,11 +208,21 @@ async fn assignment_needs_the_role_and_the_customer_and_bad_input_writes_nothing
     let maker = app.add_member(&acme, &["maker"], &["operations:read"]).await;
     let other = app.create_customer().await;
     let stranger = app.add_member(&other, &["approver"], &["operations:read"]).await;
+    let departed = app.add_member(&acme, &["approver"], &["operations:read"]).await;
+    let departure = app
+        .post(
+            &format!("/v1/customers/{}/users/{}", acme.id, departed.user_id),
+            &acme.key,
+            json!({"status": "deactivated"}),
+        )
+        .await;
+    assert_eq!(departure.status, 200, "{}", departure.json());
     let item = items(&app, &acme.key, "queue=approvals").await[0].clone();
     let assign = format!("/v1/work_items/{}/assign", item["id"].as_str().unwrap());
 
     for (body, status, param, code) in [
         (json!({"user_id": maker.user_id}), 400, "user_id", "role_missing"),
+        (json!({"user_id": departed.user_id}), 400, "user_id", "user_deactivated"),
         (json!({"user_id": stranger.user_id}), 404, "user_id", "resource_missing"),
         (json!({"user_id": "op_1"}), 400, "user_id", "invalid_user_id"),
         (json!({}), 400, "user_id", "parameter_missing"),

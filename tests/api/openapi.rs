@@ -320,6 +320,7 @@ async fn texts_documented_as_not_blank_are_refused_blank() {
     let app = spawn_app().await;
     let customer = app.create_customer().await;
     let blank = json!("  \u{a0} ");
+    let member = app.add_member(&customer, &["viewer"], &["operations:read"]).await;
     let pending = app
         .post(
             "/v1/operations",
@@ -370,6 +371,13 @@ async fn texts_documented_as_not_blank_are_refused_blank() {
             format!("/v1/customers/{}/users", customer.id),
             &customer.key,
             json!({"name": blank, "email": "ana@example.com", "roles": ["viewer"]}),
+            "name",
+        ),
+        (
+            "post /v1/customers/{id}/users/{user_id}->UpdateUserRequest.name",
+            format!("/v1/customers/{}/users/{}", customer.id, member.user_id),
+            &customer.key,
+            json!({"name": blank}),
             "name",
         ),
         (

@@ -201,6 +201,37 @@ async fn a_stopped_service_makes_what_is_less_than_a_day_late_and_records_the_re
 }
 
 #[tokio::test]
+async fn a_schedule_made_by_a_user_since_deactivated_makes_nothing() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let maker = app
+        .add_member(&acme, &["maker"], &["operations:read", "operations:write"])
+        .await;
+    let daily =
+        json!({"expression": "rate(1 day)", "start_at": "2031-02-01T12:00:00Z", "operation": operation("auto")});
+    let id = app.post("/v1/schedules", &maker.key, daily).await.id();
+    let departure = app
+        .post(
+            &format!("/v1/customers/{}/users/{}", acme.id, maker.user_id),
+            &acme.key,
+            json!({"status": "deactivated"}),
+        )
+        .await;
+    assert_eq!(departure.status, 200, "{}", departure.json());
+    jump_to(&app, datetime!(2031-02-01 12:01 UTC));
+    app.drain().await;
+    let recorded = occurrences(&app, &acme.key, &id).await;
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0]["status"], "skipped");
+    assert!(
+        recorded[0]["reason"].as_str().unwrap().contains("deactivated"),
+        "{}",
+        recorded[0]
+    );
+    assert!(operations_of(&app, &acme.key).await.is_empty());
+}
+
+#[tokio::test]
 async fn pause_resume_delete_and_a_revoked_key_make_nothing() {
     let app = spawn_app().await;
     let acme = app.create_customer().await;

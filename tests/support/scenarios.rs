@@ -93,3 +93,105 @@ pub async fn a_keys_history_names_each_change_and_its_actor(app: &Api) {
         .await;
     assert_eq!(own.len(), 1);
 }
+
+/// A customer's admin lists its users, changes one's roles, deactivates and reactivates them:
+/// each change applies from the user's key's next request and is in the user's history with
+/// what the user then was; another customer cannot see or change them.
+pub async fn a_users_roles_and_status_apply_from_their_next_request(app: &Api) {
+    let customer = app.create_customer().await;
+    let member = app
+        .add_member(&customer, &["approver"], &["operations:read", "operations:approve"])
+        .await;
+    let users = format!("/v1/customers/{}/users", customer.id);
+    let user_path = format!("{users}/{}", member.user_id);
+    let listed = app.get(&users, &customer.key).await.json();
+    assert_eq!(listed["data"].as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(
+        (&listed["data"][0]["id"], &listed["data"][0]["status"]),
+        (&json!(member.user_id), &json!("active"))
+    );
+    assert_eq!(app.get("/v1/operations", &member.key).await.status, 200);
+
+    let changed = app.post(&user_path, &customer.key, json!({"roles": ["viewer"]})).await;
+    assert_eq!(changed.status, 200, "{}", changed.json());
+    assert_eq!(changed.json()["roles"], json!(["viewer"]));
+    let deactivated = app
+        .post(&user_path, &customer.key, json!({"status": "deactivated"}))
+        .await;
+    assert_eq!(deactivated.json()["status"], "deactivated");
+    let refused = app.get("/v1/operations", &member.key).await.error(401);
+    assert_eq!(refused["code"], "user_deactivated");
+    assert_eq!(
+        app.get(&users, &customer.key).await.json()["data"][0]["status"],
+        "deactivated"
+    );
+    let reactivated = app.post(&user_path, &customer.key, json!({"status": "active"})).await;
+    assert_eq!(reactivated.json()["status"], "active");
+    assert_eq!(app.get("/v1/operations", &member.key).await.status, 200);
+
+    let history = app.history(&user_path, &customer.key).await;
+    let steps: Vec<_> = history
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap(),
+                e["cause"]["code"].as_str().unwrap(),
+                e["details"]["roles"].clone(),
+                e["details"]["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("created", "user_created", json!(["approver"]), "active"),
+            ("updated", "user_updated", json!(["viewer"]), "active"),
+            ("deactivated", "user_deactivated", json!(["viewer"]), "deactivated"),
+            ("reactivated", "user_reactivated", json!(["viewer"]), "active"),
+        ]
+    );
+
+    // Nothing to change is a 400 naming what to give; so is a status that does not exist.
+    let empty = app.post(&user_path, &customer.key, json!({})).await.error(400);
+    assert_eq!(empty["code"], "parameter_missing");
+    let unknown = app
+        .post(&user_path, &customer.key, json!({"status": "gone"}))
+        .await
+        .error(400);
+    assert_eq!(unknown["param"], "status", "{unknown}");
+    // A key cannot shut out its own user.
+    let admin = app.add_member(&customer, &["admin"], &["users:manage"]).await;
+    let own = format!("{users}/{}", admin.user_id);
+    let own_refused = app
+        .post(&own, &admin.key, json!({"status": "deactivated"}))
+        .await
+        .error(409);
+    assert_eq!(own_refused["code"], "user_is_caller");
+    assert_eq!(
+        app.get(&users, &admin.key).await.json()["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // Another customer's key sees neither the list nor the user, and cannot reach the user
+    // through its own customer either.
+    let other = app.create_customer().await;
+    assert_eq!(app.get(&users, &other.key).await.error(404)["param"], "customer_id");
+    assert_eq!(
+        app.post(&user_path, &other.key, json!({"status": "deactivated"}))
+            .await
+            .status,
+        404
+    );
+    let through_own = format!("/v1/customers/{}/users/{}", other.id, member.user_id);
+    assert_eq!(
+        app.post(&through_own, &other.key, json!({"status": "deactivated"}))
+            .await
+            .status,
+        404
+    );
+    assert_eq!(app.get(&format!("{through_own}/history"), &other.key).await.status, 404);
+    assert_eq!(app.get("/v1/operations", &member.key).await.status, 200);
+}

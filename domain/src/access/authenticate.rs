@@ -1,7 +1,7 @@
 //! Who is asking: bootstrap of the operator's key, authentication of a bearer secret, and the
 //! request limits (per key, per customer, per address that fails to authenticate).
 
-use crate::access::{self, ApiKey, Principal, Scope};
+use crate::access::{self, ApiKey, Principal, Scope, UserStatus};
 use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
 use crate::ids::{ApiKeyId, CustomerId};
@@ -177,6 +177,12 @@ impl Service {
             Some(id) => Some(self.store.user(id).await?.ok_or_else(access::invalid_api_key)?),
             None => None,
         };
+        if user.as_ref().is_some_and(|u| u.status == UserStatus::Deactivated) {
+            return Err(DomainError::unauthenticated(
+                "user_deactivated",
+                "This API key's user was deactivated.",
+            ));
+        }
         Ok(Principal { key, user })
     }
 
@@ -246,6 +252,11 @@ impl Service {
         }
         let user = match &key.user_id {
             Some(id) => match self.store.user(id).await? {
+                Some(user) if user.status == UserStatus::Deactivated => {
+                    return Ok(Err(format!(
+                        "The user {id} of the API key that made {what} was deactivated."
+                    )))
+                }
                 Some(user) => Some(user),
                 None => {
                     return Ok(Err(format!(

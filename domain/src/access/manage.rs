@@ -1,6 +1,6 @@
 //! Customers, users and API keys: created, rotated, revoked and listed, each change audited.
 
-use crate::access::{self, ApiKey, Customer, CustomerStatus, Principal, Scope, User};
+use crate::access::{self, ApiKey, Customer, CustomerStatus, Principal, Role, Scope, UpdateUser, User, UserStatus};
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::idempotency::Ticket;
@@ -89,11 +89,14 @@ impl Service {
             name,
             email,
             roles,
+            status: UserStatus::Active,
             created_at: now,
         };
         let cause = Cause::new("user_created", "User created", principal.actor(), now);
         let mut changes = Changeset::default();
-        changes.push(Write::Audit(AuditEntry::new("user", &user.id, "created", cause)));
+        changes.push(Write::Audit(
+            AuditEntry::new("user", &user.id, "created", cause).with_details(user_details(&user)),
+        ));
         changes.push(Write::InsertUser(user.clone()));
         self.commit_created(changes, ticket, &user).await?;
         Ok(user)
@@ -316,6 +319,95 @@ impl Service {
         Ok(Page::all(self.store.entity_history(&key.id).await?))
     }
 
+    /// A customer's users, newest first.
+    pub async fn list_users(&self, principal: &Principal, customer_id: &str) -> Result<Page<User>, DomainError> {
+        principal.require(Scope::UsersManage)?;
+        let customer = self.visible_customer(principal, customer_id, "customer_id").await?;
+        Ok(Page::all(self.store.users_of(&customer.id).await?))
+    }
+
+    /// A user of a customer the caller manages users of; another customer's is a 404.
+    async fn manageable_user(
+        &self,
+        principal: &Principal,
+        customer_id: &str,
+        user_id: &str,
+    ) -> Result<User, DomainError> {
+        principal.require(Scope::UsersManage)?;
+        let customer = self.visible_customer(principal, customer_id, "customer_id").await?;
+        let user = match UserId::parse(user_id) {
+            Some(id) => self.store.user(&id).await?,
+            None => None,
+        };
+        user.filter(|u| u.customer_id == customer.id)
+            .ok_or_else(|| DomainError::not_found("user", user_id))
+    }
+
+    /// A user's new name, roles or status, audited with what the user then is. Roles and
+    /// status apply from the user's keys' next request.
+    pub async fn update_user(
+        &self,
+        principal: &Principal,
+        customer_id: &str,
+        user_id: &str,
+        command: UpdateUser,
+    ) -> Result<User, DomainError> {
+        let UpdateUser { name, roles, status } = command.validate()?;
+        let mut user = self.manageable_user(principal, customer_id, user_id).await?;
+        let caller_is_user = principal.user.as_ref().is_some_and(|u| u.id == user.id);
+        if caller_is_user && status == Some(UserStatus::Deactivated) {
+            return Err(DomainError::invalid_state(
+                "user_is_caller",
+                "A key cannot deactivate its own user: another admin of the customer, or the platform, can.",
+            ));
+        }
+        let mut changed = vec![];
+        if let Some(name) = name.filter(|name| *name != user.name) {
+            changed.push(format!("name {name} (was {})", user.name));
+            user.name = name;
+        }
+        if let Some(roles) = roles.filter(|roles| *roles != user.roles) {
+            let names = |roles: &[Role]| roles.iter().map(|r| r.name()).collect::<Vec<_>>().join(", ");
+            changed.push(format!("roles {} (were {})", names(&roles), names(&user.roles)));
+            user.roles = roles;
+        }
+        let (code, action) = match status.filter(|status| *status != user.status) {
+            Some(status) => {
+                user.status = status;
+                match status {
+                    UserStatus::Deactivated => ("user_deactivated", "deactivated"),
+                    UserStatus::Active => ("user_reactivated", "reactivated"),
+                }
+            }
+            None if changed.is_empty() => return Ok(user),
+            None => ("user_updated", "updated"),
+        };
+        let message = match changed.is_empty() {
+            true => format!("User {action}"),
+            false => format!("User {action}: {}", changed.join("; ")),
+        };
+        let cause = Cause::new(code, message, principal.actor(), self.now());
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(
+            AuditEntry::new("user", &user.id, action, cause).with_details(user_details(&user)),
+        ));
+        changes.push(Write::UpdateUser(user.clone()));
+        self.store.commit(changes).await?;
+        Ok(user)
+    }
+
+    /// Who made a user and changed their roles or status, and when, oldest first, each
+    /// entry with what the user then was.
+    pub async fn user_history(
+        &self,
+        principal: &Principal,
+        customer_id: &str,
+        user_id: &str,
+    ) -> Result<Page<AuditEntry>, DomainError> {
+        let user = self.manageable_user(principal, customer_id, user_id).await?;
+        Ok(Page::all(self.store.entity_history(&user.id).await?))
+    }
+
     /// A customer's keys (a platform key: the platform's own, or a customer's with
     /// `customer_id`), newest first; secrets are never shown.
     pub async fn list_api_keys(
@@ -333,6 +425,12 @@ impl Service {
             keys.into_iter().filter(|k| k.environment == self.environment).collect(),
         ))
     }
+}
+
+/// What a user's audit entry records the user then was: which roles applied when stays
+/// answerable after later changes.
+fn user_details(user: &User) -> serde_json::Value {
+    serde_json::json!({ "name": user.name, "roles": user.roles, "status": user.status })
 }
 
 pub fn require_platform_admin(principal: &Principal) -> Result<(), DomainError> {

@@ -128,8 +128,22 @@ pub struct User {
     pub name: String,
     pub email: String,
     pub roles: Vec<Role>,
+    /// Users stored before statuses existed are active.
+    #[serde(default)]
+    pub status: UserStatus,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
+}
+
+/// A deactivated user's keys do not authenticate and no work is assigned to them, until an
+/// admin makes them active again: someone who left is shut out at once, and their decisions
+/// and history stay as they were.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UserStatus {
+    #[default]
+    Active,
+    Deactivated,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -262,6 +276,59 @@ impl Principal {
     }
 }
 
+/// Changes to a user: at least one of them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateUser {
+    pub name: Option<String>,
+    pub roles: Option<Vec<Role>>,
+    pub status: Option<UserStatus>,
+}
+
+impl UpdateUser {
+    /// The same changes, checked: a name not blank, roles at least one and each once.
+    pub fn validate(self) -> Result<UpdateUser, DomainError> {
+        if self.name.is_none() && self.roles.is_none() && self.status.is_none() {
+            return Err(DomainError::invalid(
+                "roles",
+                "parameter_missing",
+                "Give the user's new name, roles or status.",
+            ));
+        }
+        let name = match self.name {
+            Some(name) => Some(crate::validate::required_text(Some(name), "name", 200)?),
+            None => None,
+        };
+        let roles = match self.roles {
+            Some(roles) => Some(user_roles(roles)?),
+            None => None,
+        };
+        Ok(UpdateUser {
+            name,
+            roles,
+            status: self.status,
+        })
+    }
+}
+
+/// A user's roles: at least one, each once.
+pub(crate) fn user_roles(roles: Vec<Role>) -> Result<Vec<Role>, DomainError> {
+    if roles.is_empty() {
+        return Err(DomainError::invalid(
+            "roles",
+            "parameter_invalid_empty",
+            "Give at least one role: maker, approver, admin or viewer.",
+        ));
+    }
+    let mut unique = roles;
+    unique.sort_by_key(|r| r.name());
+    unique.dedup();
+    Ok(unique)
+}
+
+/// The most users a customer's list holds.
+pub const MAX_USERS_LISTED: usize = 1000;
+
 /// The reads of customers, users and keys (the store's port for this module).
 #[async_trait::async_trait]
 pub trait AccessStore: Send + Sync {
@@ -269,6 +336,8 @@ pub trait AccessStore: Send + Sync {
     async fn user(&self, id: &crate::ids::UserId) -> Result<Option<User>, crate::ports::StoreError>;
     async fn api_key(&self, id: &crate::ids::ApiKeyId) -> Result<Option<ApiKey>, crate::ports::StoreError>;
     async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, crate::ports::StoreError>;
+    /// A customer's users, newest first (at most [`MAX_USERS_LISTED`]).
+    async fn users_of(&self, customer_id: &crate::ids::CustomerId) -> Result<Vec<User>, crate::ports::StoreError>;
     /// A customer's keys (`None`: the platform's), newest first.
     async fn api_keys_of(
         &self,

@@ -3,7 +3,7 @@
 
 use super::board::{column_bucket, queue_bucket, Board, BoardEntry, BoardMove, Column, ColumnView, QueueView};
 use super::{Queue, Subject, SubjectType, WorkItem, WorkItemQuery, WorkItemStatus, WorkItemTransition};
-use crate::access::{Principal, Scope};
+use crate::access::{Principal, Scope, UserStatus};
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::event::Event;
@@ -196,6 +196,13 @@ impl Service {
             .await?
             .filter(|user| user.customer_id == item.customer_id)
             .ok_or_else(|| DomainError::missing_reference("user_id", format!("No such user: '{user_id}'")))?;
+        if user.status == UserStatus::Deactivated {
+            return Err(DomainError::invalid(
+                "user_id",
+                "user_deactivated",
+                format!("User {} was deactivated; work is not assigned to them.", user.id),
+            ));
+        }
         if let Some(role) = item.required_role {
             if !user.roles.contains(&role) {
                 return Err(DomainError::invalid(

@@ -109,7 +109,7 @@ pub fn record_decision(
 mod four_eyes_tests {
     use super::*;
     use crate::access::Role;
-    use crate::access::{ApiKey, Environment, Scope, User};
+    use crate::access::{ApiKey, Environment, Scope, User, UserStatus};
     use crate::approvals::ApprovalRequirement;
     use crate::operations::tests::operation_in;
 
@@ -135,6 +135,7 @@ mod four_eyes_tests {
                 name: "n".into(),
                 email: "e@x.io".into(),
                 roles: roles.to_vec(),
+                status: UserStatus::Active,
                 created_at: at,
             }),
         }

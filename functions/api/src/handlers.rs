@@ -96,6 +96,30 @@ pub async fn create_user(
     .await
 }
 
+pub async fn list_users(State(app): State<App>, Caller(caller): Caller, PathParam(customer_id): PathParam) -> Answer {
+    ok(app.service.list_users(&caller, &customer_id).await?)
+}
+
+pub async fn update_user(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParams(customer_id, user_id): PathParams,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app
+        .service
+        .update_user(&caller, &customer_id, &user_id, parse(&body)?)
+        .await?)
+}
+
+pub async fn user_history(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParams(customer_id, user_id): PathParams,
+) -> Answer {
+    ok(app.service.user_history(&caller, &customer_id, &user_id).await?)
+}
+
 pub async fn create_api_key(
     State(app): State<App>,
     Caller(caller): Caller,

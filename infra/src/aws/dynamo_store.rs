@@ -7,6 +7,7 @@
 //! |---|---|
 //! | any entity by id | `PK = <PREFIX>#<id>`, `SK = <ENTITY>` |
 //! | API key by secret hash | `PK = KEYHASH#<hash>` (a second item written with the key) |
+//! | users of a customer, newest first | `GSI1PK = CUSUSERS#<customer>` (on users written from 2026-11-27) |
 //! | API keys of a customer (or the platform's), newest first | `GSI1PK = CUSKEYS#<customer or PLATFORM>` |
 //! | operations of a customer, newest first | `GSI1PK = CUSOPS#<customer>`, `GSI1SK = <op id>` |
 //! | … of a customer in one status (approved in processing's list) | `GSI2PK = CUSOPST#<customer>#<status>`, `GSI2SK = <op id>` |
@@ -84,7 +85,7 @@ use aws_sdk_dynamodb::types::{
     StreamSpecification, StreamViewType, TimeToLiveSpecification, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
-use ops_domain::access::{AccessStore, ApiKey, Customer, User};
+use ops_domain::access::{AccessStore, ApiKey, Customer, User, MAX_USERS_LISTED};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
 use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry, Column};
 use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
@@ -262,6 +263,19 @@ fn primary_of(item: &Item) -> Option<keys::Primary> {
 /// An item: its primary key, then its other attributes.
 fn keyed(key: keys::Primary, rest: Vec<(&str, AttributeValue)>) -> Item {
     item(key_item(key).into_iter().chain(rest).collect())
+}
+
+/// A user's item, with its place in its customer's list of users.
+fn user_item(user: &User) -> Item {
+    keyed(
+        keys::user(&user.id),
+        vec![
+            ("entity", s("user")),
+            ("doc", doc(user)),
+            ("GSI1PK", s(keys::users_of(&user.customer_id))),
+            ("GSI1SK", s(&user.id)),
+        ],
+    )
 }
 
 fn item(pairs: Vec<(&str, AttributeValue)>) -> Item {
@@ -757,10 +771,8 @@ impl DynamoStore {
                 let it = keyed(keys::customer(&c.id), vec![("entity", s("customer")), ("doc", doc(c))]);
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
-            Write::InsertUser(u) => {
-                let it = keyed(keys::user(&u.id), vec![("entity", s("user")), ("doc", doc(u))]);
-                vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
-            }
+            Write::InsertUser(u) => vec![self.put(user_item(u), Some("attribute_not_exists(PK)"), vec![])],
+            Write::UpdateUser(u) => vec![self.put(user_item(u), Some("attribute_exists(PK)"), vec![])],
             Write::PutApiKey(k) => {
                 let body = doc(k);
                 let by_id = keyed(
@@ -1751,6 +1763,18 @@ impl AccessStore for DynamoStore {
 
     async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, StoreError> {
         self.get(keys::api_key_by_hash(secret_hash)).await
+    }
+
+    async fn users_of(&self, customer_id: &CustomerId) -> Result<Vec<User>, StoreError> {
+        self.query(
+            Some("GSI1"),
+            "GSI1PK = :pk",
+            vec![(":pk", s(keys::users_of(customer_id)))],
+            None,
+            true,
+            MAX_USERS_LISTED,
+        )
+        .await
     }
 
     async fn api_keys_of(&self, customer_id: Option<&CustomerId>) -> Result<Vec<ApiKey>, StoreError> {

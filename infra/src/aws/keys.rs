@@ -200,6 +200,11 @@ pub fn operation_history(operation_id: &str) -> (String, &'static str) {
 
 // ---- index keys -------------------------------------------------------------------------
 
+/// A customer's users (GSI1; on users written from 2026-11-27).
+pub fn users_of(customer: &str) -> String {
+    format!("CUSUSERS#{customer}")
+}
+
 /// A customer's (or the platform's) API keys (GSI1).
 pub fn keys_of(customer: Option<&str>) -> String {
     format!("CUSKEYS#{}", owner(customer))

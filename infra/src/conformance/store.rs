@@ -1,6 +1,6 @@
 //! The store port's behaviour: each implementation's tests call [`run_all`] with a fresh store.
 
-use ops_domain::access::{ApiKey, Environment, Scope};
+use ops_domain::access::{ApiKey, Environment, Role, Scope, User, UserStatus};
 use ops_domain::cause::{Actor, Cause};
 use ops_domain::event::Event;
 use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse};
@@ -194,6 +194,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     the_largest_operation_the_api_accepts_is_stored(store.as_ref()).await;
     an_operations_transactions_are_found_from_it(store.as_ref()).await;
     api_keys_are_listed_by_owner(store.as_ref()).await;
+    users_are_listed_by_customer_and_changed_in_place(store.as_ref()).await;
     schedules_are_found_by_due_time_and_occurrences_are_recorded_once(store.as_ref()).await;
     accounts_keep_their_balances_and_movements(store.as_ref()).await;
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 8).await;
@@ -568,6 +569,55 @@ fn api_key(id: &str, customer: Option<&str>) -> ApiKey {
         rotated_to: None,
         secret_hash: format!("hash-of-{id}"),
     }
+}
+
+fn user(id: &str, customer: &str) -> User {
+    User {
+        id: id.into(),
+        customer_id: customer.into(),
+        name: id.into(),
+        email: format!("{id}@example.com"),
+        roles: vec![Role::Approver],
+        status: UserStatus::Active,
+        created_at: OffsetDateTime::UNIX_EPOCH,
+    }
+}
+
+/// A customer's users are listed newest first, another customer's apart; a user changed in
+/// place is listed once, as they now stand; a user is made once, and only a stored one changes.
+async fn users_are_listed_by_customer_and_changed_in_place(store: &dyn Store) {
+    let writes = vec![
+        Write::InsertUser(user("usr_01a", "cus_users")),
+        Write::InsertUser(user("usr_01b", "cus_users")),
+        Write::InsertUser(user("usr_01c", "cus_users_other")),
+    ];
+    store.commit(changes(writes)).await.unwrap();
+    let mut deactivated = user("usr_01a", "cus_users");
+    deactivated.status = UserStatus::Deactivated;
+    deactivated.roles = vec![Role::Maker, Role::Viewer];
+    store
+        .commit(changes(vec![Write::UpdateUser(deactivated.clone())]))
+        .await
+        .unwrap();
+    let listed = store.users_of(&"cus_users".into()).await.unwrap();
+    assert_eq!(listed, [user("usr_01b", "cus_users"), deactivated.clone()]);
+    assert_eq!(store.user(&"usr_01a".into()).await.unwrap(), Some(deactivated));
+    let others = store.users_of(&"cus_users_other".into()).await.unwrap();
+    assert_eq!(others, [user("usr_01c", "cus_users_other")]);
+    assert_eq!(store.users_of(&"cus_users_none".into()).await.unwrap(), []);
+    assert!(matches!(
+        store
+            .commit(changes(vec![Write::InsertUser(user("usr_01b", "cus_users"))]))
+            .await,
+        Err(StoreError::Conflict)
+    ));
+    assert!(matches!(
+        store
+            .commit(changes(vec![Write::UpdateUser(user("usr_01z", "cus_users"))]))
+            .await,
+        Err(StoreError::Conflict)
+    ));
+    assert_eq!(store.user(&"usr_01z".into()).await.unwrap(), None);
 }
 
 /// A customer's keys are listed newest first, the platform's apart, and a key changed in place

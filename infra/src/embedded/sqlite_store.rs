@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use futures_util::future::join_all;
-use ops_domain::access::{AccessStore, ApiKey, Customer, User};
+use ops_domain::access::{AccessStore, ApiKey, Customer, User, MAX_USERS_LISTED};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
 use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry, Column};
 use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
@@ -38,6 +38,7 @@ use time::{Date, OffsetDateTime};
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS customers (id TEXT PRIMARY KEY, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS users_by_customer ON users (customer_id, id);
 CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, secret_hash TEXT NOT NULL UNIQUE, body TEXT NOT NULL);
 -- A customer's keys ('' for the platform's), on the document so older files need no migration.
 CREATE INDEX IF NOT EXISTS api_keys_by_owner ON api_keys (coalesce(json_extract(body, '$.customer_id'), ''), id);
@@ -700,6 +701,15 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 params![u.id.as_str(), u.customer_id.as_str(), json(u)],
             )?;
         }
+        Write::UpdateUser(u) => {
+            let changed = tx.run(
+                "UPDATE users SET body = ?2 WHERE id = ?1",
+                params![u.id.as_str(), json(u)],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
         Write::PutApiKey(k) => {
             tx.run(
                 "INSERT INTO api_keys (id, secret_hash, body) VALUES (?1, ?2, ?3)
@@ -1203,6 +1213,15 @@ impl AccessStore for SqliteStore {
     async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, StoreError> {
         self.document("SELECT body FROM api_keys WHERE secret_hash = ?1", secret_hash.into())
             .await
+    }
+
+    async fn users_of(&self, customer_id: &CustomerId) -> Result<Vec<User>, StoreError> {
+        self.documents_up_to(
+            "SELECT body FROM users WHERE customer_id = ?1 ORDER BY id DESC LIMIT ?2",
+            customer_id.as_str().to_owned(),
+            MAX_USERS_LISTED,
+        )
+        .await
     }
 
     async fn api_keys_of(&self, customer_id: Option<&CustomerId>) -> Result<Vec<ApiKey>, StoreError> {
