@@ -585,3 +585,48 @@ async fn one_desk_round_handles_several_changes_of_one_operation_among_others() 
     assert_eq!(open.len(), 1);
     assert_eq!(open[0]["subject"]["id"], waiting.as_str());
 }
+
+#[tokio::test]
+async fn a_deactivated_users_items_go_back_to_their_queue_at_once() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    waiting_payout(&app, &acme, 1_000).await;
+    waiting_payout(&app, &acme, 2_000).await;
+    app.drain().await;
+    let roles = ["operations:read", "operations:approve"];
+    let departing = app.add_member(&acme, &["approver"], &roles).await;
+    let colleague = app.add_member(&acme, &["approver"], &roles).await;
+    let claim = |key: String| {
+        let app = &app;
+        async move {
+            let claimed = app
+                .post("/v1/work_items/claim", &key, json!({"queue": "approvals"}))
+                .await;
+            assert_eq!(claimed.status, 200, "{}", claimed.json());
+            format!("/v1/work_items/{}", claimed.id())
+        }
+    };
+    let (theirs, kept) = (claim(departing.key.clone()).await, claim(colleague.key.clone()).await);
+
+    let departure = app
+        .post(
+            &format!("/v1/customers/{}/users/{}", acme.id, departing.user_id),
+            &acme.key,
+            json!({"status": "deactivated"}),
+        )
+        .await;
+    assert_eq!(departure.status, 200, "{}", departure.json());
+    let released = app.get(&theirs, &acme.key).await.json();
+    assert_eq!(
+        (&released["status"], &released["assignee"], &released["cause"]["code"]),
+        (&json!("open"), &json!(null), &json!("user_deactivated")),
+        "{released}"
+    );
+    let untouched = app.get(&kept, &acme.key).await.json();
+    assert_eq!(
+        (&untouched["status"], &untouched["assignee"]),
+        (&json!("claimed"), &json!(colleague.user_id))
+    );
+    // The item is the next one's to claim.
+    assert_eq!(claim(colleague.key.clone()).await, theirs);
+}

@@ -389,10 +389,13 @@ impl Service {
         let cause = Cause::new(code, message, principal.actor(), self.now());
         let mut changes = Changeset::default();
         changes.push(Write::Audit(
-            AuditEntry::new("user", &user.id, action, cause).with_details(user_details(&user)),
+            AuditEntry::new("user", &user.id, action, cause.clone()).with_details(user_details(&user)),
         ));
         changes.push(Write::UpdateUser(user.clone()));
         self.store.commit(changes).await?;
+        if user.status == UserStatus::Deactivated {
+            self.release_items_held_by(&user, &cause).await?;
+        }
         Ok(user)
     }
 

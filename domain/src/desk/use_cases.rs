@@ -2,8 +2,8 @@
 //! (the stream consumer that keeps them is in `consumer.rs`).
 
 use super::board::{column_bucket, queue_bucket, Board, BoardEntry, BoardMove, Column, ColumnView, QueueView};
-use super::{Queue, Subject, SubjectType, WorkItem, WorkItemQuery, WorkItemStatus, WorkItemTransition};
-use crate::access::{Principal, Scope, UserStatus};
+use super::{Assignee, Queue, Subject, SubjectType, WorkItem, WorkItemQuery, WorkItemStatus, WorkItemTransition};
+use crate::access::{Principal, Scope, User, UserStatus};
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::event::Event;
@@ -18,6 +18,8 @@ use time::Duration;
 pub const CLAIM_LEASE: Duration = Duration::minutes(15);
 /// How long an assignment holds an item: a working day.
 pub const ASSIGNMENT_LEASE: Duration = Duration::hours(8);
+/// Items a user's deactivation hands back at once, at most.
+const RELEASED_ON_DEACTIVATION: usize = 100;
 /// Past-due items the board counts, at most: enough to say a queue is far behind.
 const PAST_DUE_COUNTED: usize = 1_000;
 /// Candidates one claim looks at before answering that the queue has nothing for the caller.
@@ -256,6 +258,33 @@ impl Service {
         let cause = Cause::new("released", format!("Released by {}", actor.id), actor, now);
         item.apply(WorkItemTransition::Release(cause), now)?;
         self.commit_work_item(item, "released").await
+    }
+
+    /// Hands back to their queues the items a deactivated user holds (at most
+    /// [`RELEASED_ON_DEACTIVATION`]; any further ones come back when their lease runs out),
+    /// each released with `cause`. One at a time: an item the user's holding changed under
+    /// (released, closed) meanwhile is left as it now is.
+    pub(crate) async fn release_items_held_by(&self, user: &User, cause: &Cause) -> Result<usize, DomainError> {
+        let query = WorkItemQuery {
+            status: Some(WorkItemStatus::Claimed),
+            assignee: Some(Assignee::Holder(user.id.to_string())),
+            customer_id: Some(user.customer_id.clone()),
+            limit: RELEASED_ON_DEACTIVATION,
+            ..WorkItemQuery::default()
+        };
+        let mut released = 0;
+        for mut item in self.store.work_items(&query).await? {
+            let now = self.now();
+            if item.apply(WorkItemTransition::Release(cause.clone()), now).is_err() {
+                continue;
+            }
+            match self.commit_work_item(item, "released").await {
+                Ok(_) => released += 1,
+                Err(DomainError::InvalidState { code: "conflict", .. }) => {}
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(released)
     }
 
     pub(super) async fn commit_work_item(&self, item: WorkItem, change: &str) -> Result<WorkItem, DomainError> {
