@@ -119,6 +119,7 @@ pub async fn a_users_roles_and_status_apply_from_their_next_request(app: &Api) {
         .post(&user_path, &customer.key, json!({"status": "deactivated"}))
         .await;
     assert_eq!(deactivated.json()["status"], "deactivated");
+    assert_eq!(app.get(&user_path, &customer.key).await.json(), deactivated.json());
     let refused = app.get("/v1/operations", &member.key).await.error(401);
     assert_eq!(refused["code"], "user_deactivated");
     assert_eq!(
@@ -179,6 +180,7 @@ pub async fn a_users_roles_and_status_apply_from_their_next_request(app: &Api) {
     // through its own customer either.
     let other = app.create_customer().await;
     assert_eq!(app.get(&users, &other.key).await.error(404)["param"], "customer_id");
+    assert_eq!(app.get(&user_path, &other.key).await.status, 404);
     assert_eq!(
         app.post(&user_path, &other.key, json!({"status": "deactivated"}))
             .await

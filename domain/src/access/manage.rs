@@ -327,7 +327,7 @@ impl Service {
     }
 
     /// A user of a customer the caller manages users of; another customer's is a 404.
-    async fn manageable_user(
+    pub async fn get_user(
         &self,
         principal: &Principal,
         customer_id: &str,
@@ -353,7 +353,7 @@ impl Service {
         command: UpdateUser,
     ) -> Result<User, DomainError> {
         let UpdateUser { name, roles, status } = command.validate()?;
-        let mut user = self.manageable_user(principal, customer_id, user_id).await?;
+        let mut user = self.get_user(principal, customer_id, user_id).await?;
         let caller_is_user = principal.user.as_ref().is_some_and(|u| u.id == user.id);
         if caller_is_user && status == Some(UserStatus::Deactivated) {
             return Err(DomainError::invalid_state(
@@ -407,7 +407,7 @@ impl Service {
         customer_id: &str,
         user_id: &str,
     ) -> Result<Page<AuditEntry>, DomainError> {
-        let user = self.manageable_user(principal, customer_id, user_id).await?;
+        let user = self.get_user(principal, customer_id, user_id).await?;
         Ok(Page::all(self.store.entity_history(&user.id).await?))
     }
 

@@ -100,6 +100,14 @@ pub async fn list_users(State(app): State<App>, Caller(caller): Caller, PathPara
     ok(app.service.list_users(&caller, &customer_id).await?)
 }
 
+pub async fn get_user(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParams(customer_id, user_id): PathParams,
+) -> Answer {
+    ok(app.service.get_user(&caller, &customer_id, &user_id).await?)
+}
+
 pub async fn update_user(
     State(app): State<App>,
     Caller(caller): Caller,

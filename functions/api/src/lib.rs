@@ -123,6 +123,7 @@ endpoints! {
     CreateCustomer => (Api, "POST", "/v1/customers", post(create_customer)),
     CreateUser => (Api, "POST", "/v1/customers/{id}/users", post(create_user)),
     ListUsers => (Api, "GET", "/v1/customers/{id}/users", get(list_users)),
+    GetUser => (Api, "GET", "/v1/customers/{id}/users/{user_id}", get(get_user)),
     UpdateUser => (Api, "POST", "/v1/customers/{id}/users/{user_id}", post(update_user)),
     UserHistory => (Api, "GET", "/v1/customers/{id}/users/{user_id}/history", get(user_history)),
     CreateApiKey => (Api, "POST", "/v1/api_keys", post(create_api_key)),
