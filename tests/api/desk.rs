@@ -209,14 +209,7 @@ async fn assignment_needs_the_role_and_the_customer_and_bad_input_writes_nothing
     let other = app.create_customer().await;
     let stranger = app.add_member(&other, &["approver"], &["operations:read"]).await;
     let departed = app.add_member(&acme, &["approver"], &["operations:read"]).await;
-    let departure = app
-        .post(
-            &format!("/v1/customers/{}/users/{}", acme.id, departed.user_id),
-            &acme.key,
-            json!({"status": "deactivated"}),
-        )
-        .await;
-    assert_eq!(departure.status, 200, "{}", departure.json());
+    app.deactivate(&acme, &departed.user_id).await;
     let item = items(&app, &acme.key, "queue=approvals").await[0].clone();
     let assign = format!("/v1/work_items/{}/assign", item["id"].as_str().unwrap());
 
@@ -608,14 +601,7 @@ async fn a_deactivated_users_items_go_back_to_their_queue_at_once() {
     };
     let (theirs, kept) = (claim(departing.key.clone()).await, claim(colleague.key.clone()).await);
 
-    let departure = app
-        .post(
-            &format!("/v1/customers/{}/users/{}", acme.id, departing.user_id),
-            &acme.key,
-            json!({"status": "deactivated"}),
-        )
-        .await;
-    assert_eq!(departure.status, 200, "{}", departure.json());
+    app.deactivate(&acme, &departing.user_id).await;
     let released = app.get(&theirs, &acme.key).await.json();
     assert_eq!(
         (&released["status"], &released["assignee"], &released["cause"]["code"]),

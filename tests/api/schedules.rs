@@ -210,14 +210,7 @@ async fn a_schedule_made_by_a_user_since_deactivated_makes_nothing() {
     let daily =
         json!({"expression": "rate(1 day)", "start_at": "2031-02-01T12:00:00Z", "operation": operation("auto")});
     let id = app.post("/v1/schedules", &maker.key, daily).await.id();
-    let departure = app
-        .post(
-            &format!("/v1/customers/{}/users/{}", acme.id, maker.user_id),
-            &acme.key,
-            json!({"status": "deactivated"}),
-        )
-        .await;
-    assert_eq!(departure.status, 200, "{}", departure.json());
+    app.deactivate(&acme, &maker.user_id).await;
     jump_to(&app, datetime!(2031-02-01 12:01 UTC));
     app.drain().await;
     let recorded = occurrences(&app, &acme.key, &id).await;

@@ -397,6 +397,13 @@ impl Api {
         made
     }
 
+    /// Deactivates a user of `customer`, with the customer's key.
+    pub async fn deactivate(&self, customer: &Customer, user_id: &str) {
+        let path = format!("/v1/customers/{}/users/{user_id}", customer.id);
+        let deactivated = self.post(&path, &customer.key, json!({"status": "deactivated"})).await;
+        assert_eq!(deactivated.status, 200, "{}", deactivated.json());
+    }
+
     /// A user of `customer` with `roles`, and a key bound to it with `scopes`.
     pub async fn add_member(&self, customer: &Customer, roles: &[&str], scopes: &[&str]) -> Member {
         let user = self

@@ -327,12 +327,7 @@ impl Service {
     }
 
     /// A user of a customer the caller manages users of; another customer's is a 404.
-    pub async fn get_user(
-        &self,
-        principal: &Principal,
-        customer_id: &str,
-        user_id: &str,
-    ) -> Result<User, DomainError> {
+    pub async fn get_user(&self, principal: &Principal, customer_id: &str, user_id: &str) -> Result<User, DomainError> {
         principal.require(Scope::UsersManage)?;
         let customer = self.visible_customer(principal, customer_id, "customer_id").await?;
         let user = match UserId::parse(user_id) {
