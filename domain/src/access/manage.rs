@@ -387,7 +387,7 @@ impl Service {
             AuditEntry::new("user", &user.id, action, cause.clone()).with_details(user_details(&user)),
         ));
         changes.push(Write::UpdateUser(user.clone()));
-        self.store.commit(changes).await?;
+        self.commit(changes).await?;
         if user.status == UserStatus::Deactivated {
             self.release_items_held_by(&user, &cause).await?;
         }
