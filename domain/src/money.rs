@@ -47,6 +47,11 @@ SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP 
 UAH UGX USD UYU UZS VED VES VND VUV WST XAF XCD XCG XOF XPF YER ZAR ZMW ZWG";
 
 impl Currency {
+    /// Every code [`Currency::parse`] takes, in alphabetical order (the API document lists them).
+    pub fn known_codes() -> impl Iterator<Item = &'static str> {
+        ISO_4217.split_ascii_whitespace()
+    }
+
     pub fn parse(code: &str) -> Option<Currency> {
         let well_formed = code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase());
         (well_formed && ISO_4217.split_ascii_whitespace().any(|known| known == code)).then(|| Currency(code.to_owned()))

@@ -87,6 +87,23 @@ fn the_documented_event_types_are_the_emitted_ones() {
 /// takes, fed from the id of what the source answered (or of its page's first entry): the
 /// fuzzer's chains (`scripts/test`) and generated clients follow them.
 #[test]
+fn the_documented_currencies_are_the_ones_the_service_takes() {
+    let doc = document();
+    let documented: Vec<&str> = doc["components"]["schemas"]["Currency"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|code| code.as_str().unwrap())
+        .collect();
+    let taken: Vec<&str> = ops_domain::money::Currency::known_codes().collect();
+    assert_eq!(documented, taken);
+    // Every currency field refers to that list rather than a pattern of its own.
+    let text = doc.to_string();
+    assert!(!text.contains("[A-Z]{3}"), "a currency documented by pattern");
+    assert!(text.matches("#/components/schemas/Currency").count() >= 6);
+}
+
+#[test]
 fn every_link_leads_to_a_parameter_of_an_existing_operation() {
     let doc = document();
     let mut operations = std::collections::BTreeMap::new();
