@@ -374,7 +374,15 @@ impl Service {
                     UserStatus::Active => ("user_reactivated", "reactivated"),
                 }
             }
-            None if changed.is_empty() => return Ok(user),
+            None if changed.is_empty() => {
+                // A deactivation repeated records nothing, but hands back what the user still
+                // holds: the first one's release may have been cut short after its commit.
+                if status == Some(UserStatus::Deactivated) {
+                    let cause = Cause::new("user_deactivated", "User deactivated", principal.actor(), self.now());
+                    self.release_items_held_by(&user, &cause).await?;
+                }
+                return Ok(user);
+            }
             None => ("user_updated", "updated"),
         };
         let message = match changed.is_empty() {
