@@ -1,7 +1,7 @@
 //! The operations desk: work items opened and closed by the state changes themselves, claimed,
 //! assigned and released by operators, never handed to two claimers.
 
-use ops_tests::{payout, spawn_app, Customer, TestApp, ADMIN_KEY};
+use ops_tests::{payout, spawn_app, spawn_app_with, Customer, TestApp, ADMIN_KEY};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use time::Duration;
@@ -615,4 +615,47 @@ async fn a_deactivated_users_items_go_back_to_their_queue_at_once() {
     );
     // The item is the next one's to claim.
     assert_eq!(claim(colleague.key.clone()).await, theirs);
+}
+
+#[tokio::test]
+async fn a_repeated_deactivation_hands_back_what_the_first_one_left_held() {
+    // A deactivation releases at most a hundred items in its request; repeating it releases
+    // the rest, as it finishes a release cut short after the user's status was committed.
+    let app = spawn_app_with(|config| config.rate_limit = 0).await;
+    let acme = app.create_customer().await;
+    for amount in 1_000..1_101 {
+        waiting_payout(&app, &acme, amount).await;
+    }
+    app.drain().await;
+    let departing = app
+        .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
+        .await;
+    for _ in 0..101 {
+        let claimed = app
+            .post("/v1/work_items/claim", &departing.key, json!({"queue": "approvals"}))
+            .await;
+        assert_eq!(claimed.status, 200, "{}", claimed.json());
+    }
+    let held = format!("status=claimed&assignee={}", departing.user_id);
+
+    app.deactivate(&acme, &departing.user_id).await;
+    assert_eq!(
+        items(&app, &acme.key, &held).await.len(),
+        1,
+        "a hundred released at once"
+    );
+    let user = format!("/v1/customers/{}/users/{}", acme.id, departing.user_id);
+    let entries = app.history(&user, &acme.key).await.len();
+
+    app.deactivate(&acme, &departing.user_id).await;
+    assert_eq!(
+        items(&app, &acme.key, &held).await.len(),
+        0,
+        "the repeat released the one left"
+    );
+    assert_eq!(
+        app.history(&user, &acme.key).await.len(),
+        entries,
+        "the repeat changed nothing about the user"
+    );
 }

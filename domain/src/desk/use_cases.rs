@@ -261,7 +261,8 @@ impl Service {
     }
 
     /// Hands back to their queues the items a deactivated user holds (at most
-    /// [`RELEASED_ON_DEACTIVATION`]; any further ones come back when their lease runs out),
+    /// [`RELEASED_ON_DEACTIVATION`]; a repeated deactivation hands back the next ones, and any
+    /// left come back when their lease runs out),
     /// each released with `cause`. One at a time: an item the user's holding changed under
     /// (released, closed) meanwhile is left as it now is.
     pub(crate) async fn release_items_held_by(&self, user: &User, cause: &Cause) -> Result<usize, DomainError> {
