@@ -44,13 +44,14 @@ async fn an_endpoint_moved_keeps_its_secret_and_takes_its_retries_to_the_new_url
     let delivery = &app.deliveries(&customer.key, &event_id).await[0];
     assert_eq!(delivery["status"], "delivered", "{delivery}");
     assert_eq!(delivery["url"], fixed.url.as_str(), "where it was delivered");
-    let codes: Vec<_> = delivery["attempts"]
+    // The first attempt names where it went; the second went to the delivery's `url`.
+    let attempts: Vec<_> = delivery["attempts"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|a| a["status_code"].clone())
+        .map(|a| (a["status_code"].clone(), a["url"].clone()))
         .collect();
-    assert_eq!(codes, [json!(503), json!(200)]);
+    assert_eq!(attempts, [(json!(503), json!(broken.url)), (json!(200), json!(null))]);
 
     // Other event types: the next operation's `operation.created` is not sent.
     let retyped = app

@@ -269,7 +269,7 @@ impl Service {
                 // Where the endpoint is now: an owner who moved it wants its retries there.
                 match self.webhooks.post(&endpoint.url, &header, body).await {
                     Ok(posted) => {
-                        updated.url.clone_from(&endpoint.url);
+                        updated.move_to(&endpoint.url);
                         posted
                     }
                     Err(held_back) if now - delivery.created_at < webhooks::RETRY_SPAN => return Ok(Err(held_back)),
@@ -288,6 +288,7 @@ impl Service {
             status_code: answer.as_ref().ok().copied(),
             error: answer.as_ref().err().cloned(),
             duration_ms: took.as_millis() as u64,
+            url: None,
         };
         let delivered = matches!(answer, Ok(200..=299));
         updated.attempts.push(attempt);

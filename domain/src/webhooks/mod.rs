@@ -139,6 +139,11 @@ pub struct Attempt {
     pub status_code: Option<u16>,
     pub error: Option<String>,
     pub duration_ms: u64,
+    /// Where it was posted, when that is not its delivery's `url`: its endpoint was moved
+    /// after it. Set when the delivery is first tried at the new URL, so an attempt costs no
+    /// bytes unless a move makes them needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -147,7 +152,8 @@ pub struct Delivery {
     pub event_id: crate::ids::EventId,
     pub endpoint_id: crate::ids::WebhookEndpointId,
     /// Its endpoint's URL when it was made, then where it was last tried: an endpoint moved
-    /// since takes its retries to where it now is.
+    /// since takes its retries to where it now is, and the attempts made before name where
+    /// they went.
     pub url: String,
     pub status: DeliveryStatus,
     pub attempts: Vec<Attempt>,
@@ -173,6 +179,16 @@ pub enum FollowUp {
 }
 
 impl Delivery {
+    /// Tries from now on go to `url`; the earlier attempts keep where they went.
+    pub fn move_to(&mut self, url: &str) {
+        if self.url != url {
+            let before = std::mem::replace(&mut self.url, url.to_owned());
+            for earlier in self.attempts.iter_mut().filter(|a| a.url.is_none()) {
+                earlier.url = Some(before.clone());
+            }
+        }
+    }
+
     /// Failed, and neither resent nor given up on.
     pub fn awaits_follow_up(&self) -> bool {
         self.status == DeliveryStatus::Failed && self.follow_up.is_none()
