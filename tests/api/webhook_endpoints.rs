@@ -4,7 +4,7 @@
 use ops_tests::receiver::{signature_is_valid, Receiver};
 use ops_tests::{payout, spawn_app};
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{json, Value};
 use time::Duration;
 
 #[tokio::test]
@@ -175,6 +175,37 @@ async fn recovering_an_endpoint_resends_its_failed_deliveries_once_in_event_orde
     assert_eq!((receiver.requests(), receiver.received().len()), (27, 0));
     assert_eq!(app.open_exceptions().await.len(), 3);
 
+    // Its owner sees what failed, oldest event first, page by page, each with its attempts.
+    let failed = format!("{path}/failed_deliveries");
+    let first = app.get(&format!("{failed}?limit=2"), &customer.key).await.json();
+    assert_eq!(first["has_more"], true, "{first:#}");
+    let last_listed = first["data"][1]["id"].as_str().unwrap();
+    let rest = app
+        .get(&format!("{failed}?starting_after={last_listed}"), &customer.key)
+        .await
+        .json();
+    assert_eq!(rest["has_more"], false, "{rest:#}");
+    let listed: Vec<_> = [&first, &rest]
+        .iter()
+        .flat_map(|page| page["data"].as_array().unwrap().clone())
+        .collect();
+    let mut subscribed: Vec<Value> = vec![];
+    for kind in ["operation.created", "operation.cancelled"] {
+        let events = app.get(&format!("/v1/events?type={kind}"), &customer.key).await.json();
+        subscribed.extend(events["data"].as_array().unwrap().iter().rev().map(|e| e["id"].clone()));
+    }
+    assert_eq!(
+        listed.iter().map(|d| d["event_id"].clone()).collect::<Vec<_>>(),
+        subscribed,
+        "the created events, then the cancellation"
+    );
+    assert!(
+        listed
+            .iter()
+            .all(|d| d["status"] == "failed" && d["attempts"].as_array().unwrap().len() == 9),
+        "{listed:#?}"
+    );
+
     // The endpoint stops taking cancellations; then its owner recovers it.
     let narrowed = app
         .post(&path, &customer.key, json!({"events": ["operation.created"]}))
@@ -232,6 +263,13 @@ async fn recovering_an_endpoint_resends_its_failed_deliveries_once_in_event_orde
     assert_eq!(again.json()["data"], json!([]));
     app.drain().await;
     assert_eq!(receiver.received().len(), 2);
+    let left = app.get(&failed, &customer.key).await.json();
+    assert_eq!(left["data"], json!([]), "every failure followed up");
+    // A page starts at a delivery followed up since as where it was.
+    let after_resent = app
+        .get(&format!("{failed}?starting_after={last_listed}"), &customer.key)
+        .await;
+    assert_eq!(after_resent.status, 200, "{}", after_resent.json());
 
     // Fenced as the endpoint is, and a body with anything in it is refused by name.
     let other = app.create_customer().await;
@@ -245,6 +283,27 @@ async fn recovering_an_endpoint_resends_its_failed_deliveries_once_in_event_orde
         )
         .await;
     assert_eq!(unknown.error(400)["param"], "since");
+    let foreign = app.get(&failed, &other.key).await;
+    assert_eq!(foreign.error(404)["code"], "resource_missing");
+    let elsewhere = app
+        .subscribe(&customer.key, &receiver.url, &["operation.created"])
+        .await;
+    let not_its_own = app
+        .get(
+            &format!(
+                "/v1/webhook_endpoints/{}/failed_deliveries?starting_after={last_listed}",
+                elsewhere["id"].as_str().unwrap()
+            ),
+            &customer.key,
+        )
+        .await;
+    let error = not_its_own.error(400);
+    assert_eq!(
+        (&error["param"], &error["code"]),
+        (&json!("starting_after"), &json!("resource_missing"))
+    );
+    let malformed = app.get(&format!("{failed}?starting_after=op_1"), &customer.key).await;
+    assert_eq!(malformed.error(400)["code"], "invalid_id");
 }
 
 #[tokio::test]

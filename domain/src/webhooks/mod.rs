@@ -356,11 +356,13 @@ pub trait WebhookStore: Send + Sync {
         event_id: &crate::ids::EventId,
     ) -> Result<Vec<Delivery>, crate::ports::StoreError>;
     /// An endpoint's failed deliveries that await a follow-up ([`Delivery::awaits_follow_up`]),
-    /// by event id (the order their events were made), at most `limit`. Only failures are
-    /// indexed for it, so a delivered webhook costs nothing more.
+    /// by event id (the order their events were made), then delivery id, after `after`'s
+    /// place in that order when given, at most `limit`. Only failures are indexed for it, so
+    /// a delivered webhook costs nothing more.
     async fn failed_deliveries_of(
         &self,
         endpoint_id: &crate::ids::WebhookEndpointId,
+        after: Option<&Delivery>,
         limit: usize,
     ) -> Result<Vec<Delivery>, crate::ports::StoreError>;
 }

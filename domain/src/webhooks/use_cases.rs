@@ -5,7 +5,7 @@ use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::idempotency::Ticket;
-use crate::ids::{EventId, WebhookEndpointId};
+use crate::ids::{DeliveryId, EventId, WebhookEndpointId};
 use crate::ports::{AuditEntry, Changeset, Write};
 use crate::service::{customer_scope, Issued, Page, Service};
 use crate::validate::required_text;
@@ -171,7 +171,10 @@ impl Service {
         id: &WebhookEndpointId,
     ) -> Result<Page<Delivery>, DomainError> {
         let endpoint = self.visible_endpoint(principal, id).await?;
-        let mut failed = self.store.failed_deliveries_of(&endpoint.id, RECOVER_BATCH + 1).await?;
+        let mut failed = self
+            .store
+            .failed_deliveries_of(&endpoint.id, None, RECOVER_BATCH + 1)
+            .await?;
         let has_more = failed.len() > RECOVER_BATCH;
         failed.truncate(RECOVER_BATCH);
         let actor = principal.actor();
@@ -200,6 +203,41 @@ impl Service {
             has_more,
             next_starting_after: None,
         })
+    }
+
+    /// `GET /v1/webhook_endpoints/{id}/failed_deliveries`: the endpoint's failed deliveries
+    /// that await a follow-up, what recovering it would resend, oldest event first. A page
+    /// starts after a delivery of the endpoint's, listed or not (one resent since keeps its
+    /// place).
+    pub async fn failed_deliveries(
+        &self,
+        principal: &Principal,
+        id: &WebhookEndpointId,
+        starting_after: Option<DeliveryId>,
+        limit: usize,
+    ) -> Result<Page<Delivery>, DomainError> {
+        let endpoint = self.visible_endpoint(principal, id).await?;
+        let after = match starting_after {
+            Some(after) => Some(
+                self.store
+                    .delivery(&after)
+                    .await?
+                    .filter(|d| d.endpoint_id == endpoint.id)
+                    .ok_or_else(|| {
+                        DomainError::invalid(
+                            "starting_after",
+                            "resource_missing",
+                            format!("No delivery {after} of this endpoint."),
+                        )
+                    })?,
+            ),
+            None => None,
+        };
+        let failed = self
+            .store
+            .failed_deliveries_of(&endpoint.id, after.as_ref(), limit + 1)
+            .await?;
+        Ok(Page::of(failed, limit))
     }
 
     // ---- webhook endpoints ------------------------------------------------------------

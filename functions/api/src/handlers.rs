@@ -19,8 +19,8 @@ use ops_domain::files::{FileQuery, UploadFile};
 use ops_domain::idempotency::{fingerprint_bytes, Once};
 use ops_domain::ids::ReconciliationId;
 use ops_domain::ids::{
-    AccountId, ApiKeyId, CustomerId, EventId, FileId, IdKind, MovementId, OperationId, ScheduleId, TransactionId,
-    WebhookEndpointId, WorkItemId,
+    AccountId, ApiKeyId, CustomerId, DeliveryId, EventId, FileId, IdKind, MovementId, OperationId, ScheduleId,
+    TransactionId, TypedId, WebhookEndpointId, WorkItemId,
 };
 use ops_domain::ledger::AccountQuery;
 use ops_domain::money::Currency;
@@ -292,6 +292,25 @@ fn list_params(raw: Option<&str>, item: IdKind, filters: &[&str]) -> Result<List
     Ok(params)
 }
 
+/// A list under one resource, paged and not filtered: `starting_after` (an `Id`) and `limit`.
+fn page_of<Id: TypedId>(raw: Option<&str>) -> Result<(Option<Id>, usize), ApiError> {
+    let (mut starting_after, mut limit) = (None, 10);
+    for (name, value) in query_pairs(raw, &["limit", "starting_after"])? {
+        let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
+        match name.as_str() {
+            "limit" => match value.parse::<usize>() {
+                Ok(value) if (1..=100).contains(&value) => limit = value,
+                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
+            },
+            _ => match Id::parse(&value) {
+                Some(id) => starting_after = Some(id),
+                None => return Err(bad("invalid_id", format!("'{value}' is not a {} id.", Id::RESOURCE))),
+            },
+        }
+    }
+    Ok((starting_after, limit))
+}
+
 pub async fn list_operations(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
     let params = list_params(raw.as_deref(), IdKind::Operation, &["status", "type"])?;
     let mut query = OperationQuery {
@@ -463,6 +482,20 @@ pub async fn recover_webhook_endpoint(
 ) -> Answer {
     let RecoverWebhookEndpoint {} = parse(&body)?;
     ok(app.service.recover_webhook_endpoint(&caller, &id).await?)
+}
+
+/// `GET /v1/webhook_endpoints/{id}/failed_deliveries[?starting_after=<delivery>][&limit=]`.
+pub async fn webhook_endpoint_failed_deliveries(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WebhookEndpointId>,
+    RawQuery(raw): RawQuery,
+) -> Answer {
+    let (starting_after, limit) = page_of::<DeliveryId>(raw.as_deref())?;
+    ok(app
+        .service
+        .failed_deliveries(&caller, &id, starting_after, limit)
+        .await?)
 }
 
 pub async fn create_webhook_endpoint(
@@ -675,21 +708,7 @@ pub async fn account_movements(
     PathId(id): PathId<AccountId>,
     RawQuery(raw): RawQuery,
 ) -> Answer {
-    let mut limit = 10;
-    let mut starting_after = None;
-    for (name, value) in query_pairs(raw.as_deref(), &["limit", "starting_after"])? {
-        let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
-        match name.as_str() {
-            "limit" => match value.parse::<usize>() {
-                Ok(value) if (1..=100).contains(&value) => limit = value,
-                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
-            },
-            _ => match MovementId::parse(&value) {
-                Some(id) => starting_after = Some(id),
-                None => return Err(bad("invalid_id", format!("'{value}' is not a movement id."))),
-            },
-        }
-    }
+    let (starting_after, limit) = page_of::<MovementId>(raw.as_deref())?;
     ok(app
         .service
         .account_movements(&caller, &id, starting_after, limit)

@@ -162,6 +162,7 @@ endpoints! {
     WebhookEndpointHistory => (Api, "GET", "/v1/webhook_endpoints/{id}/history", get(webhook_endpoint_history)),
     RotateWebhookSecret => (Api, "POST", "/v1/webhook_endpoints/{id}/rotate_secret", post(rotate_webhook_secret)),
     RecoverWebhookEndpoint => (Api, "POST", "/v1/webhook_endpoints/{id}/recover", post(recover_webhook_endpoint)),
+    WebhookEndpointFailedDeliveries => (Api, "GET", "/v1/webhook_endpoints/{id}/failed_deliveries", get(webhook_endpoint_failed_deliveries)),
     RailReport => (Api, "POST", "/v1/rail_reports", post(rail_report)),
     CreateSchedule => (Schedules, "POST", "/v1/schedules", post(create_schedule)),
     ListSchedules => (Schedules, "GET", "/v1/schedules", get(list_schedules)),

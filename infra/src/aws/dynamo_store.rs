@@ -2208,17 +2208,18 @@ impl WebhookStore for DynamoStore {
     async fn failed_deliveries_of(
         &self,
         endpoint_id: &WebhookEndpointId,
+        after: Option<&Delivery>,
         limit: usize,
     ) -> Result<Vec<Delivery>, StoreError> {
-        self.query(
-            Some("GSI2"),
-            "GSI2PK = :pk",
-            vec![(":pk", s(keys::failed_deliveries_of(endpoint_id)))],
-            None,
-            false,
-            limit,
-        )
-        .await
+        let mut values = vec![(":pk", s(keys::failed_deliveries_of(endpoint_id)))];
+        let condition = match after {
+            Some(after) => {
+                values.push((":after", s(keys::failed_delivery_order(&after.event_id, &after.id))));
+                "GSI2PK = :pk AND GSI2SK > :after"
+            }
+            None => "GSI2PK = :pk",
+        };
+        self.query(Some("GSI2"), condition, values, None, false, limit).await
     }
 }
 

@@ -153,12 +153,18 @@ async fn an_endpoints_failed_deliveries_are_those_awaiting_a_follow_up(store: &d
         DeliveryStatus::Failed,
     )));
     store.commit(changes(writes)).await.unwrap();
-    let listed = |limit: usize| async move {
-        let found = store.failed_deliveries_of(&endpoint.into(), limit).await.unwrap();
+    let listed_after = |after: Option<Delivery>, limit: usize| async move {
+        let found = store
+            .failed_deliveries_of(&endpoint.into(), after.as_ref(), limit)
+            .await
+            .unwrap();
         found.into_iter().map(|d| d.id.to_string()).collect::<Vec<_>>()
     };
+    let listed = |limit: usize| listed_after(None, limit);
     assert_eq!(listed(10).await, ["whd_f1", "whd_f3", "whd_f5"]);
     assert_eq!(listed(2).await, ["whd_f1", "whd_f3"]);
+    let third = delivery("whd_f3", "evt_f3", endpoint, DeliveryStatus::Failed);
+    assert_eq!(listed_after(Some(third), 10).await, ["whd_f5"], "after a place");
 
     // The pending one fails; the first is resent; the failure of an endpoint not listed stays
     // its own.
@@ -177,7 +183,13 @@ async fn an_endpoints_failed_deliveries_are_those_awaiting_a_follow_up(store: &d
         .await
         .unwrap();
     assert_eq!(listed(10).await, ["whd_f2", "whd_f3", "whd_f5"]);
-    let elsewhere = store.failed_deliveries_of(&"whe_elsewhere".into(), 10).await.unwrap();
+    // A delivery resent keeps its place as a page's start.
+    let resent = store.delivery(&"whd_f1".into()).await.unwrap();
+    assert_eq!(listed_after(resent, 2).await, ["whd_f2", "whd_f3"]);
+    let elsewhere = store
+        .failed_deliveries_of(&"whe_elsewhere".into(), None, 10)
+        .await
+        .unwrap();
     assert_eq!(elsewhere.len(), 1);
 }
 

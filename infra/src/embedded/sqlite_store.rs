@@ -185,9 +185,11 @@ const ENTITY_HISTORY: &str =
     "SELECT body FROM (SELECT seq, body FROM audit WHERE entity_id = ?1 AND operation_id IS NULL
      ORDER BY seq DESC LIMIT ?2) ORDER BY seq";
 
-/// An endpoint's failed deliveries awaiting a follow-up (`?2` of them), by event.
+/// An endpoint's failed deliveries awaiting a follow-up (`?4` of them), by event, after
+/// event `?2`'s delivery `?3` (`''` for the first page: ids are never empty).
 const FAILED_DELIVERIES: &str = "SELECT d.body FROM failed_deliveries f JOIN deliveries d ON d.id = f.delivery_id
-     WHERE f.endpoint_id = ?1 ORDER BY f.event_id, f.delivery_id LIMIT ?2";
+     WHERE f.endpoint_id = ?1 AND (f.event_id, f.delivery_id) > (?2, ?3)
+     ORDER BY f.event_id, f.delivery_id LIMIT ?4";
 
 const CONFIRMED_BETWEEN: &str = "SELECT body FROM transactions WHERE json_extract(body, '$.confirmed_at') IS NOT NULL
      AND json_extract(body, '$.rail') = ?1
@@ -1618,10 +1620,23 @@ impl WebhookStore for SqliteStore {
     async fn failed_deliveries_of(
         &self,
         endpoint_id: &WebhookEndpointId,
+        after: Option<&Delivery>,
         limit: usize,
     ) -> Result<Vec<Delivery>, StoreError> {
-        self.documents_up_to(FAILED_DELIVERIES, endpoint_id.to_string(), limit)
-            .await
+        let endpoint_id = endpoint_id.to_string();
+        let (event_id, delivery_id) =
+            after.map_or_else(Default::default, |d| (d.event_id.to_string(), d.id.to_string()));
+        self.read(move |c| {
+            let mut statement = c.prepare_cached(FAILED_DELIVERIES).map_err(unavailable)?;
+            let rows = statement
+                .query_map(params![endpoint_id, event_id, delivery_id, limit as i64], |row| {
+                    row.get::<_, String>(0)
+                })
+                .map_err(unavailable)?;
+            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
+                .collect()
+        })
+        .await
     }
 }
 
@@ -2199,15 +2214,16 @@ mod tests {
         );
     }
 
-    /// An endpoint's failed deliveries are sought in their own table, in its order, and each
-    /// read by its id: the read does not grow with the deliveries made, nor sort.
+    /// An endpoint's failed deliveries are sought in their own table, in its order from a
+    /// page's start, and each read by its id: the read does not grow with the deliveries made
+    /// or the pages before, nor sort.
     #[test]
     fn failed_deliveries_are_sought_by_endpoint() {
-        let plan = query_plan(FAILED_DELIVERIES, params!["whe_1", 10]);
+        let plan = query_plan(FAILED_DELIVERIES, params!["whe_1", "evt_1", "whd_1", 10]);
         assert_eq!(
             plan,
             [
-                "SEARCH f USING PRIMARY KEY (endpoint_id=?)",
+                "SEARCH f USING PRIMARY KEY (endpoint_id=? AND (event_id,delivery_id)>(?,?))",
                 "SEARCH d USING INDEX sqlite_autoindex_deliveries_1 (id=?)"
             ]
         );
