@@ -710,7 +710,7 @@ async fn a_receiver_that_stops_answering_does_not_hold_up_another_customers_deli
 /// customer's deliveries queued behind the backlog arrive at once, not after the timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receiver_that_hangs_with_a_backlog_leaves_places_for_others_before_it_times_out() {
-    use ops_infra::webhook_sender::{holds::SHARE, MAX_OPEN_POSTS};
+    use ops_infra::webhook_sender::{holds::HELD_PLACES, holds::SHARE, MAX_OPEN_POSTS};
     let both = HangingAndAnswering::start().await;
     let (app, hanging, answering) = (&both.app, &both.hanging, &both.answering);
     // The process has just posted to the other receiver.
@@ -724,9 +724,12 @@ async fn a_receiver_that_hangs_with_a_backlog_leaves_places_for_others_before_it
     both.create(&both.gone, 4 * 50).await;
     both.create(&both.other, 5).await;
     let started = std::time::Instant::now();
-    let (handled, others_took) = tokio::join!(
+    let (handled, (others_took, hanging_by_then)) = tokio::join!(
         futures_util::future::join_all((0..5).map(|_| app.driver().round(SEND))),
-        both.answered(6, started)
+        async {
+            let took = both.answered(6, started).await;
+            (took, hanging.requests())
+        }
     );
     let handled: usize = handled.into_iter().map(Result::unwrap).sum();
     assert_eq!(handled, 205);
@@ -735,10 +738,17 @@ async fn a_receiver_that_hangs_with_a_backlog_leaves_places_for_others_before_it
         others_took < SHORT_TIMEOUT * 3 / 4,
         "the other customer's deliveries took {others_took:?}, as long as the hanging receiver's posts took to time out"
     );
-    assert_eq!(
-        hanging.requests(),
-        SHARE,
-        "its share of the {MAX_OPEN_POSTS} places, the rest handed back"
+    assert!(
+        hanging_by_then <= SHARE,
+        "{hanging_by_then} posts to it: more than its share of the {MAX_OPEN_POSTS} places"
+    );
+    // Its share was taken, and the rest handed back. Once those time out it is held: a
+    // round's deliveries still waiting for a place may probe it then, no more than a held
+    // receiver's places.
+    let posted = hanging.requests();
+    assert!(
+        (SHARE..=SHARE + HELD_PLACES).contains(&posted),
+        "{posted} posts to it in all"
     );
 
     // It answers again: its backlog arrives, each delivery once.
