@@ -26,3 +26,9 @@ pub use queue_consumer::QueueConsumer;
 /// reads at most for one request, however long the history it filters. A page that found
 /// fewer items by then says where it read up to, and the next starts there.
 pub const FILTERED_READ_BUDGET: usize = 1000;
+
+/// Where a newest-first page starts: just past the id given, or before every id (ids are
+/// sort keys, and none sorts after the last code point).
+fn page_start(starting_after: Option<&str>) -> String {
+    starting_after.map_or_else(|| "\u{10FFFF}".into(), String::from)
+}

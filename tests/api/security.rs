@@ -306,6 +306,23 @@ async fn a_leaked_key_cannot_plant_a_successor_that_outlives_its_revocation() {
         listed["data"][0]["created_by"], planted_id,
         "newest first, with who minted it"
     );
+    // A page at a time, each starting after the last one listed.
+    let mut paged = vec![];
+    let mut page = app.get("/v1/api_keys?limit=2", &customer.key).await.json();
+    for _ in 0..ids.len() {
+        let data = page["data"].as_array().unwrap();
+        paged.extend(data.iter().map(|k| k["id"].as_str().unwrap().to_owned()));
+        if page["has_more"] != true {
+            break;
+        }
+        let last = data.last().unwrap()["id"].as_str().unwrap();
+        page = app
+            .get(&format!("/v1/api_keys?limit=2&starting_after={last}"), &customer.key)
+            .await
+            .json();
+    }
+    assert_eq!(paged, ids, "the pages hold the list, in its order");
+    assert!(ids.len() > 2, "more than one page: {ids:?}");
 
     // Revoking the leaked key revokes every key it was rotated into.
     let revoked = app

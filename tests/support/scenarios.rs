@@ -175,6 +175,30 @@ pub async fn a_users_roles_and_status_apply_from_their_next_request(app: &Api) {
             .len(),
         2
     );
+    // A page at a time, newest first: the admin, then the member.
+    let first = app.get(&format!("{users}?limit=1"), &admin.key).await.json();
+    assert_eq!(
+        (&first["data"][0]["id"], &first["has_more"]),
+        (&json!(admin.user_id), &json!(true)),
+        "{first}"
+    );
+    let next = app
+        .get(&format!("{users}?limit=1&starting_after={}", admin.user_id), &admin.key)
+        .await
+        .json();
+    assert_eq!(
+        (&next["data"][0]["id"], &next["has_more"]),
+        (&json!(member.user_id), &json!(false)),
+        "{next}"
+    );
+    let malformed = app
+        .get(&format!("{users}?starting_after=key_1"), &admin.key)
+        .await
+        .error(400);
+    assert_eq!(
+        (&malformed["param"], &malformed["code"]),
+        (&json!("starting_after"), &json!("invalid_id"))
+    );
 
     // Another customer's key sees neither the list nor the user, and cannot reach the user
     // through its own customer either.

@@ -319,11 +319,21 @@ impl Service {
         Ok(Page::all(self.store.entity_history(&key.id).await?))
     }
 
-    /// A customer's users, newest first.
-    pub async fn list_users(&self, principal: &Principal, customer_id: &str) -> Result<Page<User>, DomainError> {
+    /// A customer's users, newest first, a page at a time.
+    pub async fn list_users(
+        &self,
+        principal: &Principal,
+        customer_id: &str,
+        starting_after: Option<UserId>,
+        limit: usize,
+    ) -> Result<Page<User>, DomainError> {
         principal.require(Scope::UsersManage)?;
         let customer = self.visible_customer(principal, customer_id, "customer_id").await?;
-        Ok(Page::all(self.store.users_of(&customer.id).await?))
+        let users = self
+            .store
+            .users_of(&customer.id, starting_after.as_ref(), limit + 1)
+            .await?;
+        Ok(Page::of(users, limit))
     }
 
     /// A user of a customer the caller manages users of; another customer's is a 404.
@@ -420,16 +430,27 @@ impl Service {
         &self,
         principal: &Principal,
         customer_id: Option<String>,
+        starting_after: Option<ApiKeyId>,
+        limit: usize,
     ) -> Result<Page<ApiKey>, DomainError> {
         principal.require(Scope::UsersManage)?;
         let owner = match customer_id {
             Some(id) => Some(self.visible_customer(principal, &id, "customer_id").await?.id),
             None => principal.key.customer_id.clone(),
         };
-        let keys = self.store.api_keys_of(owner.as_ref()).await?;
-        Ok(Page::all(
-            keys.into_iter().filter(|k| k.environment == self.environment).collect(),
-        ))
+        let keys = self
+            .store
+            .api_keys_of(owner.as_ref(), starting_after.as_ref(), limit + 1)
+            .await?;
+        let mut page = Page::of(keys, limit);
+        // A store holds one environment's keys; one of the other's is never shown, and a page
+        // left short by it says where the next one starts.
+        let read_up_to = page.data.last().map(|k| k.id.to_string());
+        page.data.retain(|k| k.environment == self.environment);
+        if page.has_more && page.data.len() < limit {
+            page.next_starting_after = read_up_to;
+        }
+        Ok(page)
     }
 }
 

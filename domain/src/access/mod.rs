@@ -326,9 +326,6 @@ pub(crate) fn user_roles(roles: Vec<Role>) -> Result<Vec<Role>, DomainError> {
     Ok(unique)
 }
 
-/// The most users a customer's list holds.
-pub const MAX_USERS_LISTED: usize = 1000;
-
 /// The reads of customers, users and keys (the store's port for this module).
 #[async_trait::async_trait]
 pub trait AccessStore: Send + Sync {
@@ -336,12 +333,20 @@ pub trait AccessStore: Send + Sync {
     async fn user(&self, id: &crate::ids::UserId) -> Result<Option<User>, crate::ports::StoreError>;
     async fn api_key(&self, id: &crate::ids::ApiKeyId) -> Result<Option<ApiKey>, crate::ports::StoreError>;
     async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, crate::ports::StoreError>;
-    /// A customer's users, newest first (at most [`MAX_USERS_LISTED`]).
-    async fn users_of(&self, customer_id: &crate::ids::CustomerId) -> Result<Vec<User>, crate::ports::StoreError>;
-    /// A customer's keys (`None`: the platform's), newest first.
+    /// A customer's users, newest first, from after `starting_after`, at most `limit`.
+    async fn users_of(
+        &self,
+        customer_id: &crate::ids::CustomerId,
+        starting_after: Option<&crate::ids::UserId>,
+        limit: usize,
+    ) -> Result<Vec<User>, crate::ports::StoreError>;
+    /// A customer's keys (`None`: the platform's), newest first, from after `starting_after`,
+    /// at most `limit`.
     async fn api_keys_of(
         &self,
         customer_id: Option<&crate::ids::CustomerId>,
+        starting_after: Option<&crate::ids::ApiKeyId>,
+        limit: usize,
     ) -> Result<Vec<ApiKey>, crate::ports::StoreError>;
 }
 

@@ -20,7 +20,7 @@ use ops_domain::idempotency::{fingerprint_bytes, Once};
 use ops_domain::ids::ReconciliationId;
 use ops_domain::ids::{
     AccountId, ApiKeyId, CustomerId, DeliveryId, EventId, FileId, IdKind, MovementId, OperationId, ScheduleId,
-    TransactionId, TypedId, WebhookEndpointId, WorkItemId,
+    TransactionId, TypedId, UserId, WebhookEndpointId, WorkItemId,
 };
 use ops_domain::ledger::AccountQuery;
 use ops_domain::money::Currency;
@@ -96,8 +96,17 @@ pub async fn create_user(
     .await
 }
 
-pub async fn list_users(State(app): State<App>, Caller(caller): Caller, PathParam(customer_id): PathParam) -> Answer {
-    ok(app.service.list_users(&caller, &customer_id).await?)
+pub async fn list_users(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParam(customer_id): PathParam,
+    RawQuery(raw): RawQuery,
+) -> Answer {
+    let (starting_after, limit) = page_of::<UserId>(raw.as_deref())?;
+    ok(app
+        .service
+        .list_users(&caller, &customer_id, starting_after, limit)
+        .await?)
 }
 
 pub async fn get_user(
@@ -182,8 +191,12 @@ pub async fn api_key_history(State(app): State<App>, Caller(caller): Caller, Pat
 }
 
 pub async fn list_api_keys(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
-    let customer_id = query_pairs(raw.as_deref(), &["customer_id"])?.pop().map(|(_, id)| id);
-    ok(app.service.list_api_keys(&caller, customer_id).await?)
+    let params = list_params(raw.as_deref(), IdKind::ApiKey, &[])?;
+    let starting_after = params.starting_after.map(ApiKeyId::from);
+    ok(app
+        .service
+        .list_api_keys(&caller, params.customer_id, starting_after, params.limit)
+        .await?)
 }
 
 pub async fn get_approval_floor(

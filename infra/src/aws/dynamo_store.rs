@@ -74,6 +74,7 @@ pub use key_first::AfterKeyRecord;
 pub use outbox::OutboxRecord;
 
 use super::{documents, keys};
+use crate::page_start;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
@@ -85,7 +86,7 @@ use aws_sdk_dynamodb::types::{
     StreamSpecification, StreamViewType, TimeToLiveSpecification, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
-use ops_domain::access::{AccessStore, ApiKey, Customer, User, MAX_USERS_LISTED};
+use ops_domain::access::{AccessStore, ApiKey, Customer, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
 use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry, Column};
 use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
@@ -239,12 +240,6 @@ fn doc_json(item: &Item) -> Result<std::borrow::Cow<'_, str>, StoreError> {
 const BALANCES: [&str; 3] = ["posted", "pending_debits", "pending_credits"];
 
 /// The attributes of an item's primary key.
-/// Where a newest-first page starts: just past the id given, or before every id (sort keys
-/// are ids, and none sorts after the last code point).
-fn page_start(starting_after: Option<&str>) -> String {
-    starting_after.map_or_else(|| "\u{10FFFF}".into(), String::from)
-}
-
 fn key_item(key: keys::Primary) -> Vec<(&'static str, AttributeValue)> {
     vec![("PK", s(key.pk)), ("SK", s(key.sk))]
 }
@@ -1765,28 +1760,26 @@ impl AccessStore for DynamoStore {
         self.get(keys::api_key_by_hash(secret_hash)).await
     }
 
-    async fn users_of(&self, customer_id: &CustomerId) -> Result<Vec<User>, StoreError> {
-        self.query(
-            Some("GSI1"),
-            "GSI1PK = :pk",
-            vec![(":pk", s(keys::users_of(customer_id)))],
-            None,
-            true,
-            MAX_USERS_LISTED,
-        )
-        .await
+    async fn users_of(
+        &self,
+        customer_id: &CustomerId,
+        starting_after: Option<&UserId>,
+        limit: usize,
+    ) -> Result<Vec<User>, StoreError> {
+        let after = page_start(starting_after.map(|id| id.as_str()));
+        let partition = Partition::One(keys::users_of(customer_id));
+        self.newest_first("GSI1", partition, after, None, limit).await
     }
 
-    async fn api_keys_of(&self, customer_id: Option<&CustomerId>) -> Result<Vec<ApiKey>, StoreError> {
-        self.query(
-            Some("GSI1"),
-            "GSI1PK = :pk",
-            vec![(":pk", s(keys::keys_of(customer_id.map(|id| id.as_str()))))],
-            None,
-            true,
-            1000,
-        )
-        .await
+    async fn api_keys_of(
+        &self,
+        customer_id: Option<&CustomerId>,
+        starting_after: Option<&ApiKeyId>,
+        limit: usize,
+    ) -> Result<Vec<ApiKey>, StoreError> {
+        let after = page_start(starting_after.map(|id| id.as_str()));
+        let partition = Partition::One(keys::keys_of(customer_id.map(|id| id.as_str())));
+        self.newest_first("GSI1", partition, after, None, limit).await
     }
 }
 

@@ -595,8 +595,9 @@ fn user(id: &str, customer: &str) -> User {
     }
 }
 
-/// A customer's users are listed newest first, another customer's apart; a user changed in
-/// place is listed once, as they now stand; a user is made once, and only a stored one changes.
+/// A customer's users are listed newest first, a page at a time, another customer's apart; a
+/// user changed in place is listed once, as they now stand; a user is made once, and only a
+/// stored one changes.
 async fn users_are_listed_by_customer_and_changed_in_place(store: &dyn Store) {
     let writes = vec![
         Write::InsertUser(user("usr_01a", "cus_users")),
@@ -611,12 +612,19 @@ async fn users_are_listed_by_customer_and_changed_in_place(store: &dyn Store) {
         .commit(changes(vec![Write::UpdateUser(deactivated.clone())]))
         .await
         .unwrap();
-    let listed = store.users_of(&"cus_users".into()).await.unwrap();
+    let listed = store.users_of(&"cus_users".into(), None, 10).await.unwrap();
     assert_eq!(listed, [user("usr_01b", "cus_users"), deactivated.clone()]);
+    let first = store.users_of(&"cus_users".into(), None, 1).await.unwrap();
+    assert_eq!(first, [user("usr_01b", "cus_users")]);
+    let next = store
+        .users_of(&"cus_users".into(), Some(&first[0].id), 10)
+        .await
+        .unwrap();
+    assert_eq!(next, [deactivated.clone()]);
     assert_eq!(store.user(&"usr_01a".into()).await.unwrap(), Some(deactivated));
-    let others = store.users_of(&"cus_users_other".into()).await.unwrap();
+    let others = store.users_of(&"cus_users_other".into(), None, 10).await.unwrap();
     assert_eq!(others, [user("usr_01c", "cus_users_other")]);
-    assert_eq!(store.users_of(&"cus_users_none".into()).await.unwrap(), []);
+    assert_eq!(store.users_of(&"cus_users_none".into(), None, 10).await.unwrap(), []);
     assert!(matches!(
         store
             .commit(changes(vec![Write::InsertUser(user("usr_01b", "cus_users"))]))
@@ -632,8 +640,8 @@ async fn users_are_listed_by_customer_and_changed_in_place(store: &dyn Store) {
     assert_eq!(store.user(&"usr_01z".into()).await.unwrap(), None);
 }
 
-/// A customer's keys are listed newest first, the platform's apart, and a key changed in place
-/// (rotated, revoked) is listed once, as it now stands.
+/// A customer's keys are listed newest first, a page at a time, the platform's apart, and a key
+/// changed in place (rotated, revoked) is listed once, as it now stands.
 async fn api_keys_are_listed_by_owner(store: &dyn Store) {
     let writes = vec![
         Write::PutApiKey(api_key("key_01a", Some("cus_keys"))),
@@ -646,12 +654,16 @@ async fn api_keys_are_listed_by_owner(store: &dyn Store) {
     rotated.rotated_to = Some("key_01b".into());
     store.commit(changes(vec![Write::PutApiKey(rotated)])).await.unwrap();
     let ids = |keys: Vec<ApiKey>| keys.into_iter().map(|k| k.id).collect::<Vec<_>>();
-    let listed = store.api_keys_of(Some(&"cus_keys".into())).await.unwrap();
+    let customer = Some(&"cus_keys".into());
+    let listed = store.api_keys_of(customer, None, 10).await.unwrap();
     assert_eq!(listed[1].rotated_to.as_deref(), Some("key_01b"));
     assert_eq!(ids(listed), ["key_01b", "key_01a"]);
-    assert_eq!(ids(store.api_keys_of(None).await.unwrap()), ["key_01d"]);
+    assert_eq!(ids(store.api_keys_of(customer, None, 1).await.unwrap()), ["key_01b"]);
+    let next = store.api_keys_of(customer, Some(&"key_01b".into()), 10).await.unwrap();
+    assert_eq!(ids(next), ["key_01a"]);
+    assert_eq!(ids(store.api_keys_of(None, None, 10).await.unwrap()), ["key_01d"]);
     assert_eq!(
-        ids(store.api_keys_of(Some(&"cus_none".into())).await.unwrap()),
+        ids(store.api_keys_of(Some(&"cus_none".into()), None, 10).await.unwrap()),
         Vec::<String>::new()
     );
     let found = store.api_key_by_hash("hash-of-key_01a").await.unwrap().unwrap();

@@ -2,9 +2,10 @@
 //! lookups need; a changeset is one savepoint of a `BEGIN IMMEDIATE … COMMIT` that it shares
 //! with the changesets waiting for the writer beside it (group commit).
 
+use crate::page_start;
 use async_trait::async_trait;
 use futures_util::future::join_all;
-use ops_domain::access::{AccessStore, ApiKey, Customer, User, MAX_USERS_LISTED};
+use ops_domain::access::{AccessStore, ApiKey, Customer, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
 use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry, Column};
 use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
@@ -184,6 +185,13 @@ type Waiting = (Changeset, tokio::sync::oneshot::Sender<Result<(), StoreError>>)
 const ENTITY_HISTORY: &str =
     "SELECT body FROM (SELECT seq, body FROM audit WHERE entity_id = ?1 AND operation_id IS NULL
      ORDER BY seq DESC LIMIT ?2) ORDER BY seq";
+
+/// A customer's users, newest first, before `?2` (a page's start), at most `?3`.
+const USERS_OF: &str = "SELECT body FROM users WHERE customer_id = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3";
+
+/// A customer's keys (`''`: the platform's), newest first, before `?2`, at most `?3`.
+const API_KEYS_OF: &str = "SELECT body FROM api_keys WHERE coalesce(json_extract(body, '$.customer_id'), '') = ?1
+     AND id < ?2 ORDER BY id DESC LIMIT ?3";
 
 /// An endpoint's failed deliveries awaiting a follow-up (`?4` of them), by event, after
 /// event `?2`'s delivery `?3` (`''` for the first page: ids are never empty).
@@ -419,10 +427,23 @@ impl SqliteStore {
     where
         T: DeserializeOwned + Send + 'static,
     {
+        self.documents_of(sql, vec![key], limit).await
+    }
+
+    /// The documents `sql` selects for `keys` (`?1`, `?2` …), at most `limit` (the last
+    /// parameter).
+    async fn documents_of<T>(&self, sql: &'static str, keys: Vec<String>, limit: usize) -> Result<Vec<T>, StoreError>
+    where
+        T: DeserializeOwned + Send + 'static,
+    {
         self.read(move |c| {
             let mut statement = c.prepare_cached(sql).map_err(unavailable)?;
+            let parameters = keys
+                .into_iter()
+                .map(rusqlite::types::Value::Text)
+                .chain([rusqlite::types::Value::Integer(limit as i64)]);
             let rows = statement
-                .query_map(params![key, limit as i64], |row| row.get::<_, String>(0))
+                .query_map(rusqlite::params_from_iter(parameters), |row| row.get::<_, String>(0))
                 .map_err(unavailable)?;
             rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
                 .collect()
@@ -1217,21 +1238,28 @@ impl AccessStore for SqliteStore {
             .await
     }
 
-    async fn users_of(&self, customer_id: &CustomerId) -> Result<Vec<User>, StoreError> {
-        self.documents_up_to(
-            "SELECT body FROM users WHERE customer_id = ?1 ORDER BY id DESC LIMIT ?2",
-            customer_id.as_str().to_owned(),
-            MAX_USERS_LISTED,
-        )
-        .await
+    async fn users_of(
+        &self,
+        customer_id: &CustomerId,
+        starting_after: Option<&UserId>,
+        limit: usize,
+    ) -> Result<Vec<User>, StoreError> {
+        let keys = vec![
+            customer_id.to_string(),
+            page_start(starting_after.map(|id| id.as_str())),
+        ];
+        self.documents_of(USERS_OF, keys, limit).await
     }
 
-    async fn api_keys_of(&self, customer_id: Option<&CustomerId>) -> Result<Vec<ApiKey>, StoreError> {
-        self.documents(
-            "SELECT body FROM api_keys WHERE coalesce(json_extract(body, '$.customer_id'), '') = ?1 ORDER BY id DESC",
-            customer_id.map_or("", |id| id.as_str()).to_owned(),
-        )
-        .await
+    async fn api_keys_of(
+        &self,
+        customer_id: Option<&CustomerId>,
+        starting_after: Option<&ApiKeyId>,
+        limit: usize,
+    ) -> Result<Vec<ApiKey>, StoreError> {
+        let owner = customer_id.map_or("", |id| id.as_str()).to_owned();
+        let keys = vec![owner, page_start(starting_after.map(|id| id.as_str()))];
+        self.documents_of(API_KEYS_OF, keys, limit).await
     }
 }
 
@@ -1623,20 +1651,10 @@ impl WebhookStore for SqliteStore {
         after: Option<&Delivery>,
         limit: usize,
     ) -> Result<Vec<Delivery>, StoreError> {
-        let endpoint_id = endpoint_id.to_string();
         let (event_id, delivery_id) =
             after.map_or_else(Default::default, |d| (d.event_id.to_string(), d.id.to_string()));
-        self.read(move |c| {
-            let mut statement = c.prepare_cached(FAILED_DELIVERIES).map_err(unavailable)?;
-            let rows = statement
-                .query_map(params![endpoint_id, event_id, delivery_id, limit as i64], |row| {
-                    row.get::<_, String>(0)
-                })
-                .map_err(unavailable)?;
-            rows.map(|body| serde_json::from_str(&body.map_err(unavailable)?).map_err(unavailable))
-                .collect()
-        })
-        .await
+        let keys = vec![endpoint_id.to_string(), event_id, delivery_id];
+        self.documents_of(FAILED_DELIVERIES, keys, limit).await
     }
 }
 
