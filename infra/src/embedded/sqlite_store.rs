@@ -2247,6 +2247,22 @@ mod tests {
         );
     }
 
+    /// A customer's users and keys are sought by their index from a page's start: a page
+    /// reads what it returns, however many pages came before.
+    #[test]
+    fn users_and_keys_are_sought_from_a_pages_start() {
+        let users = query_plan(USERS_OF, params!["cus_1", "usr_1", 10]);
+        assert_eq!(
+            users,
+            ["SEARCH users USING INDEX users_by_customer (customer_id=? AND id<?)"]
+        );
+        let keys = query_plan(API_KEYS_OF, params!["cus_1", "key_1", 10]);
+        assert_eq!(
+            keys,
+            ["SEARCH api_keys USING INDEX api_keys_by_owner (<expr>=? AND id<?)"]
+        );
+    }
+
     /// Every list seeks an index on its keyed filters (the customer, the status): none walks
     /// rows it then drops, so no list slows down as other customers' or other statuses' rows
     /// pile up. (A `type` filter is checked on the rows found, a bounded number a read.)
