@@ -285,3 +285,8 @@ async fn a_key_over_its_rate_limit_is_refused_429_without_effect_and_other_keys_
     let listed = app.get("/v1/operations?limit=100", &customer.key).await.json();
     assert_eq!(listed["data"].as_array().unwrap().len(), created + 1);
 }
+
+#[tokio::test]
+async fn customers_are_listed_for_the_platform_and_each_reads_its_own() {
+    ops_tests::scenarios::customers_are_listed_for_the_platform_and_each_reads_its_own(&spawn_app().await.api).await;
+}

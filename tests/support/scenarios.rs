@@ -1,7 +1,7 @@
 //! Scenarios told through the API alone, run on both backends: the embedded store
 //! (`tests/api`) and the AWS adapters on the emulator (`tests/aws`).
 
-use crate::Api;
+use crate::{Api, ADMIN_KEY};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -220,4 +220,59 @@ pub async fn a_users_roles_and_status_apply_from_their_next_request(app: &Api) {
     );
     assert_eq!(app.get(&format!("{through_own}/history"), &other.key).await.status, 404);
     assert_eq!(app.get("/v1/operations", &member.key).await.status, 200);
+}
+
+/// The platform lists its customers newest first, a page at a time, and reads any; a
+/// customer's key reads its own record only and cannot list the others.
+pub async fn customers_are_listed_for_the_platform_and_each_reads_its_own(app: &Api) {
+    let made = [
+        app.create_customer().await,
+        app.create_customer().await,
+        app.create_customer().await,
+    ];
+    // Other tests may make customers meanwhile: the three are read in order among them.
+    let page = app
+        .get(
+            &format!("/v1/customers?limit=100&starting_after={}", made[2].id),
+            ADMIN_KEY,
+        )
+        .await
+        .json();
+    let listed: Vec<&str> = page["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{page}"))
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    let at = |id: &str| listed.iter().position(|listed| *listed == id);
+    assert!(at(&made[2].id).is_none(), "a page starts after its start");
+    assert!(
+        at(&made[1].id).unwrap() < at(&made[0].id).unwrap(),
+        "newest first: {listed:?}"
+    );
+    let one = app.get("/v1/customers?limit=1", ADMIN_KEY).await.json();
+    assert_eq!(
+        (one["data"].as_array().unwrap().len(), &one["has_more"]),
+        (1, &json!(true))
+    );
+
+    let own = format!("/v1/customers/{}", made[0].id);
+    let read = app.get(&own, &made[0].key).await;
+    assert_eq!(read.status, 200, "{}", read.json());
+    assert_eq!(
+        (&read.json()["object"], &read.json()["name"], &read.json()["status"]),
+        (&json!("customer"), &json!("Acme Payroll"), &json!("active"))
+    );
+    assert_eq!(app.get(&own, ADMIN_KEY).await.json(), read.json());
+    assert_eq!(app.get(&own, &made[1].key).await.error(404)["code"], "resource_missing");
+    let refused = app.get("/v1/customers", &made[0].key).await.error(403);
+    assert_eq!(refused["code"], "platform_only");
+    let malformed = app
+        .get("/v1/customers?starting_after=usr_1", ADMIN_KEY)
+        .await
+        .error(400);
+    assert_eq!(
+        (&malformed["param"], &malformed["code"]),
+        (&json!("starting_after"), &json!("invalid_id"))
+    );
 }

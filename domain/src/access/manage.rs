@@ -43,6 +43,29 @@ impl Service {
         Ok(customer)
     }
 
+    /// `GET /v1/customers/{id}`: any customer to a platform key, its own to a customer's.
+    pub async fn get_customer(&self, principal: &Principal, id: &str) -> Result<Customer, DomainError> {
+        self.visible_customer(principal, id, "id").await
+    }
+
+    /// `GET /v1/customers`: the platform's customers, newest first, a page at a time; for the
+    /// platform's keys only.
+    pub async fn list_customers(
+        &self,
+        principal: &Principal,
+        starting_after: Option<CustomerId>,
+        limit: usize,
+    ) -> Result<Page<Customer>, DomainError> {
+        if !principal.is_platform() {
+            return Err(DomainError::forbidden(
+                "platform_only",
+                "Only the platform's keys list customers.",
+            ));
+        }
+        let customers = self.store.customers(starting_after.as_ref(), limit + 1).await?;
+        Ok(Page::of(customers, limit))
+    }
+
     pub(crate) async fn visible_customer(
         &self,
         principal: &Principal,

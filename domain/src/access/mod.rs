@@ -330,6 +330,12 @@ pub(crate) fn user_roles(roles: Vec<Role>) -> Result<Vec<Role>, DomainError> {
 #[async_trait::async_trait]
 pub trait AccessStore: Send + Sync {
     async fn customer(&self, id: &crate::ids::CustomerId) -> Result<Option<Customer>, crate::ports::StoreError>;
+    /// Every customer, newest first, from after `starting_after`, at most `limit`.
+    async fn customers(
+        &self,
+        starting_after: Option<&crate::ids::CustomerId>,
+        limit: usize,
+    ) -> Result<Vec<Customer>, crate::ports::StoreError>;
     async fn user(&self, id: &crate::ids::UserId) -> Result<Option<User>, crate::ports::StoreError>;
     async fn api_key(&self, id: &crate::ids::ApiKeyId) -> Result<Option<ApiKey>, crate::ports::StoreError>;
     async fn api_key_by_hash(&self, secret_hash: &str) -> Result<Option<ApiKey>, crate::ports::StoreError>;

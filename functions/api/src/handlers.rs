@@ -96,6 +96,15 @@ pub async fn create_user(
     .await
 }
 
+pub async fn list_customers(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let (starting_after, limit) = page_of::<CustomerId>(raw.as_deref())?;
+    ok(app.service.list_customers(&caller, starting_after, limit).await?)
+}
+
+pub async fn get_customer(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
+    ok(app.service.get_customer(&caller, &id).await?)
+}
+
 pub async fn list_users(
     State(app): State<App>,
     Caller(caller): Caller,

@@ -121,6 +121,8 @@ endpoints! {
     Health => (Api, "GET", "/health", get(health)),
     OpenApi => (Api, "GET", "/v1/openapi.json", get(openapi)),
     CreateCustomer => (Api, "POST", "/v1/customers", post(create_customer)),
+    ListCustomers => (Api, "GET", "/v1/customers", get(list_customers)),
+    GetCustomer => (Api, "GET", "/v1/customers/{id}", get(get_customer)),
     CreateUser => (Api, "POST", "/v1/customers/{id}/users", post(create_user)),
     ListUsers => (Api, "GET", "/v1/customers/{id}/users", get(list_users)),
     GetUser => (Api, "GET", "/v1/customers/{id}/users/{user_id}", get(get_user)),

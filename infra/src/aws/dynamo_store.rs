@@ -763,7 +763,13 @@ impl DynamoStore {
     fn write(&self, write: &Write) -> Vec<TransactWriteItem> {
         match write {
             Write::InsertCustomer(c) => {
-                let it = keyed(keys::customer(&c.id), vec![("entity", s("customer")), ("doc", doc(c))]);
+                let attributes = vec![
+                    ("entity", s("customer")),
+                    ("doc", doc(c)),
+                    ("GSI1PK", s(keys::CUSTOMERS)),
+                    ("GSI1SK", s(&c.id)),
+                ];
+                let it = keyed(keys::customer(&c.id), attributes);
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
             Write::InsertUser(u) => vec![self.put(user_item(u), Some("attribute_not_exists(PK)"), vec![])],
@@ -1746,6 +1752,12 @@ impl DynamoStore {
 impl AccessStore for DynamoStore {
     async fn customer(&self, id: &CustomerId) -> Result<Option<Customer>, StoreError> {
         self.get(keys::customer(id)).await
+    }
+
+    async fn customers(&self, starting_after: Option<&CustomerId>, limit: usize) -> Result<Vec<Customer>, StoreError> {
+        let after = page_start(starting_after.map(|id| id.as_str()));
+        let partition = Partition::One(keys::CUSTOMERS.to_owned());
+        self.newest_first("GSI1", partition, after, None, limit).await
     }
 
     async fn user(&self, id: &UserId) -> Result<Option<User>, StoreError> {

@@ -205,6 +205,9 @@ pub fn users_of(customer: &str) -> String {
     format!("CUSUSERS#{customer}")
 }
 
+/// Every customer (GSI1): one partition, as customers are few and made seldom.
+pub const CUSTOMERS: &str = "CUSTOMERS";
+
 /// A customer's (or the platform's) API keys (GSI1).
 pub fn keys_of(customer: Option<&str>) -> String {
     format!("CUSKEYS#{}", owner(customer))

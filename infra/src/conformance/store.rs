@@ -1,6 +1,6 @@
 //! The store port's behaviour: each implementation's tests call [`run_all`] with a fresh store.
 
-use ops_domain::access::{ApiKey, Environment, Role, Scope, User, UserStatus};
+use ops_domain::access::{ApiKey, Customer, CustomerStatus, Environment, Role, Scope, User, UserStatus};
 use ops_domain::cause::{Actor, Cause};
 use ops_domain::event::Event;
 use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, StoredResponse};
@@ -207,6 +207,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     an_operations_transactions_are_found_from_it(store.as_ref()).await;
     api_keys_are_listed_by_owner(store.as_ref()).await;
     users_are_listed_by_customer_and_changed_in_place(store.as_ref()).await;
+    customers_are_listed_newest_first_a_page_at_a_time(store.as_ref()).await;
     schedules_are_found_by_due_time_and_occurrences_are_recorded_once(store.as_ref()).await;
     accounts_keep_their_balances_and_movements(store.as_ref()).await;
     a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 8).await;
@@ -593,6 +594,25 @@ fn user(id: &str, customer: &str) -> User {
         status: UserStatus::Active,
         created_at: OffsetDateTime::UNIX_EPOCH,
     }
+}
+
+/// Customers are listed newest first (by id), a page at a time.
+async fn customers_are_listed_newest_first_a_page_at_a_time(store: &dyn Store) {
+    let customer = |id: &str| Customer {
+        id: id.into(),
+        name: format!("Customer {id}"),
+        status: CustomerStatus::Active,
+        created_at: OffsetDateTime::UNIX_EPOCH,
+    };
+    // Ids after every other case's, so they head the list.
+    let writes = ["cus_zzzz1", "cus_zzzz2", "cus_zzzz3"]
+        .map(|id| Write::InsertCustomer(customer(id)))
+        .to_vec();
+    store.commit(changes(writes)).await.unwrap();
+    let ids = |customers: Vec<Customer>| customers.into_iter().map(|c| c.id.to_string()).collect::<Vec<_>>();
+    assert_eq!(ids(store.customers(None, 2).await.unwrap()), ["cus_zzzz3", "cus_zzzz2"]);
+    let next = store.customers(Some(&"cus_zzzz2".into()), 1).await.unwrap();
+    assert_eq!(next, [customer("cus_zzzz1")], "as stored, after the page's start");
 }
 
 /// A customer's users are listed newest first, a page at a time, another customer's apart; a

@@ -186,6 +186,9 @@ const ENTITY_HISTORY: &str =
     "SELECT body FROM (SELECT seq, body FROM audit WHERE entity_id = ?1 AND operation_id IS NULL
      ORDER BY seq DESC LIMIT ?2) ORDER BY seq";
 
+/// Every customer, newest first, before `?1` (a page's start), at most `?2`.
+const CUSTOMERS: &str = "SELECT body FROM customers WHERE id < ?1 ORDER BY id DESC LIMIT ?2";
+
 /// A customer's users, newest first, before `?2` (a page's start), at most `?3`.
 const USERS_OF: &str = "SELECT body FROM users WHERE customer_id = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3";
 
@@ -1224,6 +1227,11 @@ impl AccessStore for SqliteStore {
             .await
     }
 
+    async fn customers(&self, starting_after: Option<&CustomerId>, limit: usize) -> Result<Vec<Customer>, StoreError> {
+        let start = page_start(starting_after.map(|id| id.as_str()));
+        self.documents_up_to(CUSTOMERS, start, limit).await
+    }
+
     async fn user(&self, id: &UserId) -> Result<Option<User>, StoreError> {
         self.document("SELECT body FROM users WHERE id = ?1", id.into()).await
     }
@@ -2247,10 +2255,15 @@ mod tests {
         );
     }
 
-    /// A customer's users and keys are sought by their index from a page's start: a page
+    /// Customers, a customer's users and its keys are sought by their index from a page's start: a page
     /// reads what it returns, however many pages came before.
     #[test]
     fn users_and_keys_are_sought_from_a_pages_start() {
+        let customers = query_plan(CUSTOMERS, params!["cus_1", 10]);
+        assert_eq!(
+            customers,
+            ["SEARCH customers USING INDEX sqlite_autoindex_customers_1 (id<?)"]
+        );
         let users = query_plan(USERS_OF, params!["cus_1", "usr_1", 10]);
         assert_eq!(
             users,
