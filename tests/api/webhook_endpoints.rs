@@ -338,3 +338,46 @@ async fn a_recover_resends_fifty_failed_deliveries_a_call_and_says_when_more_are
     assert_eq!(amounts, (1..=51).collect(), "each event received once");
     assert_eq!(receiver.received().len(), 51);
 }
+
+#[tokio::test]
+async fn a_customer_keeps_at_most_sixteen_endpoints_and_a_deleted_one_makes_room() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let receiver = Receiver::start(0).await;
+    let mut made = vec![];
+    for _ in 0..16 {
+        let endpoint = app
+            .subscribe(&customer.key, &receiver.url, &["operation.created"])
+            .await;
+        made.push(endpoint["id"].as_str().unwrap().to_owned());
+    }
+    let create = || {
+        app.post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": receiver.url, "events": ["operation.created"]}),
+        )
+    };
+    let refused = create().await.error(409);
+    assert_eq!(refused["code"], "endpoint_limit_reached", "{refused}");
+    // Another customer's endpoints are its own to count.
+    let other = app.create_customer().await;
+    app.subscribe(&other.key, &receiver.url, &["operation.created"]).await;
+
+    let deleted = app
+        .send(
+            Method::DELETE,
+            &format!("/v1/webhook_endpoints/{}", made[0]),
+            Some(&customer.key),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.json());
+    assert_eq!(create().await.status, 201);
+    // An event goes to the sixteen kept, once each; none to the deleted one.
+    app.post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[5]))
+        .await;
+    app.drain().await;
+    assert_eq!(receiver.received().len(), 16);
+}

@@ -338,7 +338,8 @@ pub trait WebhookStore: Send + Sync {
         &self,
         id: &crate::ids::WebhookEndpointId,
     ) -> Result<Option<WebhookEndpoint>, crate::ports::StoreError>;
-    /// The customer's endpoints and the platform's (`None`: only the platform's).
+    /// The customer's endpoints and the platform's (`None`: only the platform's), deleted ones
+    /// left out: what every event's dispatch reads, so it never grows with endpoints deleted.
     async fn webhook_endpoints_for(
         &self,
         customer_id: Option<&crate::ids::CustomerId>,

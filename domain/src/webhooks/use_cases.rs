@@ -16,6 +16,10 @@ use time::Duration;
 
 const MAX_SECRET_OVERLAP: Duration = Duration::days(7);
 
+/// The most webhook endpoints a customer (or the platform) keeps: every event's dispatch reads
+/// them all, and each one an event goes to is a delivery.
+pub const MAX_ENDPOINTS: usize = 16;
+
 /// The most failed deliveries one recover resends: each is a few store requests, and the call
 /// answers well within an API function's timeout.
 const RECOVER_BATCH: usize = 50;
@@ -341,6 +345,16 @@ impl Service {
             (None, Some(id)) => Some(self.visible_customer(principal, &id, "customer_id").await?.id),
             (None, None) => None,
         };
+        let live = self.store.webhook_endpoints_for(customer_id.as_ref()).await?;
+        let kept = live
+            .iter()
+            .filter(|e| e.customer_id == customer_id && e.status != EndpointStatus::Deleted);
+        if kept.count() >= MAX_ENDPOINTS {
+            return Err(DomainError::invalid_state(
+                "endpoint_limit_reached",
+                format!("At most {MAX_ENDPOINTS} webhook endpoints each; delete one to make another."),
+            ));
+        }
         let id = crate::ids::WebhookEndpointId::new(&*self.ids);
         let (secret, signing) = self.store_new_secret(&id, 0).await?;
         let now = self.now();

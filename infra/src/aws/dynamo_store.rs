@@ -108,7 +108,7 @@ use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, Listed, RateLimit
 use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
-use ops_domain::webhooks::{Delivery, EventQuery, WebhookEndpoint, WebhookStore};
+use ops_domain::webhooks::{Delivery, EndpointStatus, EventQuery, WebhookEndpoint, WebhookStore};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -817,16 +817,20 @@ impl DynamoStore {
             Write::Event(e) => vec![self.put(self.event_item(e), Some("attribute_not_exists(PK)"), vec![])],
             Write::PutWebhookEndpoint(w) => {
                 let body = doc(w);
-                let it = keyed(
-                    keys::webhook_endpoint(&w.id),
-                    vec![
-                        ("entity", s("webhook_endpoint")),
-                        ("doc", body),
-                        ("version", n(w.version)),
+                let mut attributes = vec![
+                    ("entity", s("webhook_endpoint")),
+                    ("doc", body),
+                    ("version", n(w.version)),
+                ];
+                // Sparse: a deleted endpoint leaves its owner's list, which every event's
+                // dispatch reads; it is still read by its id.
+                if w.status != EndpointStatus::Deleted {
+                    attributes.extend([
                         ("GSI1PK", s(keys::endpoints_of(w.customer_id.as_deref()))),
                         ("GSI1SK", s(&w.id)),
-                    ],
-                );
+                    ]);
+                }
+                let it = keyed(keys::webhook_endpoint(&w.id), attributes);
                 vec![self.versioned(it, w.version)]
             }
             Write::InsertDelivery(d) | Write::UpdateDelivery(d) => {

@@ -118,6 +118,52 @@ async fn an_entitys_history_is_its_own_newest_entries_oldest_first(store: &dyn S
     assert_eq!(history.last().unwrap(), &format!("change_{MAX_ENTITY_HISTORY:04}"));
 }
 
+/// What a customer's event is dispatched to: its customer's endpoints and the platform's, not
+/// another customer's, and not one deleted since.
+async fn an_events_endpoints_are_its_customers_and_the_platforms_live_ones(store: &dyn Store) {
+    use ops_domain::webhooks::{EndpointStatus, WebhookEndpoint};
+    let endpoint = |id: &str, customer: Option<&str>| WebhookEndpoint {
+        id: id.into(),
+        customer_id: customer.map(Into::into),
+        url: "https://receiver.example/hook".into(),
+        events: vec!["*".into()],
+        status: EndpointStatus::Enabled,
+        secrets: vec![],
+        created_at: OffsetDateTime::UNIX_EPOCH,
+        environment: Environment::Test,
+        version: 1,
+    };
+    let made = [
+        endpoint("whe_live_a1", Some("cus_live_a")),
+        endpoint("whe_live_a2", Some("cus_live_a")),
+        endpoint("whe_live_b1", Some("cus_live_b")),
+        endpoint("whe_live_p1", None),
+    ];
+    let writes = made.iter().cloned().map(Write::PutWebhookEndpoint).collect();
+    store.commit(changes(writes)).await.unwrap();
+    let mut deleted = made[0].clone();
+    deleted.status = EndpointStatus::Deleted;
+    deleted.version = 2;
+    store
+        .commit(changes(vec![Write::PutWebhookEndpoint(deleted.clone())]))
+        .await
+        .unwrap();
+    let ids = |endpoints: Vec<WebhookEndpoint>| {
+        let mut ids: Vec<String> = endpoints.into_iter().map(|e| e.id.to_string()).collect();
+        ids.retain(|id| id.starts_with("whe_live_"));
+        ids.sort();
+        ids
+    };
+    let for_a = store.webhook_endpoints_for(Some(&"cus_live_a".into())).await.unwrap();
+    assert_eq!(ids(for_a), ["whe_live_a2", "whe_live_p1"]);
+    assert_eq!(ids(store.webhook_endpoints_for(None).await.unwrap()), ["whe_live_p1"]);
+    assert_eq!(
+        store.webhook_endpoint(&"whe_live_a1".into()).await.unwrap(),
+        Some(deleted),
+        "read by its id still"
+    );
+}
+
 /// An endpoint's failed deliveries awaiting a follow-up are listed by event, bounded: not
 /// another endpoint's, not a pending or delivered one, and one leaves the list when its
 /// follow-up is recorded.
@@ -215,6 +261,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     changesets_committed_together_stay_whole_each(store.as_ref()).await;
     an_entitys_history_is_its_own_newest_entries_oldest_first(store.as_ref()).await;
     an_endpoints_failed_deliveries_are_those_awaiting_a_follow_up(store.as_ref()).await;
+    an_events_endpoints_are_its_customers_and_the_platforms_live_ones(store.as_ref()).await;
     super::files::run_all(store.as_ref()).await;
     super::reconciliations::run_all(store.as_ref()).await;
     super::desk::run_all(store).await;

@@ -88,6 +88,9 @@ CREATE INDEX IF NOT EXISTS events_by_customer ON events (customer_id, seq);
 CREATE TABLE IF NOT EXISTS stream_checkpoints (subscription TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS webhook_endpoints (
     id TEXT PRIMARY KEY, customer_id TEXT, version INTEGER NOT NULL, body TEXT NOT NULL);
+-- The live endpoints by owner ('' for the platform): what every event's dispatch reads.
+CREATE INDEX IF NOT EXISTS live_endpoints_by_owner ON webhook_endpoints (coalesce(customer_id, ''), id)
+    WHERE json_extract(body, '$.status') <> 'deleted';
 CREATE TABLE IF NOT EXISTS deliveries (
     id TEXT PRIMARY KEY, event_id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS deliveries_by_event ON deliveries (event_id);
@@ -185,6 +188,10 @@ type Waiting = (Changeset, tokio::sync::oneshot::Sender<Result<(), StoreError>>)
 const ENTITY_HISTORY: &str =
     "SELECT body FROM (SELECT seq, body FROM audit WHERE entity_id = ?1 AND operation_id IS NULL
      ORDER BY seq DESC LIMIT ?2) ORDER BY seq";
+
+/// The platform's live endpoints and customer `?1`'s, by id.
+const LIVE_ENDPOINTS: &str = "SELECT body FROM webhook_endpoints
+     WHERE coalesce(customer_id, '') IN ('', ?1) AND json_extract(body, '$.status') <> 'deleted' ORDER BY id";
 
 /// Every customer, newest first, before `?1` (a page's start), at most `?2`.
 const CUSTOMERS: &str = "SELECT body FROM customers WHERE id < ?1 ORDER BY id DESC LIMIT ?2";
@@ -1606,11 +1613,7 @@ impl WebhookStore for SqliteStore {
         customer_id: Option<&CustomerId>,
     ) -> Result<Vec<WebhookEndpoint>, StoreError> {
         let customer = customer_id.map_or("", |id| id.as_str()).to_owned();
-        self.documents(
-            "SELECT body FROM webhook_endpoints WHERE customer_id IS NULL OR customer_id = ?1 ORDER BY id",
-            customer,
-        )
-        .await
+        self.documents(LIVE_ENDPOINTS, customer).await
     }
 
     async fn delivery(&self, id: &DeliveryId) -> Result<Option<Delivery>, StoreError> {
@@ -2251,6 +2254,20 @@ mod tests {
             [
                 "SEARCH f USING PRIMARY KEY (endpoint_id=? AND (event_id,delivery_id)>(?,?))",
                 "SEARCH d USING INDEX sqlite_autoindex_deliveries_1 (id=?)"
+            ]
+        );
+    }
+
+    /// An event's dispatch seeks its customer's live endpoints and the platform's: no
+    /// other customer's, and no deleted one, is read.
+    #[test]
+    fn live_endpoints_are_sought_by_owner() {
+        let plan = query_plan(LIVE_ENDPOINTS, params!["cus_1"]);
+        assert_eq!(
+            plan,
+            [
+                "SEARCH webhook_endpoints USING INDEX live_endpoints_by_owner (<expr>=?)",
+                "USE TEMP B-TREE FOR ORDER BY"
             ]
         );
     }
