@@ -108,6 +108,8 @@ impl AuditEntry {
 #[derive(Debug, Clone)]
 pub enum Write {
     InsertCustomer(Customer),
+    /// Replace a stored customer (its name or status changed).
+    UpdateCustomer(Customer),
     InsertUser(User),
     /// Replace a stored user (its name, roles or status changed).
     UpdateUser(User),
@@ -154,8 +156,7 @@ pub enum Write {
     /// still one less) and moves its count and amount from the column it leaves to the one it
     /// enters, on its customer's board and the platform's.
     MoveOnBoard(crate::desk::board::BoardMove),
-    /// Insert; with `unique_bytes`, a file of the same customer and bytes already stored is a
-    /// conflict (without, the file becomes the one its bytes point at).
+    /// Insert; with `unique_bytes`, a file of the same customer and bytes is a conflict.
     InsertFile {
         file: File,
         unique_bytes: bool,
@@ -164,8 +165,7 @@ pub enum Write {
     UpdateFile(File),
     /// Insert; a reconciliation of the same id (the same statement) is a conflict.
     InsertReconciliation(crate::reconciliations::Reconciliation),
-    /// Records how far a return check's sweep got (the last write wins: a sweep that ran
-    /// beside it only asks the rail again).
+    /// How far a return check's sweep got (the last wins: one beside it only asks again).
     PutReturnSweep(crate::transactions::ReturnSweep),
     /// Completes a claimed idempotency key with the response the client was sent.
     CompleteIdempotency {

@@ -290,3 +290,8 @@ async fn a_key_over_its_rate_limit_is_refused_429_without_effect_and_other_keys_
 async fn customers_are_listed_for_the_platform_and_each_reads_its_own() {
     ops_tests::scenarios::customers_are_listed_for_the_platform_and_each_reads_its_own(&spawn_app().await.api).await;
 }
+
+#[tokio::test]
+async fn a_suspended_customers_keys_are_refused_until_it_is_reactivated() {
+    ops_tests::scenarios::a_suspended_customers_keys_are_refused_until_it_is_reactivated(&spawn_app().await.api).await;
+}

@@ -384,6 +384,13 @@ async fn texts_documented_as_not_blank_are_refused_blank() {
             "name",
         ),
         (
+            "post /v1/customers/{id}->UpdateCustomerRequest.name",
+            format!("/v1/customers/{}", customer.id),
+            ADMIN_KEY,
+            json!({"name": blank}),
+            "name",
+        ),
+        (
             "post /v1/customers/{id}/users->CreateUserRequest.name",
             format!("/v1/customers/{}/users", customer.id),
             &customer.key,

@@ -225,6 +225,46 @@ async fn a_schedule_made_by_a_user_since_deactivated_makes_nothing() {
 }
 
 #[tokio::test]
+async fn a_suspended_customers_schedule_makes_nothing_until_it_is_reactivated() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let daily =
+        json!({"expression": "rate(1 day)", "start_at": "2031-02-01T12:00:00Z", "operation": operation("auto")});
+    let id = app.post("/v1/schedules", &acme.key, daily).await.id();
+    let customer = format!("/v1/customers/{}", acme.id);
+    let suspended = app.post(&customer, ADMIN_KEY, json!({"status": "suspended"})).await;
+    assert_eq!(suspended.status, 200, "{}", suspended.json());
+    jump_to(&app, datetime!(2031-02-01 12:01 UTC));
+    app.drain().await;
+
+    let reactivated = app.post(&customer, ADMIN_KEY, json!({"status": "active"})).await;
+    assert_eq!(reactivated.status, 200, "{}", reactivated.json());
+    let recorded = occurrences(&app, &acme.key, &id).await;
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0]["status"], "skipped");
+    assert!(
+        recorded[0]["reason"].as_str().unwrap().contains("suspended"),
+        "{}",
+        recorded[0]
+    );
+    assert!(operations_of(&app, &acme.key).await.is_empty());
+
+    // Reactivated, the next occurrence makes its operation.
+    jump_to(&app, datetime!(2031-02-02 12:01 UTC));
+    app.drain().await;
+    let recorded = occurrences(&app, &acme.key, &id).await;
+    assert_eq!(
+        recorded
+            .iter()
+            .map(|o| o["status"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["created", "skipped"],
+        "newest first"
+    );
+    assert_eq!(operations_of(&app, &acme.key).await.len(), 1);
+}
+
+#[tokio::test]
 async fn pause_resume_delete_and_a_revoked_key_make_nothing() {
     let app = spawn_app().await;
     let acme = app.create_customer().await;

@@ -127,6 +127,9 @@ def before_call(ctx, case, kwargs):
     # the filter above does not see), the key is neither rotated nor revoked.
     if ctx.operation.label in KEY_CHANGES and (case.path_parameters or {}).get("id") in KEPT_KEYS:
         case.path_parameters = {**case.path_parameters, "id": "key_0fuzzkept"}
+    # Nor is the customer suspended: its key's run would be refused whole.
+    if ctx.operation.label == "POST /v1/customers/{id}" and (case.path_parameters or {}).get("id") == CUSTOMER:
+        case.path_parameters = {**case.path_parameters, "id": "cus_0fuzzkept"}
     # A rail report's signature covers its exact bytes: the hook writes them, and signs half.
     if ctx.operation.label != "POST /v1/rail_reports" or not isinstance(case.body, dict):
         return

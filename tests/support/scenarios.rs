@@ -276,3 +276,132 @@ pub async fn customers_are_listed_for_the_platform_and_each_reads_its_own(app: &
         (&json!("starting_after"), &json!("invalid_id"))
     );
 }
+
+/// A platform admin suspends a customer: its keys are refused from their next request, with
+/// nothing else changed, while the platform still reads it and acts for it; reactivated, the
+/// keys work again. Each change is in the customer's history with its reason.
+pub async fn a_suspended_customers_keys_are_refused_until_it_is_reactivated(app: &Api) {
+    let acme = app.create_customer().await;
+    let globex = app.create_customer().await;
+    let path = format!("/v1/customers/{}", acme.id);
+    let payout = crate::payout(&acme.id, "two_step", &[1_000]);
+    assert_eq!(app.post("/v1/operations", &acme.key, payout.clone()).await.status, 201);
+
+    // Only a platform admin changes a customer; bad changes are refused by field.
+    let own = app
+        .post(&path, &acme.key, json!({"status": "suspended"}))
+        .await
+        .error(403);
+    assert_eq!(own["code"], "platform_admin_required");
+    for (body, param) in [
+        (json!({}), "status"),
+        (json!({"status": "closed"}), "status"),
+        (json!({"name": " "}), "name"),
+        (json!({"status": "suspended", "reason": "x".repeat(501)}), "reason"),
+        (json!({"status": "suspended", "until": "tomorrow"}), "until"),
+    ] {
+        let refused = app.post(&path, ADMIN_KEY, body.clone()).await.error(400);
+        assert_eq!(refused["param"], param, "{body}: {refused}");
+    }
+    let missing = app
+        .post(
+            "/v1/customers/cus_0000000000000000000000000",
+            ADMIN_KEY,
+            json!({"status": "suspended"}),
+        )
+        .await;
+    assert_eq!(missing.status, 404, "{}", missing.json());
+    assert_eq!(app.get(&path, &acme.key).await.json()["status"], "active");
+
+    let suspended = app
+        .post(
+            &path,
+            ADMIN_KEY,
+            json!({"status": "suspended", "reason": "Fraud review"}),
+        )
+        .await;
+    assert_eq!(suspended.status, 200, "{}", suspended.json());
+    assert_eq!(suspended.json()["status"], "suspended");
+    for refused in [
+        app.get("/v1/operations", &acme.key).await,
+        app.post("/v1/operations", &acme.key, payout.clone()).await,
+        app.get(&path, &acme.key).await,
+    ] {
+        assert_eq!(refused.error(403)["code"], "customer_suspended");
+    }
+    assert_eq!(
+        app.get("/v1/operations", &globex.key).await.status,
+        200,
+        "another customer's keys work"
+    );
+    // The platform still reads the customer, lists it, and acts for it.
+    assert_eq!(app.get(&path, ADMIN_KEY).await.json()["status"], "suspended");
+    let listed = app.get("/v1/customers?limit=100", ADMIN_KEY).await.json();
+    let entry = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == acme.id.as_str())
+        .cloned();
+    assert_eq!(entry.map(|c| c["status"].clone()), Some(json!("suspended")), "{listed}");
+    assert_eq!(app.post("/v1/operations", ADMIN_KEY, payout.clone()).await.status, 201);
+    // Suspending it again changes nothing and records nothing.
+    let again = app.post(&path, ADMIN_KEY, json!({"status": "suspended"})).await;
+    assert_eq!(again.json()["status"], "suspended");
+
+    let reactivated = app
+        .post(
+            &path,
+            ADMIN_KEY,
+            json!({"status": "active", "reason": "Review closed", "name": "Acme Ltd"}),
+        )
+        .await;
+    assert_eq!(reactivated.status, 200, "{}", reactivated.json());
+    let read = app.get(&path, &acme.key).await;
+    assert_eq!(read.status, 200, "{}", read.json());
+    assert_eq!(
+        (&read.json()["status"], &read.json()["name"]),
+        (&json!("active"), &json!("Acme Ltd"))
+    );
+    assert_eq!(app.post("/v1/operations", &acme.key, payout).await.status, 201);
+    let renamed = app.post(&path, ADMIN_KEY, json!({"name": "Acme Group"})).await;
+    assert_eq!(renamed.json()["name"], "Acme Group");
+
+    // The history is the platform's: who changed what, when and why.
+    let history = format!("{path}/history");
+    assert_eq!(app.get(&history, &acme.key).await.error(403)["code"], "platform_only");
+    let entries: Vec<(String, String, String)> = app
+        .history(&path, ADMIN_KEY)
+        .await
+        .iter()
+        .map(|e| {
+            assert_eq!(e["entity_type"], "customer", "{e}");
+            (
+                e["action"].as_str().unwrap().to_owned(),
+                e["cause"]["code"].as_str().unwrap().to_owned(),
+                e["details"]["status"].as_str().unwrap_or("-").to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("created", "customer_created", "-"),
+        ("suspended", "customer_suspended", "suspended"),
+        ("reactivated", "customer_reactivated", "active"),
+        ("updated", "customer_updated", "active"),
+    ];
+    assert_eq!(
+        entries,
+        expected.map(|(a, c, s)| (a.to_owned(), c.to_owned(), s.to_owned())),
+    );
+    let reasons: Vec<String> = app
+        .history(&path, ADMIN_KEY)
+        .await
+        .iter()
+        .map(|e| e["cause"]["message"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(reasons[1], "Customer suspended. Reason: Fraud review");
+    assert_eq!(
+        reasons[2],
+        "Customer reactivated: name Acme Ltd (was Acme Payroll). Reason: Review closed"
+    );
+}

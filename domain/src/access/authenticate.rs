@@ -1,7 +1,7 @@
 //! Who is asking: bootstrap of the operator's key, authentication of a bearer secret, and the
 //! request limits (per key, per customer, per address that fails to authenticate).
 
-use crate::access::{self, ApiKey, Principal, Scope, UserStatus};
+use crate::access::{self, ApiKey, CustomerStatus, Principal, Scope, UserStatus};
 use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
 use crate::ids::{ApiKeyId, CustomerId};
@@ -173,14 +173,30 @@ impl Service {
                 });
             }
         }
-        let user = match &key.user_id {
-            Some(id) => Some(self.store.user(id).await?.ok_or_else(access::invalid_api_key)?),
-            None => None,
+        // The key's user and customer are read side by side: each can shut the key out.
+        let user = async {
+            match &key.user_id {
+                Some(id) => Ok(Some(self.store.user(id).await?.ok_or_else(access::invalid_api_key)?)),
+                None => Ok::<_, DomainError>(None),
+            }
         };
+        let customer = async {
+            match &key.customer_id {
+                Some(id) => Ok(self.store.customer(id).await?),
+                None => Ok::<_, DomainError>(None),
+            }
+        };
+        let (user, customer) = futures_util::future::try_join(user, customer).await?;
         if user.as_ref().is_some_and(|u| u.status == UserStatus::Deactivated) {
             return Err(DomainError::unauthenticated(
                 "user_deactivated",
                 "This API key's user was deactivated.",
+            ));
+        }
+        if customer.is_some_and(|c| c.status == CustomerStatus::Suspended) {
+            return Err(DomainError::forbidden(
+                "customer_suspended",
+                "This API key's customer is suspended; the platform can reactivate it.",
             ));
         }
         Ok(Principal { key, user })
@@ -227,8 +243,12 @@ impl Service {
         now: OffsetDateTime,
         what: &str,
     ) -> Result<Result<Principal, String>, DomainError> {
-        if self.store.customer(customer_id).await?.is_none() {
-            return Ok(Err(format!("The customer {customer_id} no longer exists.")));
+        match self.store.customer(customer_id).await? {
+            None => return Ok(Err(format!("The customer {customer_id} no longer exists."))),
+            Some(customer) if customer.status == CustomerStatus::Suspended => {
+                return Ok(Err(format!("The customer {customer_id} is suspended.")))
+            }
+            Some(_) => {}
         }
         let mut key_id = api_key_id.clone();
         let mut rotations = 0;

@@ -1,6 +1,8 @@
 //! Customers, users and API keys: created, rotated, revoked and listed, each change audited.
 
-use crate::access::{self, ApiKey, Customer, CustomerStatus, Principal, Role, Scope, UpdateUser, User, UserStatus};
+use crate::access::{
+    self, ApiKey, Customer, CustomerStatus, Principal, Role, Scope, UpdateCustomer, UpdateUser, User, UserStatus,
+};
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::idempotency::Ticket;
@@ -56,14 +58,62 @@ impl Service {
         starting_after: Option<CustomerId>,
         limit: usize,
     ) -> Result<Page<Customer>, DomainError> {
-        if !principal.is_platform() {
-            return Err(DomainError::forbidden(
-                "platform_only",
-                "Only the platform's keys list customers.",
-            ));
-        }
+        require_platform(principal, "list customers")?;
         let customers = self.store.customers(starting_after.as_ref(), limit + 1).await?;
         Ok(Page::of(customers, limit))
+    }
+
+    /// A customer's new name or status, by a platform admin, audited with what the customer
+    /// then is and why. A suspension refuses the customer's keys from their next request.
+    pub async fn update_customer(
+        &self,
+        principal: &Principal,
+        id: &str,
+        command: UpdateCustomer,
+    ) -> Result<Customer, DomainError> {
+        require_platform_admin(principal)?;
+        let UpdateCustomer { name, status, reason } = command.validate()?;
+        let mut customer = self.visible_customer(principal, id, "id").await?;
+        let mut changed = vec![];
+        if let Some(name) = name.filter(|name| *name != customer.name) {
+            changed.push(format!("name {name} (was {})", customer.name));
+            customer.name = name;
+        }
+        let (code, action) = match status.filter(|status| *status != customer.status) {
+            Some(status) => {
+                customer.status = status;
+                match status {
+                    CustomerStatus::Suspended => ("customer_suspended", "suspended"),
+                    CustomerStatus::Active => ("customer_reactivated", "reactivated"),
+                }
+            }
+            None if changed.is_empty() => return Ok(customer),
+            None => ("customer_updated", "updated"),
+        };
+        let mut message = format!("Customer {action}");
+        if !changed.is_empty() {
+            message = format!("{message}: {}", changed.join("; "));
+        }
+        if let Some(reason) = reason {
+            message = format!("{message}. Reason: {reason}");
+        }
+        let cause = Cause::new(code, message, principal.actor(), self.now());
+        let details = serde_json::json!({ "name": customer.name, "status": customer.status });
+        let mut changes = Changeset::default();
+        changes.push(Write::Audit(
+            AuditEntry::new("customer", &customer.id, action, cause).with_details(details),
+        ));
+        changes.push(Write::UpdateCustomer(customer.clone()));
+        self.commit(changes).await?;
+        Ok(customer)
+    }
+
+    /// Who made a customer and renamed, suspended or reactivated it, when and why, oldest
+    /// first; for the platform's keys only, as the reasons are the platform's notes.
+    pub async fn customer_history(&self, principal: &Principal, id: &str) -> Result<Page<AuditEntry>, DomainError> {
+        require_platform(principal, "read a customer's history")?;
+        let customer = self.visible_customer(principal, id, "id").await?;
+        Ok(Page::all(self.store.entity_history(&customer.id).await?))
     }
 
     pub(crate) async fn visible_customer(
@@ -481,6 +531,16 @@ impl Service {
 /// answerable after later changes.
 fn user_details(user: &User) -> serde_json::Value {
     serde_json::json!({ "name": user.name, "roles": user.roles, "status": user.status })
+}
+
+fn require_platform(principal: &Principal, to: &str) -> Result<(), DomainError> {
+    match principal.is_platform() {
+        true => Ok(()),
+        false => Err(DomainError::forbidden(
+            "platform_only",
+            format!("Only the platform's keys {to}."),
+        )),
+    }
 }
 
 pub fn require_platform_admin(principal: &Principal) -> Result<(), DomainError> {

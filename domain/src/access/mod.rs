@@ -106,10 +106,14 @@ impl Role {
     }
 }
 
+/// A suspended customer's keys are refused and the work it set up earlier (schedules, files)
+/// is not run for it, until the platform reactivates it; the platform's keys still act for it
+/// (to pay out what it holds, say), and what was already approved runs to its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CustomerStatus {
     Active,
+    Suspended,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -273,6 +277,37 @@ impl Principal {
                 id: self.key.id.to_string(),
             },
         }
+    }
+}
+
+/// Changes to a customer: a new name or status, at least one, and why (recorded in the audit).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateCustomer {
+    pub name: Option<String>,
+    pub status: Option<CustomerStatus>,
+    pub reason: Option<String>,
+}
+
+impl UpdateCustomer {
+    /// The same changes, checked: a name not blank, a reason of at most 500 characters.
+    pub fn validate(self) -> Result<UpdateCustomer, DomainError> {
+        if self.name.is_none() && self.status.is_none() {
+            return Err(DomainError::invalid(
+                "status",
+                "parameter_missing",
+                "Give the customer's new name or status.",
+            ));
+        }
+        let name = match self.name {
+            Some(name) => Some(crate::validate::required_text(Some(name), "name", 200)?),
+            None => None,
+        };
+        Ok(UpdateCustomer {
+            name,
+            status: self.status,
+            reason: crate::text::optional_reason(self.reason, "reason", 500)?,
+        })
     }
 }
 

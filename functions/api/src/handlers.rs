@@ -105,6 +105,19 @@ pub async fn get_customer(State(app): State<App>, Caller(caller): Caller, PathPa
     ok(app.service.get_customer(&caller, &id).await?)
 }
 
+pub async fn update_customer(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParam(id): PathParam,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app.service.update_customer(&caller, &id, parse(&body)?).await?)
+}
+
+pub async fn customer_history(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
+    ok(app.service.customer_history(&caller, &id).await?)
+}
+
 pub async fn list_users(
     State(app): State<App>,
     Caller(caller): Caller,

@@ -123,6 +123,8 @@ endpoints! {
     CreateCustomer => (Api, "POST", "/v1/customers", post(create_customer)),
     ListCustomers => (Api, "GET", "/v1/customers", get(list_customers)),
     GetCustomer => (Api, "GET", "/v1/customers/{id}", get(get_customer)),
+    UpdateCustomer => (Api, "POST", "/v1/customers/{id}", post(update_customer)),
+    CustomerHistory => (Api, "GET", "/v1/customers/{id}/history", get(customer_history)),
     CreateUser => (Api, "POST", "/v1/customers/{id}/users", post(create_user)),
     ListUsers => (Api, "GET", "/v1/customers/{id}/users", get(list_users)),
     GetUser => (Api, "GET", "/v1/customers/{id}/users/{user_id}", get(get_user)),

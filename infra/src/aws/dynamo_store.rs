@@ -261,6 +261,18 @@ fn keyed(key: keys::Primary, rest: Vec<(&str, AttributeValue)>) -> Item {
 }
 
 /// A user's item, with its place in its customer's list of users.
+fn customer_item(customer: &Customer) -> Item {
+    keyed(
+        keys::customer(&customer.id),
+        vec![
+            ("entity", s("customer")),
+            ("doc", doc(customer)),
+            ("GSI1PK", s(keys::CUSTOMERS)),
+            ("GSI1SK", s(&customer.id)),
+        ],
+    )
+}
+
 fn user_item(user: &User) -> Item {
     keyed(
         keys::user(&user.id),
@@ -762,16 +774,10 @@ impl DynamoStore {
 
     fn write(&self, write: &Write) -> Vec<TransactWriteItem> {
         match write {
-            Write::InsertCustomer(c) => {
-                let attributes = vec![
-                    ("entity", s("customer")),
-                    ("doc", doc(c)),
-                    ("GSI1PK", s(keys::CUSTOMERS)),
-                    ("GSI1SK", s(&c.id)),
-                ];
-                let it = keyed(keys::customer(&c.id), attributes);
-                vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
-            }
+            Write::InsertCustomer(c) => vec![self.put(customer_item(c), Some("attribute_not_exists(PK)"), vec![])],
+            // Rewritten whole, index entry included: a customer made before the list's index
+            // joins it once it is next changed.
+            Write::UpdateCustomer(c) => vec![self.put(customer_item(c), Some("attribute_exists(PK)"), vec![])],
             Write::InsertUser(u) => vec![self.put(user_item(u), Some("attribute_not_exists(PK)"), vec![])],
             Write::UpdateUser(u) => vec![self.put(user_item(u), Some("attribute_exists(PK)"), vec![])],
             Write::PutApiKey(k) => {

@@ -643,7 +643,7 @@ fn user(id: &str, customer: &str) -> User {
     }
 }
 
-/// Customers are listed newest first (by id), a page at a time.
+/// Customers are listed newest first (by id), a page at a time, and changed in place.
 async fn customers_are_listed_newest_first_a_page_at_a_time(store: &dyn Store) {
     let customer = |id: &str| Customer {
         id: id.into(),
@@ -660,6 +660,25 @@ async fn customers_are_listed_newest_first_a_page_at_a_time(store: &dyn Store) {
     assert_eq!(ids(store.customers(None, 2).await.unwrap()), ["cus_zzzz3", "cus_zzzz2"]);
     let next = store.customers(Some(&"cus_zzzz2".into()), 1).await.unwrap();
     assert_eq!(next, [customer("cus_zzzz1")], "as stored, after the page's start");
+
+    // A change is in place: read and listed once, as the customer now stands; only a stored
+    // customer changes.
+    let suspended = Customer {
+        status: CustomerStatus::Suspended,
+        ..customer("cus_zzzz2")
+    };
+    store
+        .commit(changes(vec![Write::UpdateCustomer(suspended.clone())]))
+        .await
+        .unwrap();
+    assert_eq!(store.customer(&suspended.id).await.unwrap(), Some(suspended.clone()));
+    let listed = store.customers(None, 3).await.unwrap();
+    assert_eq!(listed, [customer("cus_zzzz3"), suspended, customer("cus_zzzz1")]);
+    let missing = store
+        .commit(changes(vec![Write::UpdateCustomer(customer("cus_zzzz0"))]))
+        .await;
+    assert!(matches!(missing, Err(StoreError::Conflict)), "{missing:?}");
+    assert_eq!(store.customer(&"cus_zzzz0".into()).await.unwrap(), None);
 }
 
 /// A customer's users are listed newest first, a page at a time, another customer's apart; a

@@ -734,6 +734,15 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 params![u.id.as_str(), u.customer_id.as_str(), json(u)],
             )?;
         }
+        Write::UpdateCustomer(c) => {
+            let changed = tx.run(
+                "UPDATE customers SET body = ?2 WHERE id = ?1",
+                params![c.id.as_str(), json(c)],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
         Write::UpdateUser(u) => {
             let changed = tx.run(
                 "UPDATE users SET body = ?2 WHERE id = ?1",
