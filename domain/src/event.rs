@@ -4,7 +4,7 @@
 //! An event is also the signed document webhooks deliver (DESIGN §6), so it is built here in
 //! its wire shape, `object` names included.
 
-use crate::access::Environment;
+use crate::access::{Customer, Environment};
 use crate::cause::Cause;
 use crate::desk::WorkItem;
 use crate::files::File;
@@ -263,6 +263,36 @@ impl Event {
     }
 }
 
+impl Event {
+    /// `customer.<change>` (updated, suspended, reactivated) with the customer as it now is;
+    /// the customer's endpoints receive it, and the platform's.
+    pub fn of_customer(
+        id: EventId,
+        change: &str,
+        customer: &Customer,
+        cause: &Cause,
+        environment: Environment,
+    ) -> Event {
+        let data = serde_json::json!({
+            "customer_id": customer.id,
+            "status": customer.status,
+            "cause": cause,
+            "object": snapshot("customer", customer),
+        });
+        Event::new(
+            id,
+            format!("customer.{change}"),
+            &customer.id,
+            environment,
+            cause.at,
+            data,
+        )
+    }
+}
+
+/// The changes of a customer that are events.
+pub const CUSTOMER_EVENTS: [&str; 3] = ["updated", "suspended", "reactivated"];
+
 /// The changes of a work item that are events.
 pub const WORK_ITEM_EVENTS: [&str; 5] = ["opened", "claimed", "assigned", "released", "closed"];
 
@@ -310,6 +340,7 @@ pub fn event_types() -> impl Iterator<Item = String> {
         .iter()
         .map(|status| format!("file.{}", status.as_str()));
     let reconciliations = std::iter::once("reconciliation.completed".to_owned());
+    let customers = CUSTOMER_EVENTS.iter().map(|change| format!("customer.{change}"));
     operations
         .chain(transactions)
         .chain(schedules)
@@ -317,6 +348,7 @@ pub fn event_types() -> impl Iterator<Item = String> {
         .chain(desk)
         .chain(files)
         .chain(reconciliations)
+        .chain(customers)
 }
 
 #[cfg(test)]

@@ -108,7 +108,7 @@ impl AuditEntry {
 #[derive(Debug, Clone)]
 pub enum Write {
     InsertCustomer(Customer),
-    /// Replace a stored customer (its name or status changed).
+    /// Replace the stored customer if its version is still `customer.version - 1`.
     UpdateCustomer(Customer),
     InsertUser(User),
     /// Replace a stored user (its name, roles or status changed).

@@ -454,3 +454,45 @@ async fn dynamo_commits_a_batchs_moves_in_one_transaction() {
     assert_eq!(store.transactions(), (transactions + 1, items + 10));
     assert_eq!(store.write_units() - units, 2 * (8 + 2));
 }
+
+/// A customer stored before customers had versions (no `version` attribute, none in its
+/// document) is version 1: its first change is taken, and a second made from the same read is
+/// a conflict.
+#[tokio::test]
+async fn dynamo_changes_a_customer_stored_before_versions_from_version_one() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use ops_domain::access::{AccessStore, Customer, CustomerStatus};
+    use ops_domain::ports::StoreError;
+    let name = "legacy-customer";
+    let store = dynamo_store(name).await;
+    let legacy = r#"{"id":"cus_legacy","name":"Old","status":"active","created_at":"2025-01-01T00:00:00Z"}"#;
+    aws_sdk_dynamodb::Client::new(&emulator().await)
+        .put_item()
+        .table_name(format!("{name}-{}", std::process::id()))
+        .item("PK", AttributeValue::S("CUS#cus_legacy".into()))
+        .item("SK", AttributeValue::S("CUSTOMER".into()))
+        .item("entity", AttributeValue::S("customer".into()))
+        .item("doc", AttributeValue::S(legacy.into()))
+        .send()
+        .await
+        .unwrap();
+    let stored = store.customer(&"cus_legacy".into()).await.unwrap().unwrap();
+    assert_eq!(stored.version, 1);
+    let change = |name: &str| Customer {
+        name: name.into(),
+        status: CustomerStatus::Suspended,
+        version: 2,
+        ..stored.clone()
+    };
+    let commit = |customer: Customer| {
+        store.commit(Changeset {
+            writes: vec![Write::UpdateCustomer(customer)],
+        })
+    };
+    commit(change("First")).await.unwrap();
+    assert!(matches!(commit(change("Second")).await, Err(StoreError::Conflict)));
+    assert_eq!(
+        store.customer(&"cus_legacy".into()).await.unwrap(),
+        Some(change("First"))
+    );
+}

@@ -279,7 +279,7 @@ pub async fn customers_are_listed_for_the_platform_and_each_reads_its_own(app: &
 
 /// A platform admin suspends a customer: its keys are refused from their next request, with
 /// nothing else changed, while the platform still reads it and acts for it; reactivated, the
-/// keys work again. Each change is in the customer's history with its reason.
+/// keys work again. Each change is in the customer's history with its reason, and an event.
 pub async fn a_suspended_customers_keys_are_refused_until_it_is_reactivated(app: &Api) {
     let acme = app.create_customer().await;
     let globex = app.create_customer().await;
@@ -365,7 +365,11 @@ pub async fn a_suspended_customers_keys_are_refused_until_it_is_reactivated(app:
     );
     assert_eq!(app.post("/v1/operations", &acme.key, payout).await.status, 201);
     let renamed = app.post(&path, ADMIN_KEY, json!({"name": "Acme Group"})).await;
-    assert_eq!(renamed.json()["name"], "Acme Group");
+    assert_eq!(
+        (&renamed.json()["name"], &renamed.json()["version"]),
+        (&json!("Acme Group"), &json!(4)),
+        "made, suspended, reactivated, renamed: a repeated suspension is no version"
+    );
 
     // The history is the platform's: who changed what, when and why.
     let history = format!("{path}/history");
@@ -400,6 +404,39 @@ pub async fn a_suspended_customers_keys_are_refused_until_it_is_reactivated(app:
         .map(|e| e["cause"]["message"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(reasons[1], "Customer suspended. Reason: Fraud review");
+
+    // Each change is an event too, newest first, for the customer's endpoints and the platform's.
+    let events = app
+        .get(&format!("/v1/events?customer_id={}&limit=100", acme.id), ADMIN_KEY)
+        .await
+        .json();
+    let changes: Vec<(&str, &str, &str)> = events["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"].as_str().unwrap().starts_with("customer."))
+        .map(|e| {
+            let data = &e["data"];
+            assert_eq!(
+                (&data["customer_id"], &data["object"]["object"]),
+                (&json!(acme.id), &json!("customer"))
+            );
+            (
+                e["type"].as_str().unwrap(),
+                data["status"].as_str().unwrap(),
+                data["cause"]["code"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            ("customer.updated", "active", "customer_updated"),
+            ("customer.reactivated", "active", "customer_reactivated"),
+            ("customer.suspended", "suspended", "customer_suspended"),
+        ],
+        "{events}"
+    );
     assert_eq!(
         reasons[2],
         "Customer reactivated: name Acme Ltd (was Acme Payroll). Reason: Review closed"

@@ -5,9 +5,10 @@ use crate::access::{
 };
 use crate::cause::Cause;
 use crate::error::DomainError;
+use crate::event::Event;
 use crate::idempotency::Ticket;
-use crate::ids::{ApiKeyId, CustomerId, UserId};
-use crate::ports::{AuditEntry, Changeset, Write};
+use crate::ids::{ApiKeyId, CustomerId, EventId, UserId};
+use crate::ports::{AuditEntry, Changeset, StoreError, Write};
 use crate::service::{Issued, Page, Service};
 use crate::validate::{self, CreateApiKey, CreateCustomer, CreateUser};
 use time::Duration;
@@ -15,6 +16,8 @@ use time::Duration;
 /// How long a rotated key keeps working unless the caller says otherwise.
 pub const DEFAULT_ROTATION_OVERLAP: Duration = Duration::hours(24);
 const MAX_ROTATION_OVERLAP: Duration = Duration::days(7);
+/// Reads and writes a customer's change may make while others change it at once.
+const CUSTOMER_CHANGE_ATTEMPTS: usize = 5;
 
 impl Service {
     pub async fn create_customer(
@@ -31,6 +34,7 @@ impl Service {
             name,
             status: CustomerStatus::Active,
             created_at: now,
+            version: 1,
         };
         let cause = Cause::new("customer_created", "Customer created", principal.actor(), now);
         let mut changes = Changeset::default();
@@ -65,6 +69,7 @@ impl Service {
 
     /// A customer's new name or status, by a platform admin, audited with what the customer
     /// then is and why. A suspension refuses the customer's keys from their next request.
+    /// Versioned: two changes at once both apply, neither undoing the other.
     pub async fn update_customer(
         &self,
         principal: &Principal,
@@ -73,39 +78,53 @@ impl Service {
     ) -> Result<Customer, DomainError> {
         require_platform_admin(principal)?;
         let UpdateCustomer { name, status, reason } = command.validate()?;
-        let mut customer = self.visible_customer(principal, id, "id").await?;
-        let mut changed = vec![];
-        if let Some(name) = name.filter(|name| *name != customer.name) {
-            changed.push(format!("name {name} (was {})", customer.name));
-            customer.name = name;
-        }
-        let (code, action) = match status.filter(|status| *status != customer.status) {
-            Some(status) => {
-                customer.status = status;
-                match status {
-                    CustomerStatus::Suspended => ("customer_suspended", "suspended"),
-                    CustomerStatus::Active => ("customer_reactivated", "reactivated"),
-                }
+        for _ in 0..CUSTOMER_CHANGE_ATTEMPTS {
+            let mut customer = self.visible_customer(principal, id, "id").await?;
+            let mut changed = vec![];
+            if let Some(name) = name.as_ref().filter(|name| **name != customer.name) {
+                changed.push(format!("name {name} (was {})", customer.name));
+                customer.name = name.clone();
             }
-            None if changed.is_empty() => return Ok(customer),
-            None => ("customer_updated", "updated"),
-        };
-        let mut message = format!("Customer {action}");
-        if !changed.is_empty() {
-            message = format!("{message}: {}", changed.join("; "));
+            let (code, action) = match status.filter(|status| *status != customer.status) {
+                Some(status) => {
+                    customer.status = status;
+                    match status {
+                        CustomerStatus::Suspended => ("customer_suspended", "suspended"),
+                        CustomerStatus::Active => ("customer_reactivated", "reactivated"),
+                    }
+                }
+                None if changed.is_empty() => return Ok(customer),
+                None => ("customer_updated", "updated"),
+            };
+            customer.version += 1;
+            let mut message = format!("Customer {action}");
+            if !changed.is_empty() {
+                message = format!("{message}: {}", changed.join("; "));
+            }
+            // The event goes to the customer's endpoints too: the reason stays in the history.
+            let told = Cause::new(code, &message, principal.actor(), self.now());
+            let event = Event::of_customer(EventId::new(&*self.ids), action, &customer, &told, self.environment);
+            let audited = match &reason {
+                Some(reason) => Cause::new(code, format!("{message}. Reason: {reason}"), told.actor, told.at),
+                None => told,
+            };
+            let details = serde_json::json!({ "name": customer.name, "status": customer.status });
+            let mut changes = Changeset::default();
+            changes.push(Write::Audit(
+                AuditEntry::new("customer", &customer.id, action, audited).with_details(details),
+            ));
+            changes.push(Write::Event(event));
+            changes.push(Write::UpdateCustomer(customer.clone()));
+            match self.store.commit(changes).await {
+                Ok(()) => return Ok(customer),
+                Err(StoreError::Conflict) => continue,
+                Err(other) => return Err(other.into()),
+            }
         }
-        if let Some(reason) = reason {
-            message = format!("{message}. Reason: {reason}");
-        }
-        let cause = Cause::new(code, message, principal.actor(), self.now());
-        let details = serde_json::json!({ "name": customer.name, "status": customer.status });
-        let mut changes = Changeset::default();
-        changes.push(Write::Audit(
-            AuditEntry::new("customer", &customer.id, action, cause).with_details(details),
-        ));
-        changes.push(Write::UpdateCustomer(customer.clone()));
-        self.commit(changes).await?;
-        Ok(customer)
+        Err(DomainError::invalid_state(
+            "conflict",
+            "The customer is changing too fast; retry.",
+        ))
     }
 
     /// Who made a customer and renamed, suspended or reactivated it, when and why, oldest

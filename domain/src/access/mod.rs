@@ -123,6 +123,13 @@ pub struct Customer {
     pub status: CustomerStatus,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
+    /// 1 when made, one more each change (customers stored before changes existed read as 1).
+    #[serde(default = "first_version")]
+    pub version: u64,
+}
+
+fn first_version() -> u64 {
+    1
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

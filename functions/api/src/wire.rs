@@ -268,6 +268,7 @@ mod tests {
                 name: "Acme".into(),
                 status: ops_domain::access::CustomerStatus::Active,
                 created_at: OffsetDateTime::UNIX_EPOCH,
+                version: 1,
             },
             secret: "sk_test_0123abcd".into(),
         };

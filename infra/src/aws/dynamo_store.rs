@@ -260,19 +260,21 @@ fn keyed(key: keys::Primary, rest: Vec<(&str, AttributeValue)>) -> Item {
     item(key_item(key).into_iter().chain(rest).collect())
 }
 
-/// A user's item, with its place in its customer's list of users.
+/// A customer's item, with its place in the list of customers.
 fn customer_item(customer: &Customer) -> Item {
     keyed(
         keys::customer(&customer.id),
         vec![
             ("entity", s("customer")),
             ("doc", doc(customer)),
+            ("version", n(customer.version)),
             ("GSI1PK", s(keys::CUSTOMERS)),
             ("GSI1SK", s(&customer.id)),
         ],
     )
 }
 
+/// A user's item, with its place in its customer's list of users.
 fn user_item(user: &User) -> Item {
     keyed(
         keys::user(&user.id),
@@ -776,8 +778,14 @@ impl DynamoStore {
         match write {
             Write::InsertCustomer(c) => vec![self.put(customer_item(c), Some("attribute_not_exists(PK)"), vec![])],
             // Rewritten whole, index entry included: a customer made before the list's index
-            // joins it once it is next changed.
-            Write::UpdateCustomer(c) => vec![self.put(customer_item(c), Some("attribute_exists(PK)"), vec![])],
+            // joins it once it is next changed. One stored before versions existed is version 1.
+            Write::UpdateCustomer(c) => {
+                let condition = match c.version {
+                    2 => "version = :previous OR (attribute_exists(PK) AND attribute_not_exists(version))",
+                    _ => "version = :previous",
+                };
+                vec![self.put(customer_item(c), Some(condition), vec![(":previous", n(c.version - 1))])]
+            }
             Write::InsertUser(u) => vec![self.put(user_item(u), Some("attribute_not_exists(PK)"), vec![])],
             Write::UpdateUser(u) => vec![self.put(user_item(u), Some("attribute_exists(PK)"), vec![])],
             Write::PutApiKey(k) => {

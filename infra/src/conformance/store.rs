@@ -650,6 +650,7 @@ async fn customers_are_listed_newest_first_a_page_at_a_time(store: &dyn Store) {
         name: format!("Customer {id}"),
         status: CustomerStatus::Active,
         created_at: OffsetDateTime::UNIX_EPOCH,
+        version: 1,
     };
     // Ids after every other case's, so they head the list.
     let writes = ["cus_zzzz1", "cus_zzzz2", "cus_zzzz3"]
@@ -661,10 +662,12 @@ async fn customers_are_listed_newest_first_a_page_at_a_time(store: &dyn Store) {
     let next = store.customers(Some(&"cus_zzzz2".into()), 1).await.unwrap();
     assert_eq!(next, [customer("cus_zzzz1")], "as stored, after the page's start");
 
-    // A change is in place: read and listed once, as the customer now stands; only a stored
-    // customer changes.
+    // A change is in place, from the version it read: read and listed once, as the customer
+    // now stands; a change from a version since replaced, or of no stored customer, is a
+    // conflict and writes nothing.
     let suspended = Customer {
         status: CustomerStatus::Suspended,
+        version: 2,
         ..customer("cus_zzzz2")
     };
     store
@@ -673,11 +676,26 @@ async fn customers_are_listed_newest_first_a_page_at_a_time(store: &dyn Store) {
         .unwrap();
     assert_eq!(store.customer(&suspended.id).await.unwrap(), Some(suspended.clone()));
     let listed = store.customers(None, 3).await.unwrap();
-    assert_eq!(listed, [customer("cus_zzzz3"), suspended, customer("cus_zzzz1")]);
-    let missing = store
-        .commit(changes(vec![Write::UpdateCustomer(customer("cus_zzzz0"))]))
-        .await;
-    assert!(matches!(missing, Err(StoreError::Conflict)), "{missing:?}");
+    assert_eq!(
+        listed,
+        [customer("cus_zzzz3"), suspended.clone(), customer("cus_zzzz1")]
+    );
+    let renamed_from_before = Customer {
+        name: "Renamed".into(),
+        version: 2,
+        ..customer("cus_zzzz2")
+    };
+    for refused in [
+        renamed_from_before,
+        Customer {
+            version: 2,
+            ..customer("cus_zzzz0")
+        },
+    ] {
+        let conflict = store.commit(changes(vec![Write::UpdateCustomer(refused)])).await;
+        assert!(matches!(conflict, Err(StoreError::Conflict)), "{conflict:?}");
+    }
+    assert_eq!(store.customer(&suspended.id).await.unwrap(), Some(suspended));
     assert_eq!(store.customer(&"cus_zzzz0".into()).await.unwrap(), None);
 }
 

@@ -735,9 +735,10 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             )?;
         }
         Write::UpdateCustomer(c) => {
+            // A customer stored before versions existed is version 1.
             let changed = tx.run(
-                "UPDATE customers SET body = ?2 WHERE id = ?1",
-                params![c.id.as_str(), json(c)],
+                "UPDATE customers SET body = ?2 WHERE id = ?1 AND coalesce(json_extract(body, '$.version'), 1) = ?3",
+                params![c.id.as_str(), json(c), c.version as i64 - 1],
             )?;
             if changed != 1 {
                 return Err(ConditionFailed.into());
@@ -1999,6 +2000,7 @@ mod tests {
                 name: "x".repeat(2_000),
                 status: ops_domain::access::CustomerStatus::Active,
                 created_at: OffsetDateTime::now_utc(),
+                version: 1,
             }));
             store.commit(changes).await.unwrap();
         }
@@ -2073,6 +2075,7 @@ mod tests {
             name: id.into(),
             status: ops_domain::access::CustomerStatus::Active,
             created_at: OffsetDateTime::now_utc(),
+            version: 1,
         };
         let first = customer("cus_before");
         Connection::open(&older)
@@ -2096,6 +2099,40 @@ mod tests {
         store.commit(changes).await.unwrap();
         assert_eq!(store.customer(&first.id).await.unwrap(), Some(first));
         assert_eq!(store.customer(&second.id).await.unwrap(), Some(second));
+    }
+
+    /// A customer stored before customers had versions (none in its document) is version 1:
+    /// its first change is taken, and a second made from the same read is a conflict.
+    #[tokio::test]
+    async fn a_customer_stored_before_versions_changes_from_version_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("legacy.sqlite")).unwrap();
+        let legacy = r#"{"id":"cus_legacy","name":"Old","status":"active","created_at":"2025-01-01T00:00:00Z"}"#;
+        store
+            .connection
+            .lock()
+            .unwrap()
+            .execute("INSERT INTO customers (id, body) VALUES ('cus_legacy', ?1)", [legacy])
+            .unwrap();
+        let stored = store.customer(&"cus_legacy".into()).await.unwrap().unwrap();
+        assert_eq!(stored.version, 1);
+        let change = |name: &str| Customer {
+            name: name.into(),
+            status: ops_domain::access::CustomerStatus::Suspended,
+            version: 2,
+            ..stored.clone()
+        };
+        let commit = |customer: Customer| {
+            let mut changes = Changeset::default();
+            changes.push(Write::UpdateCustomer(customer));
+            store.commit(changes)
+        };
+        commit(change("First")).await.unwrap();
+        assert!(matches!(commit(change("Second")).await, Err(StoreError::Conflict)));
+        assert_eq!(
+            store.customer(&"cus_legacy".into()).await.unwrap(),
+            Some(change("First"))
+        );
     }
 
     /// Claims and checkpoints skip the wait for the disk; every other write still waits.
