@@ -406,6 +406,8 @@ pub struct CreateApiKey {
     pub customer_id: Option<String>,
     pub user_id: Option<String>,
     pub scopes: Option<Vec<Scope>>,
+    /// When the key stops working by itself (RFC 3339); none: when it is revoked.
+    pub expires_at: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

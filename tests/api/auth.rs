@@ -126,6 +126,74 @@ async fn rotation_keeps_the_old_key_until_its_expiry_and_revocation_is_immediate
 }
 
 #[tokio::test]
+async fn a_key_made_to_expire_stops_by_itself_and_rotating_it_does_not_extend_it() {
+    use ops_domain::ports::Clock;
+    use time::format_description::well_known::Rfc3339;
+    use time::{Duration, OffsetDateTime};
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let now = app.clock.now();
+    let text = |at: OffsetDateTime| at.format(&Rfc3339).unwrap();
+    let time_of = |value: &serde_json::Value| OffsetDateTime::parse(value.as_str().unwrap(), &Rfc3339).unwrap();
+    let create = |expires_at: String| {
+        app.post(
+            "/v1/api_keys",
+            &customer.key,
+            json!({"scopes": ["operations:read"], "expires_at": expires_at}),
+        )
+    };
+    for (expires_at, code) in [
+        (text(now - Duration::minutes(1)), "out_of_range"),
+        (text(now + Duration::days(3 * 366 + 1)), "out_of_range"),
+        ("next month".to_string(), "invalid_time"),
+    ] {
+        let refused = create(expires_at.clone()).await.error(400);
+        assert_eq!(
+            (&refused["param"], &refused["code"]),
+            (&json!("expires_at"), &json!(code)),
+            "{expires_at}"
+        );
+    }
+
+    let ends = now + Duration::days(30);
+    let made = create(text(ends)).await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    assert_eq!(time_of(&made.json()["expires_at"]), ends);
+    let (id, secret) = (
+        made.json()["id"].as_str().unwrap().to_owned(),
+        made.json()["secret"].as_str().unwrap().to_owned(),
+    );
+    assert_eq!(app.get("/v1/operations", &secret).await.status, 200);
+
+    // Rotated with the default overlap of a day: the successor keeps the expiry the key was
+    // made with, and the old key stops after the overlap.
+    let rotated = app
+        .post(&format!("/v1/api_keys/{id}/rotate"), &customer.key, json!({}))
+        .await;
+    assert_eq!(rotated.status, 201, "{}", rotated.json());
+    assert_eq!(time_of(&rotated.json()["expires_at"]), ends);
+    let successor = rotated.json()["secret"].as_str().unwrap().to_owned();
+    app.clock.advance(Duration::days(2));
+    assert_eq!(
+        app.get("/v1/operations", &secret).await.error(401)["code"],
+        "api_key_expired"
+    );
+    assert_eq!(app.get("/v1/operations", &successor).await.status, 200);
+    app.clock.advance(Duration::days(28));
+    assert_eq!(
+        app.get("/v1/operations", &successor).await.error(401)["code"],
+        "api_key_expired"
+    );
+
+    let history = app.history(&format!("/v1/api_keys/{id}"), &customer.key).await;
+    assert_eq!(
+        history[0]["cause"]["message"],
+        format!("API key created, to expire at {}", text(ends)),
+        "{history:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_keys_history_says_who_minted_rotated_and_revoked_it_after_it_is_revoked_too() {
     ops_tests::scenarios::a_keys_history_names_each_change_and_its_actor(&spawn_app().await.api).await;
 }

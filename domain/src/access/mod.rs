@@ -1,12 +1,14 @@
 //! Customers, users, API keys, scopes and the principal a request acts as.
 
 mod authenticate;
+mod customers;
 mod manage;
 
 pub use authenticate::{
     RateLimit, RequestKind, CUSTOMER_RATE_KEYS, DEFAULT_RATE_LIMIT, FAILED_AUTHENTICATIONS_PER_SECOND,
 };
-pub use manage::{require_platform_admin, DEFAULT_ROTATION_OVERLAP};
+pub use customers::require_platform_admin;
+pub use manage::DEFAULT_ROTATION_OVERLAP;
 
 use crate::error::DomainError;
 use hmac::{Hmac, KeyInit, Mac};
