@@ -3,6 +3,7 @@
 
 use ops_tests::receiver::Receiver;
 use ops_tests::{payout, spawn_app, ADMIN_KEY};
+use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -27,6 +28,10 @@ async fn an_operator_approves_from_the_live_board_and_the_operation_changes_colu
         .await
         .json();
     let failed_delivery = exceptions["data"][0]["id"].as_str().expect("an exception").to_owned();
+    let globex = app.post("/v1/customers", ADMIN_KEY, json!({"name": "Globex"})).await.id();
+    let suspension = json!({"status": "suspended", "reason": "Unpaid fees"});
+    let suspended = app.post(&format!("/v1/customers/{globex}"), ADMIN_KEY, suspension).await;
+    assert_eq!(suspended.status, 200, "{}", suspended.json());
 
     let page = app.get("/board", "").await;
     assert_eq!(page.status, 200);
@@ -52,6 +57,7 @@ async fn an_operator_approves_from_the_live_board_and_the_operation_changes_colu
         .arg(&output)
         .arg(ADMIN_KEY)
         .arg(&failed_delivery)
+        .arg(&globex)
         .output();
     tokio::pin!(node);
     // The pipeline runs as it would in the service: a round every 100 ms.

@@ -1,12 +1,14 @@
 // Drives the live board in Debian's Chromium, headless, as an operator would: types the key,
 // sees an operation waiting, approves it from the page and watches it change column; sees an
 // API refusal worded as the API words it; then, as the platform's operator, resends a webhook
-// delivery whose retries ran out from the exceptions list. Called by tests/api/board_page.rs:
-//   node board.mjs <base url> <approver key> <operation id> <output dir> <platform key> <work item id>
+// delivery whose retries ran out from the exceptions list.
+// The platform's operator picks a customer by name, a suspended one marked. Called by
+// tests/api/board_page.rs:
+//   node board.mjs <base url> <approver key> <operation id> <output dir> <platform key> <work item id> <suspended customer id>
 import { join } from "node:path";
 import { launch } from "./chromium.mjs";
 
-const [base, key, operationId, output, platformKey, exceptionId] = process.argv.slice(2);
+const [base, key, operationId, output, platformKey, exceptionId, suspendedId] = process.argv.slice(2);
 const context = await launch("ops-board-chromium");
 const fail = async (page, message) => {
   await page.screenshot({ path: join(output, "board-failure.png"), fullPage: true });
@@ -59,6 +61,15 @@ try {
   await exception.waitFor({ state: "detached", timeout: 4000 })
     .catch(() => fail(page, "the resent delivery's exception did not close"));
   await page.screenshot({ path: join(output, "board-resent.png"), fullPage: true });
+
+  // The platform's key lists its customers for the filter, by name; a suspended one is marked.
+  // (A customer's key could not list them: its field takes an id as typed.)
+  const suspended = page.locator(`#customers option[value="${suspendedId}"]`);
+  await suspended.waitFor({ state: "attached", timeout: 3000 })
+    .catch(() => fail(page, "the suspended customer is not offered in the filter"));
+  if ((await suspended.textContent()) !== "Globex (suspended)") {
+    await fail(page, `the suspended customer is offered as "${await suspended.textContent()}"`);
+  }
   console.log(`screenshots: ${join(output, "board.png")}, ${join(output, "board-approved.png")}, ${join(output, "board-resent.png")}`);
 } finally {
   await context.close();
