@@ -28,9 +28,14 @@ async fn an_operator_approves_from_the_live_board_and_the_operation_changes_colu
         .await
         .json();
     let failed_delivery = exceptions["data"][0]["id"].as_str().expect("an exception").to_owned();
-    let globex = app.post("/v1/customers", ADMIN_KEY, json!({"name": "Globex"})).await.id();
+    let globex = app
+        .post("/v1/customers", ADMIN_KEY, json!({"name": "Globex"}))
+        .await
+        .id();
     let suspension = json!({"status": "suspended", "reason": "Unpaid fees"});
-    let suspended = app.post(&format!("/v1/customers/{globex}"), ADMIN_KEY, suspension).await;
+    let suspended = app
+        .post(&format!("/v1/customers/{globex}"), ADMIN_KEY, suspension)
+        .await;
     assert_eq!(suspended.status, 200, "{}", suspended.json());
 
     let page = app.get("/board", "").await;

@@ -1,4 +1,7 @@
 use crate::spawn_aws_app;
+use ops_tests::receiver::{signature_is_valid, Receiver};
+use ops_tests::ADMIN_KEY;
+use serde_json::json;
 
 #[tokio::test]
 async fn a_keys_history_is_read_from_dynamodb() {
@@ -20,4 +23,48 @@ async fn customers_are_listed_for_the_platform_and_each_reads_its_own() {
 async fn a_suspended_customers_keys_are_refused_until_it_is_reactivated() {
     ops_tests::scenarios::a_suspended_customers_keys_are_refused_until_it_is_reactivated(&spawn_aws_app().await.api)
         .await;
+}
+
+/// A suspension is an event the DynamoDB stream carries to webhooks: the platform's endpoint and
+/// the customer's own receive it, signed, without the reason given (which stays in the
+/// platform's history).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_suspension_reaches_the_platforms_endpoints_and_the_customers_signed() {
+    let app = spawn_aws_app().await;
+    let customer = app.create_customer().await;
+    let (platform, own) = (Receiver::start(0).await, Receiver::start(0).await);
+    let platform_endpoint = app.subscribe(ADMIN_KEY, &platform.url, &["customer.suspended"]).await;
+    let own_endpoint = app.subscribe(&customer.key, &own.url, &["*"]).await;
+    let suspension = json!({"status": "suspended", "reason": "Unpaid fees"});
+    let suspended = app
+        .post(&format!("/v1/customers/{}", customer.id), ADMIN_KEY, suspension)
+        .await;
+    assert_eq!(suspended.status, 200, "{}", suspended.json());
+    app.settle(time::Duration::seconds(30), 3).await;
+
+    for (receiver, endpoint) in [(&platform, &platform_endpoint), (&own, &own_endpoint)] {
+        let received = receiver.received();
+        let secret = endpoint["secret"].as_str().unwrap();
+        let told: Vec<_> = received
+            .iter()
+            .filter(|r| r.json()["type"] == "customer.suspended")
+            .collect();
+        assert_eq!(
+            told.len(),
+            1,
+            "{:?}",
+            received.iter().map(|r| r.json()["type"].clone()).collect::<Vec<_>>()
+        );
+        assert!(signature_is_valid(&told[0].signature, &told[0].body, secret));
+        let event = told[0].json();
+        assert_eq!(
+            (
+                &event["data"]["customer_id"],
+                &event["data"]["status"],
+                &event["data"]["object"]["status"]
+            ),
+            (&json!(customer.id), &json!("suspended"), &json!("suspended"))
+        );
+        assert!(!String::from_utf8_lossy(&told[0].body).contains("Unpaid"), "{event}");
+    }
 }
