@@ -340,7 +340,7 @@ fn transfer_destination(destination: DestinationInput, at: &str) -> Result<Desti
     })
 }
 
-fn validate_metadata(metadata: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, DomainError> {
+pub(crate) fn validate_metadata(metadata: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, DomainError> {
     if metadata.len() > MAX_METADATA_KEYS {
         return Err(DomainError::invalid(
             "metadata",
@@ -367,6 +367,8 @@ fn validate_metadata(metadata: BTreeMap<String, String>) -> Result<BTreeMap<Stri
 #[serde(deny_unknown_fields)]
 pub struct CreateCustomer {
     pub name: Option<String>,
+    /// The PSP's own keys for the customer (its CRM id, say), as an operation's metadata.
+    pub metadata: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Deserialize)]

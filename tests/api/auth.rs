@@ -363,3 +363,8 @@ async fn customers_are_listed_for_the_platform_and_each_reads_its_own() {
 async fn a_suspended_customers_keys_are_refused_until_it_is_reactivated() {
     ops_tests::scenarios::a_suspended_customers_keys_are_refused_until_it_is_reactivated(&spawn_app().await.api).await;
 }
+
+#[tokio::test]
+async fn a_customers_metadata_is_kept_and_merged() {
+    ops_tests::scenarios::a_customers_metadata_is_kept_and_merged(&spawn_app().await.api).await;
+}

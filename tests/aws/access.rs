@@ -68,3 +68,8 @@ async fn a_suspension_reaches_the_platforms_endpoints_and_the_customers_signed()
         assert!(!String::from_utf8_lossy(&told[0].body).contains("Unpaid"), "{event}");
     }
 }
+
+#[tokio::test]
+async fn a_customers_metadata_is_kept_and_merged() {
+    ops_tests::scenarios::a_customers_metadata_is_kept_and_merged(&spawn_aws_app().await.api).await;
+}

@@ -442,3 +442,53 @@ pub async fn a_suspended_customers_keys_are_refused_until_it_is_reactivated(app:
         "Customer reactivated: name Acme Ltd (was Acme Payroll). Reason: Review closed"
     );
 }
+
+/// A customer keeps the PSP's own keys for it (metadata), given when it is made; a change
+/// merges them key by key, an empty value removing one, and is in the customer's history.
+pub async fn a_customers_metadata_is_kept_and_merged(app: &Api) {
+    let made = app
+        .post(
+            "/v1/customers",
+            ADMIN_KEY,
+            json!({"name": "Initech", "metadata": {"crm_id": "C-42", "segment": "payroll"}}),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    assert_eq!(made.json()["metadata"], json!({"crm_id": "C-42", "segment": "payroll"}));
+    let path = format!("/v1/customers/{}", made.id());
+
+    let changed = app
+        .post(&path, ADMIN_KEY, json!({"metadata": {"segment": "", "tier": "gold"}}))
+        .await;
+    assert_eq!(changed.status, 200, "{}", changed.json());
+    assert_eq!(changed.json()["metadata"], json!({"crm_id": "C-42", "tier": "gold"}));
+    assert_eq!(
+        app.get(&path, ADMIN_KEY).await.json()["metadata"],
+        changed.json()["metadata"]
+    );
+    // The same metadata again changes nothing.
+    let again = app.post(&path, ADMIN_KEY, json!({"metadata": {"tier": "gold"}})).await;
+    assert_eq!(again.json()["version"], 2);
+
+    let too_many: serde_json::Map<String, Value> = (0..51).map(|i| (format!("k{i}"), json!("v"))).collect();
+    for (body, param) in [
+        (json!({"metadata": {"": "x"}}), "metadata"),
+        (json!({"metadata": too_many}), "metadata"),
+        (json!({"metadata": {"note": "a\u{0007}b"}}), "metadata[note]"),
+    ] {
+        let refused = app.post(&path, ADMIN_KEY, body.clone()).await.error(400);
+        assert_eq!(refused["param"], param, "{body}: {refused}");
+    }
+    let refused = app
+        .post("/v1/customers", ADMIN_KEY, json!({"name": "X", "metadata": {"": "x"}}))
+        .await
+        .error(400);
+    assert_eq!(refused["param"], "metadata");
+
+    let history = app.history(&path, ADMIN_KEY).await;
+    let messages: Vec<&str> = history
+        .iter()
+        .map(|e| e["cause"]["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(messages, ["Customer created", "Customer updated: metadata"]);
+}

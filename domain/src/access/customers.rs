@@ -10,6 +10,7 @@ use crate::ids::{CustomerId, EventId};
 use crate::ports::{AuditEntry, Changeset, StoreError, Write};
 use crate::service::{Page, Service};
 use crate::validate::{self, CreateCustomer};
+use std::collections::BTreeMap;
 
 /// Reads and writes a customer's change may make while others change it at once.
 const CUSTOMER_CHANGE_ATTEMPTS: usize = 5;
@@ -23,11 +24,13 @@ impl Service {
     ) -> Result<Customer, DomainError> {
         require_platform_admin(principal)?;
         let name = validate::required_text(command.name, "name", 200)?;
+        let metadata = validate::validate_metadata(command.metadata.unwrap_or_default())?;
         let now = self.now();
         let customer = Customer {
             id: crate::ids::CustomerId::new(&*self.ids),
             name,
             status: CustomerStatus::Active,
+            metadata,
             created_at: now,
             version: 1,
         };
@@ -72,13 +75,28 @@ impl Service {
         command: UpdateCustomer,
     ) -> Result<Customer, DomainError> {
         require_platform_admin(principal)?;
-        let UpdateCustomer { name, status, reason } = command.validate()?;
+        let UpdateCustomer {
+            name,
+            status,
+            metadata,
+            reason,
+        } = command.validate()?;
         for _ in 0..CUSTOMER_CHANGE_ATTEMPTS {
             let mut customer = self.visible_customer(principal, id, "id").await?;
             let mut changed = vec![];
             if let Some(name) = name.as_ref().filter(|name| **name != customer.name) {
                 changed.push(format!("name {name} (was {})", customer.name));
                 customer.name = name.clone();
+            }
+            if let Some(merged) = metadata
+                .as_ref()
+                .map(|changes| merge_metadata(&customer.metadata, changes))
+            {
+                let merged = validate::validate_metadata(merged)?;
+                if merged != customer.metadata {
+                    changed.push("metadata".to_string());
+                    customer.metadata = merged;
+                }
             }
             let (code, action) = match status.filter(|status| *status != customer.status) {
                 Some(status) => {
@@ -158,6 +176,18 @@ impl Service {
             (None, None) => Err(DomainError::missing("customer_id")),
         }
     }
+}
+
+/// `changes` applied to `metadata`: each key set to its value, or removed by an empty one.
+fn merge_metadata(metadata: &BTreeMap<String, String>, changes: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut merged = metadata.clone();
+    for (key, value) in changes {
+        match value.is_empty() {
+            true => merged.remove(key),
+            false => merged.insert(key.clone(), value.clone()),
+        };
+    }
+    merged
 }
 
 fn require_platform(principal: &Principal, to: &str) -> Result<(), DomainError> {

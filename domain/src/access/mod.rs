@@ -123,6 +123,9 @@ pub struct Customer {
     pub id: crate::ids::CustomerId,
     pub name: String,
     pub status: CustomerStatus,
+    /// The PSP's own keys for the customer (customers stored before it existed have none).
+    #[serde(default)]
+    pub metadata: std::collections::BTreeMap<String, String>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
     /// 1 when made, one more each change (customers stored before changes existed read as 1).
@@ -289,25 +292,32 @@ impl Principal {
     }
 }
 
-/// Changes to a customer: a new name or status, at least one, and why (recorded in the audit).
+/// Changes to a customer: a new name, status or metadata, at least one, and why (recorded in
+/// the audit). Metadata is merged key by key; a key given an empty value is removed.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateCustomer {
     pub name: Option<String>,
     pub status: Option<CustomerStatus>,
+    pub metadata: Option<std::collections::BTreeMap<String, String>>,
     pub reason: Option<String>,
 }
 
 impl UpdateCustomer {
-    /// The same changes, checked: a name not blank, a reason of at most 500 characters.
+    /// The same changes, checked: a name not blank, metadata as an operation's, a reason of at
+    /// most 500 characters.
     pub fn validate(self) -> Result<UpdateCustomer, DomainError> {
-        if self.name.is_none() && self.status.is_none() {
+        if self.name.is_none() && self.status.is_none() && self.metadata.is_none() {
             return Err(DomainError::invalid(
                 "status",
                 "parameter_missing",
-                "Give the customer's new name or status.",
+                "Give the customer's new name, status or metadata.",
             ));
         }
+        let metadata = match self.metadata {
+            Some(metadata) => Some(crate::validate::validate_metadata(metadata)?),
+            None => None,
+        };
         let name = match self.name {
             Some(name) => Some(crate::validate::required_text(Some(name), "name", 200)?),
             None => None,
@@ -315,6 +325,7 @@ impl UpdateCustomer {
         Ok(UpdateCustomer {
             name,
             status: self.status,
+            metadata,
             reason: crate::text::optional_reason(self.reason, "reason", 500)?,
         })
     }

@@ -267,6 +267,7 @@ mod tests {
                 id: "cus_1".into(),
                 name: "Acme".into(),
                 status: ops_domain::access::CustomerStatus::Active,
+                metadata: Default::default(),
                 created_at: OffsetDateTime::UNIX_EPOCH,
                 version: 1,
             },

@@ -649,6 +649,7 @@ async fn customers_are_listed_newest_first_a_page_at_a_time(store: &dyn Store) {
         id: id.into(),
         name: format!("Customer {id}"),
         status: CustomerStatus::Active,
+        metadata: Default::default(),
         created_at: OffsetDateTime::UNIX_EPOCH,
         version: 1,
     };

@@ -1999,6 +1999,7 @@ mod tests {
                 id: format!("cus_{n:04}").into(),
                 name: "x".repeat(2_000),
                 status: ops_domain::access::CustomerStatus::Active,
+                metadata: Default::default(),
                 created_at: OffsetDateTime::now_utc(),
                 version: 1,
             }));
@@ -2074,6 +2075,7 @@ mod tests {
             id: id.into(),
             name: id.into(),
             status: ops_domain::access::CustomerStatus::Active,
+            metadata: Default::default(),
             created_at: OffsetDateTime::now_utc(),
             version: 1,
         };
