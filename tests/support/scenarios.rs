@@ -491,4 +491,8 @@ pub async fn a_customers_metadata_is_kept_and_merged(app: &Api) {
         .map(|e| e["cause"]["message"].as_str().unwrap())
         .collect();
     assert_eq!(messages, ["Customer created", "Customer updated: metadata"]);
+    assert_eq!(
+        history[1]["details"]["metadata"],
+        json!({"crm_id": "C-42", "tier": "gold"})
+    );
 }

@@ -65,8 +65,8 @@ impl Service {
         Ok(Page::of(customers, limit))
     }
 
-    /// A customer's new name or status, by a platform admin, audited with what the customer
-    /// then is and why. A suspension refuses the customer's keys from their next request.
+    /// A customer's new name, status or metadata, by a platform admin, audited with what the
+    /// customer then is and why. A suspension refuses the customer's keys from their next request.
     /// Versioned: two changes at once both apply, neither undoing the other.
     pub async fn update_customer(
         &self,
@@ -121,7 +121,11 @@ impl Service {
                 Some(reason) => Cause::new(code, format!("{message}. Reason: {reason}"), told.actor, told.at),
                 None => told,
             };
-            let details = serde_json::json!({ "name": customer.name, "status": customer.status });
+            let details = serde_json::json!({
+                "name": customer.name,
+                "status": customer.status,
+                "metadata": customer.metadata,
+            });
             let mut changes = Changeset::default();
             changes.push(Write::Audit(
                 AuditEntry::new("customer", &customer.id, action, audited).with_details(details),
