@@ -340,6 +340,12 @@ fn transfer_destination(destination: DestinationInput, at: &str) -> Result<Desti
     })
 }
 
+/// A time given as RFC 3339; anything else is a 400 on `param`.
+pub fn rfc3339_time(text: &str, param: &str) -> Result<time::OffsetDateTime, DomainError> {
+    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .map_err(|_| DomainError::invalid(param, "invalid_time", format!("'{text}' is not an RFC 3339 time.")))
+}
+
 pub(crate) fn validate_metadata(metadata: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, DomainError> {
     if metadata.len() > MAX_METADATA_KEYS {
         return Err(DomainError::invalid(

@@ -414,13 +414,7 @@ const MAX_KEY_LIFETIME: Duration = Duration::days(3 * 366);
 /// A new key's `expires_at`: a time after now and at most three years ahead.
 fn key_expiry(asked: Option<&str>, now: time::OffsetDateTime) -> Result<Option<time::OffsetDateTime>, DomainError> {
     let Some(text) = asked else { return Ok(None) };
-    let at = time::OffsetDateTime::parse(text, &Rfc3339).map_err(|_| {
-        DomainError::invalid(
-            "expires_at",
-            "invalid_time",
-            format!("'{text}' is not an RFC 3339 time."),
-        )
-    })?;
+    let at = validate::rfc3339_time(text, "expires_at")?;
     if at <= now || at > now + MAX_KEY_LIFETIME {
         return Err(DomainError::invalid(
             "expires_at",

@@ -314,14 +314,11 @@ impl UpdateCustomer {
                 "Give the customer's new name, status or metadata.",
             ));
         }
-        let metadata = match self.metadata {
-            Some(metadata) => Some(crate::validate::validate_metadata(metadata)?),
-            None => None,
-        };
-        let name = match self.name {
-            Some(name) => Some(crate::validate::required_text(Some(name), "name", 200)?),
-            None => None,
-        };
+        let metadata = self.metadata.map(crate::validate::validate_metadata).transpose()?;
+        let name = self
+            .name
+            .map(|name| crate::validate::required_text(Some(name), "name", 200))
+            .transpose()?;
         Ok(UpdateCustomer {
             name,
             status: self.status,
@@ -350,14 +347,11 @@ impl UpdateUser {
                 "Give the user's new name, roles or status.",
             ));
         }
-        let name = match self.name {
-            Some(name) => Some(crate::validate::required_text(Some(name), "name", 200)?),
-            None => None,
-        };
-        let roles = match self.roles {
-            Some(roles) => Some(user_roles(roles)?),
-            None => None,
-        };
+        let name = self
+            .name
+            .map(|name| crate::validate::required_text(Some(name), "name", 200))
+            .transpose()?;
+        let roles = self.roles.map(user_roles).transpose()?;
         Ok(UpdateUser {
             name,
             roles,

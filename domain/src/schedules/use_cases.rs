@@ -47,11 +47,7 @@ pub(super) fn rfc3339(at: OffsetDateTime) -> String {
 /// A time given as RFC 3339, on a whole minute (the Scheduler's precision).
 fn optional_time(value: Option<String>, param: &str) -> Result<Option<OffsetDateTime>, DomainError> {
     value
-        .map(|text| {
-            OffsetDateTime::parse(&text, &Rfc3339)
-                .map(minute)
-                .map_err(|_| DomainError::invalid(param, "invalid_time", format!("'{text}' is not an RFC 3339 time.")))
-        })
+        .map(|text| crate::validate::rfc3339_time(&text, param).map(minute))
         .transpose()
 }
 

@@ -779,13 +779,11 @@ impl DynamoStore {
             Write::InsertCustomer(c) => vec![self.put(customer_item(c), Some("attribute_not_exists(PK)"), vec![])],
             // Rewritten whole, index entry included: a customer made before the list's index
             // joins it once it is next changed. One stored before versions existed is version 1.
-            Write::UpdateCustomer(c) => {
-                let condition = match c.version {
-                    2 => "version = :previous OR (attribute_exists(PK) AND attribute_not_exists(version))",
-                    _ => "version = :previous",
-                };
-                vec![self.put(customer_item(c), Some(condition), vec![(":previous", n(c.version - 1))])]
+            Write::UpdateCustomer(c) if c.version == 2 => {
+                let legacy = "version = :previous OR (attribute_exists(PK) AND attribute_not_exists(version))";
+                vec![self.put(customer_item(c), Some(legacy), vec![(":previous", n(1))])]
             }
+            Write::UpdateCustomer(c) => vec![self.versioned(customer_item(c), c.version)],
             Write::InsertUser(u) => vec![self.put(user_item(u), Some("attribute_not_exists(PK)"), vec![])],
             Write::UpdateUser(u) => vec![self.put(user_item(u), Some("attribute_exists(PK)"), vec![])],
             Write::PutApiKey(k) => {
