@@ -412,7 +412,9 @@ async fn dynamo_writes_a_change_of_one_entity_with_its_events_outside_a_transact
         .collect();
     other.metadata.insert("noise".into(), noise);
     let mut stale = Event::of_operation("evt_ob2".into(), "created", &other);
-    stale.data["note"] = "not what the operation now says".into();
+    let mut data = stale.data.to_value();
+    data["note"] = "not what the operation now says".into();
+    stale.data = ops_domain::event::EventData::of(&data);
     let changes = Changeset {
         writes: vec![Write::Event(stale.clone()), Write::InsertOperation(other.clone())],
     };

@@ -94,7 +94,7 @@ async fn every_sample_payload_reaches_its_handler() {
             .unwrap()
             .expect("the event written");
         assert_eq!(event.kind, "operation.completed");
-        assert_eq!(event.data["operation_id"], operation_id.as_str());
+        assert_eq!(event.data.text("operation_id").as_deref(), Some(operation_id.as_str()));
         let history = app.parts.store.operation_history(&operation_id).await.unwrap();
         let moves: Vec<_> = history.iter().map(|e| (e.from.as_deref(), e.to.as_deref())).collect();
         assert_eq!(moves, [(Some("processing"), Some("completed"))]);

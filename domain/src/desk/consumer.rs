@@ -25,8 +25,17 @@ struct Wanted {
     cause: Cause,
 }
 
+/// What the desk reads of an operation's or a transaction's event.
+#[derive(Default, serde::Deserialize)]
+struct DeskFacts {
+    operation_id: Option<String>,
+    transaction_id: Option<String>,
+    status: Option<String>,
+    cause: Option<Cause>,
+}
+
 /// The subject whose desk state an event changes (an operation's or a transaction's id).
-fn desk_subject(event: &Event) -> Option<&str> {
+fn desk_subject(event: &Event) -> Option<String> {
     let field = if event.kind.starts_with("operation.") {
         "operation_id"
     } else if event.kind.starts_with("transaction.") {
@@ -34,7 +43,7 @@ fn desk_subject(event: &Event) -> Option<&str> {
     } else {
         return None;
     };
-    event.data[field].as_str()
+    event.data.text(field)
 }
 
 impl Service {
@@ -53,7 +62,7 @@ impl Service {
     /// order not done is reported: it and everything after come again.
     pub async fn handle_desk_events(&self, events: &[Event]) -> BatchOutcome {
         let mut waves: Vec<Vec<usize>> = vec![];
-        let mut seen: std::collections::HashMap<&str, usize> = Default::default();
+        let mut seen: std::collections::HashMap<String, usize> = Default::default();
         for (at, event) in events.iter().enumerate() {
             let wave = desk_subject(event).map_or(0, |subject| {
                 let count = seen.entry(subject).or_default();
@@ -136,9 +145,9 @@ impl Service {
         let mut changesets = vec![];
         // Events come in order, so the one that moves a subject out of a state closes its item
         // with that transition's own cause, even if the subject has moved on since.
-        let event_cause: Option<Cause> = serde_json::from_value(event.data["cause"].clone()).ok();
-        for mut wanted in self.wanted_items(event).await? {
-            if let Some(cause) = &event_cause {
+        let facts: DeskFacts = event.data.read().unwrap_or_default();
+        for mut wanted in self.wanted_items(event, &facts).await? {
+            if let Some(cause) = &facts.cause {
                 wanted.cause = cause.clone();
             }
             let open = self.store.open_work_item(wanted.queue, &wanted.subject.id).await?;
@@ -178,8 +187,8 @@ impl Service {
     /// The items an event calls for. Only an event entering a state that opens an item reads
     /// its subject (it may have moved on: then nothing opens); one that may leave such a state
     /// asks for the item to close, with the event's cause; any other event asks nothing.
-    async fn wanted_items(&self, event: &Event) -> Result<Vec<Wanted>, DomainError> {
-        let status = event.data["status"].as_str().unwrap_or_default();
+    async fn wanted_items(&self, event: &Event, facts: &DeskFacts) -> Result<Vec<Wanted>, DomainError> {
+        let status = facts.status.as_deref().unwrap_or_default();
         let closing = |queue, kind, subject: Subject| Wanted {
             queue,
             kind,
@@ -190,7 +199,7 @@ impl Service {
             cause: Cause::new("subject_moved_on", status, crate::cause::Actor::system(), self.now()),
         };
         if event.kind.starts_with("operation.") {
-            let id = OperationId::from(event.data["operation_id"].as_str().unwrap_or_default());
+            let id = OperationId::from(facts.operation_id.as_deref().unwrap_or_default());
             let subject = Subject {
                 kind: SubjectType::Operation,
                 id: id.to_string(),
@@ -225,7 +234,7 @@ impl Service {
             }]);
         }
         if event.kind.starts_with("transaction.") {
-            let id = TransactionId::from(event.data["transaction_id"].as_str().unwrap_or_default());
+            let id = TransactionId::from(facts.transaction_id.as_deref().unwrap_or_default());
             let subject = Subject {
                 kind: SubjectType::Transaction,
                 id: id.to_string(),

@@ -327,18 +327,30 @@ impl Service {
         if !event.kind.starts_with("operation.") {
             return Ok(None);
         }
-        let object = &event.data["object"];
-        let (Some(version), Some(status), Some(currency), Some(amount)) = (
-            object["version"].as_u64(),
-            object["status"]
-                .as_str()
-                .and_then(crate::operations::OperationStatus::parse),
-            object["currency"].as_str().and_then(crate::money::Currency::parse),
-            object["total_amount"].as_i64(),
+        #[derive(serde::Deserialize)]
+        struct Facts {
+            operation_id: String,
+            object: Snapshot,
+        }
+        /// The operation as the event carries it: where it stands, and at which version.
+        #[derive(serde::Deserialize)]
+        struct Snapshot {
+            version: u64,
+            status: String,
+            currency: String,
+            total_amount: i64,
+        }
+        let Some(Facts { operation_id, object }) = event.data.read::<Facts>() else {
+            return Ok(None);
+        };
+        let (version, amount) = (object.version, object.total_amount);
+        let (Some(status), Some(currency)) = (
+            crate::operations::OperationStatus::parse(&object.status),
+            crate::money::Currency::parse(&object.currency),
         ) else {
             return Ok(None);
         };
-        let id = OperationId::from(event.data["operation_id"].as_str().unwrap_or_default());
+        let id = OperationId::from(operation_id);
         let entry = self.store.board_entry(&id).await?;
         if entry
             .as_ref()

@@ -164,7 +164,7 @@ impl Service {
     /// `file.accepted`: hands the file to the worker (the event is the outbox, so an upload
     /// whose queue send would have failed is still split).
     pub(crate) async fn queue_file_split(&self, event: &Event) -> Result<Handled, DomainError> {
-        let file_id = FileId::from(event.data["file_id"].as_str().unwrap_or_default());
+        let file_id = FileId::from(event.data.text("file_id").unwrap_or_default());
         let task = QueueTask::SplitFile { file_id };
         self.queue
             .send(task.queue(), task.to_body(), time::Duration::ZERO)

@@ -240,7 +240,7 @@ impl Service {
         let Some(timers) = &self.timers else {
             return Ok(Handled::Done);
         };
-        let id = ScheduleId::from(event.data["schedule_id"].as_str().unwrap_or_default());
+        let id = ScheduleId::from(event.data.text("schedule_id").unwrap_or_default());
         match self.store.schedule(&id).await? {
             Some(schedule) if matches!(schedule.status, ScheduleStatus::Active | ScheduleStatus::Paused) => {
                 timers.put(&schedule).await?

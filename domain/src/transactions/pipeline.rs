@@ -174,8 +174,8 @@ impl Service {
     }
 
     /// An id an event carries in its data (the store's, so trusted).
-    fn data_id<T: for<'a> From<&'a str>>(event: &Event, field: &str) -> T {
-        T::from(event.data[field].as_str().unwrap_or_default())
+    fn data_id<T: From<String>>(event: &Event, field: &str) -> T {
+        T::from(event.data.text(field).unwrap_or_default())
     }
 
     /// An approved operation moves to processing with a transaction id fixed for each item,

@@ -17,6 +17,9 @@ use crate::transactions::{Transaction, TransactionStatus};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+mod data;
+pub use data::EventData;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub id: crate::ids::EventId,
@@ -29,7 +32,7 @@ pub struct Event {
     pub api_version: String,
     /// The customer the event concerns; webhook endpoints of that customer receive it.
     pub customer_id: crate::ids::CustomerId,
-    pub data: serde_json::Value,
+    pub data: EventData,
 }
 
 impl Event {
@@ -39,7 +42,7 @@ impl Event {
         customer_id: &CustomerId,
         environment: Environment,
         at: OffsetDateTime,
-        data: serde_json::Value,
+        data: EventData,
     ) -> Event {
         Event {
             id,
@@ -55,15 +58,27 @@ impl Event {
 
     /// `operation.<status>` (or `operation.created`) with the operation as it now is.
     pub fn of_operation(id: EventId, kind: &str, operation: &Operation) -> Event {
-        let data = serde_json::json!({
-            "operation_id": operation.id,
-            "customer_id": operation.customer_id,
-            "status": operation.status,
-            "cause": operation.cause,
-            "type": operation.kind,
-            "currency": operation.currency,
-            "total_amount": operation.total_amount,
-            "object": snapshot("operation", operation),
+        #[derive(Serialize)]
+        struct Data<'a> {
+            operation_id: &'a crate::ids::OperationId,
+            customer_id: &'a CustomerId,
+            status: OperationStatus,
+            cause: &'a Cause,
+            #[serde(rename = "type")]
+            kind: crate::operation_type::OperationType,
+            currency: &'a crate::money::Currency,
+            total_amount: i64,
+            object: Snapshot<'a, Operation>,
+        }
+        let data = EventData::of(&Data {
+            operation_id: &operation.id,
+            customer_id: &operation.customer_id,
+            status: operation.status,
+            cause: &operation.cause,
+            kind: operation.kind,
+            currency: &operation.currency,
+            total_amount: operation.total_amount,
+            object: snapshot("operation", operation),
         });
         Event::new(
             id,
@@ -77,17 +92,30 @@ impl Event {
 
     /// `transaction.<status>`; its data carries the seed's six fields at the top level.
     pub fn of_transaction(id: EventId, transaction: &Transaction) -> Event {
-        let data = serde_json::json!({
-            "transaction_id": transaction.id,
-            "operation_id": transaction.operation_id,
-            "rail": transaction.rail,
-            "rail_reference": transaction.rail_reference,
-            "amount": transaction.amount,
-            "currency": transaction.currency,
-            "status": transaction.status,
-            "cause": transaction.cause,
-            "item_id": transaction.item_id,
-            "customer_id": transaction.customer_id,
+        #[derive(Serialize)]
+        struct Data<'a> {
+            transaction_id: &'a crate::ids::TransactionId,
+            operation_id: &'a crate::ids::OperationId,
+            rail: &'a str,
+            rail_reference: &'a Option<String>,
+            amount: &'a crate::money::Amount,
+            currency: &'a crate::money::Currency,
+            status: TransactionStatus,
+            cause: &'a Cause,
+            item_id: &'a crate::ids::ItemId,
+            customer_id: &'a CustomerId,
+        }
+        let data = EventData::of(&Data {
+            transaction_id: &transaction.id,
+            operation_id: &transaction.operation_id,
+            rail: &transaction.rail,
+            rail_reference: &transaction.rail_reference,
+            amount: &transaction.amount,
+            currency: &transaction.currency,
+            status: transaction.status,
+            cause: &transaction.cause,
+            item_id: &transaction.item_id,
+            customer_id: &transaction.customer_id,
         });
         let kind = format!("transaction.{}", transaction.status.as_str());
         Event::new(
@@ -104,13 +132,13 @@ impl Event {
 impl Event {
     /// `file.<status>` (accepted, processing, completed) with the file as it now is.
     pub fn of_file(id: EventId, file: &File) -> Event {
-        let data = serde_json::json!({
+        let data = EventData::of(&serde_json::json!({
             "file_id": file.id,
             "customer_id": file.customer_id,
             "status": file.status,
             "cause": file.cause,
             "object": snapshot("file", file),
-        });
+        }));
         Event::new(
             id,
             format!("file.{}", file.status.as_str()),
@@ -124,13 +152,13 @@ impl Event {
     /// `schedule.<change>` (created, paused, resumed, ended, deleted) with the schedule as it
     /// now is.
     pub fn of_schedule(id: EventId, change: &str, schedule: &Schedule) -> Event {
-        let data = serde_json::json!({
+        let data = EventData::of(&serde_json::json!({
             "schedule_id": schedule.id,
             "customer_id": schedule.customer_id,
             "status": schedule.status,
             "cause": schedule.cause,
             "object": snapshot("schedule", schedule),
-        });
+        }));
         Event::new(
             id,
             format!("schedule.{change}"),
@@ -144,14 +172,14 @@ impl Event {
     /// `schedule.occurrence_missed` or `schedule.occurrence_skipped`: an occurrence that made
     /// no operation, with why.
     pub fn of_occurrence(id: EventId, schedule: &Schedule, occurrence: &Occurrence) -> Event {
-        let data = serde_json::json!({
+        let data = EventData::of(&serde_json::json!({
             "schedule_id": schedule.id,
             "customer_id": schedule.customer_id,
             "scheduled_at": occurrence.scheduled_at.format(&time::format_description::well_known::Rfc3339).ok(),
             "status": occurrence.status,
             "reason": occurrence.reason,
             "object": snapshot("schedule_occurrence", occurrence),
-        });
+        }));
         Event::new(
             id,
             format!("schedule.occurrence_{}", occurrence.status.as_str()),
@@ -166,14 +194,14 @@ impl Event {
 impl Event {
     /// `account.created`, with the account.
     pub fn of_account(id: EventId, account: &Account, cause: &Cause) -> Event {
-        let data = serde_json::json!({
+        let data = EventData::of(&serde_json::json!({
             "account_id": account.id,
             "customer_id": account.customer_id,
             "kind": account.kind,
             "currency": account.currency,
             "cause": cause,
             "object": snapshot("account", account),
-        });
+        }));
         let customer = account
             .customer_id
             .clone()
@@ -190,7 +218,7 @@ impl Event {
 
     /// `movement.<status>` (pending, posted, voided) with the movement as it now is.
     pub fn of_movement(id: EventId, movement: &Movement, environment: Environment) -> Event {
-        let data = serde_json::json!({
+        let data = EventData::of(&serde_json::json!({
             "movement_id": movement.id,
             "customer_id": movement.customer_id,
             "operation_id": movement.operation_id,
@@ -200,7 +228,7 @@ impl Event {
             "amount": movement.amount(),
             "cause": movement.cause,
             "object": snapshot("movement", movement),
-        });
+        }));
         let customer = movement
             .customer_id
             .clone()
@@ -220,13 +248,13 @@ impl Event {
     /// `reconciliation.completed`, with its counts per outcome; the platform's endpoints
     /// receive it (a statement spans customers).
     pub fn of_reconciliation(id: EventId, reconciliation: &Reconciliation) -> Event {
-        let data = serde_json::json!({
+        let data = EventData::of(&serde_json::json!({
             "reconciliation_id": reconciliation.id,
             "rail": reconciliation.rail,
             "outcomes": reconciliation.outcomes,
             "cause": reconciliation.cause,
             "object": snapshot("reconciliation", reconciliation),
-        });
+        }));
         Event::new(
             id,
             "reconciliation.completed".into(),
@@ -242,15 +270,26 @@ impl Event {
     /// `work_item.<change>` (opened, claimed, assigned, released, closed) with the item as it
     /// now is.
     pub fn of_work_item(id: EventId, change: &str, item: &WorkItem) -> Event {
-        let data = serde_json::json!({
-            "work_item_id": item.id,
-            "customer_id": item.customer_id,
-            "queue": item.queue,
-            "status": item.status,
-            "subject": item.subject,
-            "assignee": item.assignee,
-            "cause": item.cause,
-            "object": snapshot("work_item", item),
+        #[derive(Serialize)]
+        struct Data<'a> {
+            work_item_id: &'a crate::ids::WorkItemId,
+            customer_id: &'a CustomerId,
+            queue: crate::desk::Queue,
+            status: crate::desk::WorkItemStatus,
+            subject: &'a crate::desk::Subject,
+            assignee: &'a Option<String>,
+            cause: &'a Cause,
+            object: Snapshot<'a, WorkItem>,
+        }
+        let data = EventData::of(&Data {
+            work_item_id: &item.id,
+            customer_id: &item.customer_id,
+            queue: item.queue,
+            status: item.status,
+            subject: &item.subject,
+            assignee: &item.assignee,
+            cause: &item.cause,
+            object: snapshot("work_item", item),
         });
         Event::new(
             id,
@@ -273,12 +312,12 @@ impl Event {
         cause: &Cause,
         environment: Environment,
     ) -> Event {
-        let data = serde_json::json!({
+        let data = EventData::of(&serde_json::json!({
             "customer_id": customer.id,
             "status": customer.status,
             "cause": cause,
             "object": snapshot("customer", customer),
-        });
+        }));
         Event::new(
             id,
             format!("customer.{change}"),
@@ -311,11 +350,16 @@ pub const SCHEDULE_EVENTS: [&str; 7] = [
     "occurrence_skipped",
 ];
 
-/// A resource as an event carries it: its fields and its `object` name.
-fn snapshot(object: &str, resource: &impl Serialize) -> serde_json::Value {
-    let mut value = serde_json::to_value(resource).expect("resources always serialize");
-    value["object"] = object.into();
-    value
+/// A resource as an event carries it: its `object` name, then its fields.
+#[derive(Serialize)]
+struct Snapshot<'a, T> {
+    object: &'static str,
+    #[serde(flatten)]
+    fields: &'a T,
+}
+
+fn snapshot<'a, T: Serialize>(object: &'static str, fields: &'a T) -> Snapshot<'a, T> {
+    Snapshot { object, fields }
 }
 
 /// Every event type a webhook endpoint can subscribe to.
@@ -354,6 +398,28 @@ pub fn event_types() -> impl Iterator<Item = String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_operations_event_carries_its_facts_and_the_operation_named() {
+        let operation: Operation = serde_json::from_value(serde_json::json!({
+            "id": "op_1", "customer_id": "cus_1", "type": "payout", "currency": "CLP", "items": [],
+            "workflow": "two_step", "status": "pending_approval",
+            "cause": {"code": "workflow.approval_required", "message": "m", "actor": {"type": "system", "id": "system"}, "at": "2026-11-28T00:00:00Z"},
+            "total_amount": 15000, "approvals": [], "created_by": "key_1",
+            "created_at": "2026-11-28T00:00:00Z", "updated_at": "2026-11-28T00:00:00Z",
+            "metadata": {}, "environment": "test", "version": 1,
+        }))
+        .unwrap();
+        let event = Event::of_operation("evt_1".into(), "created", &operation);
+        let data = event.data.to_value();
+        assert_eq!(data["operation_id"], "op_1");
+        assert_eq!(data["status"], "pending_approval");
+        assert_eq!(data["type"], "payout");
+        assert_eq!(data["total_amount"], 15000);
+        assert_eq!(data["object"]["object"], "operation");
+        assert_eq!(data["object"]["workflow"], "two_step");
+        assert_eq!(data["cause"]["code"], "workflow.approval_required");
+    }
 
     #[test]
     fn event_types_are_the_state_changes_and_nothing_else() {
