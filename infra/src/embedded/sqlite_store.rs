@@ -225,6 +225,17 @@ struct Readers {
 const IDLE_READERS: usize = 16;
 /// A new file's page size: BENCHMARKS.md's local creates, one client (SQLite's default is 4096).
 const PAGE_SIZE: i64 = 1024;
+/// The WAL's length at which a commit copies it into the file itself (a backstop: the
+/// checkpointer does it first; SQLite's default is 1,000 pages, inside whichever commit
+/// crosses it, which then takes milliseconds).
+const WAL_AUTOCHECKPOINT_PAGES: i64 = 20_000;
+/// What the WAL file is cut back to when it starts over: above the most the backstop lets it
+/// hold, so that a WAL starting over writes into the blocks it has. Cut to less (it was
+/// 16 MiB), a WAL that grew past it again under a steady stream of commits had its file
+/// extended in a quarter of them at one client, and each such commit's sync wrote the file's
+/// inode as well (`ext4_write_inode` under `fdatasync`; BENCHMARKS.md, 2026-11-28 third).
+const WAL_SIZE_LIMIT: i64 = 32 << 20;
+const _: () = assert!(WAL_AUTOCHECKPOINT_PAGES * (PAGE_SIZE + 24) < WAL_SIZE_LIMIT);
 /// Statements each connection keeps prepared: every write a changeset can hold and the
 /// common reads (rusqlite's default keeps 16).
 const STATEMENT_CACHE: usize = 128;
@@ -369,10 +380,11 @@ impl SqliteStore {
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
         connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         // The checkpointer below copies the WAL into the file; a commit does it itself only
-        // if the WAL has grown far past that (SQLite's default is at 1,000 pages, inside
-        // whichever commit crosses it, which then takes milliseconds).
+        // if the WAL has grown far past that.
         connection
-            .execute_batch("PRAGMA wal_autocheckpoint = 20000; PRAGMA journal_size_limit = 16777216;")
+            .execute_batch(&format!(
+                "PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}; PRAGMA journal_size_limit = {WAL_SIZE_LIMIT};"
+            ))
             .map_err(unavailable)?;
         let connection = Arc::new(Mutex::new(connection));
         spawn_checkpointer(path, Arc::downgrade(&connection))?;
