@@ -909,3 +909,79 @@ async fn a_confirmed_transaction_left_in_the_poll_schedule_leaves_it() {
         (TransactionStatus::Confirmed, None, transaction.version + 1)
     );
 }
+
+/// Local mode's three stream consumers share what one of them read from the event log: each
+/// still takes every event once and in order, whichever reads first, however far behind the
+/// others it is, however the log grows between reads, and after a restart.
+#[tokio::test]
+async fn the_embedded_logs_consumers_each_take_every_event_once_in_order() {
+    use ops_domain::event::Event;
+    use ops_domain::operations::OperationStatus;
+    use ops_infra::embedded::SqliteStore;
+    use ops_runtime::driver::ChangeStream;
+    use ops_runtime::streams::EmbeddedStream;
+    use std::collections::HashMap;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("log.sqlite")).unwrap();
+    let operation = ops_infra::conformance::store::operation("op_log", "cus_log", OperationStatus::PendingApproval);
+    let mut stream = EmbeddedStream::new(store.clone());
+    let mut written = vec![];
+    let mut taken: HashMap<StreamConsumer, Vec<String>> = HashMap::new();
+    let mut take = |stream_events: &[(String, Event)], consumer: StreamConsumer| {
+        taken
+            .entry(consumer)
+            .or_default()
+            .extend(stream_events.iter().map(|(_, e)| e.id.to_string()));
+    };
+    for round in 0..90usize {
+        for _ in 0..round % 4 {
+            let id = format!("evt_{:04}", written.len());
+            let event = Event::of_operation(id.as_str().into(), "created", &operation);
+            store
+                .commit(Changeset {
+                    writes: vec![Write::Event(event)],
+                })
+                .await
+                .unwrap();
+            written.push(id);
+        }
+        if round == 45 {
+            // A restart: the checkpoints come from the database again.
+            stream = EmbeddedStream::new(store.clone());
+        }
+        // An uneven turn, so the consumers fall behind each other by different amounts.
+        let consumer = StreamConsumer::ALL[(round * round / 3) % 3];
+        for batch in stream.read(consumer).await.unwrap() {
+            // Now and then a consumer handles only the first half (the rest failed).
+            let handled = if round % 5 == 0 {
+                batch.events.len() / 2
+            } else {
+                batch.events.len()
+            };
+            if handled == 0 {
+                continue;
+            }
+            take(&batch.events[..handled], consumer);
+            stream
+                .advance(consumer, "", &batch.events[handled - 1].0)
+                .await
+                .unwrap();
+        }
+    }
+    for consumer in StreamConsumer::ALL {
+        loop {
+            let batches = stream.read(consumer).await.unwrap();
+            if batches.is_empty() {
+                break;
+            }
+            for batch in batches {
+                take(&batch.events, consumer);
+                stream.advance(consumer, "", &batch.last).await.unwrap();
+            }
+        }
+    }
+    for consumer in StreamConsumer::ALL {
+        assert_eq!(taken.get(&consumer), Some(&written), "{consumer:?}");
+    }
+}

@@ -8,6 +8,7 @@ use crate::triggers;
 use async_trait::async_trait;
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, Record, ShardIteratorType};
+use ops_domain::event::Event;
 use ops_infra::aws::DynamoStore;
 use ops_infra::embedded::SqliteStore;
 use serde_json::{json, Map, Value};
@@ -19,11 +20,45 @@ const BATCH: usize = 100;
 /// The embedded event log: one shard, positions are its sequence numbers.
 pub struct EmbeddedStream {
     store: SqliteStore,
+    /// Each consumer's checkpoint, read from the database at its first read, then kept here as
+    /// it moves.
+    checkpoints: Mutex<HashMap<StreamConsumer, i64>>,
+    /// The last batch read from the log, and the checkpoint it was read after. Every event
+    /// between the two is in it, so a consumer whose checkpoint lies in that span takes the
+    /// rest of the batch from here: the three consumers read the same log, and an event is
+    /// read and parsed once rather than once per consumer.
+    recent: Mutex<(i64, Vec<(i64, Event)>)>,
 }
 
 impl EmbeddedStream {
     pub fn new(store: SqliteStore) -> EmbeddedStream {
-        EmbeddedStream { store }
+        EmbeddedStream {
+            store,
+            checkpoints: Mutex::default(),
+            recent: Mutex::default(),
+        }
+    }
+
+    async fn checkpoint(&self, consumer: StreamConsumer) -> Result<i64, Error> {
+        if let Some(seq) = self
+            .checkpoints
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&consumer)
+        {
+            return Ok(*seq);
+        }
+        let seq = self.store.stream_checkpoint(checkpoint_name(consumer)).await?;
+        let mut checkpoints = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(*checkpoints.entry(consumer).or_insert(seq))
+    }
+
+    /// The events after `after` in the last batch read, if that batch covers them.
+    fn recent_after(&self, after: i64) -> Option<Vec<(i64, Event)>> {
+        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let (read_after, events) = &*recent;
+        let covered = *read_after <= after && events.last().is_some_and(|(last, _)| *last > after);
+        covered.then(|| events.iter().filter(|(seq, _)| *seq > after).cloned().collect())
     }
 }
 
@@ -40,7 +75,15 @@ fn checkpoint_name(consumer: StreamConsumer) -> &'static str {
 #[async_trait]
 impl ChangeStream for EmbeddedStream {
     async fn read(&self, consumer: StreamConsumer) -> Result<Vec<StreamBatch>, Error> {
-        let batch = self.store.stream_batch(checkpoint_name(consumer), BATCH).await?;
+        let after = self.checkpoint(consumer).await?;
+        let batch = match self.recent_after(after) {
+            Some(batch) => batch,
+            None => {
+                let batch = self.store.stream_after(after, BATCH).await?;
+                *self.recent.lock().unwrap_or_else(|e| e.into_inner()) = (after, batch.clone());
+                batch
+            }
+        };
         let Some((last, _)) = batch.last() else {
             return Ok(vec![]);
         };
@@ -53,7 +96,11 @@ impl ChangeStream for EmbeddedStream {
 
     async fn advance(&self, consumer: StreamConsumer, _shard: &str, position: &str) -> Result<(), Error> {
         let seq: i64 = position.parse()?;
-        Ok(self.store.advance_checkpoint(checkpoint_name(consumer), seq).await?)
+        self.store.advance_checkpoint(checkpoint_name(consumer), seq).await?;
+        let mut checkpoints = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
+        let kept = checkpoints.entry(consumer).or_insert(seq);
+        *kept = (*kept).max(seq);
+        Ok(())
     }
 }
 

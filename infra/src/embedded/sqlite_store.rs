@@ -494,14 +494,35 @@ impl SqliteStore {
         subscription: &'static str,
         limit: usize,
     ) -> Result<Vec<(i64, Event)>, StoreError> {
+        let checkpoint = self.stream_checkpoint(subscription).await?;
+        self.stream_after(checkpoint, limit).await
+    }
+
+    /// Where `subscription`'s checkpoint stands (0 before it first moves).
+    pub async fn stream_checkpoint(&self, subscription: &'static str) -> Result<i64, StoreError> {
+        self.look_up(|c| {
+            c.prepare_cached("SELECT seq FROM stream_checkpoints WHERE subscription = ?1")
+                .map_err(unavailable)?
+                .query_row([subscription], |row| row.get(0))
+                .optional()
+                .map_err(unavailable)
+        })
+        .map(Option::unwrap_or_default)
+    }
+
+    /// Up to `limit` events after `seq`, in stream order. Every event up to the last one read
+    /// is among them: an event's `seq` is the next after every one committed before it, and
+    /// commits are one at a time.
+    pub async fn stream_after(&self, seq: i64, limit: usize) -> Result<Vec<(i64, Event)>, StoreError> {
         self.read(move |c| {
             let mut statement = c
-                .prepare_cached(
-                    "SELECT seq, body FROM events WHERE seq > COALESCE((SELECT seq FROM stream_checkpoints WHERE subscription = ?1), 0)
-                     ORDER BY seq LIMIT ?2",
-                )
+                .prepare_cached("SELECT seq, body FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2")
                 .map_err(unavailable)?;
-            let rows = statement.query_map(params![subscription, limit as i64], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))).map_err(unavailable)?;
+            let rows = statement
+                .query_map(params![seq, limit as i64], |row| {
+                    Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                })
+                .map_err(unavailable)?;
             rows.map(|row| {
                 let (seq, body) = row.map_err(unavailable)?;
                 Ok((seq, serde_json::from_str(&body).map_err(unavailable)?))
