@@ -27,6 +27,7 @@ pub mod cause;
 pub mod desk;
 pub mod error;
 pub mod event;
+pub mod event_data;
 pub mod files;
 pub mod history;
 pub mod idempotency;

@@ -17,8 +17,7 @@ use crate::transactions::{Transaction, TransactionStatus};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-mod data;
-pub use data::EventData;
+pub use crate::event_data::EventData;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
