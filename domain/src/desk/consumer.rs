@@ -31,7 +31,8 @@ struct DeskFacts {
     operation_id: Option<String>,
     transaction_id: Option<String>,
     status: Option<String>,
-    cause: Option<Cause>,
+    /// Read apart, so that a cause this version cannot read leaves the rest of the event read.
+    cause: Option<serde_json::Value>,
 }
 
 /// The subject whose desk state an event changes (an operation's or a transaction's id).
@@ -146,8 +147,9 @@ impl Service {
         // Events come in order, so the one that moves a subject out of a state closes its item
         // with that transition's own cause, even if the subject has moved on since.
         let facts: DeskFacts = event.data.read().unwrap_or_default();
+        let event_cause: Option<Cause> = facts.cause.clone().and_then(|cause| serde_json::from_value(cause).ok());
         for mut wanted in self.wanted_items(event, &facts).await? {
-            if let Some(cause) = &facts.cause {
+            if let Some(cause) = &event_cause {
                 wanted.cause = cause.clone();
             }
             let open = self.store.open_work_item(wanted.queue, &wanted.subject.id).await?;
