@@ -11,6 +11,7 @@ use crate::ids::{OperationId, TransactionId, WorkItemId};
 use crate::ports::{BatchOutcome, Changeset, StoreError, Write};
 use crate::service::Service;
 use crate::transactions::TransactionStatus;
+use serde::Deserialize;
 
 /// What a subject's current state asks of the desk.
 struct Wanted {
@@ -25,26 +26,49 @@ struct Wanted {
     cause: Cause,
 }
 
-/// What the desk reads of an operation's or a transaction's event.
+/// What the desk reads of an operation's or a transaction's event: read once, in one pass
+/// over its data, and handed to each step (the event's wave, its board move, its items).
 #[derive(Default, serde::Deserialize)]
-struct DeskFacts {
-    operation_id: Option<String>,
+pub(super) struct DeskFacts {
+    pub(super) operation_id: Option<String>,
     transaction_id: Option<String>,
     status: Option<String>,
     /// Read apart, so that a cause this version cannot read leaves the rest of the event read.
     cause: Option<serde_json::Value>,
+    /// An operation event's snapshot of the operation: where it stands on the board.
+    pub(super) object: Option<BoardFacts>,
 }
 
-/// The subject whose desk state an event changes (an operation's or a transaction's id).
-fn desk_subject(event: &Event) -> Option<String> {
-    let field = if event.kind.starts_with("operation.") {
-        "operation_id"
-    } else if event.kind.starts_with("transaction.") {
-        "transaction_id"
-    } else {
-        return None;
-    };
-    event.data.text(field)
+/// What the board reads of an operation's snapshot (absent fields: the board does not move).
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+pub(super) struct BoardFacts {
+    pub(super) version: Option<u64>,
+    pub(super) status: Option<String>,
+    pub(super) currency: Option<String>,
+    pub(super) total_amount: Option<i64>,
+}
+
+impl DeskFacts {
+    /// An operation's or a transaction's event's facts; nothing for any other event.
+    fn of(event: &Event) -> DeskFacts {
+        if event.kind.starts_with("operation.") || event.kind.starts_with("transaction.") {
+            event.data.read().unwrap_or_default()
+        } else {
+            DeskFacts::default()
+        }
+    }
+
+    /// The subject whose desk state the event changes (an operation's or a transaction's id).
+    fn subject(&self, event: &Event) -> Option<&str> {
+        if event.kind.starts_with("operation.") {
+            self.operation_id.as_deref()
+        } else if event.kind.starts_with("transaction.") {
+            self.transaction_id.as_deref()
+        } else {
+            None
+        }
+    }
 }
 
 impl Service {
@@ -62,10 +86,11 @@ impl Service {
     /// does not matter. On a failure the batch stops, and the first event in the stream's
     /// order not done is reported: it and everything after come again.
     pub async fn handle_desk_events(&self, events: &[Event]) -> BatchOutcome {
+        let facts: Vec<DeskFacts> = events.iter().map(DeskFacts::of).collect();
         let mut waves: Vec<Vec<usize>> = vec![];
-        let mut seen: std::collections::HashMap<String, usize> = Default::default();
-        for (at, event) in events.iter().enumerate() {
-            let wave = desk_subject(event).map_or(0, |subject| {
+        let mut seen: std::collections::HashMap<&str, usize> = Default::default();
+        for (at, (event, facts)) in events.iter().zip(&facts).enumerate() {
+            let wave = facts.subject(event).map_or(0, |subject| {
                 let count = seen.entry(subject).or_default();
                 *count += 1;
                 *count - 1
@@ -80,7 +105,7 @@ impl Service {
             let mut planned: Vec<(usize, Changeset)> = vec![];
             let mut stopped = false;
             for at in wave {
-                match self.plan_desk(&events[at]).await {
+                match self.plan_desk(&events[at], &facts[at]).await {
                     Ok(changesets) => {
                         not_done.remove(&at);
                         planned.extend(changesets.into_iter().map(|changes| (at, changes)));
@@ -129,9 +154,9 @@ impl Service {
     /// together with its move on the board. An operation's move and its item's opening or
     /// closing come from the same event (`created`, `approved`, `needs_attention` …), and in
     /// one changeset the store counts both in one update of the customer's counters.
-    async fn plan_desk(&self, event: &Event) -> Result<Vec<Changeset>, DomainError> {
-        let moved = self.count_on_board(event).await?;
-        let mut changesets = self.reconcile_desk(event).await?;
+    async fn plan_desk(&self, event: &Event, facts: &DeskFacts) -> Result<Vec<Changeset>, DomainError> {
+        let moved = self.count_on_board(event, facts).await?;
+        let mut changesets = self.reconcile_desk(event, facts).await?;
         match (moved, changesets.first_mut()) {
             (Some(moved), Some(first)) => {
                 first.writes.splice(0..0, moved.writes);
@@ -142,13 +167,12 @@ impl Service {
         Ok(changesets)
     }
 
-    async fn reconcile_desk(&self, event: &Event) -> Result<Vec<Changeset>, DomainError> {
+    async fn reconcile_desk(&self, event: &Event, facts: &DeskFacts) -> Result<Vec<Changeset>, DomainError> {
         let mut changesets = vec![];
         // Events come in order, so the one that moves a subject out of a state closes its item
         // with that transition's own cause, even if the subject has moved on since.
-        let facts: DeskFacts = event.data.read().unwrap_or_default();
-        let event_cause: Option<Cause> = facts.cause.clone().and_then(|cause| serde_json::from_value(cause).ok());
-        for mut wanted in self.wanted_items(event, &facts).await? {
+        let event_cause = facts.cause.as_ref().and_then(|cause| Cause::deserialize(cause).ok());
+        for mut wanted in self.wanted_items(event, facts).await? {
             if let Some(cause) = &event_cause {
                 wanted.cause = cause.clone();
             }

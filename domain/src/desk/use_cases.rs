@@ -2,6 +2,7 @@
 //! (the stream consumer that keeps them is in `consumer.rs`).
 
 use super::board::{column_bucket, queue_bucket, Board, BoardEntry, BoardMove, Column, ColumnView, QueueView};
+use super::consumer::DeskFacts;
 use super::{Assignee, Queue, Subject, SubjectType, WorkItem, WorkItemQuery, WorkItemStatus, WorkItemTransition};
 use crate::access::{Principal, Scope, User, UserStatus};
 use crate::cause::Cause;
@@ -323,34 +324,29 @@ fn may_act_on(principal: &Principal, item: &WorkItem) -> bool {
 impl Service {
     /// Keeps an operation's place on the board: moved once per change of column, by the
     /// operation's version in the event, so an older or repeated delivery moves nothing.
-    pub(super) async fn count_on_board(&self, event: &Event) -> Result<Option<Changeset>, DomainError> {
+    pub(super) async fn count_on_board(
+        &self,
+        event: &Event,
+        facts: &DeskFacts,
+    ) -> Result<Option<Changeset>, DomainError> {
         if !event.kind.starts_with("operation.") {
             return Ok(None);
         }
-        #[derive(serde::Deserialize)]
-        struct Facts {
-            operation_id: String,
-            object: Snapshot,
-        }
-        /// The operation as the event carries it: where it stands, and at which version.
-        #[derive(serde::Deserialize)]
-        struct Snapshot {
-            version: u64,
-            status: String,
-            currency: String,
-            total_amount: i64,
-        }
-        let Some(Facts { operation_id, object }) = event.data.read::<Facts>() else {
+        let (Some(operation_id), Some(object)) = (&facts.operation_id, &facts.object) else {
             return Ok(None);
         };
-        let (version, amount) = (object.version, object.total_amount);
-        let (Some(status), Some(currency)) = (
-            crate::operations::OperationStatus::parse(&object.status),
-            crate::money::Currency::parse(&object.currency),
+        let (Some(version), Some(amount), Some(status), Some(currency)) = (
+            object.version,
+            object.total_amount,
+            object
+                .status
+                .as_deref()
+                .and_then(crate::operations::OperationStatus::parse),
+            object.currency.as_deref().and_then(crate::money::Currency::parse),
         ) else {
             return Ok(None);
         };
-        let id = OperationId::from(operation_id);
+        let id = OperationId::from(operation_id.as_str());
         let entry = self.store.board_entry(&id).await?;
         if entry
             .as_ref()
