@@ -425,8 +425,16 @@ impl SqliteStore {
     /// Runs `work`, a lookup of one row by its key, on a read connection in place. Such a
     /// lookup takes microseconds and a WAL reader never waits for the writer, so it costs
     /// less than the hop to a blocking thread and back, which a create pays once per lookup.
+    ///
+    /// The writer's connection is taken when it is free: its page cache holds the pages it
+    /// committed, where a reader's cache is emptied by every commit it did not make, so a
+    /// request's first lookup after a commit reads its pages again (BENCHMARKS.md, 2026-11-28
+    /// fourth). When the writer is busy (a commit waiting for the disk), a reader does.
     fn look_up<T>(&self, work: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        self.readers.run(work)
+        match self.connection.try_lock() {
+            Ok(writer) => work(&writer),
+            Err(_) => self.readers.run(work),
+        }
     }
 
     /// Runs `work` on the connection off the async runtime.
@@ -2014,6 +2022,45 @@ mod tests {
         let import: Vec<u8> = b"\0cnysatadf".iter().rev().copied().collect();
         let binary = std::fs::read("/proc/self/exe").unwrap();
         assert!(binary.windows(import.len()).any(|w| w == import), "SQLite calls fsync");
+    }
+
+    /// A lookup takes the writer's connection only when it is free: one made while a commit
+    /// holds the writer (here, until the lookup has answered) is served by a reader, and both
+    /// kinds see the last commit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lookup_does_not_wait_for_a_busy_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("lookups.sqlite")).unwrap();
+        store.put_secret_row("first", "one".into()).await.unwrap();
+        assert_eq!(store.secret_row("first").await.unwrap().as_deref(), Some("one"));
+
+        let (held, writer_held) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let writer = store.clone();
+        let busy = tokio::spawn(async move {
+            writer
+                .with(move |c| {
+                    c.run("INSERT INTO secrets (name, value) VALUES ('second', 'two')", [])
+                        .map_err(unavailable)?;
+                    held.send(()).unwrap();
+                    released.recv().unwrap();
+                    Ok(())
+                })
+                .await
+        });
+        tokio::task::spawn_blocking(move || writer_held.recv().unwrap())
+            .await
+            .unwrap();
+        let reader = store.clone();
+        let lookup = tokio::spawn(async move { reader.secret_row("first").await });
+        let looked_up = tokio::time::timeout(std::time::Duration::from_secs(10), lookup)
+            .await
+            .expect("the lookup waited for the busy writer")
+            .unwrap();
+        assert_eq!(looked_up.unwrap().as_deref(), Some("one"));
+        release.send(()).unwrap();
+        busy.await.unwrap().unwrap();
+        assert_eq!(store.secret_row("second").await.unwrap().as_deref(), Some("two"));
     }
 
     /// Committed pages reach the database file without a commit copying them: the
