@@ -30,6 +30,9 @@ struct Wanted {
 /// over its data, and handed to each step (the event's wave, its board move, its items).
 #[derive(Default, serde::Deserialize)]
 pub(super) struct DeskFacts {
+    /// Whose event it is (decided once, from the event's kind); none for any other event.
+    #[serde(skip)]
+    pub(super) subject_type: Option<SubjectType>,
     pub(super) operation_id: Option<String>,
     transaction_id: Option<String>,
     status: Option<String>,
@@ -40,33 +43,54 @@ pub(super) struct DeskFacts {
 }
 
 /// What the board reads of an operation's snapshot (absent fields: the board does not move).
+/// Each is read leniently: a field of another type (a shape a later version might write) is
+/// absent, and leaves the rest of the event read, its work items included.
 #[derive(Default, serde::Deserialize)]
 #[serde(default)]
 pub(super) struct BoardFacts {
+    #[serde(deserialize_with = "leniently")]
     pub(super) version: Option<u64>,
+    #[serde(deserialize_with = "leniently")]
     pub(super) status: Option<String>,
+    #[serde(deserialize_with = "leniently")]
     pub(super) currency: Option<String>,
+    #[serde(deserialize_with = "leniently")]
     pub(super) total_amount: Option<i64>,
+}
+
+/// A field as `T`, or absent if the JSON there is of another type (still an error if it is
+/// not JSON at all).
+fn leniently<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(T::deserialize(value).ok())
 }
 
 impl DeskFacts {
     /// An operation's or a transaction's event's facts; nothing for any other event.
     fn of(event: &Event) -> DeskFacts {
-        if event.kind.starts_with("operation.") || event.kind.starts_with("transaction.") {
-            event.data.read().unwrap_or_default()
+        let subject_type = if event.kind.starts_with("operation.") {
+            SubjectType::Operation
+        } else if event.kind.starts_with("transaction.") {
+            SubjectType::Transaction
         } else {
-            DeskFacts::default()
+            return DeskFacts::default();
+        };
+        DeskFacts {
+            subject_type: Some(subject_type),
+            ..event.data.read().unwrap_or_default()
         }
     }
 
     /// The subject whose desk state the event changes (an operation's or a transaction's id).
-    fn subject(&self, event: &Event) -> Option<&str> {
-        if event.kind.starts_with("operation.") {
-            self.operation_id.as_deref()
-        } else if event.kind.starts_with("transaction.") {
-            self.transaction_id.as_deref()
-        } else {
-            None
+    fn subject(&self) -> Option<&str> {
+        match self.subject_type? {
+            SubjectType::Operation => self.operation_id.as_deref(),
+            SubjectType::Transaction => self.transaction_id.as_deref(),
+            _ => None,
         }
     }
 }
@@ -89,8 +113,8 @@ impl Service {
         let facts: Vec<DeskFacts> = events.iter().map(DeskFacts::of).collect();
         let mut waves: Vec<Vec<usize>> = vec![];
         let mut seen: std::collections::HashMap<&str, usize> = Default::default();
-        for (at, (event, facts)) in events.iter().zip(&facts).enumerate() {
-            let wave = facts.subject(event).map_or(0, |subject| {
+        for (at, facts) in facts.iter().enumerate() {
+            let wave = facts.subject().map_or(0, |subject| {
                 let count = seen.entry(subject).or_default();
                 *count += 1;
                 *count - 1
@@ -224,7 +248,7 @@ impl Service {
             open: false,
             cause: Cause::new("subject_moved_on", status, crate::cause::Actor::system(), self.now()),
         };
-        if event.kind.starts_with("operation.") {
+        if facts.subject_type == Some(SubjectType::Operation) {
             let id = OperationId::from(facts.operation_id.as_deref().unwrap_or_default());
             let subject = Subject {
                 kind: SubjectType::Operation,
@@ -259,7 +283,7 @@ impl Service {
                 cause: operation.cause,
             }]);
         }
-        if event.kind.starts_with("transaction.") {
+        if facts.subject_type == Some(SubjectType::Transaction) {
             let id = TransactionId::from(facts.transaction_id.as_deref().unwrap_or_default());
             let subject = Subject {
                 kind: SubjectType::Transaction,
@@ -288,5 +312,48 @@ impl Service {
             }]);
         }
         Ok(vec![])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: &str, data: serde_json::Value) -> Event {
+        serde_json::from_value(serde_json::json!({
+            "id": "evt_1", "object": "event", "type": kind, "created": 0, "environment": "test",
+            "api_version": "v1", "customer_id": "cus_1", "data": data,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_board_field_of_another_type_leaves_the_rest_of_the_event_read() {
+        let facts = DeskFacts::of(&event(
+            "operation.pending_approval",
+            serde_json::json!({
+                "operation_id": "op_1", "status": "pending_approval",
+                "object": {"version": "3", "status": "pending_approval", "currency": "EUR", "total_amount": 10},
+            }),
+        ));
+        assert_eq!(facts.subject(), Some("op_1"));
+        assert_eq!(facts.status.as_deref(), Some("pending_approval"));
+        let object = facts.object.expect("the snapshot's other fields");
+        assert_eq!((object.version, object.total_amount), (None, Some(10)));
+        assert_eq!(object.currency.as_deref(), Some("EUR"));
+    }
+
+    #[test]
+    fn an_events_subject_is_decided_by_its_kind() {
+        let data = serde_json::json!({"operation_id": "op_1", "transaction_id": "txn_1"});
+        assert_eq!(
+            DeskFacts::of(&event("operation.created", data.clone())).subject(),
+            Some("op_1")
+        );
+        assert_eq!(
+            DeskFacts::of(&event("transaction.pending", data.clone())).subject(),
+            Some("txn_1")
+        );
+        assert_eq!(DeskFacts::of(&event("webhook_endpoint.created", data)).subject(), None);
     }
 }

@@ -329,7 +329,7 @@ impl Service {
         event: &Event,
         facts: &DeskFacts,
     ) -> Result<Option<Changeset>, DomainError> {
-        if !event.kind.starts_with("operation.") {
+        if facts.subject_type != Some(SubjectType::Operation) {
             return Ok(None);
         }
         let (Some(operation_id), Some(object)) = (&facts.operation_id, &facts.object) else {

@@ -2025,8 +2025,9 @@ mod tests {
     }
 
     /// A lookup takes the writer's connection only when it is free: one made while a commit
-    /// holds the writer (here, until the lookup has answered) is served by a reader, and both
-    /// kinds see the last commit.
+    /// holds the writer (here, until the lookup has answered) is served by a reader, which
+    /// sees the last commit before it. (Which connection answers a lookup once the writer is
+    /// free again is not visible here, only in `ops-bench limit`'s one-client figures.)
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lookup_does_not_wait_for_a_busy_writer() {
         let dir = tempfile::tempdir().unwrap();
