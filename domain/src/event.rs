@@ -302,8 +302,8 @@ impl Event {
 }
 
 impl Event {
-    /// `customer.<change>` (updated, suspended, reactivated) with the customer as it now is;
-    /// the customer's endpoints receive it, and the platform's.
+    /// `customer.<change>` (created, updated, suspended, reactivated) with the customer as it
+    /// now is; the customer's endpoints receive it, and the platform's.
     pub fn of_customer(
         id: EventId,
         change: &str,
@@ -329,7 +329,7 @@ impl Event {
 }
 
 /// The changes of a customer that are events.
-pub const CUSTOMER_EVENTS: [&str; 3] = ["updated", "suspended", "reactivated"];
+pub const CUSTOMER_EVENTS: [&str; 4] = ["created", "updated", "suspended", "reactivated"];
 
 /// The changes of a work item that are events.
 pub const WORK_ITEM_EVENTS: [&str; 5] = ["opened", "claimed", "assigned", "released", "closed"];

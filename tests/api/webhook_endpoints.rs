@@ -381,3 +381,41 @@ async fn a_customer_keeps_at_most_sixteen_endpoints_and_a_deleted_one_makes_room
     app.drain().await;
     assert_eq!(receiver.received().len(), 16);
 }
+
+/// A customer made is an event: the platform's endpoints hear of it, signed, with the customer
+/// as it was made (it has no endpoints of its own yet).
+#[tokio::test]
+async fn a_new_customer_reaches_the_platforms_endpoints_signed() {
+    let app = spawn_app().await;
+    let platform = Receiver::start(0).await;
+    let endpoint = app
+        .subscribe(ops_tests::ADMIN_KEY, &platform.url, &["customer.created"])
+        .await;
+    let customer = app.create_customer().await;
+    app.drain().await;
+
+    let received = platform.received();
+    assert_eq!(received.len(), 1, "one event for one new customer");
+    let secret = endpoint["secret"].as_str().unwrap();
+    assert!(signature_is_valid(&received[0].signature, &received[0].body, secret));
+    let event = received[0].json();
+    assert_eq!(
+        (
+            &event["type"],
+            &event["data"]["customer_id"],
+            &event["data"]["status"],
+            &event["data"]["cause"]["code"],
+            &event["data"]["object"]["name"],
+        ),
+        (
+            &json!("customer.created"),
+            &json!(customer.id),
+            &json!("active"),
+            &json!("customer_created"),
+            &json!("Acme Payroll")
+        ),
+        "{event}"
+    );
+    let listed = app.get("/v1/events?type=customer.created", &customer.key).await.json();
+    assert_eq!(listed["data"][0]["id"], event["id"], "{listed}");
+}

@@ -27,13 +27,15 @@ async fn a_suspended_customers_keys_are_refused_until_it_is_reactivated() {
 
 /// A suspension is an event the DynamoDB stream carries to webhooks: the platform's endpoint and
 /// the customer's own receive it, signed, without the reason given (which stays in the
-/// platform's history).
+/// platform's history). The customer's making reached the platform's endpoint before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_suspension_reaches_the_platforms_endpoints_and_the_customers_signed() {
     let app = spawn_aws_app().await;
-    let customer = app.create_customer().await;
     let (platform, own) = (Receiver::start(0).await, Receiver::start(0).await);
-    let platform_endpoint = app.subscribe(ADMIN_KEY, &platform.url, &["customer.suspended"]).await;
+    let platform_endpoint = app
+        .subscribe(ADMIN_KEY, &platform.url, &["customer.created", "customer.suspended"])
+        .await;
+    let customer = app.create_customer().await;
     let own_endpoint = app.subscribe(&customer.key, &own.url, &["*"]).await;
     let suspension = json!({"status": "suspended", "reason": "Unpaid fees"});
     let suspended = app
@@ -67,6 +69,21 @@ async fn a_suspension_reaches_the_platforms_endpoints_and_the_customers_signed()
         );
         assert!(!String::from_utf8_lossy(&told[0].body).contains("Unpaid"), "{event}");
     }
+    let made: Vec<_> = platform
+        .received()
+        .into_iter()
+        .filter(|r| r.json()["type"] == "customer.created")
+        .collect();
+    assert_eq!(made.len(), 1, "the customer's making, told once");
+    let secret = platform_endpoint["secret"].as_str().unwrap();
+    assert!(signature_is_valid(&made[0].signature, &made[0].body, secret));
+    assert_eq!(
+        (
+            &made[0].json()["data"]["customer_id"],
+            &made[0].json()["data"]["status"]
+        ),
+        (&json!(customer.id), &json!("active"))
+    );
 }
 
 #[tokio::test]

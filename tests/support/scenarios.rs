@@ -434,6 +434,7 @@ pub async fn a_suspended_customers_keys_are_refused_until_it_is_reactivated(app:
             ("customer.updated", "active", "customer_updated"),
             ("customer.reactivated", "active", "customer_reactivated"),
             ("customer.suspended", "suspended", "customer_suspended"),
+            ("customer.created", "active", "customer_created"),
         ],
         "{events}"
     );

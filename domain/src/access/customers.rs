@@ -35,6 +35,7 @@ impl Service {
             version: 1,
         };
         let cause = Cause::new("customer_created", "Customer created", principal.actor(), now);
+        let event = Event::of_customer(EventId::new(&*self.ids), "created", &customer, &cause, self.environment);
         let mut changes = Changeset::default();
         changes.push(Write::Audit(AuditEntry::new(
             "customer",
@@ -42,6 +43,7 @@ impl Service {
             "created",
             cause,
         )));
+        changes.push(Write::Event(event));
         changes.push(Write::InsertCustomer(customer.clone()));
         self.commit_created(changes, ticket, &customer).await?;
         Ok(customer)
