@@ -128,6 +128,8 @@ pub enum Write {
     Event(Event),
     /// Insert (version 1) or replace if the stored version is still `endpoint.version - 1`.
     PutWebhookEndpoint(WebhookEndpoint),
+    /// Insert (version 1) or replace if the stored version is still `roster.version - 1`.
+    PutEndpointRoster(crate::webhooks::EndpointRoster),
     /// Insert; a delivery of the same id already stored is a conflict.
     InsertDelivery(Delivery),
     /// Replace the stored delivery if its version is still `delivery.version - 1`.
@@ -218,60 +220,47 @@ impl StoreError {
     }
 }
 
-/// A queue could not take or give a message.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("the queue is unavailable: {0}")]
-pub struct QueueError(#[source] pub ErrorSource);
+/// A port's failure, with its source kept for the log.
+macro_rules! port_error {
+    ($(#[$doc:meta])* $name:ident, $message:tt) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, thiserror::Error)]
+        #[error($message)]
+        pub struct $name(#[source] pub ErrorSource);
 
-impl QueueError {
-    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> QueueError {
-        QueueError(source(error))
-    }
+        impl $name {
+            pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> $name {
+                $name(source(error))
+            }
+        }
+    };
 }
 
-/// The secrets store could not keep or give a secret.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("the secrets store is unavailable: {0}")]
-pub struct SecretsError(#[source] pub ErrorSource);
-
-impl SecretsError {
-    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SecretsError {
-        SecretsError(source(error))
-    }
-}
-
-/// The cloud's timer (EventBridge Scheduler) did not take a change.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("the schedule timer is unavailable: {0}")]
-pub struct TimerError(#[source] pub ErrorSource);
-
-impl TimerError {
-    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> TimerError {
-        TimerError(source(error))
-    }
-}
-
-/// The blob store (S3, the data directory) did not keep or give bytes.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("the blob store is unavailable: {0}")]
-pub struct BlobError(#[source] pub ErrorSource);
-
-impl BlobError {
-    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> BlobError {
-        BlobError(source(error))
-    }
-}
-
-/// The event bus did not take a batch of events.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("the event bus is unavailable: {0}")]
-pub struct BusError(#[source] pub ErrorSource);
-
-impl BusError {
-    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> BusError {
-        BusError(source(error))
-    }
-}
+port_error!(
+    /// A queue could not take or give a message.
+    QueueError,
+    "the queue is unavailable: {0}"
+);
+port_error!(
+    /// The secrets store could not keep or give a secret.
+    SecretsError,
+    "the secrets store is unavailable: {0}"
+);
+port_error!(
+    /// The cloud's timer (EventBridge Scheduler) did not take a change.
+    TimerError,
+    "the schedule timer is unavailable: {0}"
+);
+port_error!(
+    /// The blob store (S3, the data directory) did not keep or give bytes.
+    BlobError,
+    "the blob store is unavailable: {0}"
+);
+port_error!(
+    /// The event bus did not take a batch of events.
+    BusError,
+    "the event bus is unavailable: {0}"
+);
 
 /// Commits a [`Changeset`]: every write, with its conditions, or none.
 #[async_trait]

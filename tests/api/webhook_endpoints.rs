@@ -419,3 +419,55 @@ async fn a_new_customer_reaches_the_platforms_endpoints_signed() {
     let listed = app.get("/v1/events?type=customer.created", &customer.key).await.json();
     assert_eq!(listed["data"][0]["id"], event["id"], "{listed}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn creates_at_once_never_take_a_customer_past_its_endpoint_limit() {
+    ops_tests::scenarios::creates_at_once_never_take_a_customer_past_its_endpoint_limit(&spawn_app().await.api).await;
+}
+
+/// A customer whose endpoints were all made before counts were kept (written to the store
+/// directly here, with no count) is counted from its list by its next create or delete: the
+/// limit holds from the first, and a delete makes room for exactly one.
+#[tokio::test]
+async fn endpoints_made_before_counts_were_kept_are_counted_by_the_next_change() {
+    use ops_domain::ports::{Changeset, Commit, Write};
+    use ops_domain::webhooks::{EndpointStatus, WebhookEndpoint};
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let writes = (0..16)
+        .map(|n| {
+            Write::PutWebhookEndpoint(WebhookEndpoint {
+                id: format!("whe_{n:026}").as_str().into(),
+                customer_id: Some(customer.id.as_str().into()),
+                url: "http://127.0.0.1:9/hook".into(),
+                events: vec!["operation.created".into()],
+                status: EndpointStatus::Enabled,
+                secrets: vec![],
+                created_at: time::OffsetDateTime::now_utc(),
+                environment: ops_domain::access::Environment::Test,
+                version: 1,
+            })
+        })
+        .collect();
+    app.embedded().store.commit(Changeset { writes }).await.unwrap();
+    let create = || {
+        app.post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": "http://127.0.0.1:9/hook", "events": ["operation.created"]}),
+        )
+    };
+    assert_eq!(create().await.error(409)["code"], "endpoint_limit_reached");
+    let deleted = app
+        .send(
+            Method::DELETE,
+            &format!("/v1/webhook_endpoints/whe_{:026}", 0),
+            Some(&customer.key),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.json());
+    assert_eq!(create().await.status, 201);
+    assert_eq!(create().await.error(409)["code"], "endpoint_limit_reached");
+}

@@ -19,6 +19,12 @@ async fn customers_are_listed_for_the_platform_and_each_reads_its_own() {
         .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn creates_at_once_never_take_a_customer_past_its_endpoint_limit() {
+    ops_tests::scenarios::creates_at_once_never_take_a_customer_past_its_endpoint_limit(&spawn_aws_app().await.api)
+        .await;
+}
+
 #[tokio::test]
 async fn a_suspended_customers_keys_are_refused_until_it_is_reactivated() {
     ops_tests::scenarios::a_suspended_customers_keys_are_refused_until_it_is_reactivated(&spawn_aws_app().await.api)

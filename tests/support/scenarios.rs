@@ -497,3 +497,53 @@ pub async fn a_customers_metadata_is_kept_and_merged(app: &Api) {
         json!({"crm_id": "C-42", "tier": "gold"})
     );
 }
+
+/// Creates at once cannot take a customer past its sixteen endpoints: each counts itself in
+/// the customer's count in its own commit, and of two that read the same count one is refused
+/// and reads again. Deletes at once each count themselves out, so the room they make is exact.
+pub async fn creates_at_once_never_take_a_customer_past_its_endpoint_limit(app: &Api) {
+    let customer = app.create_customer().await;
+    let url = "http://127.0.0.1:9/hook";
+    let create = || {
+        app.post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": url, "events": ["operation.created"]}),
+        )
+    };
+    let mut made = vec![];
+    for _ in 0..12 {
+        let created = create().await;
+        assert_eq!(created.status, 201, "{}", created.json());
+        made.push(created.id());
+    }
+    let live = || async {
+        let listed = app.get("/v1/webhook_endpoints", &customer.key).await.json();
+        listed["data"].as_array().unwrap().len()
+    };
+
+    let at_once = futures_util::future::join_all((0..8).map(|_| create())).await;
+    let statuses: Vec<u16> = at_once.iter().map(|r| r.status.as_u16()).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 201).count(), 4, "{statuses:?}");
+    // A create that lost a race reads again: it loses only to a create that counted itself
+    // in, so it is at most four times refused a commit before the count is full.
+    for refused in at_once.iter().filter(|r| r.status != 201) {
+        assert_eq!(refused.error(409)["code"], "endpoint_limit_reached");
+    }
+    assert_eq!(live().await, 16);
+
+    let paths: Vec<String> = made[..3]
+        .iter()
+        .map(|id| format!("/v1/webhook_endpoints/{id}"))
+        .collect();
+    let deleted = futures_util::future::join_all(
+        paths
+            .iter()
+            .map(|path| app.send(Method::DELETE, path, Some(&customer.key), None, None)),
+    )
+    .await;
+    assert!(deleted.iter().all(|r| r.status == 200), "deletes at once all land");
+    let refill = futures_util::future::join_all((0..5).map(|_| create())).await;
+    assert_eq!(refill.iter().filter(|r| r.status == 201).count(), 3);
+    assert_eq!(live().await, 16);
+}

@@ -108,6 +108,29 @@ pub struct WebhookEndpoint {
     pub version: u64,
 }
 
+/// How many endpoints an owner (a customer, or the platform: `owner` `None`) keeps, not
+/// deleted: each create and delete moves it by one, versioned, so two creates that each saw room
+/// for one more endpoint cannot both commit (an index read alone could not tell them apart).
+/// An owner whose endpoints were all made before it was kept has none until its next create or
+/// delete, which counts its endpoints first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndpointRoster {
+    pub owner: Option<crate::ids::CustomerId>,
+    pub live: usize,
+    pub version: u64,
+}
+
+impl EndpointRoster {
+    /// The count after one endpoint more (`1`) or fewer (`-1`), as its next version.
+    pub fn moved_by(&self, change: isize) -> EndpointRoster {
+        EndpointRoster {
+            owner: self.owner.clone(),
+            live: self.live.saturating_add_signed(change),
+            version: self.version + 1,
+        }
+    }
+}
+
 impl WebhookEndpoint {
     pub fn wants(&self, event_type: &str, customer_id: &str) -> bool {
         self.status == EndpointStatus::Enabled
@@ -344,6 +367,11 @@ pub trait WebhookStore: Send + Sync {
         &self,
         customer_id: Option<&crate::ids::CustomerId>,
     ) -> Result<Vec<WebhookEndpoint>, crate::ports::StoreError>;
+    /// The owner's count of endpoints as it is now (a strongly consistent read), if it has one.
+    async fn endpoint_roster(
+        &self,
+        owner: Option<&crate::ids::CustomerId>,
+    ) -> Result<Option<EndpointRoster>, crate::ports::StoreError>;
     async fn delivery(&self, id: &crate::ids::DeliveryId) -> Result<Option<Delivery>, crate::ports::StoreError>;
     /// The deliveries of `ids` that exist, each with its event's JSON as stored (`None` if the
     /// event is gone): what a batch of sends reads, together. A delivery posts the event as

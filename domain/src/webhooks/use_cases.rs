@@ -5,12 +5,12 @@ use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::idempotency::Ticket;
-use crate::ids::{DeliveryId, EventId, WebhookEndpointId};
-use crate::ports::{AuditEntry, Changeset, Write};
+use crate::ids::{CustomerId, DeliveryId, EventId, WebhookEndpointId};
+use crate::ports::{AuditEntry, Changeset, StoreError, Write};
 use crate::service::{customer_scope, Issued, Page, Service};
 use crate::validate::required_text;
 use crate::webhooks::EventQuery;
-use crate::webhooks::{Delivery, EndpointStatus, SigningSecret, WebhookEndpoint};
+use crate::webhooks::{Delivery, EndpointRoster, EndpointStatus, SigningSecret, WebhookEndpoint};
 use serde::Deserialize;
 use time::Duration;
 
@@ -60,6 +60,14 @@ pub struct ResendEvent {
     pub endpoint_id: Option<String>,
 }
 
+/// Reads and commits an endpoint's create or delete may make while others change its owner's
+/// endpoints at once.
+const ROSTER_ATTEMPTS: usize = 5;
+
+fn roster_busy() -> DomainError {
+    DomainError::invalid_state("conflict", "Webhook endpoints are changing too fast; retry.")
+}
+
 /// The event types an endpoint subscribes to: `*` or known types, at least one.
 fn endpoint_events(events: Vec<String>) -> Result<Vec<String>, DomainError> {
     if events.is_empty() {
@@ -80,6 +88,19 @@ fn endpoint_events(events: Vec<String>) -> Result<Vec<String>, DomainError> {
         ));
     }
     Ok(events)
+}
+
+/// An endpoint as it now is, with the audit entry of what was done to it.
+fn endpoint_changes(endpoint: &WebhookEndpoint, action: &str, cause: Cause) -> Changeset {
+    let mut changes = Changeset::default();
+    changes.push(Write::Audit(AuditEntry::new(
+        "webhook_endpoint",
+        &endpoint.id,
+        action,
+        cause,
+    )));
+    changes.push(Write::PutWebhookEndpoint(endpoint.clone()));
+    changes
 }
 
 fn new_webhook_secret() -> String {
@@ -300,15 +321,7 @@ impl Service {
         cause: Cause,
     ) -> Result<(), DomainError> {
         endpoint.version += 1;
-        let mut changes = Changeset::default();
-        changes.push(Write::Audit(AuditEntry::new(
-            "webhook_endpoint",
-            &endpoint.id,
-            action,
-            cause,
-        )));
-        changes.push(Write::PutWebhookEndpoint(endpoint.clone()));
-        Ok(self.store.commit(changes).await?)
+        Ok(self.store.commit(endpoint_changes(endpoint, action, cause)).await?)
     }
 
     async fn store_new_secret(&self, endpoint_id: &str, index: usize) -> Result<(String, SigningSecret), DomainError> {
@@ -345,49 +358,78 @@ impl Service {
             (None, Some(id)) => Some(self.visible_customer(principal, &id, "customer_id").await?.id),
             (None, None) => None,
         };
-        let live = self.store.webhook_endpoints_for(customer_id.as_ref()).await?;
-        let kept = live
-            .iter()
-            .filter(|e| e.customer_id == customer_id && e.status != EndpointStatus::Deleted);
-        if kept.count() >= MAX_ENDPOINTS {
-            return Err(DomainError::invalid_state(
-                "endpoint_limit_reached",
-                format!("At most {MAX_ENDPOINTS} webhook endpoints each; delete one to make another."),
-            ));
-        }
-        let id = crate::ids::WebhookEndpointId::new(&*self.ids);
-        let (secret, signing) = self.store_new_secret(&id, 0).await?;
-        let now = self.now();
-        let endpoint = WebhookEndpoint {
-            id,
-            customer_id,
-            url,
-            events,
-            status: EndpointStatus::Enabled,
-            secrets: vec![signing],
-            created_at: now,
-            environment: self.environment,
-            version: 1,
-        };
-        let mut changes = Changeset::default();
-        changes.push(Write::Audit(AuditEntry::new(
-            "webhook_endpoint",
-            &endpoint.id,
-            "created",
-            Cause::new(
+        // The count is read again on each attempt: a create or delete beside this one moved it.
+        // The endpoint (its id and secret) is made once, on the first attempt with room for it.
+        let mut made: Option<Issued<WebhookEndpoint>> = None;
+        for _ in 0..ROSTER_ATTEMPTS {
+            let roster = self.roster_of(customer_id.as_ref()).await?;
+            if roster.live >= MAX_ENDPOINTS {
+                return Err(DomainError::invalid_state(
+                    "endpoint_limit_reached",
+                    format!("At most {MAX_ENDPOINTS} webhook endpoints each; delete one to make another."),
+                ));
+            }
+            let issued = match made.take() {
+                Some(issued) => issued,
+                None => {
+                    let id = crate::ids::WebhookEndpointId::new(&*self.ids);
+                    let (secret, signing) = self.store_new_secret(&id, 0).await?;
+                    let endpoint = WebhookEndpoint {
+                        id,
+                        customer_id: customer_id.clone(),
+                        url: url.clone(),
+                        events: events.clone(),
+                        status: EndpointStatus::Enabled,
+                        secrets: vec![signing],
+                        created_at: self.now(),
+                        environment: self.environment,
+                        version: 1,
+                    };
+                    Issued {
+                        resource: endpoint,
+                        secret,
+                    }
+                }
+            };
+            let cause = Cause::new(
                 "webhook_endpoint_created",
                 "Webhook endpoint created",
                 principal.actor(),
-                now,
-            ),
-        )));
-        changes.push(Write::PutWebhookEndpoint(endpoint.clone()));
-        let issued = Issued {
-            resource: endpoint,
-            secret,
-        };
-        self.commit_created(changes, ticket, &issued).await?;
-        Ok(issued)
+                issued.resource.created_at,
+            );
+            let mut changes = endpoint_changes(&issued.resource, "created", cause);
+            changes.push(Write::PutEndpointRoster(roster.moved_by(1)));
+            if let Some(ticket) = &ticket {
+                changes.push(ticket.complete(&issued));
+            }
+            match self.store.commit(changes).await {
+                Ok(()) => return Ok(issued),
+                Err(StoreError::Conflict) => made = Some(issued),
+                Err(other) => return Err(self.commit_error(other)),
+            }
+        }
+        Err(roster_busy())
+    }
+
+    /// The owner's count of endpoints as kept, or (for an owner whose endpoints were all made
+    /// before counts were kept) as its list counts them: at version 0, so the first count
+    /// written is an insert, and two such counts at once cannot both land.
+    async fn roster_of(&self, owner: Option<&CustomerId>) -> Result<EndpointRoster, DomainError> {
+        if let Some(roster) = self.store.endpoint_roster(owner).await? {
+            return Ok(roster);
+        }
+        let live = self
+            .store
+            .webhook_endpoints_for(owner)
+            .await?
+            .iter()
+            .filter(|e| e.customer_id.as_ref() == owner && e.status != EndpointStatus::Deleted)
+            .count();
+        Ok(EndpointRoster {
+            owner: owner.cloned(),
+            live,
+            version: 0,
+        })
     }
 
     pub async fn get_webhook_endpoint(
@@ -410,21 +452,32 @@ impl Service {
         Ok(Page::all(data))
     }
 
+    /// Deletes an endpoint, counting it out of its owner's endpoints in the same commit.
     pub async fn delete_webhook_endpoint(
         &self,
         principal: &Principal,
         id: &WebhookEndpointId,
     ) -> Result<WebhookEndpoint, DomainError> {
-        let mut endpoint = self.visible_endpoint(principal, id).await?;
-        endpoint.status = EndpointStatus::Deleted;
-        let cause = Cause::new(
-            "webhook_endpoint_deleted",
-            "Webhook endpoint deleted",
-            principal.actor(),
-            self.now(),
-        );
-        self.save_endpoint(&mut endpoint, "deleted", cause).await?;
-        Ok(endpoint)
+        for _ in 0..ROSTER_ATTEMPTS {
+            let mut endpoint = self.visible_endpoint(principal, id).await?;
+            let roster = self.roster_of(endpoint.customer_id.as_ref()).await?;
+            endpoint.status = EndpointStatus::Deleted;
+            endpoint.version += 1;
+            let cause = Cause::new(
+                "webhook_endpoint_deleted",
+                "Webhook endpoint deleted",
+                principal.actor(),
+                self.now(),
+            );
+            let mut changes = endpoint_changes(&endpoint, "deleted", cause);
+            changes.push(Write::PutEndpointRoster(roster.moved_by(-1)));
+            match self.store.commit(changes).await {
+                Ok(()) => return Ok(endpoint),
+                Err(StoreError::Conflict) => continue,
+                Err(other) => return Err(self.commit_error(other)),
+            }
+        }
+        Err(roster_busy())
     }
 
     /// A new URL or event types for an endpoint, its secrets kept. Deliveries still to be

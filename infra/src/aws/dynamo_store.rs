@@ -22,6 +22,7 @@
 //! | event by id, and every event (platform), newest first | `PK = EVTS#<shard>`, `SK = <event id>` (written before 2026-11-26: `PK = EVT#<id>`, listed by `GSI3PK = EVTS#<shard>`) |
 //! | events of a customer, newest first | `GSI1PK = CUSEVTS#<customer>` |
 //! | webhook endpoints of a customer (or the platform's) | `GSI1PK = CUSWHE#<customer or PLATFORM>` |
+//! | how many live endpoints a customer (or the platform) keeps | `PK = WHEROSTER#<customer or PLATFORM>` (versioned; the list is an index, which may lag its writes) |
 //! | deliveries of an event | `GSI1PK = EVTWHD#<event>` |
 //! | schedules of a customer (every schedule), newest first, deleted ones left out | `GSI1PK = CUSSCH#<customer>` (`GSI3PK = SCHS#<shard>`) |
 //! | active schedules due a run | `GSI2PK = SCHDUE#<shard>`, `GSI2SK = <due unix s, padded>#<id>` (sparse) |
@@ -108,7 +109,7 @@ use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, Listed, RateLimit
 use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
-use ops_domain::webhooks::{Delivery, EndpointStatus, EventQuery, WebhookEndpoint, WebhookStore};
+use ops_domain::webhooks::{Delivery, EndpointRoster, EndpointStatus, EventQuery, WebhookEndpoint, WebhookStore};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -844,6 +845,17 @@ impl DynamoStore {
                 }
                 let it = keyed(keys::webhook_endpoint(&w.id), attributes);
                 vec![self.versioned(it, w.version)]
+            }
+            Write::PutEndpointRoster(roster) => {
+                let it = keyed(
+                    keys::endpoint_roster(roster.owner.as_deref()),
+                    vec![
+                        ("entity", s("endpoint_roster")),
+                        ("doc", doc(roster)),
+                        ("version", n(roster.version)),
+                    ],
+                );
+                vec![self.versioned(it, roster.version)]
             }
             Write::InsertDelivery(d) | Write::UpdateDelivery(d) => {
                 let mut attributes = vec![
@@ -2149,6 +2161,10 @@ impl WebhookStore for DynamoStore {
 
     async fn webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<WebhookEndpoint>, StoreError> {
         self.get(keys::webhook_endpoint(id)).await
+    }
+
+    async fn endpoint_roster(&self, owner: Option<&CustomerId>) -> Result<Option<EndpointRoster>, StoreError> {
+        self.get(keys::endpoint_roster(owner.map(|id| id.as_str()))).await
     }
 
     async fn webhook_endpoints_for(

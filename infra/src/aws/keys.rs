@@ -90,6 +90,11 @@ pub fn webhook_endpoint(id: &str) -> Primary {
     primary(format!("WHE#{id}"), "WHE")
 }
 
+/// An owner's count of live webhook endpoints (the platform's under `PLATFORM`).
+pub fn endpoint_roster(owner_id: Option<&str>) -> Primary {
+    primary(format!("WHEROSTER#{}", owner(owner_id)), "WHEROSTER")
+}
+
 pub fn delivery(id: &str) -> Primary {
     primary(format!("WHD#{id}"), "WHD")
 }

@@ -164,6 +164,40 @@ async fn an_events_endpoints_are_its_customers_and_the_platforms_live_ones(store
     );
 }
 
+/// An owner's count of endpoints is its own (the platform's apart from a customer's), and each
+/// write of it must follow the version read: of two that read the same, the second is refused,
+/// as is a first count over one already written.
+async fn an_owners_endpoint_count_moves_one_version_at_a_time(store: &dyn Store) {
+    use ops_domain::webhooks::EndpointRoster;
+    let customer: ops_domain::ids::CustomerId = "cus_roster".into();
+    assert_eq!(store.endpoint_roster(Some(&customer)).await.unwrap(), None);
+    let first = EndpointRoster {
+        owner: Some(customer.clone()),
+        live: 3,
+        version: 0,
+    };
+    let put = |roster: EndpointRoster| store.commit(changes(vec![Write::PutEndpointRoster(roster)]));
+    put(first.moved_by(1)).await.unwrap();
+    assert!(
+        matches!(put(first.moved_by(1)).await, Err(StoreError::Conflict)),
+        "a second first count"
+    );
+    let read = store.endpoint_roster(Some(&customer)).await.unwrap().unwrap();
+    assert_eq!((read.live, read.version), (4, 1));
+    put(read.moved_by(-1)).await.unwrap();
+    assert!(
+        matches!(put(read.moved_by(1)).await, Err(StoreError::Conflict)),
+        "a count moved from a version already moved on"
+    );
+    let now = store.endpoint_roster(Some(&customer)).await.unwrap().unwrap();
+    assert_eq!((now.live, now.version), (3, 2));
+    assert_eq!(
+        store.endpoint_roster(None).await.unwrap(),
+        None,
+        "the platform's is its own"
+    );
+}
+
 /// An endpoint's failed deliveries awaiting a follow-up are listed by event, bounded: not
 /// another endpoint's, not a pending or delivered one, and one leaves the list when its
 /// follow-up is recorded.
@@ -262,6 +296,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     an_entitys_history_is_its_own_newest_entries_oldest_first(store.as_ref()).await;
     an_endpoints_failed_deliveries_are_those_awaiting_a_follow_up(store.as_ref()).await;
     an_events_endpoints_are_its_customers_and_the_platforms_live_ones(store.as_ref()).await;
+    an_owners_endpoint_count_moves_one_version_at_a_time(store.as_ref()).await;
     super::files::run_all(store.as_ref()).await;
     super::reconciliations::run_all(store.as_ref()).await;
     super::desk::run_all(store).await;

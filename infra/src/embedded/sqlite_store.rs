@@ -26,7 +26,7 @@ use ops_domain::ports::{AuditEntry, Changeset, Commit, Listed, StoreError, Write
 use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
-use ops_domain::webhooks::{Delivery, DeliveryStatus, EventQuery, WebhookEndpoint, WebhookStore};
+use ops_domain::webhooks::{Delivery, DeliveryStatus, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::de::DeserializeOwned;
@@ -91,6 +91,9 @@ CREATE TABLE IF NOT EXISTS webhook_endpoints (
 -- The live endpoints by owner ('' for the platform): what every event's dispatch reads.
 CREATE INDEX IF NOT EXISTS live_endpoints_by_owner ON webhook_endpoints (coalesce(customer_id, ''), id)
     WHERE json_extract(body, '$.status') <> 'deleted';
+-- Each owner's count of live endpoints ('' for the platform), moved by every create and delete.
+CREATE TABLE IF NOT EXISTS endpoint_rosters (
+    owner TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS deliveries (
     id TEXT PRIMARY KEY, event_id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS deliveries_by_event ON deliveries (event_id);
@@ -867,6 +870,21 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                  ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body
                  WHERE webhook_endpoints.version = excluded.version - 1",
                 params![w.id.as_str(), w.customer_id.as_deref(), w.version as i64, json(w)],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
+        Write::PutEndpointRoster(roster) => {
+            let changed = tx.run(
+                "INSERT INTO endpoint_rosters (owner, version, body) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (owner) DO UPDATE SET version = excluded.version, body = excluded.body
+                 WHERE endpoint_rosters.version = excluded.version - 1",
+                params![
+                    roster.owner.as_ref().map_or("", |id| id.as_str()),
+                    roster.version as i64,
+                    json(roster)
+                ],
             )?;
             if changed != 1 {
                 return Err(ConditionFailed.into());
@@ -1665,6 +1683,12 @@ impl WebhookStore for SqliteStore {
     ) -> Result<Vec<WebhookEndpoint>, StoreError> {
         let customer = customer_id.map_or("", |id| id.as_str()).to_owned();
         self.documents(LIVE_ENDPOINTS, customer).await
+    }
+
+    async fn endpoint_roster(&self, owner: Option<&CustomerId>) -> Result<Option<EndpointRoster>, StoreError> {
+        let owner = owner.map_or("", |id| id.as_str()).to_owned();
+        self.document("SELECT body FROM endpoint_rosters WHERE owner = ?1", owner)
+            .await
     }
 
     async fn delivery(&self, id: &DeliveryId) -> Result<Option<Delivery>, StoreError> {
