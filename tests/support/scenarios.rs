@@ -275,6 +275,42 @@ pub async fn customers_are_listed_for_the_platform_and_each_reads_its_own(app: &
         (&malformed["param"], &malformed["code"]),
         (&json!("starting_after"), &json!("invalid_id"))
     );
+
+    // One status's customers, as a list of their own: a suspension moves a customer into the
+    // suspended list and out of the active one.
+    let suspension = json!({"status": "suspended", "reason": "Offboarding"});
+    let suspended = app
+        .post(&format!("/v1/customers/{}", made[1].id), ADMIN_KEY, suspension)
+        .await;
+    assert_eq!(suspended.status, 200, "{}", suspended.json());
+    let ids_in = |status: &'static str| async move {
+        let page = app
+            .get(&format!("/v1/customers?status={status}&limit=100"), ADMIN_KEY)
+            .await
+            .json();
+        let listed: Vec<String> = page["data"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{page}"))
+            .iter()
+            .inspect(|c| assert_eq!(c["status"], status, "{c}"))
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .collect();
+        listed
+    };
+    let (suspended, active) = (ids_in("suspended").await, ids_in("active").await);
+    assert!(
+        suspended.contains(&made[1].id) && !active.contains(&made[1].id),
+        "{suspended:?}"
+    );
+    assert!(
+        active.contains(&made[0].id) && active.contains(&made[2].id),
+        "{active:?}"
+    );
+    let unknown = app.get("/v1/customers?status=closed", ADMIN_KEY).await.error(400);
+    assert_eq!(
+        (&unknown["param"], &unknown["code"]),
+        (&json!("status"), &json!("invalid_status"))
+    );
 }
 
 /// A platform admin suspends a customer: its keys are refused from their next request, with

@@ -54,16 +54,17 @@ impl Service {
         self.visible_customer(principal, id, "id").await
     }
 
-    /// `GET /v1/customers`: the platform's customers, newest first, a page at a time; for the
-    /// platform's keys only.
+    /// `GET /v1/customers`: the platform's customers (or those in `status`), newest first, a
+    /// page at a time; for the platform's keys only.
     pub async fn list_customers(
         &self,
         principal: &Principal,
+        status: Option<CustomerStatus>,
         starting_after: Option<CustomerId>,
         limit: usize,
     ) -> Result<Page<Customer>, DomainError> {
         require_platform(principal, "list customers")?;
-        let customers = self.store.customers(starting_after.as_ref(), limit + 1).await?;
+        let customers = self.store.customers(status, starting_after.as_ref(), limit + 1).await?;
         Ok(Page::of(customers, limit))
     }
 

@@ -118,6 +118,22 @@ pub enum CustomerStatus {
     Suspended,
 }
 
+impl CustomerStatus {
+    pub const ALL: [CustomerStatus; 2] = [CustomerStatus::Active, CustomerStatus::Suspended];
+
+    /// As it is written in JSON (and in the store's status lists).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CustomerStatus::Active => "active",
+            CustomerStatus::Suspended => "suspended",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<CustomerStatus> {
+        CustomerStatus::ALL.into_iter().find(|status| status.as_str() == text)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Customer {
     pub id: crate::ids::CustomerId,
@@ -379,9 +395,11 @@ pub(crate) fn user_roles(roles: Vec<Role>) -> Result<Vec<Role>, DomainError> {
 #[async_trait::async_trait]
 pub trait AccessStore: Send + Sync {
     async fn customer(&self, id: &crate::ids::CustomerId) -> Result<Option<Customer>, crate::ports::StoreError>;
-    /// Every customer, newest first, from after `starting_after`, at most `limit`.
+    /// Every customer (or those in `status`), newest first, from after `starting_after`, at
+    /// most `limit`; a status is a list of its own, so none is read and dropped.
     async fn customers(
         &self,
+        status: Option<CustomerStatus>,
         starting_after: Option<&crate::ids::CustomerId>,
         limit: usize,
     ) -> Result<Vec<Customer>, crate::ports::StoreError>;

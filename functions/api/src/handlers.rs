@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use ops_domain::access::require_platform_admin;
-use ops_domain::access::Scope;
+use ops_domain::access::{CustomerStatus, Scope};
 use ops_domain::approvals::WorkflowDefinition;
 use ops_domain::desk::{Assignee, Queue, WorkItemQuery, WorkItemStatus};
 use ops_domain::files::{FileQuery, UploadFile};
@@ -97,8 +97,17 @@ pub async fn create_user(
 }
 
 pub async fn list_customers(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
-    let (starting_after, limit) = page_of::<CustomerId>(raw.as_deref())?;
-    ok(app.service.list_customers(&caller, starting_after, limit).await?)
+    let (starting_after, limit, filters) = page_filtered_by::<CustomerId>(raw.as_deref(), &["status"])?;
+    let mut status = None;
+    for (name, value) in filters {
+        let unknown = format!("Unknown status '{value}': active or suspended.");
+        status =
+            Some(CustomerStatus::parse(&value).ok_or_else(|| DomainError::invalid(name, "invalid_status", unknown))?);
+    }
+    ok(app
+        .service
+        .list_customers(&caller, status, starting_after, limit)
+        .await?)
 }
 
 pub async fn get_customer(State(app): State<App>, Caller(caller): Caller, PathParam(id): PathParam) -> Answer {
@@ -329,21 +338,30 @@ fn list_params(raw: Option<&str>, item: IdKind, filters: &[&str]) -> Result<List
 
 /// A list under one resource, paged and not filtered: `starting_after` (an `Id`) and `limit`.
 fn page_of<Id: TypedId>(raw: Option<&str>) -> Result<(Option<Id>, usize), ApiError> {
-    let (mut starting_after, mut limit) = (None, 10);
-    for (name, value) in query_pairs(raw, &["limit", "starting_after"])? {
+    let (starting_after, limit, _) = page_filtered_by(raw, &[])?;
+    Ok((starting_after, limit))
+}
+
+/// A paged list (as [`page_of`]) with the `filters` named, each given as it was written.
+type FilteredPage<Id> = (Option<Id>, usize, Vec<(String, String)>);
+fn page_filtered_by<Id: TypedId>(raw: Option<&str>, filters: &[&str]) -> Result<FilteredPage<Id>, ApiError> {
+    let (mut starting_after, mut limit, mut given) = (None, 10, vec![]);
+    let allowed: Vec<&str> = ["limit", "starting_after"].iter().chain(filters).copied().collect();
+    for (name, value) in query_pairs(raw, &allowed)? {
         let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
         match name.as_str() {
             "limit" => match value.parse::<usize>() {
                 Ok(value) if (1..=100).contains(&value) => limit = value,
                 _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
             },
-            _ => match Id::parse(&value) {
+            "starting_after" => match Id::parse(&value) {
                 Some(id) => starting_after = Some(id),
                 None => return Err(bad("invalid_id", format!("'{value}' is not a {} id.", Id::RESOURCE))),
             },
+            _ => given.push((name, value)),
         }
     }
-    Ok((starting_after, limit))
+    Ok((starting_after, limit, given))
 }
 
 pub async fn list_operations(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {

@@ -22,6 +22,7 @@
 //! | event by id, and every event (platform), newest first | `PK = EVTS#<shard>`, `SK = <event id>` (written before 2026-11-26: `PK = EVT#<id>`, listed by `GSI3PK = EVTS#<shard>`) |
 //! | events of a customer, newest first | `GSI1PK = CUSEVTS#<customer>` |
 //! | webhook endpoints of a customer (or the platform's) | `GSI1PK = CUSWHE#<customer or PLATFORM>` |
+//! | every customer, newest first (in one status) | `GSI1PK = CUSTOMERS` (`GSI2PK = CUSTOMERS#<status>`) |
 //! | how many live endpoints a customer (or the platform) keeps | `PK = WHEROSTER#<customer or PLATFORM>` (versioned; the list is an index, which may lag its writes) |
 //! | deliveries of an event | `GSI1PK = EVTWHD#<event>` |
 //! | schedules of a customer (every schedule), newest first, deleted ones left out | `GSI1PK = CUSSCH#<customer>` (`GSI3PK = SCHS#<shard>`) |
@@ -87,7 +88,7 @@ use aws_sdk_dynamodb::types::{
     StreamSpecification, StreamViewType, TimeToLiveSpecification, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
-use ops_domain::access::{AccessStore, ApiKey, Customer, User};
+use ops_domain::access::{AccessStore, ApiKey, Customer, CustomerStatus, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
 use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry, Column};
 use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
@@ -271,6 +272,8 @@ fn customer_item(customer: &Customer) -> Item {
             ("version", n(customer.version)),
             ("GSI1PK", s(keys::CUSTOMERS)),
             ("GSI1SK", s(&customer.id)),
+            ("GSI2PK", s(keys::customers_in(customer.status.as_str()))),
+            ("GSI2SK", s(&customer.id)),
         ],
     )
 }
@@ -1782,10 +1785,23 @@ impl AccessStore for DynamoStore {
         self.get(keys::customer(id)).await
     }
 
-    async fn customers(&self, starting_after: Option<&CustomerId>, limit: usize) -> Result<Vec<Customer>, StoreError> {
+    async fn customers(
+        &self,
+        status: Option<CustomerStatus>,
+        starting_after: Option<&CustomerId>,
+        limit: usize,
+    ) -> Result<Vec<Customer>, StoreError> {
         let after = page_start(starting_after.map(|id| id.as_str()));
-        let partition = Partition::One(keys::CUSTOMERS.to_owned());
-        self.newest_first("GSI1", partition, after, None, limit).await
+        match status {
+            Some(status) => {
+                let partition = Partition::One(keys::customers_in(status.as_str()));
+                self.newest_first("GSI2", partition, after, None, limit).await
+            }
+            None => {
+                let partition = Partition::One(keys::CUSTOMERS.to_owned());
+                self.newest_first("GSI1", partition, after, None, limit).await
+            }
+        }
     }
 
     async fn user(&self, id: &UserId) -> Result<Option<User>, StoreError> {

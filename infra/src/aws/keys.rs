@@ -213,6 +213,11 @@ pub fn users_of(customer: &str) -> String {
 /// Every customer (GSI1): one partition, as customers are few and made seldom.
 pub const CUSTOMERS: &str = "CUSTOMERS";
 
+/// The customers in one status (GSI2), moved by a suspension or a reactivation.
+pub fn customers_in(status: &str) -> String {
+    format!("CUSTOMERS#{status}")
+}
+
 /// A customer's (or the platform's) API keys (GSI1).
 pub fn keys_of(customer: Option<&str>) -> String {
     format!("CUSKEYS#{}", owner(customer))

@@ -694,8 +694,11 @@ async fn customers_are_listed_newest_first_a_page_at_a_time(store: &dyn Store) {
         .to_vec();
     store.commit(changes(writes)).await.unwrap();
     let ids = |customers: Vec<Customer>| customers.into_iter().map(|c| c.id.to_string()).collect::<Vec<_>>();
-    assert_eq!(ids(store.customers(None, 2).await.unwrap()), ["cus_zzzz3", "cus_zzzz2"]);
-    let next = store.customers(Some(&"cus_zzzz2".into()), 1).await.unwrap();
+    assert_eq!(
+        ids(store.customers(None, None, 2).await.unwrap()),
+        ["cus_zzzz3", "cus_zzzz2"]
+    );
+    let next = store.customers(None, Some(&"cus_zzzz2".into()), 1).await.unwrap();
     assert_eq!(next, [customer("cus_zzzz1")], "as stored, after the page's start");
 
     // A change is in place, from the version it read: read and listed once, as the customer
@@ -711,10 +714,27 @@ async fn customers_are_listed_newest_first_a_page_at_a_time(store: &dyn Store) {
         .await
         .unwrap();
     assert_eq!(store.customer(&suspended.id).await.unwrap(), Some(suspended.clone()));
-    let listed = store.customers(None, 3).await.unwrap();
+    let listed = store.customers(None, None, 3).await.unwrap();
     assert_eq!(
         listed,
         [customer("cus_zzzz3"), suspended.clone(), customer("cus_zzzz1")]
+    );
+    // Each status is a list of its own, paged the same way, which a change moves it between
+    // (other cases' customers, listed after these, are left out).
+    let in_status = |status, after: Option<&str>, limit| {
+        let after = after.map(ops_domain::ids::CustomerId::from);
+        async move {
+            let mut listed = ids(store.customers(Some(status), after.as_ref(), limit).await.unwrap());
+            listed.retain(|id| id.starts_with("cus_zzzz"));
+            listed
+        }
+    };
+    assert_eq!(in_status(CustomerStatus::Suspended, None, 10).await, ["cus_zzzz2"]);
+    assert_eq!(in_status(CustomerStatus::Active, None, 1).await, ["cus_zzzz3"]);
+    assert_eq!(
+        in_status(CustomerStatus::Active, Some("cus_zzzz3"), 1).await,
+        ["cus_zzzz1"],
+        "a status's page starts after the one named, past the others' customers"
     );
     let renamed_from_before = Customer {
         name: "Renamed".into(),

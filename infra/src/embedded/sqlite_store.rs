@@ -5,7 +5,7 @@
 use crate::page_start;
 use async_trait::async_trait;
 use futures_util::future::join_all;
-use ops_domain::access::{AccessStore, ApiKey, Customer, User};
+use ops_domain::access::{AccessStore, ApiKey, Customer, CustomerStatus, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
 use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry, Column};
 use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
@@ -38,6 +38,8 @@ use time::{Date, OffsetDateTime};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS customers (id TEXT PRIMARY KEY, body TEXT NOT NULL);
+-- On the document, as api_keys_by_owner is, so older files need no migration.
+CREATE INDEX IF NOT EXISTS customers_by_status ON customers (json_extract(body, '$.status'), id);
 CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS users_by_customer ON users (customer_id, id);
 CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, secret_hash TEXT NOT NULL UNIQUE, body TEXT NOT NULL);
@@ -198,6 +200,10 @@ const LIVE_ENDPOINTS: &str = "SELECT body FROM webhook_endpoints
 
 /// Every customer, newest first, before `?1` (a page's start), at most `?2`.
 const CUSTOMERS: &str = "SELECT body FROM customers WHERE id < ?1 ORDER BY id DESC LIMIT ?2";
+
+/// The customers in one status (`?1`), newest first, before `?2`, at most `?3`.
+const CUSTOMERS_IN_STATUS: &str = "SELECT body FROM customers WHERE json_extract(body, '$.status') = ?1 AND id < ?2
+     ORDER BY id DESC LIMIT ?3";
 
 /// A customer's users, newest first, before `?2` (a page's start), at most `?3`.
 const USERS_OF: &str = "SELECT body FROM users WHERE customer_id = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3";
@@ -1303,9 +1309,20 @@ impl AccessStore for SqliteStore {
             .await
     }
 
-    async fn customers(&self, starting_after: Option<&CustomerId>, limit: usize) -> Result<Vec<Customer>, StoreError> {
+    async fn customers(
+        &self,
+        status: Option<CustomerStatus>,
+        starting_after: Option<&CustomerId>,
+        limit: usize,
+    ) -> Result<Vec<Customer>, StoreError> {
         let start = page_start(starting_after.map(|id| id.as_str()));
-        self.documents_up_to(CUSTOMERS, start, limit).await
+        match status {
+            Some(status) => {
+                let keys = vec![status.as_str().to_owned(), start];
+                self.documents_of(CUSTOMERS_IN_STATUS, keys, limit).await
+            }
+            None => self.documents_up_to(CUSTOMERS, start, limit).await,
+        }
     }
 
     async fn user(&self, id: &UserId) -> Result<Option<User>, StoreError> {
@@ -2433,6 +2450,11 @@ mod tests {
         assert_eq!(
             customers,
             ["SEARCH customers USING INDEX sqlite_autoindex_customers_1 (id<?)"]
+        );
+        let suspended = query_plan(CUSTOMERS_IN_STATUS, params!["suspended", "cus_1", 10]);
+        assert_eq!(
+            suspended,
+            ["SEARCH customers USING INDEX customers_by_status (<expr>=? AND id<?)"]
         );
         let users = query_plan(USERS_OF, params!["cus_1", "usr_1", 10]);
         assert_eq!(
