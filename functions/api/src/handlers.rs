@@ -342,8 +342,10 @@ fn page_of<Id: TypedId>(raw: Option<&str>) -> Result<(Option<Id>, usize), ApiErr
     Ok((starting_after, limit))
 }
 
-/// A paged list (as [`page_of`]) with the `filters` named, each given as it was written.
+/// A page's start and size, and the filters given, each as it was written.
 type FilteredPage<Id> = (Option<Id>, usize, Vec<(String, String)>);
+
+/// A paged list (as [`page_of`]) that also takes the `filters` named.
 fn page_filtered_by<Id: TypedId>(raw: Option<&str>, filters: &[&str]) -> Result<FilteredPage<Id>, ApiError> {
     let (mut starting_after, mut limit, mut given) = (None, 10, vec![]);
     let allowed: Vec<&str> = ["limit", "starting_after"].iter().chain(filters).copied().collect();
