@@ -108,15 +108,7 @@ async fn rotation_keeps_the_old_key_until_its_expiry_and_revocation_is_immediate
     assert_eq!(bad_overlap.error(400)["param"], "expires_in");
 
     let new_id = rotated.json()["id"].as_str().unwrap().to_owned();
-    let revoked = app
-        .send(
-            Method::DELETE,
-            &format!("/v1/api_keys/{new_id}"),
-            Some(&customer.key),
-            None,
-            None,
-        )
-        .await;
+    let revoked = app.delete(&format!("/v1/api_keys/{new_id}"), &customer.key).await;
     assert_eq!(revoked.status, 200);
     assert!(revoked.json()["revoked_at"].is_string());
     assert_eq!(

@@ -243,12 +243,9 @@ async fn a_failed_delivery_to_an_endpoint_since_deleted_is_closed_with_a_reason(
     app.settle(Duration::hours(1), 80).await;
     let item = app.open_exceptions().await.pop().expect("the failed delivery's item");
     let deleted = app
-        .send(
-            reqwest::Method::DELETE,
+        .delete(
             &format!("/v1/webhook_endpoints/{}", endpoint["id"].as_str().unwrap()),
-            Some(&acme.key),
-            None,
-            None,
+            &acme.key,
         )
         .await;
     assert_eq!(deleted.status, 200, "{}", deleted.json());

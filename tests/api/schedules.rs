@@ -5,7 +5,6 @@ use ops_domain::ids::ScheduleId;
 use ops_domain::ports::Clock;
 use ops_domain::schedules::FireSchedule;
 use ops_tests::{payout, spawn_app, TestApp, ADMIN_KEY};
-use reqwest::Method;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use time::format_description::well_known::Rfc3339;
@@ -318,13 +317,7 @@ async fn pause_resume_delete_and_a_revoked_key_make_nothing() {
 
     // The key the schedule acts with is revoked: the occurrence is recorded, nothing made.
     let revoked = app
-        .send(
-            Method::DELETE,
-            &format!("/v1/api_keys/{}", key["id"].as_str().unwrap()),
-            Some(ADMIN_KEY),
-            None,
-            None,
-        )
+        .delete(&format!("/v1/api_keys/{}", key["id"].as_str().unwrap()), ADMIN_KEY)
         .await;
     assert_eq!(revoked.status, 200, "{}", revoked.json());
     jump_to(&app, datetime!(2031-02-04 12:01 UTC));
@@ -374,7 +367,7 @@ async fn pause_resume_delete_and_a_revoked_key_make_nothing() {
         acknowledged.json()
     );
 
-    let deleted = app.send(Method::DELETE, &path, Some(&acme.key), None, None).await;
+    let deleted = app.delete(&path, &acme.key).await;
     assert_eq!(deleted.status, 200);
     assert_eq!(app.get(&path, &acme.key).await.status, 404);
     assert!(app.get("/v1/schedules", &acme.key).await.json()["data"]

@@ -325,15 +325,7 @@ async fn a_leaked_key_cannot_plant_a_successor_that_outlives_its_revocation() {
     assert!(ids.len() > 2, "more than one page: {ids:?}");
 
     // Revoking the leaked key revokes every key it was rotated into.
-    let revoked = app
-        .send(
-            Method::DELETE,
-            &format!("/v1/api_keys/{leaked_id}"),
-            Some(&customer.key),
-            None,
-            None,
-        )
-        .await;
+    let revoked = app.delete(&format!("/v1/api_keys/{leaked_id}"), &customer.key).await;
     assert_eq!(revoked.status, 200);
     for secret in [leaked_secret, planted_secret, second_secret] {
         assert_eq!(

@@ -3,7 +3,6 @@
 
 use ops_tests::receiver::{signature_is_valid, Receiver};
 use ops_tests::{payout, spawn_app};
-use reqwest::Method;
 use serde_json::{json, Value};
 use time::Duration;
 
@@ -135,7 +134,7 @@ async fn an_endpoint_update_is_validated_and_scoped_to_its_owner() {
         app.get(&history, &other.key).await.error(404)["code"],
         "resource_missing"
     );
-    let deleted = app.send(Method::DELETE, &path, Some(&customer.key), None, None).await;
+    let deleted = app.delete(&path, &customer.key).await;
     assert_eq!(deleted.status, 200);
     let gone = app
         .post(&path, &customer.key, json!({"url": "http://127.0.0.1/x"}))
@@ -365,13 +364,7 @@ async fn a_customer_keeps_at_most_sixteen_endpoints_and_a_deleted_one_makes_room
     app.subscribe(&other.key, &receiver.url, &["operation.created"]).await;
 
     let deleted = app
-        .send(
-            Method::DELETE,
-            &format!("/v1/webhook_endpoints/{}", made[0]),
-            Some(&customer.key),
-            None,
-            None,
-        )
+        .delete(&format!("/v1/webhook_endpoints/{}", made[0]), &customer.key)
         .await;
     assert_eq!(deleted.status, 200, "{}", deleted.json());
     assert_eq!(create().await.status, 201);
@@ -459,13 +452,7 @@ async fn endpoints_made_before_counts_were_kept_are_counted_by_the_next_change()
     };
     assert_eq!(create().await.error(409)["code"], "endpoint_limit_reached");
     let deleted = app
-        .send(
-            Method::DELETE,
-            &format!("/v1/webhook_endpoints/whe_{:026}", 0),
-            Some(&customer.key),
-            None,
-            None,
-        )
+        .delete(&format!("/v1/webhook_endpoints/whe_{:026}", 0), &customer.key)
         .await;
     assert_eq!(deleted.status, 200, "{}", deleted.json());
     assert_eq!(create().await.status, 201);

@@ -8,7 +8,6 @@ use aws_sdk_scheduler::error::ProvideErrorMetadata;
 use aws_sdk_scheduler::types::ScheduleState;
 use ops_domain::ports::Clock;
 use ops_tests::payout;
-use reqwest::Method;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,7 +101,7 @@ async fn a_schedule_is_mirrored_on_eventbridge_scheduler_and_fired_once() {
         "a payload without its time is refused"
     );
 
-    let deleted = app.send(Method::DELETE, &path, Some(&acme.key), None, None).await;
+    let deleted = app.delete(&path, &acme.key).await;
     assert_eq!(deleted.status, 200);
     app.settle(time::Duration::ZERO, 1).await;
     let gone = mirrored().await.expect_err("the timer is deleted with its schedule");

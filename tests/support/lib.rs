@@ -306,6 +306,10 @@ impl Api {
             .await
     }
 
+    pub async fn delete(&self, path: &str, key: &str) -> Reply {
+        self.send(Method::DELETE, path, Some(key), None, None).await
+    }
+
     /// POST with a fresh idempotency key.
     pub async fn post(&self, path: &str, key: &str, body: Value) -> Reply {
         let idempotency_key = format!("test-{}", rand_suffix());

@@ -2,7 +2,6 @@
 //! (`tests/api`) and the AWS adapters on the emulator (`tests/aws`).
 
 use crate::{Api, ADMIN_KEY};
-use reqwest::Method;
 use serde_json::{json, Value};
 
 /// Who minted, rotated and revoked a key, each in its history (and its successor's), read after
@@ -19,7 +18,7 @@ pub async fn a_keys_history_names_each_change_and_its_actor(app: &Api) {
     let rotated = app.post(&format!("{path}/rotate"), first_secret, json!({})).await;
     assert_eq!(rotated.status, 201, "{}", rotated.json());
     let second = rotated.json()["id"].as_str().unwrap().to_owned();
-    let revoked = app.send(Method::DELETE, &path, Some(&customer.key), None, None).await;
+    let revoked = app.delete(&path, &customer.key).await;
     assert_eq!(revoked.status, 200);
 
     let summary = |entries: Vec<Value>| {
@@ -572,12 +571,7 @@ pub async fn creates_at_once_never_take_a_customer_past_its_endpoint_limit(app: 
         .iter()
         .map(|id| format!("/v1/webhook_endpoints/{id}"))
         .collect();
-    let deleted = futures_util::future::join_all(
-        paths
-            .iter()
-            .map(|path| app.send(Method::DELETE, path, Some(&customer.key), None, None)),
-    )
-    .await;
+    let deleted = futures_util::future::join_all(paths.iter().map(|path| app.delete(path, &customer.key))).await;
     assert!(deleted.iter().all(|r| r.status == 200), "deletes at once all land");
     let refill = futures_util::future::join_all((0..5).map(|_| create())).await;
     assert_eq!(refill.iter().filter(|r| r.status == 201).count(), 3);
