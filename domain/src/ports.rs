@@ -496,6 +496,8 @@ pub struct BatchOutcome {
 pub trait Secrets: Send + Sync {
     async fn put_secret(&self, name: &str, value: &str) -> Result<(), SecretsError>;
     async fn secret(&self, name: &str) -> Result<Option<String>, SecretsError>;
+    /// Removes a secret for good; one never stored is no error.
+    async fn delete_secret(&self, name: &str) -> Result<(), SecretsError>;
 }
 
 /// Counts requests in one-second windows (DESIGN §3 `rate_limit_error`), so one caller cannot

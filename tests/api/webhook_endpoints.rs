@@ -458,3 +458,28 @@ async fn endpoints_made_before_counts_were_kept_are_counted_by_the_next_change()
     assert_eq!(create().await.status, 201);
     assert_eq!(create().await.error(409)["code"], "endpoint_limit_reached");
 }
+
+#[tokio::test]
+async fn each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longer_signs() {
+    let app = spawn_app().await;
+    let database = app.data_dir.path().join("ops-test.sqlite");
+    let stored = |endpoint_id: String| {
+        let database = database.clone();
+        async move {
+            let connection = rusqlite::Connection::open(database).unwrap();
+            let pattern = format!("webhook/{endpoint_id}/%");
+            let count: i64 = connection
+                .query_row("SELECT count(*) FROM secrets WHERE name LIKE ?1", [pattern], |row| {
+                    row.get(0)
+                })
+                .unwrap();
+            count as usize
+        }
+    };
+    ops_tests::scenarios::each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longer_signs(
+        &app,
+        || app.drain(),
+        stored,
+    )
+    .await;
+}

@@ -96,3 +96,33 @@ async fn a_suspension_reaches_the_platforms_endpoints_and_the_customers_signed()
 async fn a_customers_metadata_is_kept_and_merged() {
     ops_tests::scenarios::a_customers_metadata_is_kept_and_merged(&spawn_aws_app().await.api).await;
 }
+
+#[tokio::test]
+async fn each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longer_signs() {
+    let app = spawn_aws_app().await;
+    let secrets_manager = aws_sdk_secretsmanager::Client::new(&app.config);
+    let stored = |endpoint_id: String| {
+        let (client, prefix) = (secrets_manager.clone(), app.settings.secrets_prefix.clone());
+        async move {
+            // Counted from Secrets Manager itself, past the service's cache.
+            let names = format!("{prefix}webhook/{endpoint_id}/");
+            let mut pages = client.list_secrets().into_paginator().send();
+            let mut count = 0;
+            while let Some(page) = pages.next().await {
+                let page = page.expect("secrets listed");
+                count += page
+                    .secret_list()
+                    .iter()
+                    .filter(|s| s.name().is_some_and(|n| n.starts_with(&names)))
+                    .count();
+            }
+            count
+        }
+    };
+    ops_tests::scenarios::each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longer_signs(
+        &app,
+        || app.settle(time::Duration::seconds(30), 3),
+        stored,
+    )
+    .await;
+}

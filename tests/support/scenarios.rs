@@ -577,3 +577,54 @@ pub async fn creates_at_once_never_take_a_customer_past_its_endpoint_limit(app: 
     assert_eq!(refill.iter().filter(|r| r.status == 201).count(), 3);
     assert_eq!(live().await, 16);
 }
+
+/// Rotations that once stored a new secret under a name an older one had left free, writing
+/// over a secret still signing through its overlap: the first secret ends at once, the second
+/// signs on for an hour beside the third. A secret no endpoint signs with is deleted from the
+/// backend's secret store (`stored` counts the endpoint's there); `deliver` sends what is due.
+pub async fn each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longer_signs<D, S>(
+    app: &Api,
+    deliver: impl Fn() -> D,
+    stored: impl Fn(String) -> S,
+) where
+    D: std::future::Future<Output = ()>,
+    S: std::future::Future<Output = usize>,
+{
+    let customer = app.create_customer().await;
+    let receiver = crate::receiver::Receiver::start(0).await;
+    let endpoint = app
+        .subscribe(&customer.key, &receiver.url, &["operation.created"])
+        .await;
+    let id = endpoint["id"].as_str().unwrap().to_owned();
+    assert_eq!(stored(id.clone()).await, 1);
+    let rotate = |expires_in: i64| {
+        let path = format!("/v1/webhook_endpoints/{id}/rotate_secret");
+        let key = customer.key.clone();
+        async move {
+            let rotated = app.post(&path, &key, json!({ "expires_in": expires_in })).await;
+            assert_eq!(rotated.status, 200, "{}", rotated.json());
+            rotated.json()["secret"].as_str().unwrap().to_owned()
+        }
+    };
+    let second = rotate(0).await;
+    assert_eq!(stored(id.clone()).await, 1, "the secret ended at once is deleted");
+    let third = rotate(3600).await;
+    assert_eq!(stored(id.clone()).await, 2, "the second signs on beside the third");
+
+    let operation = crate::payout(&customer.id, "two_step", &[5]);
+    assert_eq!(app.post("/v1/operations", &customer.key, operation).await.status, 201);
+    deliver().await;
+    let received = receiver.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].signature.matches("v1=").count(), 2);
+    for secret in [&second, &third] {
+        assert!(
+            crate::receiver::signature_is_valid(&received[0].signature, &received[0].body, secret),
+            "each live secret signs"
+        );
+    }
+
+    let deleted = app.delete(&format!("/v1/webhook_endpoints/{id}"), &customer.key).await;
+    assert_eq!(deleted.status, 200, "{}", deleted.json());
+    assert_eq!(stored(id).await, 0, "a deleted endpoint's secrets are deleted");
+}

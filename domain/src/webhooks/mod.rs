@@ -2,11 +2,11 @@
 
 mod delivery;
 pub mod signature;
+mod signing_secrets;
 mod use_cases;
 
-pub use use_cases::{
-    CreateWebhookEndpoint, RecoverWebhookEndpoint, ResendEvent, RotateWebhookSecret, UpdateWebhookEndpoint,
-};
+pub use signing_secrets::RotateWebhookSecret;
+pub use use_cases::{CreateWebhookEndpoint, RecoverWebhookEndpoint, ResendEvent, UpdateWebhookEndpoint};
 
 use crate::access::Environment;
 use serde::{Deserialize, Serialize};

@@ -10,11 +10,8 @@ use crate::ports::{AuditEntry, Changeset, StoreError, Write};
 use crate::service::{customer_scope, Issued, Page, Service};
 use crate::validate::required_text;
 use crate::webhooks::EventQuery;
-use crate::webhooks::{Delivery, EndpointRoster, EndpointStatus, SigningSecret, WebhookEndpoint};
+use crate::webhooks::{Delivery, EndpointRoster, EndpointStatus, WebhookEndpoint};
 use serde::Deserialize;
-use time::Duration;
-
-const MAX_SECRET_OVERLAP: Duration = Duration::days(7);
 
 /// The most webhook endpoints a customer (or the platform) keeps: every event's dispatch reads
 /// them all, and each one an event goes to is a delivery.
@@ -40,13 +37,6 @@ pub struct CreateWebhookEndpoint {
 pub struct UpdateWebhookEndpoint {
     pub url: Option<String>,
     pub events: Option<Vec<String>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RotateWebhookSecret {
-    /// Seconds the old secret keeps signing (default a day; 0 ends it now).
-    pub expires_in: Option<i64>,
 }
 
 /// A recover takes no fields (an empty or absent body); any other field is refused.
@@ -101,12 +91,6 @@ fn endpoint_changes(endpoint: &WebhookEndpoint, action: &str, cause: Cause) -> C
     )));
     changes.push(Write::PutWebhookEndpoint(endpoint.clone()));
     changes
-}
-
-fn new_webhook_secret() -> String {
-    let mut random = [0u8; 32];
-    rand::fill(&mut random);
-    format!("whsec_{}", hex::encode(random))
 }
 
 impl Service {
@@ -267,7 +251,7 @@ impl Service {
 
     // ---- webhook endpoints ------------------------------------------------------------
 
-    async fn visible_endpoint(
+    pub(super) async fn visible_endpoint(
         &self,
         principal: &Principal,
         id: &WebhookEndpointId,
@@ -314,7 +298,7 @@ impl Service {
     }
 
     /// Stores a change to an endpoint as its next version, with its audit entry.
-    async fn save_endpoint(
+    pub(super) async fn save_endpoint(
         &self,
         endpoint: &mut WebhookEndpoint,
         action: &str,
@@ -322,19 +306,6 @@ impl Service {
     ) -> Result<(), DomainError> {
         endpoint.version += 1;
         Ok(self.store.commit(endpoint_changes(endpoint, action, cause)).await?)
-    }
-
-    async fn store_new_secret(&self, endpoint_id: &str, index: usize) -> Result<(String, SigningSecret), DomainError> {
-        let value = new_webhook_secret();
-        let secret_name = format!("webhook/{endpoint_id}/{index}");
-        self.secrets.put_secret(&secret_name, &value).await?;
-        Ok((
-            value,
-            SigningSecret {
-                secret_name,
-                expires_at: None,
-            },
-        ))
     }
 
     pub async fn create_webhook_endpoint(
@@ -361,54 +332,73 @@ impl Service {
         // The count is read again on each attempt: a create or delete beside this one moved it.
         // The endpoint (its id and secret) is made once, on the first attempt with room for it.
         let mut made: Option<Issued<WebhookEndpoint>> = None;
-        for _ in 0..ROSTER_ATTEMPTS {
-            let roster = self.roster_of(customer_id.as_ref()).await?;
-            if roster.live >= MAX_ENDPOINTS {
-                return Err(DomainError::invalid_state(
-                    "endpoint_limit_reached",
-                    format!("At most {MAX_ENDPOINTS} webhook endpoints each; delete one to make another."),
-                ));
-            }
-            let issued = match made.take() {
-                Some(issued) => issued,
-                None => {
-                    let id = crate::ids::WebhookEndpointId::new(&*self.ids);
-                    let (secret, signing) = self.store_new_secret(&id, 0).await?;
-                    let endpoint = WebhookEndpoint {
-                        id,
-                        customer_id: customer_id.clone(),
-                        url: url.clone(),
-                        events: events.clone(),
-                        status: EndpointStatus::Enabled,
-                        secrets: vec![signing],
-                        created_at: self.now(),
-                        environment: self.environment,
-                        version: 1,
-                    };
-                    Issued {
-                        resource: endpoint,
-                        secret,
-                    }
+        let unsaved = &mut made;
+        // Moved in: a borrowed ticket would keep the future from being `Send`.
+        let created = async move {
+            for _ in 0..ROSTER_ATTEMPTS {
+                let roster = self.roster_of(customer_id.as_ref()).await?;
+                if roster.live >= MAX_ENDPOINTS {
+                    return Err(DomainError::invalid_state(
+                        "endpoint_limit_reached",
+                        format!("At most {MAX_ENDPOINTS} webhook endpoints each; delete one to make another."),
+                    ));
                 }
-            };
-            let cause = Cause::new(
-                "webhook_endpoint_created",
-                "Webhook endpoint created",
-                principal.actor(),
-                issued.resource.created_at,
-            );
-            let mut changes = endpoint_changes(&issued.resource, "created", cause);
-            changes.push(Write::PutEndpointRoster(roster.moved_by(1)));
-            if let Some(ticket) = &ticket {
-                changes.push(ticket.complete(&issued));
+                let issued = match unsaved.take() {
+                    Some(issued) => issued,
+                    None => self.new_endpoint(customer_id.clone(), &url, &events).await?,
+                };
+                let cause = Cause::new(
+                    "webhook_endpoint_created",
+                    "Webhook endpoint created",
+                    principal.actor(),
+                    issued.resource.created_at,
+                );
+                let mut changes = endpoint_changes(&issued.resource, "created", cause);
+                changes.push(Write::PutEndpointRoster(roster.moved_by(1)));
+                if let Some(ticket) = &ticket {
+                    changes.push(ticket.complete(&issued));
+                }
+                match self.store.commit(changes).await {
+                    Ok(()) => return Ok(issued),
+                    Err(StoreError::Conflict) => *unsaved = Some(issued),
+                    // Its outcome unknown, the endpoint may have landed: its secret stays.
+                    Err(other) => return Err(self.commit_error(other)),
+                }
             }
-            match self.store.commit(changes).await {
-                Ok(()) => return Ok(issued),
-                Err(StoreError::Conflict) => made = Some(issued),
-                Err(other) => return Err(self.commit_error(other)),
-            }
+            Err(roster_busy())
         }
-        Err(roster_busy())
+        .await;
+        // An endpoint still unsaved here lost every commit it tried (or never tried one): only
+        // its secret was written, and it goes too.
+        if let (true, Some(unsaved)) = (created.is_err(), made) {
+            self.forget_secrets(&unsaved.resource.secrets).await;
+        }
+        created
+    }
+
+    /// A new endpoint, enabled, with its first secret stored.
+    async fn new_endpoint(
+        &self,
+        customer_id: Option<CustomerId>,
+        url: &str,
+        events: &[String],
+    ) -> Result<Issued<WebhookEndpoint>, DomainError> {
+        let id = crate::ids::WebhookEndpointId::new(&*self.ids);
+        let (secret, signing) = self.store_new_secret(&id).await?;
+        Ok(Issued {
+            resource: WebhookEndpoint {
+                id,
+                customer_id,
+                url: url.to_owned(),
+                events: events.to_vec(),
+                status: EndpointStatus::Enabled,
+                secrets: vec![signing],
+                created_at: self.now(),
+                environment: self.environment,
+                version: 1,
+            },
+            secret,
+        })
     }
 
     /// The owner's count of endpoints as kept, or (for an owner whose endpoints were all made
@@ -472,7 +462,11 @@ impl Service {
             let mut changes = endpoint_changes(&endpoint, "deleted", cause);
             changes.push(Write::PutEndpointRoster(roster.moved_by(-1)));
             match self.store.commit(changes).await {
-                Ok(()) => return Ok(endpoint),
+                Ok(()) => {
+                    // A deleted endpoint is sent nothing, so nothing signs with its secrets.
+                    self.forget_secrets(&endpoint.secrets).await;
+                    return Ok(endpoint);
+                }
                 Err(StoreError::Conflict) => continue,
                 Err(other) => return Err(self.commit_error(other)),
             }
@@ -526,45 +520,5 @@ impl Service {
         );
         self.save_endpoint(&mut endpoint, "updated", cause).await?;
         Ok(endpoint)
-    }
-
-    /// A new signing secret, shown once; the old ones keep signing until `expires_in`, so
-    /// deliveries carry one `v1=` per live secret meanwhile.
-    pub async fn rotate_webhook_secret(
-        &self,
-        principal: &Principal,
-        id: &WebhookEndpointId,
-        command: RotateWebhookSecret,
-    ) -> Result<Issued<WebhookEndpoint>, DomainError> {
-        let mut endpoint = self.visible_endpoint(principal, id).await?;
-        let overlap = match command.expires_in {
-            None => Duration::hours(24),
-            Some(s) if (0..=MAX_SECRET_OVERLAP.whole_seconds()).contains(&s) => Duration::seconds(s),
-            Some(_) => {
-                return Err(DomainError::invalid(
-                    "expires_in",
-                    "out_of_range",
-                    format!("expires_in is 0 to {} seconds.", MAX_SECRET_OVERLAP.whole_seconds()),
-                ))
-            }
-        };
-        let now = self.now();
-        for old in endpoint.secrets.iter_mut() {
-            old.expires_at = Some(old.expires_at.map_or(now + overlap, |at| at.min(now + overlap)));
-        }
-        let (secret, signing) = self.store_new_secret(&endpoint.id, endpoint.secrets.len()).await?;
-        endpoint.secrets.retain(|s| s.expires_at.is_none_or(|at| at > now));
-        endpoint.secrets.push(signing);
-        let cause = Cause::new(
-            "webhook_secret_rotated",
-            "Signing secret rotated",
-            principal.actor(),
-            now,
-        );
-        self.save_endpoint(&mut endpoint, "secret_rotated", cause).await?;
-        Ok(Issued {
-            resource: endpoint,
-            secret,
-        })
     }
 }

@@ -5,7 +5,7 @@ use clap::Parser;
 use ops_api::App;
 use ops_domain::access::Environment;
 use ops_domain::desk::DeskSla;
-use ops_domain::ports::{Clock, QueueName, SystemClock};
+use ops_domain::ports::{Clock, QueueName, Secrets, SystemClock};
 use ops_domain::transactions::RailSecret;
 use ops_domain::transactions::RAIL_SECRET;
 use ops_domain::webhooks::TargetPolicy;
@@ -220,7 +220,7 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
     let secrets = SealedSecrets::new(store.clone(), config.secrets_key.as_deref().unwrap_or(&pepper));
     // Older versions copied the rail secret into the database; it lives only in the environment.
     secrets
-        .forget(RAIL_SECRET)
+        .delete_secret(RAIL_SECRET)
         .await
         .map_err(|e| StartError::Config(e.to_string()))?;
     let counts: Arc<dyn ops_domain::ports::RateLimiter> = Arc::new(InMemoryRateLimiter::default());

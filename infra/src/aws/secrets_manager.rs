@@ -3,6 +3,7 @@
 
 use async_trait::async_trait;
 use aws_sdk_secretsmanager::operation::create_secret::CreateSecretError;
+use aws_sdk_secretsmanager::operation::delete_secret::DeleteSecretError;
 use aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueError;
 use aws_sdk_secretsmanager::Client;
 use ops_domain::ports::{Secrets, SecretsError};
@@ -80,5 +81,26 @@ impl Secrets for SecretsManagerSecrets {
             .unwrap_or_else(|e| e.into_inner())
             .insert(name.to_owned(), (value.clone(), Instant::now()));
         Ok(value)
+    }
+
+    /// At once, without Secrets Manager's recovery window: what is deleted is a signing secret
+    /// no endpoint signs with any more, and a secret waiting out the window is still billed.
+    async fn delete_secret(&self, name: &str) -> Result<(), SecretsError> {
+        let deleted = self
+            .client
+            .delete_secret()
+            .secret_id(format!("{}{name}", self.prefix))
+            .force_delete_without_recovery(true)
+            .send()
+            .await;
+        match deleted.map_err(|e| e.into_service_error()) {
+            Ok(_) | Err(DeleteSecretError::ResourceNotFoundException(_)) => {}
+            Err(other) => return Err(unavailable(other)),
+        }
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_owned(), (None, Instant::now()));
+        Ok(())
     }
 }

@@ -28,4 +28,18 @@ pub async fn run_all(secrets: &dyn Secrets) {
         Some("whsec_second"),
         "names do not share values"
     );
+
+    secrets.delete_secret("webhook/whe_1").await.unwrap();
+    assert_eq!(
+        secrets.secret("webhook/whe_1").await.unwrap(),
+        None,
+        "a deleted secret is gone"
+    );
+    assert_eq!(
+        secrets.secret("webhook/whe_2").await.unwrap().as_deref(),
+        Some("whsec_other"),
+        "deleting one keeps the others"
+    );
+    secrets.delete_secret("webhook/whe_1").await.unwrap();
+    secrets.delete_secret("never-stored").await.unwrap();
 }

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce};
 use ops_domain::access::KeyHasher;
-use ops_domain::ports::{Secrets, SecretsError, StoreError};
+use ops_domain::ports::{Secrets, SecretsError};
 
 /// Marks a sealed value; rows without it were written in clear by an older version.
 const SEALED: &str = "sealed-v1:";
@@ -65,12 +65,6 @@ impl SealedSecrets {
             .map_err(|_| refused())?;
         String::from_utf8(opened).map_err(|_| refused())
     }
-
-    /// Forgets a secret this store must not keep (the rail secret, which older versions
-    /// copied here and which now comes only from the environment).
-    pub async fn forget(&self, name: &str) -> Result<(), StoreError> {
-        self.store.delete_secret_row(name).await
-    }
 }
 
 #[async_trait]
@@ -92,6 +86,10 @@ impl Secrets for SealedSecrets {
                 }
             },
         }
+    }
+
+    async fn delete_secret(&self, name: &str) -> Result<(), SecretsError> {
+        self.store.delete_secret_row(name).await.map_err(SecretsError::new)
     }
 }
 

@@ -1,0 +1,112 @@
+//! Webhook endpoints' signing secrets: each stored on its own by the secrets port, rotated
+//! with an overlap, and deleted once no endpoint signs with it.
+
+use super::SigningSecret;
+use crate::access::Principal;
+use crate::cause::Cause;
+use crate::error::DomainError;
+use crate::ids::WebhookEndpointId;
+use crate::ports::StoreError;
+use crate::service::{Issued, Service};
+use crate::webhooks::WebhookEndpoint;
+use serde::Deserialize;
+use time::Duration;
+
+const MAX_SECRET_OVERLAP: Duration = Duration::days(7);
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RotateWebhookSecret {
+    /// Seconds the old secret keeps signing (default a day; 0 ends it now).
+    pub expires_in: Option<i64>,
+}
+
+fn new_webhook_secret() -> String {
+    let mut random = [0u8; 32];
+    rand::fill(&mut random);
+    format!("whsec_{}", hex::encode(random))
+}
+
+impl Service {
+    /// A new signing secret, stored under a name of its own: a name counted from the endpoint's
+    /// list would be taken again once an older secret left it, and writing over a secret still
+    /// signing through its overlap would break its receivers' checks.
+    pub(super) async fn store_new_secret(&self, endpoint_id: &str) -> Result<(String, SigningSecret), DomainError> {
+        let value = new_webhook_secret();
+        let mut suffix = [0u8; 8];
+        rand::fill(&mut suffix);
+        let secret_name = format!("webhook/{endpoint_id}/{}", hex::encode(suffix));
+        self.secrets.put_secret(&secret_name, &value).await?;
+        Ok((
+            value,
+            SigningSecret {
+                secret_name,
+                expires_at: None,
+            },
+        ))
+    }
+
+    /// Deletes signing secrets no endpoint signs with any more (each is stored, and in the
+    /// cloud billed, on its own), once the commit that let go of them has landed. One left
+    /// behind is never read again, so a failure is logged rather than answered.
+    pub(super) async fn forget_secrets(&self, secrets: &[SigningSecret]) {
+        for secret in secrets {
+            if let Err(error) = self.secrets.delete_secret(&secret.secret_name).await {
+                tracing::warn!(secret = %secret.secret_name, %error, "a signing secret no endpoint uses is still stored");
+            }
+        }
+    }
+
+    /// A new signing secret, shown once; the old ones keep signing until `expires_in`, so
+    /// deliveries carry one `v1=` per live secret meanwhile.
+    pub async fn rotate_webhook_secret(
+        &self,
+        principal: &Principal,
+        id: &WebhookEndpointId,
+        command: RotateWebhookSecret,
+    ) -> Result<Issued<WebhookEndpoint>, DomainError> {
+        let mut endpoint = self.visible_endpoint(principal, id).await?;
+        let overlap = match command.expires_in {
+            None => Duration::hours(24),
+            Some(s) if (0..=MAX_SECRET_OVERLAP.whole_seconds()).contains(&s) => Duration::seconds(s),
+            Some(_) => {
+                return Err(DomainError::invalid(
+                    "expires_in",
+                    "out_of_range",
+                    format!("expires_in is 0 to {} seconds.", MAX_SECRET_OVERLAP.whole_seconds()),
+                ))
+            }
+        };
+        let now = self.now();
+        for old in endpoint.secrets.iter_mut() {
+            old.expires_at = Some(old.expires_at.map_or(now + overlap, |at| at.min(now + overlap)));
+        }
+        let (secret, signing) = self.store_new_secret(&endpoint.id).await?;
+        let (live, retired) = std::mem::take(&mut endpoint.secrets)
+            .into_iter()
+            .partition(|s| s.expires_at.is_none_or(|at| at > now));
+        endpoint.secrets = live;
+        endpoint.secrets.push(signing.clone());
+        let cause = Cause::new(
+            "webhook_secret_rotated",
+            "Signing secret rotated",
+            principal.actor(),
+            now,
+        );
+        match self.save_endpoint(&mut endpoint, "secret_rotated", cause).await {
+            Ok(()) => self.forget_secrets(&retired).await,
+            Err(error) => {
+                // A change beside this one won: the new secret was never the endpoint's. Any
+                // other failure may have landed, and then the endpoint signs with it.
+                if matches!(error, DomainError::Store(StoreError::Conflict)) {
+                    self.forget_secrets(&[signing]).await;
+                }
+                return Err(error);
+            }
+        }
+        Ok(Issued {
+            resource: endpoint,
+            secret,
+        })
+    }
+}
