@@ -199,3 +199,33 @@ fn every_operator_signal_has_an_alarm() {
     }
     assert_eq!(ops_infra::aws::NAMESPACE, "PaymentOperations");
 }
+
+#[test]
+fn only_the_functions_that_let_go_of_signing_secrets_may_delete_them() {
+    let template = template();
+    let blocks = functions(&template);
+    let deleters: Vec<&String> = blocks
+        .iter()
+        .filter(|b| b.contains("secretsmanager:DeleteSecret"))
+        .collect();
+    let handlers: Vec<&str> = deleters.iter().map(|b| values_of(b, "Handler:")[0].trim()).collect();
+    assert_eq!(
+        handlers,
+        [
+            "api-create-webhook-endpoint",
+            "api-delete-webhook-endpoint",
+            "api-rotate-webhook-secret"
+        ]
+    );
+    for block in deleters {
+        let granted = block
+            .lines()
+            .skip_while(|line| !line.contains("secretsmanager:DeleteSecret"))
+            .nth(1)
+            .unwrap_or_default();
+        assert!(
+            granted.trim_end().ends_with(":secret:ops/${Environment}/webhook/*\""),
+            "signing secrets only: {block}"
+        );
+    }
+}
