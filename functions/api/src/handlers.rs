@@ -100,9 +100,9 @@ pub async fn list_customers(State(app): State<App>, Caller(caller): Caller, RawQ
     let (starting_after, limit, filters) = page_filtered_by::<CustomerId>(raw.as_deref(), &["status"])?;
     let mut status = None;
     for (name, value) in filters {
-        let unknown = format!("Unknown status '{value}': active or suspended.");
+        let unknown = || format!("Unknown status '{value}': active or suspended.");
         status =
-            Some(CustomerStatus::parse(&value).ok_or_else(|| DomainError::invalid(name, "invalid_status", unknown))?);
+            Some(CustomerStatus::parse(&value).ok_or_else(|| DomainError::invalid(name, "invalid_status", unknown()))?);
     }
     ok(app
         .service
