@@ -471,7 +471,10 @@ async fn secrets_stay_secret_at_rest_and_the_data_directory_is_owner_only() {
 }
 
 async fn send_report(app: &TestApp, report: &Value) -> reqwest::Response {
-    let body = serde_json::to_vec(report).unwrap();
+    send_report_bytes(app, serde_json::to_vec(report).unwrap()).await
+}
+
+async fn send_report_bytes(app: &TestApp, body: Vec<u8>) -> reqwest::Response {
     app.client
         .post(format!("{}/v1/rail_reports", app.base))
         .header("X-Service-Signature", ops_tests::sign_rail_report(&app.clock, &body))
@@ -547,6 +550,24 @@ async fn a_rail_report_takes_effect_once_and_its_fields_are_bounded() {
         let refused = send_report(&app, &bad).await;
         assert_eq!(refused.status(), 400, "{field}");
         assert_eq!(refused.json::<Value>().await.unwrap()["error"]["param"], param);
+    }
+
+    // A signed body that repeats a key, or is not JSON, is refused for what is wrong with it.
+    let twice = format!(
+        r#"{{"id": "rpt_twice", "rail": "psp-local:sandbox", "transaction_id": "{}", "state": "returned", "state": "confirmed"}}"#,
+        txn["id"].as_str().unwrap()
+    );
+    for (body, code, param) in [
+        (twice, "duplicate_key", "state"),
+        (r#"{"id": "rpt_cut", "state": "#.to_owned(), "invalid_json", "body"),
+    ] {
+        let refused = send_report_bytes(&app, body.into_bytes()).await;
+        assert_eq!(refused.status(), 400, "{code}");
+        let error = refused.json::<Value>().await.unwrap()["error"].clone();
+        assert_eq!(
+            (error["code"].as_str(), error["param"].as_str()),
+            (Some(code), Some(param))
+        );
     }
 }
 

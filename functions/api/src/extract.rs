@@ -1,6 +1,7 @@
 //! Reading requests: the bearer key, JSON bodies and query strings, each failure a precise 4xx.
 
 use crate::body::{BodyError, BodyValue};
+use crate::duplicates::{read_json, BodyJson};
 use crate::error::ApiError;
 use crate::App;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -115,23 +116,19 @@ impl<S: Send + Sync, const LIMIT: usize> FromRequest<S> for JsonBody<LIMIT> {
                 expected: "application/json",
             });
         }
-        let value = serde_json::from_slice(&bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
-        refuse_repeated_keys(&bytes)?;
+        let value = read_json(&bytes).map_err(|error| match error {
+            BodyJson::Invalid(e) => ApiError::InvalidJson(e.to_string()),
+            BodyJson::RepeatedKey(path) => repeated_key(path).into(),
+        })?;
         Ok(JsonBody(value))
     }
 }
 
 /// A body that repeats a key is refused with the key's path: which value would win is not
 /// something a client should have to guess.
-pub fn refuse_repeated_keys(bytes: &[u8]) -> Result<(), DomainError> {
-    match crate::duplicates::first_repeated_key(bytes) {
-        None => Ok(()),
-        Some(path) => Err(DomainError::invalid(
-            path.clone(),
-            "duplicate_key",
-            format!("The body repeats the key {path}; send each key once."),
-        )),
-    }
+pub fn repeated_key(path: String) -> DomainError {
+    let message = format!("The body repeats the key {path}; send each key once.");
+    DomainError::invalid(path, "duplicate_key", message)
 }
 
 /// Whether the request's `Content-Type` is `media_type` (parameters aside); `None` without one.

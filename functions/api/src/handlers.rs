@@ -1,5 +1,6 @@
 //! One function per route. Each reads the request, calls one use case and shapes the answer.
 
+use crate::duplicates::{read_json, BodyJson};
 use crate::error::ApiError;
 use crate::extract::{
     parse, query_pairs, Caller, CsvBody, JsonBody, PathId, PathParam, PathParams, RawBody, STATEMENT_BODY_BYTES,
@@ -624,9 +625,12 @@ pub async fn rail_report(State(app): State<App>, headers: HeaderMap, RawBody(byt
         .get(ops_domain::webhooks::signature::HEADER)
         .and_then(|v| v.to_str().ok());
     let parse_report = || {
-        let value: serde_json::Value = serde_json::from_slice(&bytes)
-            .map_err(|e| DomainError::invalid("body", "invalid_json", format!("The body is not valid JSON: {e}")))?;
-        crate::extract::refuse_repeated_keys(&bytes)?;
+        let value = read_json(&bytes).map_err(|error| match error {
+            BodyJson::Invalid(e) => {
+                DomainError::invalid("body", "invalid_json", format!("The body is not valid JSON: {e}"))
+            }
+            BodyJson::RepeatedKey(path) => crate::extract::repeated_key(path),
+        })?;
         parse(&value).map_err(|e| match e {
             ApiError::Domain(domain) => domain,
             other => DomainError::invalid("body", "invalid_body", other.to_string()),
