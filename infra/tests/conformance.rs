@@ -457,6 +457,33 @@ async fn dynamo_commits_a_batchs_moves_in_one_transaction() {
     assert_eq!(store.write_units() - units, 2 * (8 + 2));
 }
 
+/// Keys and users stored before they had versions (no `version` attribute, none in their
+/// documents) are version 1, as customers are.
+#[tokio::test]
+async fn dynamo_changes_keys_and_users_stored_before_versions_from_version_one() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use ops_infra::conformance::store::{LEGACY_API_KEY, LEGACY_USER};
+    let name = "legacy-key";
+    let store = dynamo_store(name).await;
+    let client = aws_sdk_dynamodb::Client::new(&emulator().await);
+    for (pk, sk, entity, doc) in [
+        ("KEY#key_legacy", "KEY", "api_key", LEGACY_API_KEY),
+        ("USR#usr_legacy", "USER", "user", LEGACY_USER),
+    ] {
+        client
+            .put_item()
+            .table_name(format!("{name}-{}", std::process::id()))
+            .item("PK", AttributeValue::S(pk.into()))
+            .item("SK", AttributeValue::S(sk.into()))
+            .item("entity", AttributeValue::S(entity.into()))
+            .item("doc", AttributeValue::S(doc.into()))
+            .send()
+            .await
+            .unwrap();
+    }
+    ops_infra::conformance::store::legacy_keys_and_users_change_from_version_one(&store).await;
+}
+
 /// A customer stored before customers had versions (no `version` attribute, none in its
 /// document) is version 1: its first change is taken, and a second made from the same read is
 /// a conflict.

@@ -341,6 +341,16 @@ async fn a_leaked_key_cannot_plant_a_successor_that_outlives_its_revocation() {
     assert_eq!(peek.error(404)["param"], "customer_id");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deactivation_racing_a_role_change_is_never_undone() {
+    ops_tests::scenarios::a_deactivation_racing_a_role_change_is_never_undone(&spawn_app().await.api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rotations_and_revocations_at_once_leave_no_successor_live() {
+    ops_tests::scenarios::rotations_and_revocations_at_once_leave_no_successor_live(&spawn_app().await.api).await;
+}
+
 #[tokio::test]
 async fn production_webhooks_only_reach_public_https_receivers() {
     let app = production().await;

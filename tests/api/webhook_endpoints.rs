@@ -2,7 +2,7 @@
 //! secrets kept.
 
 use ops_tests::receiver::{signature_is_valid, Receiver};
-use ops_tests::{payout, spawn_app};
+use ops_tests::{payout, spawn_app, TestApp};
 use serde_json::{json, Value};
 use time::Duration;
 
@@ -459,27 +459,35 @@ async fn endpoints_made_before_counts_were_kept_are_counted_by_the_next_change()
     assert_eq!(create().await.error(409)["code"], "endpoint_limit_reached");
 }
 
+/// How many signing secrets of an endpoint the app's SQLite file holds.
+fn stored_secrets(app: &TestApp) -> impl Fn(String) -> std::future::Ready<usize> {
+    let database = app.data_dir.path().join("ops-test.sqlite");
+    move |endpoint_id: String| {
+        let connection = rusqlite::Connection::open(&database).unwrap();
+        let pattern = format!("webhook/{endpoint_id}/%");
+        let count: i64 = connection
+            .query_row("SELECT count(*) FROM secrets WHERE name LIKE ?1", [pattern], |row| {
+                row.get(0)
+            })
+            .unwrap();
+        std::future::ready(count as usize)
+    }
+}
+
 #[tokio::test]
 async fn each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longer_signs() {
     let app = spawn_app().await;
-    let database = app.data_dir.path().join("ops-test.sqlite");
-    let stored = |endpoint_id: String| {
-        let database = database.clone();
-        async move {
-            let connection = rusqlite::Connection::open(database).unwrap();
-            let pattern = format!("webhook/{endpoint_id}/%");
-            let count: i64 = connection
-                .query_row("SELECT count(*) FROM secrets WHERE name LIKE ?1", [pattern], |row| {
-                    row.get(0)
-                })
-                .unwrap();
-            count as usize
-        }
-    };
     ops_tests::scenarios::each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longer_signs(
         &app,
         || app.drain(),
-        stored,
+        stored_secrets(&app),
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn changes_of_an_endpoint_at_once_conflict_and_keep_no_stray_secret() {
+    let app = spawn_app().await;
+    ops_tests::scenarios::changes_of_an_endpoint_at_once_conflict_and_keep_no_stray_secret(&app, stored_secrets(&app))
+        .await;
 }

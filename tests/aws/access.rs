@@ -97,13 +97,13 @@ async fn a_customers_metadata_is_kept_and_merged() {
     ops_tests::scenarios::a_customers_metadata_is_kept_and_merged(&spawn_aws_app().await.api).await;
 }
 
-#[tokio::test]
-async fn each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longer_signs() {
-    let app = spawn_aws_app().await;
+/// How many signing secrets of an endpoint Secrets Manager itself holds, past the service's cache.
+fn stored_secrets(app: &crate::AwsApp) -> impl Fn(String) -> futures_util::future::BoxFuture<'static, usize> {
     let secrets_manager = aws_sdk_secretsmanager::Client::new(&app.config);
-    let stored = |endpoint_id: String| {
-        let (client, prefix) = (secrets_manager.clone(), app.settings.secrets_prefix.clone());
-        async move {
+    let prefix = app.settings.secrets_prefix.clone();
+    move |endpoint_id: String| {
+        let (client, prefix) = (secrets_manager.clone(), prefix.clone());
+        Box::pin(async move {
             // Counted from Secrets Manager itself, past the service's cache.
             let names = format!("{prefix}webhook/{endpoint_id}/");
             let mut pages = client.list_secrets().into_paginator().send();
@@ -117,12 +117,34 @@ async fn each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longer_si
                     .count();
             }
             count
-        }
-    };
+        })
+    }
+}
+
+#[tokio::test]
+async fn each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longer_signs() {
+    let app = spawn_aws_app().await;
     ops_tests::scenarios::each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longer_signs(
         &app,
         || app.settle(time::Duration::seconds(30), 3),
-        stored,
+        stored_secrets(&app),
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn changes_of_an_endpoint_at_once_conflict_and_keep_no_stray_secret() {
+    let app = spawn_aws_app().await;
+    ops_tests::scenarios::changes_of_an_endpoint_at_once_conflict_and_keep_no_stray_secret(&app, stored_secrets(&app))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deactivation_racing_a_role_change_is_never_undone() {
+    ops_tests::scenarios::a_deactivation_racing_a_role_change_is_never_undone(&spawn_aws_app().await.api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rotations_and_revocations_at_once_leave_no_successor_live() {
+    ops_tests::scenarios::rotations_and_revocations_at_once_leave_no_successor_live(&spawn_aws_app().await.api).await;
 }

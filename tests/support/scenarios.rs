@@ -628,3 +628,175 @@ pub async fn each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longe
     assert_eq!(deleted.status, 200, "{}", deleted.json());
     assert_eq!(stored(id).await, 0, "a deleted endpoint's secrets are deleted");
 }
+
+/// A key rotated many times at once (a thief racing its owner, or itself) plants one
+/// successor: every other rotation is refused, none written over the first, so revoking the
+/// key revokes every key it was rotated into. A revocation racing rotations of a key reads the
+/// chain again when one lands first: no successor outlives it either.
+pub async fn rotations_and_revocations_at_once_leave_no_successor_live(app: &Api) {
+    let customer = app.create_customer().await;
+    let mint = || async {
+        let minted = app
+            .post("/v1/api_keys", &customer.key, json!({"scopes": ["operations:read"]}))
+            .await
+            .json();
+        (
+            minted["id"].as_str().unwrap().to_owned(),
+            minted["secret"].as_str().unwrap().to_owned(),
+        )
+    };
+    // `by` rotates key `id` `count` times at once; the ids and secrets of the keys that landed.
+    // Each refused rotation says why: it lost the race, found the key rotated or revoked.
+    let rotations = |id: String, by: String, count: usize| async move {
+        let path = format!("/v1/api_keys/{id}/rotate");
+        let answers = futures_util::future::join_all((0..count).map(|_| app.post(&path, &by, json!({})))).await;
+        let mut minted = vec![];
+        for answer in answers {
+            if answer.status == 201 {
+                minted.push((answer.id(), answer.json()["secret"].as_str().unwrap().to_owned()));
+                continue;
+            }
+            let code = answer.error(409)["code"].as_str().unwrap().to_owned();
+            assert!(
+                ["conflict", "api_key_already_rotated", "api_key_inactive"].contains(&code.as_str()),
+                "{code}"
+            );
+        }
+        minted
+    };
+
+    let (raced, raced_secret) = mint().await;
+    let planted = rotations(raced.clone(), raced_secret.clone(), 8).await;
+    assert_eq!(planted.len(), 1, "one rotation of eight at once lands");
+    let mut minted = vec![raced.clone(), planted[0].0.clone()];
+    // Ten keys, each revoked while its owner rotates it six times at once: in some of these
+    // races a rotation lands between the revocation's read and its commit.
+    for _ in 0..10 {
+        let (revoked, _) = mint().await;
+        let revoked_path = format!("/v1/api_keys/{revoked}");
+        let (planted_beside_revocation, revocation) = tokio::join!(
+            rotations(revoked.clone(), customer.key.clone(), 6),
+            app.delete(&revoked_path, &customer.key)
+        );
+        assert_eq!(revocation.status, 200, "{}", revocation.json());
+        assert!(planted_beside_revocation.len() <= 1);
+        minted.push(revoked);
+        minted.extend(planted_beside_revocation.into_iter().map(|(id, _)| id));
+    }
+
+    let revoke = app.delete(&format!("/v1/api_keys/{raced}"), &customer.key).await;
+    assert_eq!(revoke.status, 200, "{}", revoke.json());
+    for secret in [raced_secret, planted[0].1.clone()] {
+        assert_eq!(
+            app.get("/v1/operations", &secret).await.error(401)["code"],
+            "api_key_revoked"
+        );
+    }
+    // Every key the customer holds but its own first one is revoked: none was planted unseen.
+    let listed = app.get("/v1/api_keys?limit=100", &customer.key).await.json();
+    let live: Vec<&Value> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["revoked_at"].is_null())
+        .collect();
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert!(!minted.contains(&live[0]["id"].as_str().unwrap().to_owned()));
+    assert_eq!(listed["has_more"], false);
+}
+
+/// A deactivation and a role change of one user at once, by two admins: whichever lands second
+/// was made from the user as they were before the first, and is refused as a conflict to
+/// retry, so a user whose deactivation was answered stays deactivated.
+pub async fn a_deactivation_racing_a_role_change_is_never_undone(app: &Api) {
+    let customer = app.create_customer().await;
+    let member = app.add_member(&customer, &["approver"], &["operations:read"]).await;
+    let path = format!("/v1/customers/{}/users/{}", customer.id, member.user_id);
+    let mut conflicts = 0;
+    for round in 0..10 {
+        let roles = if round % 2 == 0 {
+            json!(["viewer"])
+        } else {
+            json!(["approver"])
+        };
+        let (deactivated, changed) = tokio::join!(
+            app.post(&path, &customer.key, json!({"status": "deactivated"})),
+            app.post(&path, &customer.key, json!({ "roles": roles }))
+        );
+        for answer in [&deactivated, &changed] {
+            if answer.status != 200 {
+                assert_eq!(answer.error(409)["code"], "conflict");
+                conflicts += 1;
+            }
+        }
+        let now = app.get(&path, &customer.key).await.json();
+        if deactivated.status == 200 {
+            assert_eq!(now["status"], "deactivated", "round {round}: {now}");
+            assert_eq!(
+                app.get("/v1/operations", &member.key).await.error(401)["code"],
+                "user_deactivated"
+            );
+        }
+        if changed.status == 200 {
+            assert_eq!(now["roles"], roles, "round {round}: {now}");
+        }
+        let reactivated = app.post(&path, &customer.key, json!({"status": "active"})).await;
+        assert_eq!(reactivated.status, 200, "{}", reactivated.json());
+    }
+    // Most rounds race: one at least was refused.
+    assert!(conflicts > 0);
+}
+
+/// Rotations and changes of one webhook endpoint at once: each lands or is refused as a
+/// conflict to retry (never a server error), and a rotation that lost keeps no secret stored:
+/// the endpoint's secrets in the store (`stored` counts them) are the first and one for each
+/// rotation that landed.
+pub async fn changes_of_an_endpoint_at_once_conflict_and_keep_no_stray_secret<S>(
+    app: &Api,
+    stored: impl Fn(String) -> S,
+) where
+    S: std::future::Future<Output = usize>,
+{
+    let customer = app.create_customer().await;
+    let endpoint = app
+        .subscribe(&customer.key, "http://127.0.0.1:9/hook", &["operation.created"])
+        .await;
+    let path = format!("/v1/webhook_endpoints/{}", endpoint["id"].as_str().unwrap());
+    let (mut landed, mut lost) = (0, 0);
+    // Rounds until one rotation has lost a race (the first round nearly always has one).
+    for _ in 0..5 {
+        let rotate = format!("{path}/rotate_secret");
+        let rotations = (0..6).map(|_| app.post(&rotate, &customer.key, json!({"expires_in": 3600})));
+        for answer in futures_util::future::join_all(rotations).await {
+            match answer.status.as_u16() {
+                200 => landed += 1,
+                _ => {
+                    assert_eq!(answer.error(409)["code"], "conflict");
+                    lost += 1;
+                }
+            }
+        }
+        if lost > 0 {
+            break;
+        }
+    }
+    assert!(lost > 0 && landed > 0, "{landed} landed, {lost} lost");
+    assert_eq!(stored(endpoint["id"].as_str().unwrap().to_owned()).await, 1 + landed);
+
+    let urls: Vec<String> = (0..6).map(|n| format!("http://127.0.0.1:9/hook-{n}")).collect();
+    let updates = urls
+        .iter()
+        .map(|url| app.post(&path, &customer.key, json!({"url": url})));
+    let mut updated = vec![];
+    for (url, answer) in urls.iter().zip(futures_util::future::join_all(updates).await) {
+        match answer.status.as_u16() {
+            200 => updated.push(url.clone()),
+            _ => assert_eq!(answer.error(409)["code"], "conflict"),
+        }
+    }
+    let now = app.get(&path, &customer.key).await.json();
+    assert!(
+        updated.contains(&now["url"].as_str().unwrap().to_owned()),
+        "{now} of {updated:?}"
+    );
+}

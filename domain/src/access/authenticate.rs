@@ -108,6 +108,7 @@ impl Service {
             created_by: None,
             rotated_to: None,
             secret_hash,
+            version: 1,
         };
         let cause = Cause::new(
             "bootstrap_admin_key",

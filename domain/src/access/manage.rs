@@ -5,7 +5,7 @@ use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::idempotency::Ticket;
 use crate::ids::{ApiKeyId, UserId};
-use crate::ports::{AuditEntry, Changeset, Write};
+use crate::ports::{AuditEntry, Changeset, StoreError, Write};
 use crate::service::{Issued, Page, Service};
 use crate::validate::{self, CreateApiKey, CreateUser};
 use time::format_description::well_known::Rfc3339;
@@ -14,6 +14,8 @@ use time::Duration;
 /// How long a rotated key keeps working unless the caller says otherwise.
 pub const DEFAULT_ROTATION_OVERLAP: Duration = Duration::hours(24);
 const MAX_ROTATION_OVERLAP: Duration = Duration::days(7);
+/// How often a revocation reads its key's chain again after a rotation raced it.
+const MAX_REVOKE_ATTEMPTS: usize = 5;
 
 impl Service {
     pub async fn create_user(
@@ -35,6 +37,7 @@ impl Service {
             roles,
             status: UserStatus::Active,
             created_at: now,
+            version: 1,
         };
         let cause = Cause::new("user_created", "User created", principal.actor(), now);
         let mut changes = Changeset::default();
@@ -122,6 +125,7 @@ impl Service {
             created_by: Some(principal.actor().id),
             rotated_to: None,
             secret_hash: self.hasher.hash(&secret),
+            version: 1,
         };
         let message = match &key.expires_at {
             Some(at) => format!(
@@ -215,9 +219,11 @@ impl Service {
             created_by: Some(principal.actor().id),
             rotated_to: None,
             secret_hash: self.hasher.hash(&secret),
+            version: 1,
             ..old.clone()
         };
         old.rotated_to = Some(new_key.id.clone());
+        old.version += 1;
         let cause = Cause::new(
             "api_key_rotated",
             format!("Rotated from {}", old.id),
@@ -236,8 +242,25 @@ impl Service {
     }
 
     /// Revokes a key and every successor it was rotated into, in one changeset: a leaked key's
-    /// rotation does not outlive the leaked key.
+    /// rotation does not outlive the leaked key. A rotation that lands first makes the changeset
+    /// conflict; the chain is then read again, with the successor it planted.
     pub async fn revoke_api_key(&self, principal: &Principal, id: &ApiKeyId) -> Result<ApiKey, DomainError> {
+        for _ in 0..MAX_REVOKE_ATTEMPTS {
+            let (revoked, changes) = self.revocation(principal, id).await?;
+            if changes.writes.is_empty() {
+                return Ok(revoked);
+            }
+            match self.store.commit(changes).await {
+                Ok(()) => return Ok(revoked),
+                Err(StoreError::Conflict) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(self.commit_error(StoreError::Conflict))
+    }
+
+    /// The key `id` as revoking it leaves it, and the changeset revoking it and its successors.
+    async fn revocation(&self, principal: &Principal, id: &ApiKeyId) -> Result<(ApiKey, Changeset), DomainError> {
         let revoked = self.manageable_key(principal, id).await?;
         let now = self.now();
         let mut changes = Changeset::default();
@@ -246,6 +269,7 @@ impl Service {
         while let Some(mut key) = next.take() {
             if key.revoked_at.is_none() {
                 key.revoked_at = Some(now);
+                key.version += 1;
                 let message = match &first {
                     None => "API key revoked".to_string(),
                     Some(origin) => format!("Revoked with {}, which it was rotated from", origin.id),
@@ -260,10 +284,7 @@ impl Service {
             };
             first.get_or_insert(key);
         }
-        if !changes.writes.is_empty() {
-            self.store.commit(changes).await?;
-        }
-        Ok(first.unwrap_or(revoked))
+        Ok((first.unwrap_or(revoked), changes))
     }
 
     /// Who minted, rotated or revoked a key, and when, oldest first; readable by whoever may
@@ -358,6 +379,7 @@ impl Service {
         changes.push(Write::Audit(
             AuditEntry::new("user", &user.id, action, cause.clone()).with_details(user_details(&user)),
         ));
+        user.version += 1;
         changes.push(Write::UpdateUser(user.clone()));
         self.commit(changes).await?;
         if user.status == UserStatus::Deactivated {

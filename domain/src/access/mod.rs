@@ -165,6 +165,11 @@ pub struct User {
     pub status: UserStatus,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
+    /// 1 when made, one more each change (users stored before changes were counted read as 1):
+    /// of two admins' changes made from one read, the second is refused rather than written
+    /// over the first (a role change must not bring back a user just deactivated).
+    #[serde(default = "first_version")]
+    pub version: u64,
 }
 
 /// A deactivated user's keys do not authenticate and no work is assigned to them, until an
@@ -202,6 +207,12 @@ pub struct ApiKey {
     /// Peppered hash of the secret; the secret itself is never stored (and the hash never
     /// shown: the API's wire shape leaves it out).
     pub secret_hash: String,
+    /// 1 when made, one more each change (keys stored before changes were counted read as 1):
+    /// of two rotations, or a rotation and a revocation, racing on one key, the second to
+    /// land is refused rather than written over the first, which would unlink a successor
+    /// from the chain a revocation follows.
+    #[serde(default = "first_version")]
+    pub version: u64,
 }
 
 /// Hashes secrets with a server-side pepper (HMAC-SHA256), so a copy of the store alone does not

@@ -128,6 +128,7 @@ mod four_eyes_tests {
                 created_by: None,
                 rotated_to: None,
                 secret_hash: String::new(),
+                version: 1,
             },
             user: Some(User {
                 id: user_id.into(),
@@ -137,6 +138,7 @@ mod four_eyes_tests {
                 roles: roles.to_vec(),
                 status: UserStatus::Active,
                 created_at: at,
+                version: 1,
             }),
         }
     }

@@ -95,14 +95,13 @@ impl Service {
         );
         match self.save_endpoint(&mut endpoint, "secret_rotated", cause).await {
             Ok(()) => self.forget_secrets(&retired).await,
-            Err(error) => {
-                // A change beside this one won: the new secret was never the endpoint's. Any
-                // other failure may have landed, and then the endpoint signs with it.
-                if matches!(error, DomainError::Store(StoreError::Conflict)) {
-                    self.forget_secrets(&[signing]).await;
-                }
-                return Err(error);
+            Err(StoreError::Conflict) => {
+                // A change beside this one won: the new secret was never the endpoint's.
+                self.forget_secrets(&[signing]).await;
+                return Err(self.commit_error(StoreError::Conflict));
             }
+            // It may have landed, and then the endpoint signs with the new secret.
+            Err(other) => return Err(other.into()),
         }
         Ok(Issued {
             resource: endpoint,

@@ -303,9 +303,9 @@ impl Service {
         endpoint: &mut WebhookEndpoint,
         action: &str,
         cause: Cause,
-    ) -> Result<(), DomainError> {
+    ) -> Result<(), StoreError> {
         endpoint.version += 1;
-        Ok(self.store.commit(endpoint_changes(endpoint, action, cause)).await?)
+        self.store.commit(endpoint_changes(endpoint, action, cause)).await
     }
 
     pub async fn create_webhook_endpoint(
@@ -518,7 +518,9 @@ impl Service {
             principal.actor(),
             self.now(),
         );
-        self.save_endpoint(&mut endpoint, "updated", cause).await?;
+        self.save_endpoint(&mut endpoint, "updated", cause)
+            .await
+            .map_err(|error| self.commit_error(error))?;
         Ok(endpoint)
     }
 }

@@ -285,6 +285,7 @@ fn user_item(user: &User) -> Item {
         vec![
             ("entity", s("user")),
             ("doc", doc(user)),
+            ("version", n(user.version)),
             ("GSI1PK", s(keys::users_of(&user.customer_id))),
             ("GSI1SK", s(&user.id)),
         ],
@@ -526,6 +527,18 @@ impl DynamoStore {
         match version {
             1 => self.put(item, Some("attribute_not_exists(PK)"), vec![]),
             v => self.put(item, Some("version = :previous"), vec![(":previous", n(v - 1))]),
+        }
+    }
+
+    /// As [`Self::versioned`], for an entity whose items were once stored without a version:
+    /// such an item is version 1.
+    fn versioned_since_unversioned(&self, item: Item, version: u64) -> TransactWriteItem {
+        match version {
+            2 => {
+                let legacy = "version = :previous OR (attribute_exists(PK) AND attribute_not_exists(version))";
+                self.put(item, Some(legacy), vec![(":previous", n(1))])
+            }
+            v => self.versioned(item, v),
         }
     }
 
@@ -782,14 +795,10 @@ impl DynamoStore {
         match write {
             Write::InsertCustomer(c) => vec![self.put(customer_item(c), Some("attribute_not_exists(PK)"), vec![])],
             // Rewritten whole, index entry included: a customer made before the list's index
-            // joins it once it is next changed. One stored before versions existed is version 1.
-            Write::UpdateCustomer(c) if c.version == 2 => {
-                let legacy = "version = :previous OR (attribute_exists(PK) AND attribute_not_exists(version))";
-                vec![self.put(customer_item(c), Some(legacy), vec![(":previous", n(1))])]
-            }
-            Write::UpdateCustomer(c) => vec![self.versioned(customer_item(c), c.version)],
+            // joins it once it is next changed.
+            Write::UpdateCustomer(c) => vec![self.versioned_since_unversioned(customer_item(c), c.version)],
             Write::InsertUser(u) => vec![self.put(user_item(u), Some("attribute_not_exists(PK)"), vec![])],
-            Write::UpdateUser(u) => vec![self.put(user_item(u), Some("attribute_exists(PK)"), vec![])],
+            Write::UpdateUser(u) => vec![self.versioned_since_unversioned(user_item(u), u.version)],
             Write::PutApiKey(k) => {
                 let body = doc(k);
                 let by_id = keyed(
@@ -799,6 +808,7 @@ impl DynamoStore {
                         ("doc", body.clone()),
                         ("GSI1PK", s(keys::keys_of(k.customer_id.as_deref()))),
                         ("GSI1SK", s(&k.id)),
+                        ("version", n(k.version)),
                     ],
                 );
                 let by_hash = keyed(
@@ -813,7 +823,7 @@ impl DynamoStore {
                     Some("attribute_not_exists(PK) OR key_id = :key_id OR attribute_not_exists(key_id)"),
                     vec![(":key_id", s(&k.id))],
                 );
-                vec![self.put(by_id, None, vec![]), unique]
+                vec![self.versioned_since_unversioned(by_id, k.version), unique]
             }
             Write::InsertOperation(op) => {
                 vec![self.put(Self::operation_item(op), Some("attribute_not_exists(PK)"), vec![])]

@@ -663,6 +663,7 @@ fn api_key(id: &str, customer: Option<&str>) -> ApiKey {
         created_by: Some("key_minter".into()),
         rotated_to: None,
         secret_hash: format!("hash-of-{id}"),
+        version: 1,
     }
 }
 
@@ -675,6 +676,7 @@ fn user(id: &str, customer: &str) -> User {
         roles: vec![Role::Approver],
         status: UserStatus::Active,
         created_at: OffsetDateTime::UNIX_EPOCH,
+        version: 1,
     }
 }
 
@@ -767,7 +769,22 @@ async fn users_are_listed_by_customer_and_changed_in_place(store: &dyn Store) {
     store.commit(changes(writes)).await.unwrap();
     let mut deactivated = user("usr_01a", "cus_users");
     deactivated.status = UserStatus::Deactivated;
+    deactivated.version = 2;
+    store
+        .commit(changes(vec![Write::UpdateUser(deactivated.clone())]))
+        .await
+        .unwrap();
+    // A change made from the user as they were before that one is refused: it would bring
+    // them back.
+    let mut stale = user("usr_01a", "cus_users");
+    stale.roles = vec![Role::Maker, Role::Viewer];
+    stale.version = 2;
+    assert!(matches!(
+        store.commit(changes(vec![Write::UpdateUser(stale)])).await,
+        Err(StoreError::Conflict)
+    ));
     deactivated.roles = vec![Role::Maker, Role::Viewer];
+    deactivated.version = 3;
     store
         .commit(changes(vec![Write::UpdateUser(deactivated.clone())]))
         .await
@@ -793,7 +810,10 @@ async fn users_are_listed_by_customer_and_changed_in_place(store: &dyn Store) {
     ));
     assert!(matches!(
         store
-            .commit(changes(vec![Write::UpdateUser(user("usr_01z", "cus_users"))]))
+            .commit(changes(vec![Write::UpdateUser(User {
+                version: 2,
+                ..user("usr_01z", "cus_users")
+            })]))
             .await,
         Err(StoreError::Conflict)
     ));
@@ -812,7 +832,23 @@ async fn api_keys_are_listed_by_owner(store: &dyn Store) {
     store.commit(changes(writes)).await.unwrap();
     let mut rotated = api_key("key_01a", Some("cus_keys"));
     rotated.rotated_to = Some("key_01b".into());
-    store.commit(changes(vec![Write::PutApiKey(rotated)])).await.unwrap();
+    rotated.version = 2;
+    store
+        .commit(changes(vec![Write::PutApiKey(rotated.clone())]))
+        .await
+        .unwrap();
+    // A change made from the key as it was before that one (a second rotation, a revocation
+    // that read it first) is refused, as is a new key under a taken id.
+    let mut raced = api_key("key_01a", Some("cus_keys"));
+    raced.rotated_to = Some("key_01c".into());
+    raced.version = 2;
+    for stale in [raced, api_key("key_01a", Some("cus_keys"))] {
+        assert!(matches!(
+            store.commit(changes(vec![Write::PutApiKey(stale)])).await,
+            Err(StoreError::Conflict)
+        ));
+    }
+    assert_eq!(store.api_key(&"key_01a".into()).await.unwrap(), Some(rotated));
     let ids = |keys: Vec<ApiKey>| keys.into_iter().map(|k| k.id).collect::<Vec<_>>();
     let customer = Some(&"cus_keys".into());
     let listed = store.api_keys_of(customer, None, 10).await.unwrap();
@@ -1137,6 +1173,61 @@ async fn events_are_listed_by_customer_and_type(store: &dyn Store) {
 /// key (its test sets that): a `type` filter pages through a history longer than that, and
 /// finds every match once, newest first, some pages stopping short and saying where they read
 /// up to; for the customer's lists and the platform's, of operations and of events.
+/// A key's document as stored before keys had versions (`key_legacy`, its hash `hash-legacy`).
+pub const LEGACY_API_KEY: &str = r#"{"id":"key_legacy","customer_id":"cus_legacy","user_id":null,"environment":"test","scopes":["operations:read"],"created_at":"2025-01-01T00:00:00Z","expires_at":null,"revoked_at":null,"secret_hash":"hash-legacy"}"#;
+
+/// A user's document as stored before users had versions (`usr_legacy`).
+pub const LEGACY_USER: &str = r#"{"id":"usr_legacy","customer_id":"cus_legacy","name":"Old","email":"old@example.com","roles":["approver"],"status":"active","created_at":"2025-01-01T00:00:00Z"}"#;
+
+/// The key [`LEGACY_API_KEY`] and the user [`LEGACY_USER`], stored as they were, read as version
+/// 1: a first change is taken and a second made from the same read (a rotation racing a
+/// revocation, two admins' changes) is a conflict.
+pub async fn legacy_keys_and_users_change_from_version_one(store: &dyn Store) {
+    let stored = store.user(&"usr_legacy".into()).await.unwrap().unwrap();
+    assert_eq!(stored.version, 1);
+    let deactivated = User {
+        status: UserStatus::Deactivated,
+        version: 2,
+        ..stored.clone()
+    };
+    let promoted = User {
+        roles: vec![Role::Admin],
+        version: 2,
+        ..stored
+    };
+    store
+        .commit(changes(vec![Write::UpdateUser(deactivated.clone())]))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.commit(changes(vec![Write::UpdateUser(promoted)])).await,
+        Err(StoreError::Conflict)
+    ));
+    assert_eq!(store.user(&"usr_legacy".into()).await.unwrap(), Some(deactivated));
+
+    let stored = store.api_key(&"key_legacy".into()).await.unwrap().unwrap();
+    assert_eq!(stored.version, 1);
+    let revoked = ApiKey {
+        revoked_at: Some(OffsetDateTime::UNIX_EPOCH),
+        version: 2,
+        ..stored.clone()
+    };
+    let rotated = ApiKey {
+        rotated_to: Some("key_successor".into()),
+        version: 2,
+        ..stored
+    };
+    store
+        .commit(changes(vec![Write::PutApiKey(revoked.clone())]))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.commit(changes(vec![Write::PutApiKey(rotated)])).await,
+        Err(StoreError::Conflict)
+    ));
+    assert_eq!(store.api_key(&"key_legacy".into()).await.unwrap(), Some(revoked));
+}
+
 pub async fn type_filters_read_a_bounded_stretch_a_page(store: &dyn Store) {
     let (mut writes, mut collections, mut approvals) = (vec![], vec![], vec![]);
     for i in 0..30 {

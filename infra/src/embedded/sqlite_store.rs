@@ -795,20 +795,26 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             }
         }
         Write::UpdateUser(u) => {
+            // A user stored before versions existed is version 1.
             let changed = tx.run(
-                "UPDATE users SET body = ?2 WHERE id = ?1",
-                params![u.id.as_str(), json(u)],
+                "UPDATE users SET body = ?2 WHERE id = ?1 AND coalesce(json_extract(body, '$.version'), 1) = ?3",
+                params![u.id.as_str(), json(u), u.version as i64 - 1],
             )?;
             if changed != 1 {
                 return Err(ConditionFailed.into());
             }
         }
         Write::PutApiKey(k) => {
-            tx.run(
+            // Version 1 is a new key; a key stored before versions existed is version 1.
+            let changed = tx.run(
                 "INSERT INTO api_keys (id, secret_hash, body) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (id) DO UPDATE SET body = excluded.body",
-                params![k.id.as_str(), k.secret_hash, json(k)],
+                 ON CONFLICT (id) DO UPDATE SET body = excluded.body
+                 WHERE coalesce(json_extract(api_keys.body, '$.version'), 1) = ?4 - 1",
+                params![k.id.as_str(), k.secret_hash, json(k), k.version as i64],
             )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
         }
         Write::InsertOperation(op) => {
             tx.run(
@@ -2257,6 +2263,31 @@ mod tests {
             store.customer(&"cus_legacy".into()).await.unwrap(),
             Some(change("First"))
         );
+    }
+
+    /// Keys and users stored before they had versions are version 1, as customers are: of two
+    /// changes made from the same read, the second is a conflict.
+    #[tokio::test]
+    async fn keys_and_users_stored_before_versions_change_from_version_one() {
+        use crate::conformance::store::{LEGACY_API_KEY, LEGACY_USER};
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("legacy.sqlite")).unwrap();
+        {
+            let connection = store.connection.lock().unwrap();
+            connection
+                .execute(
+                    "INSERT INTO api_keys (id, secret_hash, body) VALUES ('key_legacy', 'hash-legacy', ?1)",
+                    [LEGACY_API_KEY],
+                )
+                .unwrap();
+            connection
+                .execute(
+                    "INSERT INTO users (id, customer_id, body) VALUES ('usr_legacy', 'cus_legacy', ?1)",
+                    [LEGACY_USER],
+                )
+                .unwrap();
+        }
+        crate::conformance::store::legacy_keys_and_users_change_from_version_one(&store).await;
     }
 
     /// Claims and checkpoints skip the wait for the disk; every other write still waits.
