@@ -111,9 +111,11 @@ pub enum Write {
     /// Replace the stored customer if its version is still `customer.version - 1`.
     UpdateCustomer(Customer),
     InsertUser(User),
-    /// Replace a stored user (its name, roles or status changed).
+    /// Replace the stored user if its version is still `user.version - 1` (its name, roles or
+    /// status changed).
     UpdateUser(User),
-    /// Insert, or replace the stored key of the same id.
+    /// Insert (version 1; the secret's hash not another key's) or replace if the stored
+    /// version is still `key.version - 1`.
     PutApiKey(ApiKey),
     InsertOperation(Operation),
     /// Replace the stored operation if its version is still `operation.version - 1`.
