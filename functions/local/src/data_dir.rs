@@ -32,6 +32,55 @@ pub fn write_private_file(path: &Path, contents: &str) -> std::io::Result<()> {
     options.open(path)?.write_all(contents.as_bytes())
 }
 
+/// One environment's data held by this process: local mode assumes it is the only process on
+/// its database (at start it gives back what a dead process left in flight, which would take
+/// a live one's work from it). Released when dropped, or by the kernel when the process dies.
+#[derive(Debug)]
+pub struct Held {
+    _lock: std::fs::File,
+}
+
+/// Why the data could not be held.
+#[derive(Debug, thiserror::Error)]
+pub enum HoldError {
+    #[error("{path} is held by another running ops-local (pid {pid}); stop it, or give this one another --data-dir")]
+    InUse { path: String, pid: String },
+    #[error("cannot lock {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+}
+
+/// Holds `path` (a lock file, created owner-only if missing) for this process, writing its
+/// pid into it for whoever finds it held.
+pub fn hold(path: &Path) -> Result<Held, HoldError> {
+    use std::io::{Read, Seek, Write};
+    let failed = |source| HoldError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    create_private_file(path).map_err(failed)?;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(failed)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            file.read_to_string(&mut pid).map_err(failed)?;
+            return Err(HoldError::InUse {
+                path: path.display().to_string(),
+                pid: pid.trim().to_owned(),
+            });
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(failed(e)),
+    }
+    file.set_len(0).map_err(failed)?;
+    file.rewind().map_err(failed)?;
+    writeln!(file, "{}", std::process::id()).map_err(failed)?;
+    Ok(Held { _lock: file })
+}
+
 /// The directory and the files in it that others than the owner may read or write.
 pub fn too_open(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     #[cfg(unix)]
@@ -76,5 +125,21 @@ mod tests {
 
         std::fs::set_permissions(dir.join("db"), std::fs::Permissions::from_mode(0o644)).unwrap();
         assert_eq!(too_open(&dir).unwrap(), vec![dir.join("db")]);
+    }
+
+    #[test]
+    fn data_is_held_by_one_holder_at_a_time_and_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join("ops-test.lock");
+        let held = hold(&lock).unwrap();
+        let refused = hold(&lock).unwrap_err().to_string();
+        assert!(
+            refused.contains(&format!("pid {}", std::process::id())) && refused.contains("ops-test.lock"),
+            "{refused}"
+        );
+        drop(held);
+        let _again = hold(&lock).unwrap();
+        let mode = std::fs::metadata(&lock).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
     }
 }

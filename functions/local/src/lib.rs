@@ -147,6 +147,8 @@ pub enum StartError {
     Config(String),
     #[error("cannot open the data directory: {0}")]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Held(#[from] data_dir::HoldError),
 }
 
 /// Reads the pepper from the data directory, creating it on first start, so keys keep
@@ -172,6 +174,8 @@ pub struct Local {
     pub driver: Driver,
     pub embedded: Embedded,
     pub sandbox: Option<Arc<SandboxRail>>,
+    /// This environment's data, held while local mode runs on it.
+    held: data_dir::Held,
 }
 
 /// Opens the data directory's adapters and assembles the service over them.
@@ -180,6 +184,7 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
     let webhook_targets = TargetPolicy::for_environment(environment, config.webhook_allow_local)
         .map_err(|e| StartError::Config(format!("OPS_WEBHOOK_ALLOW_LOCAL: {e}")))?;
     data_dir::create(&config.data_dir)?;
+    let held = data_dir::hold(&config.data_dir.join(format!("ops-{}.lock", environment.as_str())))?;
     let pepper = match &config.api_key_pepper {
         Some(pepper) => pepper.clone(),
         None => local_pepper(&config.data_dir)?,
@@ -263,6 +268,7 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         driver,
         embedded: Embedded { store, queue },
         sandbox,
+        held,
     })
 }
 
@@ -271,7 +277,7 @@ pub async fn start(config: Config) -> Result<Server, StartError> {
     start_with_clock(config, Arc::new(SystemClock)).await
 }
 
-/// Serves the API until Ctrl-C, with the pipeline (if any) running beside it on a thread of
+/// Serves the API until Ctrl-C or SIGTERM, with the pipeline (if any) running beside it on a thread of
 /// its own at a lower priority ([`background`]). The pipeline belongs to the serving task: it
 /// stops when serving ends or the task is aborted.
 pub(crate) async fn serve(
@@ -281,11 +287,31 @@ pub(crate) async fn serve(
     pipeline: Option<impl std::future::Future<Output = ()> + Send + 'static>,
 ) -> std::io::Result<()> {
     let _background = pipeline.map(background::spawn).transpose()?;
-    http_server::serve(listener, router, max_connections, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await;
+    http_server::serve(listener, router, max_connections, stop_asked()).await;
     Ok(())
+}
+
+/// Ctrl-C, or SIGTERM (what service managers and container runtimes send to stop a process).
+async fn stop_asked() {
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "SIGTERM is not handled; Ctrl-C still stops the server");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+    tracing::info!("stopping: answering the requests being served, then the pipeline stops");
 }
 
 pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<Server, StartError> {
@@ -299,7 +325,12 @@ pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<S
             tokio::join!(driver.run(), housekeeping::run(store, clock));
         }
     });
-    let task = tokio::spawn(serve(listener, router, config.max_connections, pipeline));
+    let (held, max_connections) = (local.held, config.max_connections);
+    // The data stays held while serving runs: until the process ends or the task is aborted.
+    let task = tokio::spawn(async move {
+        let _held = held;
+        serve(listener, router, max_connections, pipeline).await
+    });
     Ok(Server {
         address,
         task,

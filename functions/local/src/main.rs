@@ -2,11 +2,21 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
-    let config = ops_local::Config::parse();
+    match serve(ops_local::Config::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // Said as a sentence (what to fix), not as the error's debug form.
+            eprintln!("ops-local: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(config: ops_local::Config) -> Result<(), Box<dyn std::error::Error>> {
     let (address, task) = match config.backend {
         ops_local::Backend::Aws => {
             let server =

@@ -1,6 +1,6 @@
 //! The real `ops-local` binary, killed with SIGKILL in the middle of a burst of operations and
 //! started again on the same data directory: every acknowledged operation finishes, and the
-//! rail never sees a transaction twice.
+//! rail never sees a transaction twice. A second process on the same data is refused.
 
 use futures_util::{stream, StreamExt};
 use ops_infra::embedded::SqliteSandboxLedger;
@@ -57,6 +57,99 @@ fn payout(customer: &str, i: usize) -> Value {
            "items": [{"beneficiary": {"id_type": "RUT", "id": format!("{i}-K")},
                       "destination": {"rail": "psp-local:sandbox", "account": format!("{i:08}")},
                       "amount": 1_000 + (i as i64) * 100, "reference": format!("kill test {i}")}]})
+}
+
+/// SIGTERM (how a service manager stops a process) lets a request already being served finish:
+/// the client that was halfway through sending its body gets its answer, and the process exits
+/// cleanly, where the signal's default would have cut the connection and killed it.
+#[tokio::test]
+async fn sigterm_answers_the_request_being_served_then_exits_cleanly() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut server = start(dir.path(), port);
+    wait_healthy(&reqwest::Client::new(), &format!("http://127.0.0.1:{port}")).await;
+
+    let body = br#"{"name": "Half-sent Ltd"}"#;
+    let mut connection = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let head = format!(
+        "POST /v1/customers HTTP/1.1\r\nHost: local\r\nAuthorization: Bearer {ADMIN}\r\n\
+         Content-Type: application/json\r\nIdempotency-Key: half-sent\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    connection.write_all(head.as_bytes()).await.unwrap();
+    connection.write_all(&body[..10]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // SAFETY: a signal sent to the child this test started.
+    assert_eq!(unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    connection.write_all(&body[10..]).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(10), connection.read_to_string(&mut answer))
+        .await
+        .expect("the answer comes, then the connection closes")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    assert!(answer.contains("Half-sent Ltd"), "{answer}");
+
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = server.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "ops-local did not stop after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status:?}");
+    // It took no new connection while stopping, and none after.
+    assert!(tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err());
+}
+
+/// Local mode's pipeline assumes it is the only process on its data (at start it takes back
+/// what a dead process left in flight): a second process on the same data directory is
+/// refused, naming the first, and the data is free again once the first is killed.
+#[tokio::test]
+async fn a_second_process_on_the_same_data_is_refused_until_the_first_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::new();
+    let port = free_port();
+    let mut first = start(dir.path(), port);
+    wait_healthy(&client, &format!("http://127.0.0.1:{port}")).await;
+
+    let mut second = Command::new(env!("CARGO_BIN_EXE_ops-local"))
+        .env("OPS_LISTEN", format!("127.0.0.1:{}", free_port()))
+        .env("OPS_DATA_DIR", dir.path())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ops-local runs");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while second.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            second.kill().unwrap();
+            first.kill().unwrap();
+            panic!("a second ops-local started on data another one runs on");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let second = second.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("held by another running ops-local (pid {})", first.id()))
+            && said.contains("ops-test.lock"),
+        "{said}"
+    );
+
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let port = free_port();
+    let mut again = start(dir.path(), port);
+    wait_healthy(&client, &format!("http://127.0.0.1:{port}")).await;
+    again.kill().unwrap();
+    again.wait().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
