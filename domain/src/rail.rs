@@ -70,6 +70,10 @@ pub enum RailError {
     /// No answer in time: the rail may or may not have the instruction.
     #[error("the rail did not answer in time")]
     Timeout,
+    /// An answer that does not say whether the rail took the instruction (a proxy in front of
+    /// it failed after passing it on): as after a timeout, it may or may not have it.
+    #[error("the rail's answer does not say whether it took the instruction: {0}")]
+    Unknown(String),
     #[error("permanent rail error: {0}")]
     Permanent(String),
 }

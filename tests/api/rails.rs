@@ -16,7 +16,9 @@ use std::time::Duration as StdDuration;
 use time::Duration;
 
 /// A PSP connectivity layer: refuses the first submit of each transaction with 503, is slow
-/// (longer than the adapter waits) for amounts ending in 99, and confirms on status.
+/// (longer than the adapter waits) for amounts ending in 99, takes amounts ending in 98 but
+/// answers 502 (as a proxy does whose upstream failed after passing the instruction on), and
+/// confirms on status.
 #[derive(Default)]
 struct Layer {
     submits: Mutex<BTreeMap<String, u32>>,
@@ -48,6 +50,10 @@ async fn submit(State(layer): State<Arc<Layer>>, headers: HeaderMap, body: Bytes
         *calls += 1;
         *calls
     };
+    if instruction["amount"].as_i64().unwrap() % 100 == 98 {
+        layer.accepted.lock().unwrap().insert(id.clone(), format!("ext-{id}"));
+        return (StatusCode::BAD_GATEWAY, Json(json!({"error": "upstream reset"})));
+    }
     if calls == 1 && instruction["amount"].as_i64().unwrap() % 100 != 99 {
         return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"error": "busy"})));
     }
@@ -125,6 +131,46 @@ async fn connectivity_layer() -> (Arc<Layer>, String) {
         .with_state(layer.clone());
     tokio::spawn(async move { axum::serve(listener, router).await });
     (layer, base)
+}
+
+/// A 502 to a submit does not say whether the instruction got through (here it did): the
+/// transaction becomes unknown and is asked about, never sent again. A 503 is the layer's
+/// refusal, and is retried.
+#[tokio::test]
+async fn a_submit_answered_502_is_asked_about_and_never_sent_again() {
+    let (layer, base) = connectivity_layer().await;
+    let app = spawn_app_with(|config| {
+        config.http_rails = vec![format!("psp-local:spei={base}").parse().unwrap()];
+    })
+    .await;
+    let customer = app.create_customer().await;
+    let mut body = payout(&customer.id, "auto", &[70_098]);
+    body["items"][0]["destination"]["rail"] = json!("psp-local:spei");
+    let id = app.post("/v1/operations", &customer.key, body).await.id();
+    app.settle(Duration::seconds(10), 10).await;
+
+    let operation = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
+    assert_eq!(operation["status"], "completed", "{operation}");
+    let txns = app
+        .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
+        .await
+        .json();
+    let txn = txns["data"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(layer.submits.lock().unwrap()[&txn], 1, "sent once");
+    assert_eq!(
+        app.path_of(&customer.key, &id, &txn).await,
+        ["pending", "unknown", "confirmed"]
+    );
+    let history = app.history(&format!("/v1/operations/{id}"), &customer.key).await;
+    let unknown = history
+        .iter()
+        .find(|entry| entry["entity_id"] == txn.as_str() && entry["to"] == "unknown")
+        .unwrap_or_else(|| panic!("{history:?}"));
+    assert_eq!(unknown["cause"]["code"], "rail_outcome_unknown", "{unknown}");
+    assert!(
+        unknown["cause"]["message"].as_str().unwrap().contains("502"),
+        "{unknown}"
+    );
 }
 
 #[tokio::test]

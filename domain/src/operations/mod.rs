@@ -205,10 +205,10 @@ pub struct Operation {
     /// The customer account a collection credits as its transactions are confirmed.
     #[serde(default)]
     pub destination_account_id: Option<crate::ids::AccountId>,
-    /// Optimistic-concurrency counter: every stored change bumps it.
     /// The payroll file whose chunk made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_id: Option<crate::ids::FileId>,
+    /// Optimistic-concurrency counter: every stored change bumps it.
     pub version: u64,
 }
 

@@ -131,6 +131,10 @@ impl Service {
                     txn.next_poll_at = Some(now + poll_backoff(0));
                     TransactionTransition::MarkUnknown(Cause::new("rail_timeout", "The rail did not answer in time; its status will be asked", rail, now))
                 }
+                Err(RailError::Unknown(answer)) => {
+                    txn.next_poll_at = Some(now + poll_backoff(0));
+                    TransactionTransition::MarkUnknown(Cause::new("rail_outcome_unknown", format!("{answer}; its status will be asked"), rail, now))
+                }
                 Err(RailError::Transient(reason)) if txn.submit_attempts < MAX_SUBMIT_ATTEMPTS => {
                     let wait = submit_backoff(txn.submit_attempts);
                     *retry_after.lock().unwrap_or_else(|e| e.into_inner()) = Some(wait);

@@ -8,9 +8,12 @@
 //! | `POST {base}/status` | `{"transaction_id","rail_reference"}` | `{"state":"pending"}`, `{"state":"confirmed","rail_reference"}`, `{"state":"failed"\|"returned","code","reason"}` or `{"state":"not_found"}` |
 //! | `POST {base}/statements?format=csv\|camt053` | the statement file's bytes (`text/csv` or `application/xml`) | `{"period":{"from","to"}?,"lines":[{"rail_reference","transaction_id","amount","currency","status","booked_on"?}]}`; a 4xx if it cannot be read |
 //!
-//! A 429 or 5xx answer, or a connection that could not be opened, is transient (nothing was
+//! A 429 or 503 answer, or a connection that could not be opened, is transient (nothing was
 //! sent, or the layer refused it); another 4xx is permanent; no answer within the timeout is
-//! a timeout, so the transaction becomes `unknown` and is asked about, never resent.
+//! a timeout, so the transaction becomes `unknown` and is asked about, never resent. Another
+//! 5xx (500, 502, 504) is transient for a status inquiry or a statement, which are safe to
+//! ask again, but not for a submit: the layer, or a proxy in front of it, may have passed the
+//! instruction on before failing, so the transaction becomes `unknown` as after a timeout.
 
 use async_trait::async_trait;
 use ops_domain::rail::{Ack, Instruction, RailAdapter, RailError, RailState, Statement, StatementFormat};
@@ -39,7 +42,15 @@ impl HttpRail {
         }
     }
 
-    async fn call<T: DeserializeOwned>(&self, path: &str, content_type: &str, body: Vec<u8>) -> Result<T, RailError> {
+    /// Posts `body` to `path`. `asks` says whether the call only asks (a status, a statement:
+    /// safe to repeat) rather than instructs (a submit).
+    async fn call<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+        asks: bool,
+    ) -> Result<T, RailError> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
@@ -57,8 +68,12 @@ impl HttpRail {
                 false => RailError::Timeout,
             })?;
         let status = response.status();
-        if status.as_u16() == 429 || status.is_server_error() {
+        let refused = matches!(status.as_u16(), 429 | 503);
+        if refused || (status.is_server_error() && asks) {
             return Err(RailError::Transient(format!("{path} answered {status}")));
+        }
+        if status.is_server_error() {
+            return Err(RailError::Unknown(format!("{path} answered {status}")));
         }
         if !status.is_success() {
             let text = response.text().await.unwrap_or_default();
@@ -84,6 +99,7 @@ impl RailAdapter for HttpRail {
             "/submit",
             "application/json",
             serde_json::to_vec(instruction).expect("serializes"),
+            false,
         )
         .await
     }
@@ -94,12 +110,12 @@ impl RailAdapter for HttpRail {
         rail_reference: Option<&str>,
     ) -> Result<RailState, RailError> {
         let body = serde_json::json!({"transaction_id": transaction_id, "rail_reference": rail_reference});
-        self.call("/status", "application/json", body.to_string().into_bytes())
+        self.call("/status", "application/json", body.to_string().into_bytes(), true)
             .await
     }
 
     async fn import_statement(&self, format: StatementFormat, statement: &[u8]) -> Result<Statement, RailError> {
         let path = format!("/statements?format={}", format.as_str());
-        self.call(&path, format.content_type(), statement.to_vec()).await
+        self.call(&path, format.content_type(), statement.to_vec(), true).await
     }
 }
