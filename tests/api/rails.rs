@@ -16,13 +16,14 @@ use std::time::Duration as StdDuration;
 use time::Duration;
 
 /// A PSP connectivity layer: refuses the first submit of each transaction with 503, is slow
-/// (longer than the adapter waits) for amounts ending in 99, takes amounts ending in 98 but
-/// answers 502 (as a proxy does whose upstream failed after passing the instruction on), and
-/// confirms on status.
+/// (longer than the adapter waits) for amounts ending in 99 and 97, takes amounts ending in 98
+/// but answers 502 (as a proxy does whose upstream failed after passing the instruction on),
+/// and confirms on status, but for amounts ending in 97, whose status it cannot answer (500).
 #[derive(Default)]
 struct Layer {
     submits: Mutex<BTreeMap<String, u32>>,
     accepted: Mutex<BTreeMap<String, String>>,
+    unanswerable: Mutex<std::collections::BTreeSet<String>>,
     bad_signatures: Mutex<u32>,
 }
 
@@ -50,6 +51,14 @@ async fn submit(State(layer): State<Arc<Layer>>, headers: HeaderMap, body: Bytes
         *calls += 1;
         *calls
     };
+    if instruction["amount"].as_i64().unwrap() % 100 == 97 {
+        layer.unanswerable.lock().unwrap().insert(id.clone());
+        tokio::time::sleep(StdDuration::from_millis(800)).await;
+        return (
+            StatusCode::OK,
+            Json(json!({"result": "accepted", "rail_reference": format!("ext-{id}")})),
+        );
+    }
     if instruction["amount"].as_i64().unwrap() % 100 == 98 {
         layer.accepted.lock().unwrap().insert(id.clone(), format!("ext-{id}"));
         return (StatusCode::BAD_GATEWAY, Json(json!({"error": "upstream reset"})));
@@ -74,6 +83,12 @@ async fn status(State(layer): State<Arc<Layer>>, headers: HeaderMap, body: Bytes
     }
     let asked: Value = serde_json::from_slice(&body).unwrap();
     let id = asked["transaction_id"].as_str().unwrap();
+    if layer.unanswerable.lock().unwrap().contains(id) {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"error": "status is down"})),
+        );
+    }
     match layer.accepted.lock().unwrap().get(id) {
         Some(reference) => (
             StatusCode::OK,
@@ -170,6 +185,60 @@ async fn a_submit_answered_502_is_asked_about_and_never_sent_again() {
     assert!(
         unknown["cause"]["message"].as_str().unwrap().contains("502"),
         "{unknown}"
+    );
+}
+
+/// An unknown transaction whose rail cannot be asked about it (its status calls fail) goes to
+/// an operator once it has been unknown for an hour: nobody knows whether its money moved.
+/// Until then it is asked again, and never sent again.
+#[tokio::test]
+async fn an_unknown_transaction_the_rail_cannot_be_asked_about_goes_to_an_operator() {
+    let (layer, base) = connectivity_layer().await;
+    let app = spawn_app_with(|config| {
+        config.http_rails = vec![format!("psp-local:spei={base}").parse().unwrap()];
+        config.http_rail_timeout_ms = 300;
+    })
+    .await;
+    let customer = app.create_customer().await;
+    let mut body = payout(&customer.id, "auto", &[70_097]);
+    body["items"][0]["destination"]["rail"] = json!("psp-local:spei");
+    let id = app.post("/v1/operations", &customer.key, body).await.id();
+    let transaction = || async {
+        let txns = app
+            .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
+            .await
+            .json();
+        txns["data"][0].clone()
+    };
+
+    app.settle(Duration::minutes(5), 10).await;
+    let waiting = transaction().await;
+    assert_eq!(waiting["status"], "unknown", "asked again within the hour: {waiting}");
+
+    app.settle(Duration::minutes(5), 4).await;
+    let flagged = transaction().await;
+    let txn = flagged["id"].as_str().unwrap().to_owned();
+    assert_eq!(flagged["status"], "needs_attention", "{flagged}");
+    assert_eq!(flagged["cause"]["code"], "rail_status_unavailable", "{flagged}");
+    assert!(
+        flagged["cause"]["message"].as_str().unwrap().contains("500"),
+        "{flagged}"
+    );
+    assert_eq!(layer.submits.lock().unwrap()[&txn], 1, "sent once");
+    let exceptions = app
+        .get(
+            "/v1/work_items?queue=exceptions&status=open&limit=100",
+            ops_tests::ADMIN_KEY,
+        )
+        .await
+        .json();
+    assert!(
+        exceptions["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|item| item["subject"]["id"] == txn.as_str() && item["kind"] == "transaction_needs_attention"),
+        "{exceptions}"
     );
 }
 

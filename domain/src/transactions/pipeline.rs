@@ -25,6 +25,10 @@ pub const MAX_SUBMIT_ATTEMPTS: u32 = 5;
 pub const SUBMIT_TIMEOUT: Duration = Duration::seconds(60);
 /// Polls answered "not found" before an unknown transaction needs an operator.
 pub const MAX_NOT_FOUND_POLLS: u32 = 5;
+/// How long an unknown transaction may go without its rail answering an inquiry (errors,
+/// timeouts) before it needs an operator: nobody knows whether its money moved, and nobody
+/// can find out by asking. An answer of "pending" says the rail has it, and waits on.
+pub const UNANSWERED_PATIENCE: Duration = Duration::hours(1);
 /// Transactions one status-poll round takes, and how many of them it asks about at a time.
 pub const POLL_BATCH: usize = 100;
 pub(super) const POLL_CONCURRENCY: usize = 16;

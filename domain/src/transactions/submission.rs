@@ -3,7 +3,7 @@
 
 use super::pipeline::{
     poll_backoff, rail_actor, submit_backoff, system, MAX_NOT_FOUND_POLLS, MAX_SUBMIT_ATTEMPTS, POLL_BATCH,
-    POLL_CONCURRENCY, RETURN_CHECKS, RETURN_SWEEP_LOOKBACK, SUBMIT_TIMEOUT, UNSERVED_RAIL_WAIT,
+    POLL_CONCURRENCY, RETURN_CHECKS, RETURN_SWEEP_LOOKBACK, SUBMIT_TIMEOUT, UNANSWERED_PATIENCE, UNSERVED_RAIL_WAIT,
 };
 use crate::cause::Cause;
 use crate::error::DomainError;
@@ -320,6 +320,17 @@ impl Service {
                         "rail_has_no_record",
                         format!("The rail reported no such transaction {} times", txn.status_polls + 1),
                         rail,
+                        now,
+                    ))
+                }
+                (Err(error), Unknown) if now - txn.cause.at >= UNANSWERED_PATIENCE => {
+                    TransactionTransition::FlagForAttention(Cause::new(
+                        "rail_status_unavailable",
+                        format!(
+                            "Unknown for {} minutes and the rail cannot be asked about it; last: {error}",
+                            (now - txn.cause.at).whole_minutes()
+                        ),
+                        system(),
                         now,
                     ))
                 }

@@ -277,9 +277,9 @@ pub async fn start(config: Config) -> Result<Server, StartError> {
     start_with_clock(config, Arc::new(SystemClock)).await
 }
 
-/// Serves the API until Ctrl-C or SIGTERM, with the pipeline (if any) running beside it on a thread of
-/// its own at a lower priority ([`background`]). The pipeline belongs to the serving task: it
-/// stops when serving ends or the task is aborted.
+/// Serves the API until Ctrl-C or SIGTERM, with the pipeline (if any) running beside it on a
+/// thread of its own at a lower priority ([`background`]). The pipeline belongs to the serving
+/// task: it stops when serving ends or the task is aborted.
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,

@@ -1,0 +1,11 @@
+//! Scenarios told through the API alone, run on both backends: the embedded store
+//! (`tests/api`) and the AWS adapters on the emulator (`tests/aws`). One file per part of the
+//! API; each scenario is called by name from both suites.
+
+mod access;
+mod customers;
+mod webhook_endpoints;
+
+pub use access::*;
+pub use customers::*;
+pub use webhook_endpoints::*;

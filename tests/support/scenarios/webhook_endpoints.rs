@@ -1,0 +1,155 @@
+//! Webhook endpoints: the per-customer limit under creates at once, secret rotation and what
+//! it deletes, and changes at once that conflict rather than leave a stray secret.
+
+use crate::Api;
+use serde_json::json;
+
+/// Creates at once cannot take a customer past its sixteen endpoints: each counts itself in
+/// the customer's count in its own commit, and of two that read the same count one is refused
+/// and reads again. Deletes at once each count themselves out, so the room they make is exact.
+pub async fn creates_at_once_never_take_a_customer_past_its_endpoint_limit(app: &Api) {
+    let customer = app.create_customer().await;
+    let url = "http://127.0.0.1:9/hook";
+    let create = || {
+        app.post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": url, "events": ["operation.created"]}),
+        )
+    };
+    let mut made = vec![];
+    for _ in 0..12 {
+        let created = create().await;
+        assert_eq!(created.status, 201, "{}", created.json());
+        made.push(created.id());
+    }
+    let live = || async {
+        let listed = app.get("/v1/webhook_endpoints", &customer.key).await.json();
+        listed["data"].as_array().unwrap().len()
+    };
+
+    let at_once = futures_util::future::join_all((0..8).map(|_| create())).await;
+    let statuses: Vec<u16> = at_once.iter().map(|r| r.status.as_u16()).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 201).count(), 4, "{statuses:?}");
+    // A create that lost a race reads again: it loses only to a create that counted itself
+    // in, so it is at most four times refused a commit before the count is full.
+    for refused in at_once.iter().filter(|r| r.status != 201) {
+        assert_eq!(refused.error(409)["code"], "endpoint_limit_reached");
+    }
+    assert_eq!(live().await, 16);
+
+    let paths: Vec<String> = made[..3]
+        .iter()
+        .map(|id| format!("/v1/webhook_endpoints/{id}"))
+        .collect();
+    let deleted = futures_util::future::join_all(paths.iter().map(|path| app.delete(path, &customer.key))).await;
+    assert!(deleted.iter().all(|r| r.status == 200), "deletes at once all land");
+    let refill = futures_util::future::join_all((0..5).map(|_| create())).await;
+    assert_eq!(refill.iter().filter(|r| r.status == 201).count(), 3);
+    assert_eq!(live().await, 16);
+}
+
+/// Rotations that once stored a new secret under a name an older one had left free, writing
+/// over a secret still signing through its overlap: the first secret ends at once, the second
+/// signs on for an hour beside the third. A secret no endpoint signs with is deleted from the
+/// backend's secret store (`stored` counts the endpoint's there); `deliver` sends what is due.
+pub async fn each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longer_signs<D, S>(
+    app: &Api,
+    deliver: impl Fn() -> D,
+    stored: impl Fn(String) -> S,
+) where
+    D: std::future::Future<Output = ()>,
+    S: std::future::Future<Output = usize>,
+{
+    let customer = app.create_customer().await;
+    let receiver = crate::receiver::Receiver::start(0).await;
+    let endpoint = app
+        .subscribe(&customer.key, &receiver.url, &["operation.created"])
+        .await;
+    let id = endpoint["id"].as_str().unwrap().to_owned();
+    assert_eq!(stored(id.clone()).await, 1);
+    let rotate = |expires_in: i64| {
+        let path = format!("/v1/webhook_endpoints/{id}/rotate_secret");
+        let key = customer.key.clone();
+        async move {
+            let rotated = app.post(&path, &key, json!({ "expires_in": expires_in })).await;
+            assert_eq!(rotated.status, 200, "{}", rotated.json());
+            rotated.json()["secret"].as_str().unwrap().to_owned()
+        }
+    };
+    let second = rotate(0).await;
+    assert_eq!(stored(id.clone()).await, 1, "the secret ended at once is deleted");
+    let third = rotate(3600).await;
+    assert_eq!(stored(id.clone()).await, 2, "the second signs on beside the third");
+
+    let operation = crate::payout(&customer.id, "two_step", &[5]);
+    assert_eq!(app.post("/v1/operations", &customer.key, operation).await.status, 201);
+    deliver().await;
+    let received = receiver.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].signature.matches("v1=").count(), 2);
+    for secret in [&second, &third] {
+        assert!(
+            crate::receiver::signature_is_valid(&received[0].signature, &received[0].body, secret),
+            "each live secret signs"
+        );
+    }
+
+    let deleted = app.delete(&format!("/v1/webhook_endpoints/{id}"), &customer.key).await;
+    assert_eq!(deleted.status, 200, "{}", deleted.json());
+    assert_eq!(stored(id).await, 0, "a deleted endpoint's secrets are deleted");
+}
+
+/// Rotations and changes of one webhook endpoint at once: each lands or is refused as a
+/// conflict to retry (never a server error), and a rotation that lost keeps no secret stored:
+/// the endpoint's secrets in the store (`stored` counts them) are the first and one for each
+/// rotation that landed.
+pub async fn changes_of_an_endpoint_at_once_conflict_and_keep_no_stray_secret<S>(
+    app: &Api,
+    stored: impl Fn(String) -> S,
+) where
+    S: std::future::Future<Output = usize>,
+{
+    let customer = app.create_customer().await;
+    let endpoint = app
+        .subscribe(&customer.key, "http://127.0.0.1:9/hook", &["operation.created"])
+        .await;
+    let path = format!("/v1/webhook_endpoints/{}", endpoint["id"].as_str().unwrap());
+    let (mut landed, mut lost) = (0, 0);
+    // Rounds until one rotation has lost a race (the first round nearly always has one).
+    for _ in 0..5 {
+        let rotate = format!("{path}/rotate_secret");
+        let rotations = (0..6).map(|_| app.post(&rotate, &customer.key, json!({"expires_in": 3600})));
+        for answer in futures_util::future::join_all(rotations).await {
+            match answer.status.as_u16() {
+                200 => landed += 1,
+                _ => {
+                    assert_eq!(answer.error(409)["code"], "conflict");
+                    lost += 1;
+                }
+            }
+        }
+        if lost > 0 {
+            break;
+        }
+    }
+    assert!(lost > 0 && landed > 0, "{landed} landed, {lost} lost");
+    assert_eq!(stored(endpoint["id"].as_str().unwrap().to_owned()).await, 1 + landed);
+
+    let urls: Vec<String> = (0..6).map(|n| format!("http://127.0.0.1:9/hook-{n}")).collect();
+    let updates = urls
+        .iter()
+        .map(|url| app.post(&path, &customer.key, json!({"url": url})));
+    let mut updated = vec![];
+    for (url, answer) in urls.iter().zip(futures_util::future::join_all(updates).await) {
+        match answer.status.as_u16() {
+            200 => updated.push(url.clone()),
+            _ => assert_eq!(answer.error(409)["code"], "conflict"),
+        }
+    }
+    let now = app.get(&path, &customer.key).await.json();
+    assert!(
+        updated.contains(&now["url"].as_str().unwrap().to_owned()),
+        "{now} of {updated:?}"
+    );
+}
