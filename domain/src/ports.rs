@@ -19,6 +19,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+mod secrets;
+pub use secrets::{Secrets, StoredSecret};
+
 pub trait Clock: Send + Sync {
     fn now(&self) -> OffsetDateTime;
 }
@@ -491,15 +494,6 @@ mod queue_task_tests {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BatchOutcome {
     pub failed: Vec<String>,
-}
-
-/// Where secret values live (Secrets Manager in the cloud, the database locally).
-#[async_trait]
-pub trait Secrets: Send + Sync {
-    async fn put_secret(&self, name: &str, value: &str) -> Result<(), SecretsError>;
-    async fn secret(&self, name: &str) -> Result<Option<String>, SecretsError>;
-    /// Removes a secret for good; one never stored is no error.
-    async fn delete_secret(&self, name: &str) -> Result<(), SecretsError>;
 }
 
 /// Counts requests in one-second windows (DESIGN §3 `rate_limit_error`), so one caller cannot

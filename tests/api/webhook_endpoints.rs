@@ -491,3 +491,9 @@ async fn changes_of_an_endpoint_at_once_conflict_and_keep_no_stray_secret() {
     ops_tests::scenarios::changes_of_an_endpoint_at_once_conflict_and_keep_no_stray_secret(&app, stored_secrets(&app))
         .await;
 }
+
+#[tokio::test]
+async fn old_signing_secrets_no_endpoint_names_are_swept() {
+    let app = spawn_app().await;
+    ops_tests::scenarios::old_signing_secrets_no_endpoint_names_are_swept(&app, app.driver(), &app.clock).await;
+}

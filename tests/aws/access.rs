@@ -148,3 +148,9 @@ async fn a_deactivation_racing_a_role_change_is_never_undone() {
 async fn rotations_and_revocations_at_once_leave_no_successor_live() {
     ops_tests::scenarios::rotations_and_revocations_at_once_leave_no_successor_live(&spawn_aws_app().await.api).await;
 }
+
+#[tokio::test]
+async fn old_signing_secrets_no_endpoint_names_are_swept() {
+    let app = spawn_aws_app().await;
+    ops_tests::scenarios::old_signing_secrets_no_endpoint_names_are_swept(&app.api, &app.driver, &app.clock).await;
+}

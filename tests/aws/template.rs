@@ -177,6 +177,10 @@ fn read_endpoints_write_nothing() {
             !block.contains("dynamodb:UpdateItem"),
             "a read endpoint may write: {block}"
         );
+        // The one reader that is no endpoint: the daily sweep of signing secrets.
+        if block.contains("Handler: schedule-secret-sweep") {
+            continue;
+        }
         assert!(block.contains("Method: GET\n"), "{block}");
         readers += 1;
     }
@@ -214,7 +218,8 @@ fn only_the_functions_that_let_go_of_signing_secrets_may_delete_them() {
         [
             "api-create-webhook-endpoint",
             "api-delete-webhook-endpoint",
-            "api-rotate-webhook-secret"
+            "api-rotate-webhook-secret",
+            "schedule-secret-sweep"
         ]
     );
     for block in deleters {

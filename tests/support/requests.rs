@@ -96,7 +96,10 @@ pub async fn settle(driver: &Driver, clock: &TestClock, store: &DynamoStore, ste
             let steps_of_a_payout = |t: &Trigger| {
                 !matches!(
                     t,
-                    Trigger::ScheduleTimer | Trigger::DeadLetters | Trigger::Queue(QueueName::Files)
+                    Trigger::ScheduleTimer
+                        | Trigger::DeadLetters
+                        | Trigger::Queue(QueueName::Files)
+                        | Trigger::SecretSweep
                 )
             };
             for trigger in Trigger::ALL.into_iter().filter(steps_of_a_payout) {

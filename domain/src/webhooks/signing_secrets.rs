@@ -8,11 +8,16 @@ use crate::error::DomainError;
 use crate::ids::WebhookEndpointId;
 use crate::ports::StoreError;
 use crate::service::{Issued, Service};
-use crate::webhooks::WebhookEndpoint;
+use crate::webhooks::{EndpointStatus, WebhookEndpoint};
 use serde::Deserialize;
 use time::Duration;
 
 const MAX_SECRET_OVERLAP: Duration = Duration::days(7);
+/// Where every endpoint's signing secrets are stored: `webhook/<endpoint id>/<suffix>`.
+const SECRETS_PREFIX: &str = "webhook/";
+/// How old a signing secret no endpoint names must be before the sweep deletes it: a create or
+/// a rotation stores its new secret a moment before the endpoint that names it is saved.
+pub const SWEEP_GRACE: Duration = Duration::hours(1);
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -35,7 +40,7 @@ impl Service {
         let value = new_webhook_secret();
         let mut suffix = [0u8; 8];
         rand::fill(&mut suffix);
-        let secret_name = format!("webhook/{endpoint_id}/{}", hex::encode(suffix));
+        let secret_name = format!("{SECRETS_PREFIX}{endpoint_id}/{}", hex::encode(suffix));
         self.secrets.put_secret(&secret_name, &value).await?;
         Ok((
             value,
@@ -55,6 +60,45 @@ impl Service {
                 tracing::warn!(secret = %secret.secret_name, %error, "a signing secret no endpoint uses is still stored");
             }
         }
+    }
+
+    /// Deletes the signing secrets no endpoint names any more and that a deletion missed: one
+    /// whose delete failed (logged), one stored by a create or rotation that died or lost
+    /// before saving its endpoint, every secret of a deleted endpoint. Only those stored more
+    /// than [`SWEEP_GRACE`] ago, so a create or rotation under way keeps its new secret.
+    /// Answers how many it deleted; runs daily in the cloud, hourly locally.
+    pub async fn sweep_signing_secrets(&self) -> Result<usize, DomainError> {
+        let cutoff = self.now() - SWEEP_GRACE;
+        let mut by_endpoint: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for secret in self.secrets.secrets_named(SECRETS_PREFIX).await? {
+            let owner = secret.name[SECRETS_PREFIX.len()..]
+                .split('/')
+                .next()
+                .unwrap_or_default();
+            if secret.stored_at <= cutoff {
+                by_endpoint.entry(owner.to_owned()).or_default().push(secret.name);
+            }
+        }
+        let mut orphans = vec![];
+        for (owner, names) in by_endpoint {
+            let named: Vec<String> = match self.store.webhook_endpoint(&WebhookEndpointId::from(owner)).await? {
+                Some(endpoint) if endpoint.status == EndpointStatus::Enabled => {
+                    endpoint.secrets.into_iter().map(|s| s.secret_name).collect()
+                }
+                _ => vec![],
+            };
+            orphans.extend(names.into_iter().filter(|name| !named.contains(name)));
+        }
+        for name in &orphans {
+            self.secrets.delete_secret(name).await?;
+        }
+        if !orphans.is_empty() {
+            tracing::info!(
+                deleted = orphans.len(),
+                "signing secrets no endpoint names were deleted"
+            );
+        }
+        Ok(orphans.len())
     }
 
     /// A new signing secret, shown once; the old ones keep signing until `expires_in`, so

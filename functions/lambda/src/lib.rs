@@ -84,6 +84,7 @@ pub async fn serve_trigger(trigger: Trigger) -> Result<(), Error> {
         Trigger::StatusPoll => serve_status_poll().await,
         Trigger::ScheduleTimer => serve_schedule_fire().await,
         Trigger::Outbox => serve_outbox().await,
+        Trigger::SecretSweep => serve_secret_sweep().await,
     }
 }
 
@@ -155,6 +156,12 @@ pub async fn serve_dead_letters() -> Result<(), lambda_runtime::Error> {
 /// EventBridge (every minute) → ask the rails about transactions whose poll is due.
 pub async fn serve_status_poll() -> Result<(), lambda_runtime::Error> {
     run_trigger(|service, _: serde_json::Value| async move { Ok(ops_runtime::triggers::status_poll(&service).await?) })
+        .await
+}
+
+/// EventBridge (daily) → delete the signing secrets no webhook endpoint names.
+pub async fn serve_secret_sweep() -> Result<(), lambda_runtime::Error> {
+    run_trigger(|service, _: serde_json::Value| async move { Ok(ops_runtime::triggers::secret_sweep(&service).await?) })
         .await
 }
 

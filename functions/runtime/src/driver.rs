@@ -77,10 +77,16 @@ pub enum Trigger {
     /// On AWS, the events and audit entries a writer left in its entity's outbox and died
     /// before writing (the embedded store commits them together, so it has none).
     Outbox,
+    /// Signing secrets no webhook endpoint names any more, deleted (daily in the cloud,
+    /// hourly here): upkeep, not a step of the pipeline, so [`Driver::tick`] leaves it out.
+    SecretSweep,
 }
 
+/// How often local mode sweeps signing secrets no endpoint names.
+const SECRET_SWEEP_EVERY: Duration = Duration::from_secs(3600);
+
 impl Trigger {
-    pub const ALL: [Trigger; 10] = [
+    pub const ALL: [Trigger; 11] = [
         Trigger::Stream(StreamConsumer::Transition),
         Trigger::Stream(StreamConsumer::WebhookDispatch),
         Trigger::Stream(StreamConsumer::Desk),
@@ -91,6 +97,7 @@ impl Trigger {
         Trigger::ScheduleTimer,
         Trigger::DeadLetters,
         Trigger::Outbox,
+        Trigger::SecretSweep,
     ];
 
     /// The function that runs this trigger in the cloud.
@@ -104,6 +111,7 @@ impl Trigger {
             Trigger::ScheduleTimer => "schedule-fire",
             Trigger::DeadLetters => "queue-dead-letters",
             Trigger::Outbox => "stream-outbox",
+            Trigger::SecretSweep => "schedule-secret-sweep",
         }
     }
 }
@@ -233,13 +241,15 @@ impl Driver {
             Trigger::ScheduleTimer => Ok(self.service.fire_due_schedules().await?),
             Trigger::DeadLetters => self.dead_letter_round().await,
             Trigger::Outbox => self.stream.complete_outboxes().await,
+            Trigger::SecretSweep => Ok(self.service.sweep_signing_secrets().await?),
         }
     }
 
-    /// One round of every trigger; returns how many items they handled.
+    /// One round of every trigger of the pipeline (the sweep of signing secrets aside);
+    /// returns how many items they handled.
     pub async fn tick(&self) -> Result<usize, Error> {
         let mut handled = 0;
-        for trigger in Trigger::ALL {
+        for trigger in Trigger::ALL.into_iter().filter(|t| *t != Trigger::SecretSweep) {
             handled += self.round(trigger).await?;
         }
         Ok(handled)
@@ -324,6 +334,7 @@ impl Driver {
         for trigger in Trigger::ALL {
             let (idle, copies) = match trigger {
                 Trigger::StatusPoll | Trigger::ScheduleTimer | Trigger::DeadLetters => (self.pace.poll_idle, 1),
+                Trigger::SecretSweep => (SECRET_SWEEP_EVERY, 1),
                 Trigger::Queue(QueueName::Webhooks) => (self.pace.idle, self.pace.webhook_senders.max(1)),
                 _ => (self.pace.idle, 1),
             };

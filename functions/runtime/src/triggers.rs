@@ -157,6 +157,12 @@ pub async fn dead_letters(service: &Service, batch: SqsEvent) -> SqsBatchRespons
 /// what is still due then waits for the next minute.
 const POLL_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
 
+/// schedule → the signing secrets no webhook endpoint names, deleted; answers how many.
+pub async fn secret_sweep(service: &Service) -> Result<serde_json::Value, String> {
+    let deleted = service.sweep_signing_secrets().await.map_err(|e| e.to_string())?;
+    Ok(serde_json::json!({ "deleted": deleted }))
+}
+
 /// schedule → status poll: reports the operator levels, then asks the rails about every
 /// transaction whose poll is due, round after round, until none is or the budget is spent.
 pub async fn status_poll(service: &Service) -> Result<serde_json::Value, String> {

@@ -5,11 +5,13 @@ use async_trait::async_trait;
 use aws_sdk_secretsmanager::operation::create_secret::CreateSecretError;
 use aws_sdk_secretsmanager::operation::delete_secret::DeleteSecretError;
 use aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueError;
+use aws_sdk_secretsmanager::types::{Filter, FilterNameStringType};
 use aws_sdk_secretsmanager::Client;
-use ops_domain::ports::{Secrets, SecretsError};
+use ops_domain::ports::{Secrets, SecretsError, StoredSecret};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use time::OffsetDateTime;
 
 const CACHE_FOR: Duration = Duration::from_secs(300);
 
@@ -102,5 +104,41 @@ impl Secrets for SecretsManagerSecrets {
             .unwrap_or_else(|e| e.into_inner())
             .insert(name.to_owned(), (None, Instant::now()));
         Ok(())
+    }
+
+    async fn secrets_named(&self, prefix: &str) -> Result<Vec<StoredSecret>, SecretsError> {
+        let full_prefix = format!("{}{prefix}", self.prefix);
+        let filter = Filter::builder()
+            .key(FilterNameStringType::Name)
+            .values(&full_prefix)
+            .build();
+        let mut found = vec![];
+        let mut next_token = None;
+        loop {
+            let page = self
+                .client
+                .list_secrets()
+                .filters(filter.clone())
+                .set_next_token(next_token)
+                .send()
+                .await
+                .map_err(unavailable)?;
+            // The service's name filter ignores case: the prefix is checked as written.
+            found.extend(page.secret_list().iter().filter_map(|entry| {
+                let name = entry.name()?.strip_prefix(&full_prefix)?;
+                let stored_at = entry
+                    .created_date()
+                    .and_then(|at| OffsetDateTime::from_unix_timestamp(at.secs()).ok())
+                    .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+                Some(StoredSecret {
+                    name: format!("{prefix}{name}"),
+                    stored_at,
+                })
+            }));
+            next_token = page.next_token().map(str::to_owned);
+            if next_token.is_none() {
+                return Ok(found);
+            }
+        }
     }
 }

@@ -42,4 +42,33 @@ pub async fn run_all(secrets: &dyn Secrets) {
     );
     secrets.delete_secret("webhook/whe_1").await.unwrap();
     secrets.delete_secret("never-stored").await.unwrap();
+
+    // Listed by prefix, names only, each with when it was first stored (a new value keeps it).
+    let before = time::OffsetDateTime::now_utc() - time::Duration::minutes(1);
+    secrets.put_secret("webhook/whe_3/a", "whsec_a").await.unwrap();
+    secrets.put_secret("webhook/whe_3/b", "whsec_b").await.unwrap();
+    secrets.put_secret("webhook/whe_30/c", "whsec_c").await.unwrap();
+    secrets.put_secret("other/whe_3/d", "whsec_d").await.unwrap();
+    secrets.put_secret("webhook/whe_3/a", "whsec_a2").await.unwrap();
+    let mut listed = secrets.secrets_named("webhook/whe_3/").await.unwrap();
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
+    let names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["webhook/whe_3/a", "webhook/whe_3/b"]);
+    let after = time::OffsetDateTime::now_utc() + time::Duration::minutes(1);
+    assert!(
+        listed.iter().all(|s| (before..after).contains(&s.stored_at)),
+        "{listed:?}"
+    );
+    let all: Vec<String> = secrets
+        .secrets_named("webhook/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert!(
+        all.len() == 4 && all.iter().all(|name| name.starts_with("webhook/")),
+        "{all:?}"
+    );
+    assert_eq!(secrets.secrets_named("WEBHOOK/").await.unwrap(), vec![]);
 }

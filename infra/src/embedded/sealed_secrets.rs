@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce};
 use ops_domain::access::KeyHasher;
-use ops_domain::ports::{Secrets, SecretsError};
+use ops_domain::ports::{Secrets, SecretsError, StoredSecret};
 
 /// Marks a sealed value; rows without it were written in clear by an older version.
 const SEALED: &str = "sealed-v1:";
@@ -90,6 +90,18 @@ impl Secrets for SealedSecrets {
 
     async fn delete_secret(&self, name: &str) -> Result<(), SecretsError> {
         self.store.delete_secret_row(name).await.map_err(SecretsError::new)
+    }
+
+    async fn secrets_named(&self, prefix: &str) -> Result<Vec<StoredSecret>, SecretsError> {
+        let rows = self.store.secret_names(prefix).await.map_err(SecretsError::new)?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, stored_at)| StoredSecret {
+                name,
+                stored_at: time::OffsetDateTime::from_unix_timestamp(stored_at)
+                    .unwrap_or(time::OffsetDateTime::UNIX_EPOCH),
+            })
+            .collect())
     }
 }
 

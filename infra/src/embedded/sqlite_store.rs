@@ -104,7 +104,8 @@ CREATE INDEX IF NOT EXISTS deliveries_by_event ON deliveries (event_id);
 CREATE TABLE IF NOT EXISTS failed_deliveries (
     endpoint_id TEXT NOT NULL, event_id TEXT NOT NULL, delivery_id TEXT NOT NULL,
     PRIMARY KEY (endpoint_id, event_id, delivery_id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS secrets (
+    name TEXT PRIMARY KEY, value TEXT NOT NULL, stored_at INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS queue_messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body TEXT NOT NULL,
     visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0);
@@ -387,6 +388,7 @@ impl SqliteStore {
             ))
             .map_err(unavailable)?;
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
+        add_missing_columns(&connection)?;
         connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         // The checkpointer below copies the WAL into the file; a commit does it itself only
         // if the WAL has grown far past that.
@@ -1846,14 +1848,59 @@ impl IdempotencyStore for SqliteStore {
     }
 }
 
+/// Columns added to tables after files were made without them: `CREATE TABLE IF NOT EXISTS`
+/// leaves an existing table as it was.
+fn add_missing_columns(connection: &Connection) -> Result<(), StoreError> {
+    // When a secret was first stored; rows from before read as 0 (as old as can be).
+    let has = |table: &str, column: &str| {
+        connection
+            .query_row(
+                "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+                [table, column],
+                |row| row.get::<_, i64>(0),
+            )
+            .map(|found| found > 0)
+            .map_err(unavailable)
+    };
+    if !has("secrets", "stored_at")? {
+        connection
+            .execute_batch("ALTER TABLE secrets ADD COLUMN stored_at INTEGER NOT NULL DEFAULT 0")
+            .map_err(unavailable)?;
+    }
+    Ok(())
+}
+
 /// Raw rows of the secrets table; [`super::SealedSecrets`] seals what goes in them.
 impl SqliteStore {
+    /// Writes a secret's value, keeping when it was first stored.
     pub(crate) async fn put_secret_row(&self, name: &str, value: String) -> Result<(), StoreError> {
         let name = name.to_owned();
+        let now = OffsetDateTime::now_utc().unix_timestamp();
         self.with(move |c| {
-            c.run("INSERT INTO secrets (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value", params![name, value])
-                .map_err(unavailable)?;
+            c.run(
+                "INSERT INTO secrets (name, value, stored_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                params![name, value, now],
+            )
+            .map_err(unavailable)?;
             Ok(())
+        })
+        .await
+    }
+
+    /// The names of the secrets that start with `prefix`, and when each was first stored.
+    pub(crate) async fn secret_names(&self, prefix: &str) -> Result<Vec<(String, i64)>, StoreError> {
+        // `name >= prefix AND name < prefix + U+10FFFF` seeks the primary key, where LIKE
+        // would read every row.
+        let (from, to) = (prefix.to_owned(), format!("{prefix}\u{10FFFF}"));
+        self.read(move |c| {
+            let mut statement = c
+                .prepare_cached("SELECT name, stored_at FROM secrets WHERE name >= ?1 AND name < ?2 ORDER BY name")
+                .map_err(unavailable)?;
+            let rows = statement
+                .query_map([from, to], |row| Ok((row.get(0)?, row.get(1)?)))
+                .map_err(unavailable)?;
+            rows.collect::<Result<_, _>>().map_err(unavailable)
         })
         .await
     }
@@ -2069,6 +2116,34 @@ mod tests {
         let import: Vec<u8> = b"\0cnysatadf".iter().rev().copied().collect();
         let binary = std::fs::read("/proc/self/exe").unwrap();
         assert!(binary.windows(import.len()).any(|w| w == import), "SQLite calls fsync");
+    }
+
+    /// A file made before secrets kept when they were stored gains the column at its next
+    /// open: its secrets read as stored at the epoch (old enough for the sweep), new ones as
+    /// stored now, and a new value keeps the first time.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn secrets_of_an_older_file_read_as_stored_long_ago() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("older.sqlite");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+                 INSERT INTO secrets (name, value) VALUES ('webhook/whe_1/a', 'sealed');",
+            )
+            .unwrap();
+        let store = SqliteStore::open(&path).unwrap();
+        let before = OffsetDateTime::now_utc().unix_timestamp();
+        store.put_secret_row("webhook/whe_1/b", "new".into()).await.unwrap();
+        store.put_secret_row("webhook/whe_1/a", "again".into()).await.unwrap();
+        let listed = store.secret_names("webhook/whe_1/").await.unwrap();
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        assert_eq!(listed[0], ("webhook/whe_1/a".to_owned(), 0));
+        assert!(listed[1].0 == "webhook/whe_1/b" && listed[1].1 >= before, "{listed:?}");
+        assert_eq!(
+            store.secret_row("webhook/whe_1/a").await.unwrap().as_deref(),
+            Some("again")
+        );
     }
 
     /// A lookup takes the writer's connection only when it is free: one made while a commit

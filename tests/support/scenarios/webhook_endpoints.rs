@@ -2,6 +2,7 @@
 //! it deletes, and changes at once that conflict rather than leave a stray secret.
 
 use crate::Api;
+use ops_runtime::driver::{Driver, Trigger};
 use serde_json::json;
 
 /// Creates at once cannot take a customer past its sixteen endpoints: each counts itself in
@@ -152,4 +153,76 @@ pub async fn changes_of_an_endpoint_at_once_conflict_and_keep_no_stray_secret<S>
         updated.contains(&now["url"].as_str().unwrap().to_owned()),
         "{now} of {updated:?}"
     );
+}
+
+/// The daily sweep deletes the signing secrets no endpoint names once they are an hour old: one
+/// a rotation stored and died before saving, one a deletion failed to delete, one a create
+/// stored for an endpoint it never saved. An endpoint's own secret stays, and so does every
+/// secret younger than an hour (a create or rotation under way).
+pub async fn old_signing_secrets_no_endpoint_names_are_swept(app: &Api, driver: &Driver, clock: &crate::TestClock) {
+    let customer = app.create_customer().await;
+    let subscribe = |url: &'static str| app.subscribe(&customer.key, url, &["operation.created"]);
+    let kept = subscribe("http://127.0.0.1:9/kept").await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let gone = subscribe("http://127.0.0.1:9/gone").await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let secrets = &driver.service().secrets;
+    let named = |id: String| async move {
+        let stored = secrets.secrets_named(&format!("webhook/{id}/")).await.unwrap();
+        assert_eq!(stored.len(), 1, "{stored:?}");
+        stored[0].name.clone()
+    };
+    // The deleted endpoint's document still names the secret its deletion failed to delete.
+    let failed_delete = named(gone.clone()).await;
+    let deleted = app
+        .delete(&format!("/v1/webhook_endpoints/{gone}"), &customer.key)
+        .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.json());
+    let orphans = [
+        format!("webhook/{kept}/a-rotation-that-died"),
+        failed_delete,
+        "webhook/whe_never_saved/a-create-that-died".to_owned(),
+    ];
+    for orphan in &orphans {
+        secrets.put_secret(orphan, "whsec_orphan").await.unwrap();
+    }
+    let names = || async {
+        let mut names: Vec<String> = secrets
+            .secrets_named("webhook/")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.name)
+            .filter(|name| {
+                [kept.as_str(), gone.as_str(), "whe_never_saved"]
+                    .iter()
+                    .any(|id| name.contains(id))
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let sweep = || async { driver.round(Trigger::SecretSweep).await.expect("sweep") };
+    assert_eq!(names().await.len(), 4, "the endpoint's own secret and three orphans");
+
+    assert_eq!(sweep().await, 0, "every secret is younger than an hour");
+    assert_eq!(names().await.len(), 4);
+
+    clock.advance(time::Duration::minutes(61));
+    assert_eq!(sweep().await, 3);
+    let left = names().await;
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(
+        left[0].starts_with(&format!("webhook/{kept}/")) && !orphans.contains(&left[0]),
+        "{left:?}"
+    );
+    assert!(
+        secrets.secret(&left[0]).await.unwrap().is_some(),
+        "the endpoint's secret still opens"
+    );
+    assert_eq!(sweep().await, 0, "nothing more to delete");
 }
