@@ -8,7 +8,7 @@ use axum::Json;
 use ops_domain::ports::{Clock, QueueName};
 use ops_runtime::driver::{StreamConsumer, Trigger};
 use ops_tests::receiver::signature_is_valid;
-use ops_tests::{payout, spawn_app_with, RAIL_SECRET};
+use ops_tests::{payout, spawn_app_with, Customer, TestApp, RAIL_SECRET};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -148,29 +148,44 @@ async fn connectivity_layer() -> (Arc<Layer>, String) {
     (layer, base)
 }
 
+/// The service with `psp-local:spei` served by the layer at `base`, waiting `timeout_ms` for
+/// its answers (the default if `None`).
+async fn served_by(base: &str, timeout_ms: Option<u64>) -> TestApp {
+    spawn_app_with(|config| {
+        config.http_rails = vec![format!("psp-local:spei={base}").parse().unwrap()];
+        if let Some(timeout_ms) = timeout_ms {
+            config.http_rail_timeout_ms = timeout_ms;
+        }
+    })
+    .await
+}
+
+/// An auto-approved payout of `amounts`, every item to `psp-local:spei`; answers its id.
+async fn spei_payout(app: &TestApp, customer: &Customer, amounts: &[i64]) -> String {
+    let mut body = payout(&customer.id, "auto", amounts);
+    for item in body["items"].as_array_mut().unwrap() {
+        item["destination"]["rail"] = json!("psp-local:spei");
+    }
+    app.post("/v1/operations", &customer.key, body).await.id()
+}
+
 /// A 502 to a submit does not say whether the instruction got through (here it did): the
 /// transaction becomes unknown and is asked about, never sent again. A 503 is the layer's
 /// refusal, and is retried.
 #[tokio::test]
 async fn a_submit_answered_502_is_asked_about_and_never_sent_again() {
     let (layer, base) = connectivity_layer().await;
-    let app = spawn_app_with(|config| {
-        config.http_rails = vec![format!("psp-local:spei={base}").parse().unwrap()];
-    })
-    .await;
+    let app = served_by(&base, None).await;
     let customer = app.create_customer().await;
-    let mut body = payout(&customer.id, "auto", &[70_098]);
-    body["items"][0]["destination"]["rail"] = json!("psp-local:spei");
-    let id = app.post("/v1/operations", &customer.key, body).await.id();
+    let id = spei_payout(&app, &customer, &[70_098]).await;
     app.settle(Duration::seconds(10), 10).await;
 
     let operation = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
     assert_eq!(operation["status"], "completed", "{operation}");
-    let txns = app
-        .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
-        .await
-        .json();
-    let txn = txns["data"][0]["id"].as_str().unwrap().to_owned();
+    let txn = transactions(&app, &customer.key, &id).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert_eq!(layer.submits.lock().unwrap()[&txn], 1, "sent once");
     assert_eq!(
         app.path_of(&customer.key, &id, &txn).await,
@@ -194,22 +209,10 @@ async fn a_submit_answered_502_is_asked_about_and_never_sent_again() {
 #[tokio::test]
 async fn an_unknown_transaction_the_rail_cannot_be_asked_about_goes_to_an_operator() {
     let (layer, base) = connectivity_layer().await;
-    let app = spawn_app_with(|config| {
-        config.http_rails = vec![format!("psp-local:spei={base}").parse().unwrap()];
-        config.http_rail_timeout_ms = 300;
-    })
-    .await;
+    let app = served_by(&base, Some(300)).await;
     let customer = app.create_customer().await;
-    let mut body = payout(&customer.id, "auto", &[70_097]);
-    body["items"][0]["destination"]["rail"] = json!("psp-local:spei");
-    let id = app.post("/v1/operations", &customer.key, body).await.id();
-    let transaction = || async {
-        let txns = app
-            .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
-            .await
-            .json();
-        txns["data"][0].clone()
-    };
+    let id = spei_payout(&app, &customer, &[70_097]).await;
+    let transaction = || async { transactions(&app, &customer.key, &id).await[0].clone() };
 
     app.settle(Duration::minutes(5), 10).await;
     let waiting = transaction().await;
@@ -225,49 +228,28 @@ async fn an_unknown_transaction_the_rail_cannot_be_asked_about_goes_to_an_operat
         "{flagged}"
     );
     assert_eq!(layer.submits.lock().unwrap()[&txn], 1, "sent once");
-    let exceptions = app
-        .get(
-            "/v1/work_items?queue=exceptions&status=open&limit=100",
-            ops_tests::ADMIN_KEY,
-        )
-        .await
-        .json();
+    let exceptions = app.open_exceptions().await;
     assert!(
-        exceptions["data"]
-            .as_array()
-            .unwrap()
+        exceptions
             .iter()
             .any(|item| item["subject"]["id"] == txn.as_str() && item["kind"] == "transaction_needs_attention"),
-        "{exceptions}"
+        "{exceptions:?}"
     );
 }
 
 #[tokio::test]
 async fn a_rail_served_over_http_is_signed_retried_on_503_and_asked_after_a_timeout() {
     let (layer, base) = connectivity_layer().await;
-
-    let app = spawn_app_with(|config| {
-        config.http_rails = vec![format!("psp-local:spei={base}").parse().unwrap()];
-        config.http_rail_timeout_ms = 300;
-    })
-    .await;
+    let app = served_by(&base, Some(300)).await;
     let customer = app.create_customer().await;
-    let mut body = payout(&customer.id, "auto", &[70_000, 70_099]);
-    for item in body["items"].as_array_mut().unwrap() {
-        item["destination"]["rail"] = json!("psp-local:spei");
-    }
-    let id = app.post("/v1/operations", &customer.key, body).await.id();
+    let id = spei_payout(&app, &customer, &[70_000, 70_099]).await;
     app.settle(Duration::seconds(10), 10).await;
 
     let operation = app.get(&format!("/v1/operations/{id}"), &customer.key).await.json();
     assert_eq!(operation["status"], "completed", "{operation}");
-    let txns = app
-        .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
-        .await
-        .json();
+    let txns = transactions(&app, &customer.key, &id).await;
     let by_amount = |amount: i64| {
-        txns["data"]
-            .as_array()
+        txns.as_array()
             .unwrap()
             .iter()
             .find(|t| t["amount"] == amount)
@@ -296,20 +278,14 @@ async fn a_rail_served_over_http_is_signed_retried_on_503_and_asked_after_a_time
 #[tokio::test]
 async fn a_statement_of_an_http_rail_is_read_by_its_connectivity_layer() {
     let (layer, base) = connectivity_layer().await;
-    let app = spawn_app_with(|config| {
-        config.http_rails = vec![format!("psp-local:spei={base}").parse().unwrap()];
-    })
-    .await;
+    let app = served_by(&base, None).await;
     let customer = app.create_customer().await;
-    let mut body = payout(&customer.id, "auto", &[70_000]);
-    body["items"][0]["destination"]["rail"] = json!("psp-local:spei");
-    let id = app.post("/v1/operations", &customer.key, body).await.id();
+    let id = spei_payout(&app, &customer, &[70_000]).await;
     app.settle(Duration::seconds(10), 10).await;
-    let txns = app
-        .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
-        .await
-        .json();
-    let txn = txns["data"][0]["id"].as_str().unwrap().to_owned();
+    let txn = transactions(&app, &customer.key, &id).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let import = |statement: String, key: &'static str| {
         let mut body = ops_tests::statement_body("csv", statement.as_bytes());
         body["rail"] = json!("psp-local:spei");
@@ -370,12 +346,9 @@ async fn http_rails_need_a_secret() {
 #[tokio::test]
 async fn a_transaction_on_a_rail_no_longer_served_waits_instead_of_heading_every_poll() {
     let (_layer, base) = connectivity_layer().await;
-    let app =
-        spawn_app_with(|config| config.http_rails = vec![format!("psp-local:spei={base}").parse().unwrap()]).await;
+    let app = served_by(&base, None).await;
     let customer = app.create_customer().await;
-    let mut body = payout(&customer.id, "auto", &[70_199]);
-    body["items"][0]["destination"]["rail"] = json!("psp-local:spei");
-    let id = app.post("/v1/operations", &customer.key, body).await.id();
+    let id = spei_payout(&app, &customer, &[70_199]).await;
     let driver = app.driver();
     while driver.round(Trigger::Stream(StreamConsumer::Transition)).await.unwrap()
         + driver.round(Trigger::Queue(QueueName::Submissions)).await.unwrap()
@@ -402,7 +375,7 @@ async fn a_transaction_on_a_rail_no_longer_served_waits_instead_of_heading_every
     assert!(next_poll >= before + Duration::minutes(9), "{next_poll} vs {before}");
 }
 
-async fn transactions(app: &ops_tests::TestApp, key: &str, operation_id: &str) -> Value {
+async fn transactions(app: &TestApp, key: &str, operation_id: &str) -> Value {
     app.get(&format!("/v1/transactions?operation_id={operation_id}"), key)
         .await
         .json()["data"]

@@ -16,7 +16,8 @@ pub trait Secrets: Send + Sync {
     async fn secrets_named(&self, prefix: &str) -> Result<Vec<StoredSecret>, SecretsError>;
 }
 
-/// A stored secret's name and when it was first stored (the epoch if that was not kept).
+/// A stored secret's name and when it was first stored (the epoch for a secret stored before
+/// that was kept).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSecret {
     pub name: String,

@@ -9,6 +9,7 @@ use crate::ids::WebhookEndpointId;
 use crate::ports::StoreError;
 use crate::service::{Issued, Service};
 use crate::webhooks::{EndpointStatus, WebhookEndpoint};
+use futures_util::{StreamExt, TryStreamExt};
 use serde::Deserialize;
 use time::Duration;
 
@@ -18,6 +19,8 @@ const SECRETS_PREFIX: &str = "webhook/";
 /// How old a signing secret no endpoint names must be before the sweep deletes it: a create or
 /// a rotation stores its new secret a moment before the endpoint that names it is saved.
 pub const SWEEP_GRACE: Duration = Duration::hours(1);
+/// Endpoints the sweep reads at a time.
+const SWEEP_READS_AT_ONCE: usize = 16;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -79,16 +82,26 @@ impl Service {
                 by_endpoint.entry(owner.to_owned()).or_default().push(secret.name);
             }
         }
-        let mut orphans = vec![];
-        for (owner, names) in by_endpoint {
+        // Each endpoint is one read: a few at a time, so a sweep of many stays within its
+        // function's timeout.
+        let orphans_of = by_endpoint.into_iter().map(|(owner, names)| async move {
             let named: Vec<String> = match self.store.webhook_endpoint(&WebhookEndpointId::from(owner)).await? {
                 Some(endpoint) if endpoint.status == EndpointStatus::Enabled => {
                     endpoint.secrets.into_iter().map(|s| s.secret_name).collect()
                 }
                 _ => vec![],
             };
-            orphans.extend(names.into_iter().filter(|name| !named.contains(name)));
-        }
+            Ok::<_, DomainError>(
+                names
+                    .into_iter()
+                    .filter(|name| !named.contains(name))
+                    .collect::<Vec<_>>(),
+            )
+        });
+        let orphans: Vec<String> = futures_util::stream::iter(orphans_of)
+            .buffer_unordered(SWEEP_READS_AT_ONCE)
+            .try_concat()
+            .await?;
         for name in &orphans {
             self.secrets.delete_secret(name).await?;
         }

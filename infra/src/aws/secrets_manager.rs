@@ -126,10 +126,12 @@ impl Secrets for SecretsManagerSecrets {
             // The service's name filter ignores case: the prefix is checked as written.
             found.extend(page.secret_list().iter().filter_map(|entry| {
                 let name = entry.name()?.strip_prefix(&full_prefix)?;
+                // Secrets Manager always says; were it not to, the secret counts as new (a
+                // sweep leaves it) rather than old.
                 let stored_at = entry
                     .created_date()
                     .and_then(|at| OffsetDateTime::from_unix_timestamp(at.secs()).ok())
-                    .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+                    .unwrap_or_else(OffsetDateTime::now_utc);
                 Some(StoredSecret {
                     name: format!("{prefix}{name}"),
                     stored_at,
