@@ -809,3 +809,63 @@ async fn the_local_server_caps_headers_connections_and_slow_clients() {
         .unwrap();
     assert_eq!(served.status(), 200);
 }
+
+#[tokio::test]
+async fn a_body_not_arrived_whole_by_its_deadline_is_answered_408() {
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = spawn_app_with(|config| config.body_read_timeout_ms = 600).await;
+    let customer = app.create_customer().await;
+    let address = app.base.trim_start_matches("http://").to_owned();
+    let body = payout(&customer.id, "auto", &[1000]).to_string().into_bytes();
+    // Sends the body in `pieces`, `gap` apart (none when `pieces` is 0), and reads the answer
+    // as it comes, to the connection's close.
+    let send = |key: &'static str, pieces: usize, gap: Duration| {
+        let (address, body, secret) = (address.clone(), body.clone(), customer.key.clone());
+        async move {
+            let stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+            let (mut reader, mut writer) = stream.into_split();
+            let head = format!(
+                "POST /v1/operations HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+                 Authorization: Bearer {secret}\r\nContent-Type: application/json\r\n\
+                 Idempotency-Key: {key}\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            writer.write_all(head.as_bytes()).await.unwrap();
+            let sending = tokio::spawn(async move {
+                for piece in body.chunks(body.len().div_ceil(pieces.max(1))).take(pieces) {
+                    tokio::time::sleep(gap).await;
+                    if writer.write_all(piece).await.is_err() {
+                        break; // answered and closed before the rest was sent
+                    }
+                }
+                writer
+            });
+            let mut answer = vec![];
+            let read = tokio::time::timeout(Duration::from_secs(10), reader.read_to_end(&mut answer)).await;
+            read.expect("the server neither answered nor closed").ok();
+            sending.abort();
+            String::from_utf8_lossy(&answer).into_owned()
+        }
+    };
+
+    // A body that arrives in pieces, within the deadline, is served.
+    let whole = send("pieces-in-time", 3, Duration::from_millis(100)).await;
+    assert!(whole.starts_with("HTTP/1.1 201"), "{whole}");
+
+    // Each piece soon after the last, but the whole body late: the deadline is for the body,
+    // not for the gap between two reads.
+    let started = Instant::now();
+    let late = send("pieces-late", 8, Duration::from_millis(200)).await;
+    assert!(late.starts_with("HTTP/1.1 408"), "{late}");
+    assert!(late.contains("\"code\":\"body_timeout\""), "{late}");
+    assert!(started.elapsed() >= Duration::from_millis(600));
+
+    // A body that never comes holds its connection no longer either.
+    let never = send("never", 0, Duration::ZERO).await;
+    assert!(never.starts_with("HTTP/1.1 408"), "{never}");
+
+    // Only the body that arrived made an operation.
+    let listed = app.get("/v1/operations", &customer.key).await.json();
+    assert_eq!(listed["data"].as_array().unwrap().len(), 1, "{listed}");
+}

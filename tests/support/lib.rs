@@ -122,6 +122,7 @@ pub fn config(data_dir: PathBuf) -> Config {
         approvals_sla_minutes: 240,
         exceptions_sla_minutes: 60,
         max_connections: 1024,
+        body_read_timeout_ms: 30_000,
         // Tests drive the pipeline themselves (see `TestApp::settle`).
         worker: false,
     }

@@ -32,6 +32,10 @@ pub enum ApiError {
     Domain(#[from] DomainError),
     #[error("The request body is larger than {limit} bytes.")]
     BodyTooLarge { limit: usize },
+    #[error("The request body did not arrive whole within {} seconds of its headers.", .within.as_secs_f64())]
+    BodyTimeout { within: std::time::Duration },
+    #[error("The request body could not be read to its end ({0}); send it again, whole.")]
+    BodyUnreadable(String),
     #[error("The request body is not valid JSON: {0}")]
     InvalidJson(String),
     #[error("Send this body with 'Content-Type: {expected}'.")]
@@ -88,6 +92,18 @@ impl ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "invalid_request_error",
                 "body_too_large",
+                None,
+            ),
+            ApiError::BodyTimeout { .. } => (
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_request_error",
+                "body_timeout",
+                None,
+            ),
+            ApiError::BodyUnreadable(_) => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "body_unreadable",
                 None,
             ),
             ApiError::InvalidJson(_) => (StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_json", None),

@@ -1,6 +1,7 @@
 //! Reading requests: the bearer key, JSON bodies and query strings, each failure a precise 4xx.
 
 use crate::body::{BodyError, BodyValue};
+use crate::deadline::BodyDeadlinePassed;
 use crate::duplicates::{read_json, BodyJson};
 use crate::error::ApiError;
 use crate::App;
@@ -105,9 +106,7 @@ impl<S: Send + Sync, const LIMIT: usize> FromRequest<S> for JsonBody<LIMIT> {
 
     async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
         let is_json = content_type_is(&request, "application/json");
-        let bytes = axum::body::to_bytes(request.into_body(), LIMIT)
-            .await
-            .map_err(|_| ApiError::BodyTooLarge { limit: LIMIT })?;
+        let bytes = read_body(request, LIMIT).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(JsonBody(serde_json::json!({})));
         }
@@ -156,11 +155,7 @@ impl<S: Send + Sync> FromRequest<S> for CsvBody {
         if content_type_is(&request, "text/csv") != Some(true) {
             return Err(ApiError::UnsupportedMediaType { expected: "text/csv" });
         }
-        let limit = ops_domain::files::MAX_FILE_BYTES;
-        let bytes = axum::body::to_bytes(request.into_body(), limit)
-            .await
-            .map_err(|_| ApiError::BodyTooLarge { limit })?;
-        Ok(CsvBody(bytes))
+        Ok(CsvBody(read_body(request, ops_domain::files::MAX_FILE_BYTES).await?))
     }
 }
 
@@ -171,11 +166,29 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
-        let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
-            .await
-            .map_err(|_| ApiError::BodyTooLarge { limit: MAX_BODY_BYTES })?;
-        Ok(RawBody(bytes))
+        Ok(RawBody(read_body(request, MAX_BODY_BYTES).await?))
     }
+}
+
+/// The whole body, at most `limit` bytes. Reading it fails three ways, each answered for what
+/// it is: too long (413), not arrived by its deadline (408, local mode's [`body_deadline`]), or
+/// cut off or malformed on the wire (400).
+///
+/// [`body_deadline`]: crate::deadline::body_deadline
+async fn read_body(request: Request, limit: usize) -> Result<axum::body::Bytes, ApiError> {
+    axum::body::to_bytes(request.into_body(), limit).await.map_err(|error| {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+        while let Some(current) = cause {
+            if current.is::<http_body_util::LengthLimitError>() {
+                return ApiError::BodyTooLarge { limit };
+            }
+            if let Some(BodyDeadlinePassed(within)) = current.downcast_ref() {
+                return ApiError::BodyTimeout { within: *within };
+            }
+            cause = current.source();
+        }
+        ApiError::BodyUnreadable(error.to_string())
+    })
 }
 
 /// Parses a command out of a JSON value, naming the offending field on failure.
@@ -307,5 +320,51 @@ mod properties {
             .unwrap()
             .validate(&|rail| rail == "psp-local:sandbox")
             .is_ok());
+    }
+}
+
+#[cfg(test)]
+mod reading {
+    use super::read_body;
+    use crate::deadline::body_deadline;
+    use crate::error::ApiError;
+    use axum::body::{Body, Bytes};
+    use axum::extract::{Request, State};
+    use futures_util::stream;
+    use std::time::Duration;
+
+    fn request(body: Body) -> Request {
+        Request::builder().method("POST").uri("/").body(body).unwrap()
+    }
+
+    fn cut_off() -> Body {
+        let frames = [
+            Ok(Bytes::from_static(b"{\"ty")),
+            Err(std::io::Error::other("connection reset")),
+        ];
+        Body::from_stream(stream::iter(frames))
+    }
+
+    #[tokio::test]
+    async fn each_way_a_body_fails_to_arrive_is_told_apart() {
+        let long = read_body(request(Body::from(vec![b' '; 11])), 10).await;
+        assert!(matches!(long, Err(ApiError::BodyTooLarge { limit: 10 })), "{long:?}");
+
+        let broken = read_body(request(cut_off()), 10).await;
+        assert!(matches!(broken, Err(ApiError::BodyUnreadable(_))), "{broken:?}");
+
+        let within = Duration::from_millis(50);
+        let never = Body::from_stream(stream::pending::<Result<Bytes, std::io::Error>>());
+        let late = read_body(body_deadline(State(within), request(never)).await, 10).await;
+        assert!(
+            matches!(late, Err(ApiError::BodyTimeout { within: w }) if w == within),
+            "{late:?}"
+        );
+
+        // Under a deadline, a body that breaks is still broken, and one in time is read.
+        let broken = read_body(body_deadline(State(within), request(cut_off())).await, 10).await;
+        assert!(matches!(broken, Err(ApiError::BodyUnreadable(_))), "{broken:?}");
+        let read = read_body(body_deadline(State(within), request(Body::from("{}"))).await, 10).await;
+        assert_eq!(read.unwrap(), Bytes::from_static(b"{}"));
     }
 }

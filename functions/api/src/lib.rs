@@ -2,6 +2,7 @@
 //! function mounts the same handlers for its own route.
 
 mod body;
+pub mod deadline;
 mod duplicates;
 pub mod error;
 mod extract;

@@ -45,7 +45,7 @@ pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsSe
     let driver = parts.driver(&sdk, service.clone()).await.map_err(config_error)?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let address = listener.local_addr()?;
-    let router = ops_api::router(App { service });
+    let router = crate::router(App { service }, &config);
     let pipeline = config.worker.then(|| driver.run());
     let task = tokio::spawn(crate::serve(listener, router, config.max_connections, pipeline));
     Ok(AwsServer { address, task })

@@ -86,6 +86,10 @@ pub struct Config {
     /// Connections served at once; more wait until one closes.
     #[arg(long, env = "OPS_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
+    /// Milliseconds a request's body has, from its headers, to arrive whole; later it is
+    /// answered 408 and the connection closes.
+    #[arg(long, env = "OPS_BODY_READ_TIMEOUT_MS", default_value_t = 30_000)]
+    pub body_read_timeout_ms: u64,
     /// Requests per second each API key may make; more are answered 429 (0: unlimited).
     #[arg(long, env = "OPS_RATE_LIMIT", default_value_t = ops_domain::access::DEFAULT_RATE_LIMIT)]
     pub rate_limit: u32,
@@ -291,6 +295,15 @@ pub(crate) async fn serve(
     Ok(())
 }
 
+/// The API's routes, each request's body under the deadline `OPS_BODY_READ_TIMEOUT_MS` sets.
+pub(crate) fn router(app: App, config: &Config) -> axum::Router {
+    let within = std::time::Duration::from_millis(config.body_read_timeout_ms);
+    ops_api::router(app).layer(axum::middleware::map_request_with_state(
+        within,
+        ops_api::deadline::body_deadline,
+    ))
+}
+
 /// Ctrl-C, or SIGTERM (what service managers and container runtimes send to stop a process).
 async fn stop_asked() {
     #[cfg(unix)]
@@ -318,7 +331,7 @@ pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<S
     let local = build(&config, clock.clone()).await?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let address = listener.local_addr()?;
-    let router = ops_api::router(local.app);
+    let router = router(local.app, &config);
     let pipeline = config.worker.then(|| {
         let (driver, store) = (local.driver.clone(), local.embedded.store.clone());
         async move {
