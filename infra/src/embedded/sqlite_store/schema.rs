@@ -1,0 +1,157 @@
+//! The SQLite file's tables and indexes, and the columns added to files made before them.
+
+use super::*;
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS customers (id TEXT PRIMARY KEY, body TEXT NOT NULL);
+-- On the document, as api_keys_by_owner is, so older files need no migration.
+CREATE INDEX IF NOT EXISTS customers_by_status ON customers (json_extract(body, '$.status'), id);
+CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS users_by_customer ON users (customer_id, id);
+CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, secret_hash TEXT NOT NULL UNIQUE, body TEXT NOT NULL);
+-- A customer's keys ('' for the platform's), on the document so older files need no migration.
+CREATE INDEX IF NOT EXISTS api_keys_by_owner ON api_keys (coalesce(json_extract(body, '$.customer_id'), ''), id);
+CREATE TABLE IF NOT EXISTS operations (
+    id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, status TEXT NOT NULL, type TEXT NOT NULL,
+    version INTEGER NOT NULL, body TEXT NOT NULL);
+-- An index per list key (the customer, the status, both). `type` is no key: a create wrote a
+-- dozen more pages for its indexes (an insert in the middle of an index rebalances three
+-- leaves), so a type filter reads a bounded stretch instead (FILTERED_READ_BUDGET).
+DROP INDEX IF EXISTS operations_by_customer_type;
+DROP INDEX IF EXISTS operations_by_type;
+DROP INDEX IF EXISTS events_by_customer_type;
+DROP INDEX IF EXISTS events_by_type;
+CREATE INDEX IF NOT EXISTS operations_by_customer ON operations (customer_id, id);
+CREATE INDEX IF NOT EXISTS operations_by_customer_status ON operations (customer_id, status, id);
+CREATE INDEX IF NOT EXISTS operations_by_status ON operations (status, id);
+-- Neither audit entries nor events are ever deleted, so a new row's seq is always past every
+-- one before it without AUTOINCREMENT, whose counter row was one more page each create wrote
+-- (files made before keep it).
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY, entity_id TEXT NOT NULL, operation_id TEXT, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_by_operation ON audit (operation_id, seq);
+-- Entries of an entity outside any operation (an endpoint's, a key's): few, so the index
+-- costs an operation's writes nothing.
+CREATE INDEX IF NOT EXISTS audit_by_entity ON audit (entity_id, seq) WHERE operation_id IS NULL;
+CREATE TABLE IF NOT EXISTS workflows (
+    owner TEXT NOT NULL, name TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (owner, name));
+CREATE TABLE IF NOT EXISTS idempotency (
+    scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
+    status INTEGER, response BLOB, locked_until INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+    PRIMARY KEY (scope, key));
+-- No query reads records by expiry (a claim replaces an expired one in place), so no index
+-- keeps them in that order: it was one more page every create wrote.
+DROP INDEX IF EXISTS idempotency_by_expiry;
+CREATE TABLE IF NOT EXISTS transactions (
+    id TEXT PRIMARY KEY, operation_id TEXT NOT NULL, status TEXT NOT NULL, next_poll_at INTEGER,
+    version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS transactions_by_operation ON transactions (operation_id, id);
+CREATE INDEX IF NOT EXISTS transactions_due ON transactions (next_poll_at) WHERE next_poll_at IS NOT NULL;
+-- The event log is also the change stream: consumers read it in seq order from a checkpoint.
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, customer_id TEXT NOT NULL,
+    type TEXT NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS events_by_customer ON events (customer_id, seq);
+CREATE TABLE IF NOT EXISTS stream_checkpoints (subscription TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS webhook_endpoints (
+    id TEXT PRIMARY KEY, customer_id TEXT, version INTEGER NOT NULL, body TEXT NOT NULL);
+-- The live endpoints by owner ('' for the platform): what every event's dispatch reads.
+CREATE INDEX IF NOT EXISTS live_endpoints_by_owner ON webhook_endpoints (coalesce(customer_id, ''), id)
+    WHERE json_extract(body, '$.status') <> 'deleted';
+-- Each owner's count of live endpoints ('' for the platform), moved by every create and delete.
+CREATE TABLE IF NOT EXISTS endpoint_rosters (
+    owner TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS deliveries (
+    id TEXT PRIMARY KEY, event_id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS deliveries_by_event ON deliveries (event_id);
+-- Failed deliveries awaiting a follow-up, by endpoint: a row is written when a delivery fails
+-- and deleted when its follow-up is, so a delivered webhook's writes touch nothing here.
+CREATE TABLE IF NOT EXISTS failed_deliveries (
+    endpoint_id TEXT NOT NULL, event_id TEXT NOT NULL, delivery_id TEXT NOT NULL,
+    PRIMARY KEY (endpoint_id, event_id, delivery_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS secrets (
+    name TEXT PRIMARY KEY, value TEXT NOT NULL, stored_at INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS queue_messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body TEXT NOT NULL,
+    visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS queue_messages_visible ON queue_messages (queue, visible_at);
+-- `due_at` is the next run of an active schedule, else NULL: the embedded timer's index.
+CREATE TABLE IF NOT EXISTS schedules (
+    id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, visible INTEGER NOT NULL, due_at INTEGER,
+    version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS schedules_by_customer ON schedules (customer_id, id) WHERE visible = 1;
+CREATE INDEX IF NOT EXISTS schedules_visible ON schedules (id) WHERE visible = 1;
+CREATE INDEX IF NOT EXISTS schedules_due ON schedules (due_at) WHERE due_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS occurrences (
+    schedule_id TEXT NOT NULL, scheduled_at INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (schedule_id, scheduled_at));
+-- The balances live in columns (the guard reads them) and in the document (lists read it).
+CREATE TABLE IF NOT EXISTS accounts (
+    id TEXT PRIMARY KEY, holder TEXT NOT NULL, currency TEXT NOT NULL, customer_id TEXT,
+    posted INTEGER NOT NULL DEFAULT 0, pending_debits INTEGER NOT NULL DEFAULT 0,
+    pending_credits INTEGER NOT NULL DEFAULT 0, body TEXT NOT NULL, UNIQUE (holder, currency));
+CREATE INDEX IF NOT EXISTS accounts_by_customer ON accounts (customer_id, id);
+CREATE INDEX IF NOT EXISTS accounts_by_currency ON accounts (currency, id);
+CREATE TABLE IF NOT EXISTS movements (id TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS movement_entries (
+    account_id TEXT NOT NULL, movement_id TEXT NOT NULL, PRIMARY KEY (account_id, movement_id));
+-- At most one item not done per queue and subject; lists go oldest due first.
+CREATE TABLE IF NOT EXISTS work_items (
+    id TEXT PRIMARY KEY, queue TEXT NOT NULL, status TEXT NOT NULL, customer_id TEXT NOT NULL,
+    assignee TEXT, subject_id TEXT NOT NULL, due_at INTEGER NOT NULL, version INTEGER NOT NULL,
+    body TEXT NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS work_items_open_subject ON work_items (queue, subject_id) WHERE status <> 'done';
+CREATE INDEX IF NOT EXISTS work_items_by_queue ON work_items (queue, status, due_at, id);
+CREATE INDEX IF NOT EXISTS work_items_by_customer ON work_items (customer_id, queue, status, due_at, id);
+CREATE INDEX IF NOT EXISTS work_items_by_assignee ON work_items (assignee, due_at, id) WHERE assignee IS NOT NULL;
+-- The board: each operation's place, and counters per customer (the platform's board adds
+-- them up).
+CREATE TABLE IF NOT EXISTS board_entries (operation_id TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS board_counts (
+    owner TEXT NOT NULL, bucket TEXT NOT NULL, currency TEXT NOT NULL,
+    count INTEGER NOT NULL, amount INTEGER NOT NULL, PRIMARY KEY (owner, bucket, currency));
+-- Files written before 2026-11-26 also kept the platform's sums, which no write updates now.
+DELETE FROM board_counts WHERE owner = 'PLATFORM';
+CREATE TABLE IF NOT EXISTS files (
+    id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS files_by_customer ON files (customer_id, id);
+-- Which file a customer's bytes (by SHA-256) were uploaded as.
+CREATE TABLE IF NOT EXISTS file_digests (
+    customer_id TEXT NOT NULL, sha256 TEXT NOT NULL, file_id TEXT NOT NULL, PRIMARY KEY (customer_id, sha256));
+-- A rail's transactions by the day they were confirmed (statements are matched against them);
+-- on the document, so older files need no migration.
+CREATE INDEX IF NOT EXISTS transactions_confirmed ON transactions (
+    json_extract(body, '$.rail'), substr(json_extract(body, '$.confirmed_at'), 1, 10), id)
+    WHERE json_extract(body, '$.confirmed_at') IS NOT NULL;
+CREATE TABLE IF NOT EXISTS reconciliations (id TEXT PRIMARY KEY, body TEXT NOT NULL);
+-- Return checks sweep a rail's confirmed transactions by confirmation time, each check from
+-- where it got to.
+CREATE INDEX IF NOT EXISTS transactions_confirmed_time ON transactions (
+    json_extract(body, '$.rail'), unixepoch(json_extract(body, '$.confirmed_at'), 'subsec'), id)
+    WHERE json_extract(body, '$.confirmed_at') IS NOT NULL;
+CREATE TABLE IF NOT EXISTS return_sweeps (
+    rail TEXT NOT NULL, check_index INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (rail, check_index));
+";
+
+/// Columns added to tables after files were made without them: `CREATE TABLE IF NOT EXISTS`
+/// leaves an existing table as it was.
+pub(super) fn add_missing_columns(connection: &Connection) -> Result<(), StoreError> {
+    // When a secret was first stored; rows from before read as 0 (as old as can be).
+    let has = |table: &str, column: &str| {
+        connection
+            .query_row(
+                "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+                [table, column],
+                |row| row.get::<_, i64>(0),
+            )
+            .map(|found| found > 0)
+            .map_err(unavailable)
+    };
+    if !has("secrets", "stored_at")? {
+        connection
+            .execute_batch("ALTER TABLE secrets ADD COLUMN stored_at INTEGER NOT NULL DEFAULT 0")
+            .map_err(unavailable)?;
+    }
+    Ok(())
+}
