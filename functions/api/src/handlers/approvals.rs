@@ -1,0 +1,50 @@
+//! Approval floors and workflows.
+
+use super::*;
+
+pub async fn get_approval_floor(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParams(customer_id, kind): PathParams,
+) -> Answer {
+    ok(app.service.get_approval_floor(&caller, &customer_id, &kind).await?)
+}
+
+pub async fn approval_floor_history(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParams(customer_id, kind): PathParams,
+) -> Answer {
+    ok(app.service.approval_floor_history(&caller, &customer_id, &kind).await?)
+}
+
+pub async fn put_approval_floor(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParams(customer_id, kind): PathParams,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let definition: WorkflowDefinition = parse(&body)?;
+    ok(app
+        .service
+        .put_approval_floor(&caller, &customer_id, &kind, definition)
+        .await?)
+}
+
+pub async fn get_workflow(State(app): State<App>, Caller(caller): Caller, PathParam(name): PathParam) -> Answer {
+    ok(app.service.get_workflow(&caller, &name).await?)
+}
+
+pub async fn workflow_history(State(app): State<App>, Caller(caller): Caller, PathParam(name): PathParam) -> Answer {
+    ok(app.service.workflow_history(&caller, &name).await?)
+}
+
+pub async fn put_workflow(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParam(name): PathParam,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let definition: WorkflowDefinition = parse(&body)?;
+    ok(app.service.put_workflow(&caller, &name, definition).await?)
+}

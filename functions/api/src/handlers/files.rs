@@ -1,0 +1,66 @@
+//! Files of operations.
+
+use super::*;
+
+/// `POST /v1/files?workflow=…[&customer_id=…][&allow_duplicate=true]` with a CSV body:
+/// validated whole, answered `202` with the file accepted (its operations follow).
+pub async fn upload_file(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+    CsvBody(bytes): CsvBody,
+) -> Answer {
+    let mut command = UploadFile::default();
+    let pairs = query_pairs(raw.as_deref(), &["workflow", "customer_id", "allow_duplicate"])?;
+    for (name, value) in &pairs {
+        match name.as_str() {
+            "workflow" => command.workflow = Some(value.clone()),
+            "customer_id" => command.customer_id = Some(value.clone()),
+            _ => {
+                command.allow_duplicate = match value.as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(DomainError::invalid(
+                            "allow_duplicate",
+                            "parameter_invalid",
+                            "allow_duplicate is true or false.",
+                        )
+                        .into())
+                    }
+                }
+            }
+        }
+    }
+    // The query is part of the request a key stands for: the same bytes for another workflow
+    // are another request.
+    let mut query: Vec<String> = pairs.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    query.sort();
+    let fingerprint = fingerprint_bytes("POST", &format!("/v1/files?{}", query.join("&")), &bytes);
+    command.bytes = bytes.to_vec();
+    run_once(
+        &app,
+        &caller,
+        caller.require(Scope::OperationsWrite),
+        &headers,
+        fingerprint,
+        StatusCode::ACCEPTED,
+        |ticket| app.service.upload_file(&caller, command, ticket),
+    )
+    .await
+}
+
+pub async fn list_files(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let params = list_params(raw.as_deref(), IdKind::File, &[])?;
+    let query = FileQuery {
+        customer_id: params.customer_id.map(CustomerId::from),
+        starting_after: params.starting_after.map(FileId::from),
+        limit: params.limit,
+    };
+    ok(app.service.list_files(&caller, query).await?)
+}
+
+pub async fn get_file(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<FileId>) -> Answer {
+    ok(app.service.get_file(&caller, &id).await?)
+}

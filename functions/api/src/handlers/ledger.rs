@@ -1,0 +1,82 @@
+//! Accounts and their movements.
+
+use super::*;
+
+pub async fn create_account(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let command = parse(&body)?;
+    create_once(
+        &app,
+        &caller,
+        require_platform_admin(&caller),
+        &headers,
+        "/v1/accounts",
+        &body,
+        |ticket| app.service.create_account(&caller, command, ticket),
+    )
+    .await
+}
+
+pub async fn list_accounts(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let params = list_params(raw.as_deref(), IdKind::Account, &["currency"])?;
+    let mut query = AccountQuery {
+        customer_id: params.customer_id.map(CustomerId::from),
+        starting_after: params.starting_after.map(AccountId::from),
+        limit: params.limit,
+        ..AccountQuery::default()
+    };
+    for (name, value) in params.filters {
+        let currency = Currency::parse(&value).ok_or_else(|| {
+            ApiError::from(DomainError::invalid(
+                name,
+                "invalid_currency",
+                format!("'{value}' is not an ISO 4217 currency."),
+            ))
+        })?;
+        query.currency = Some(currency);
+    }
+    ok(app.service.list_accounts(&caller, query).await?)
+}
+
+pub async fn get_account(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<AccountId>) -> Answer {
+    ok(app.service.get_account(&caller, &id).await?)
+}
+
+/// The movements on an account, newest first.
+pub async fn account_movements(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<AccountId>,
+    RawQuery(raw): RawQuery,
+) -> Answer {
+    let (starting_after, limit) = page_of::<MovementId>(raw.as_deref())?;
+    ok(app
+        .service
+        .account_movements(&caller, &id, starting_after, limit)
+        .await?)
+}
+
+pub async fn adjust_account(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<AccountId>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let command = parse(&body)?;
+    let path = format!("/v1/accounts/{id}/adjustments");
+    create_once(
+        &app,
+        &caller,
+        require_platform_admin(&caller),
+        &headers,
+        &path,
+        &body,
+        |ticket| app.service.adjust_account(&caller, &id, command, ticket),
+    )
+    .await
+}

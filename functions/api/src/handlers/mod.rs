@@ -1,0 +1,149 @@
+//! One function per route, in a file per area as the domain has them. Each reads the request,
+//! calls one use case and shapes the answer.
+
+mod access;
+mod approvals;
+mod desk;
+mod files;
+mod ledger;
+mod operations;
+mod reconciliations;
+mod reports;
+mod schedules;
+mod transactions;
+mod webhooks;
+
+pub use access::*;
+pub use approvals::*;
+pub use desk::*;
+pub use files::*;
+pub use ledger::*;
+pub use operations::*;
+pub use reconciliations::*;
+pub use reports::*;
+pub use schedules::*;
+pub use transactions::*;
+pub use webhooks::*;
+
+use crate::duplicates::{read_json, BodyJson};
+use crate::error::ApiError;
+use crate::extract::{
+    parse, query_pairs, Caller, CsvBody, JsonBody, PathId, PathParam, PathParams, RawBody, STATEMENT_BODY_BYTES,
+};
+use crate::idempotency::{create_once, json_response, replayed, run_once, stored};
+use crate::wire::{to_json, Wire};
+use crate::App;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use ops_domain::access::require_platform_admin;
+use ops_domain::access::{CustomerStatus, Scope};
+use ops_domain::approvals::WorkflowDefinition;
+use ops_domain::desk::{Assignee, Queue, WorkItemQuery, WorkItemStatus};
+use ops_domain::files::{FileQuery, UploadFile};
+use ops_domain::idempotency::{fingerprint_bytes, Once};
+use ops_domain::ids::ReconciliationId;
+use ops_domain::ids::{
+    AccountId, ApiKeyId, CustomerId, DeliveryId, EventId, FileId, IdKind, MovementId, OperationId, ScheduleId,
+    TransactionId, TypedId, UserId, WebhookEndpointId, WorkItemId,
+};
+use ops_domain::ledger::AccountQuery;
+use ops_domain::money::Currency;
+use ops_domain::operations::OperationQuery;
+use ops_domain::operations::{Decision, OperationStatus, OperationType};
+use ops_domain::schedules::ScheduleQuery;
+use ops_domain::webhooks::{EventQuery, RecoverWebhookEndpoint};
+use ops_domain::DomainError;
+
+type Answer = Result<Response, ApiError>;
+
+fn ok(value: impl Wire) -> Answer {
+    Ok(json_response(StatusCode::OK, to_json(&value)))
+}
+
+pub async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"status": "ok"}))
+}
+
+pub async fn openapi() -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        crate::openapi(),
+    )
+        .into_response()
+}
+
+pub async fn unknown_route(uri: Uri) -> ApiError {
+    ApiError::UnknownRoute(uri.path().to_owned())
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// The paging parameters every list takes, and the list's own filters as given.
+struct ListParams {
+    customer_id: Option<String>,
+    limit: usize,
+    starting_after: Option<String>,
+    filters: Vec<(String, String)>,
+}
+
+/// Reads `customer_id`, `limit` (1–100, default 10) and `starting_after` (an id of `item`),
+/// leaving the names in `filters` to the caller; anything else is refused.
+fn list_params(raw: Option<&str>, item: IdKind, filters: &[&str]) -> Result<ListParams, ApiError> {
+    let mut allowed = vec!["customer_id", "limit", "starting_after"];
+    allowed.extend_from_slice(filters);
+    let mut params = ListParams {
+        customer_id: None,
+        limit: 10,
+        starting_after: None,
+        filters: vec![],
+    };
+    for (name, value) in query_pairs(raw, &allowed)? {
+        let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
+        match name.as_str() {
+            "customer_id" if IdKind::Customer.matches(&value) => params.customer_id = Some(value),
+            "customer_id" => return Err(bad("invalid_id", format!("'{value}' is not a customer id."))),
+            "starting_after" if item.matches(&value) => params.starting_after = Some(value),
+            "starting_after" => return Err(bad("invalid_id", format!("'{value}' is not a {} id.", item.prefix()))),
+            "limit" => match value.parse::<usize>() {
+                Ok(limit) if (1..=100).contains(&limit) => params.limit = limit,
+                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
+            },
+            _ => params.filters.push((name, value)),
+        }
+    }
+    Ok(params)
+}
+
+/// A list under one resource, paged and not filtered: `starting_after` (an `Id`) and `limit`.
+fn page_of<Id: TypedId>(raw: Option<&str>) -> Result<(Option<Id>, usize), ApiError> {
+    let (starting_after, limit, _) = page_filtered_by(raw, &[])?;
+    Ok((starting_after, limit))
+}
+
+/// A page's start and size, and the filters given, each as it was written.
+type FilteredPage<Id> = (Option<Id>, usize, Vec<(String, String)>);
+
+/// A paged list (as [`page_of`]) that also takes the `filters` named.
+fn page_filtered_by<Id: TypedId>(raw: Option<&str>, filters: &[&str]) -> Result<FilteredPage<Id>, ApiError> {
+    let (mut starting_after, mut limit, mut given) = (None, 10, vec![]);
+    let allowed: Vec<&str> = ["limit", "starting_after"].iter().chain(filters).copied().collect();
+    for (name, value) in query_pairs(raw, &allowed)? {
+        let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
+        match name.as_str() {
+            "limit" => match value.parse::<usize>() {
+                Ok(value) if (1..=100).contains(&value) => limit = value,
+                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
+            },
+            "starting_after" => match Id::parse(&value) {
+                Some(id) => starting_after = Some(id),
+                None => return Err(bad("invalid_id", format!("'{value}' is not a {} id.", Id::RESOURCE))),
+            },
+            _ => given.push((name, value)),
+        }
+    }
+    Ok((starting_after, limit, given))
+}

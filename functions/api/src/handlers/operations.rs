@@ -1,0 +1,117 @@
+//! Operations: create, read, list, decide, cancel, history.
+
+use super::*;
+
+pub async fn create_operation(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let command = parse(&body)?;
+    create_once(
+        &app,
+        &caller,
+        caller.require(Scope::OperationsWrite),
+        &headers,
+        "/v1/operations",
+        &body,
+        |ticket| app.service.create_operation(&caller, command, ticket),
+    )
+    .await
+}
+
+pub async fn get_operation(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<OperationId>) -> Answer {
+    ok(app.service.get_operation(&caller, &id).await?)
+}
+
+pub async fn list_operations(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let params = list_params(raw.as_deref(), IdKind::Operation, &["status", "type"])?;
+    let mut query = OperationQuery {
+        customer_id: params.customer_id.map(CustomerId::from),
+        limit: params.limit,
+        starting_after: params.starting_after.map(OperationId::from),
+        ..Default::default()
+    };
+    for (name, value) in params.filters {
+        let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
+        if name == "status" {
+            let status = OperationStatus::parse(&value)
+                .ok_or_else(|| bad("invalid_status", format!("Unknown status '{value}'.")))?;
+            query.status = Some(status);
+        } else {
+            let kind =
+                OperationType::parse(&value).ok_or_else(|| bad("invalid_type", format!("Unknown type '{value}'.")))?;
+            query.kind = Some(kind);
+        }
+    }
+    ok(app.service.list_operations(&caller, query).await?)
+}
+
+pub async fn approve_operation(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<OperationId>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app.service.approve_operation(&caller, &id, parse(&body)?).await?)
+}
+
+pub async fn reject_operation(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<OperationId>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app.service.reject_operation(&caller, &id, parse(&body)?).await?)
+}
+
+/// Each id's answer: its status code and the operation decided, or the error that refused it.
+async fn decide_many(
+    app: &App,
+    caller: &ops_domain::access::Principal,
+    decision: Decision,
+    body: &serde_json::Value,
+) -> Answer {
+    let answers = app.service.decide_many(caller, decision, parse(body)?).await?;
+    let data: Vec<serde_json::Value> = answers
+        .into_iter()
+        .map(|(id, answer)| match answer {
+            Ok(operation) => serde_json::json!({
+                "id": id,
+                "status": 200,
+                "operation": serde_json::from_slice::<serde_json::Value>(&to_json(&operation)).expect("our own JSON"),
+            }),
+            Err(error) => {
+                let (status, error) = ApiError::from(error).status_and_body();
+                serde_json::json!({"id": id, "status": status.as_u16(), "error": error})
+            }
+        })
+        .collect();
+    Ok(Json(serde_json::json!({"object": "list", "data": data, "has_more": false})).into_response())
+}
+
+pub async fn approve_operations(State(app): State<App>, Caller(caller): Caller, JsonBody(body): JsonBody) -> Answer {
+    decide_many(&app, &caller, Decision::Approved, &body).await
+}
+
+pub async fn reject_operations(State(app): State<App>, Caller(caller): Caller, JsonBody(body): JsonBody) -> Answer {
+    decide_many(&app, &caller, Decision::Rejected, &body).await
+}
+
+pub async fn cancel_operation(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<OperationId>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app.service.cancel_operation(&caller, &id, parse(&body)?).await?)
+}
+
+pub async fn operation_history(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<OperationId>,
+) -> Answer {
+    ok(app.service.operation_history(&caller, &id).await?)
+}

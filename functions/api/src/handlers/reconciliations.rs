@@ -1,0 +1,70 @@
+//! Statements imported and matched.
+
+use super::*;
+
+/// `POST /v1/reconciliations {rail, statement (base64), format, period?}`: the statement
+/// matched now; the answer is the reconciliation with its counts per outcome.
+pub async fn import_statement(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<STATEMENT_BODY_BYTES>,
+) -> Answer {
+    let command = parse(&body)?;
+    create_once(
+        &app,
+        &caller,
+        require_platform_admin(&caller),
+        &headers,
+        "/v1/reconciliations",
+        &body,
+        |ticket| app.service.import_statement(&caller, command, ticket),
+    )
+    .await
+}
+
+pub async fn get_reconciliation(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<ReconciliationId>,
+) -> Answer {
+    ok(app.service.get_reconciliation(&caller, &id).await?)
+}
+
+/// `GET /v1/reconciliations/{id}/lines[?outcome=][&starting_after=<line number>][&limit=]`.
+pub async fn reconciliation_lines(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<ReconciliationId>,
+    RawQuery(raw): RawQuery,
+) -> Answer {
+    let (mut outcome, mut after, mut limit) = (None, None, 10);
+    for (name, value) in query_pairs(raw.as_deref(), &["outcome", "starting_after", "limit"])? {
+        let bad = |code, message: &str| ApiError::from(DomainError::invalid(name.clone(), code, message));
+        match name.as_str() {
+            "outcome" => {
+                outcome = Some(serde_json::from_value(value.clone().into()).map_err(|_| {
+                    bad(
+                        "invalid_outcome",
+                        "outcome is matched, mismatched, unmatched or missing.",
+                    )
+                })?)
+            }
+            "starting_after" => {
+                after = Some(
+                    value
+                        .parse::<u32>()
+                        .map_err(|_| bad("invalid_line", "starting_after is a line number."))?,
+                )
+            }
+            _ => match value.parse::<usize>() {
+                Ok(n) if (1..=100).contains(&n) => limit = n,
+                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.")),
+            },
+        }
+    }
+    ok(app
+        .service
+        .reconciliation_lines(&caller, &id, outcome, after, limit)
+        .await?)
+}

@@ -1,0 +1,73 @@
+//! Recurring operations.
+
+use super::*;
+
+pub async fn create_schedule(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let command = parse(&body)?;
+    create_once(
+        &app,
+        &caller,
+        caller.require(Scope::OperationsWrite),
+        &headers,
+        "/v1/schedules",
+        &body,
+        |ticket| app.service.create_schedule(&caller, command, ticket),
+    )
+    .await
+}
+
+pub async fn list_schedules(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let params = list_params(raw.as_deref(), IdKind::Schedule, &[])?;
+    let query = ScheduleQuery {
+        customer_id: params.customer_id.map(CustomerId::from),
+        starting_after: params.starting_after.map(ScheduleId::from),
+        limit: params.limit,
+    };
+    ok(app.service.list_schedules(&caller, query).await?)
+}
+
+pub async fn get_schedule(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<ScheduleId>) -> Answer {
+    ok(app.service.get_schedule(&caller, &id).await?)
+}
+
+pub async fn delete_schedule(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<ScheduleId>) -> Answer {
+    ok(app.service.delete_schedule(&caller, &id).await?)
+}
+
+pub async fn pause_schedule(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<ScheduleId>) -> Answer {
+    ok(app.service.pause_schedule(&caller, &id).await?)
+}
+
+pub async fn resume_schedule(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<ScheduleId>) -> Answer {
+    ok(app.service.resume_schedule(&caller, &id).await?)
+}
+
+/// A schedule's occurrences, newest first; `before` (RFC 3339) pages back in time.
+pub async fn schedule_occurrences(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<ScheduleId>,
+    RawQuery(raw): RawQuery,
+) -> Answer {
+    let mut limit = 10;
+    let mut before = None;
+    for (name, value) in query_pairs(raw.as_deref(), &["limit", "before"])? {
+        let bad = |code, message: &str| ApiError::from(DomainError::invalid(name.clone(), code, message));
+        match name.as_str() {
+            "limit" => match value.parse::<usize>() {
+                Ok(value) if (1..=100).contains(&value) => limit = value,
+                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.")),
+            },
+            _ => match time::OffsetDateTime::parse(&value, &time::format_description::well_known::Rfc3339) {
+                Ok(at) => before = Some(at),
+                Err(_) => return Err(bad("invalid_time", "before is an RFC 3339 time.")),
+            },
+        }
+    }
+    ok(app.service.schedule_occurrences(&caller, &id, before, limit).await?)
+}

@@ -1,0 +1,127 @@
+//! Events, their deliveries and webhook endpoints.
+
+use super::*;
+
+pub async fn list_events(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let params = list_params(raw.as_deref(), IdKind::Event, &["type"])?;
+    let query = EventQuery {
+        customer_id: params.customer_id.map(CustomerId::from),
+        limit: params.limit,
+        starting_after: params.starting_after.map(EventId::from),
+        kind: params.filters.into_iter().map(|(_, value)| value).next(),
+    };
+    if let Some(kind) = query
+        .kind
+        .as_deref()
+        .filter(|k| !ops_domain::event::event_types().any(|t| t == *k))
+    {
+        return Err(DomainError::invalid("type", "invalid_event_type", format!("Unknown event type '{kind}'.")).into());
+    }
+    ok(app.service.list_events(&caller, query).await?)
+}
+
+pub async fn get_event(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<EventId>) -> Answer {
+    ok(app.service.get_event(&caller, &id).await?)
+}
+
+pub async fn event_deliveries(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<EventId>) -> Answer {
+    ok(app.service.event_deliveries(&caller, &id).await?)
+}
+
+pub async fn resend_event(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<EventId>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app.service.resend_event(&caller, &id, parse(&body)?).await?)
+}
+
+pub async fn recover_webhook_endpoint(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WebhookEndpointId>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let RecoverWebhookEndpoint {} = parse(&body)?;
+    ok(app.service.recover_webhook_endpoint(&caller, &id).await?)
+}
+
+/// `GET /v1/webhook_endpoints/{id}/failed_deliveries[?starting_after=<delivery>][&limit=]`.
+pub async fn webhook_endpoint_failed_deliveries(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WebhookEndpointId>,
+    RawQuery(raw): RawQuery,
+) -> Answer {
+    let (starting_after, limit) = page_of::<DeliveryId>(raw.as_deref())?;
+    ok(app
+        .service
+        .failed_deliveries(&caller, &id, starting_after, limit)
+        .await?)
+}
+
+pub async fn create_webhook_endpoint(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let command = parse(&body)?;
+    create_once(
+        &app,
+        &caller,
+        caller.require(Scope::WebhooksManage),
+        &headers,
+        "/v1/webhook_endpoints",
+        &body,
+        |ticket| app.service.create_webhook_endpoint(&caller, command, ticket),
+    )
+    .await
+}
+
+pub async fn list_webhook_endpoints(State(app): State<App>, Caller(caller): Caller) -> Answer {
+    ok(app.service.list_webhook_endpoints(&caller).await?)
+}
+
+pub async fn get_webhook_endpoint(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WebhookEndpointId>,
+) -> Answer {
+    ok(app.service.get_webhook_endpoint(&caller, &id).await?)
+}
+
+pub async fn delete_webhook_endpoint(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WebhookEndpointId>,
+) -> Answer {
+    ok(app.service.delete_webhook_endpoint(&caller, &id).await?)
+}
+
+pub async fn webhook_endpoint_history(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WebhookEndpointId>,
+) -> Answer {
+    ok(app.service.webhook_endpoint_history(&caller, &id).await?)
+}
+
+pub async fn update_webhook_endpoint(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WebhookEndpointId>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app.service.update_webhook_endpoint(&caller, &id, parse(&body)?).await?)
+}
+
+pub async fn rotate_webhook_secret(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WebhookEndpointId>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app.service.rotate_webhook_secret(&caller, &id, parse(&body)?).await?)
+}
