@@ -125,6 +125,7 @@ pub fn config(data_dir: PathBuf) -> Config {
         body_read_timeout_ms: 30_000,
         // Tests drive the pipeline themselves (see `TestApp::settle`).
         worker: false,
+        command: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The data directory holds the database, its journal and the API-key pepper: only the
 //! service's user may read it (directory 0700, files 0600).
 
+use ops_domain::access::Environment;
 use std::path::{Path, PathBuf};
 
 /// Creates the directory (owner only) if it is missing.
@@ -22,14 +23,35 @@ pub fn create_private_file(path: &Path) -> std::io::Result<()> {
     options.open(path).map(drop)
 }
 
-/// Writes a new owner-only file; fails if it exists.
-pub fn write_private_file(path: &Path, contents: &str) -> std::io::Result<()> {
+/// Writes a new owner-only file, synced; fails if it exists.
+pub fn write_private_file(path: &Path, contents: impl AsRef<[u8]>) -> std::io::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.create_new(true).write(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(contents.as_bytes())
+    let mut file = options.open(path)?;
+    file.write_all(contents.as_ref())?;
+    file.sync_all()
+}
+
+/// The file holding the API-key pepper when `OPS_API_KEY_PEPPER` is not set (both
+/// environments share it).
+pub const PEPPER_FILE: &str = "api-key-pepper";
+
+/// An environment's database.
+pub fn database(dir: &Path, environment: Environment) -> PathBuf {
+    dir.join(format!("ops-{}.sqlite", environment.as_str()))
+}
+
+/// The sandbox rail's ledger of an environment.
+pub fn sandbox_ledger(dir: &Path, environment: Environment) -> PathBuf {
+    dir.join(format!("rail-sandbox-{}.sqlite", environment.as_str()))
+}
+
+/// The directory of an environment's files' bytes.
+pub fn blobs(dir: &Path, environment: Environment) -> PathBuf {
+    dir.join(format!("blobs-{}", environment.as_str()))
 }
 
 /// One environment's data held by this process: local mode assumes it is the only process on

@@ -23,6 +23,7 @@ use tokio::task::JoinHandle;
 
 mod aws;
 mod background;
+pub mod backup;
 mod data_dir;
 pub mod housekeeping;
 mod http_server;
@@ -39,10 +40,10 @@ pub struct Config {
     #[arg(long, env = "OPS_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// Directory for the SQLite database (one file per environment).
-    #[arg(long, env = "OPS_DATA_DIR", default_value = "./data")]
+    #[arg(long, env = "OPS_DATA_DIR", default_value = "./data", global = true)]
     pub data_dir: PathBuf,
     /// `test` or `production`; keys of the other environment are refused.
-    #[arg(long, env = "OPS_ENVIRONMENT", value_name = "OPS_ENVIRONMENT", value_enum, default_value_t = Stage::Test)]
+    #[arg(long, env = "OPS_ENVIRONMENT", value_name = "OPS_ENVIRONMENT", value_enum, default_value_t = Stage::Test, global = true)]
     pub environment: Stage,
     /// A platform admin key to create at start-up if it does not exist yet.
     #[arg(long, env = "OPS_BOOTSTRAP_ADMIN_KEY", hide_env_values = true)]
@@ -78,7 +79,7 @@ pub struct Config {
     /// `embedded` (SQLite) or `aws` (DynamoDB, SQS, Secrets Manager, EventBridge at
     /// `AWS_ENDPOINT_URL`, or real AWS; resources named by TABLE_NAME, SUBMISSIONS_QUEUE_URL,
     /// WEBHOOKS_QUEUE_URL, EVENT_BUS_NAME, SECRETS_PREFIX unless OPS_AWS_PROVISION is set).
-    #[arg(long, env = "OPS_BACKEND", value_name = "OPS_BACKEND", value_enum, default_value_t = Backend::Embedded)]
+    #[arg(long, env = "OPS_BACKEND", value_name = "OPS_BACKEND", value_enum, default_value_t = Backend::Embedded, global = true)]
     pub backend: Backend,
     /// With the aws backend: create a stack of this name at start (for emulators).
     #[arg(long, env = "OPS_AWS_PROVISION")]
@@ -103,6 +104,20 @@ pub struct Config {
     /// records in the background; tests turn it off and drive the pipeline themselves.
     #[arg(long, env = "OPS_WORKER", default_value_t = true, action = clap::ArgAction::Set)]
     pub worker: bool,
+    /// Without a command, serve.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Copy this environment's data (database, files, pepper) to a new directory while the
+    /// server runs; `--data-dir` that directory to run on the copy.
+    Backup {
+        /// A directory that is missing or empty.
+        #[arg(long)]
+        to: PathBuf,
+    },
 }
 
 /// The environment a stack runs (`OPS_ENVIRONMENT`), as configuration reads it: a bad value is
@@ -158,7 +173,7 @@ pub enum StartError {
 /// Reads the pepper from the data directory, creating it on first start, so keys keep
 /// working across restarts.
 fn local_pepper(data_dir: &Path) -> std::io::Result<String> {
-    let path = data_dir.join("api-key-pepper");
+    let path = data_dir.join(data_dir::PEPPER_FILE);
     match std::fs::read_to_string(&path) {
         Ok(pepper) => Ok(pepper.trim().to_owned()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -193,7 +208,7 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         Some(pepper) => pepper.clone(),
         None => local_pepper(&config.data_dir)?,
     };
-    let database = config.data_dir.join(format!("ops-{}.sqlite", environment.as_str()));
+    let database = data_dir::database(&config.data_dir, environment);
     data_dir::create_private_file(&database)?;
     for path in data_dir::too_open(&config.data_dir)? {
         tracing::warn!(path = %path.display(), "others may read this part of the data directory (API-key pepper, sealed secrets, every payout); make it owner-only: chmod go-rwx");
@@ -209,9 +224,7 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
     }
     let sandbox = match config.sandbox_rail.unwrap_or(environment == Environment::Test) {
         true => {
-            let ledger = config
-                .data_dir
-                .join(format!("rail-sandbox-{}.sqlite", environment.as_str()));
+            let ledger = data_dir::sandbox_ledger(&config.data_dir, environment);
             data_dir::create_private_file(&ledger)?;
             let ledger = SqliteSandboxLedger::open(&ledger)
                 .map_err(|e| StartError::Config(format!("{}: {e}", ledger.display())))?;
@@ -243,9 +256,7 @@ pub async fn build(config: &Config, clock: Arc<dyn Clock>) -> Result<Local, Star
         bus: None,
         timers: None,
         metrics: Arc::new(LogMetrics),
-        blobs: Arc::new(BlobDirectory::new(
-            config.data_dir.join(format!("blobs-{}", environment.as_str())),
-        )),
+        blobs: Arc::new(BlobDirectory::new(data_dir::blobs(&config.data_dir, environment))),
     };
     let options = Options {
         environment,

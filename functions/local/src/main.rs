@@ -6,7 +6,12 @@ async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
-    match serve(ops_local::Config::parse()).await {
+    let config = ops_local::Config::parse();
+    let done = match &config.command {
+        Some(ops_local::Command::Backup { to }) => backup(&config, to),
+        None => serve(config).await,
+    };
+    match done {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             // Said as a sentence (what to fix), not as the error's debug form.
@@ -14,6 +19,15 @@ async fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+fn backup(config: &ops_local::Config, to: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+    if config.backend == ops_local::Backend::Aws {
+        return Err("the AWS backend is backed up by DynamoDB's point-in-time recovery, not by ops-local".into());
+    }
+    let copied = ops_local::backup::backup(&config.data_dir, config.environment.into(), to)?;
+    println!("ops-local: {copied}");
+    Ok(())
 }
 
 async fn serve(config: ops_local::Config) -> Result<(), Box<dyn std::error::Error>> {

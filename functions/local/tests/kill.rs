@@ -1,6 +1,7 @@
 //! The real `ops-local` binary, killed with SIGKILL in the middle of a burst of operations and
 //! started again on the same data directory: every acknowledged operation finishes, and the
-//! rail never sees a transaction twice. A second process on the same data is refused.
+//! rail never sees a transaction twice. A second process on the same data is refused, and a
+//! backup taken while it serves starts as it was.
 
 use futures_util::{stream, StreamExt};
 use ops_infra::embedded::SqliteSandboxLedger;
@@ -451,4 +452,177 @@ async fn sigkill_in_the_middle_of_a_file_loses_no_chunk_and_makes_none_twice() {
 
     restarted.kill().unwrap();
     restarted.wait().unwrap();
+}
+
+/// `ops-local backup` beside a server taking creates: the copy starts as a server of its own
+/// on which the customer's key authenticates (the pepper came along), every operation
+/// acknowledged before the backup began is there with its history, the one made after it is
+/// not, and the file's bytes came along. A second backup into the same directory is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backup_taken_while_serving_starts_as_it_was() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let copies = tempfile::tempdir().unwrap();
+    let copy = copies.path().join("copy");
+    let client = reqwest::Client::new();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut server = start(data_dir.path(), port);
+    wait_healthy(&client, &base).await;
+    let post = |path: &str, key: &str, idempotency: &str, body: Value| {
+        client
+            .post(format!("{base}{path}"))
+            .bearer_auth(key)
+            .header("Idempotency-Key", idempotency)
+            .json(&body)
+            .send()
+    };
+    let customer: Value = post("/v1/customers", ADMIN, "backup-customer", json!({"name": "Backup"}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let customer = customer["id"].as_str().unwrap().to_owned();
+    let scopes = json!(["operations:read", "operations:write"]);
+    let key: Value = post(
+        "/v1/api_keys",
+        ADMIN,
+        "backup-key",
+        json!({"customer_id": customer, "scopes": scopes}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let key = key["secret"].as_str().unwrap().to_owned();
+    let csv = "beneficiary_id_type,beneficiary_id,rail,account,amount,currency,reference\n\
+               RUT,1-9,psp-local:sandbox,00000001,1000,CLP,backup\n";
+    let file: Value = client
+        .post(format!("{base}/v1/files?workflow=two_step"))
+        .bearer_auth(&key)
+        .header("Idempotency-Key", "backup-file")
+        .header("Content-Type", "text/csv")
+        .body(csv)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let file = file["id"].as_str().unwrap().to_owned();
+
+    // Creates keep coming while the backup runs.
+    let acknowledged = Arc::new(Mutex::new(Vec::<String>::new()));
+    let burst = {
+        let (client, base, key, customer, acknowledged) = (
+            client.clone(),
+            base.clone(),
+            key.clone(),
+            customer.clone(),
+            acknowledged.clone(),
+        );
+        tokio::spawn(async move {
+            for i in 0..60 {
+                let created = client
+                    .post(format!("{base}/v1/operations"))
+                    .bearer_auth(&key)
+                    .header("Idempotency-Key", format!("backup-{i}"))
+                    .json(&payout(&customer, i))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(created.status(), 201);
+                let id = created.json::<Value>().await.unwrap()["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
+                acknowledged.lock().unwrap().push(id);
+            }
+        })
+    };
+    while acknowledged.lock().unwrap().len() < 20 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let before_backup = acknowledged.lock().unwrap().clone();
+    let backup = |to: std::path::PathBuf| {
+        let data_dir = data_dir.path().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_ops-local"))
+                .args(["backup", "--to"])
+                .arg(to)
+                .env("OPS_DATA_DIR", data_dir)
+                .output()
+                .unwrap()
+        })
+    };
+    let backed_up = backup(copy.clone()).await.unwrap();
+    let said = String::from_utf8_lossy(&backed_up.stdout);
+    assert!(
+        backed_up.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&backed_up.stderr)
+    );
+    assert!(said.contains(&copy.display().to_string()), "{said}");
+    burst.await.unwrap();
+    let after = post("/v1/operations", &key, "after-backup", payout(&customer, 999))
+        .await
+        .unwrap();
+    let after = after.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let again = backup(copy.clone()).await.unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("not empty"));
+    server.kill().unwrap();
+    server.wait().unwrap();
+
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut restored = start(&copy, port);
+    wait_healthy(&client, &base).await;
+    let get = |path: String| {
+        let request = client.get(format!("{base}{path}")).bearer_auth(&key);
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), response.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, listed) = get("/v1/operations?limit=100".into()).await;
+    assert_eq!(
+        status, 200,
+        "the customer's key does not authenticate on the copy: {listed}"
+    );
+    let listed: HashSet<String> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|operation| operation["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        before_backup.iter().all(|id| listed.contains(id)),
+        "an acknowledged operation is missing"
+    );
+    assert!(!listed.contains(&after), "the copy holds an operation made after it");
+    for id in &listed {
+        let (status, history) = get(format!("/v1/operations/{id}/history")).await;
+        assert_eq!(status, 200);
+        assert!(!history["data"].as_array().unwrap().is_empty(), "{id} has no history");
+    }
+    assert_eq!(get(format!("/v1/files/{file}")).await.0, 200);
+    let blob = |dir: &Path| std::fs::read(dir.join(format!("blobs-test/files/{file}.csv"))).unwrap();
+    assert_eq!(blob(&copy), blob(data_dir.path()));
+    assert_owner_only(&copy);
+    restored.kill().unwrap();
+    restored.wait().unwrap();
+}
+
+/// Only the service's user may read anything under `path`.
+fn assert_owner_only(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{} is {mode:o}", path.display());
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            assert_owner_only(&entry.unwrap().path());
+        }
+    }
 }

@@ -7,6 +7,7 @@ mod log_metrics;
 mod queue;
 mod sandbox_ledger;
 mod sealed_secrets;
+mod snapshot;
 mod sqlite_store;
 mod wal_batching;
 
@@ -15,4 +16,5 @@ pub use log_metrics::LogMetrics;
 pub use queue::SqliteQueue;
 pub use sandbox_ledger::SqliteSandboxLedger;
 pub use sealed_secrets::SealedSecrets;
+pub use snapshot::copy_database;
 pub use sqlite_store::SqliteStore;

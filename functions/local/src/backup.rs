@@ -1,0 +1,122 @@
+//! `ops-local backup --to DIR`: a copy of one environment's data, taken while the server runs
+//! (or not), that `ops-local --data-dir DIR` starts on as it was. The databases are copied as
+//! of their last commit (SQLite's `VACUUM INTO`, beside the writer); then the files' bytes,
+//! which are written before the database names them and never changed, so every file the
+//! copied database names is in the copy; then the API-key pepper, without which no key in
+//! the copy would authenticate.
+
+use crate::data_dir;
+use ops_domain::access::Environment;
+use std::path::{Path, PathBuf};
+
+/// What a backup copied.
+#[derive(Debug)]
+pub struct Backup {
+    pub to: PathBuf,
+    /// Each file copied and its size in bytes, in the order copied.
+    pub files: Vec<(PathBuf, u64)>,
+}
+
+impl std::fmt::Display for Backup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bytes: u64 = self.files.iter().map(|(_, bytes)| bytes).sum();
+        write!(
+            f,
+            "copied {} files ({bytes} bytes) to {}; start ops-local with --data-dir {} to run on it",
+            self.files.len(),
+            self.to.display(),
+            self.to.display()
+        )
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    #[error("no {environment} database in {dir}: give the --data-dir (and --environment) the server runs with")]
+    NoDatabase { dir: String, environment: &'static str },
+    #[error("{0} is not empty: a backup goes to a new directory, so it never mixes with another")]
+    NotEmpty(String),
+    #[error("{path}: {message}")]
+    Failed { path: String, message: String },
+}
+
+fn failed(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> BackupError + '_ {
+    move |error| BackupError::Failed {
+        path: path.display().to_string(),
+        message: error.to_string(),
+    }
+}
+
+/// Copies `environment`'s data in `data_dir` to `to`, a directory that is missing or empty;
+/// what it makes is owner-only, as the data directory is.
+pub fn backup(data_dir: &Path, environment: Environment, to: &Path) -> Result<Backup, BackupError> {
+    let database = data_dir::database(data_dir, environment);
+    if !database.is_file() {
+        return Err(BackupError::NoDatabase {
+            dir: data_dir.display().to_string(),
+            environment: environment.as_str(),
+        });
+    }
+    data_dir::create(to).map_err(|e| failed(to)(&e))?;
+    if std::fs::read_dir(to).map_err(|e| failed(to)(&e))?.next().is_some() {
+        return Err(BackupError::NotEmpty(to.display().to_string()));
+    }
+    let mut copied = Backup {
+        to: to.to_path_buf(),
+        files: vec![],
+    };
+    let sandbox = data_dir::sandbox_ledger(data_dir, environment);
+    let databases = [Some(database), sandbox.is_file().then_some(sandbox)];
+    for from in databases.into_iter().flatten() {
+        let into = to.join(from.file_name().expect("a database file has a name"));
+        data_dir::create_private_file(&into).map_err(|e| failed(&into)(&e))?;
+        ops_infra::embedded::copy_database(&from, &into).map_err(|e| failed(&from)(&e))?;
+        copied.note(into)?;
+    }
+    let blobs = data_dir::blobs(data_dir, environment);
+    if blobs.is_dir() {
+        copy_tree(&blobs, &to.join(blobs.file_name().expect("named")), &mut copied)?;
+    }
+    let pepper = data_dir.join(data_dir::PEPPER_FILE);
+    if pepper.is_file() {
+        copy_file(&pepper, &to.join(data_dir::PEPPER_FILE), &mut copied)?;
+    }
+    sync_directory(to)?;
+    Ok(copied)
+}
+
+impl Backup {
+    fn note(&mut self, path: PathBuf) -> Result<(), BackupError> {
+        let bytes = std::fs::metadata(&path).map_err(|e| failed(&path)(&e))?.len();
+        self.files.push((path, bytes));
+        Ok(())
+    }
+}
+
+/// Copies a directory of blobs, leaving out blobs still being written (`.partial`).
+fn copy_tree(from: &Path, to: &Path, copied: &mut Backup) -> Result<(), BackupError> {
+    data_dir::create(to).map_err(|e| failed(to)(&e))?;
+    for entry in std::fs::read_dir(from).map_err(|e| failed(from)(&e))? {
+        let path = entry.map_err(|e| failed(from)(&e))?.path();
+        let into = to.join(path.file_name().expect("an entry has a name"));
+        if path.is_dir() {
+            copy_tree(&path, &into, copied)?;
+        } else if path.extension().is_none_or(|extension| extension != "partial") {
+            copy_file(&path, &into, copied)?;
+        }
+    }
+    sync_directory(to)
+}
+
+fn copy_file(from: &Path, to: &Path, copied: &mut Backup) -> Result<(), BackupError> {
+    let bytes = std::fs::read(from).map_err(|e| failed(from)(&e))?;
+    data_dir::write_private_file(to, bytes).map_err(|e| failed(to)(&e))?;
+    copied.note(to.to_path_buf())
+}
+
+/// Makes the directory's new entries durable (each file was synced when it was written).
+fn sync_directory(dir: &Path) -> Result<(), BackupError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| failed(dir)(&e))
+}
