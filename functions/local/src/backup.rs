@@ -1,6 +1,8 @@
 //! `ops-local backup --to DIR`: a copy of one environment's data, taken while the server runs
 //! (or not), that `ops-local --data-dir DIR` starts on as it was. The databases are copied as
-//! of their last commit (SQLite's `VACUUM INTO`, beside the writer); then the files' bytes,
+//! of their last commit (SQLite's `VACUUM INTO`, beside the writer), the sandbox rail's ledger
+//! after the service's database, so that it knows every submission the copy made (one it
+//! knows and the copy does not is asked about, as after a crash); then the files' bytes,
 //! which are written before the database names them and never changed, so every file the
 //! copied database names is in the copy; then the API-key pepper, without which no key in
 //! the copy would authenticate.

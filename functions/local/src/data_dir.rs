@@ -1,5 +1,6 @@
-//! The data directory holds the database, its journal and the API-key pepper: only the
-//! service's user may read it (directory 0700, files 0600).
+//! The data directory holds each environment's database (with its journal), the sandbox
+//! rail's ledger and the uploaded files' bytes, and the API-key pepper, under the names this
+//! module gives them: only the service's user may read it (directory 0700, files 0600).
 
 use ops_domain::access::Environment;
 use std::path::{Path, PathBuf};
