@@ -869,3 +869,33 @@ async fn a_body_not_arrived_whole_by_its_deadline_is_answered_408() {
     let listed = app.get("/v1/operations", &customer.key).await.json();
     assert_eq!(listed["data"].as_array().unwrap().len(), 1, "{listed}");
 }
+
+/// Behind a trusted proxy, failed authentications are limited per client it forwarded for:
+/// one client's flood does not lock out another behind the same proxy, and an address forged
+/// on the left of the header does not get the flooding client out. Without the setting the
+/// header is the client's own claim and changes nothing.
+#[tokio::test]
+async fn behind_a_trusted_proxy_failed_authentications_count_per_forwarded_client() {
+    let wrong = "sk_test_0000000000000000000000000000000000000000";
+    let from = |app: &TestApp, key: &str, forwarded: &str| {
+        let request = app
+            .client
+            .get(format!("{}/v1/operations", app.base))
+            .bearer_auth(key)
+            .header("X-Forwarded-For", forwarded);
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    let proxied = spawn_app_with(|config| config.trusted_proxies = vec!["127.0.0.1".parse().unwrap()]).await;
+    let customer = proxied.create_customer().await;
+    start_of_a_second().await;
+    let flood = futures_util::future::join_all((0..25).map(|_| from(&proxied, wrong, "203.0.113.7"))).await;
+    assert!(flood.contains(&429), "{flood:?}");
+    assert_eq!(from(&proxied, &customer.key, "198.51.100.9, 203.0.113.7").await, 429);
+    assert_eq!(from(&proxied, &customer.key, "198.51.100.9").await, 200);
+
+    let direct = spawn_app().await;
+    let customer = direct.create_customer().await;
+    start_of_a_second().await;
+    futures_util::future::join_all((0..25).map(|_| from(&direct, wrong, "203.0.113.7"))).await;
+    assert_eq!(from(&direct, &customer.key, "198.51.100.9").await, 429);
+}

@@ -123,6 +123,7 @@ pub fn config(data_dir: PathBuf) -> Config {
         exceptions_sla_minutes: 60,
         max_connections: 1024,
         body_read_timeout_ms: 30_000,
+        trusted_proxies: vec![],
         // Tests drive the pipeline themselves (see `TestApp::settle`).
         worker: false,
         command: None,

@@ -27,6 +27,7 @@ pub mod backup;
 mod data_dir;
 pub mod housekeeping;
 mod http_server;
+pub mod proxies;
 
 pub use aws::{start_on_aws, AwsServer};
 
@@ -91,6 +92,15 @@ pub struct Config {
     /// answered 408 and the connection closes.
     #[arg(long, env = "OPS_BODY_READ_TIMEOUT_MS", default_value_t = 30_000)]
     pub body_read_timeout_ms: u64,
+    /// Reverse proxies in front of the server (addresses or networks, comma-separated): for a
+    /// request from one, the client is the address `X-Forwarded-For` names.
+    #[arg(
+        long,
+        env = "OPS_TRUSTED_PROXIES",
+        value_name = "OPS_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    pub trusted_proxies: Vec<proxies::TrustedProxy>,
     /// Requests per second each API key may make; more are answered 429 (0: unlimited).
     #[arg(long, env = "OPS_RATE_LIMIT", default_value_t = ops_domain::access::DEFAULT_RATE_LIMIT)]
     pub rate_limit: u32,
@@ -307,12 +317,16 @@ pub(crate) async fn serve(
 }
 
 /// The API's routes, each request's body under the deadline `OPS_BODY_READ_TIMEOUT_MS` sets.
+/// Behind trusted proxies, each request's client is the one they forwarded for.
 pub(crate) fn router(app: App, config: &Config) -> axum::Router {
+    use axum::middleware::map_request_with_state;
     let within = std::time::Duration::from_millis(config.body_read_timeout_ms);
-    ops_api::router(app).layer(axum::middleware::map_request_with_state(
-        within,
-        ops_api::deadline::body_deadline,
-    ))
+    let router = ops_api::router(app).layer(map_request_with_state(within, ops_api::deadline::body_deadline));
+    if config.trusted_proxies.is_empty() {
+        return router;
+    }
+    let trusted: Arc<[proxies::TrustedProxy]> = config.trusted_proxies.clone().into();
+    router.layer(map_request_with_state(trusted, proxies::forwarded_client))
 }
 
 /// Ctrl-C, or SIGTERM (what service managers and container runtimes send to stop a process).
@@ -374,6 +388,7 @@ mod tests {
             ("--environment", "prod", "OPS_ENVIRONMENT"),
             ("--backend", "dynamo", "OPS_BACKEND"),
             ("--http-rails", "spei=http://x", "OPS_HTTP_RAILS"),
+            ("--trusted-proxies", "proxy.internal", "OPS_TRUSTED_PROXIES"),
         ] {
             let refused = Config::try_parse_from(["ops-local", flag, value])
                 .unwrap_err()
