@@ -810,6 +810,8 @@ async fn the_local_server_caps_headers_connections_and_slow_clients() {
     assert_eq!(served.status(), 200);
 }
 
+/// A client that sends its headers and then its body slowly, or never, holds its connection
+/// only until the body's deadline (local mode), then is answered 408 and disconnected.
 #[tokio::test]
 async fn a_body_not_arrived_whole_by_its_deadline_is_answered_408() {
     use std::time::{Duration, Instant};

@@ -50,7 +50,9 @@ fn failed(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> BackupError + '_ {
 }
 
 /// Copies `environment`'s data in `data_dir` to `to`, a directory that is missing or empty;
-/// what it makes is owner-only, as the data directory is.
+/// what it makes is owner-only, as the data directory is. The copy is made beside `to` and
+/// renamed into place once whole, so a backup that fails leaves nothing a server could start
+/// on by mistake.
 pub fn backup(data_dir: &Path, environment: Environment, to: &Path) -> Result<Backup, BackupError> {
     let database = data_dir::database(data_dir, environment);
     if !database.is_file() {
@@ -59,14 +61,40 @@ pub fn backup(data_dir: &Path, environment: Environment, to: &Path) -> Result<Ba
             environment: environment.as_str(),
         });
     }
-    data_dir::create(to).map_err(|e| failed(to)(&e))?;
-    if std::fs::read_dir(to).map_err(|e| failed(to)(&e))?.next().is_some() {
+    if std::fs::read_dir(to).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(BackupError::NotEmpty(to.display().to_string()));
     }
+    let name = to
+        .file_name()
+        .ok_or_else(|| failed(to)(&"name a directory to back up into"))?;
+    let staging = to.with_file_name(format!(".{}.partial-{}", name.to_string_lossy(), std::process::id()));
+    let copied = copy_into(data_dir, environment, &staging).and_then(|mut copied| {
+        std::fs::rename(&staging, to).map_err(|e| failed(to)(&e))?;
+        let parent = to
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        sync_directory(parent)?;
+        copied.to = to.to_path_buf();
+        for (path, _) in &mut copied.files {
+            *path = to.join(path.strip_prefix(&staging).unwrap_or(path));
+        }
+        Ok(copied)
+    });
+    if copied.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    copied
+}
+
+/// The copy itself, into `to` (made here).
+fn copy_into(data_dir: &Path, environment: Environment, to: &Path) -> Result<Backup, BackupError> {
+    data_dir::create(to).map_err(|e| failed(to)(&e))?;
     let mut copied = Backup {
         to: to.to_path_buf(),
         files: vec![],
     };
+    let database = data_dir::database(data_dir, environment);
     let sandbox = data_dir::sandbox_ledger(data_dir, environment);
     let databases = [Some(database), sandbox.is_file().then_some(sandbox)];
     for from in databases.into_iter().flatten() {
@@ -121,4 +149,44 @@ fn sync_directory(dir: &Path) -> Result<(), BackupError> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| failed(dir)(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backup_that_fails_leaves_nothing_behind() {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("data");
+        data_dir::create(&data).unwrap();
+        ops_infra::embedded::SqliteStore::open(&data_dir::database(&data, Environment::Test)).unwrap();
+        // A blob that cannot be read: the copy fails after the database is in it.
+        let blobs = data_dir::blobs(&data, Environment::Test).join("files");
+        std::fs::create_dir_all(&blobs).unwrap();
+        std::os::unix::fs::symlink(root.path().join("gone"), blobs.join("file_1.csv")).unwrap();
+
+        let to = root.path().join("backup");
+        assert!(matches!(
+            backup(&data, Environment::Test, &to),
+            Err(BackupError::Failed { .. })
+        ));
+        let left: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["data"], "a failed backup left {left:?}");
+
+        std::fs::remove_file(blobs.join("file_1.csv")).unwrap();
+        let copied = backup(&data, Environment::Test, &to).unwrap();
+        assert!(copied
+            .files
+            .iter()
+            .all(|(path, _)| path.starts_with(&to) && path.is_file()));
+        assert!(data_dir::database(&to, Environment::Test).is_file());
+        assert!(matches!(
+            backup(&data, Environment::Test, &to),
+            Err(BackupError::NotEmpty(_))
+        ));
+    }
 }

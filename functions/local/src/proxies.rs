@@ -28,7 +28,10 @@ impl FromStr for TrustedProxy {
     }
 }
 
+/// An IPv4 client of a server listening on IPv6 arrives as `::ffff:a.b.c.d`: compared as the
+/// IPv4 address it is.
 fn is_trusted(address: IpAddr, trusted: &[TrustedProxy]) -> bool {
+    let address = address.to_canonical();
     trusted.iter().any(|proxy| proxy.0.contains(&address))
 }
 
@@ -106,6 +109,10 @@ mod tests {
         // Garbage stops the walk at the last address believed.
         assert_eq!(client("10.0.0.1", &["203.0.113.7, unknown"], &["10.0.0.1"]), "10.0.0.1");
         assert_eq!(client("::1", &["2001:db8::5"], &["::1"]), "2001:db8::5");
+        assert_eq!(
+            client("::ffff:10.0.0.1", &["203.0.113.7"], &["10.0.0.0/8"]),
+            "203.0.113.7"
+        );
     }
 
     #[test]
