@@ -1,0 +1,285 @@
+//! Lists: newest first, filtered, paged, within a read budget a page.
+
+use super::{changes, operation};
+use ops_domain::event::Event;
+use ops_domain::money::Amount;
+use ops_domain::operations::OperationQuery;
+use ops_domain::operations::{Beneficiary, Destination, Item, OperationStatus, OperationType};
+use ops_domain::ports::{Store, Write};
+use ops_domain::webhooks::EventQuery;
+
+pub(super) async fn lists_are_newest_first_filtered_and_paged(store: &dyn Store) {
+    for i in 0..5 {
+        let status = if i % 2 == 0 {
+            OperationStatus::PendingApproval
+        } else {
+            OperationStatus::Rejected
+        };
+        let op = operation(&format!("op_l{i}"), "cus_l", status);
+        store.commit(changes(vec![Write::InsertOperation(op)])).await.unwrap();
+    }
+    let listed = |query: OperationQuery| async move {
+        let found = store.operations(&query).await.unwrap();
+        found.items.into_iter().map(|o| o.id).collect::<Vec<_>>()
+    };
+    let query = OperationQuery {
+        customer_id: Some("cus_l".into()),
+        limit: 3,
+        ..Default::default()
+    };
+    assert_eq!(listed(query.clone()).await, ["op_l4", "op_l3", "op_l2"]);
+    let next = OperationQuery {
+        starting_after: Some("op_l2".into()),
+        ..query.clone()
+    };
+    assert_eq!(listed(next).await, ["op_l1", "op_l0"]);
+    let pending = OperationQuery {
+        status: Some(OperationStatus::PendingApproval),
+        ..query.clone()
+    };
+    assert_eq!(listed(pending).await, ["op_l4", "op_l2", "op_l0"]);
+    let other = OperationQuery {
+        customer_id: Some("cus_other".into()),
+        ..query
+    };
+    assert!(listed(other).await.is_empty());
+
+    // The platform's lists span every customer (op_a1 is cus_a's, from the first test).
+    let platform = OperationQuery {
+        limit: 3,
+        ..Default::default()
+    };
+    assert_eq!(listed(platform.clone()).await, ["op_l4", "op_l3", "op_l2"]);
+    let next = OperationQuery {
+        starting_after: Some("op_l2".into()),
+        ..platform.clone()
+    };
+    assert_eq!(listed(next).await, ["op_l1", "op_l0", "op_a1"]);
+    let approved = OperationQuery {
+        status: Some(OperationStatus::Approved),
+        ..platform.clone()
+    };
+    assert_eq!(listed(approved).await, ["op_a1"]);
+    let rejected_after = OperationQuery {
+        status: Some(OperationStatus::Rejected),
+        starting_after: Some("op_l3".into()),
+        ..platform
+    };
+    assert_eq!(listed(rejected_after).await, ["op_l1"]);
+}
+
+/// Approved and processing operations may share a list in a store ([`crate::aws`] keeps them
+/// in one): each status's list still finds exactly its own, newest first, page after page, for
+/// a customer and for the platform, including an operation that moved from one to the other.
+/// Answers how many pages stopped short of their limit (at a store's read budget).
+pub async fn statuses_sharing_a_list_are_listed_apart(store: &dyn Store) -> usize {
+    let approved_at = [3, 8];
+    let mut writes = vec![];
+    for i in 0..12 {
+        let status = if approved_at.contains(&i) {
+            OperationStatus::Approved
+        } else {
+            OperationStatus::Processing
+        };
+        writes.push(Write::InsertOperation(operation(
+            &format!("op_sh{i:02}"),
+            "cus_sh",
+            status,
+        )));
+    }
+    let mut moved = operation("op_sh12", "cus_sh", OperationStatus::Approved);
+    writes.push(Write::InsertOperation(moved.clone()));
+    store.commit(changes(writes)).await.unwrap();
+    moved.status = OperationStatus::Processing;
+    moved.version = 2;
+    store
+        .commit(changes(vec![Write::UpdateOperation(moved)]))
+        .await
+        .unwrap();
+
+    let newest_first = |statuses: &[OperationStatus]| {
+        let mut ids: Vec<String> = (0..13)
+            .filter(|i| {
+                let approved = approved_at.contains(i);
+                statuses.contains(&if approved {
+                    OperationStatus::Approved
+                } else {
+                    OperationStatus::Processing
+                })
+            })
+            .map(|i| format!("op_sh{i:02}"))
+            .collect();
+        ids.reverse();
+        ids
+    };
+    let mut stopped_short = 0;
+    for customer in [Some("cus_sh"), None] {
+        for status in [OperationStatus::Approved, OperationStatus::Processing] {
+            let (mut found, mut after) = (Vec::<String>::new(), None::<String>);
+            for page in 0.. {
+                assert!(page < 60, "paging does not end");
+                let query = OperationQuery {
+                    customer_id: customer.map(Into::into),
+                    status: Some(status),
+                    starting_after: after.take().map(|id| id.as_str().into()),
+                    limit: 3,
+                    ..Default::default()
+                };
+                let listed = store.operations(&query).await.unwrap();
+                assert!(listed.items.iter().all(|op| op.status == status), "{status:?}");
+                let full = listed.items.len() == query.limit;
+                let last = listed.items.last().map(|op| op.id.to_string());
+                found.extend(listed.items.iter().map(|op| op.id.to_string()));
+                after = match (listed.read_up_to, full) {
+                    (Some(read_up_to), false) => {
+                        stopped_short += 1;
+                        Some(read_up_to)
+                    }
+                    (_, true) => last,
+                    (None, false) => break,
+                };
+            }
+            found.retain(|id| id.starts_with("op_sh"));
+            assert_eq!(found, newest_first(&[status]), "{status:?} of {customer:?}");
+        }
+    }
+    stopped_short
+}
+
+/// Run on a store that reads at most three rows or entries a request for a filter that is no
+/// key (its test sets that): a `type` filter pages through a history longer than that, and
+/// finds every match once, newest first, some pages stopping short and saying where they read
+/// up to; for the customer's lists and the platform's, of operations and of events.
+pub async fn type_filters_read_a_bounded_stretch_a_page(store: &dyn Store) {
+    let (mut writes, mut collections, mut approvals) = (vec![], vec![], vec![]);
+    for i in 0..30 {
+        let mut op = operation(&format!("op_t{i:02}"), "cus_t", OperationStatus::Completed);
+        if i % 10 == 3 {
+            op.kind = OperationType::Collection;
+            collections.push(op.id.to_string());
+        }
+        let event_id = format!("evt_t{i:02}");
+        let kind = if i % 10 == 7 { "approved" } else { "created" };
+        if kind == "approved" {
+            approvals.push(event_id.clone());
+        }
+        writes.push(Write::Event(Event::of_operation(event_id.as_str().into(), kind, &op)));
+        writes.push(Write::InsertOperation(op));
+    }
+    for chunk in writes.chunks(24) {
+        store.commit(changes(chunk.to_vec())).await.unwrap();
+    }
+    collections.reverse();
+    approvals.reverse();
+    for customer in [Some("cus_t"), None] {
+        let operations = page_through(|after| collections_after(store, customer, after)).await;
+        assert_eq!(operations, collections, "{customer:?}");
+        let events = page_through(|after| async move {
+            let query = EventQuery {
+                customer_id: customer.map(Into::into),
+                kind: Some("operation.approved".into()),
+                starting_after: after.map(|id| id.as_str().into()),
+                limit: 11,
+            };
+            let listed = store.events(&query).await.unwrap();
+            (
+                listed.items.iter().map(|e| e.id.to_string()).collect(),
+                listed.read_up_to,
+            )
+        })
+        .await;
+        assert_eq!(events, approvals, "{customer:?}");
+    }
+}
+
+/// One page of the collections among `customer`'s operations (the platform's: `None`) after
+/// `after`: their ids, and where the read stopped short, if it did.
+pub async fn collections_after(
+    store: &dyn Store,
+    customer: Option<&str>,
+    after: Option<String>,
+) -> (Vec<String>, Option<String>) {
+    let query = OperationQuery {
+        customer_id: customer.map(Into::into),
+        kind: Some(OperationType::Collection),
+        starting_after: after.map(|id| id.as_str().into()),
+        limit: 11,
+        ..Default::default()
+    };
+    let listed = store.operations(&query).await.unwrap();
+    (
+        listed.items.iter().map(|o| o.id.to_string()).collect(),
+        listed.read_up_to,
+    )
+}
+
+/// Every id a list finds, page after page (`read` gets where the last page read up to, and
+/// returns a page's ids and where it stopped short, if it did); at least one page must have.
+pub async fn page_through<F, Fut>(read: F) -> Vec<String>
+where
+    F: Fn(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = (Vec<String>, Option<String>)>,
+{
+    let (mut found, mut after, mut stopped_short) = (vec![], None, 0);
+    for _ in 0..60 {
+        let (ids, read_up_to) = read(after.take()).await;
+        found.extend(ids);
+        match read_up_to {
+            Some(id) => {
+                stopped_short += 1;
+                after = Some(id);
+            }
+            None => {
+                assert!(stopped_short > 0, "no page stopped at the read budget");
+                return found;
+            }
+        }
+    }
+    panic!("paging does not end");
+}
+
+/// An operation's transactions are found from it, in the order of their ids: those made so far
+/// of the ones its items name, and no other operation's.
+pub(super) async fn an_operations_transactions_are_found_from_it(store: &dyn Store) {
+    let mut op = operation("op_txs", "cus_txs", OperationStatus::Processing);
+    op.items = ["itm_txs_b", "itm_txs_a", "itm_txs_c"]
+        .into_iter()
+        .map(|id| Item {
+            id: id.into(),
+            beneficiary: Beneficiary {
+                id_type: "RUT".into(),
+                id: "1".into(),
+            },
+            destination: Destination {
+                rail: "psp-local:sandbox".into(),
+                account: "1".into(),
+                account_id: None,
+            },
+            amount: Amount::new(100).unwrap(),
+            reference: None,
+            transaction_id: Some(id.replace("itm_", "txn_").into()),
+        })
+        .collect();
+    let made = |id: &str, operation: &str| {
+        let mut transaction = crate::conformance::reconciliations::transaction(id, "psp-local:sandbox", None);
+        transaction.operation_id = operation.into();
+        Write::InsertTransaction(transaction)
+    };
+    store
+        .commit(changes(vec![
+            Write::InsertOperation(op.clone()),
+            made("txn_txs_b", "op_txs"),
+            made("txn_txs_a", "op_txs"),
+            made("txn_txs_other", "op_txs_other"),
+        ]))
+        .await
+        .unwrap();
+    let found: Vec<String> = store
+        .transactions_of_operation(&op)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id.to_string())
+        .collect();
+    assert_eq!(found, ["txn_txs_a", "txn_txs_b"], "the third is not made yet");
+}
