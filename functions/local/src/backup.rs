@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug)]
 pub struct Backup {
     pub to: PathBuf,
-    /// Each file copied and its size in bytes, in the order copied.
+    /// Each file copied, named from `to`, and its size in bytes, in the order copied.
     pub files: Vec<(PathBuf, u64)>,
 }
 
@@ -42,10 +42,12 @@ pub enum BackupError {
     Failed { path: String, message: String },
 }
 
-fn failed(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> BackupError + '_ {
-    move |error| BackupError::Failed {
-        path: path.display().to_string(),
-        message: error.to_string(),
+impl BackupError {
+    fn at(path: &Path, error: impl std::fmt::Display) -> Self {
+        BackupError::Failed {
+            path: path.display().to_string(),
+            message: error.to_string(),
+        }
     }
 }
 
@@ -66,19 +68,16 @@ pub fn backup(data_dir: &Path, environment: Environment, to: &Path) -> Result<Ba
     }
     let name = to
         .file_name()
-        .ok_or_else(|| failed(to)(&"name a directory to back up into"))?;
+        .ok_or_else(|| BackupError::at(to, "name a directory to back up into"))?;
     let staging = to.with_file_name(format!(".{}.partial-{}", name.to_string_lossy(), std::process::id()));
     let copied = copy_into(data_dir, environment, &staging).and_then(|mut copied| {
-        std::fs::rename(&staging, to).map_err(|e| failed(to)(&e))?;
+        std::fs::rename(&staging, to).map_err(|e| BackupError::at(to, e))?;
         let parent = to
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
         sync_directory(parent)?;
         copied.to = to.to_path_buf();
-        for (path, _) in &mut copied.files {
-            *path = to.join(path.strip_prefix(&staging).unwrap_or(path));
-        }
         Ok(copied)
     });
     if copied.is_err() {
@@ -89,7 +88,7 @@ pub fn backup(data_dir: &Path, environment: Environment, to: &Path) -> Result<Ba
 
 /// The copy itself, into `to` (made here).
 fn copy_into(data_dir: &Path, environment: Environment, to: &Path) -> Result<Backup, BackupError> {
-    data_dir::create(to).map_err(|e| failed(to)(&e))?;
+    data_dir::create(to).map_err(|e| BackupError::at(to, e))?;
     let mut copied = Backup {
         to: to.to_path_buf(),
         files: vec![],
@@ -99,9 +98,9 @@ fn copy_into(data_dir: &Path, environment: Environment, to: &Path) -> Result<Bac
     let databases = [Some(database), sandbox.is_file().then_some(sandbox)];
     for from in databases.into_iter().flatten() {
         let into = to.join(from.file_name().expect("a database file has a name"));
-        data_dir::create_private_file(&into).map_err(|e| failed(&into)(&e))?;
-        ops_infra::embedded::copy_database(&from, &into).map_err(|e| failed(&from)(&e))?;
-        copied.note(into)?;
+        data_dir::create_private_file(&into).map_err(|e| BackupError::at(&into, e))?;
+        ops_infra::embedded::copy_database(&from, &into).map_err(|e| BackupError::at(&from, e))?;
+        copied.note(&into)?;
     }
     let blobs = data_dir::blobs(data_dir, environment);
     if blobs.is_dir() {
@@ -116,18 +115,19 @@ fn copy_into(data_dir: &Path, environment: Environment, to: &Path) -> Result<Bac
 }
 
 impl Backup {
-    fn note(&mut self, path: PathBuf) -> Result<(), BackupError> {
-        let bytes = std::fs::metadata(&path).map_err(|e| failed(&path)(&e))?.len();
-        self.files.push((path, bytes));
+    fn note(&mut self, path: &Path) -> Result<(), BackupError> {
+        let bytes = std::fs::metadata(path).map_err(|e| BackupError::at(path, e))?.len();
+        let name = path.strip_prefix(&self.to).unwrap_or(path);
+        self.files.push((name.to_path_buf(), bytes));
         Ok(())
     }
 }
 
 /// Copies a directory of blobs, leaving out blobs still being written (`.partial`).
 fn copy_tree(from: &Path, to: &Path, copied: &mut Backup) -> Result<(), BackupError> {
-    data_dir::create(to).map_err(|e| failed(to)(&e))?;
-    for entry in std::fs::read_dir(from).map_err(|e| failed(from)(&e))? {
-        let path = entry.map_err(|e| failed(from)(&e))?.path();
+    data_dir::create(to).map_err(|e| BackupError::at(to, e))?;
+    for entry in std::fs::read_dir(from).map_err(|e| BackupError::at(from, e))? {
+        let path = entry.map_err(|e| BackupError::at(from, e))?.path();
         let into = to.join(path.file_name().expect("an entry has a name"));
         if path.is_dir() {
             copy_tree(&path, &into, copied)?;
@@ -139,16 +139,16 @@ fn copy_tree(from: &Path, to: &Path, copied: &mut Backup) -> Result<(), BackupEr
 }
 
 fn copy_file(from: &Path, to: &Path, copied: &mut Backup) -> Result<(), BackupError> {
-    let bytes = std::fs::read(from).map_err(|e| failed(from)(&e))?;
-    data_dir::write_private_file(to, bytes).map_err(|e| failed(to)(&e))?;
-    copied.note(to.to_path_buf())
+    let bytes = std::fs::read(from).map_err(|e| BackupError::at(from, e))?;
+    data_dir::write_private_file(to, bytes).map_err(|e| BackupError::at(to, e))?;
+    copied.note(to)
 }
 
 /// Makes the directory's new entries durable (each file was synced when it was written).
 fn sync_directory(dir: &Path) -> Result<(), BackupError> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| failed(dir)(&e))
+        .map_err(|e| BackupError::at(dir, e))
 }
 
 #[cfg(test)]
@@ -179,10 +179,11 @@ mod tests {
 
         std::fs::remove_file(blobs.join("file_1.csv")).unwrap();
         let copied = backup(&data, Environment::Test, &to).unwrap();
+        assert!(!copied.files.is_empty());
         assert!(copied
             .files
             .iter()
-            .all(|(path, _)| path.starts_with(&to) && path.is_file()));
+            .all(|(name, _)| name.is_relative() && to.join(name).is_file()));
         assert!(data_dir::database(&to, Environment::Test).is_file());
         assert!(matches!(
             backup(&data, Environment::Test, &to),
