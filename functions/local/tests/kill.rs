@@ -165,18 +165,7 @@ async fn sigkill_in_the_middle_of_a_batch_loses_nothing_acknowledged_and_sends_n
     let child = Arc::new(Mutex::new(start(data_dir.path(), port)));
     wait_healthy(&client, &base).await;
 
-    let customer = client
-        .post(format!("{base}/v1/customers"))
-        .bearer_auth(ADMIN)
-        .header("Idempotency-Key", "kill-customer")
-        .json(&json!({"name": "Kill"}))
-        .send()
-        .await
-        .unwrap();
-    let customer = customer.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let customer = create_customer(&client, &base, "Kill").await;
 
     // 200 creates, 8 at a time; the server is killed once 100 have been acknowledged.
     let acknowledged = Arc::new(Mutex::new(Vec::<String>::new()));
@@ -297,30 +286,17 @@ async fn sigkill_in_the_middle_of_a_batch_loses_nothing_acknowledged_and_sends_n
         }
     }
     let mut evented: HashMap<(String, String), usize> = HashMap::new();
-    let mut after = String::new();
-    loop {
-        let page = get(
-            &client,
-            &format!("{base}/v1/events?customer_id={customer}&limit=100{after}"),
-        )
-        .await;
-        let data = page["data"].as_array().unwrap();
-        for event in data {
-            // Work item events belong to the desk, not to the operation's lifecycle.
-            let Some(operation) = event["data"]["operation_id"].as_str() else {
-                continue;
-            };
-            if acknowledged.iter().any(|id| id == operation) {
-                let entity = event["data"]["transaction_id"].as_str().unwrap_or(operation);
-                *evented
-                    .entry((entity.to_owned(), event["type"].as_str().unwrap().to_owned()))
-                    .or_default() += 1;
-            }
+    for event in every_page(&client, &format!("{base}/v1/events?customer_id={customer}")).await {
+        // Work item events belong to the desk, not to the operation's lifecycle.
+        let Some(operation) = event["data"]["operation_id"].as_str() else {
+            continue;
+        };
+        if acknowledged.iter().any(|id| id == operation) {
+            let entity = event["data"]["transaction_id"].as_str().unwrap_or(operation);
+            *evented
+                .entry((entity.to_owned(), event["type"].as_str().unwrap().to_owned()))
+                .or_default() += 1;
         }
-        if page["has_more"] != true {
-            break;
-        }
-        after = format!("&starting_after={}", data.last().unwrap()["id"].as_str().unwrap());
     }
     assert!(evented.values().all(|n| *n == 1), "a change was announced twice");
     assert_eq!(evented.keys().cloned().collect::<HashSet<_>>(), audited);
@@ -333,6 +309,36 @@ async fn get(client: &reqwest::Client, url: &str) -> Value {
     let response = client.get(url).bearer_auth(ADMIN).send().await.unwrap();
     assert_eq!(response.status(), 200, "{url}");
     response.json().await.unwrap()
+}
+
+/// Every item of a list (`url` has a query already), page after page.
+async fn every_page(client: &reqwest::Client, url: &str) -> Vec<Value> {
+    let (mut items, mut after) = (vec![], String::new());
+    loop {
+        let page = get(client, &format!("{url}&limit=100{after}")).await;
+        let data = page["data"].as_array().unwrap();
+        items.extend(data.iter().cloned());
+        if page["has_more"] != true {
+            return items;
+        }
+        after = format!("&starting_after={}", data.last().unwrap()["id"].as_str().unwrap());
+    }
+}
+
+/// A customer made by the platform's admin: its id.
+async fn create_customer(client: &reqwest::Client, base: &str, name: &str) -> String {
+    let customer: Value = client
+        .post(format!("{base}/v1/customers"))
+        .bearer_auth(ADMIN)
+        .header("Idempotency-Key", format!("customer-{name}"))
+        .json(&json!({ "name": name }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    customer["id"].as_str().unwrap().to_owned()
 }
 
 /// A payroll file split by the worker is cut off by SIGKILL mid-file: after the restart every
@@ -349,18 +355,7 @@ async fn sigkill_in_the_middle_of_a_file_loses_no_chunk_and_makes_none_twice() {
     let base = format!("http://127.0.0.1:{port}");
     let mut child = start(data_dir.path(), port);
     wait_healthy(&client, &base).await;
-    let customer: Value = client
-        .post(format!("{base}/v1/customers"))
-        .bearer_auth(ADMIN)
-        .header("Idempotency-Key", "kill-file-customer")
-        .json(&json!({"name": "Payroll"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let customer = customer["id"].as_str().unwrap().to_owned();
+    let customer = create_customer(&client, &base, "Payroll").await;
     let mut csv = String::from("beneficiary_id_type,beneficiary_id,rail,account,amount,currency,reference\n");
     for i in 0..CHUNKS * 1000 {
         csv += &format!("RUT,{i}-K,psp-local:sandbox,{i:08},{},CLP,line {i}\n", 1_000 + i * 100);
@@ -429,23 +424,10 @@ async fn sigkill_in_the_middle_of_a_file_loses_no_chunk_and_makes_none_twice() {
 
     let mut made = HashSet::new();
     let mut items = 0;
-    let mut after = String::new();
-    loop {
-        let page = get(
-            &client,
-            &format!("{base}/v1/operations?customer_id={customer}&limit=100{after}"),
-        )
-        .await;
-        let data = page["data"].as_array().unwrap();
-        for operation in data {
-            assert_eq!(operation["file_id"].as_str(), Some(file_id.as_str()));
-            items += operation["items"].as_array().unwrap().len();
-            made.insert(operation["id"].as_str().unwrap().to_owned());
-        }
-        if page["has_more"] != true {
-            break;
-        }
-        after = format!("&starting_after={}", data.last().unwrap()["id"].as_str().unwrap());
+    for operation in every_page(&client, &format!("{base}/v1/operations?customer_id={customer}")).await {
+        assert_eq!(operation["file_id"].as_str(), Some(file_id.as_str()));
+        items += operation["items"].as_array().unwrap().len();
+        made.insert(operation["id"].as_str().unwrap().to_owned());
     }
     assert_eq!(made, recorded, "an operation was made that the file does not record");
     assert_eq!(items, CHUNKS * 1000, "every line once");
@@ -476,13 +458,7 @@ async fn a_backup_taken_while_serving_starts_as_it_was() {
             .json(&body)
             .send()
     };
-    let customer: Value = post("/v1/customers", ADMIN, "backup-customer", json!({"name": "Backup"}))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let customer = customer["id"].as_str().unwrap().to_owned();
+    let customer = create_customer(&client, &base, "Backup").await;
     let scopes = json!(["operations:read", "operations:write"]);
     let key: Value = post(
         "/v1/api_keys",
