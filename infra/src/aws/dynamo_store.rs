@@ -90,47 +90,24 @@ use reads::{each_partition, Filter, Partition};
 use units::{attribute_bytes, kind_of};
 
 use super::{documents, keys};
-use crate::page_start;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, Delete, GlobalSecondaryIndex, KeySchemaElement, KeyType,
-    KeysAndAttributes, Projection, ProjectionType, Put, ReturnValuesOnConditionCheckFailure, ScalarAttributeType,
-    StreamSpecification, StreamViewType, TimeToLiveSpecification, TransactWriteItem, Update,
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, Put, ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,
+    TransactWriteItem,
 };
 use aws_sdk_dynamodb::Client;
-use ops_domain::access::{AccessStore, ApiKey, Customer, CustomerStatus, User};
-use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
-use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry, Column};
-use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
-use ops_domain::event::Event;
-use ops_domain::files::{File, FileQuery, FileStore};
-use ops_domain::history::{HistoryStore, MAX_ENTITY_HISTORY};
-use ops_domain::idempotency::{
-    ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
-};
-use ops_domain::ids::{AccountId, FileId, MovementId, ReconciliationId, WorkItemId};
-use ops_domain::ids::{
-    ApiKeyId, CustomerId, DeliveryId, EventId, IdGenerator, IdKind, OperationId, ScheduleId, TransactionId,
-    UlidGenerator, UserId, WebhookEndpointId,
-};
-use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
-use ops_domain::money::Currency;
-use ops_domain::operations::{Operation, OperationQuery, OperationStore};
-use ops_domain::ports::{AuditEntry, Changeset, Commit, Limits, Listed, RateLimiter, StoreError, Write};
-use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
-use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
-use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
-use ops_domain::webhooks::{Delivery, EndpointRoster, EndpointStatus, EventQuery, WebhookEndpoint, WebhookStore};
+use ops_domain::access::{Customer, User};
+use ops_domain::ids::UlidGenerator;
+use ops_domain::ports::{Changeset, Commit, StoreError, Write};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use time::{Date, OffsetDateTime};
 
 /// DynamoDB takes at most 100 writes in one transaction.
 pub const MAX_WRITES: usize = 100;

@@ -6,39 +6,17 @@
 //! commit; [`schema`] the tables, [`writes`] how each write lands in them, [`ports`] and
 //! [`desk`] the domain's store ports read off them, [`secrets`] the secrets table's rows.
 
-use crate::page_start;
-use async_trait::async_trait;
 use futures_util::future::join_all;
-use ops_domain::access::{AccessStore, ApiKey, Customer, CustomerStatus, User};
-use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
-use ops_domain::desk::board::{column_bucket, queue_bucket, BoardCount, BoardEntry, Column};
-use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery, WorkItemStatus};
+use ops_domain::approvals::WorkflowOwner;
 use ops_domain::event::Event;
-use ops_domain::files::{File, FileQuery, FileStore};
-use ops_domain::history::{HistoryStore, MAX_ENTITY_HISTORY};
-use ops_domain::idempotency::{
-    ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
-};
-use ops_domain::ids::{AccountId, FileId, MovementId, ReconciliationId, WorkItemId};
-use ops_domain::ids::{
-    ApiKeyId, CustomerId, DeliveryId, EventId, OperationId, ScheduleId, TransactionId, UserId, WebhookEndpointId,
-};
-use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
-use ops_domain::money::Currency;
-use ops_domain::operations::{Operation, OperationQuery, OperationStore};
-use ops_domain::ports::{AuditEntry, Changeset, Commit, Listed, StoreError, Write};
-use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
-use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus, ScheduleStore};
-use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
-use ops_domain::webhooks::{Delivery, DeliveryStatus, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore};
+use ops_domain::ports::{Changeset, Listed, StoreError};
 use rusqlite::types::Value;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::de::DeserializeOwned;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use time::format_description::well_known::Rfc3339;
-use time::{Date, OffsetDateTime};
+use time::OffsetDateTime;
 
 mod desk;
 mod ports;

@@ -1,6 +1,16 @@
 //! Customers, their users and API keys.
 
 use super::*;
+use crate::extract::{parse, Caller, JsonBody, PathId, PathParam, PathParams};
+use crate::idempotency::{create_once, json_response};
+use crate::wire::to_json;
+use crate::App;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use ops_domain::access::require_platform_admin;
+use ops_domain::access::{CustomerStatus, Scope};
+use ops_domain::ids::{ApiKeyId, CustomerId, IdKind, UserId};
+use ops_domain::DomainError;
 
 pub async fn create_customer(
     State(app): State<App>,

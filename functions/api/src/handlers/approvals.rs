@@ -1,6 +1,10 @@
 //! Approval floors and workflows.
 
 use super::*;
+use crate::extract::{parse, Caller, JsonBody, PathParam, PathParams};
+use crate::App;
+use axum::extract::State;
+use ops_domain::approvals::WorkflowDefinition;
 
 pub async fn get_approval_floor(
     State(app): State<App>,

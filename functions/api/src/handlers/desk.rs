@@ -1,6 +1,14 @@
 //! The work queues and the operations board.
 
 use super::*;
+use crate::error::ApiError;
+use crate::extract::{parse, query_pairs, Caller, JsonBody, PathId};
+use crate::App;
+use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use ops_domain::desk::{Assignee, Queue, WorkItemQuery, WorkItemStatus};
+use ops_domain::ids::{CustomerId, IdKind, WorkItemId};
+use ops_domain::DomainError;
 
 /// Work items oldest due first: `queue`, `status`, `assignee` (`me`, `unassigned` or an id) and
 /// `customer_id` filters.

@@ -1,6 +1,16 @@
 //! Files of operations.
 
 use super::*;
+use crate::extract::{query_pairs, Caller, CsvBody, PathId};
+use crate::idempotency::run_once;
+use crate::App;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use ops_domain::access::Scope;
+use ops_domain::files::{FileQuery, UploadFile};
+use ops_domain::idempotency::fingerprint_bytes;
+use ops_domain::ids::{CustomerId, FileId, IdKind};
+use ops_domain::DomainError;
 
 /// `POST /v1/files?workflow=…[&customer_id=…][&allow_duplicate=true]` with a CSV body:
 /// validated whole, answered `202` with the file accepted (its operations follow).

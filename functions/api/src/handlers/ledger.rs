@@ -1,6 +1,17 @@
 //! Accounts and their movements.
 
 use super::*;
+use crate::error::ApiError;
+use crate::extract::{parse, Caller, JsonBody, PathId};
+use crate::idempotency::create_once;
+use crate::App;
+use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
+use ops_domain::access::require_platform_admin;
+use ops_domain::ids::{AccountId, CustomerId, IdKind, MovementId};
+use ops_domain::ledger::AccountQuery;
+use ops_domain::money::Currency;
+use ops_domain::DomainError;
 
 pub async fn create_account(
     State(app): State<App>,

@@ -25,35 +25,14 @@ pub use schedules::*;
 pub use transactions::*;
 pub use webhooks::*;
 
-use crate::duplicates::{read_json, BodyJson};
 use crate::error::ApiError;
-use crate::extract::{
-    parse, query_pairs, Caller, CsvBody, JsonBody, PathId, PathParam, PathParams, RawBody, STATEMENT_BODY_BYTES,
-};
-use crate::idempotency::{create_once, json_response, replayed, run_once, stored};
+use crate::extract::query_pairs;
+use crate::idempotency::json_response;
 use crate::wire::{to_json, Wire};
-use crate::App;
-use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use ops_domain::access::require_platform_admin;
-use ops_domain::access::{CustomerStatus, Scope};
-use ops_domain::approvals::WorkflowDefinition;
-use ops_domain::desk::{Assignee, Queue, WorkItemQuery, WorkItemStatus};
-use ops_domain::files::{FileQuery, UploadFile};
-use ops_domain::idempotency::{fingerprint_bytes, Once};
-use ops_domain::ids::ReconciliationId;
-use ops_domain::ids::{
-    AccountId, ApiKeyId, CustomerId, DeliveryId, EventId, FileId, IdKind, MovementId, OperationId, ScheduleId,
-    TransactionId, TypedId, UserId, WebhookEndpointId, WorkItemId,
-};
-use ops_domain::ledger::AccountQuery;
-use ops_domain::money::Currency;
-use ops_domain::operations::OperationQuery;
-use ops_domain::operations::{Decision, OperationStatus, OperationType};
-use ops_domain::schedules::ScheduleQuery;
-use ops_domain::webhooks::{EventQuery, RecoverWebhookEndpoint};
+use ops_domain::ids::{IdKind, TypedId};
 use ops_domain::DomainError;
 
 type Answer = Result<Response, ApiError>;

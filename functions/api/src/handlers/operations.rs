@@ -1,6 +1,20 @@
 //! Operations: create, read, list, decide, cancel, history.
 
 use super::*;
+use crate::error::ApiError;
+use crate::extract::{parse, Caller, JsonBody, PathId};
+use crate::idempotency::create_once;
+use crate::wire::to_json;
+use crate::App;
+use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::IntoResponse;
+use axum::Json;
+use ops_domain::access::Scope;
+use ops_domain::ids::{CustomerId, IdKind, OperationId};
+use ops_domain::operations::OperationQuery;
+use ops_domain::operations::{Decision, OperationStatus, OperationType};
+use ops_domain::DomainError;
 
 pub async fn create_operation(
     State(app): State<App>,

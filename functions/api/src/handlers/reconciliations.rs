@@ -1,6 +1,15 @@
 //! Statements imported and matched.
 
 use super::*;
+use crate::error::ApiError;
+use crate::extract::{parse, query_pairs, Caller, JsonBody, PathId, STATEMENT_BODY_BYTES};
+use crate::idempotency::create_once;
+use crate::App;
+use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
+use ops_domain::access::require_platform_admin;
+use ops_domain::ids::ReconciliationId;
+use ops_domain::DomainError;
 
 /// `POST /v1/reconciliations {rail, statement (base64), format, period?}`: the statement
 /// matched now; the answer is the reconciliation with its counts per outcome.

@@ -1,6 +1,9 @@
 //! Reports, streamed.
 
 use super::*;
+use crate::extract::Caller;
+use crate::App;
+use axum::extract::{RawQuery, State};
 
 /// `GET /v1/reports/operations?from=&to=[&customer_id=][&format=csv|json]`, streamed.
 pub async fn operations_report(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {

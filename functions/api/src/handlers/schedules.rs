@@ -1,6 +1,16 @@
 //! Recurring operations.
 
 use super::*;
+use crate::error::ApiError;
+use crate::extract::{parse, query_pairs, Caller, JsonBody, PathId};
+use crate::idempotency::create_once;
+use crate::App;
+use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
+use ops_domain::access::Scope;
+use ops_domain::ids::{CustomerId, IdKind, ScheduleId};
+use ops_domain::schedules::ScheduleQuery;
+use ops_domain::DomainError;
 
 pub async fn create_schedule(
     State(app): State<App>,

@@ -1,6 +1,17 @@
 //! Transactions, and the rail reports that move them.
 
 use super::*;
+use crate::duplicates::{read_json, BodyJson};
+use crate::error::ApiError;
+use crate::extract::{parse, query_pairs, Caller, JsonBody, PathId, RawBody};
+use crate::idempotency::{json_response, replayed, stored};
+use crate::wire::to_json;
+use crate::App;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use ops_domain::idempotency::Once;
+use ops_domain::ids::{OperationId, TransactionId};
+use ops_domain::DomainError;
 
 pub async fn list_transactions(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
     let pairs = query_pairs(raw.as_deref(), &["operation_id"])?;

@@ -1,6 +1,15 @@
 //! Events, their deliveries and webhook endpoints.
 
 use super::*;
+use crate::extract::{parse, Caller, JsonBody, PathId};
+use crate::idempotency::create_once;
+use crate::App;
+use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
+use ops_domain::access::Scope;
+use ops_domain::ids::{CustomerId, DeliveryId, EventId, IdKind, WebhookEndpointId};
+use ops_domain::webhooks::{EventQuery, RecoverWebhookEndpoint};
+use ops_domain::DomainError;
 
 pub async fn list_events(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
     let params = list_params(raw.as_deref(), IdKind::Event, &["type"])?;

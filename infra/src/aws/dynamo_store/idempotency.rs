@@ -1,6 +1,14 @@
 //! Idempotency records: a claim is one conditional write, its completion another.
 
 use super::*;
+use super::{documents, keys};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
+use ops_domain::idempotency::{
+    ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
+};
+use ops_domain::ports::StoreError;
 
 /// An idempotency key's record, as a claim writes it.
 pub(super) fn idempotency_item(claim: &IdempotencyClaim) -> Item {

@@ -18,7 +18,11 @@
 //! function's timeout (at most 30 s: `tests/aws/template.rs` holds the template to it) ends a
 //! writer sooner; the deadline holds where nothing does (`ops-local` against AWS).
 
+use super::keys;
 use super::*;
+use aws_sdk_dynamodb::types::AttributeValue;
+use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, CLAIM_TIMEOUT};
+use ops_domain::ports::StoreError;
 
 /// How long after starting its key's record a create may still send its entity: half the
 /// record's lock, so that an entity sent in time has landed long before a reader could find it

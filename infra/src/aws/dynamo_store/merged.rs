@@ -9,7 +9,10 @@
 //! another delivery or a claim got there first), its changesets are committed one by one, each
 //! on its own terms, as they would have been alone.
 
+use super::keys;
 use super::*;
+use aws_sdk_dynamodb::types::TransactWriteItem;
+use ops_domain::ports::{Changeset, Commit, StoreError, Write};
 
 /// Changesets to commit together, each with the items its own writes make (built once).
 #[derive(Default)]

@@ -19,8 +19,19 @@
 //! event and the entry.
 
 use super::*;
+use super::{documents, keys};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 use ops_domain::desk::SubjectType;
+use ops_domain::desk::WorkItem;
+use ops_domain::event::Event;
+use ops_domain::idempotency::{IdempotencyClaim, StoredResponse};
+use ops_domain::ids::{EventId, IdGenerator, IdKind};
+use ops_domain::operations::Operation;
+use ops_domain::ports::{AuditEntry, Changeset, StoreError, Write};
+use ops_domain::transactions::Transaction;
+use serde::Serialize;
+use std::sync::atomic::Ordering;
 
 /// The most an outbox may take in its entity's item (deflated); past it, the changeset is one
 /// transaction as before. An outbox that names its events and entries takes a few dozen bytes.

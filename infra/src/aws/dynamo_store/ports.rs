@@ -1,6 +1,30 @@
 //! The domain's store ports (one per area) on the table.
 
+use super::keys;
 use super::*;
+use crate::page_start;
+use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use ops_domain::access::{AccessStore, ApiKey, Customer, CustomerStatus, User};
+use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
+use ops_domain::event::Event;
+use ops_domain::files::{File, FileQuery, FileStore};
+use ops_domain::history::{HistoryStore, MAX_ENTITY_HISTORY};
+use ops_domain::ids::{AccountId, FileId, MovementId, ReconciliationId};
+use ops_domain::ids::{
+    ApiKeyId, CustomerId, DeliveryId, EventId, OperationId, ScheduleId, TransactionId, UserId, WebhookEndpointId,
+};
+use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
+use ops_domain::money::Currency;
+use ops_domain::operations::{Operation, OperationQuery, OperationStore};
+use ops_domain::ports::{AuditEntry, Limits, Listed, RateLimiter, StoreError};
+use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
+use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
+use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
+use ops_domain::webhooks::{Delivery, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore};
+use std::sync::atomic::Ordering;
+use time::{Date, OffsetDateTime};
 
 #[async_trait]
 impl AccessStore for DynamoStore {

@@ -1,7 +1,16 @@
 //! Reading the table: items by key (one `BatchGetItem` per 100), and lists as index queries
 //! over one partition or every shard of one, merged newest first.
 
+use super::keys;
 use super::*;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use ops_domain::event::Event;
+use ops_domain::ids::EventId;
+use ops_domain::ports::{Listed, StoreError};
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use time::OffsetDateTime;
 
 impl DynamoStore {
     pub(super) async fn get<T: DeserializeOwned>(&self, key: keys::Primary) -> Result<Option<T>, StoreError> {

@@ -1,6 +1,7 @@
 //! What a write costs in on-demand write units, counted for the benchmark's table.
 
 use super::*;
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 
 /// An item's entry in each index: its keys and projected attributes, where it has the keys.
 pub(super) fn index_image(item: &Item) -> Vec<Option<String>> {

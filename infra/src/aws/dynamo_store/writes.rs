@@ -1,7 +1,21 @@
 //! How each write of a changeset becomes DynamoDB items: the entity's item with its index
 //! keys, its condition, and the counters and balances it moves.
 
+use super::keys;
 use super::*;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use ops_domain::desk::board::{column_bucket, queue_bucket};
+use ops_domain::desk::{WorkItem, WorkItemStatus};
+use ops_domain::event::Event;
+use ops_domain::files::File;
+use ops_domain::ids::{IdGenerator, IdKind};
+use ops_domain::ledger::Movement;
+use ops_domain::operations::Operation;
+use ops_domain::ports::{AuditEntry, Write};
+use ops_domain::schedules::{Schedule, ScheduleStatus};
+use ops_domain::transactions::Transaction;
+use ops_domain::webhooks::EndpointStatus;
+use std::collections::HashMap;
 
 impl DynamoStore {
     pub(super) fn put(

@@ -1,6 +1,16 @@
 //! The work desk's store port: queues, work items and the operations board.
 
 use super::*;
+use async_trait::async_trait;
+use ops_domain::desk::board::{BoardCount, BoardEntry, Column};
+use ops_domain::desk::{Assignee, DeskStore, Queue, WorkItem, WorkItemQuery};
+use ops_domain::ids::WorkItemId;
+use ops_domain::ids::{CustomerId, OperationId};
+use ops_domain::operations::Operation;
+use ops_domain::ports::StoreError;
+use rusqlite::types::Value;
+use rusqlite::{params, OptionalExtension};
+use time::OffsetDateTime;
 
 #[async_trait]
 impl DeskStore for SqliteStore {

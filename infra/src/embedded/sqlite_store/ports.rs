@@ -2,6 +2,31 @@
 //! connections, changesets through the writer.
 
 use super::*;
+use crate::page_start;
+use async_trait::async_trait;
+use ops_domain::access::{AccessStore, ApiKey, Customer, CustomerStatus, User};
+use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
+use ops_domain::event::Event;
+use ops_domain::files::{File, FileQuery, FileStore};
+use ops_domain::history::{HistoryStore, MAX_ENTITY_HISTORY};
+use ops_domain::idempotency::{
+    ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
+};
+use ops_domain::ids::{AccountId, FileId, MovementId, ReconciliationId};
+use ops_domain::ids::{
+    ApiKeyId, CustomerId, DeliveryId, EventId, OperationId, ScheduleId, TransactionId, UserId, WebhookEndpointId,
+};
+use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
+use ops_domain::money::Currency;
+use ops_domain::operations::{Operation, OperationQuery, OperationStore};
+use ops_domain::ports::{AuditEntry, Changeset, Commit, Listed, StoreError};
+use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
+use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
+use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
+use ops_domain::webhooks::{Delivery, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore};
+use rusqlite::{params, OptionalExtension, TransactionBehavior};
+use time::format_description::well_known::Rfc3339;
+use time::{Date, OffsetDateTime};
 
 /// An entity's newest audit entries outside any operation (`?2` of them), oldest first.
 pub(super) const ENTITY_HISTORY: &str =

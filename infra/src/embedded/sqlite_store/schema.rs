@@ -1,6 +1,8 @@
 //! The SQLite file's tables and indexes, and the columns added to files made before them.
 
 use super::*;
+use ops_domain::ports::StoreError;
+use rusqlite::Connection;
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS customers (id TEXT PRIMARY KEY, body TEXT NOT NULL);

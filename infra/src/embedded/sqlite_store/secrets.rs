@@ -1,6 +1,9 @@
 //! The secrets table's raw rows.
 
 use super::*;
+use ops_domain::ports::StoreError;
+use rusqlite::{params, OptionalExtension};
+use time::OffsetDateTime;
 
 /// Raw rows of the secrets table; [`SealedSecrets`](crate::embedded::SealedSecrets) seals
 /// what goes in them.

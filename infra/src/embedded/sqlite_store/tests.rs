@@ -1,5 +1,13 @@
 use super::ports::*;
 use super::*;
+use ops_domain::access::{AccessStore, Customer};
+use ops_domain::desk::board::BoardCount;
+use ops_domain::desk::DeskStore;
+use ops_domain::idempotency::{ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, RETENTION};
+use ops_domain::ports::{Changeset, Commit, StoreError, Write};
+use rusqlite::{params, Connection};
+use std::path::Path;
+use time::OffsetDateTime;
 
 /// SQLite is compiled as `.cargo/config.toml` says: a commit syncs with `fdatasync` (the
 /// binary imports it; SQLite alone calls `fsync`) and keeps no memory statistics.

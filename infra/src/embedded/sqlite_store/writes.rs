@@ -2,6 +2,13 @@
 //! condition that fails rolling the whole changeset back.
 
 use super::*;
+use ops_domain::desk::board::{column_bucket, queue_bucket};
+use ops_domain::desk::WorkItemStatus;
+use ops_domain::idempotency::RETENTION;
+use ops_domain::ports::{Changeset, StoreError, Write};
+use ops_domain::schedules::ScheduleStatus;
+use ops_domain::webhooks::{Delivery, DeliveryStatus};
+use rusqlite::{params, Connection, TransactionBehavior};
 
 fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
     match write {
