@@ -21,6 +21,15 @@ use ops_domain::webhooks::signature;
 use serde::de::DeserializeOwned;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// What a call does, which decides what a 5xx answer means.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Call {
+    /// A submit: the layer may have passed it on before failing, so a 5xx leaves it unknown.
+    Instruction,
+    /// A status or a statement: safe to ask again, so a 5xx is transient.
+    Inquiry,
+}
+
 pub struct HttpRail {
     id: String,
     base_url: String,
@@ -42,14 +51,13 @@ impl HttpRail {
         }
     }
 
-    /// Posts `body` to `path`. `asks` says whether the call only asks (a status, a statement:
-    /// safe to repeat) rather than instructs (a submit).
+    /// Posts `body` to `path`.
     async fn call<T: DeserializeOwned>(
         &self,
         path: &str,
         content_type: &str,
         body: Vec<u8>,
-        asks: bool,
+        call: Call,
     ) -> Result<T, RailError> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -69,7 +77,7 @@ impl HttpRail {
             })?;
         let status = response.status();
         let refused = matches!(status.as_u16(), 429 | 503);
-        if refused || (status.is_server_error() && asks) {
+        if refused || (status.is_server_error() && call == Call::Inquiry) {
             return Err(RailError::Transient(format!("{path} answered {status}")));
         }
         if status.is_server_error() {
@@ -99,7 +107,7 @@ impl RailAdapter for HttpRail {
             "/submit",
             "application/json",
             serde_json::to_vec(instruction).expect("serializes"),
-            false,
+            Call::Instruction,
         )
         .await
     }
@@ -110,12 +118,18 @@ impl RailAdapter for HttpRail {
         rail_reference: Option<&str>,
     ) -> Result<RailState, RailError> {
         let body = serde_json::json!({"transaction_id": transaction_id, "rail_reference": rail_reference});
-        self.call("/status", "application/json", body.to_string().into_bytes(), true)
-            .await
+        self.call(
+            "/status",
+            "application/json",
+            body.to_string().into_bytes(),
+            Call::Inquiry,
+        )
+        .await
     }
 
     async fn import_statement(&self, format: StatementFormat, statement: &[u8]) -> Result<Statement, RailError> {
         let path = format!("/statements?format={}", format.as_str());
-        self.call(&path, format.content_type(), statement.to_vec(), true).await
+        self.call(&path, format.content_type(), statement.to_vec(), Call::Inquiry)
+            .await
     }
 }
