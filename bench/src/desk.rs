@@ -3,7 +3,7 @@
 use crate::local_server;
 use crate::measure::{ms, percentile};
 use futures_util::future::join_all;
-use ops_tests::{payout, ADMIN_KEY};
+use ops_tests::ADMIN_KEY;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -14,16 +14,7 @@ pub(crate) async fn claims() {
     let (_server, api, _data) = local_server(true).await;
     let customer = api.create_customer().await;
     let waiting = 400;
-    for chunk in (0..waiting).collect::<Vec<_>>().chunks(32) {
-        join_all(chunk.iter().map(|_| {
-            api.post(
-                "/v1/operations",
-                &customer.key,
-                payout(&customer.id, "two_step", &[5_000]),
-            )
-        }))
-        .await;
-    }
+    crate::two_step_payouts(&api, &customer, waiting).await;
     let open = || async {
         api.get("/v1/board", &customer.key).await.json()["queues"]["approvals"]["open"]
             .as_i64()

@@ -5,7 +5,8 @@
 //! requests and cost per lifecycle; peak memory; the Lambda bootstrap's size; API function cold
 //! starts under `cargo lambda watch`. Prints Markdown tables (BENCHMARKS.md keeps the last run).
 
-use ops_tests::Api;
+use futures_util::future::join_all;
+use ops_tests::{payout, Api};
 use std::path::{Path, PathBuf};
 
 mod aws_requests;
@@ -86,6 +87,20 @@ pub(crate) async fn local_server(worker: bool) -> (ops_local::Server, Api, tempf
         client: reqwest::Client::new(),
     };
     (server, api, data_dir)
+}
+
+/// `count` one-item `two_step` payouts for `customer`, 32 at a time: they wait for approval.
+pub(crate) async fn two_step_payouts(api: &Api, customer: &ops_tests::Customer, count: usize) {
+    for chunk in (0..count).collect::<Vec<_>>().chunks(32) {
+        join_all(chunk.iter().map(|_| {
+            api.post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &[5_000]),
+            )
+        }))
+        .await;
+    }
 }
 
 pub(crate) fn target_dir() -> PathBuf {

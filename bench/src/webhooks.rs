@@ -4,7 +4,6 @@ use crate::local_server;
 use crate::measure::{ms, Usage};
 use futures_util::future::join_all;
 use futures_util::StreamExt;
-use ops_tests::payout;
 use ops_tests::receiver::Receiver;
 use std::time::{Duration, Instant};
 
@@ -58,16 +57,7 @@ pub(crate) async fn webhook_deliveries() {
     let customer = api.create_customer().await;
     api.subscribe(&customer.key, &receiver.url, &["operation.created"])
         .await;
-    for chunk in (0..count).collect::<Vec<_>>().chunks(32) {
-        join_all(chunk.iter().map(|_| {
-            api.post(
-                "/v1/operations",
-                &customer.key,
-                payout(&customer.id, "two_step", &[5_000]),
-            )
-        }))
-        .await;
-    }
+    crate::two_step_payouts(&api, &customer, count).await;
     let dispatch = Trigger::Stream(StreamConsumer::WebhookDispatch);
     while server.driver.round(dispatch).await.expect("dispatch round") > 0 {}
 
