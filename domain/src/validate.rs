@@ -340,10 +340,16 @@ fn transfer_destination(destination: DestinationInput, at: &str) -> Result<Desti
     })
 }
 
-/// A time given as RFC 3339; anything else is a 400 on `param`.
+/// A time given as RFC 3339, in UTC; anything else is a 400 on `param`.
 pub fn rfc3339_time(text: &str, param: &str) -> Result<time::OffsetDateTime, DomainError> {
-    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-        .map_err(|_| DomainError::invalid(param, "invalid_time", format!("'{text}' is not an RFC 3339 time.")))
+    let invalid = |message: String| DomainError::invalid(param, "invalid_time", message);
+    let at = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .map_err(|_| invalid(format!("'{text}' is not an RFC 3339 time.")))?;
+    // Kept and answered in UTC, whatever offset it came in, so every time the API shows reads
+    // alike; one whose UTC year RFC 3339 cannot write is refused here, not where it is shown.
+    at.checked_to_offset(time::UtcOffset::UTC)
+        .filter(|utc| (0..=9999).contains(&utc.year()))
+        .ok_or_else(|| invalid(format!("'{text}' is outside the years 0000 to 9999 in UTC.")))
 }
 
 pub(crate) fn validate_metadata(metadata: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, DomainError> {
@@ -467,6 +473,24 @@ mod tests {
         match command.validate(&rails).unwrap_err() {
             DomainError::InvalidRequest { param, .. } => param.unwrap(),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_time_is_kept_in_utc_whatever_its_offset_and_one_rfc_3339_cannot_write_is_refused() {
+        let utc = |text: &str| {
+            rfc3339_time(text, "at").map(|at| at.format(&time::format_description::well_known::Rfc3339).unwrap())
+        };
+        assert_eq!(utc("2030-01-01T09:00:00-03:00").unwrap(), "2030-01-01T12:00:00Z");
+        assert_eq!(utc("2030-01-01T00:30:00+01:00").unwrap(), "2029-12-31T23:30:00Z");
+        assert_eq!(utc("9999-12-31T23:59:59Z").unwrap(), "9999-12-31T23:59:59Z");
+        for text in ["9999-12-31T23:00:00-05:00", "0000-01-01T00:00:00+00:01", "tomorrow"] {
+            match rfc3339_time(text, "at") {
+                Err(DomainError::InvalidRequest { param, code, .. }) => {
+                    assert_eq!((param.as_deref(), code), (Some("at"), "invalid_time"), "{text}")
+                }
+                other => panic!("{text}: {other:?}"),
+            }
         }
     }
 

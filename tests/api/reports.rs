@@ -100,7 +100,7 @@ async fn a_report_needs_a_period_and_a_known_format() {
         (format!("to={to}"), "from", "parameter_missing"),
         (format!("from={from}"), "to", "parameter_missing"),
         (format!("from={to}&to={from}"), "to", "invalid_period"),
-        (format!("from=yesterday&to={to}"), "from", "invalid_timestamp"),
+        (format!("from=yesterday&to={to}"), "from", "invalid_time"),
         (format!("from={from}&to={to}&format=xlsx"), "format", "invalid_format"),
         (
             format!("from={from}&to={to}&customer_id=acme"),

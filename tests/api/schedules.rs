@@ -378,6 +378,30 @@ async fn pause_resume_delete_and_a_revoked_key_make_nothing() {
     assert_eq!(history["data"][0]["data"]["schedule_id"], id.as_str());
 }
 
+/// Times given with an offset are kept and answered in UTC, as every time the API shows is.
+#[tokio::test]
+async fn times_given_with_an_offset_are_answered_in_utc() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let body = json!({"expression": "rate(1 day)", "start_at": "2031-01-01T09:00:00-03:00",
+                      "end_at": "2031-06-01T00:00:00+02:00", "operation": operation("auto")});
+    let created = app.post("/v1/schedules", &acme.key, body).await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let id = created.id();
+    let read = app.get(&format!("/v1/schedules/{id}"), &acme.key).await.json();
+    for schedule in [created.json(), read] {
+        assert_eq!(
+            (&schedule["start_at"], &schedule["end_at"], &schedule["next_run_at"]),
+            (
+                &json!("2031-01-01T12:00:00Z"),
+                &json!("2031-05-31T22:00:00Z"),
+                &json!("2031-01-01T12:00:00Z")
+            ),
+            "{schedule}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn bad_schedules_are_refused_by_field_and_nothing_is_written() {
     let app = spawn_app().await;
@@ -426,6 +450,18 @@ async fn bad_schedules_are_refused_by_field_and_nothing_is_written() {
             "end_before_start",
         ),
         (with(json!({"start_at": "tomorrow"})), "start_at", "invalid_time"),
+        // The year 10000 in UTC, which RFC 3339 cannot write.
+        (
+            with(json!({"start_at": "9999-12-31T23:00:00-05:00"})),
+            "start_at",
+            "invalid_time",
+        ),
+        // Its first run would be in the year 10000.
+        (
+            with(json!({"start_at": "9999-12-31T23:00:00Z"})),
+            "start_at",
+            "never_runs",
+        ),
         (
             with(json!({"operation": bad_operation})),
             "operation.items[0].amount",

@@ -142,10 +142,20 @@ impl Service {
             .first_from(start_at.map_or(anchor, |start| start.max(now)), zone, anchor)
             .filter(|at| end_at.is_none_or(|end| *at <= end));
         let Some(first) = first else {
-            return Err(if expression.is_once() {
-                DomainError::invalid("expression", "at_in_past", "An at() schedule runs in the future.")
-            } else {
-                DomainError::invalid("end_at", "never_runs", "The schedule would not run before its end.")
+            return Err(match (expression.is_once(), end_at) {
+                (true, _) => DomainError::invalid(
+                    "expression",
+                    "at_in_past",
+                    "An at() schedule runs in the future, before the year 10000.",
+                ),
+                (false, Some(_)) => {
+                    DomainError::invalid("end_at", "never_runs", "The schedule would not run before its end.")
+                }
+                (false, None) => DomainError::invalid(
+                    if start_at.is_some() { "start_at" } else { "expression" },
+                    "never_runs",
+                    "The schedule would not run before the year 10000.",
+                ),
             });
         };
         let cause = Cause::new(

@@ -292,15 +292,7 @@ where
     let mut customer_id = None;
     let mut format = Format::Json;
     for (name, value) in query_pairs(raw.as_deref(), &["from", "to", "customer_id", "format"])? {
-        let time = || {
-            OffsetDateTime::parse(&value, &Rfc3339).map_err(|_| {
-                DomainError::invalid(
-                    name.clone(),
-                    "invalid_timestamp",
-                    format!("{name} is an RFC 3339 time."),
-                )
-            })
-        };
+        let time = || ops_domain::validate::rfc3339_time(&value, &name);
         match name.as_str() {
             "from" => from = Some(time()?),
             "to" => to = Some(time()?),

@@ -73,10 +73,7 @@ pub async fn schedule_occurrences(
                 Ok(value) if (1..=100).contains(&value) => limit = value,
                 _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.")),
             },
-            _ => match time::OffsetDateTime::parse(&value, &time::format_description::well_known::Rfc3339) {
-                Ok(at) => before = Some(at),
-                Err(_) => return Err(bad("invalid_time", "before is an RFC 3339 time.")),
-            },
+            _ => before = Some(ops_domain::validate::rfc3339_time(&value, &name)?),
         }
     }
     ok(app.service.schedule_occurrences(&caller, &id, before, limit).await?)
