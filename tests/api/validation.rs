@@ -199,10 +199,15 @@ async fn malformed_bodies_headers_queries_and_routes_are_4xx() {
         ("starting_after=cus_123", "starting_after"),
         ("customer_id=op_1", "customer_id"),
         ("colour=blue", "colour"),
+        ("limit=10&limit=20", "limit"),
+        ("status=approved&type=payout&status=rejected", "status"),
     ] {
         let reply = app.get(&format!("/v1/operations?{query}"), &customer.key).await;
         assert_eq!(reply.error(400)["param"], param, "{query}");
     }
+    // A repeated parameter is refused as a body's repeated key is: which would win is a guess.
+    let repeated = app.get("/v1/operations?limit=10&limit=20", &customer.key).await;
+    assert_eq!(repeated.error(400)["code"], "parameter_repeated");
 
     for path in [
         "/v1/operations/op_doesnotexist",

@@ -242,6 +242,20 @@ pub fn query_pairs(raw: Option<&str>, allowed: &[&str]) -> Result<Vec<(String, S
         )
         .into());
     }
+    // As with a body's repeated key: which value would win is not for a client to guess.
+    if let Some((name, _)) = pairs
+        .iter()
+        .enumerate()
+        .find(|(at, (name, _))| pairs[..*at].iter().any(|(earlier, _)| earlier == name))
+        .map(|(_, pair)| pair)
+    {
+        return Err(DomainError::invalid(
+            name.clone(),
+            "parameter_repeated",
+            format!("The query repeats the parameter {name}; send it once."),
+        )
+        .into());
+    }
     Ok(pairs)
 }
 

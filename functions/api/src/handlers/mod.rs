@@ -86,7 +86,13 @@ fn list_params(raw: Option<&str>, item: IdKind, filters: &[&str]) -> Result<List
             "customer_id" if IdKind::Customer.matches(&value) => params.customer_id = Some(value),
             "customer_id" => return Err(bad("invalid_id", format!("'{value}' is not a customer id."))),
             "starting_after" if item.matches(&value) => params.starting_after = Some(value),
-            "starting_after" => return Err(bad("invalid_id", format!("'{value}' is not a {} id.", item.prefix()))),
+            "starting_after" => {
+                let message = format!(
+                    "'{value}' is not an id this list holds (they start {}_).",
+                    item.prefix()
+                );
+                return Err(bad("invalid_id", message));
+            }
             "limit" => match value.parse::<usize>() {
                 Ok(limit) if (1..=100).contains(&limit) => params.limit = limit,
                 _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
@@ -119,7 +125,12 @@ fn page_filtered_by<Id: TypedId>(raw: Option<&str>, filters: &[&str]) -> Result<
             },
             "starting_after" => match Id::parse(&value) {
                 Some(id) => starting_after = Some(id),
-                None => return Err(bad("invalid_id", format!("'{value}' is not a {} id.", Id::RESOURCE))),
+                None => {
+                    return Err(bad(
+                        "invalid_id",
+                        format!("'{value}' is not a valid {} id.", Id::RESOURCE),
+                    ))
+                }
             },
             _ => given.push((name, value)),
         }
