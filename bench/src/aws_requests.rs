@@ -24,15 +24,7 @@ pub(crate) async fn aws_round_trips() -> ops_runtime::deployment::Settings {
     let stack_settings = settings.clone();
     let service = Arc::new(service);
     service.bootstrap_admin_key(ADMIN_KEY).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let api = Api {
-        base: format!("http://{}", listener.local_addr().unwrap()),
-        client: reqwest::Client::new(),
-    };
-    let router = ops_api::router(ops_api::App {
-        service: service.clone(),
-    });
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let api = crate::serve(service.clone()).await;
     let driver = parts.driver(&config, service.clone()).await.expect("trigger driver");
     let receiver = Receiver::start(0).await;
     let customer = api.create_customer().await;

@@ -86,13 +86,7 @@ async fn ledger_requests() {
     parts.store.count_index_entries_exactly();
     let service = Arc::new(service);
     service.bootstrap_admin_key(ADMIN_KEY).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let api = Api {
-        base: format!("http://{}", listener.local_addr().unwrap()),
-        client: reqwest::Client::new(),
-    };
-    let router = ops_api::router(ops_api::App { service });
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let api = crate::serve(service).await;
     let (funded, _) = funded_customer(&api, 1_000_000_000).await;
     let unfunded = api.create_customer().await;
     println!();

@@ -89,6 +89,18 @@ pub(crate) async fn local_server(worker: bool) -> (ops_local::Server, Api, tempf
     (server, api, data_dir)
 }
 
+/// The API over `service` on a random local port, as a Lambda function would answer it.
+pub(crate) async fn serve(service: std::sync::Arc<ops_domain::service::Service>) -> Api {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api = Api {
+        base: format!("http://{}", listener.local_addr().unwrap()),
+        client: reqwest::Client::new(),
+    };
+    let router = ops_api::router(ops_api::App { service });
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    api
+}
+
 /// `count` one-item `two_step` payouts for `customer`, 32 at a time: they wait for approval.
 pub(crate) async fn two_step_payouts(api: &Api, customer: &ops_tests::Customer, count: usize) {
     for chunk in (0..count).collect::<Vec<_>>().chunks(32) {
