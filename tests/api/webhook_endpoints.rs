@@ -414,6 +414,11 @@ async fn a_new_customer_reaches_the_platforms_endpoints_signed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_endpoints_event_types_are_kept_once_each() {
+    ops_tests::scenarios::an_endpoints_event_types_are_kept_once_each(&spawn_app().await.api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn creates_at_once_never_take_a_customer_past_its_endpoint_limit() {
     ops_tests::scenarios::creates_at_once_never_take_a_customer_past_its_endpoint_limit(&spawn_app().await.api).await;
 }

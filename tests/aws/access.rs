@@ -20,6 +20,11 @@ async fn customers_are_listed_for_the_platform_and_each_reads_its_own() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_endpoints_event_types_are_kept_once_each() {
+    ops_tests::scenarios::an_endpoints_event_types_are_kept_once_each(&spawn_aws_app().await.api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn creates_at_once_never_take_a_customer_past_its_endpoint_limit() {
     ops_tests::scenarios::creates_at_once_never_take_a_customer_past_its_endpoint_limit(&spawn_aws_app().await.api)
         .await;

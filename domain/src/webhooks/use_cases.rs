@@ -58,8 +58,10 @@ fn roster_busy() -> DomainError {
     DomainError::invalid_state("conflict", "Webhook endpoints are changing too fast; retry.")
 }
 
-/// The event types an endpoint subscribes to: `*` or known types, at least one.
-fn endpoint_events(events: Vec<String>) -> Result<Vec<String>, DomainError> {
+/// The event types an endpoint subscribes to: `*` or known types, at least one, each kept once
+/// (as a key's scopes are), so the list stays as short as the known types however long the
+/// request's was: the endpoint is stored whole, in its owner's roster too.
+fn endpoint_events(mut events: Vec<String>) -> Result<Vec<String>, DomainError> {
     if events.is_empty() {
         return Err(DomainError::invalid(
             "events",
@@ -77,6 +79,8 @@ fn endpoint_events(events: Vec<String>) -> Result<Vec<String>, DomainError> {
             "Unknown event type: subscribe to \"*\" or to types such as operation.approved or transaction.confirmed.",
         ));
     }
+    let mut seen = std::collections::HashSet::new();
+    events.retain(|event| seen.insert(event.clone()));
     Ok(events)
 }
 

@@ -226,3 +226,32 @@ pub async fn old_signing_secrets_no_endpoint_names_are_swept(app: &Api, driver: 
     );
     assert_eq!(sweep().await, 0, "nothing more to delete");
 }
+
+/// An endpoint keeps each event type it subscribes to once, made or changed, however often the
+/// request names it: the endpoint is stored whole (in its owner's roster too, and DynamoDB
+/// holds at most 400 KB in an item), so a long list of repeats must not reach the store.
+pub async fn an_endpoints_event_types_are_kept_once_each(app: &Api) {
+    let customer = app.create_customer().await;
+    let mut events = vec!["operation.created"; 20_000];
+    events.push("transaction.confirmed");
+    events.push("operation.created");
+    let url = "http://127.0.0.1:9/hook";
+    let created = app
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": url, "events": events}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    assert_eq!(
+        created.json()["events"],
+        json!(["operation.created", "transaction.confirmed"])
+    );
+    let path = format!("/v1/webhook_endpoints/{}", created.id());
+    let changed = app
+        .post(&path, &customer.key, json!({"events": vec!["*"; 20_000]}))
+        .await;
+    assert_eq!(changed.status, 200, "{}", changed.json());
+    assert_eq!(app.get(&path, &customer.key).await.json()["events"], json!(["*"]));
+}
