@@ -7,6 +7,7 @@ use crate::error::DomainError;
 use crate::ids::{ApiKeyId, CustomerId};
 use crate::ports::{AuditEntry, Changeset, Clock, Limits, RateLimiter, SystemClock, Write};
 use crate::service::Service;
+use std::net::IpAddr;
 use std::sync::Arc;
 use time::OffsetDateTime;
 
@@ -24,7 +25,7 @@ pub struct RateLimit {
     pub per_second: u32,
     /// Sources over their failed-authentication budget, until the end of which second: refused
     /// here before any lookup. The shared count decides; this only spares the store.
-    penalty_box: std::sync::Mutex<std::collections::HashMap<String, i64>>,
+    penalty_box: std::sync::Mutex<std::collections::HashMap<IpAddr, i64>>,
 }
 
 /// A customer's keys together may make this many keys' worth of requests: more keys do not
@@ -51,15 +52,15 @@ impl RateLimit {
         }
     }
 
-    fn in_penalty_box(&self, source: &str, second: i64) -> bool {
+    fn in_penalty_box(&self, source: IpAddr, second: i64) -> bool {
         let boxed = self.penalty_box.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        boxed.get(source).is_some_and(|until| *until >= second)
+        boxed.get(&source).is_some_and(|until| *until >= second)
     }
 
-    fn put_in_penalty_box(&self, source: &str, second: i64) {
+    fn put_in_penalty_box(&self, source: IpAddr, second: i64) {
         let mut boxed = self.penalty_box.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         boxed.retain(|_, until| *until >= second);
-        boxed.insert(source.to_owned(), second);
+        boxed.insert(source, second);
     }
 }
 
@@ -127,7 +128,7 @@ impl Service {
     pub async fn authenticate(
         &self,
         secret: Option<&str>,
-        source: Option<&str>,
+        source: Option<IpAddr>,
         request: RequestKind,
     ) -> Result<Principal, DomainError> {
         // Wall-clock seconds, not the service's clock: a request rate is real time even when

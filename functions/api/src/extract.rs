@@ -19,7 +19,7 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// The address a request came from, as the entry point saw it (the peer on the local server,
 /// API Gateway's `sourceIp` on Lambda): failed authentications are limited per address.
 #[derive(Debug, Clone)]
-pub struct ClientAddress(pub String);
+pub struct ClientAddress(pub std::net::IpAddr);
 
 /// The authenticated caller.
 pub struct Caller(pub Principal);
@@ -41,7 +41,7 @@ impl FromRequestParts<App> for Caller {
                 })?)
             }
         };
-        let source = parts.extensions.get::<ClientAddress>().map(|a| a.0.as_str());
+        let source = parts.extensions.get::<ClientAddress>().map(|a| a.0);
         let request = match parts.method {
             Method::GET | Method::HEAD => RequestKind::Read,
             _ => RequestKind::Change,
@@ -243,12 +243,8 @@ pub fn query_pairs(raw: Option<&str>, allowed: &[&str]) -> Result<Vec<(String, S
         .into());
     }
     // As with a body's repeated key: which value would win is not for a client to guess.
-    if let Some((name, _)) = pairs
-        .iter()
-        .enumerate()
-        .find(|(at, (name, _))| pairs[..*at].iter().any(|(earlier, _)| earlier == name))
-        .map(|(_, pair)| pair)
-    {
+    let mut seen = std::collections::HashSet::new();
+    if let Some((name, _)) = pairs.iter().find(|(name, _)| !seen.insert(name.as_str())) {
         return Err(DomainError::invalid(
             name.clone(),
             "parameter_repeated",

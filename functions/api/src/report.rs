@@ -292,10 +292,9 @@ where
     let mut customer_id = None;
     let mut format = Format::Json;
     for (name, value) in query_pairs(raw.as_deref(), &["from", "to", "customer_id", "format"])? {
-        let time = || ops_domain::validate::rfc3339_time(&value, &name);
         match name.as_str() {
-            "from" => from = Some(time()?),
-            "to" => to = Some(time()?),
+            "from" => from = Some(ops_domain::validate::rfc3339_time(&value, &name)?),
+            "to" => to = Some(ops_domain::validate::rfc3339_time(&value, &name)?),
             "customer_id" if IdKind::Customer.matches(&value) => customer_id = Some(CustomerId::from(value.as_str())),
             "customer_id" => {
                 return Err(DomainError::invalid(name, "invalid_id", format!("'{value}' is not a customer id.")).into())

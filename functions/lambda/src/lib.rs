@@ -105,7 +105,7 @@ async fn with_source_ip(mut request: axum::extract::Request) -> axum::extract::R
     use lambda_http::request::RequestContext;
     #[allow(irrefutable_let_patterns)]
     let source = match request.extensions().get::<RequestContext>() {
-        Some(RequestContext::ApiGatewayV2(context)) => context.http.source_ip.clone(),
+        Some(RequestContext::ApiGatewayV2(context)) => context.http.source_ip.as_deref().and_then(|ip| ip.parse().ok()),
         _ => None,
     };
     if let Some(ip) = source {

@@ -51,9 +51,7 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
-        let service = router
-            .clone()
-            .layer(axum::Extension(ClientAddress(peer.ip().to_string())));
+        let service = router.clone().layer(axum::Extension(ClientAddress(peer.ip())));
         let mut draining = draining.clone();
         tokio::spawn(async move {
             let mut http = hyper::server::conn::http1::Builder::new();

@@ -65,12 +65,12 @@ pub async fn forwarded_client(State(trusted): State<Arc<[TrustedProxy]>>, mut re
     let peer = request
         .extensions()
         .get::<ClientAddress>()
-        .and_then(|ClientAddress(peer)| IpAddr::from_str(peer).ok());
+        .map(|ClientAddress(peer)| *peer);
     if let Some(peer) = peer {
         let forwarded = request.headers().get_all("x-forwarded-for");
         let values = forwarded.iter().filter_map(|value| value.to_str().ok());
         let client = client_address(peer, values, &trusted);
-        request.extensions_mut().insert(ClientAddress(client.to_string()));
+        request.extensions_mut().insert(ClientAddress(client));
     }
     request
 }
