@@ -369,6 +369,8 @@ async fn webhook_endpoints_are_validated_and_scoped() {
     for (body, param) in [
         (json!({}), "url"),
         (json!({"url": "ftp://x"}), "url"),
+        (json!({"url": "http://127.0.0.1/x#section"}), "url"),
+        (json!({"url": "http://127.0.0.1/x#"}), "url"),
         (json!({"url": "http://127.0.0.1/x", "events": []}), "events"),
         (
             json!({"url": "http://127.0.0.1/x", "events": ["payment.made"]}),

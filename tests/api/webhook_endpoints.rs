@@ -110,6 +110,7 @@ async fn an_endpoint_update_is_validated_and_scoped_to_its_owner() {
         (json!({}), "url"),
         (json!({"url": "ftp://x"}), "url"),
         (json!({"url": ""}), "url"),
+        (json!({"url": "http://127.0.0.1/ok#section"}), "url"),
         (json!({"events": []}), "events"),
         (
             json!({"url": "http://127.0.0.1/ok", "events": ["payment.made"]}),
@@ -303,6 +304,60 @@ async fn recovering_an_endpoint_resends_its_failed_deliveries_once_in_event_orde
     );
     let malformed = app.get(&format!("{failed}?starting_after=op_1"), &customer.key).await;
     assert_eq!(malformed.error(400)["code"], "invalid_id");
+}
+
+#[tokio::test]
+async fn a_recover_resends_an_event_that_failed_twice_to_its_endpoint_once() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    // The event's first delivery is still being retried when it is resent: both fail for good.
+    let receiver = Receiver::start(2 * 9).await;
+    let endpoint = app
+        .subscribe(&customer.key, &receiver.url, &["operation.created"])
+        .await;
+    let path = format!("/v1/webhook_endpoints/{}", endpoint["id"].as_str().unwrap());
+    app.two_step_payouts(&customer, [5]).await;
+    app.drain().await;
+    let events = app.get("/v1/events?type=operation.created", &customer.key).await.json();
+    let event_id = events["data"][0]["id"].as_str().unwrap().to_owned();
+    let resent = app
+        .post(&format!("/v1/events/{event_id}/resend"), &customer.key, json!({}))
+        .await;
+    assert_eq!(resent.status, 200, "{}", resent.json());
+    app.settle(Duration::hours(1), 80).await;
+    assert_eq!((receiver.requests(), receiver.received().len()), (18, 0));
+    let failed = app
+        .get(&format!("{path}/failed_deliveries"), &customer.key)
+        .await
+        .json();
+    let failed_events: Vec<_> = failed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["event_id"].clone())
+        .collect();
+    assert_eq!(failed_events, [json!(event_id), json!(event_id)], "{failed:#}");
+
+    let recovered = app.post(&format!("{path}/recover"), &customer.key, json!({})).await;
+    assert_eq!(recovered.status, 200, "{}", recovered.json());
+    let recovered = recovered.json();
+    assert_eq!(recovered["data"].as_array().unwrap().len(), 1, "{recovered:#}");
+    app.drain().await;
+    assert_eq!(receiver.received().len(), 1, "the event received once");
+    let follow_ups: Vec<_> = app
+        .deliveries(&customer.key, &event_id)
+        .await
+        .into_iter()
+        .filter(|d| d["status"] == "failed")
+        .map(|d| (d["follow_up"]["outcome"].clone(), d["follow_up"]["delivery_id"].clone()))
+        .collect();
+    let by_recovery = (json!("resent"), recovered["data"][0]["id"].clone());
+    assert_eq!(
+        follow_ups,
+        [by_recovery.clone(), by_recovery],
+        "both followed up by the one resend"
+    );
+    assert!(app.open_exceptions().await.is_empty(), "both items closed");
 }
 
 #[tokio::test]

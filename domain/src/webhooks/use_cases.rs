@@ -1,7 +1,7 @@
 //! Events, their deliveries and resends, and webhook endpoints as customers manage them.
 
 use crate::access::{Principal, Scope};
-use crate::cause::Cause;
+use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::idempotency::Ticket;
@@ -11,6 +11,7 @@ use crate::service::{customer_scope, Issued, Page, Service};
 use crate::validate::required_text;
 use crate::webhooks::EventQuery;
 use crate::webhooks::{Delivery, EndpointRoster, EndpointStatus, WebhookEndpoint};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
 use serde::Deserialize;
 
 /// The most webhook endpoints a customer (or the platform) keeps: every event's dispatch reads
@@ -20,6 +21,9 @@ pub const MAX_ENDPOINTS: usize = 16;
 /// The most failed deliveries one recover resends: each is a few store requests, and the call
 /// answers well within an API function's timeout.
 const RECOVER_BATCH: usize = 50;
+
+/// How many events one recover resends at a time.
+const RESENDS_IN_FLIGHT: usize = 8;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -174,10 +178,12 @@ impl Service {
 
     /// `POST /v1/webhook_endpoints/{id}/recover`: after an outage longer than the retries,
     /// resends the endpoint's failed deliveries that await a follow-up, oldest event first, at
-    /// most [`RECOVER_BATCH`] a call (`has_more`: call again). Each is resent as a new delivery
-    /// and then marked, with its exceptions item closed; one the endpoint no longer takes is
-    /// marked not resent. A call cut short leaves the rest listed, so calling again finishes
-    /// it; an event at most resent twice then, as at-least-once delivery allows.
+    /// most [`RECOVER_BATCH`] a call (`has_more`: call again). Each event is resent once, as a
+    /// new delivery, and its failed deliveries are then marked, with their exceptions items
+    /// closed: an event resent while its first delivery was still being retried can have
+    /// failed twice. One the endpoint no longer takes is marked not resent. A call cut short
+    /// leaves the rest listed, so calling again finishes it; an event at most resent twice
+    /// then, as at-least-once delivery allows.
     pub async fn recover_webhook_endpoint(
         &self,
         principal: &Principal,
@@ -190,32 +196,54 @@ impl Service {
             .await?;
         let has_more = failed.len() > RECOVER_BATCH;
         failed.truncate(RECOVER_BATCH);
-        let actor = principal.actor();
-        let mut resent = vec![];
+        let mut by_event: Vec<(EventId, Vec<Delivery>)> = vec![];
         for delivery in failed {
-            let made = match self.store.event(&delivery.event_id).await? {
-                Some(event) => {
-                    let made = self
-                        .dispatch_to(&event, std::slice::from_ref(&endpoint), Some("*"))
-                        .await?;
-                    self.close_failed_deliveries(&event, &made, actor.clone(), Some("endpoint recovered"))
-                        .await?;
-                    made
-                }
-                None => vec![],
-            };
-            if made.is_empty() {
-                let why = "Not resent: the endpoint no longer takes its event, or the event is gone.";
-                let cause = Cause::new("nothing_to_resend", why, actor.clone(), self.now());
-                self.give_up_on_delivery(delivery, cause).await?;
+            match by_event.iter_mut().find(|(event_id, _)| *event_id == delivery.event_id) {
+                Some((_, same_event)) => same_event.push(delivery),
+                None => by_event.push((delivery.event_id.clone(), vec![delivery])),
             }
-            resent.extend(made);
         }
+        let actor = principal.actor();
+        // Events apart touch nothing in common: resent side by side, answered in their order.
+        let resent: Vec<Vec<Delivery>> = stream::iter(by_event)
+            .map(|(event_id, failed)| self.resend_for_recovery(&endpoint, event_id, failed, actor.clone()))
+            .buffered(RESENDS_IN_FLIGHT)
+            .try_collect()
+            .await?;
         Ok(Page {
-            data: resent,
+            data: resent.into_iter().flatten().collect(),
             has_more,
             next_starting_after: None,
         })
+    }
+
+    /// Resends one event to a recovered endpoint, or marks its failed deliveries not resent.
+    async fn resend_for_recovery(
+        &self,
+        endpoint: &WebhookEndpoint,
+        event_id: EventId,
+        failed: Vec<Delivery>,
+        actor: Actor,
+    ) -> Result<Vec<Delivery>, DomainError> {
+        let made = match self.store.event(&event_id).await? {
+            Some(event) => {
+                let made = self
+                    .dispatch_to(&event, std::slice::from_ref(endpoint), Some("*"))
+                    .await?;
+                self.close_failed_deliveries(&event, &made, actor.clone(), Some("endpoint recovered"))
+                    .await?;
+                made
+            }
+            None => vec![],
+        };
+        if made.is_empty() {
+            let why = "Not resent: the endpoint no longer takes its event, or the event is gone.";
+            for delivery in failed {
+                let cause = Cause::new("nothing_to_resend", why, actor.clone(), self.now());
+                self.give_up_on_delivery(delivery, cause).await?;
+            }
+        }
+        Ok(made)
     }
 
     /// `GET /v1/webhook_endpoints/{id}/failed_deliveries`: the endpoint's failed deliveries
@@ -292,12 +320,22 @@ impl Service {
         Ok(Page::all(self.store.entity_history(id).await?))
     }
 
-    /// An endpoint's URL, as this environment allows one (DESIGN §6).
+    /// An endpoint's URL, as this environment allows one (DESIGN §6). A `#fragment` is
+    /// refused here rather than at send time, so an endpoint stored with one still delivers:
+    /// a fragment is never sent, and an owner who gives one expects it to mean something.
     fn endpoint_url(&self, url: Option<String>) -> Result<String, DomainError> {
         let url = required_text(url, "url", 2048)?;
-        self.webhook_targets
+        let checked = self
+            .webhook_targets
             .check_url(&url)
             .map_err(|m| DomainError::invalid("url", "invalid_url", m))?;
+        if checked.fragment().is_some() {
+            return Err(DomainError::invalid(
+                "url",
+                "invalid_url",
+                "url must not carry a #fragment: it is never sent to the receiver.",
+            ));
+        }
         Ok(url)
     }
 
