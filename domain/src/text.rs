@@ -24,6 +24,12 @@ pub fn optional_text(value: Option<String>, param: &str, max: usize) -> Result<O
     Ok(value)
 }
 
+/// An optional field that, when given, must say something (a name): a blank one is refused
+/// rather than kept, as it would be where the field is required.
+pub fn optional_nonblank_text(value: Option<String>, param: &str, max: usize) -> Result<Option<String>, DomainError> {
+    value.map(|value| required_text(Some(value), param, max)).transpose()
+}
+
 /// An optional reason or comment: checked as free text, and a blank one taken as none, so no
 /// cause or decision is recorded with nothing in its words.
 pub fn optional_reason(value: Option<String>, param: &str, max: usize) -> Result<Option<String>, DomainError> {

@@ -9,7 +9,9 @@ use crate::operations::{Beneficiary, Destination, OperationType};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
-pub use crate::text::{check_text, is_invisible_or_bidi, optional_reason, optional_text, required_text};
+pub use crate::text::{
+    check_text, is_invisible_or_bidi, optional_nonblank_text, optional_reason, optional_text, required_text,
+};
 
 pub const MAX_ITEMS: usize = 1000;
 pub const MAX_METADATA_KEYS: usize = 50;

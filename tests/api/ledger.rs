@@ -300,6 +300,14 @@ async fn accounts_refuse_bad_input_precisely_and_write_nothing() {
         )
         .await;
     assert_eq!(bad_currency.error(400)["param"], "currency");
+    let blank_name = app
+        .post(
+            "/v1/accounts",
+            ADMIN_KEY,
+            json!({"customer_id": acme.id, "currency": "EUR", "name": " "}),
+        )
+        .await;
+    assert_eq!(blank_name.error(400)["param"], "name");
 
     let with_source = |source: &str| {
         let mut body = payout(&acme.id, "auto", &[100]);

@@ -342,10 +342,7 @@ impl UpdateCustomer {
             ));
         }
         let metadata = self.metadata.map(crate::validate::validate_metadata).transpose()?;
-        let name = self
-            .name
-            .map(|name| crate::validate::required_text(Some(name), "name", 200))
-            .transpose()?;
+        let name = crate::validate::optional_nonblank_text(self.name, "name", 200)?;
         Ok(UpdateCustomer {
             name,
             status: self.status,
@@ -374,10 +371,7 @@ impl UpdateUser {
                 "Give the user's new name, roles or status.",
             ));
         }
-        let name = self
-            .name
-            .map(|name| crate::validate::required_text(Some(name), "name", 200))
-            .transpose()?;
+        let name = crate::validate::optional_nonblank_text(self.name, "name", 200)?;
         let roles = self.roles.map(user_roles).transpose()?;
         Ok(UpdateUser {
             name,

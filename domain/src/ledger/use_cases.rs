@@ -78,7 +78,7 @@ impl Service {
                 format!("'{code}' is not an ISO 4217 currency."),
             )
         })?;
-        let name = validate::optional_text(command.name, "name", 100)?;
+        let name = validate::optional_nonblank_text(command.name, "name", 100)?;
         let kind = match command.kind.as_deref() {
             None => command
                 .customer_id
