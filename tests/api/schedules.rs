@@ -403,6 +403,44 @@ async fn times_given_with_an_offset_are_answered_in_utc() {
 }
 
 #[tokio::test]
+async fn bounds_between_minutes_are_kept_within_what_was_given() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let body = json!({"expression": "rate(1 day)", "start_at": "2031-01-01T09:00:30Z",
+                      "end_at": "2031-01-05T09:00:59.9Z", "operation": operation("auto")});
+    let created = app.post("/v1/schedules", &acme.key, body).await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let schedule = created.json();
+    assert_eq!(
+        (&schedule["start_at"], &schedule["end_at"], &schedule["next_run_at"]),
+        (
+            &json!("2031-01-01T09:01:00Z"),
+            &json!("2031-01-05T09:00:00Z"),
+            &json!("2031-01-01T09:01:00Z")
+        ),
+        "the first run not before start_at, none after end_at: {schedule}"
+    );
+    let on_the_minute = json!({"expression": "rate(1 day)", "start_at": "2031-01-01T09:00:00Z",
+                               "operation": operation("auto")});
+    let created = app.post("/v1/schedules", &acme.key, on_the_minute).await.json();
+    assert_eq!(created["start_at"], "2031-01-01T09:00:00Z", "{created}");
+    let no_minute_between = json!({"expression": "rate(1 day)", "start_at": "2031-01-01T09:00:10Z",
+                                   "end_at": "2031-01-01T09:00:50Z", "operation": operation("auto")});
+    let refused = app.post("/v1/schedules", &acme.key, no_minute_between).await.error(400);
+    assert_eq!(
+        (&refused["param"], &refused["code"]),
+        (&json!("end_at"), &json!("end_before_start"))
+    );
+    let last_minute = json!({"expression": "rate(1 day)", "start_at": "9999-12-31T23:59:30Z",
+                             "operation": operation("auto")});
+    let refused = app.post("/v1/schedules", &acme.key, last_minute).await.error(400);
+    assert_eq!(
+        (&refused["param"], &refused["code"]),
+        (&json!("start_at"), &json!("invalid_time"))
+    );
+}
+
+#[tokio::test]
 async fn bad_schedules_are_refused_by_field_and_nothing_is_written() {
     let app = spawn_app().await;
     let acme = app.create_customer().await;

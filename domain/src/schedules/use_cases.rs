@@ -44,11 +44,32 @@ pub(super) fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&Rfc3339).expect("times in range format")
 }
 
-/// A time given as RFC 3339, on a whole minute (the Scheduler's precision).
-fn optional_time(value: Option<String>, param: &str) -> Result<Option<OffsetDateTime>, DomainError> {
-    value
-        .map(|text| crate::validate::rfc3339_time(&text, param).map(minute))
-        .transpose()
+/// Which way a bound given between two whole minutes moves to one.
+#[derive(Clone, Copy)]
+enum Bound {
+    /// `start_at`: to the next minute, so the first run is never before it.
+    Start,
+    /// `end_at`: to the minute before, so the last run is never after it.
+    End,
+}
+
+/// A bound given as RFC 3339, kept on a whole minute (the Scheduler's precision) within what
+/// was given: a start at 09:00:30 first runs at 09:01, never half a minute early.
+fn optional_bound(value: Option<String>, param: &str, bound: Bound) -> Result<Option<OffsetDateTime>, DomainError> {
+    let Some(text) = value else {
+        return Ok(None);
+    };
+    let at = crate::validate::rfc3339_time(&text, param)?;
+    let down = minute(at);
+    match bound {
+        Bound::End => Ok(Some(down)),
+        Bound::Start if down == at => Ok(Some(at)),
+        Bound::Start => down
+            .checked_add(time::Duration::MINUTE)
+            .filter(|up| up.year() <= 9999)
+            .map(Some)
+            .ok_or_else(|| DomainError::invalid(param, "invalid_time", format!("{param} is before the year 10000."))),
+    }
 }
 
 fn minute(at: OffsetDateTime) -> OffsetDateTime {
@@ -97,15 +118,15 @@ impl Service {
         let expression: Expression = text.trim().parse()?;
         let timezone = validate::optional_text(command.timezone, "timezone", 64)?.unwrap_or_else(|| "UTC".into());
         let zone = parse_zone(&timezone)?;
-        let start_at = optional_time(command.start_at, "start_at")?;
-        let end_at = optional_time(command.end_at, "end_at")?;
+        let start_at = optional_bound(command.start_at, "start_at", Bound::Start)?;
+        let end_at = optional_bound(command.end_at, "end_at", Bound::End)?;
         let now = self.now();
         if let (Some(start), Some(end)) = (start_at, end_at) {
             if end <= start {
                 return Err(DomainError::invalid(
                     "end_at",
                     "end_before_start",
-                    "end_at is after start_at.",
+                    "end_at is after start_at, with a whole minute between them (schedules run on the minute).",
                 ));
             }
         }
