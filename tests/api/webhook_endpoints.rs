@@ -545,6 +545,17 @@ async fn each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longer_si
     .await;
 }
 
+#[tokio::test]
+async fn rotations_in_a_row_keep_the_three_newest_secrets_signing() {
+    let app = spawn_app().await;
+    ops_tests::scenarios::rotations_in_a_row_keep_the_three_newest_secrets_signing(
+        &app,
+        || app.drain(),
+        stored_secrets(&app),
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn changes_of_an_endpoint_at_once_conflict_and_keep_no_stray_secret() {
     let app = spawn_app().await;

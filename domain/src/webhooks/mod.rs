@@ -5,7 +5,7 @@ pub mod signature;
 mod signing_secrets;
 mod use_cases;
 
-pub use signing_secrets::RotateWebhookSecret;
+pub use signing_secrets::{RotateWebhookSecret, MAX_SIGNING_SECRETS};
 pub use use_cases::{CreateWebhookEndpoint, RecoverWebhookEndpoint, ResendEvent, UpdateWebhookEndpoint};
 
 use crate::access::Environment;

@@ -14,6 +14,10 @@ use serde::Deserialize;
 use time::Duration;
 
 const MAX_SECRET_OVERLAP: Duration = Duration::days(7);
+/// The most secrets an endpoint signs with at once: the newest and the two before it. An
+/// endpoint is stored whole and each delivery is signed with every live secret, so rotations
+/// in a row must not add one each for as long as their overlaps last.
+pub const MAX_SIGNING_SECRETS: usize = 3;
 /// Where every endpoint's signing secrets are stored: `webhook/<endpoint id>/<suffix>`.
 const SECRETS_PREFIX: &str = "webhook/";
 /// How old a signing secret no endpoint names must be before the sweep deletes it: a create or
@@ -139,9 +143,12 @@ impl Service {
             old.expires_at = Some(old.expires_at.map_or(now + overlap, |at| at.min(now + overlap)));
         }
         let (secret, signing) = self.store_new_secret(&endpoint.id).await?;
-        let (live, retired) = std::mem::take(&mut endpoint.secrets)
+        let (mut live, mut retired): (Vec<_>, Vec<_>) = std::mem::take(&mut endpoint.secrets)
             .into_iter()
             .partition(|s| s.expires_at.is_none_or(|at| at > now));
+        // Oldest first, as rotations appended them: those beyond the newest few stop now.
+        let beyond = (live.len() + 1).saturating_sub(MAX_SIGNING_SECRETS);
+        retired.extend(live.drain(..beyond));
         endpoint.secrets = live;
         endpoint.secrets.push(signing.clone());
         let cause = Cause::new(
