@@ -86,6 +86,24 @@ fn the_documented_event_types_are_the_emitted_ones() {
 /// Every link names an operation that exists and a path or query parameter that operation
 /// takes, fed from the id of what the source answered (or of its page's first entry): the
 /// fuzzer's chains (`scripts/test`) and generated clients follow them.
+/// Every operation says what it does, as a reader of the rendered reference needs it.
+#[test]
+fn every_operation_says_what_it_does() {
+    let doc = document();
+    let mut silent = vec![];
+    for (path, operations) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in operations.as_object().unwrap() {
+            let said = [&operation["summary"], &operation["description"]]
+                .iter()
+                .any(|text| text.as_str().is_some_and(|text| text.len() >= 10));
+            if operation.is_object() && !said {
+                silent.push(format!("{method} {path}"));
+            }
+        }
+    }
+    assert!(silent.is_empty(), "no description: {silent:?}");
+}
+
 #[test]
 fn the_documented_currencies_are_the_ones_the_service_takes() {
     let doc = document();
