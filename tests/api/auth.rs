@@ -196,6 +196,33 @@ async fn a_users_roles_and_status_apply_from_their_next_request_and_are_in_their
 }
 
 #[tokio::test]
+async fn a_customers_users_each_have_an_email_of_their_own() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let users = format!("/v1/customers/{}/users", acme.id);
+    let ana = json!({"name": "Ana", "email": "ana@acme.example", "roles": ["maker"]});
+    let made = app.post(&users, &acme.key, ana.clone()).await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    // The same person again, as an approver who could sign what she makes.
+    let again = json!({"name": "Ana B.", "email": "ANA@Acme.Example", "roles": ["approver"]});
+    let refused = app.post(&users, &acme.key, again.clone()).await.error(409);
+    assert_eq!(refused["code"], "email_in_use", "{refused}");
+    let listed = app.get(&users, &acme.key).await.json();
+    assert_eq!(listed["data"].as_array().unwrap().len(), 1, "{listed}");
+    // Deactivated, she still holds it: making her active again is how she comes back.
+    let path = format!("{users}/{}", made.id());
+    let deactivated = app.post(&path, &acme.key, json!({"status": "deactivated"})).await;
+    assert_eq!(deactivated.status, 200, "{}", deactivated.json());
+    app.post(&users, &acme.key, again.clone()).await.error(409);
+    // Another customer's user may have it.
+    let globex = app.create_customer().await;
+    let theirs = app
+        .post(&format!("/v1/customers/{}/users", globex.id), &globex.key, again)
+        .await;
+    assert_eq!(theirs.status, 201, "{}", theirs.json());
+}
+
+#[tokio::test]
 async fn scopes_and_customers_fence_every_key() {
     let app = spawn_app().await;
     let acme = app.create_customer().await;

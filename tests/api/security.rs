@@ -38,7 +38,7 @@ async fn member_minted_by(app: &TestApp, customer: &Customer, minter: &str, role
         .post(
             &format!("/v1/customers/{}/users", customer.id),
             &customer.key,
-            json!({"name": "Member", "email": "m@acme.example", "roles": roles}),
+            json!({"name": "Member", "email": format!("m-{}@acme.example", ops_tests::rand_suffix()), "roles": roles}),
         )
         .await
         .id();

@@ -417,7 +417,7 @@ impl Api {
             .post(
                 &format!("/v1/customers/{}/users", customer.id),
                 &customer.key,
-                json!({"name": "Member", "email": "member@acme.example", "roles": roles}),
+                json!({"name": "Member", "email": format!("member-{}@acme.example", rand_suffix()), "roles": roles}),
             )
             .await;
         assert_eq!(user.status, 201, "{}", user.json());

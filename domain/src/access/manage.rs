@@ -44,9 +44,16 @@ impl Service {
         changes.push(Write::Audit(
             AuditEntry::new("user", &user.id, "created", cause).with_details(user_details(&user)),
         ));
+        // The store claims the user's email for its customer with the user: a claim taken
+        // already (another user, or a create beside this one) refuses the whole commit.
         changes.push(Write::InsertUser(user.clone()));
-        self.commit_created(changes, ticket, &user).await?;
-        Ok(user)
+        match self.commit_created(changes, ticket, &user).await {
+            Err(DomainError::InvalidState { code: "conflict", .. }) => Err(DomainError::invalid_state(
+                "email_in_use",
+                format!("Another user of this customer has the email {}.", user.email),
+            )),
+            other => other.map(|()| user),
+        }
     }
 
     pub async fn create_api_key(

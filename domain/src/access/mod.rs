@@ -172,6 +172,15 @@ pub struct User {
     pub version: u64,
 }
 
+impl User {
+    /// What makes two users of a customer the same person: their email, ASCII letters in any
+    /// case (as mail domains are compared, and as SQLite's `lower` folds). Each customer's
+    /// users hold distinct ones, so four eyes are two people's.
+    pub fn email_key(&self) -> String {
+        self.email.to_ascii_lowercase()
+    }
+}
+
 /// A deactivated user's keys do not authenticate and no work is assigned to them, until an
 /// admin makes them active again: someone who left is shut out at once, and their decisions
 /// and history stay as they were.

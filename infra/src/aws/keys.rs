@@ -54,6 +54,11 @@ pub fn user(id: &str) -> Primary {
     primary(format!("USR#{id}"), "USER")
 }
 
+/// A customer's claim on a user's email ([`ops_domain::access::User::email_key`]): one user each.
+pub fn user_email(customer: &str, email_key: &str) -> Primary {
+    primary(format!("USREMAIL#{customer}#{email_key}"), "USREMAIL")
+}
+
 pub fn api_key(id: &str) -> Primary {
     primary(format!("KEY#{id}"), "KEY")
 }

@@ -85,6 +85,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     lists::an_operations_transactions_are_found_from_it(store.as_ref()).await;
     access::api_keys_are_listed_by_owner(store.as_ref()).await;
     access::users_are_listed_by_customer_and_changed_in_place(store.as_ref()).await;
+    access::a_customers_users_hold_distinct_emails(store.as_ref()).await;
     access::customers_are_listed_newest_first_a_page_at_a_time(store.as_ref()).await;
     schedules::schedules_are_found_by_due_time_and_occurrences_are_recorded_once(store.as_ref()).await;
     ledger::accounts_keep_their_balances_and_movements(store.as_ref()).await;

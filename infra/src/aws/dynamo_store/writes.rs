@@ -310,7 +310,16 @@ impl DynamoStore {
             // Rewritten whole, index entry included: a customer made before the list's index
             // joins it once it is next changed.
             Write::UpdateCustomer(c) => vec![self.versioned_since_unversioned(customer_item(c), c.version)],
-            Write::InsertUser(u) => vec![self.put(user_item(u), Some("attribute_not_exists(PK)"), vec![])],
+            Write::InsertUser(u) => {
+                let claim = keyed(
+                    keys::user_email(&u.customer_id, &u.email_key()),
+                    vec![("entity", s("user_email")), ("user_id", s(&u.id))],
+                );
+                vec![
+                    self.put(user_item(u), Some("attribute_not_exists(PK)"), vec![]),
+                    self.put(claim, Some("attribute_not_exists(PK)"), vec![]),
+                ]
+            }
             Write::UpdateUser(u) => vec![self.versioned_since_unversioned(user_item(u), u.version)],
             Write::PutApiKey(k) => {
                 let body = doc(k);

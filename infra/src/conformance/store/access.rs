@@ -112,6 +112,36 @@ pub(super) async fn customers_are_listed_newest_first_a_page_at_a_time(store: &d
     assert_eq!(store.customer(&"cus_zzzz0".into()).await.unwrap(), None);
 }
 
+/// A customer's users hold distinct emails, letters in any case: a user made with one another
+/// user of the customer has is refused whole, with nothing of it written; another customer's
+/// user may have it.
+pub(super) async fn a_customers_users_hold_distinct_emails(store: &dyn Store) {
+    let first = User {
+        email: "Ana@Example.com".into(),
+        ..user("usr_02a", "cus_emails")
+    };
+    store
+        .commit(changes(vec![Write::InsertUser(first.clone())]))
+        .await
+        .unwrap();
+    let same_person = User {
+        email: "ana@EXAMPLE.COM".into(),
+        ..user("usr_02b", "cus_emails")
+    };
+    let refused = store
+        .commit(changes(vec![Write::InsertUser(same_person.clone())]))
+        .await;
+    assert!(matches!(refused, Err(StoreError::Conflict)), "{refused:?}");
+    assert_eq!(store.user(&same_person.id).await.unwrap(), None);
+    let listed = store.users_of(&"cus_emails".into(), None, 10).await.unwrap();
+    assert_eq!(listed, [first]);
+    let elsewhere = User {
+        customer_id: "cus_emails_other".into(),
+        ..same_person
+    };
+    store.commit(changes(vec![Write::InsertUser(elsewhere)])).await.unwrap();
+}
+
 /// A customer's users are listed newest first, a page at a time, another customer's apart; a
 /// user changed in place is listed once, as they now stand; a user is made once, and only a
 /// stored one changes.

@@ -10,6 +10,12 @@ CREATE TABLE IF NOT EXISTS customers (id TEXT PRIMARY KEY, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS customers_by_status ON customers (json_extract(body, '$.status'), id);
 CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS users_by_customer ON users (customer_id, id);
+-- Each customer's users hold distinct emails (User::email_key); users made before this table
+-- claim theirs when the file is opened, the first made keeping a shared one.
+CREATE TABLE IF NOT EXISTS user_emails (
+    customer_id TEXT NOT NULL, email TEXT NOT NULL, user_id TEXT NOT NULL, PRIMARY KEY (customer_id, email));
+INSERT OR IGNORE INTO user_emails (customer_id, email, user_id)
+    SELECT customer_id, lower(json_extract(body, '$.email')), id FROM users ORDER BY id;
 CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, secret_hash TEXT NOT NULL UNIQUE, body TEXT NOT NULL);
 -- A customer's keys ('' for the platform's), on the document so older files need no migration.
 CREATE INDEX IF NOT EXISTS api_keys_by_owner ON api_keys (coalesce(json_extract(body, '$.customer_id'), ''), id);

@@ -57,6 +57,59 @@ async fn secrets_of_an_older_file_read_as_stored_long_ago() {
     );
 }
 
+/// A file made before users' emails were claimed opens with each customer's users claiming
+/// theirs, the first made keeping one two of them share: a new user with it is refused, and
+/// the two already there stay as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_of_an_older_file_claim_their_emails_when_it_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("older.sqlite");
+    let user = |id: &str, email: &str| {
+        serde_json::json!({"id": id, "customer_id": "cus_1", "name": id, "email": email,
+                           "roles": ["approver"], "created_at": "2026-01-01T00:00:00Z"})
+        .to_string()
+    };
+    let older = Connection::open(&path).unwrap();
+    older
+        .execute_batch("CREATE TABLE users (id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, body TEXT NOT NULL);")
+        .unwrap();
+    older
+        .execute(
+            "INSERT INTO users (id, customer_id, body) VALUES ('usr_1', 'cus_1', ?1), ('usr_2', 'cus_1', ?2)",
+            params![user("usr_1", "Ana@Example.com"), user("usr_2", "ana@example.com")],
+        )
+        .unwrap();
+    drop(older);
+    let store = SqliteStore::open(&path).unwrap();
+    let listed = store.users_of(&"cus_1".into(), None, 10).await.unwrap();
+    assert_eq!(listed.len(), 2, "both kept: {listed:?}");
+    let mut third: ops_domain::access::User = serde_json::from_str(&user("usr_3", "ANA@example.com")).unwrap();
+    let insert = |user| {
+        let mut changes = Changeset::default();
+        changes.push(Write::InsertUser(user));
+        changes
+    };
+    let refused = store.commit(insert(third.clone())).await;
+    assert!(matches!(refused, Err(StoreError::Conflict)), "{refused:?}");
+    third.email = "bea@example.com".into();
+    store.commit(insert(third)).await.unwrap();
+    let claims: Vec<(String, String)> = Connection::open(&path)
+        .unwrap()
+        .prepare("SELECT email, user_id FROM user_emails ORDER BY email")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        claims,
+        [
+            ("ana@example.com".into(), "usr_1".into()),
+            ("bea@example.com".into(), "usr_3".into())
+        ]
+    );
+}
+
 /// A lookup takes the writer's connection only when it is free: one made while a commit
 /// holds the writer (here, until the lookup has answered) is served by a reader, which
 /// sees the last commit before it. (Which connection answers a lookup once the writer is

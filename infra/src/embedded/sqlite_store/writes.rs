@@ -23,6 +23,10 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 "INSERT INTO users (id, customer_id, body) VALUES (?1, ?2, ?3)",
                 params![u.id.as_str(), u.customer_id.as_str(), json(u)],
             )?;
+            tx.run(
+                "INSERT INTO user_emails (customer_id, email, user_id) VALUES (?1, ?2, ?3)",
+                params![u.customer_id.as_str(), u.email_key(), u.id.as_str()],
+            )?;
         }
         Write::UpdateCustomer(c) => {
             // A customer stored before versions existed is version 1.
