@@ -50,6 +50,17 @@ pub async fn creates_at_once_never_take_a_customer_past_its_endpoint_limit(app: 
     assert_eq!(live().await, 16);
 }
 
+/// A new customer with a receiver answering at once, and its endpoint there for
+/// `operation.created` (as created: its secret included).
+async fn subscribed_customer(app: &Api) -> (crate::Customer, crate::receiver::Receiver, serde_json::Value) {
+    let customer = app.create_customer().await;
+    let receiver = crate::receiver::Receiver::start(0).await;
+    let endpoint = app
+        .subscribe(&customer.key, &receiver.url, &["operation.created"])
+        .await;
+    (customer, receiver, endpoint)
+}
+
 /// Rotations that once stored a new secret under a name an older one had left free, writing
 /// over a secret still signing through its overlap: the first secret ends at once, the second
 /// signs on for an hour beside the third. A secret no endpoint signs with is deleted from the
@@ -62,11 +73,7 @@ pub async fn each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longe
     D: std::future::Future<Output = ()>,
     S: std::future::Future<Output = usize>,
 {
-    let customer = app.create_customer().await;
-    let receiver = crate::receiver::Receiver::start(0).await;
-    let endpoint = app
-        .subscribe(&customer.key, &receiver.url, &["operation.created"])
-        .await;
+    let (customer, receiver, endpoint) = subscribed_customer(app).await;
     let id = endpoint["id"].as_str().unwrap().to_owned();
     assert_eq!(stored(id.clone()).await, 1);
     let rotate = |expires_in: i64| {
@@ -113,11 +120,7 @@ pub async fn rotations_in_a_row_keep_the_three_newest_secrets_signing<D, S>(
     D: std::future::Future<Output = ()>,
     S: std::future::Future<Output = usize>,
 {
-    let customer = app.create_customer().await;
-    let receiver = crate::receiver::Receiver::start(0).await;
-    let endpoint = app
-        .subscribe(&customer.key, &receiver.url, &["operation.created"])
-        .await;
+    let (customer, receiver, endpoint) = subscribed_customer(app).await;
     let id = endpoint["id"].as_str().unwrap().to_owned();
     let mut secrets = vec![endpoint["secret"].as_str().unwrap().to_owned()];
     let path = format!("/v1/webhook_endpoints/{id}/rotate_secret");
