@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 /// ten posts open, forty open at most in all: each delivery read, its endpoint's secrets
 /// read, signed, posted, its attempt recorded with the retry bookkeeping), next to a plain
 /// reqwest loop posting the same bodies, unsigned, to a receiver of the same kind with the
-/// same concurrency (four loops, each keeping ten posts open), and next to the consumer's own
-/// sender posting them signed with nothing read or recorded (the floor for the consumer).
+/// same concurrency (four loops, each keeping ten posts open), next to the consumer's own
+/// sender posting them signed with nothing read or recorded, and next to the least a durable
+/// delivery must do ([`least_durable_deliveries`]: the floor for any design that records each
+/// attempt, as `../shared/limits` is for creates).
 /// `WEBHOOK_RECEIVER_MS` makes the receivers answer after that many milliseconds, as one
 /// across a network would (default 0: at once); `WEBHOOK_RECEIVER_VARIES=1` makes that the
 /// mean of waits spread evenly from none to twice it.
@@ -112,6 +114,7 @@ pub(crate) async fn webhook_deliveries() {
     )
     .await;
     let sender = Arc::new(HttpWebhookSender::with_policy(TargetPolicy { allow_local: true }));
+    let bodies_for_floor = bodies.clone();
     let (alone_took, alone_cpu) = post_all(
         bodies,
         Arc::new(move |url, body| {
@@ -132,6 +135,12 @@ pub(crate) async fn webhook_deliveries() {
         }),
     )
     .await;
+    let (floor_took, floor_cpu) = {
+        let receiver = receiver_like_this().await;
+        let used = least_durable_deliveries(bodies_for_floor, &receiver.url, SENDERS * IN_FLIGHT).await;
+        assert_eq!(receiver.received().len(), count);
+        used
+    };
     println!();
     let after = if varies { "about " } else { "" };
     println!("| webhook deliveries (local mode), receiver answering after {after}{latency:?} | deliveries | ms | deliveries/s | × the plain loop | CPU µs a delivery (both sides) |");
@@ -152,7 +161,142 @@ pub(crate) async fn webhook_deliveries() {
         alone_took,
         alone_cpu,
     );
+    row(
+        "the least durable delivery (the plain loop's posts, signed; each body read from SQLite, each attempt appended, one synchronous commit a batch)",
+        floor_took,
+        floor_cpu,
+    );
     row("the webhook consumer (signed, attempt recorded)", service, service_cpu);
+}
+
+/// The least a durable webhook delivery must do around the plain loop's posts, as
+/// `../shared/limits` is the least a create must do: the consumer's eight senders and batches
+/// of fifty, each batch's deliveries read from a SQLite file (WAL, `synchronous=FULL`) in one
+/// query, their bodies signed and posted with `open_posts` open at most in all, and each
+/// attempt appended to a narrow table in one commit a batch on the one writer. Nothing else:
+/// no queue (each sender reads on from where it stopped), no event apart from its delivery,
+/// no endpoint read, no retry (an attempt that succeeded needs none). What it takes beyond the
+/// plain loop is what signing and recording each attempt durably cost at the least.
+async fn least_durable_deliveries(bodies: Vec<Vec<u8>>, url: &str, open_posts: usize) -> (Duration, Duration) {
+    use ops_runtime::driver::Pace;
+    use rusqlite::{params, Connection};
+    use std::sync::{Arc, Mutex};
+    const BATCH: i64 = 50;
+    const POSTS_A_SENDER: usize = 10;
+    let senders = Pace::EMBEDDED.webhook_senders as i64;
+    let dir = tempfile::tempdir().expect("a directory for the floor's file");
+    let path = dir.path().join("deliveries.db");
+    let open = |path: &std::path::Path| {
+        let connection = Connection::open(path).expect("the floor's file opens");
+        connection
+            .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;")
+            .expect("pragmas");
+        connection
+    };
+    let mut writer = open(&path);
+    writer
+        .execute_batch(
+            "CREATE TABLE deliveries (id INTEGER PRIMARY KEY, sender INTEGER NOT NULL, body BLOB NOT NULL);
+             CREATE INDEX by_sender ON deliveries (sender, id);
+             CREATE TABLE attempts (delivery_id INTEGER PRIMARY KEY, answer INTEGER NOT NULL, attempted_at INTEGER NOT NULL);",
+        )
+        .expect("schema");
+    let fill = writer.transaction().expect("fill");
+    for (id, body) in bodies.iter().enumerate() {
+        fill.execute(
+            "INSERT INTO deliveries (id, sender, body) VALUES (?1, ?2, ?3)",
+            params![id as i64, id as i64 % senders, body],
+        )
+        .expect("a delivery");
+    }
+    fill.commit().expect("filled");
+    let writer = Arc::new(Mutex::new(writer));
+    let open_posts = Arc::new(tokio::sync::Semaphore::new(open_posts));
+    let client = reqwest::Client::new();
+
+    let (t, cpu) = (Instant::now(), Usage::own().cpu);
+    join_all((0..senders).map(|sender| {
+        let (writer, open_posts, client, path) = (writer.clone(), open_posts.clone(), client.clone(), path.clone());
+        async move {
+            let mut reader = Some(open(&path));
+            let mut after = -1_i64;
+            loop {
+                let connection = reader.take().expect("the sender's reader");
+                let (connection, due) = tokio::task::spawn_blocking(move || {
+                    let due: Vec<(i64, Vec<u8>)> = connection
+                        .prepare_cached(
+                            "SELECT id, body FROM deliveries WHERE sender = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+                        )
+                        .expect("the due query")
+                        .query_map(params![sender, after, BATCH], |row| Ok((row.get(0)?, row.get(1)?)))
+                        .expect("due deliveries")
+                        .collect::<Result<_, _>>()
+                        .expect("due deliveries read");
+                    (connection, due)
+                })
+                .await
+                .expect("the read");
+                reader = Some(connection);
+                let Some((last, _)) = due.last() else { break };
+                after = *last;
+                let answers: Vec<(i64, u16)> = futures_util::stream::iter(due)
+                    .map(|(id, body)| {
+                        let (client, open_posts) = (client.clone(), open_posts.clone());
+                        async move {
+                            let _place = open_posts.acquire().await.expect("open");
+                            let signature = ops_domain::webhooks::signature::header(
+                                &["whsec_bench"],
+                                time::OffsetDateTime::now_utc().unix_timestamp(),
+                                &body,
+                            );
+                            let response = client
+                                .post(url)
+                                .header("content-type", "application/json")
+                                .header(ops_domain::webhooks::signature::HEADER, signature)
+                                .body(body)
+                                .send()
+                                .await
+                                .expect("the floor's post");
+                            (id, response.status().as_u16())
+                        }
+                    })
+                    .buffer_unordered(POSTS_A_SENDER)
+                    .collect()
+                    .await;
+                let writer = writer.clone();
+                tokio::task::spawn_blocking(move || {
+                    let mut writer = writer.lock().expect("the writer");
+                    let attempts = writer.transaction().expect("a batch's commit");
+                    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+                    for (id, answer) in answers {
+                        attempts
+                            .prepare_cached(
+                                "INSERT INTO attempts (delivery_id, answer, attempted_at) VALUES (?1, ?2, ?3)",
+                            )
+                            .expect("the attempt's update")
+                            .execute(params![id, answer, now])
+                            .expect("an attempt recorded");
+                    }
+                    attempts.commit().expect("the batch's attempts committed");
+                })
+                .await
+                .expect("the commit");
+            }
+        }
+    }))
+    .await;
+    let used = (t.elapsed(), Usage::own().cpu - cpu);
+    let unsent: i64 = writer
+        .lock()
+        .expect("the writer")
+        .query_row(
+            "SELECT count(*) FROM deliveries WHERE id NOT IN (SELECT delivery_id FROM attempts)",
+            [],
+            |row| row.get(0),
+        )
+        .expect("count");
+    assert_eq!(unsent, 0, "every delivery attempted once");
+    used
 }
 
 /// Posts one body to a receiver's URL; the bench's webhook rows differ only in this.
