@@ -23,6 +23,7 @@
 
 pub mod access;
 pub mod approvals;
+pub mod body;
 pub mod cause;
 pub mod desk;
 pub mod error;

@@ -456,6 +456,15 @@ async fn bad_schedules_are_refused_by_field_and_nothing_is_written() {
     bad_operation["items"][0]["amount"] = json!(-5);
     let mut unknown_workflow = operation("auto");
     unknown_workflow["workflow"] = json!("nobody_knows");
+    // What the operation's body cannot even be read as is named as a create names it.
+    let mut unknown_item_field = operation("auto");
+    unknown_item_field["items"][0]["account"] = json!("123");
+    let mut amount_as_text = operation("auto");
+    amount_as_text["items"][0]["amount"] = json!("100");
+    let mut unknown_field = operation("auto");
+    unknown_field["bogus"] = json!(1);
+    let mut no_items = operation("auto");
+    no_items.as_object_mut().unwrap().remove("items");
     for (body, param, code) in [
         (
             with(json!({"expression": "every day"})),
@@ -514,6 +523,26 @@ async fn bad_schedules_are_refused_by_field_and_nothing_is_written() {
             with(json!({"operation": {"customer_id": acme.id}})),
             "operation.customer_id",
             "parameter_unknown",
+        ),
+        (
+            with(json!({"operation": unknown_item_field})),
+            "operation.items[0].account",
+            "parameter_unknown",
+        ),
+        (
+            with(json!({"operation": amount_as_text})),
+            "operation.items[0].amount",
+            "parameter_invalid",
+        ),
+        (
+            with(json!({"operation": unknown_field})),
+            "operation.bogus",
+            "parameter_unknown",
+        ),
+        (
+            with(json!({"operation": no_items})),
+            "operation.items",
+            "parameter_missing",
         ),
     ] {
         let refused = app.post("/v1/schedules", &acme.key, body.clone()).await;

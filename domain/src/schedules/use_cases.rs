@@ -102,8 +102,7 @@ pub(super) fn operation_body(
 ) -> Result<CreateOperation, DomainError> {
     let mut body = template.clone();
     body["customer_id"] = customer_id.to_string().into();
-    serde_json::from_value(body)
-        .map_err(|e| DomainError::invalid("operation", "invalid_operation", format!("Not an operation: {e}.")))
+    crate::body::parse(&body)
 }
 
 impl Service {

@@ -1,6 +1,5 @@
 //! Reading requests: the bearer key, JSON bodies and query strings, each failure a precise 4xx.
 
-use crate::body::{BodyError, BodyValue};
 use crate::deadline::BodyDeadlinePassed;
 use crate::duplicates::{read_json, BodyJson};
 use crate::error::ApiError;
@@ -193,41 +192,7 @@ async fn read_body(request: Request, limit: usize) -> Result<axum::body::Bytes, 
 
 /// Parses a command out of a JSON value, naming the offending field on failure.
 pub fn parse<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, ApiError> {
-    // serde reads structs from arrays too; a body is always an object.
-    if !value.is_object() {
-        return Err(DomainError::invalid("body", "invalid_body", "The body must be a JSON object.").into());
-    }
-    serde_path_to_error::deserialize(BodyValue(value.clone())).map_err(|error| {
-        let path = error.path().to_string();
-        // An unknown field is already the last segment of the path; a missing one is not.
-        let join = |field: &str| match path.as_str() {
-            "." => field.to_string(),
-            p if p == field || p.ends_with(&format!(".{field}")) => p.to_string(),
-            p => format!("{p}.{field}"),
-        };
-        let (param, code, message) = match error.into_inner() {
-            BodyError::UnknownField(field) => (
-                join(&field),
-                "parameter_unknown",
-                format!("Received unknown parameter: {}", join(&field)),
-            ),
-            BodyError::MissingField(field) => (
-                join(field),
-                "parameter_missing",
-                format!("Missing required param: {}.", join(field)),
-            ),
-            BodyError::Invalid(inner) => (
-                path.clone(),
-                "parameter_invalid",
-                format!("Invalid value for {path}: {inner}."),
-            ),
-        };
-        ApiError::Domain(DomainError::InvalidRequest {
-            code,
-            param: Some(param),
-            message,
-        })
-    })
+    Ok(ops_domain::body::parse(value)?)
 }
 
 /// Query parameters as pairs; parameters not in `allowed` are refused.

@@ -1,7 +1,6 @@
 //! The operations API as HTTP handlers. The local server mounts [`router`] whole; each Lambda
 //! function mounts the same handlers for its own route.
 
-mod body;
 pub mod deadline;
 mod duplicates;
 pub mod error;

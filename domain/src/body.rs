@@ -2,16 +2,62 @@
 //! text: a field no command has, a field a command needs, or a value of the wrong kind. serde's
 //! derive reports these through `de::Error::unknown_field` and `missing_field`; this
 //! deserializer over a `serde_json::Value` keeps them as [`BodyError`] variants instead of
-//! folding them into a message.
+//! folding them into a message. Request bodies are read with it, and so is the operation a
+//! schedule will create, so both name the same field the same way.
 
+use crate::DomainError;
 use serde::de::value::{MapDeserializer, SeqDeserializer};
-use serde::de::{self, Deserializer, IntoDeserializer, Visitor};
+use serde::de::{self, DeserializeOwned, Deserializer, IntoDeserializer, Visitor};
 use serde::forward_to_deserialize_any;
 use serde_json::Value;
 use std::fmt;
 
+/// Reads a command out of a JSON object, naming the offending field (`items[0].amount`) on
+/// failure.
+pub fn parse<T: DeserializeOwned>(value: &Value) -> Result<T, DomainError> {
+    // serde reads structs from arrays too; a body is always an object.
+    if !value.is_object() {
+        return Err(DomainError::invalid(
+            "body",
+            "invalid_body",
+            "The body must be a JSON object.",
+        ));
+    }
+    serde_path_to_error::deserialize(BodyValue(value.clone())).map_err(|error| {
+        let path = error.path().to_string();
+        // An unknown field is already the last segment of the path; a missing one is not.
+        let join = |field: &str| match path.as_str() {
+            "." => field.to_string(),
+            p if p == field || p.ends_with(&format!(".{field}")) => p.to_string(),
+            p => format!("{p}.{field}"),
+        };
+        let (param, code, message) = match error.into_inner() {
+            BodyError::UnknownField(field) => (
+                join(&field),
+                "parameter_unknown",
+                format!("Received unknown parameter: {}", join(&field)),
+            ),
+            BodyError::MissingField(field) => (
+                join(field),
+                "parameter_missing",
+                format!("Missing required param: {}.", join(field)),
+            ),
+            BodyError::Invalid(inner) => (
+                path.clone(),
+                "parameter_invalid",
+                format!("Invalid value for {path}: {inner}."),
+            ),
+        };
+        DomainError::InvalidRequest {
+            code,
+            param: Some(param),
+            message,
+        }
+    })
+}
+
 #[derive(Debug, Clone, PartialEq)]
-pub enum BodyError {
+enum BodyError {
     UnknownField(String),
     MissingField(&'static str),
     /// A value of the wrong kind or out of range, in serde's words.
@@ -45,7 +91,7 @@ impl de::Error for BodyError {
 }
 
 /// A JSON value as a deserializer whose error is a [`BodyError`].
-pub struct BodyValue(pub Value);
+struct BodyValue(Value);
 
 impl<'de> IntoDeserializer<'de, BodyError> for BodyValue {
     type Deserializer = BodyValue;
