@@ -22,7 +22,7 @@
 
 use async_trait::async_trait;
 use ops_domain::ids::TransactionId;
-use ops_domain::money::{Amount, Currency};
+use ops_domain::money::{Amount, Currency, MAX_ITEM_AMOUNT};
 use ops_domain::rail::{
     Ack, Instruction, RailAdapter, RailError, RailState, Statement, StatementFormat, StatementLine, StatementStatus,
 };
@@ -191,7 +191,10 @@ pub fn parse_csv(statement: &[u8]) -> Result<Statement, RailError> {
             !line.trim().is_empty() && !header
         })
         .map(|(n, line)| {
-            let bad = |field: &str| RailError::Permanent(format!("line {}: bad {field}", n + 1));
+            // Each refusal names the line, the column, what it takes and what it was given.
+            let bad = |field: &str, takes: &str, given: &str| {
+                RailError::Permanent(format!("line {}: {field} is {takes}, not {given:?}", n + 1))
+            };
             let fields: Vec<&str> = line.split(',').map(str::trim).collect();
             if !(5..=6).contains(&fields.len()) {
                 return Err(RailError::Permanent(format!("line {}: expected 5 or 6 fields", n + 1)));
@@ -200,20 +203,34 @@ pub fn parse_csv(statement: &[u8]) -> Result<Statement, RailError> {
                 (fields[0], fields[1], fields[2], fields[3], fields[4]);
             let booked = fields.get(5).copied().unwrap_or("");
             if reference.is_empty() {
-                return Err(bad("rail_reference"));
+                return Err(bad("rail_reference", "the rail's reference, required", reference));
             }
             Ok(StatementLine {
                 rail_reference: reference.into(),
                 transaction_id: match transaction {
                     "" => None,
-                    id => Some(TransactionId::parse(id).ok_or_else(|| bad("transaction_id"))?),
+                    id => Some(
+                        TransactionId::parse(id)
+                            .ok_or_else(|| bad("transaction_id", "a transaction id (txn_…) or empty", id))?,
+                    ),
                 },
-                amount: amount.parse().ok().and_then(Amount::new).ok_or_else(|| bad("amount"))?,
-                currency: Currency::parse(currency).ok_or_else(|| bad("currency"))?,
-                status: StatementStatus::parse(status).ok_or_else(|| bad("status"))?,
+                amount: amount.parse().ok().and_then(Amount::new).ok_or_else(|| {
+                    bad(
+                        "amount",
+                        &format!("a positive integer of minor units, at most {MAX_ITEM_AMOUNT}"),
+                        amount,
+                    )
+                })?,
+                currency: Currency::parse(currency)
+                    .ok_or_else(|| bad("currency", "an active ISO 4217 code", currency))?,
+                status: StatementStatus::parse(status)
+                    .ok_or_else(|| bad("status", "confirmed, failed or returned", status))?,
                 booked_on: match booked {
                     "" => None,
-                    booked => Some(time::Date::parse(booked, &day).map_err(|_| bad("booked_on"))?),
+                    booked => Some(
+                        time::Date::parse(booked, &day)
+                            .map_err(|_| bad("booked_on", "a date (YYYY-MM-DD) or empty", booked))?,
+                    ),
                 },
             })
         })
@@ -263,17 +280,39 @@ mod tests {
             (lines[0].booked_on, lines[1].booked_on),
             (None, Some(time::macros::date!(2026 - 11 - 24)))
         );
-        for (bad, field) in [
-            ("sbx_1,op_1,1500,CLP,confirmed", "transaction_id"),
-            ("sbx_1,,0,CLP,confirmed", "amount"),
-            ("sbx_1,,10,XXX1,confirmed", "currency"),
-            ("sbx_1,,10,CLP,booked", "status"),
-            ("sbx_1,,10,CLP,confirmed,24/11/2026", "booked_on"),
-            (",,10,CLP,confirmed", "rail_reference"),
-            ("sbx_1,,10,CLP", "5 or 6 fields"),
+        for (bad, told) in [
+            (
+                "sbx_1,op_1,1500,CLP,confirmed",
+                "line 1: transaction_id is a transaction id (txn_…) or empty, not \"op_1\"",
+            ),
+            (
+                "rail_reference,transaction_id,amount,currency,status,booked_on\nsbx_1,,-5,CLP,confirmed",
+                "line 2: amount is a positive integer of minor units, at most 999999999999, not \"-5\"",
+            ),
+            (
+                "sbx_1,,1000000000000,CLP,confirmed",
+                "line 1: amount is a positive integer of minor units, at most 999999999999, not \"1000000000000\"",
+            ),
+            (
+                "sbx_1,,10,XXX1,confirmed",
+                "line 1: currency is an active ISO 4217 code, not \"XXX1\"",
+            ),
+            (
+                "sbx_1,,10,CLP,booked",
+                "line 1: status is confirmed, failed or returned, not \"booked\"",
+            ),
+            (
+                "sbx_1,,10,CLP,confirmed,24/11/2026",
+                "line 1: booked_on is a date (YYYY-MM-DD) or empty, not \"24/11/2026\"",
+            ),
+            (
+                ",,10,CLP,confirmed",
+                "line 1: rail_reference is the rail's reference, required, not \"\"",
+            ),
+            ("sbx_1,,10,CLP", "line 1: expected 5 or 6 fields"),
         ] {
             let refused = parse_csv(bad.as_bytes()).unwrap_err();
-            assert!(refused.to_string().contains(field), "{bad}: {refused}");
+            assert!(refused.to_string().ends_with(told), "{bad}: {refused}");
         }
     }
 }
