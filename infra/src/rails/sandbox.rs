@@ -191,8 +191,10 @@ pub fn parse_csv(statement: &[u8]) -> Result<Statement, RailError> {
             !line.trim().is_empty() && !header
         })
         .map(|(n, line)| {
-            // Each refusal names the line, the column, what it takes and what it was given.
+            // Each refusal names the line, the column, what it takes and what it was given
+            // (its first 40 characters: a cell can be as long as the statement).
             let bad = |field: &str, takes: &str, given: &str| {
+                let given: String = given.chars().take(40).collect();
                 RailError::Permanent(format!("line {}: {field} is {takes}, not {given:?}", n + 1))
             };
             let fields: Vec<&str> = line.split(',').map(str::trim).collect();
@@ -203,7 +205,7 @@ pub fn parse_csv(statement: &[u8]) -> Result<Statement, RailError> {
                 (fields[0], fields[1], fields[2], fields[3], fields[4]);
             let booked = fields.get(5).copied().unwrap_or("");
             if reference.is_empty() {
-                return Err(bad("rail_reference", "the rail's reference, required", reference));
+                return Err(bad("rail_reference", "required", reference));
             }
             Ok(StatementLine {
                 rail_reference: reference.into(),
@@ -305,14 +307,19 @@ mod tests {
                 "sbx_1,,10,CLP,confirmed,24/11/2026",
                 "line 1: booked_on is a date (YYYY-MM-DD) or empty, not \"24/11/2026\"",
             ),
-            (
-                ",,10,CLP,confirmed",
-                "line 1: rail_reference is the rail's reference, required, not \"\"",
-            ),
+            (",,10,CLP,confirmed", "line 1: rail_reference is required, not \"\""),
             ("sbx_1,,10,CLP", "line 1: expected 5 or 6 fields"),
         ] {
             let refused = parse_csv(bad.as_bytes()).unwrap_err();
             assert!(refused.to_string().ends_with(told), "{bad}: {refused}");
         }
+        // A long cell is quoted by its first 40 characters.
+        let long = format!("sbx_1,,10,{},confirmed", "X".repeat(1000));
+        let refused = parse_csv(long.as_bytes()).unwrap_err().to_string();
+        let told = format!(
+            "line 1: currency is an active ISO 4217 code, not \"{}\"",
+            "X".repeat(40)
+        );
+        assert!(refused.ends_with(&told), "{refused}");
     }
 }
