@@ -61,6 +61,33 @@ async fn subscribed_customer(app: &Api) -> (crate::Customer, crate::receiver::Re
     (customer, receiver, endpoint)
 }
 
+/// Rotates the endpoint's signing secret, the one before signing on for `expires_in` seconds;
+/// the new secret.
+async fn rotate_secret(app: &Api, customer: &crate::Customer, id: &str, expires_in: i64) -> String {
+    let path = format!("/v1/webhook_endpoints/{id}/rotate_secret");
+    let rotated = app
+        .post(&path, &customer.key, json!({ "expires_in": expires_in }))
+        .await;
+    assert_eq!(rotated.status, 200, "{}", rotated.json());
+    rotated.json()["secret"].as_str().unwrap().to_owned()
+}
+
+/// Creates one payout of the customer's and sends what is due (`deliver`): its
+/// `operation.created`, the one delivery the receiver then holds.
+async fn one_delivery<D: std::future::Future<Output = ()>>(
+    app: &Api,
+    customer: &crate::Customer,
+    receiver: &crate::receiver::Receiver,
+    deliver: impl Fn() -> D,
+) -> crate::receiver::Received {
+    let operation = crate::payout(&customer.id, "two_step", &[5]);
+    assert_eq!(app.post("/v1/operations", &customer.key, operation).await.status, 201);
+    deliver().await;
+    let mut received = receiver.received();
+    assert_eq!(received.len(), 1);
+    received.remove(0)
+}
+
 /// Rotations that once stored a new secret under a name an older one had left free, writing
 /// over a secret still signing through its overlap: the first secret ends at once, the second
 /// signs on for an hour beside the third. A secret no endpoint signs with is deleted from the
@@ -76,29 +103,16 @@ pub async fn each_rotation_keeps_the_secret_it_retires_and_deletes_what_no_longe
     let (customer, receiver, endpoint) = subscribed_customer(app).await;
     let id = endpoint["id"].as_str().unwrap().to_owned();
     assert_eq!(stored(id.clone()).await, 1);
-    let rotate = |expires_in: i64| {
-        let path = format!("/v1/webhook_endpoints/{id}/rotate_secret");
-        let key = customer.key.clone();
-        async move {
-            let rotated = app.post(&path, &key, json!({ "expires_in": expires_in })).await;
-            assert_eq!(rotated.status, 200, "{}", rotated.json());
-            rotated.json()["secret"].as_str().unwrap().to_owned()
-        }
-    };
-    let second = rotate(0).await;
+    let second = rotate_secret(app, &customer, &id, 0).await;
     assert_eq!(stored(id.clone()).await, 1, "the secret ended at once is deleted");
-    let third = rotate(3600).await;
+    let third = rotate_secret(app, &customer, &id, 3600).await;
     assert_eq!(stored(id.clone()).await, 2, "the second signs on beside the third");
 
-    let operation = crate::payout(&customer.id, "two_step", &[5]);
-    assert_eq!(app.post("/v1/operations", &customer.key, operation).await.status, 201);
-    deliver().await;
-    let received = receiver.received();
-    assert_eq!(received.len(), 1);
-    assert_eq!(received[0].signature.matches("v1=").count(), 2);
+    let received = one_delivery(app, &customer, &receiver, deliver).await;
+    assert_eq!(received.signature.matches("v1=").count(), 2);
     for secret in [&second, &third] {
         assert!(
-            crate::receiver::signature_is_valid(&received[0].signature, &received[0].body, secret),
+            crate::receiver::signature_is_valid(&received.signature, &received.body, secret),
             "each live secret signs"
         );
     }
@@ -123,11 +137,8 @@ pub async fn rotations_in_a_row_keep_the_three_newest_secrets_signing<D, S>(
     let (customer, receiver, endpoint) = subscribed_customer(app).await;
     let id = endpoint["id"].as_str().unwrap().to_owned();
     let mut secrets = vec![endpoint["secret"].as_str().unwrap().to_owned()];
-    let path = format!("/v1/webhook_endpoints/{id}/rotate_secret");
     for rotation in 1..=5 {
-        let rotated = app.post(&path, &customer.key, json!({"expires_in": 86_400})).await;
-        assert_eq!(rotated.status, 200, "{}", rotated.json());
-        secrets.push(rotated.json()["secret"].as_str().unwrap().to_owned());
+        secrets.push(rotate_secret(app, &customer, &id, 86_400).await);
         assert_eq!(
             stored(id.clone()).await,
             (rotation + 1).min(3),
@@ -135,16 +146,12 @@ pub async fn rotations_in_a_row_keep_the_three_newest_secrets_signing<D, S>(
         );
     }
 
-    let operation = crate::payout(&customer.id, "two_step", &[5]);
-    assert_eq!(app.post("/v1/operations", &customer.key, operation).await.status, 201);
-    deliver().await;
-    let received = receiver.received();
-    assert_eq!(received.len(), 1);
-    let signature = &received[0].signature;
+    let received = one_delivery(app, &customer, &receiver, deliver).await;
+    let signature = &received.signature;
     assert_eq!(signature.matches("v1=").count(), 3, "{signature}");
     let signs: Vec<bool> = secrets
         .iter()
-        .map(|secret| crate::receiver::signature_is_valid(signature, &received[0].body, secret))
+        .map(|secret| crate::receiver::signature_is_valid(signature, &received.body, secret))
         .collect();
     assert_eq!(signs, [false, false, false, true, true, true], "the three newest sign");
 }
