@@ -54,6 +54,15 @@ async fn a_report_lists_the_periods_operations_page_after_page_with_their_totals
         "every operation of the period, once, and no other customer's"
     );
     assert_eq!(rows.len(), made.len());
+    // Typed as the operation itself is: amounts and counts are numbers, what a row lacks null.
+    let paid = rows
+        .iter()
+        .find(|r| r["total_amount"] == 7_500)
+        .unwrap_or_else(|| panic!("the 7,500 payout, its amount a number: {report}"));
+    assert_eq!(
+        (&paid["items"], &paid["file_id"], &paid["status"]),
+        (&json!(1), &Value::Null, &json!("completed"))
+    );
     let mut totals: Vec<Value> = report["totals"].as_array().unwrap().clone();
     totals.sort_by_key(|t| t.to_string());
     assert_eq!(
@@ -75,6 +84,18 @@ async fn a_report_lists_the_periods_operations_page_after_page_with_their_totals
     assert_eq!(rows.len(), 1 + made.len());
     assert!(totals.starts_with("status,currency,count,amount\n"));
     assert!(totals.contains("completed,CLP,2,10000\n"));
+    // Each JSON row holds the CSV's columns, in their order.
+    let json_text = String::from_utf8(app.get(&path, &acme.key).await.bytes).unwrap();
+    let first_row = &json_text[json_text.find("\"data\":[{").unwrap()..];
+    let first_row = &first_row[..first_row.find('}').unwrap()];
+    let at_column: Vec<Option<usize>> = rows[0]
+        .split(',')
+        .map(|column| first_row.find(&format!("\"{column}\":")))
+        .collect();
+    assert!(
+        at_column.iter().all(Option::is_some) && at_column.windows(2).all(|w| w[0] < w[1]),
+        "{first_row}"
+    );
 
     // The platform sees every customer's; a period before everything holds nothing.
     let platform = app.get(&path, ops_tests::ADMIN_KEY).await.json();
@@ -188,8 +209,12 @@ async fn transactions_and_movements_reports_cover_the_period_with_their_totals()
         .iter()
         .map(|r| {
             assert_eq!(r["customer_id"], acme.id.as_str());
+            // Confirmed when it was; a failed one never was: null, not an empty string.
+            let confirmed = r["status"] == "confirmed";
+            assert_eq!(r["confirmed_at"].is_string(), confirmed, "{r}");
+            assert_eq!(r["confirmed_at"].is_null(), !confirmed, "{r}");
             (
-                r["amount"].as_str().unwrap().parse().unwrap(),
+                r["amount"].as_i64().expect("an amount in minor units"),
                 r["status"].as_str().unwrap().to_owned(),
             )
         })
@@ -217,6 +242,28 @@ async fn transactions_and_movements_reports_cover_the_period_with_their_totals()
         .json();
     let rows = movements["data"].as_array().unwrap();
     assert_eq!(rows.len(), 105 + 3, "every adjustment and hold, once");
+    // An adjustment belongs to no operation; the failed payout's hold was voided, never posted.
+    let adjustment = rows
+        .iter()
+        .find(|r| r["cause_code"] == "adjustment_credit" && r["currency"] == "EUR")
+        .unwrap();
+    assert_eq!(
+        (
+            &adjustment["operation_id"],
+            &adjustment["transaction_id"],
+            &adjustment["amount"]
+        ),
+        (&Value::Null, &Value::Null, &json!(1_000)),
+        "{adjustment}"
+    );
+    assert!(adjustment["posted_at"].is_string(), "{adjustment}");
+    let voided = rows.iter().find(|r| r["status"] == "voided").unwrap();
+    assert_eq!(
+        (&voided["posted_at"], &voided["amount"]),
+        (&Value::Null, &json!(30_002)),
+        "{voided}"
+    );
+    assert!(voided["operation_id"].is_string(), "{voided}");
     let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
     let mut newest_first = ids.clone();
     newest_first.sort_by(|a, b| b.cmp(a));

@@ -131,16 +131,16 @@ async fn transactions_and_movements_reports_read_dynamodb_a_page_at_a_time() {
         .get(&format!("/v1/reports/movements?{period}"), &customer.key)
         .await
         .json();
-    let mut rows: Vec<(&str, &str)> = movements["data"]
+    let mut rows: Vec<(&str, i64)> = movements["data"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r["status"].as_str().unwrap(), r["amount"].as_str().unwrap()))
+        .map(|r| (r["status"].as_str().unwrap(), r["amount"].as_i64().unwrap()))
         .collect();
     rows.sort();
     assert_eq!(
         rows,
-        [("posted", "1000000"), ("posted", "20000"), ("voided", "30002")],
+        [("posted", 20_000), ("posted", 1_000_000), ("voided", 30_002)],
         "{movements}"
     );
 }

@@ -25,17 +25,54 @@ use time::OffsetDateTime;
 /// What a report is of: its columns, a row's cells, and the total a row adds to.
 pub trait Row: Send + 'static {
     const COLUMNS: &'static [&'static str];
-    fn cells(&self) -> Vec<String>;
+    fn cells(&self) -> Vec<Cell>;
     /// Its status, currency and amount.
     fn total(&self) -> (&str, &str, i64);
 }
 
-fn at(time: &OffsetDateTime) -> String {
-    time.format(&Rfc3339).unwrap_or_default()
+/// One cell of a row, typed as the API's objects type it: JSON writes an amount or a count
+/// as a number and a value the row lacks as `null`; CSV writes the text, the digits, or
+/// nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Text(String),
+    Number(i64),
+    Empty,
 }
 
-fn or_empty<T: ToString>(value: &Option<T>) -> String {
-    value.as_ref().map(ToString::to_string).unwrap_or_default()
+impl Cell {
+    fn text(value: impl Into<String>) -> Cell {
+        Cell::Text(value.into())
+    }
+
+    fn optional<T: ToString>(value: Option<&T>) -> Cell {
+        value.map_or(Cell::Empty, |v| Cell::Text(v.to_string()))
+    }
+
+    fn time(value: Option<&OffsetDateTime>) -> Cell {
+        value.map_or(Cell::Empty, |t| Cell::Text(t.format(&Rfc3339).unwrap_or_default()))
+    }
+
+    /// The cell as a spreadsheet will show it, never run it: text a spreadsheet would read
+    /// as a formula is prefixed with `'`.
+    fn csv(self) -> String {
+        match self {
+            Cell::Text(text) if is_formula_like(&text) => format!("'{text}"),
+            Cell::Text(text) => text,
+            Cell::Number(n) => n.to_string(),
+            Cell::Empty => String::new(),
+        }
+    }
+}
+
+impl serde::Serialize for Cell {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Cell::Text(text) => serializer.serialize_str(text),
+            Cell::Number(n) => serializer.serialize_i64(*n),
+            Cell::Empty => serializer.serialize_none(),
+        }
+    }
 }
 
 impl Row for Operation {
@@ -54,20 +91,20 @@ impl Row for Operation {
         "cause_message",
     ];
 
-    fn cells(&self) -> Vec<String> {
+    fn cells(&self) -> Vec<Cell> {
         vec![
-            self.id.to_string(),
-            at(&self.created_at),
-            self.customer_id.to_string(),
-            self.kind.as_str().to_owned(),
-            self.status.as_str().to_owned(),
-            self.currency.code().to_owned(),
-            self.total_amount.to_string(),
-            self.items.len().to_string(),
-            self.workflow.clone(),
-            or_empty(&self.file_id),
-            self.cause.code.clone(),
-            self.cause.message.clone(),
+            Cell::text(self.id.as_str()),
+            Cell::time(Some(&self.created_at)),
+            Cell::text(self.customer_id.as_str()),
+            Cell::text(self.kind.as_str()),
+            Cell::text(self.status.as_str()),
+            Cell::text(self.currency.code()),
+            Cell::Number(self.total_amount),
+            Cell::Number(self.items.len() as i64),
+            Cell::text(self.workflow.as_str()),
+            Cell::optional(self.file_id.as_ref()),
+            Cell::text(self.cause.code.as_str()),
+            Cell::text(self.cause.message.as_str()),
         ]
     }
 
@@ -92,20 +129,20 @@ impl Row for Transaction {
         "cause_message",
     ];
 
-    fn cells(&self) -> Vec<String> {
+    fn cells(&self) -> Vec<Cell> {
         vec![
-            self.id.to_string(),
-            at(&self.created_at),
-            self.customer_id.to_string(),
-            self.operation_id.to_string(),
-            self.rail.clone(),
-            or_empty(&self.rail_reference),
-            self.status.as_str().to_owned(),
-            self.currency.code().to_owned(),
-            self.amount.minor_units().to_string(),
-            self.confirmed_at.as_ref().map(at).unwrap_or_default(),
-            self.cause.code.clone(),
-            self.cause.message.clone(),
+            Cell::text(self.id.as_str()),
+            Cell::time(Some(&self.created_at)),
+            Cell::text(self.customer_id.as_str()),
+            Cell::text(self.operation_id.as_str()),
+            Cell::text(self.rail.as_str()),
+            Cell::optional(self.rail_reference.as_ref()),
+            Cell::text(self.status.as_str()),
+            Cell::text(self.currency.code()),
+            Cell::Number(self.amount.minor_units()),
+            Cell::time(self.confirmed_at.as_ref()),
+            Cell::text(self.cause.code.as_str()),
+            Cell::text(self.cause.message.as_str()),
         ]
     }
 
@@ -131,28 +168,29 @@ impl Row for Movement {
         "cause_message",
     ];
 
-    fn cells(&self) -> Vec<String> {
+    fn cells(&self) -> Vec<Cell> {
         let side = |direction: Direction| {
-            self.entries
-                .iter()
-                .find(|e| e.direction == direction)
-                .map(|e| e.account_id.to_string())
-                .unwrap_or_default()
+            Cell::optional(
+                self.entries
+                    .iter()
+                    .find(|e| e.direction == direction)
+                    .map(|e| &e.account_id),
+            )
         };
         vec![
-            self.id.to_string(),
-            at(&self.created_at),
-            self.posted_at.as_ref().map(at).unwrap_or_default(),
-            or_empty(&self.customer_id),
-            self.status.as_str().to_owned(),
-            self.currency.code().to_owned(),
-            self.amount().minor_units().to_string(),
+            Cell::text(self.id.as_str()),
+            Cell::time(Some(&self.created_at)),
+            Cell::time(self.posted_at.as_ref()),
+            Cell::optional(self.customer_id.as_ref()),
+            Cell::text(self.status.as_str()),
+            Cell::text(self.currency.code()),
+            Cell::Number(self.amount().minor_units()),
             side(Direction::Debit),
             side(Direction::Credit),
-            or_empty(&self.operation_id),
-            or_empty(&self.transaction_id),
-            self.cause.code.clone(),
-            self.cause.message.clone(),
+            Cell::optional(self.operation_id.as_ref()),
+            Cell::optional(self.transaction_id.as_ref()),
+            Cell::text(self.cause.code.as_str()),
+            Cell::text(self.cause.message.as_str()),
         ]
     }
 
@@ -167,21 +205,11 @@ enum Format {
     Json,
 }
 
-/// A cell as a spreadsheet will show it, never run it: text a spreadsheet would read as a
-/// formula is prefixed with `'`.
-fn neutral(cell: &str) -> String {
-    if is_formula_like(cell) {
-        format!("'{cell}")
-    } else {
-        cell.to_owned()
-    }
-}
-
-fn csv_bytes(rows: impl IntoIterator<Item = Vec<String>>) -> Vec<u8> {
+fn csv_bytes(rows: impl IntoIterator<Item = Vec<Cell>>) -> Vec<u8> {
     let mut writer = csv::Writer::from_writer(vec![]);
     for row in rows {
         writer
-            .write_record(row.iter().map(|c| neutral(c)))
+            .write_record(row.into_iter().map(Cell::csv))
             .expect("writing to memory");
     }
     writer.into_inner().expect("writing to memory")
@@ -197,7 +225,7 @@ impl Format {
 
     fn head<T: Row>(self, query: &ReportQuery) -> Vec<u8> {
         match self {
-            Format::Csv => csv_bytes([T::COLUMNS.iter().map(|c| c.to_string()).collect()]),
+            Format::Csv => csv_bytes([T::COLUMNS.iter().map(|&c| Cell::text(c)).collect()]),
             Format::Json => {
                 let head = json!({
                     "object": "report",
@@ -221,12 +249,17 @@ impl Format {
                     if !(first && i == 0) {
                         out.push(b',');
                     }
-                    let row: serde_json::Map<String, serde_json::Value> = T::COLUMNS
-                        .iter()
-                        .zip(row.cells())
-                        .map(|(name, cell)| (name.to_string(), cell.into()))
-                        .collect();
-                    out.extend(serde_json::to_vec(&row).expect("rows serialize"));
+                    // An object with the CSV's columns, in their order.
+                    out.push(b'{');
+                    for (n, (name, cell)) in T::COLUMNS.iter().zip(row.cells()).enumerate() {
+                        if n > 0 {
+                            out.push(b',');
+                        }
+                        serde_json::to_writer(&mut out, name).expect("writing to memory");
+                        out.push(b':');
+                        serde_json::to_writer(&mut out, &cell).expect("writing to memory");
+                    }
+                    out.push(b'}');
                 }
                 out
             }
@@ -236,10 +269,10 @@ impl Format {
     fn tail(self, totals: &Totals) -> Vec<u8> {
         let rows = totals.0.iter().map(|((status, currency), total)| {
             vec![
-                status.clone(),
-                currency.clone(),
-                total.count.to_string(),
-                total.amount.to_string(),
+                Cell::text(status.as_str()),
+                Cell::text(currency.as_str()),
+                Cell::Number(total.count as i64),
+                Cell::Number(total.amount),
             ]
         });
         match self {
@@ -247,13 +280,7 @@ impl Format {
             Format::Csv => {
                 let mut out = b"\n".to_vec();
                 out.extend(csv_bytes(
-                    std::iter::once(vec![
-                        "status".into(),
-                        "currency".into(),
-                        "count".into(),
-                        "amount".into(),
-                    ])
-                    .chain(rows),
+                    std::iter::once(["status", "currency", "count", "amount"].map(Cell::text).to_vec()).chain(rows),
                 ));
                 out
             }
@@ -370,15 +397,17 @@ mod tests {
     #[test]
     fn cells_a_spreadsheet_would_run_are_written_as_text() {
         let written = csv_bytes([vec![
-            "=cmd|' /C calc'!A0".into(),
-            "+1".into(),
-            "-2".into(),
-            "@SUM(A1)".into(),
-            "ok".into(),
+            Cell::text("=cmd|' /C calc'!A0"),
+            Cell::text("+1"),
+            Cell::text("-2"),
+            Cell::text("@SUM(A1)"),
+            Cell::text("ok"),
+            Cell::Number(-2),
+            Cell::Empty,
         ]]);
         assert_eq!(
             String::from_utf8(written).unwrap(),
-            "'=cmd|' /C calc'!A0,'+1,'-2,'@SUM(A1),ok\n"
+            "'=cmd|' /C calc'!A0,'+1,'-2,'@SUM(A1),ok,-2,\n"
         );
     }
 }
