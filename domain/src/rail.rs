@@ -88,6 +88,14 @@ pub enum StatementStatus {
 }
 
 impl StatementStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatementStatus::Confirmed => "confirmed",
+            StatementStatus::Failed => "failed",
+            StatementStatus::Returned => "returned",
+        }
+    }
+
     pub fn parse(status: &str) -> Option<StatementStatus> {
         match status {
             "confirmed" => Some(StatementStatus::Confirmed),

@@ -184,6 +184,32 @@ async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exc
             "reconciliation_unmatched"
         ]
     );
+    // Each item says what an operator must look at, as the statement and the service hold it.
+    let said = |kind: &str| -> Vec<String> {
+        items
+            .iter()
+            .filter(|i| i["kind"] == kind)
+            .map(|i| i["cause"]["message"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let amount_differs = format!(
+        "does not agree with transaction {}: the statement says 40001 CLP, the transaction 40000.",
+        txn(40_000)
+    );
+    assert!(
+        said("reconciliation_mismatched")
+            .iter()
+            .any(|m| m.ends_with(&amount_differs)),
+        "{:?}",
+        said("reconciliation_mismatched")
+    );
+    assert_eq!(
+        said("reconciliation_missing"),
+        [format!(
+            "Transaction {} (50000, confirmed on psp-local:sandbox) is not in the statement (reconciliation {id}, line 6).",
+            txn(50_000)
+        )]
+    );
     let events = app
         .get("/v1/events?type=reconciliation.completed", ADMIN_KEY)
         .await

@@ -105,6 +105,66 @@ pub struct ReconciliationLine {
     pub work_item_id: Option<WorkItemId>,
 }
 
+impl ReconciliationLine {
+    /// What an operator working the break's exceptions item needs to read first: which
+    /// line or transaction it is, and what the statement and the service each hold.
+    pub fn break_message(&self, rail: &str, reconciliation: &ReconciliationId) -> String {
+        let line = format!(
+            "Line {} of the {rail} statement (reconciliation {reconciliation})",
+            self.number
+        );
+        let money = |amount: Option<Amount>, currency: Option<&Currency>| match (amount, currency) {
+            (Some(amount), Some(currency)) => format!("{} {}", amount.minor_units(), currency.code()),
+            (Some(amount), None) => amount.minor_units().to_string(),
+            _ => "no amount".to_owned(),
+        };
+        let said = money(self.amount, self.currency.as_ref());
+        let transaction = self.transaction_id.as_ref().map_or("?".to_owned(), ToString::to_string);
+        match self.outcome {
+            LineOutcome::Matched => format!("{line} matches transaction {transaction}."),
+            LineOutcome::Unmatched => {
+                let reference = self.rail_reference.as_deref().unwrap_or("none");
+                format!("{line} matches no transaction: rail reference {reference}, {said}.")
+            }
+            LineOutcome::Missing => format!(
+                "Transaction {transaction} ({}, {} on {rail}) is not in the statement (reconciliation {reconciliation}, line {}).",
+                money(self.transaction_amount, None),
+                self.transaction_status.map_or("?", TransactionStatus::as_str),
+                self.number
+            ),
+            LineOutcome::Mismatched => {
+                let held = self.transaction_status.map_or("?", TransactionStatus::as_str);
+                let differences: Vec<String> = self
+                    .differences
+                    .iter()
+                    .map(|difference| match difference {
+                        Difference::Amount => format!(
+                            "the statement says {said}, the transaction {}",
+                            money(self.transaction_amount, None)
+                        ),
+                        Difference::Currency => format!(
+                            "the statement's currency, {}, is not the transaction's",
+                            self.currency.as_ref().map_or("?", Currency::code)
+                        ),
+                        Difference::Status => format!(
+                            "the statement says {}, the transaction was {held}",
+                            self.status.map_or("?", StatementStatus::as_str)
+                        ),
+                        Difference::Duplicate => "an earlier line of the statement already matched it".to_owned(),
+                    })
+                    .collect();
+                let applied = self
+                    .applied
+                    .map_or(String::new(), |status| format!(" It is now {}.", status.as_str()));
+                format!(
+                    "{line} does not agree with transaction {transaction}: {}.{applied}",
+                    differences.join("; ")
+                )
+            }
+        }
+    }
+}
+
 time::serde::format_description!(day, Date, "[year]-[month]-[day]");
 
 /// Lines per outcome.
@@ -180,4 +240,76 @@ pub fn break_item_id(reconciliation: &ReconciliationId, number: u32) -> WorkItem
 #[async_trait::async_trait]
 pub trait ReconciliationStore: Send + Sync {
     async fn reconciliation(&self, id: &ReconciliationId) -> Result<Option<Reconciliation>, crate::ports::StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(outcome: LineOutcome) -> ReconciliationLine {
+        ReconciliationLine {
+            number: 2,
+            outcome,
+            rail_reference: Some("sbx_1".into()),
+            statement_transaction_id: None,
+            amount: Amount::new(150),
+            currency: Currency::parse("USD"),
+            status: Some(StatementStatus::Returned),
+            booked_on: None,
+            transaction_id: Some(TransactionId::from("txn_01abc")),
+            matched_by: Some(MatchedBy::RailReference),
+            transaction_amount: Amount::new(100),
+            transaction_status: Some(TransactionStatus::Confirmed),
+            differences: vec![],
+            applied: None,
+            work_item_id: None,
+        }
+    }
+
+    #[test]
+    fn a_break_says_what_the_statement_and_the_service_each_hold() {
+        let id = ReconciliationId::from("rec_1");
+        let message = |line: ReconciliationLine| line.break_message("psp-local:sandbox", &id);
+        let mismatched = ReconciliationLine {
+            differences: vec![Difference::Amount, Difference::Status],
+            applied: Some(TransactionStatus::Returned),
+            ..line(LineOutcome::Mismatched)
+        };
+        assert_eq!(
+            message(mismatched),
+            "Line 2 of the psp-local:sandbox statement (reconciliation rec_1) does not agree with transaction \
+             txn_01abc: the statement says 150 USD, the transaction 100; the statement says returned, the \
+             transaction was confirmed. It is now returned."
+        );
+        let twice = ReconciliationLine {
+            differences: vec![Difference::Duplicate],
+            ..line(LineOutcome::Mismatched)
+        };
+        assert_eq!(
+            message(twice),
+            "Line 2 of the psp-local:sandbox statement (reconciliation rec_1) does not agree with transaction \
+             txn_01abc: an earlier line of the statement already matched it."
+        );
+        let unmatched = ReconciliationLine {
+            transaction_id: None,
+            ..line(LineOutcome::Unmatched)
+        };
+        assert_eq!(
+            message(unmatched),
+            "Line 2 of the psp-local:sandbox statement (reconciliation rec_1) matches no transaction: rail \
+             reference sbx_1, 150 USD."
+        );
+        let missing = ReconciliationLine {
+            amount: None,
+            currency: None,
+            status: None,
+            number: 7,
+            ..line(LineOutcome::Missing)
+        };
+        assert_eq!(
+            message(missing),
+            "Transaction txn_01abc (100, confirmed on psp-local:sandbox) is not in the statement \
+             (reconciliation rec_1, line 7)."
+        );
+    }
 }

@@ -313,35 +313,7 @@ impl Service {
                 continue;
             }
             let kind = format!("reconciliation_{}", line.outcome.as_str());
-            let about = match (&line.transaction_id, &line.rail_reference) {
-                (Some(transaction), _) => format!("transaction {transaction}"),
-                (None, Some(reference)) => format!("rail reference {reference}"),
-                (None, None) => "no transaction".to_owned(),
-            };
-            let differences: Vec<String> = line
-                .differences
-                .iter()
-                .map(|d| {
-                    serde_json::to_value(d)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_default()
-                })
-                .collect();
-            let detail = match differences.is_empty() {
-                true => String::new(),
-                false => format!(" ({} differ)", differences.join(", ")),
-            };
-            let cause = Cause::new(
-                &kind,
-                format!(
-                    "Line {} of the {rail} statement (reconciliation {id}) is {} for {about}{detail}.",
-                    line.number,
-                    line.outcome.as_str()
-                ),
-                Actor::system(),
-                now,
-            );
+            let cause = Cause::new(&kind, line.break_message(rail, id), Actor::system(), now);
             let subject = Subject {
                 kind: SubjectType::StatementLine,
                 id: format!("{id}:{}", line.number),
