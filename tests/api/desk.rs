@@ -349,6 +349,19 @@ async fn bulk_decisions_answer_per_id_and_one_refusal_undoes_nothing() {
     );
     assert_eq!(answers[0]["operation"]["status"], "approved");
     assert_eq!(answers[1]["error"]["code"], "resource_missing");
+    // The list and each operation in it are written as every other list and operation are:
+    // `object` first, the operation as its own endpoint shows it.
+    let text = String::from_utf8(decided.bytes.clone()).unwrap();
+    assert!(
+        text.starts_with(&format!(
+            "{{\"object\":\"list\",\"data\":[{{\"id\":\"{first}\",\"status\":200,\"operation\":{{\"object\":\"operation\",\"id\":\"{first}\","
+        )),
+        "{text}"
+    );
+    assert_eq!(
+        answers[0]["operation"],
+        app.get(&format!("/v1/operations/{first}"), &approver.key).await.json()
+    );
     assert_eq!(
         app.get(&format!("/v1/operations/{theirs}"), &other.key).await.json()["status"],
         "pending_approval",

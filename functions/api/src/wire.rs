@@ -11,7 +11,7 @@ use ops_domain::desk::WorkItem;
 use ops_domain::event::Event;
 use ops_domain::files::File;
 use ops_domain::idempotency::KeyHold;
-use ops_domain::ids::{ApiKeyId, CustomerId, UserId};
+use ops_domain::ids::{ApiKeyId, CustomerId, OperationId, UserId};
 use ops_domain::ledger::{Account, Movement};
 use ops_domain::operations::Operation;
 use ops_domain::ports::AuditEntry;
@@ -193,6 +193,34 @@ impl<T: Wire> Wire for Page<T> {
             data: self.data.iter().map(Wire::wire).collect(),
             has_more: self.has_more,
             next_starting_after: self.next_starting_after.as_deref(),
+        }
+    }
+}
+
+/// One operation's answer in a bulk decision: the operation as decided, or the error (its
+/// status and body) that it alone was refused with.
+pub struct Decided {
+    pub id: OperationId,
+    pub answer: Result<Operation, (u16, serde_json::Value)>,
+}
+
+#[derive(Serialize)]
+struct DecidedWire<'a> {
+    id: &'a OperationId,
+    status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    operation: Option<Named<'a, Operation>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a serde_json::Value>,
+}
+
+impl Wire for Decided {
+    fn wire(&self) -> impl Serialize + '_ {
+        DecidedWire {
+            id: &self.id,
+            status: self.answer.as_ref().map_or_else(|(status, _)| *status, |_| 200),
+            operation: self.answer.as_ref().ok().map(|operation| named("operation", operation)),
+            error: self.answer.as_ref().err().map(|(_, error)| error),
         }
     }
 }

@@ -4,16 +4,15 @@ use super::*;
 use crate::error::ApiError;
 use crate::extract::{parse, Caller, JsonBody, PathId};
 use crate::idempotency::create_once;
-use crate::wire::to_json;
+use crate::wire::Decided;
 use crate::App;
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
-use axum::response::IntoResponse;
-use axum::Json;
 use ops_domain::access::Scope;
 use ops_domain::ids::{CustomerId, IdKind, OperationId};
 use ops_domain::operations::OperationQuery;
 use ops_domain::operations::{Decision, OperationStatus, OperationType};
+use ops_domain::service::Page;
 use ops_domain::DomainError;
 
 pub async fn create_operation(
@@ -88,21 +87,17 @@ async fn decide_many(
     body: &serde_json::Value,
 ) -> Answer {
     let answers = app.service.decide_many(caller, decision, parse(body)?).await?;
-    let data: Vec<serde_json::Value> = answers
+    let decided = answers
         .into_iter()
-        .map(|(id, answer)| match answer {
-            Ok(operation) => serde_json::json!({
-                "id": id,
-                "status": 200,
-                "operation": serde_json::from_slice::<serde_json::Value>(&to_json(&operation)).expect("our own JSON"),
+        .map(|(id, answer)| Decided {
+            id,
+            answer: answer.map_err(|error| {
+                let (status, body) = ApiError::from(error).status_and_body();
+                (status.as_u16(), body)
             }),
-            Err(error) => {
-                let (status, error) = ApiError::from(error).status_and_body();
-                serde_json::json!({"id": id, "status": status.as_u16(), "error": error})
-            }
         })
         .collect();
-    Ok(Json(serde_json::json!({"object": "list", "data": data, "has_more": false})).into_response())
+    ok(Page::all(decided))
 }
 
 pub async fn approve_operations(State(app): State<App>, Caller(caller): Caller, JsonBody(body): JsonBody) -> Answer {
