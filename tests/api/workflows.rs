@@ -180,6 +180,12 @@ async fn bad_definitions_and_missing_scope_are_refused() {
             json!({"rules": [{"when": {"total_amount": {"gte": 10, "lte": 1}}, "then": {"action": "approve"}}]}),
             "rules[0].when.total_amount",
         ),
+        // A rule on a rail no adapter serves would never match: the approvals it was written
+        // to require would silently not be.
+        (
+            json!({"rules": [{"when": {"rail": ["psp-local:sandbx"]}, "then": {"action": "require_approvals", "count": 2, "role": "approver"}}]}),
+            "rules[0].when.rail[0]",
+        ),
     ];
     for (definition, param) in cases {
         let reply = put(&app, "mine", &customer.key, definition.clone()).await;
@@ -193,6 +199,8 @@ async fn bad_definitions_and_missing_scope_are_refused() {
     )
     .await;
     assert_eq!(bad_name.error(400)["param"], "name");
+    let never_saved = app.get("/v1/workflows/mine", &customer.key).await;
+    assert_eq!(never_saved.status, 404, "{}", never_saved.json());
     let reader = app
         .post("/v1/api_keys", &customer.key, json!({"scopes": ["operations:read"]}))
         .await

@@ -191,7 +191,10 @@ impl WorkflowDefinition {
     }
 
     /// Checks a definition before it is stored; errors name the offending field.
-    pub fn validate(&self) -> Result<(), DomainError> {
+    /// Checks every rule; `known_rail` says which rails an adapter serves here, since a rule
+    /// on any other rail would never match, and a requirement it was written to add would
+    /// silently never apply.
+    pub fn validate(&self, known_rail: &dyn Fn(&str) -> bool) -> Result<(), DomainError> {
         if self.rules.is_empty() {
             return Err(DomainError::invalid(
                 "rules",
@@ -240,7 +243,15 @@ impl WorkflowDefinition {
                     ));
                 }
                 for (j, value) in list.iter().enumerate() {
-                    check_text(value, &format!("rules[{i}].when.{name}[{j}]"), 64)?;
+                    let param = format!("rules[{i}].when.{name}[{j}]");
+                    check_text(value, &param, 64)?;
+                    if name == "rail" && !known_rail(value) {
+                        return Err(DomainError::invalid(
+                            param,
+                            "unknown_rail",
+                            format!("No adapter serves rail '{value}': a rule on it would never match."),
+                        ));
+                    }
                 }
             }
             match &rule.then {
@@ -462,7 +473,7 @@ pub(crate) mod tests {
     fn invalid_definitions_name_the_field() {
         let bad = |json: serde_json::Value| -> String {
             let def: WorkflowDefinition = serde_json::from_value(json).unwrap();
-            match def.validate().unwrap_err() {
+            match def.validate(&|rail| rail == "psp-local:sandbox").unwrap_err() {
                 DomainError::InvalidRequest { param, .. } => param.unwrap(),
                 other => panic!("{other:?}"),
             }
@@ -507,6 +518,12 @@ pub(crate) mod tests {
         assert_eq!(
             bad(serde_json::json!({"rules": [{"when": {"rail": ["ñ".repeat(65)]}, "then": {"action": "approve"}}]})),
             "rules[0].when.rail[0]"
+        );
+        assert_eq!(
+            bad(
+                serde_json::json!({"rules": [{"when": {"rail": ["psp-local:sandbox", "psp-local:sandbx"]}, "then": {"action": "approve"}}]})
+            ),
+            "rules[0].when.rail[1]"
         );
     }
 

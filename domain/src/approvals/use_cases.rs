@@ -71,7 +71,7 @@ impl Service {
                 "Workflow names are 1-64 lowercase letters, digits, '_' or '-'.",
             ));
         }
-        definition.validate()?;
+        definition.validate(&|rail| self.rails.contains(rail))?;
         let owner = match &principal.key.customer_id {
             Some(customer) => WorkflowOwner::Customer(customer.clone()),
             None => WorkflowOwner::Platform,
@@ -192,7 +192,7 @@ impl Service {
         principal.require(Scope::UsersManage)?;
         let customer = self.visible_customer(principal, customer_id, "customer_id").await?;
         let kind = floor_kind(kind)?;
-        definition.validate()?;
+        definition.validate(&|rail| self.rails.contains(rail))?;
         let current = self.approval_floor(&customer.id, kind).await?;
         let saved = Workflow {
             name: approvals::floor_name(kind),
