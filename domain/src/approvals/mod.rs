@@ -245,6 +245,10 @@ impl WorkflowDefinition {
                 for (j, value) in list.iter().enumerate() {
                     let param = format!("rules[{i}].when.{name}[{j}]");
                     check_text(value, &param, 64)?;
+                    // An id_type no item can have would never match either.
+                    if name == "beneficiary_id_type" {
+                        crate::validate::item_field::beneficiary_id_type(Some(value.clone()), &param)?;
+                    }
                     if name == "rail" && !known_rail(value) {
                         return Err(DomainError::invalid(
                             param,
@@ -524,6 +528,12 @@ pub(crate) mod tests {
                 serde_json::json!({"rules": [{"when": {"rail": ["psp-local:sandbox", "psp-local:sandbx"]}, "then": {"action": "approve"}}]})
             ),
             "rules[0].when.rail[1]"
+        );
+        assert_eq!(
+            bad(
+                serde_json::json!({"rules": [{"when": {"beneficiary_id_type": ["RUT", "R U T"]}, "then": {"action": "approve"}}]})
+            ),
+            "rules[0].when.beneficiary_id_type[1]"
         );
     }
 
