@@ -4,7 +4,7 @@
 use ops_domain::ports::{QueueName, QueueTask};
 use ops_infra::QueueConsumer;
 use ops_tests::{payroll_csv, spawn_app, TestApp};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::collections::HashSet;
 use time::Duration;
 
@@ -84,9 +84,19 @@ async fn a_payroll_file_becomes_operations_of_at_most_a_thousand_items_per_curre
     }
     assert_eq!(references.len(), 2_503, "every line is an item, once");
 
-    // The file's history: accepted, then processing, then completed, each with its cause.
+    // The file's history: accepted, then processing, then completed, each with its cause; the
+    // completion's says how every chunk went, not what the last one did.
+    assert_eq!(
+        (&file["cause"]["code"], &file["cause"]["message"]),
+        (
+            &json!("file_completed"),
+            &json!("All 4 chunk(s) done, each made its operation")
+        ),
+        "{file}"
+    );
     let events = app.get("/v1/events?type=file.completed", &customer.key).await.json();
     assert_eq!(events["data"][0]["data"]["file_id"], file["id"]);
+    assert_eq!(events["data"][0]["data"]["cause"], file["cause"]);
     let listed = app.get("/v1/files", &customer.key).await.json();
     assert_eq!(listed["data"][0]["id"], file["id"]);
 
@@ -357,4 +367,76 @@ async fn a_thousand_lines_with_every_field_at_its_longest_are_split_into_operati
         .map(|o| o["items"].as_array().unwrap().len())
         .sum();
     assert_eq!(items, 1000);
+}
+
+#[tokio::test]
+async fn chunks_left_when_the_uploading_key_is_revoked_are_refused_and_the_file_completes_saying_so() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let uploader = app
+        .post(
+            "/v1/api_keys",
+            &customer.key,
+            json!({"scopes": ["operations:read", "operations:write"]}),
+        )
+        .await
+        .json();
+    let (key_id, secret) = (uploader["id"].as_str().unwrap(), uploader["secret"].as_str().unwrap());
+    // Seven chunks: the split's first run makes five.
+    let lines: Vec<(i64, &str)> = (0..6_500).map(|i| (100 * (i + 1), "CLP")).collect();
+    let uploaded = upload(&app, secret, "workflow=two_step", "big", payroll_csv(&lines)).await;
+    assert_eq!(uploaded.status, 202, "{}", uploaded.json());
+    app.driver()
+        .round(ops_runtime::driver::Trigger::Stream(
+            ops_runtime::driver::StreamConsumer::Transition,
+        ))
+        .await
+        .unwrap();
+    let messages = app
+        .embedded()
+        .queue
+        .receive(QueueName::Files, 10, Duration::ZERO)
+        .await
+        .unwrap();
+    let first_run = app.driver().service().handle_file_splits(&messages).await;
+    assert!(first_run.failed.is_empty());
+
+    // The key that uploaded the file is revoked before the rest are made.
+    let revoked = app.delete(&format!("/v1/api_keys/{key_id}"), &customer.key).await;
+    assert_eq!(revoked.status, 200, "{}", revoked.json());
+    app.drain().await;
+
+    let file = app
+        .get(&format!("/v1/files/{}", uploaded.id()), &customer.key)
+        .await
+        .json();
+    assert_eq!(file["status"], "completed", "{file}");
+    let chunks = file["chunks"].as_array().unwrap();
+    assert!(
+        chunks[..5]
+            .iter()
+            .all(|c| c["operation_id"].is_string() && c["refused"].is_null()),
+        "{file}"
+    );
+    let why = format!("The API key {key_id} that made the file was revoked.");
+    assert!(
+        chunks[5..]
+            .iter()
+            .all(|c| c["operation_id"].is_null() && c["refused"] == why.as_str()),
+        "{file}"
+    );
+    assert_eq!(
+        (&file["cause"]["code"], &file["cause"]["message"]),
+        (
+            &json!("file_completed"),
+            &json!("All 7 chunk(s) done: 5 made an operation, 2 refused")
+        ),
+        "{file}"
+    );
+    let made = app.get("/v1/operations?limit=100", &customer.key).await.json();
+    assert_eq!(
+        made["data"].as_array().unwrap().len(),
+        5,
+        "no operation for a refused chunk"
+    );
 }

@@ -298,6 +298,24 @@ impl Service {
                 cause.clone(),
             )));
             if status != file.status {
+                // The last chunk done completes the file: its cause says how all of them went.
+                let cause = match status {
+                    FileStatus::Completed => {
+                        let (chunks, refused) = (
+                            next.chunks.len(),
+                            next.chunks.iter().filter(|c| c.refused.is_some()).count(),
+                        );
+                        let message = match refused {
+                            0 => format!("All {chunks} chunk(s) done, each made its operation"),
+                            _ => format!(
+                                "All {chunks} chunk(s) done: {} made an operation, {refused} refused",
+                                chunks - refused
+                            ),
+                        };
+                        Cause::new("file_completed", message, file_actor(&file.id), now)
+                    }
+                    _ => cause,
+                };
                 changes.push(Write::Audit(
                     AuditEntry::new("file", &file.id, "status_changed", cause.clone())
                         .moving(Some(file.status.as_str()), status.as_str()),
