@@ -231,21 +231,28 @@ impl Service {
         };
         old.rotated_to = Some(new_key.id.clone());
         old.version += 1;
-        let cause = Cause::new(
+        // Each key's history tells its own side: the old key where it went and until when it
+        // still works, the new one where it came from.
+        let expires = old
+            .expires_at
+            .and_then(|at| at.format(&time::format_description::well_known::Rfc3339).ok())
+            .unwrap_or_default();
+        let rotated = Cause::new(
+            "api_key_rotated",
+            format!("Rotated to {}; this key works until {expires}", new_key.id),
+            principal.actor(),
+            now,
+        );
+        let created = Cause::new(
             "api_key_rotated",
             format!("Rotated from {}", old.id),
             principal.actor(),
             now,
         );
         let mut changes = Changeset::default();
-        changes.push(Write::Audit(AuditEntry::new(
-            "api_key",
-            &old.id,
-            "rotated",
-            cause.clone(),
-        )));
+        changes.push(Write::Audit(AuditEntry::new("api_key", &old.id, "rotated", rotated)));
         changes.push(Write::PutApiKey(old));
-        self.issue_key(new_key, secret, cause, changes, ticket).await
+        self.issue_key(new_key, secret, created, changes, ticket).await
     }
 
     /// Revokes a key and every successor it was rotated into, in one changeset: a leaked key's

@@ -66,6 +66,15 @@ pub async fn a_keys_history_names_each_change_and_its_actor(app: &Api) {
             (second.as_str(), "revoked", "api_key_revoked"),
         ]
     );
+    // Each side of the rotation says where the key went or came from.
+    let message = |entries: Vec<Value>, n: usize| entries[n]["cause"]["message"].as_str().unwrap().to_owned();
+    let went = message(app.history(&path, &customer.key).await, 1);
+    assert!(
+        went.starts_with(&format!("Rotated to {second}; this key works until 20")),
+        "{went}"
+    );
+    let came = message(app.history(&format!("/v1/api_keys/{second}"), &customer.key).await, 0);
+    assert_eq!(came, format!("Rotated from {first}"));
 
     // Another customer's admin sees no such key; a key without users:manage reads no other key's.
     let other = app.create_customer().await;
