@@ -13,6 +13,31 @@ async fn upload(app: &TestApp, key: &str, query: &str, idempotency_key: &str, by
         .await
 }
 
+/// The split the transition consumer queues for a newly accepted file, taken off its queue as
+/// a worker takes it: not acknowledged, so it comes back unless the test drains it.
+async fn take_split(app: &TestApp) -> Vec<ops_domain::ports::QueueMessage> {
+    app.driver()
+        .round(ops_runtime::driver::Trigger::Stream(
+            ops_runtime::driver::StreamConsumer::Transition,
+        ))
+        .await
+        .unwrap();
+    app.embedded()
+        .queue
+        .receive(QueueName::Files, 10, Duration::ZERO)
+        .await
+        .unwrap()
+}
+
+/// The file is completed, its cause saying how its chunks went.
+fn assert_completed_saying(file: &Value, message: &str) {
+    assert_eq!(
+        (&file["status"], &file["cause"]["code"], &file["cause"]["message"]),
+        (&json!("completed"), &json!("file_completed"), &json!(message)),
+        "{file}"
+    );
+}
+
 /// The operations a file's chunks made, as the API shows them.
 async fn operations_of(app: &TestApp, key: &str, file: &Value) -> Vec<Value> {
     let mut operations = vec![];
@@ -86,14 +111,7 @@ async fn a_payroll_file_becomes_operations_of_at_most_a_thousand_items_per_curre
 
     // The file's history: accepted, then processing, then completed, each with its cause; the
     // completion's says how every chunk went, not what the last one did.
-    assert_eq!(
-        (&file["cause"]["code"], &file["cause"]["message"]),
-        (
-            &json!("file_completed"),
-            &json!("All 4 chunk(s) done, each made its operation")
-        ),
-        "{file}"
-    );
+    assert_completed_saying(&file, "All 4 chunk(s) done, each made its operation");
     let events = app.get("/v1/events?type=file.completed", &customer.key).await.json();
     assert_eq!(events["data"][0]["data"]["file_id"], file["id"]);
     assert_eq!(events["data"][0]["data"]["cause"], file["cause"]);
@@ -287,17 +305,10 @@ async fn a_split_run_twice_at_once_or_again_after_a_crash_makes_each_chunk_once(
     assert_eq!(uploaded.status, 202, "{}", uploaded.json());
     let file_id = uploaded.id();
     let service = app.driver().service().clone();
-    let queue = &app.embedded().queue;
 
     // The transition consumer queues the split; two workers take the same message at once
     // (a redelivery while the first still runs) and neither acknowledges it (both crash).
-    app.driver()
-        .round(ops_runtime::driver::Trigger::Stream(
-            ops_runtime::driver::StreamConsumer::Transition,
-        ))
-        .await
-        .unwrap();
-    let messages = queue.receive(QueueName::Files, 10, Duration::ZERO).await.unwrap();
+    let messages = take_split(&app).await;
     assert_eq!(messages.len(), 1);
     assert_eq!(
         QueueTask::parse(&messages[0].body).unwrap(),
@@ -386,18 +397,7 @@ async fn chunks_left_when_the_uploading_key_is_revoked_are_refused_and_the_file_
     let lines: Vec<(i64, &str)> = (0..6_500).map(|i| (100 * (i + 1), "CLP")).collect();
     let uploaded = upload(&app, secret, "workflow=two_step", "big", payroll_csv(&lines)).await;
     assert_eq!(uploaded.status, 202, "{}", uploaded.json());
-    app.driver()
-        .round(ops_runtime::driver::Trigger::Stream(
-            ops_runtime::driver::StreamConsumer::Transition,
-        ))
-        .await
-        .unwrap();
-    let messages = app
-        .embedded()
-        .queue
-        .receive(QueueName::Files, 10, Duration::ZERO)
-        .await
-        .unwrap();
+    let messages = take_split(&app).await;
     let first_run = app.driver().service().handle_file_splits(&messages).await;
     assert!(first_run.failed.is_empty());
 
@@ -425,14 +425,7 @@ async fn chunks_left_when_the_uploading_key_is_revoked_are_refused_and_the_file_
             .all(|c| c["operation_id"].is_null() && c["refused"] == why.as_str()),
         "{file}"
     );
-    assert_eq!(
-        (&file["cause"]["code"], &file["cause"]["message"]),
-        (
-            &json!("file_completed"),
-            &json!("All 7 chunk(s) done: 5 made an operation, 2 refused")
-        ),
-        "{file}"
-    );
+    assert_completed_saying(&file, "All 7 chunk(s) done: 5 made an operation, 2 refused");
     let made = app.get("/v1/operations?limit=100", &customer.key).await.json();
     assert_eq!(
         made["data"].as_array().unwrap().len(),
