@@ -151,12 +151,16 @@ impl Service {
         retired.extend(live.drain(..beyond));
         endpoint.secrets = live;
         endpoint.secrets.push(signing.clone());
-        let cause = Cause::new(
-            "webhook_secret_rotated",
-            "Signing secret rotated",
-            principal.actor(),
-            now,
-        );
+        let message = match overlap.is_zero() {
+            true => "Signing secret rotated; earlier secrets stop signing now".to_owned(),
+            false => format!(
+                "Signing secret rotated; earlier secrets sign beside it until {} at the latest",
+                (now + overlap)
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .unwrap_or_default()
+            ),
+        };
+        let cause = Cause::new("webhook_secret_rotated", message, principal.actor(), now);
         match self.save_endpoint(&mut endpoint, "secret_rotated", cause).await {
             Ok(()) => self.forget_secrets(&retired).await,
             Err(StoreError::Conflict) => {

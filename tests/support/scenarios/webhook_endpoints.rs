@@ -69,6 +69,15 @@ async fn rotate_secret(app: &Api, customer: &crate::Customer, id: &str, expires_
         .post(&path, &customer.key, json!({ "expires_in": expires_in }))
         .await;
     assert_eq!(rotated.status, 200, "{}", rotated.json());
+    // The endpoint's history says how long the secrets before it go on signing.
+    let history = app.history(&format!("/v1/webhook_endpoints/{id}"), &customer.key).await;
+    let entry = history.iter().rev().find(|e| e["action"] == "secret_rotated").unwrap();
+    let said = entry["cause"]["message"].as_str().unwrap();
+    let expected = match expires_in {
+        0 => "Signing secret rotated; earlier secrets stop signing now",
+        _ => "Signing secret rotated; earlier secrets sign beside it until 20",
+    };
+    assert!(said.starts_with(expected), "{said}");
     rotated.json()["secret"].as_str().unwrap().to_owned()
 }
 
