@@ -488,3 +488,11 @@ pub fn payroll_csv(lines: &[(i64, &str)]) -> Vec<u8> {
     }
     csv.into_bytes()
 }
+
+/// The RFC 3339 time `after` past `at` (an RFC 3339 string in a response), written as the
+/// service writes times.
+pub fn rfc3339_after(at: &Value, after: time::Duration) -> String {
+    use time::format_description::well_known::Rfc3339;
+    let at = time::OffsetDateTime::parse(at.as_str().expect("a time"), &Rfc3339).expect("an RFC 3339 time");
+    (at + after).format(&Rfc3339).expect("formats")
+}
