@@ -54,6 +54,18 @@ impl IdKind {
                 !opaque.is_empty() && opaque.len() <= 64 && opaque.bytes().all(|b| b.is_ascii_alphanumeric())
             })
     }
+
+    /// Whether `id` is one this service could have made: the prefix and a lowercase ULID. A
+    /// page may start after such an id even if it names nothing, since ids sort by time; a
+    /// cursor of any other shape sorts at one end of the list and would silently restart or
+    /// empty it, so lists refuse it.
+    pub fn could_have_made(self, id: &str) -> bool {
+        id.strip_prefix(self.prefix())
+            .and_then(|rest| rest.strip_prefix('_'))
+            .is_some_and(|opaque| {
+                !opaque.bytes().any(|b| b.is_ascii_uppercase()) && ulid::Ulid::from_string(opaque).is_ok()
+            })
+    }
 }
 
 /// One type per kind of id, so an operation id is never passed where a transaction id is
@@ -68,8 +80,6 @@ macro_rules! typed_ids {
         pub struct $name(String);
 
         impl $name {
-            pub const KIND: IdKind = IdKind::$kind;
-
             /// A caller's id, if it has this kind's shape.
             pub fn parse(id: &str) -> Option<$name> {
                 IdKind::$kind.matches(id).then(|| $name(id.to_owned()))
@@ -86,6 +96,7 @@ macro_rules! typed_ids {
         }
 
         impl TypedId for $name {
+            const KIND: IdKind = IdKind::$kind;
             const RESOURCE: &'static str = $resource;
 
             fn parse(id: &str) -> Option<$name> {
@@ -165,6 +176,7 @@ macro_rules! typed_ids {
 
 /// What every typed id can do, for code that reads any of them (the HTTP edge's path ids).
 pub trait TypedId: Sized {
+    const KIND: IdKind;
     /// The resource's name in a "No such …" answer.
     const RESOURCE: &'static str;
     fn parse(id: &str) -> Option<Self>;
@@ -242,6 +254,23 @@ mod tests {
         let id = TransactionId::new(&UlidGenerator::default());
         assert!(id.starts_with("txn_"));
         assert_eq!(serde_json::to_string(&id).unwrap(), format!("\"{id}\""));
+    }
+
+    #[test]
+    fn only_an_id_of_the_generators_shape_could_have_been_made() {
+        let made = UlidGenerator::default().new_id(IdKind::Operation);
+        assert!(IdKind::Operation.could_have_made(&made));
+        assert!(!IdKind::Transaction.could_have_made(&made));
+        let upper = format!("op_{}", made["op_".len()..].to_ascii_uppercase());
+        for bad in [
+            "op_nope",
+            "op_01abc",
+            &upper,
+            &format!("{made}0"),
+            "op_01arz3ndektsv4rrffq69g5fai",
+        ] {
+            assert!(!IdKind::Operation.could_have_made(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -197,6 +197,9 @@ async fn malformed_bodies_headers_queries_and_routes_are_4xx() {
         ("status=done", "status"),
         ("type=refund", "type"),
         ("starting_after=cus_123", "starting_after"),
+        // Not an id the list gave: it would sort past every id and restart the list.
+        ("starting_after=op_nope", "starting_after"),
+        ("starting_after=op_01ARZ3NDEKTSV4RRFFQ69G5FAV", "starting_after"),
         ("customer_id=op_1", "customer_id"),
         ("colour=blue", "colour"),
         ("limit=10&limit=20", "limit"),

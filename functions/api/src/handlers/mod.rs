@@ -85,14 +85,8 @@ fn list_params(raw: Option<&str>, item: IdKind, filters: &[&str]) -> Result<List
         match name.as_str() {
             "customer_id" if IdKind::Customer.matches(&value) => params.customer_id = Some(value),
             "customer_id" => return Err(bad("invalid_id", format!("'{value}' is not a customer id."))),
-            "starting_after" if item.matches(&value) => params.starting_after = Some(value),
-            "starting_after" => {
-                let message = format!(
-                    "'{value}' is not an id this list holds (they start {}_).",
-                    item.prefix()
-                );
-                return Err(bad("invalid_id", message));
-            }
+            "starting_after" if item.could_have_made(&value) => params.starting_after = Some(value),
+            "starting_after" => return Err(bad("invalid_id", not_a_cursor(&value, item))),
             "limit" => match value.parse::<usize>() {
                 Ok(limit) if (1..=100).contains(&limit) => params.limit = limit,
                 _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
@@ -101,6 +95,13 @@ fn list_params(raw: Option<&str>, item: IdKind, filters: &[&str]) -> Result<List
         }
     }
     Ok(params)
+}
+
+fn not_a_cursor(value: &str, item: IdKind) -> String {
+    format!(
+        "'{value}' is not an id this list holds: they are {}_ and a 26-character lowercase ULID, as the list gives them.",
+        item.prefix()
+    )
 }
 
 /// A list under one resource, paged and not filtered: `starting_after` (an `Id`) and `limit`.
@@ -123,14 +124,9 @@ fn page_filtered_by<Id: TypedId>(raw: Option<&str>, filters: &[&str]) -> Result<
                 Ok(value) if (1..=100).contains(&value) => limit = value,
                 _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
             },
-            "starting_after" => match Id::parse(&value) {
+            "starting_after" => match Id::parse(&value).filter(|_| Id::KIND.could_have_made(&value)) {
                 Some(id) => starting_after = Some(id),
-                None => {
-                    return Err(bad(
-                        "invalid_id",
-                        format!("'{value}' is not a valid {} id.", Id::RESOURCE),
-                    ))
-                }
+                None => return Err(bad("invalid_id", not_a_cursor(&value, Id::KIND))),
             },
             _ => given.push((name, value)),
         }
