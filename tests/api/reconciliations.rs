@@ -193,7 +193,7 @@ async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exc
             .collect()
     };
     let amount_differs = format!(
-        "does not agree with transaction {}: the statement says 40001 CLP, the transaction 40000.",
+        "does not agree with transaction {}: the statement says 40001 CLP, the transaction 40000 CLP.",
         txn(40_000)
     );
     assert!(
@@ -206,7 +206,7 @@ async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exc
     assert_eq!(
         said("reconciliation_missing"),
         [format!(
-            "Transaction {} (50000, confirmed on psp-local:sandbox) is not in the statement (reconciliation {id}, line 6).",
+            "Transaction {} (50000 CLP, confirmed on psp-local:sandbox) is not in the statement (reconciliation {id}, line 6).",
             txn(50_000)
         )]
     );

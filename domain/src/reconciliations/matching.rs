@@ -83,6 +83,7 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
             transaction_id: None,
             matched_by: None,
             transaction_amount: None,
+            transaction_currency: None,
             transaction_status: None,
             differences: Vec::new(),
             applied: None,
@@ -93,6 +94,7 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
             reconciled_line.transaction_id = Some(transaction.id.clone());
             reconciled_line.matched_by = Some(how);
             reconciled_line.transaction_amount = Some(transaction.amount);
+            reconciled_line.transaction_currency = Some(transaction.currency.clone());
             reconciled_line.transaction_status = Some(transaction.status);
             let differences = &mut reconciled_line.differences;
             if claimed[i] {
@@ -138,6 +140,7 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
             transaction_id: Some(transaction.id.clone()),
             matched_by: None,
             transaction_amount: Some(transaction.amount),
+            transaction_currency: Some(transaction.currency.clone()),
             transaction_status: Some(transaction.status),
             differences: Vec::new(),
             applied: None,

@@ -97,6 +97,7 @@ pub struct ReconciliationLine {
     pub matched_by: Option<MatchedBy>,
     /// The transaction's amount and status here, before the statement was applied.
     pub transaction_amount: Option<Amount>,
+    pub transaction_currency: Option<Currency>,
     pub transaction_status: Option<TransactionStatus>,
     pub differences: Vec<Difference>,
     /// The status the statement moved the transaction to (`returned`, `failed`, …), if it did.
@@ -119,6 +120,7 @@ impl ReconciliationLine {
             _ => "no amount".to_owned(),
         };
         let said = money(self.amount, self.currency.as_ref());
+        let held = money(self.transaction_amount, self.transaction_currency.as_ref());
         let transaction = self.transaction_id.as_ref().map_or("?".to_owned(), ToString::to_string);
         match self.outcome {
             LineOutcome::Matched => format!("{line} matches transaction {transaction}."),
@@ -127,27 +129,24 @@ impl ReconciliationLine {
                 format!("{line} matches no transaction: rail reference {reference}, {said}.")
             }
             LineOutcome::Missing => format!(
-                "Transaction {transaction} ({}, {} on {rail}) is not in the statement (reconciliation {reconciliation}, line {}).",
-                money(self.transaction_amount, None),
+                "Transaction {transaction} ({held}, {} on {rail}) is not in the statement (reconciliation {reconciliation}, line {}).",
                 self.transaction_status.map_or("?", TransactionStatus::as_str),
                 self.number
             ),
             LineOutcome::Mismatched => {
-                let held = self.transaction_status.map_or("?", TransactionStatus::as_str);
+                let held_status = self.transaction_status.map_or("?", TransactionStatus::as_str);
                 let differences: Vec<String> = self
                     .differences
                     .iter()
                     .map(|difference| match difference {
-                        Difference::Amount => format!(
-                            "the statement says {said}, the transaction {}",
-                            money(self.transaction_amount, None)
-                        ),
+                        Difference::Amount => format!("the statement says {said}, the transaction {held}"),
                         Difference::Currency => format!(
-                            "the statement's currency, {}, is not the transaction's",
-                            self.currency.as_ref().map_or("?", Currency::code)
+                            "the statement's currency, {}, is not the transaction's, {}",
+                            self.currency.as_ref().map_or("?", Currency::code),
+                            self.transaction_currency.as_ref().map_or("?", Currency::code)
                         ),
                         Difference::Status => format!(
-                            "the statement says {}, the transaction was {held}",
+                            "the statement says {}, the transaction was {held_status}",
                             self.status.map_or("?", StatementStatus::as_str)
                         ),
                         Difference::Duplicate => "an earlier line of the statement already matched it".to_owned(),
@@ -259,6 +258,7 @@ mod tests {
             transaction_id: Some(TransactionId::from("txn_01abc")),
             matched_by: Some(MatchedBy::RailReference),
             transaction_amount: Amount::new(100),
+            transaction_currency: Currency::parse("USD"),
             transaction_status: Some(TransactionStatus::Confirmed),
             differences: vec![],
             applied: None,
@@ -278,7 +278,7 @@ mod tests {
         assert_eq!(
             message(mismatched),
             "Line 2 of the psp-local:sandbox statement (reconciliation rec_1) does not agree with transaction \
-             txn_01abc: the statement says 150 USD, the transaction 100; the statement says returned, the \
+             txn_01abc: the statement says 150 USD, the transaction 100 USD; the statement says returned, the \
              transaction was confirmed. It is now returned."
         );
         let twice = ReconciliationLine {
@@ -289,6 +289,16 @@ mod tests {
             message(twice),
             "Line 2 of the psp-local:sandbox statement (reconciliation rec_1) does not agree with transaction \
              txn_01abc: an earlier line of the statement already matched it."
+        );
+        let other_currency = ReconciliationLine {
+            differences: vec![Difference::Currency],
+            transaction_currency: Currency::parse("EUR"),
+            ..line(LineOutcome::Mismatched)
+        };
+        assert_eq!(
+            message(other_currency),
+            "Line 2 of the psp-local:sandbox statement (reconciliation rec_1) does not agree with transaction \
+             txn_01abc: the statement's currency, USD, is not the transaction's, EUR."
         );
         let unmatched = ReconciliationLine {
             transaction_id: None,
@@ -308,7 +318,7 @@ mod tests {
         };
         assert_eq!(
             message(missing),
-            "Transaction txn_01abc (100, confirmed on psp-local:sandbox) is not in the statement \
+            "Transaction txn_01abc (100 USD, confirmed on psp-local:sandbox) is not in the statement \
              (reconciliation rec_1, line 7)."
         );
     }
