@@ -166,7 +166,23 @@ async fn bad_definitions_and_missing_scope_are_refused() {
         ),
         (
             json!({"rules": [{"then": {"action": "require_approvals", "count": 1, "role": "ceo"}}]}),
-            "rules[0].then",
+            "rules[0].then.role",
+        ),
+        (
+            json!({"rules": [{"then": {"action": "require_approvals", "count": "two", "role": "approver"}}]}),
+            "rules[0].then.count",
+        ),
+        (
+            json!({"rules": [{"then": {"action": "require_approvals", "count": 1}}]}),
+            "rules[0].then.role",
+        ),
+        (
+            json!({"rules": [{"then": {"action": "approve", "reason": "fine"}}]}),
+            "rules[0].then.reason",
+        ),
+        (
+            json!({"rules": [{"then": {"action": "approve", "colour": "red"}}]}),
+            "rules[0].then.colour",
         ),
         (
             json!({"rules": [{"when": {"amount": 5}, "then": {"action": "approve"}}]}),

@@ -1,8 +1,10 @@
 //! Approval workflows: ordered rules, first match wins (DESIGN §5).
 
+mod action;
 mod floor;
 mod use_cases;
 
+pub use action::Action;
 pub use floor::{default_floor, floor_name, stricter, Decider};
 pub use use_cases::ApprovalFloor;
 
@@ -75,14 +77,6 @@ impl ApprovalRequirement {
             None => self.role.name().to_string(),
         }
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Action {
-    Approve,
-    Reject { reason: String },
-    RequireApprovals { count: u8, role: Role },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
