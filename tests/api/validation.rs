@@ -211,6 +211,16 @@ async fn malformed_bodies_headers_queries_and_routes_are_4xx() {
     // A repeated parameter is refused as a body's repeated key is: which would win is a guess.
     let repeated = app.get("/v1/operations?limit=10&limit=20", &customer.key).await;
     assert_eq!(repeated.error(400)["code"], "parameter_repeated");
+    // The error object's keys come in the design's order, as every other object's do.
+    let text = String::from_utf8(repeated.bytes.clone()).unwrap();
+    let keys: Vec<usize> = ["type", "code", "message", "param", "request_id"]
+        .iter()
+        .map(|key| {
+            text.find(&format!("\"{key}\":"))
+                .unwrap_or_else(|| panic!("{key} in {text}"))
+        })
+        .collect();
+    assert!(keys.windows(2).all(|w| w[0] < w[1]), "{text}");
 
     for path in [
         "/v1/operations/op_doesnotexist",

@@ -4,9 +4,10 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use ops_domain::files::LineError;
 use ops_domain::ids::{IdGenerator, IdKind, UlidGenerator};
 use ops_domain::DomainError;
-use serde_json::json;
+use serde::Serialize;
 use std::sync::LazyLock;
 
 tokio::task_local! {
@@ -139,7 +140,7 @@ fn with_sources(error: &dyn std::error::Error) -> String {
 impl ApiError {
     /// The status and the `error` object of this error, as a response (or one answer of a
     /// bulk request) carries them.
-    pub fn status_and_body(&self) -> (StatusCode, serde_json::Value) {
+    pub fn status_and_body(&self) -> (StatusCode, ErrorObject) {
         let (status, kind, code, param) = self.parts();
         let message = match self {
             // Internal details go to the log, not to the client.
@@ -160,23 +161,49 @@ impl ApiError {
             }
             other => other.to_string(),
         };
-        let request_id = REQUEST_ID.try_with(Clone::clone).unwrap_or_default();
-        let mut error = json!({"type": kind, "code": code, "message": message, "request_id": request_id});
-        if let Some(param) = param {
-            error["param"] = param.into();
-        }
-        if let ApiError::Domain(DomainError::InvalidFile { errors, total }) = self {
-            error["errors"] = serde_json::to_value(errors).unwrap_or_default();
-            error["error_count"] = (*total).into();
-        }
+        let (errors, error_count) = match self {
+            ApiError::Domain(DomainError::InvalidFile { errors, total }) => (Some(errors.clone()), Some(*total)),
+            _ => (None, None),
+        };
+        let error = ErrorObject {
+            kind,
+            code,
+            message,
+            param: param.map(str::to_owned),
+            errors,
+            error_count,
+            request_id: REQUEST_ID.try_with(Clone::clone).unwrap_or_default(),
+        };
         (status, error)
     }
+}
+
+/// The `error` object (DESIGN §3), its keys in the order the design gives them.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorObject {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    code: &'static str,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    param: Option<String>,
+    /// A refused file's first line errors, and how many it had in all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    errors: Option<Vec<LineError>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_count: Option<usize>,
+    request_id: String,
+}
+
+#[derive(Serialize)]
+struct ErrorBody {
+    error: ErrorObject,
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, error) = self.status_and_body();
-        let mut response = (status, axum::Json(json!({ "error": error }))).into_response();
+        let mut response = (status, axum::Json(ErrorBody { error })).into_response();
         if status == StatusCode::TOO_MANY_REQUESTS {
             // Windows are one second long: the next one admits the key again.
             response

@@ -201,7 +201,7 @@ impl<T: Wire> Wire for Page<T> {
 /// status and body) that it alone was refused with.
 pub struct Decided {
     pub id: OperationId,
-    pub answer: Result<Operation, (u16, serde_json::Value)>,
+    pub answer: Result<Operation, (u16, crate::error::ErrorObject)>,
 }
 
 #[derive(Serialize)]
@@ -211,7 +211,7 @@ struct DecidedWire<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     operation: Option<Named<'a, Operation>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a serde_json::Value>,
+    error: Option<&'a crate::error::ErrorObject>,
 }
 
 impl Wire for Decided {
