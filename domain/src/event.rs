@@ -131,13 +131,21 @@ impl Event {
 impl Event {
     /// `file.<status>` (accepted, processing, completed) with the file as it now is.
     pub fn of_file(id: EventId, file: &File) -> Event {
-        let data = EventData::of(&serde_json::json!({
-            "file_id": file.id,
-            "customer_id": file.customer_id,
-            "status": file.status,
-            "cause": file.cause,
-            "object": snapshot("file", file),
-        }));
+        #[derive(Serialize)]
+        struct Data<'a> {
+            file_id: &'a crate::ids::FileId,
+            customer_id: &'a CustomerId,
+            status: &'a crate::files::FileStatus,
+            cause: &'a Cause,
+            object: Snapshot<'a, File>,
+        }
+        let data = EventData::of(&Data {
+            file_id: &file.id,
+            customer_id: &file.customer_id,
+            status: &file.status,
+            cause: &file.cause,
+            object: snapshot("file", file),
+        });
         Event::new(
             id,
             format!("file.{}", file.status.as_str()),
@@ -151,13 +159,21 @@ impl Event {
     /// `schedule.<change>` (created, paused, resumed, ended, deleted) with the schedule as it
     /// now is.
     pub fn of_schedule(id: EventId, change: &str, schedule: &Schedule) -> Event {
-        let data = EventData::of(&serde_json::json!({
-            "schedule_id": schedule.id,
-            "customer_id": schedule.customer_id,
-            "status": schedule.status,
-            "cause": schedule.cause,
-            "object": snapshot("schedule", schedule),
-        }));
+        #[derive(Serialize)]
+        struct Data<'a> {
+            schedule_id: &'a crate::ids::ScheduleId,
+            customer_id: &'a CustomerId,
+            status: &'a crate::schedules::ScheduleStatus,
+            cause: &'a Cause,
+            object: Snapshot<'a, Schedule>,
+        }
+        let data = EventData::of(&Data {
+            schedule_id: &schedule.id,
+            customer_id: &schedule.customer_id,
+            status: &schedule.status,
+            cause: &schedule.cause,
+            object: snapshot("schedule", schedule),
+        });
         Event::new(
             id,
             format!("schedule.{change}"),
@@ -171,14 +187,24 @@ impl Event {
     /// `schedule.occurrence_missed` or `schedule.occurrence_skipped`: an occurrence that made
     /// no operation, with why.
     pub fn of_occurrence(id: EventId, schedule: &Schedule, occurrence: &Occurrence) -> Event {
-        let data = EventData::of(&serde_json::json!({
-            "schedule_id": schedule.id,
-            "customer_id": schedule.customer_id,
-            "scheduled_at": occurrence.scheduled_at.format(&time::format_description::well_known::Rfc3339).ok(),
-            "status": occurrence.status,
-            "reason": occurrence.reason,
-            "object": snapshot("schedule_occurrence", occurrence),
-        }));
+        #[derive(Serialize)]
+        struct Data<'a> {
+            schedule_id: &'a crate::ids::ScheduleId,
+            customer_id: &'a CustomerId,
+            #[serde(with = "time::serde::rfc3339")]
+            scheduled_at: OffsetDateTime,
+            status: &'a crate::schedules::OccurrenceStatus,
+            reason: &'a Option<String>,
+            object: Snapshot<'a, Occurrence>,
+        }
+        let data = EventData::of(&Data {
+            schedule_id: &schedule.id,
+            customer_id: &schedule.customer_id,
+            scheduled_at: occurrence.scheduled_at,
+            status: &occurrence.status,
+            reason: &occurrence.reason,
+            object: snapshot("schedule_occurrence", occurrence),
+        });
         Event::new(
             id,
             format!("schedule.occurrence_{}", occurrence.status.as_str()),
@@ -193,14 +219,23 @@ impl Event {
 impl Event {
     /// `account.created`, with the account.
     pub fn of_account(id: EventId, account: &Account, cause: &Cause) -> Event {
-        let data = EventData::of(&serde_json::json!({
-            "account_id": account.id,
-            "customer_id": account.customer_id,
-            "kind": account.kind,
-            "currency": account.currency,
-            "cause": cause,
-            "object": snapshot("account", account),
-        }));
+        #[derive(Serialize)]
+        struct Data<'a> {
+            account_id: &'a crate::ids::AccountId,
+            customer_id: &'a Option<CustomerId>,
+            kind: &'a crate::ledger::AccountKind,
+            currency: &'a crate::money::Currency,
+            cause: &'a Cause,
+            object: Snapshot<'a, Account>,
+        }
+        let data = EventData::of(&Data {
+            account_id: &account.id,
+            customer_id: &account.customer_id,
+            kind: &account.kind,
+            currency: &account.currency,
+            cause,
+            object: snapshot("account", account),
+        });
         let customer = account
             .customer_id
             .clone()
@@ -217,17 +252,29 @@ impl Event {
 
     /// `movement.<status>` (pending, posted, voided) with the movement as it now is.
     pub fn of_movement(id: EventId, movement: &Movement, environment: Environment) -> Event {
-        let data = EventData::of(&serde_json::json!({
-            "movement_id": movement.id,
-            "customer_id": movement.customer_id,
-            "operation_id": movement.operation_id,
-            "transaction_id": movement.transaction_id,
-            "status": movement.status,
-            "currency": movement.currency,
-            "amount": movement.amount(),
-            "cause": movement.cause,
-            "object": snapshot("movement", movement),
-        }));
+        #[derive(Serialize)]
+        struct Data<'a> {
+            movement_id: &'a crate::ids::MovementId,
+            customer_id: &'a Option<CustomerId>,
+            operation_id: &'a Option<crate::ids::OperationId>,
+            transaction_id: &'a Option<crate::ids::TransactionId>,
+            status: &'a crate::ledger::MovementStatus,
+            currency: &'a crate::money::Currency,
+            amount: crate::money::Amount,
+            cause: &'a Cause,
+            object: Snapshot<'a, Movement>,
+        }
+        let data = EventData::of(&Data {
+            movement_id: &movement.id,
+            customer_id: &movement.customer_id,
+            operation_id: &movement.operation_id,
+            transaction_id: &movement.transaction_id,
+            status: &movement.status,
+            currency: &movement.currency,
+            amount: movement.amount(),
+            cause: &movement.cause,
+            object: snapshot("movement", movement),
+        });
         let customer = movement
             .customer_id
             .clone()
@@ -247,13 +294,21 @@ impl Event {
     /// `reconciliation.completed`, with its counts per outcome; the platform's endpoints
     /// receive it (a statement spans customers).
     pub fn of_reconciliation(id: EventId, reconciliation: &Reconciliation) -> Event {
-        let data = EventData::of(&serde_json::json!({
-            "reconciliation_id": reconciliation.id,
-            "rail": reconciliation.rail,
-            "outcomes": reconciliation.outcomes,
-            "cause": reconciliation.cause,
-            "object": snapshot("reconciliation", reconciliation),
-        }));
+        #[derive(Serialize)]
+        struct Data<'a> {
+            reconciliation_id: &'a crate::ids::ReconciliationId,
+            rail: &'a str,
+            outcomes: &'a crate::reconciliations::OutcomeCounts,
+            cause: &'a Cause,
+            object: Snapshot<'a, Reconciliation>,
+        }
+        let data = EventData::of(&Data {
+            reconciliation_id: &reconciliation.id,
+            rail: &reconciliation.rail,
+            outcomes: &reconciliation.outcomes,
+            cause: &reconciliation.cause,
+            object: snapshot("reconciliation", reconciliation),
+        });
         Event::new(
             id,
             "reconciliation.completed".into(),
@@ -311,12 +366,19 @@ impl Event {
         cause: &Cause,
         environment: Environment,
     ) -> Event {
-        let data = EventData::of(&serde_json::json!({
-            "customer_id": customer.id,
-            "status": customer.status,
-            "cause": cause,
-            "object": snapshot("customer", customer),
-        }));
+        #[derive(Serialize)]
+        struct Data<'a> {
+            customer_id: &'a CustomerId,
+            status: &'a crate::access::CustomerStatus,
+            cause: &'a Cause,
+            object: Snapshot<'a, Customer>,
+        }
+        let data = EventData::of(&Data {
+            customer_id: &customer.id,
+            status: &customer.status,
+            cause,
+            object: snapshot("customer", customer),
+        });
         Event::new(
             id,
             format!("customer.{change}"),

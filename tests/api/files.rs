@@ -115,6 +115,26 @@ async fn a_payroll_file_becomes_operations_of_at_most_a_thousand_items_per_curre
     let events = app.get("/v1/events?type=file.completed", &customer.key).await.json();
     assert_eq!(events["data"][0]["data"]["file_id"], file["id"]);
     assert_eq!(events["data"][0]["data"]["cause"], file["cause"]);
+    // Its data names the file first and ends with the file as a read shows it, byte for byte.
+    let event_id = events["data"][0]["id"].as_str().unwrap();
+    let event_text = String::from_utf8(app.get(&format!("/v1/events/{event_id}"), &customer.key).await.bytes).unwrap();
+    let file_text = String::from_utf8(
+        app.get(&format!("/v1/files/{}", uploaded.id()), &customer.key)
+            .await
+            .bytes,
+    )
+    .unwrap();
+    assert!(
+        event_text.contains(&format!(
+            "\"data\":{{\"file_id\":\"{}\",\"customer_id\":",
+            uploaded.id()
+        )),
+        "{event_text}"
+    );
+    assert!(
+        event_text.contains(&format!(",\"object\":{file_text}}}")),
+        "{event_text}\n{file_text}"
+    );
     let listed = app.get("/v1/files", &customer.key).await.json();
     assert_eq!(listed["data"][0]["id"], file["id"]);
 
