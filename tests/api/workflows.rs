@@ -304,3 +304,77 @@ async fn a_workflows_and_a_floors_history_keep_each_versions_rules_and_who_saved
     let foreign = app.get(&format!("{floor}/history"), &globex.key).await;
     assert_eq!(foreign.error(404)["param"], "customer_id");
 }
+
+#[tokio::test]
+async fn the_workflows_a_caller_can_name_are_listed_by_name_as_they_resolve_for_it() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let globex = app.create_customer().await;
+    let approve = json!({"rules": [{"then": {"action": "approve"}}]});
+    let names = |listed: &serde_json::Value| -> Vec<(String, String)> {
+        listed["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                let owner = w["owner"]["id"].as_str().or(w["owner"]["type"].as_str());
+                (w["name"].as_str().unwrap().to_owned(), owner.unwrap().to_owned())
+            })
+            .collect()
+    };
+    let builtin = |name: &str| (name.to_owned(), "builtin".to_owned());
+    let list = |query: &'static str, key: String| {
+        let app = &app;
+        async move { app.get(&format!("/v1/workflows{query}"), &key).await.json() }
+    };
+    assert_eq!(
+        names(&list("", acme.key.clone()).await),
+        [builtin("auto"), builtin("two_step")]
+    );
+
+    // The platform overrides `auto` and adds `payroll`; acme overrides `payroll`, adds its own
+    // and sets a floor, which is not a workflow an operation names; globex adds one of its own.
+    for (key, name) in [
+        (ADMIN_KEY, "auto"),
+        (ADMIN_KEY, "payroll"),
+        (acme.key.as_str(), "payroll"),
+        (acme.key.as_str(), "zz-urgent"),
+        (globex.key.as_str(), "globex-only"),
+    ] {
+        assert_eq!(put(&app, name, key, approve.clone()).await.status, 200);
+    }
+    let floor = format!("/v1/customers/{}/approval_floors/payout", acme.id);
+    let saved = app
+        .send(Method::PUT, &floor, Some(&acme.key), None, Some(&approve))
+        .await;
+    assert_eq!(saved.status, 200, "{}", saved.json());
+
+    let mine = |name: &str| (name.to_owned(), acme.id.clone());
+    let platform = |name: &str| (name.to_owned(), "platform".to_owned());
+    let all = list("", acme.key.clone()).await;
+    assert_eq!(
+        names(&all),
+        [
+            platform("auto"),
+            mine("payroll"),
+            builtin("two_step"),
+            mine("zz-urgent")
+        ]
+    );
+    assert_eq!(all["has_more"], false);
+    // A page at a time, each name once.
+    let first = list("?limit=2", acme.key.clone()).await;
+    assert_eq!(names(&first), [platform("auto"), mine("payroll")]);
+    assert_eq!(first["has_more"], true);
+    let second = list("?limit=2&starting_after=payroll", acme.key.clone()).await;
+    assert_eq!(names(&second), [builtin("two_step"), mine("zz-urgent")]);
+    assert_eq!(second["has_more"], false);
+    // The platform sees its own and the built-in ones, no customer's.
+    assert_eq!(
+        names(&list("", ADMIN_KEY.to_owned()).await),
+        [platform("auto"), platform("payroll"), builtin("two_step")]
+    );
+
+    let bad = app.get("/v1/workflows?starting_after=Pay%20Roll", &acme.key).await;
+    assert_eq!(bad.error(400)["param"], "starting_after");
+}

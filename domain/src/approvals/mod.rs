@@ -275,6 +275,9 @@ impl WorkflowDefinition {
     }
 }
 
+/// The built-in workflows' names, in order.
+pub const BUILTIN: [&str; 2] = ["auto", "two_step"];
+
 /// The built-in workflows: `auto` approves any valid operation; `two_step` needs one approval
 /// (a second signature) by an `approver` other than the creator.
 pub fn builtin(name: &str) -> Option<WorkflowDefinition> {
@@ -310,6 +313,14 @@ pub fn valid_name(name: &str) -> bool {
 #[async_trait::async_trait]
 pub trait WorkflowStore: Send + Sync {
     async fn workflow(&self, owner: &WorkflowOwner, name: &str) -> Result<Option<Workflow>, crate::ports::StoreError>;
+    /// An owner's definitions named after `after` (its floors among them), by name, at most
+    /// `limit`.
+    async fn workflows_after(
+        &self,
+        owner: &WorkflowOwner,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<Workflow>, crate::ports::StoreError>;
     /// Several definitions, in the order asked (one request where the store can).
     async fn workflows(
         &self,

@@ -10,6 +10,7 @@ use crate::operation_type::OperationType;
 use crate::ports::{AuditEntry, Changeset, Write};
 use crate::service::{Page, Service};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 impl Service {
     // ---- Workflows --------------------------------------------------------------------
@@ -43,6 +44,39 @@ impl Service {
             false => None,
         };
         found.ok_or_else(|| DomainError::not_found("workflow", name))
+    }
+
+    /// The workflows the caller can name, by name from after `starting_after`: its customer's,
+    /// the platform's and the built-in ones, each as it resolves for the caller (a customer's
+    /// own over the platform's over the built-in one). Floors are not named by operations, so
+    /// they are left out.
+    pub async fn list_workflows(
+        &self,
+        principal: &Principal,
+        starting_after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<Workflow>, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let after = starting_after.unwrap_or_default();
+        let mut by_name: BTreeMap<String, Workflow> = approvals::BUILTIN
+            .iter()
+            .filter(|name| **name > after)
+            .filter_map(|name| builtin_workflow(name))
+            .map(|workflow| (workflow.name.clone(), workflow))
+            .collect();
+        // Each owner's first `limit + 1` names after the cursor, past its floors (one per
+        // operation type at most), are enough: a later name is not among the page's.
+        let fetch = limit + 1 + OperationType::ALL.len();
+        let mut owners = vec![WorkflowOwner::Platform];
+        owners.extend(principal.key.customer_id.clone().map(WorkflowOwner::Customer));
+        for owner in owners {
+            for workflow in self.store.workflows_after(&owner, after, fetch).await? {
+                if approvals::valid_name(&workflow.name) {
+                    by_name.insert(workflow.name.clone(), workflow);
+                }
+            }
+        }
+        Ok(Page::of(by_name.into_values().take(limit + 1).collect(), limit))
     }
 
     /// Every saved version of the workflow that applies to the caller (its customer's, else

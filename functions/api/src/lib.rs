@@ -138,6 +138,7 @@ endpoints! {
     GetApprovalFloor => (Api, "GET", "/v1/customers/{id}/approval_floors/{type}", get(get_approval_floor)),
     PutApprovalFloor => (Api, "PUT", "/v1/customers/{id}/approval_floors/{type}", put(put_approval_floor)),
     ApprovalFloorHistory => (Api, "GET", "/v1/customers/{id}/approval_floors/{type}/history", get(approval_floor_history)),
+    ListWorkflows => (Api, "GET", "/v1/workflows", get(list_workflows)),
     GetWorkflow => (Api, "GET", "/v1/workflows/{name}", get(get_workflow)),
     PutWorkflow => (Api, "PUT", "/v1/workflows/{name}", put(put_workflow)),
     WorkflowHistory => (Api, "GET", "/v1/workflows/{name}/history", get(workflow_history)),

@@ -74,6 +74,7 @@ pub use lists::{
 pub async fn run_all(store: Arc<dyn Store>) {
     commits::entity_and_audit_land_together(store.as_ref()).await;
     lists::lists_are_newest_first_filtered_and_paged(store.as_ref()).await;
+    lists::an_owners_workflows_are_listed_by_name(store.as_ref()).await;
     statuses_sharing_a_list_are_listed_apart(store.as_ref()).await;
     webhooks::events_are_listed_by_customer_and_type(store.as_ref()).await;
     commits::concurrent_conflicting_updates_have_one_winner(store.clone()).await;

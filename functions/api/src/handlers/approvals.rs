@@ -3,8 +3,9 @@
 use super::*;
 use crate::extract::{parse, Caller, JsonBody, PathParam, PathParams};
 use crate::App;
+use axum::extract::RawQuery;
 use axum::extract::State;
-use ops_domain::approvals::WorkflowDefinition;
+use ops_domain::approvals::{self, WorkflowDefinition};
 
 pub async fn get_approval_floor(
     State(app): State<App>,
@@ -32,6 +33,25 @@ pub async fn put_approval_floor(
     ok(app
         .service
         .put_approval_floor(&caller, &customer_id, &kind, definition)
+        .await?)
+}
+
+/// `GET /v1/workflows[?limit=][&starting_after=<name>]`: by name.
+pub async fn list_workflows(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let (mut starting_after, mut limit) = (None, 10);
+    for (name, value) in query_pairs(raw.as_deref(), &["limit", "starting_after"])? {
+        match name.as_str() {
+            "limit" => limit = page_limit(&value)?,
+            _ if approvals::valid_name(&value) => starting_after = Some(value),
+            _ => {
+                let message = format!("'{value}' is not a workflow name (1-64 lowercase letters, digits, '_' or '-').");
+                return Err(DomainError::invalid(name, "invalid_workflow_name", message).into());
+            }
+        }
+    }
+    ok(app
+        .service
+        .list_workflows(&caller, starting_after.as_deref(), limit)
         .await?)
 }
 

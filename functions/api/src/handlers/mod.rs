@@ -87,14 +87,19 @@ fn list_params(raw: Option<&str>, item: IdKind, filters: &[&str]) -> Result<List
             "customer_id" => return Err(bad("invalid_id", format!("'{value}' is not a customer id."))),
             "starting_after" if item.could_have_made(&value) => params.starting_after = Some(value),
             "starting_after" => return Err(bad("invalid_id", not_a_cursor(&value, item))),
-            "limit" => match value.parse::<usize>() {
-                Ok(limit) if (1..=100).contains(&limit) => params.limit = limit,
-                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
-            },
+            "limit" => params.limit = page_limit(&value)?,
             _ => params.filters.push((name, value)),
         }
     }
     Ok(params)
+}
+
+/// A list's `limit`: 1 to 100.
+fn page_limit(value: &str) -> Result<usize, ApiError> {
+    match value.parse::<usize>() {
+        Ok(limit) if (1..=100).contains(&limit) => Ok(limit),
+        _ => Err(DomainError::invalid("limit", "invalid_limit", "limit is an integer from 1 to 100.").into()),
+    }
 }
 
 fn not_a_cursor(value: &str, item: IdKind) -> String {
@@ -120,10 +125,7 @@ fn page_filtered_by<Id: TypedId>(raw: Option<&str>, filters: &[&str]) -> Result<
     for (name, value) in query_pairs(raw, &allowed)? {
         let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
         match name.as_str() {
-            "limit" => match value.parse::<usize>() {
-                Ok(value) if (1..=100).contains(&value) => limit = value,
-                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.".into())),
-            },
+            "limit" => limit = page_limit(&value)?,
             "starting_after" => match Id::parse(&value).filter(|_| Id::KIND.could_have_made(&value)) {
                 Some(id) => starting_after = Some(id),
                 None => return Err(bad("invalid_id", not_a_cursor(&value, Id::KIND))),

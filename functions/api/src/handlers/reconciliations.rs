@@ -66,10 +66,7 @@ pub async fn reconciliation_lines(
                         .map_err(|_| bad("invalid_line", "starting_after is a line number."))?,
                 )
             }
-            _ => match value.parse::<usize>() {
-                Ok(n) if (1..=100).contains(&n) => limit = n,
-                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.")),
-            },
+            _ => limit = page_limit(&value)?,
         }
     }
     ok(app

@@ -1,7 +1,6 @@
 //! Recurring operations.
 
 use super::*;
-use crate::error::ApiError;
 use crate::extract::{parse, query_pairs, Caller, JsonBody, PathId};
 use crate::idempotency::create_once;
 use crate::App;
@@ -10,7 +9,6 @@ use axum::http::HeaderMap;
 use ops_domain::access::Scope;
 use ops_domain::ids::{CustomerId, IdKind, ScheduleId};
 use ops_domain::schedules::ScheduleQuery;
-use ops_domain::DomainError;
 
 pub async fn create_schedule(
     State(app): State<App>,
@@ -67,12 +65,8 @@ pub async fn schedule_occurrences(
     let mut limit = 10;
     let mut before = None;
     for (name, value) in query_pairs(raw.as_deref(), &["limit", "before"])? {
-        let bad = |code, message: &str| ApiError::from(DomainError::invalid(name.clone(), code, message));
         match name.as_str() {
-            "limit" => match value.parse::<usize>() {
-                Ok(value) if (1..=100).contains(&value) => limit = value,
-                _ => return Err(bad("invalid_limit", "limit is an integer from 1 to 100.")),
-            },
+            "limit" => limit = page_limit(&value)?,
             _ => before = Some(ops_domain::validate::rfc3339_time(&value, &name)?),
         }
     }

@@ -141,6 +141,25 @@ impl WorkflowStore for DynamoStore {
         self.get(keys::workflow(owner, name)).await
     }
 
+    /// One partition per owner, its sort keys the names: a query from after `after`.
+    async fn workflows_after(
+        &self,
+        owner: &WorkflowOwner,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<Workflow>, StoreError> {
+        let start = keys::workflow(owner, after);
+        self.query(
+            None,
+            "PK = :pk AND SK > :after",
+            vec![(":pk", s(start.pk)), (":after", s(start.sk))],
+            None,
+            false,
+            limit,
+        )
+        .await
+    }
+
     /// One `BatchGetItem` for them all (creating an operation reads the customer's and the
     /// platform's definition of its workflow and the customer's floor).
     async fn workflows(&self, wanted: &[(WorkflowOwner, String)]) -> Result<Vec<Option<Workflow>>, StoreError> {

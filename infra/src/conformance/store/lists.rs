@@ -1,6 +1,7 @@
 //! Lists: newest first, filtered, paged, within a read budget a page.
 
 use super::{changes, operation};
+use ops_domain::approvals::{Action, Conditions, Rule, Workflow, WorkflowDefinition, WorkflowOwner};
 use ops_domain::event::Event;
 use ops_domain::money::Amount;
 use ops_domain::operations::OperationQuery;
@@ -282,4 +283,41 @@ pub(super) async fn an_operations_transactions_are_found_from_it(store: &dyn Sto
         .map(|t| t.id.to_string())
         .collect();
     assert_eq!(found, ["txn_txs_a", "txn_txs_b"], "the third is not made yet");
+}
+
+/// An owner's workflows (floors among them) by name, from after a name, and no one else's.
+pub(super) async fn an_owners_workflows_are_listed_by_name(store: &dyn Store) {
+    let saved = |owner: &WorkflowOwner, name: &str| {
+        Write::PutWorkflow(Workflow {
+            name: name.into(),
+            owner: owner.clone(),
+            definition: WorkflowDefinition {
+                description: None,
+                rules: vec![Rule {
+                    when: Conditions::default(),
+                    then: Action::Approve,
+                }],
+            },
+            version: 1,
+        })
+    };
+    let owner = WorkflowOwner::Customer("cus_wf".into());
+    let mut writes: Vec<Write> = ["zeta", "alpha", "floor:payout", "mid"]
+        .iter()
+        .map(|name| saved(&owner, name))
+        .collect();
+    writes.push(saved(&WorkflowOwner::Customer("cus_wf2".into()), "beta"));
+    writes.push(saved(&WorkflowOwner::Platform, "beta"));
+    store.commit(changes(writes)).await.unwrap();
+    for (after, limit, expected) in [
+        ("", 10, &["alpha", "floor:payout", "mid", "zeta"][..]),
+        ("alpha", 2, &["floor:payout", "mid"]),
+        ("mid", 10, &["zeta"]),
+        ("zeta", 10, &[]),
+    ] {
+        let found = store.workflows_after(&owner, after, limit).await.unwrap();
+        let names: Vec<&str> = found.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(names, expected, "after {after:?}");
+        assert!(found.iter().all(|w| w.owner == owner));
+    }
 }

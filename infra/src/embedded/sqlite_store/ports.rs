@@ -209,6 +209,20 @@ impl WorkflowStore for SqliteStore {
             params![owner_key(owner), name],
         )
     }
+
+    async fn workflows_after(
+        &self,
+        owner: &WorkflowOwner,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<Workflow>, StoreError> {
+        self.documents_of(
+            "SELECT body FROM workflows WHERE owner = ?1 AND name > ?2 ORDER BY name LIMIT ?3",
+            vec![owner_key(owner), after.to_owned()],
+            limit,
+        )
+        .await
+    }
 }
 
 #[async_trait]
