@@ -377,4 +377,13 @@ async fn the_workflows_a_caller_can_name_are_listed_by_name_as_they_resolve_for_
 
     let bad = app.get("/v1/workflows?starting_after=Pay%20Roll", &acme.key).await;
     assert_eq!(bad.error(400)["param"], "starting_after");
+
+    // Naming one that is not there says where the names are.
+    let unknown = app
+        .post("/v1/operations", &globex.key, payout(&globex.id, "payroll-eu", &[100]))
+        .await;
+    assert_eq!(
+        unknown.error(400)["message"],
+        "No workflow named 'payroll-eu'; GET /v1/workflows lists those this customer can name."
+    );
 }

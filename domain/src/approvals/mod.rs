@@ -301,6 +301,15 @@ pub fn builtin(name: &str) -> Option<WorkflowDefinition> {
     })
 }
 
+/// A name that resolves to no workflow for the customer, and where to find those that do.
+pub fn unknown_workflow(name: &str) -> DomainError {
+    DomainError::invalid(
+        "workflow",
+        "unknown_workflow",
+        format!("No workflow named '{name}'; GET /v1/workflows lists those this customer can name."),
+    )
+}
+
 /// Workflow names: lowercase letters, digits, `_` and `-`, 1 to 64 characters.
 pub fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())

@@ -59,11 +59,7 @@ impl Service {
             .0
             .is_none()
         {
-            return Err(DomainError::invalid(
-                "workflow",
-                "unknown_workflow",
-                format!("No workflow named '{workflow}'."),
-            ));
+            return Err(crate::approvals::unknown_workflow(&workflow));
         }
         if command.bytes.len() > MAX_FILE_BYTES {
             return Err(DomainError::invalid(
