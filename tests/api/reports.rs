@@ -96,6 +96,15 @@ async fn a_report_lists_the_periods_operations_page_after_page_with_their_totals
         at_column.iter().all(Option::is_some) && at_column.windows(2).all(|w| w[0] < w[1]),
         "{first_row}"
     );
+    // The report's own fields come first, `object` leading; its totals list the CSV's columns.
+    assert!(json_text.starts_with("{\"object\":\"report\",\"from\":"), "{json_text}");
+    let totals_text = &json_text[json_text.find("\"totals\":[{").unwrap()..];
+    assert!(totals_text.starts_with("\"totals\":[{\"status\":"), "{totals_text}");
+    let at_total: Vec<usize> = ["status", "currency", "count", "amount"]
+        .iter()
+        .map(|column| totals_text.find(&format!("\"{column}\":")).unwrap())
+        .collect();
+    assert!(at_total.windows(2).all(|w| w[0] < w[1]), "{totals_text}");
 
     // The platform sees every customer's; a period before everything holds nothing.
     let platform = app.get(&path, ops_tests::ADMIN_KEY).await.json();

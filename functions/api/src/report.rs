@@ -17,7 +17,6 @@ use ops_domain::operations::Operation;
 use ops_domain::reports::{ReportPage, ReportQuery, Totals};
 use ops_domain::transactions::Transaction;
 use ops_domain::DomainError;
-use serde_json::json;
 use std::future::Future;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -227,13 +226,20 @@ impl Format {
         match self {
             Format::Csv => csv_bytes([T::COLUMNS.iter().map(|&c| Cell::text(c)).collect()]),
             Format::Json => {
-                let head = json!({
-                    "object": "report",
-                    "from": query.from.format(&Rfc3339).unwrap_or_default(),
-                    "to": query.to.format(&Rfc3339).unwrap_or_default(),
-                    "customer_id": query.customer_id,
+                #[derive(serde::Serialize)]
+                struct Head<'a> {
+                    object: &'static str,
+                    from: String,
+                    to: String,
+                    customer_id: &'a Option<ops_domain::ids::CustomerId>,
+                }
+                let head = serde_json::to_string(&Head {
+                    object: "report",
+                    from: query.from.format(&Rfc3339).unwrap_or_default(),
+                    to: query.to.format(&Rfc3339).unwrap_or_default(),
+                    customer_id: &query.customer_id,
                 })
-                .to_string();
+                .expect("writing to memory");
                 // The object's fields, then the rows as they come.
                 format!("{},\"data\":[", head.trim_end_matches('}')).into_bytes()
             }
@@ -249,17 +255,7 @@ impl Format {
                     if !(first && i == 0) {
                         out.push(b',');
                     }
-                    // An object with the CSV's columns, in their order.
-                    out.push(b'{');
-                    for (n, (name, cell)) in T::COLUMNS.iter().zip(row.cells()).enumerate() {
-                        if n > 0 {
-                            out.push(b',');
-                        }
-                        serde_json::to_writer(&mut out, name).expect("writing to memory");
-                        out.push(b':');
-                        serde_json::to_writer(&mut out, &cell).expect("writing to memory");
-                    }
-                    out.push(b'}');
+                    json_object(&mut out, T::COLUMNS, row.cells());
                 }
                 out
             }
@@ -280,20 +276,40 @@ impl Format {
             Format::Csv => {
                 let mut out = b"\n".to_vec();
                 out.extend(csv_bytes(
-                    std::iter::once(["status", "currency", "count", "amount"].map(Cell::text).to_vec()).chain(rows),
+                    std::iter::once(TOTAL_COLUMNS.map(Cell::text).to_vec()).chain(rows),
                 ));
                 out
             }
             Format::Json => {
-                let totals: Vec<_> = totals
-                    .0
-                    .iter()
-                    .map(|((status, currency), t)| json!({"status": status, "currency": currency, "count": t.count, "amount": t.amount}))
-                    .collect();
-                format!("],\"totals\":{}}}", serde_json::Value::from(totals)).into_bytes()
+                let mut out = b"],\"totals\":[".to_vec();
+                for (i, row) in rows.enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    json_object(&mut out, &TOTAL_COLUMNS, row);
+                }
+                out.extend_from_slice(b"]}");
+                out
             }
         }
     }
+}
+
+/// A totals line's columns, in CSV and JSON alike.
+const TOTAL_COLUMNS: [&str; 4] = ["status", "currency", "count", "amount"];
+
+/// An object with `names` as its keys, in their order (the CSV's columns), and `cells` as values.
+fn json_object(out: &mut Vec<u8>, names: &[&str], cells: Vec<Cell>) {
+    out.push(b'{');
+    for (n, (name, cell)) in names.iter().zip(cells).enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut *out, name).expect("writing to memory");
+        out.push(b':');
+        serde_json::to_writer(&mut *out, &cell).expect("writing to memory");
+    }
+    out.push(b'}');
 }
 
 /// Where the stream is: the page in hand (and whether rows were written before it).
