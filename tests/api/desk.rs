@@ -236,6 +236,13 @@ async fn assignment_needs_the_role_and_the_customer_and_bad_input_writes_nothing
         .post("/v1/work_items/claim", &acme.key, json!({"queue": "exceptions"}))
         .await;
     assert_eq!(exceptions.error(403)["code"], "platform_only");
+    // A key with no user could not decide the item it held, so it may not claim one.
+    for key in [acme.key.as_str(), ADMIN_KEY] {
+        let userless = app
+            .post("/v1/work_items/claim", key, json!({"queue": "approvals"}))
+            .await;
+        assert_eq!(userless.error(403)["code"], "user_required");
+    }
     let filter = app.get("/v1/work_items?assignee=someone", &acme.key).await;
     assert_eq!(filter.error(400)["param"], "assignee");
     assert_eq!(

@@ -131,6 +131,13 @@ impl Service {
             )
         })?;
         self.may_work(principal, queue)?;
+        if queue == Queue::Approvals && principal.user.is_none() {
+            // Held, the item would be kept from the approvers for the lease.
+            return Err(DomainError::forbidden(
+                "user_required",
+                "An approvals item is worked by deciding it, and decisions are signed by a user: claim with an API key that belongs to a user.",
+            ));
+        }
         let customer_id = principal.key.customer_id.clone();
         let mut candidates = vec![];
         for status in [WorkItemStatus::Open, WorkItemStatus::Claimed] {
