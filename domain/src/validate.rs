@@ -98,7 +98,9 @@ pub struct ValidOperation {
 
 #[derive(Debug)]
 pub struct ValidItem {
-    pub beneficiary: Beneficiary,
+    /// Whom a rail item pays or collects from; a transfer's item may leave it out, its
+    /// destination being an account of this ledger.
+    pub beneficiary: Option<Beneficiary>,
     pub destination: Destination,
     pub amount: Amount,
     pub reference: Option<String>,
@@ -203,11 +205,14 @@ impl ItemInput {
         kind: OperationType,
         known_rail: &dyn Fn(&str) -> bool,
     ) -> Result<ValidItem, DomainError> {
-        let beneficiary = self
-            .beneficiary
-            .ok_or_else(|| DomainError::missing(format!("{at}.beneficiary")))?;
-        let id_type = item_field::beneficiary_id_type(beneficiary.id_type, &format!("{at}.beneficiary.id_type"))?;
-        let beneficiary_id = item_field::beneficiary_id(beneficiary.id, &format!("{at}.beneficiary.id"))?;
+        let beneficiary = match self.beneficiary {
+            Some(beneficiary) => Some(Beneficiary {
+                id_type: item_field::beneficiary_id_type(beneficiary.id_type, &format!("{at}.beneficiary.id_type"))?,
+                id: item_field::beneficiary_id(beneficiary.id, &format!("{at}.beneficiary.id"))?,
+            }),
+            None if kind == OperationType::Transfer => None,
+            None => return Err(DomainError::missing(format!("{at}.beneficiary"))),
+        };
         let destination = self
             .destination
             .ok_or_else(|| DomainError::missing(format!("{at}.destination")))?;
@@ -219,10 +224,7 @@ impl ItemInput {
         let amount = item_field::amount(self.amount, &format!("{at}.amount"))?;
         let reference = item_field::reference(self.reference, &format!("{at}.reference"))?;
         Ok(ValidItem {
-            beneficiary: Beneficiary {
-                id_type,
-                id: beneficiary_id,
-            },
+            beneficiary,
             destination,
             amount,
             reference,

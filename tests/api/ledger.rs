@@ -435,14 +435,15 @@ async fn a_transfer_posts_between_two_accounts_on_approval_with_no_rail() {
     let to = open_account(&app, &supplier, "CLP").await;
     let usd = open_account(&app, &supplier, "USD").await;
     fund(&app, &from, 10_000).await;
+    // Its items need no beneficiary: the destination is an account of the ledger.
     let transfer = |destination: &str, amount: i64| {
         json!({"customer_id": acme.id, "type": "transfer", "currency": "CLP", "workflow": "auto",
-               "items": [{"beneficiary": {"id_type": "RUT", "id": "1-9"},
-                          "destination": {"account_id": destination}, "amount": amount}]})
+               "items": [{"destination": {"account_id": destination}, "amount": amount}]})
     };
     let created = app.post("/v1/operations", &acme.key, transfer(&to, 4_000)).await;
     assert_eq!(created.status, 201, "{}", created.json());
     let operation = created.json();
+    assert_eq!(operation["items"][0].get("beneficiary"), None, "{operation}");
     assert_eq!(
         (operation["status"].as_str(), operation["cause"]["code"].as_str()),
         (Some("completed"), Some("transfer_posted"))
@@ -504,4 +505,16 @@ async fn a_transfer_posts_between_two_accounts_on_approval_with_no_rail() {
     without["customer_id"] = json!(no_account.id);
     let refused = app.post("/v1/operations", &no_account.key, without).await;
     assert_eq!(refused.error(400)["code"], "account_required");
+
+    // A transfer may still name its beneficiary, checked and kept as a payout's is.
+    let mut named = transfer(&to, 1);
+    named["items"][0]["beneficiary"] = json!({"id_type": "R U T", "id": "1-9"});
+    let refused = app.post("/v1/operations", &acme.key, named.clone()).await;
+    assert_eq!(refused.error(400)["param"], "items[0].beneficiary.id_type");
+    named["items"][0]["beneficiary"]["id_type"] = json!("RUT");
+    let kept = app.post("/v1/operations", &acme.key, named).await.json();
+    assert_eq!(
+        (kept["status"].as_str(), &kept["items"][0]["beneficiary"]),
+        (Some("completed"), &json!({"id_type": "RUT", "id": "1-9"}))
+    );
 }

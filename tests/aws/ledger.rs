@@ -121,10 +121,7 @@ async fn a_funded_payout_holds_posts_and_voids_on_dynamodb_and_never_pays_money_
 fn transfer(customer: &Customer, workflow: &str, destinations: &[String]) -> Value {
     let items: Vec<Value> = destinations
         .iter()
-        .map(|account| {
-            json!({"beneficiary": {"id_type": "RUT", "id": "1-9"},
-                   "destination": {"account_id": account}, "amount": 100})
-        })
+        .map(|account| json!({"destination": {"account_id": account}, "amount": 100}))
         .collect();
     json!({"customer_id": customer.id, "type": "transfer", "currency": "CLP",
            "workflow": workflow, "items": items})

@@ -120,7 +120,7 @@ const CHUNK_ITEM_BYTES: usize = crate::validate::MAX_OPERATION_BYTES - 32 * 1024
 fn stored_item_bytes(line: &PayrollLine) -> usize {
     let item = crate::operations::Item {
         id: crate::ids::ItemId::from("itm_00000000000000000000000000"),
-        beneficiary: line.beneficiary.clone(),
+        beneficiary: Some(line.beneficiary.clone()),
         destination: line.destination.clone(),
         amount: line.amount,
         reference: line.reference.clone(),

@@ -131,7 +131,7 @@ pub struct StatusChange {
     pub cause: Cause,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Beneficiary {
     pub id_type: String,
     pub id: String,
@@ -152,7 +152,9 @@ pub struct Destination {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Item {
     pub id: crate::ids::ItemId,
-    pub beneficiary: Beneficiary,
+    /// Always there on a payout's or a collection's item; a transfer's may leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beneficiary: Option<Beneficiary>,
     pub destination: Destination,
     pub amount: Amount,
     pub reference: Option<String>,

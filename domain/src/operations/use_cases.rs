@@ -81,7 +81,7 @@ impl Service {
                     (
                         i.amount.minor_units(),
                         i.destination.rail.as_str(),
-                        i.beneficiary.id_type.as_str(),
+                        i.beneficiary.as_ref().map_or("", |b| b.id_type.as_str()),
                     )
                 })
                 .collect(),

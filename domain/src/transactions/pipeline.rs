@@ -254,7 +254,9 @@ impl Service {
                     rail_reference: None,
                     amount: item.amount,
                     currency: operation.currency.clone(),
-                    beneficiary: item.beneficiary.clone(),
+                    // A rail item always has one (a create refuses it without); only a
+                    // transfer's may not, and a transfer makes no transaction.
+                    beneficiary: item.beneficiary.clone().unwrap_or_default(),
                     account: item.destination.account.clone(),
                     reference: item.reference.clone(),
                     status: TransactionStatus::Pending,
@@ -387,7 +389,7 @@ mod tests {
         let txn = transaction();
         crate::operations::Item {
             id: "itm_1".into(),
-            beneficiary: txn.beneficiary,
+            beneficiary: Some(txn.beneficiary),
             destination: crate::operations::Destination {
                 rail: txn.rail,
                 account: txn.account,

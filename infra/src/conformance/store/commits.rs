@@ -228,10 +228,10 @@ pub(super) async fn the_largest_operation_the_api_accepts_is_stored(store: &dyn 
     let mut op = operation("op_big", "cus_big", OperationStatus::Approved);
     let item = |n: usize| Item {
         id: format!("itm_{n:026}").into(),
-        beneficiary: Beneficiary {
+        beneficiary: Some(Beneficiary {
             id_type: "RUT".into(),
             id: "9".repeat(64),
-        },
+        }),
         destination: Destination {
             rail: "psp-local:sandbox".into(),
             account: "0".repeat(64),

@@ -247,10 +247,10 @@ pub(super) async fn an_operations_transactions_are_found_from_it(store: &dyn Sto
         .into_iter()
         .map(|id| Item {
             id: id.into(),
-            beneficiary: Beneficiary {
+            beneficiary: Some(Beneficiary {
                 id_type: "RUT".into(),
                 id: "1".into(),
-            },
+            }),
             destination: Destination {
                 rail: "psp-local:sandbox".into(),
                 account: "1".into(),
