@@ -421,6 +421,9 @@ impl CreateUser {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateApiKey {
+    /// What the key is for, as its owners call it ("payroll integration"); a rotation's
+    /// successor keeps it.
+    pub name: Option<String>,
     pub customer_id: Option<String>,
     pub user_id: Option<String>,
     pub scopes: Option<Vec<Scope>>,

@@ -67,10 +67,32 @@ async fn rotation_keeps_the_old_key_until_its_expiry_and_revocation_is_immediate
     let app = spawn_app().await;
     let customer = app.create_customer().await;
     let first = app
-        .post("/v1/api_keys", &customer.key, json!({"scopes": ["operations:read"]}))
+        .post(
+            "/v1/api_keys",
+            &customer.key,
+            json!({"name": "Payroll integration", "scopes": ["operations:read"]}),
+        )
         .await
         .json();
+    assert_eq!(first["name"], "Payroll integration");
     let (old_id, old_secret) = (first["id"].as_str().unwrap(), first["secret"].as_str().unwrap());
+    for (name, code) in [
+        (json!(" "), "parameter_invalid_empty"),
+        (json!("x".repeat(101)), "string_too_long"),
+    ] {
+        let refused = app
+            .post(
+                "/v1/api_keys",
+                &customer.key,
+                json!({"name": name, "scopes": ["operations:read"]}),
+            )
+            .await;
+        let error = refused.error(400);
+        assert_eq!(
+            (error["param"].as_str(), error["code"].as_str()),
+            (Some("name"), Some(code))
+        );
+    }
 
     // Default overlap: both keys work.
     let rotated = app
@@ -82,6 +104,17 @@ async fn rotation_keeps_the_old_key_until_its_expiry_and_revocation_is_immediate
     assert_eq!(app.get("/v1/operations", old_secret).await.status, 200);
     assert_eq!(app.get("/v1/operations", &new_secret).await.status, 200);
     assert_eq!(rotated.json()["scopes"], json!(["operations:read"]));
+    // The successor keeps the name, so a list still says what each key is for.
+    assert_eq!(rotated.json()["name"], "Payroll integration");
+    let listed = app.get("/v1/api_keys?limit=100", &customer.key).await.json();
+    let named: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["name"] == "Payroll integration")
+        .map(|k| k["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(named, [rotated.json()["id"].as_str().unwrap(), old_id]);
 
     // Ending the overlap now: the old key gets api_key_expired.
     let second = app

@@ -405,6 +405,13 @@ async fn texts_documented_as_not_blank_are_refused_blank() {
             "name",
         ),
         (
+            "post /v1/api_keys->CreateApiKeyRequest.name",
+            "/v1/api_keys".to_string(),
+            &customer.key,
+            json!({"name": blank, "scopes": ["operations:read"]}),
+            "name",
+        ),
+        (
             "post /v1/customers/{id}->UpdateCustomerRequest.name",
             format!("/v1/customers/{}", customer.id),
             ADMIN_KEY,

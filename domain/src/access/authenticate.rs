@@ -99,6 +99,7 @@ impl Service {
         let now = self.now();
         let key = ApiKey {
             id: crate::ids::ApiKeyId::new(&*self.ids),
+            name: Some("bootstrap admin".into()),
             customer_id: None,
             user_id: None,
             environment: self.environment,

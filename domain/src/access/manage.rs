@@ -63,6 +63,7 @@ impl Service {
         ticket: Option<Ticket<Issued<ApiKey>>>,
     ) -> Result<Issued<ApiKey>, DomainError> {
         principal.require(Scope::UsersManage)?;
+        let name = crate::text::optional_nonblank_text(command.name, "name", 100)?;
         let scopes = command.scopes.ok_or_else(|| DomainError::missing("scopes"))?;
         if scopes.is_empty() {
             return Err(DomainError::invalid(
@@ -122,6 +123,7 @@ impl Service {
         let secret = access::new_secret(self.environment);
         let key = ApiKey {
             id: crate::ids::ApiKeyId::new(&*self.ids),
+            name,
             customer_id,
             user_id,
             environment: self.environment,

@@ -195,6 +195,9 @@ pub enum UserStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApiKey {
     pub id: crate::ids::ApiKeyId,
+    /// What the key is for, as its owners call it (keys stored before names read as none).
+    #[serde(default)]
+    pub name: Option<String>,
     /// `None` for platform (PSP operator) keys.
     pub customer_id: Option<crate::ids::CustomerId>,
     pub user_id: Option<crate::ids::UserId>,

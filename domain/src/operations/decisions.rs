@@ -118,6 +118,7 @@ mod four_eyes_tests {
         Principal {
             key: ApiKey {
                 id: format!("key_{user_id}").into(),
+                name: None,
                 customer_id: Some("cus_1".into()),
                 user_id: Some(user_id.into()),
                 environment: Environment::Test,

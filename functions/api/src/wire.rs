@@ -112,6 +112,7 @@ impl Wire for Event {
 struct ApiKeyShown<'a> {
     id: &'a str,
     object: &'static str,
+    name: &'a Option<String>,
     customer_id: &'a Option<CustomerId>,
     user_id: &'a Option<UserId>,
     environment: Environment,
@@ -131,6 +132,7 @@ impl Wire for ApiKey {
         ApiKeyShown {
             id: &self.id,
             object: "api_key",
+            name: &self.name,
             customer_id: &self.customer_id,
             user_id: &self.user_id,
             environment: self.environment,

@@ -8,6 +8,7 @@ use time::OffsetDateTime;
 fn api_key(id: &str, customer: Option<&str>) -> ApiKey {
     ApiKey {
         id: id.into(),
+        name: Some(format!("the {id} integration")),
         customer_id: customer.map(Into::into),
         user_id: None,
         environment: Environment::Test,
