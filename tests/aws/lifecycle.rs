@@ -710,3 +710,46 @@ fn ids(list: serde_json::Value) -> Vec<String> {
         .map(|item| item["id"].as_str().unwrap().to_owned())
         .collect()
 }
+
+/// `/health` answers for the store: 200 while DynamoDB answers, 503 once its table is gone;
+/// a request that cannot reach the store is a 500 that says to retry under the same key, with
+/// nothing of the store's error in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn health_and_requests_say_when_the_store_does_not_answer() {
+    let app = spawn_aws_app().await;
+    let health = || async {
+        let reply = app
+            .api
+            .client
+            .get(format!("{}/health", app.api.base))
+            .send()
+            .await
+            .unwrap();
+        (
+            reply.status().as_u16(),
+            reply.json::<serde_json::Value>().await.unwrap(),
+        )
+    };
+    assert_eq!(health().await, (200, json!({"status": "ok"})));
+
+    aws_sdk_dynamodb::Client::new(&app.config)
+        .delete_table()
+        .table_name(&app.settings.table)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health().await, (503, json!({"status": "unavailable"})));
+    let failed = app.get("/v1/operations", ADMIN_KEY).await;
+    let error = failed.error(500);
+    assert_eq!(
+        (error["type"].as_str(), error["code"].as_str()),
+        (Some("api_error"), Some("internal_error")),
+        "{error}"
+    );
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Something went wrong on our side. Retry with the same Idempotency-Key"),
+        "{message}"
+    );
+    assert!(!message.contains(&app.settings.table), "{message}");
+}

@@ -83,6 +83,18 @@ fn too_many_failed_authentications() -> DomainError {
 
 impl Service {
     /// Creates the operator's platform admin key at start-up unless it already exists.
+    /// Whether the store answers the read every request starts with (a key by its secret's
+    /// hash): what a load balancer's health check should know.
+    pub async fn store_answers(&self) -> bool {
+        match self.store.api_key_by_hash("health-check").await {
+            Ok(_) => true,
+            Err(error) => {
+                tracing::error!(%error, "health check: the store did not answer");
+                false
+            }
+        }
+    }
+
     pub async fn bootstrap_admin_key(&self, secret: &str) -> Result<(), DomainError> {
         access::check_secret_shape(secret, self.environment)?;
         if secret.len() < 32 {

@@ -29,6 +29,8 @@ use crate::error::ApiError;
 use crate::extract::query_pairs;
 use crate::idempotency::json_response;
 use crate::wire::{to_json, Wire};
+use crate::App;
+use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -41,8 +43,15 @@ fn ok(value: impl Wire) -> Answer {
     Ok(json_response(StatusCode::OK, to_json(&value)))
 }
 
-pub async fn health() -> Json<serde_json::Value> {
-    Json(serde_json::json!({"status": "ok"}))
+/// `GET /health`: 200 `ok` while the store answers, else 503 `unavailable`.
+pub async fn health(State(app): State<App>) -> (StatusCode, Json<serde_json::Value>) {
+    match app.service.store_answers().await {
+        true => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))),
+        false => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({"status": "unavailable"})),
+        ),
+    }
 }
 
 pub async fn openapi() -> Response {
