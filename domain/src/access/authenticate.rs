@@ -82,7 +82,6 @@ fn too_many_failed_authentications() -> DomainError {
 }
 
 impl Service {
-    /// Creates the operator's platform admin key at start-up unless it already exists.
     /// Whether the store answers the read every request starts with (a key by its secret's
     /// hash): what a load balancer's health check should know.
     pub async fn store_answers(&self) -> bool {
@@ -95,6 +94,7 @@ impl Service {
         }
     }
 
+    /// Creates the operator's platform admin key at start-up unless it already exists.
     pub async fn bootstrap_admin_key(&self, secret: &str) -> Result<(), DomainError> {
         access::check_secret_shape(secret, self.environment)?;
         if secret.len() < 32 {
