@@ -405,6 +405,13 @@ async fn texts_documented_as_not_blank_are_refused_blank() {
             "name",
         ),
         (
+            "post /v1/webhook_endpoints->CreateWebhookEndpointRequest.description",
+            "/v1/webhook_endpoints".to_string(),
+            &customer.key,
+            json!({"url": "http://127.0.0.1:9/hook", "description": blank}),
+            "description",
+        ),
+        (
             "post /v1/api_keys->CreateApiKeyRequest.name",
             "/v1/api_keys".to_string(),
             &customer.key,

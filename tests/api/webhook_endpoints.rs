@@ -117,6 +117,8 @@ async fn an_endpoint_update_is_validated_and_scoped_to_its_owner() {
             "events[0]",
         ),
         (json!({"customer_id": "cus_1"}), "customer_id"),
+        (json!({"description": " "}), "description"),
+        (json!({"description": "d".repeat(201)}), "description"),
     ] {
         let error = app.post(&path, &customer.key, body.clone()).await.error(400);
         assert_eq!(error["param"], param, "{body}: {error}");
@@ -126,6 +128,32 @@ async fn an_endpoint_update_is_validated_and_scoped_to_its_owner() {
         "http://127.0.0.1:9/hook",
         "a refused update changes nothing, though its url was valid"
     );
+
+    // A description says what the endpoint is for; "" removes it. Each change is in its history.
+    let described = app
+        .post(&path, &customer.key, json!({"description": "Ledger sync"}))
+        .await
+        .json();
+    assert_eq!(described["description"], "Ledger sync");
+    let cleared = app.post(&path, &customer.key, json!({"description": ""})).await.json();
+    assert_eq!(cleared["description"], json!(null));
+    let made = app
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": "http://127.0.0.1:9/other", "description": "Refunds desk"}),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    assert_eq!(made.json()["description"], "Refunds desk");
+    let blank = app
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": "http://127.0.0.1:9/x", "description": ""}),
+        )
+        .await;
+    assert_eq!(blank.error(400)["param"], "description");
 
     let other = app.create_customer().await;
     let foreign = app.post(&path, &other.key, json!({"url": "http://127.0.0.1/x"})).await;
@@ -145,7 +173,20 @@ async fn an_endpoint_update_is_validated_and_scoped_to_its_owner() {
     // A deleted endpoint's history is still there, the refused updates absent from it.
     let entries = app.history(&path, &customer.key).await;
     let actions: Vec<_> = entries.iter().map(|e| e["action"].as_str()).collect();
-    assert_eq!(actions, [Some("created"), Some("deleted")]);
+    assert_eq!(
+        actions,
+        [Some("created"), Some("updated"), Some("updated"), Some("deleted")]
+    );
+    assert_eq!(
+        (
+            entries[1]["cause"]["message"].as_str(),
+            entries[2]["cause"]["message"].as_str()
+        ),
+        (
+            Some("Webhook endpoint updated: description 'Ledger sync'"),
+            Some("Webhook endpoint updated: description removed")
+        )
+    );
 }
 
 #[tokio::test]
@@ -500,6 +541,7 @@ async fn endpoints_made_before_counts_were_kept_are_counted_by_the_next_change()
                 id: format!("whe_{n:026}").as_str().into(),
                 customer_id: Some(customer.id.as_str().into()),
                 url: "http://127.0.0.1:9/hook".into(),
+                description: None,
                 events: vec!["operation.created".into()],
                 status: EndpointStatus::Enabled,
                 secrets: vec![],

@@ -96,6 +96,9 @@ pub struct WebhookEndpoint {
     /// `None`: a platform endpoint, which receives every customer's events.
     pub customer_id: Option<crate::ids::CustomerId>,
     pub url: String,
+    /// What the endpoint is for, as its owner calls it (endpoints stored before read as none).
+    #[serde(default)]
+    pub description: Option<String>,
     /// Event types, or `*` for all.
     pub events: Vec<String>,
     pub status: EndpointStatus,
@@ -476,6 +479,7 @@ mod tests {
             id: "whe_1".into(),
             customer_id: Some("cus_1".into()),
             url: "https://x".into(),
+            description: None,
             events: vec!["transaction.confirmed".into()],
             status: EndpointStatus::Enabled,
             secrets: vec![],

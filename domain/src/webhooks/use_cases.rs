@@ -29,6 +29,8 @@ const RESENDS_IN_FLIGHT: usize = 8;
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhookEndpoint {
     pub url: Option<String>,
+    /// What the endpoint is for ("ledger sync"), up to 200 characters.
+    pub description: Option<String>,
     pub events: Option<Vec<String>>,
     /// Platform keys only: the customer whose events it receives (omit for every customer).
     pub customer_id: Option<String>,
@@ -40,6 +42,8 @@ pub struct CreateWebhookEndpoint {
 #[serde(deny_unknown_fields)]
 pub struct UpdateWebhookEndpoint {
     pub url: Option<String>,
+    /// A new description; `""` removes it.
+    pub description: Option<String>,
     pub events: Option<Vec<String>>,
 }
 
@@ -358,6 +362,7 @@ impl Service {
     ) -> Result<Issued<WebhookEndpoint>, DomainError> {
         principal.require(Scope::WebhooksManage)?;
         let url = self.endpoint_url(command.url)?;
+        let description = crate::text::optional_nonblank_text(command.description, "description", 200)?;
         let events = endpoint_events(command.events.unwrap_or_else(|| vec!["*".into()]))?;
         let customer_id = match (&principal.key.customer_id, command.customer_id) {
             (Some(own), None) => Some(own.clone()),
@@ -387,7 +392,10 @@ impl Service {
                 }
                 let issued = match unsaved.take() {
                     Some(issued) => issued,
-                    None => self.new_endpoint(customer_id.clone(), &url, &events).await?,
+                    None => {
+                        self.new_endpoint(customer_id.clone(), &url, description.clone(), &events)
+                            .await?
+                    }
                 };
                 let cause = Cause::new(
                     "webhook_endpoint_created",
@@ -423,6 +431,7 @@ impl Service {
         &self,
         customer_id: Option<CustomerId>,
         url: &str,
+        description: Option<String>,
         events: &[String],
     ) -> Result<Issued<WebhookEndpoint>, DomainError> {
         let id = crate::ids::WebhookEndpointId::new(&*self.ids);
@@ -432,6 +441,7 @@ impl Service {
                 id,
                 customer_id,
                 url: url.to_owned(),
+                description,
                 events: events.to_vec(),
                 status: EndpointStatus::Enabled,
                 secrets: vec![signing],
@@ -525,11 +535,11 @@ impl Service {
         command: UpdateWebhookEndpoint,
     ) -> Result<WebhookEndpoint, DomainError> {
         let mut endpoint = self.visible_endpoint(principal, id).await?;
-        if command.url.is_none() && command.events.is_none() {
+        if command.url.is_none() && command.description.is_none() && command.events.is_none() {
             return Err(DomainError::invalid(
                 "url",
                 "parameter_missing",
-                "Give the endpoint's new url, its events, or both.",
+                "Give the endpoint's new url, description or events, or more than one.",
             ));
         }
         let mut changed = vec![];
@@ -538,6 +548,19 @@ impl Service {
             if url != endpoint.url {
                 changed.push(format!("url {} (was {})", url, endpoint.url));
                 endpoint.url = url;
+            }
+        }
+        if let Some(description) = command.description {
+            let description = match description.is_empty() {
+                true => None,
+                false => crate::text::optional_nonblank_text(Some(description), "description", 200)?,
+            };
+            if description != endpoint.description {
+                changed.push(match &description {
+                    Some(text) => format!("description '{text}'"),
+                    None => "description removed".to_owned(),
+                });
+                endpoint.description = description;
             }
         }
         if let Some(events) = command.events {

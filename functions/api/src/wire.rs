@@ -153,6 +153,7 @@ struct EndpointShown<'a> {
     object: &'static str,
     customer_id: &'a Option<CustomerId>,
     url: &'a str,
+    description: &'a Option<String>,
     events: &'a [String],
     status: EndpointStatus,
     #[serde(with = "time::serde::rfc3339")]
@@ -168,6 +169,7 @@ impl Wire for WebhookEndpoint {
             object: "webhook_endpoint",
             customer_id: &self.customer_id,
             url: &self.url,
+            description: &self.description,
             events: &self.events,
             status: self.status,
             created_at: self.created_at,

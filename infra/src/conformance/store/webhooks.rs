@@ -16,6 +16,7 @@ pub(super) async fn an_events_endpoints_are_its_customers_and_the_platforms_live
         id: id.into(),
         customer_id: customer.map(Into::into),
         url: "https://receiver.example/hook".into(),
+        description: Some(format!("{id}'s receiver")),
         events: vec!["*".into()],
         status: EndpointStatus::Enabled,
         secrets: vec![],
