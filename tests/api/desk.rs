@@ -166,6 +166,51 @@ async fn claims_hand_out_the_oldest_item_once_and_leases_run_out() {
 }
 
 #[tokio::test]
+async fn an_approval_is_neither_claimed_by_nor_assigned_to_its_operations_creator() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let maker_approver = app
+        .add_member(
+            &acme,
+            &["maker", "approver"],
+            &["operations:read", "operations:write", "operations:approve"],
+        )
+        .await;
+    let approver = app
+        .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
+        .await;
+    let created = app
+        .post(
+            "/v1/operations",
+            &maker_approver.key,
+            payout(&acme.id, "two_step", &[1_000]),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    app.drain().await;
+    let item = items(&app, &acme.key, "queue=approvals").await[0].clone();
+    assert_eq!(item["subject_created_by"], maker_approver.user_id.as_str());
+
+    // Holding it, the creator would keep it from those who may decide it.
+    let claim = |key: String| {
+        let app = &app;
+        async move {
+            app.post("/v1/work_items/claim", &key, json!({"queue": "approvals"}))
+                .await
+        }
+    };
+    assert_eq!(claim(maker_approver.key.clone()).await.error(404)["param"], "queue");
+    let assign = format!("/v1/work_items/{}/assign", item["id"].as_str().unwrap());
+    let refused = app
+        .post(&assign, &acme.key, json!({"user_id": maker_approver.user_id}))
+        .await;
+    assert_eq!(refused.error(400)["code"], "creator_cannot_decide");
+    let claimed = claim(approver.key.clone()).await;
+    assert_eq!(claimed.status, 200, "{}", claimed.json());
+    assert_eq!(claimed.json()["assignee"], approver.user_id.as_str());
+}
+
+#[tokio::test]
 async fn many_concurrent_claimers_never_get_the_same_item() {
     let app = spawn_app().await;
     let acme = app.create_customer().await;

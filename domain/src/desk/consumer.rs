@@ -20,6 +20,8 @@ struct Wanted {
     subject: Subject,
     customer_id: crate::ids::CustomerId,
     required_role: Option<Role>,
+    /// An approval's operation's creator.
+    subject_created_by: Option<String>,
     /// Whether an item should be open now.
     open: bool,
     /// The subject's latest cause: why an item opens or closes.
@@ -219,6 +221,7 @@ impl Service {
                         wanted.cause,
                     );
                     item.required_role = wanted.required_role;
+                    item.subject_created_by = wanted.subject_created_by;
                     self.record_work_item(&mut changes, &item, "opened");
                     changes.push(Write::InsertWorkItem(item));
                 }
@@ -245,6 +248,7 @@ impl Service {
             subject,
             customer_id: event.customer_id.clone(),
             required_role: None,
+            subject_created_by: None,
             open: false,
             cause: Cause::new("subject_moved_on", status, crate::cause::Actor::system(), self.now()),
         };
@@ -279,6 +283,7 @@ impl Service {
                 required_role: (queue == Queue::Approvals)
                     .then(|| operation.approval_requirement.as_ref().map(|r| r.role))
                     .flatten(),
+                subject_created_by: (queue == Queue::Approvals).then_some(operation.created_by),
                 open: true,
                 cause: operation.cause,
             }]);
@@ -307,6 +312,7 @@ impl Service {
                 subject,
                 customer_id: transaction.customer_id,
                 required_role: None,
+                subject_created_by: None,
                 open: true,
                 cause: transaction.cause,
             }]);

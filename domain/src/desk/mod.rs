@@ -166,6 +166,10 @@ pub struct WorkItem {
     pub claimed_until: Option<OffsetDateTime>,
     /// The role a customer's user needs to act on it (approvals); platform operators act on all.
     pub required_role: Option<Role>,
+    /// Who made the operation an approvals item is about: four eyes keep its decision from
+    /// them, so the item is neither claimed by them nor assigned to them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_created_by: Option<String>,
     /// The cause of its latest change.
     pub cause: Cause,
     #[serde(with = "time::serde::rfc3339")]

@@ -60,6 +60,7 @@ impl Service {
             assignee: None,
             claimed_until: None,
             required_role: None,
+            subject_created_by: None,
             cause,
             created_at: at,
             // Whole seconds: the stores sort by them.
@@ -213,6 +214,16 @@ impl Service {
                 format!("User {} was deactivated; work is not assigned to them.", user.id),
             ));
         }
+        if item.subject_created_by.as_deref() == Some(user.id.as_str()) {
+            return Err(DomainError::invalid(
+                "user_id",
+                "creator_cannot_decide",
+                format!(
+                    "User {} made this operation; four eyes keep its decision from them.",
+                    user.id
+                ),
+            ));
+        }
         if let Some(role) = item.required_role {
             if !user.roles.contains(&role) {
                 return Err(DomainError::invalid(
@@ -317,10 +328,16 @@ impl Service {
     }
 }
 
-/// Whether the caller may act on `item`: its customer's, and (for a user) holding its role.
+/// Whether the caller may act on `item`: its customer's, not speaking for its operation's
+/// creator, and (for a user) holding its role.
 fn may_act_on(principal: &Principal, item: &WorkItem) -> bool {
     if !principal.can_access(&item.customer_id) {
         return false;
+    }
+    if let Some(creator) = &item.subject_created_by {
+        if crate::operations::not_the_creator(principal, creator).is_err() {
+            return false;
+        }
     }
     match (&principal.user, item.required_role) {
         (Some(user), Some(role)) => user.roles.contains(&role),

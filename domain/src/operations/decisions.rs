@@ -6,6 +6,26 @@ use crate::cause::Cause;
 use crate::error::DomainError;
 use time::OffsetDateTime;
 
+/// Refuses a caller who speaks for `creator`, an operation's `created_by`: the creator's user
+/// or key, or a key the creator minted.
+pub fn not_the_creator(principal: &Principal, creator: &str) -> Result<(), DomainError> {
+    if principal.user.as_ref().is_some_and(|user| user.id == creator) || principal.key.id == creator {
+        return Err(DomainError::forbidden(
+            "self_approval_forbidden",
+            "The creator of an operation cannot decide on it.",
+        ));
+    }
+    // Four-eyes holds between minting and deciding: a key minted by the creator (or by the key
+    // that created the operation, whose actor is then the creator) speaks for the creator.
+    if principal.key.created_by.as_deref() == Some(creator) {
+        return Err(DomainError::forbidden(
+            "key_minted_by_creator",
+            "This key was minted by the operation's creator, so its decision would be the creator's own.",
+        ));
+    }
+    Ok(())
+}
+
 /// The four-eyes rules: a decision is signed by a user holding the required role, never the
 /// operation's creator, at most once per user; one rejection rejects; enough distinct
 /// approvals approve.
@@ -32,20 +52,7 @@ pub fn record_decision(
             "Decisions are signed by a user: use an API key that belongs to a user.",
         )
     })?;
-    if user.id == operation.created_by || principal.key.id == operation.created_by {
-        return Err(DomainError::forbidden(
-            "self_approval_forbidden",
-            "The creator of an operation cannot decide on it.",
-        ));
-    }
-    // Four-eyes holds between minting and deciding: a key minted by the creator (or by the key
-    // that created the operation, whose actor is then the creator) speaks for the creator.
-    if principal.key.created_by.as_deref() == Some(operation.created_by.as_str()) {
-        return Err(DomainError::forbidden(
-            "key_minted_by_creator",
-            "This key was minted by the operation's creator, so its decision would be the creator's own.",
-        ));
-    }
+    not_the_creator(principal, &operation.created_by)?;
     let requirement = operation
         .approval_requirement
         .ok_or_else(|| DomainError::invalid_state("no_approval_required", "This operation needs no approval."))?;

@@ -6,7 +6,7 @@ mod use_cases;
 pub use use_cases::MAX_BULK_DECISIONS;
 
 pub use crate::operation_type::OperationType;
-pub use decisions::record_decision;
+pub use decisions::{not_the_creator, record_decision};
 
 use crate::approvals::ApprovalRequirement;
 use crate::cause::Cause;

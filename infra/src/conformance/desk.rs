@@ -36,6 +36,7 @@ fn work_item(id: &str, queue: Queue, subject: &str, customer: &str, due: i64) ->
         assignee: None,
         claimed_until: None,
         required_role: None,
+        subject_created_by: (queue == Queue::Approvals).then(|| "usr_maker".into()),
         cause: cause("opened", 0),
         created_at: at(0),
         due_at: at(due),
