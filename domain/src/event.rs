@@ -55,6 +55,18 @@ impl Event {
         }
     }
 
+    /// `operation.created` and the event of the status an operation was created in: the same
+    /// document, written once.
+    pub fn of_new_operation(created: EventId, in_status: EventId, operation: &Operation) -> [Event; 2] {
+        let created = Event::of_operation(created, "created", operation);
+        let in_status = Event {
+            id: in_status,
+            kind: format!("operation.{}", operation.status.as_str()),
+            ..created.clone()
+        };
+        [created, in_status]
+    }
+
     /// `operation.<status>` (or `operation.created`) with the operation as it now is.
     pub fn of_operation(id: EventId, kind: &str, operation: &Operation) -> Event {
         #[derive(Serialize)]
@@ -480,6 +492,15 @@ mod tests {
         assert_eq!(data["object"]["object"], "operation");
         assert_eq!(data["object"]["workflow"], "two_step");
         assert_eq!(data["cause"]["code"], "workflow.approval_required");
+
+        // A new operation's two events, its data written once, are the two made apart.
+        let [created, in_status] = Event::of_new_operation("evt_1".into(), "evt_2".into(), &operation);
+        assert_eq!(created, event);
+        assert_eq!(
+            in_status,
+            Event::of_operation("evt_2".into(), "pending_approval", &operation)
+        );
+        assert_eq!(in_status.kind, "operation.pending_approval");
     }
 
     #[test]

@@ -218,13 +218,13 @@ impl Service {
                 .of_operation(&operation.id)
                 .moving(None, status.as_str()),
         ));
-        let created = Event::of_operation(crate::ids::EventId::new(&*self.ids), "created", &operation);
-        changes.push(Write::Event(created));
-        changes.push(Write::Event(Event::of_operation(
+        let [created, in_status] = Event::of_new_operation(
             crate::ids::EventId::new(&*self.ids),
-            status.as_str(),
+            crate::ids::EventId::new(&*self.ids),
             &operation,
-        )));
+        );
+        changes.push(Write::Event(created));
+        changes.push(Write::Event(in_status));
         let mut operation = operation;
         if status == OperationStatus::Approved {
             let approval = operation.cause.clone();
