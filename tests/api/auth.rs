@@ -115,6 +115,8 @@ async fn rotation_keeps_the_old_key_until_its_expiry_and_revocation_is_immediate
         .map(|k| k["id"].as_str().unwrap())
         .collect();
     assert_eq!(named, [rotated.json()["id"].as_str().unwrap(), old_id]);
+    let history = app.history(&format!("/v1/api_keys/{old_id}"), &customer.key).await;
+    assert_eq!(history[0]["cause"]["message"], "API key 'Payroll integration' created");
 
     // Ending the overlap now: the old key gets api_key_expired.
     let second = app

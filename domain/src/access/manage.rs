@@ -136,12 +136,13 @@ impl Service {
             secret_hash: self.hasher.hash(&secret),
             version: 1,
         };
+        let named = key.name.as_ref().map_or(String::new(), |name| format!(" '{name}'"));
         let message = match &key.expires_at {
             Some(at) => format!(
-                "API key created, to expire at {}",
+                "API key{named} created, to expire at {}",
                 at.format(&Rfc3339).expect("in range")
             ),
-            None => "API key created".to_string(),
+            None => format!("API key{named} created"),
         };
         let cause = Cause::new("api_key_created", message, principal.actor(), now);
         self.issue_key(key, secret, cause, Changeset::default(), ticket).await
