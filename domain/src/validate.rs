@@ -110,11 +110,7 @@ pub struct ValidItem {
 pub fn workflow_name(value: Option<String>) -> Result<String, DomainError> {
     let workflow = required_text(value, "workflow", 64)?;
     if !crate::approvals::valid_name(&workflow) {
-        return Err(DomainError::invalid(
-            "workflow",
-            "invalid_workflow",
-            "Workflow names are 1-64 lowercase letters, digits, '_' or '-'.",
-        ));
+        return Err(crate::approvals::name_refused("workflow", "invalid_workflow"));
     }
     Ok(workflow)
 }

@@ -310,6 +310,15 @@ pub fn unknown_workflow(name: &str) -> DomainError {
     )
 }
 
+/// The refusal of a workflow name that [`valid_name`] does not pass, at `param`.
+pub fn name_refused(param: &str, code: &'static str) -> DomainError {
+    DomainError::invalid(
+        param,
+        code,
+        "Workflow names are 1-64 lowercase letters, digits, '_' or '-'.",
+    )
+}
+
 /// Workflow names: lowercase letters, digits, `_` and `-`, 1 to 64 characters.
 pub fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())

@@ -99,11 +99,7 @@ impl Service {
     ) -> Result<Workflow, DomainError> {
         principal.require(Scope::WorkflowsManage)?;
         if !approvals::valid_name(name) {
-            return Err(DomainError::invalid(
-                "name",
-                "invalid_workflow_name",
-                "Workflow names are 1-64 lowercase letters, digits, '_' or '-'.",
-            ));
+            return Err(approvals::name_refused("name", "invalid_workflow_name"));
         }
         definition.validate(&|rail| self.rails.contains(rail))?;
         let owner = match &principal.key.customer_id {

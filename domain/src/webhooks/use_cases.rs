@@ -25,6 +25,9 @@ const RECOVER_BATCH: usize = 50;
 /// How many events one recover resends at a time.
 const RESENDS_IN_FLIGHT: usize = 8;
 
+/// The longest description an endpoint keeps.
+const MAX_DESCRIPTION: usize = 200;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhookEndpoint {
@@ -362,7 +365,7 @@ impl Service {
     ) -> Result<Issued<WebhookEndpoint>, DomainError> {
         principal.require(Scope::WebhooksManage)?;
         let url = self.endpoint_url(command.url)?;
-        let description = crate::text::optional_nonblank_text(command.description, "description", 200)?;
+        let description = crate::text::optional_nonblank_text(command.description, "description", MAX_DESCRIPTION)?;
         let events = endpoint_events(command.events.unwrap_or_else(|| vec!["*".into()]))?;
         let customer_id = match (&principal.key.customer_id, command.customer_id) {
             (Some(own), None) => Some(own.clone()),
@@ -551,9 +554,10 @@ impl Service {
             }
         }
         if let Some(description) = command.description {
+            // "" removes it; any other text is checked as a create's.
             let description = match description.is_empty() {
                 true => None,
-                false => crate::text::optional_nonblank_text(Some(description), "description", 200)?,
+                false => crate::text::optional_nonblank_text(Some(description), "description", MAX_DESCRIPTION)?,
             };
             if description != endpoint.description {
                 changed.push(match &description {

@@ -140,9 +140,10 @@ fn with_sources(error: &dyn std::error::Error) -> String {
 impl ApiError {
     /// The status and the `error` object of this error, as a response (or one answer of a
     /// bulk request) carries them.
-    pub fn status_and_body(&self) -> (StatusCode, ErrorObject) {
+    pub fn into_status_and_body(self) -> (StatusCode, ErrorObject) {
         let (status, kind, code, param) = self.parts();
-        let message = match self {
+        let param = param.map(str::to_owned);
+        let message = match &self {
             // Internal details go to the log, not to the client.
             ApiError::Domain(
                 failure @ (DomainError::Store(_)
@@ -162,14 +163,14 @@ impl ApiError {
             other => other.to_string(),
         };
         let (errors, error_count) = match self {
-            ApiError::Domain(DomainError::InvalidFile { errors, total }) => (Some(errors.clone()), Some(*total)),
+            ApiError::Domain(DomainError::InvalidFile { errors, total }) => (Some(errors), Some(total)),
             _ => (None, None),
         };
         let error = ErrorObject {
             kind,
             code,
             message,
-            param: param.map(str::to_owned),
+            param,
             errors,
             error_count,
             request_id: REQUEST_ID.try_with(Clone::clone).unwrap_or_default(),
@@ -202,7 +203,7 @@ struct ErrorBody {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, error) = self.status_and_body();
+        let (status, error) = self.into_status_and_body();
         let mut response = (status, axum::Json(ErrorBody { error })).into_response();
         if status == StatusCode::TOO_MANY_REQUESTS {
             // Windows are one second long: the next one admits the key again.

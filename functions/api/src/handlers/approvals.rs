@@ -43,10 +43,7 @@ pub async fn list_workflows(State(app): State<App>, Caller(caller): Caller, RawQ
         match name.as_str() {
             "limit" => limit = page_limit(&value)?,
             _ if approvals::valid_name(&value) => starting_after = Some(value),
-            _ => {
-                let message = format!("'{value}' is not a workflow name (1-64 lowercase letters, digits, '_' or '-').");
-                return Err(DomainError::invalid(name, "invalid_workflow_name", message).into());
-            }
+            _ => return Err(approvals::name_refused(&name, "invalid_workflow_name").into()),
         }
     }
     ok(app

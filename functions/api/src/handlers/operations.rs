@@ -92,7 +92,7 @@ async fn decide_many(
         .map(|(id, answer)| Decided {
             id,
             answer: answer.map_err(|error| {
-                let (status, body) = ApiError::from(error).status_and_body();
+                let (status, body) = ApiError::from(error).into_status_and_body();
                 (status.as_u16(), body)
             }),
         })
