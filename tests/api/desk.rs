@@ -211,6 +211,84 @@ async fn an_approval_is_neither_claimed_by_nor_assigned_to_its_operations_creato
 }
 
 #[tokio::test]
+async fn an_approval_short_of_enough_hands_the_item_back_to_the_next_approver() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let three = json!({"rules": [{"then": {"action": "require_approvals", "count": 3, "role": "approver"}}]});
+    let put = app
+        .send(
+            reqwest::Method::PUT,
+            "/v1/workflows/three",
+            Some(&acme.key),
+            None,
+            Some(&three),
+        )
+        .await;
+    assert_eq!(put.status, 200, "{}", put.json());
+    let [first, second, third] =
+        [(); 3].map(|_| app.add_member(&acme, &["approver"], &["operations:read", "operations:approve"]));
+    let (first, second, third) = (first.await, second.await, third.await);
+    let claim = |key: String| {
+        let app = &app;
+        async move {
+            app.post("/v1/work_items/claim", &key, json!({"queue": "approvals"}))
+                .await
+        }
+    };
+    let created = app
+        .post("/v1/operations", &acme.key, payout(&acme.id, "three", &[1_000]))
+        .await;
+    assert_eq!(created.json()["status"], "pending_approval", "{}", created.json());
+    let id = created.id();
+    app.drain().await;
+
+    let held = claim(first.key.clone()).await.json();
+    assert_eq!(held["assignee"], first.user_id.as_str());
+    let approved = app
+        .post(&format!("/v1/operations/{id}/approve"), &first.key, json!({}))
+        .await;
+    assert_eq!(approved.json()["status"], "pending_approval", "{}", approved.json());
+
+    // Back in the queue at once, for anyone but the one who has signed.
+    let item = app
+        .get(&format!("/v1/work_items/{}", held["id"].as_str().unwrap()), &acme.key)
+        .await
+        .json();
+    assert_eq!(
+        (
+            item["status"].as_str(),
+            item["assignee"].as_str(),
+            item["cause"]["code"].as_str()
+        ),
+        (Some("open"), None, Some("approval_recorded"))
+    );
+    assert_eq!(item["subject_decided_by"], json!([first.user_id]));
+    assert_eq!(claim(first.key.clone()).await.error(404)["param"], "queue");
+    let assign = format!("/v1/work_items/{}/assign", item["id"].as_str().unwrap());
+    let refused = app.post(&assign, &acme.key, json!({"user_id": first.user_id})).await;
+    assert_eq!(refused.error(400)["code"], "already_decided");
+
+    // An approval by someone who does not hold it leaves the holder's lease.
+    let taken = claim(second.key.clone()).await.json();
+    assert_eq!(taken["id"], item["id"]);
+    let approve = format!("/v1/operations/{id}/approve");
+    let approved = app.post(&approve, &third.key, json!({})).await;
+    assert_eq!(approved.json()["status"], "pending_approval", "{}", approved.json());
+    let item_path = assign.replace("/assign", "");
+    let still_held = app.get(&item_path, &acme.key).await.json();
+    assert_eq!(
+        (still_held["status"].as_str(), still_held["assignee"].as_str()),
+        (Some("claimed"), Some(second.user_id.as_str()))
+    );
+    assert_eq!(still_held["subject_decided_by"], json!([first.user_id, third.user_id]));
+    let approved = app.post(&approve, &second.key, json!({})).await;
+    assert_eq!(approved.json()["status"], "approved", "{}", approved.json());
+    app.drain().await;
+    let done = app.get(&item_path, &acme.key).await.json();
+    assert_eq!(done["status"], "done");
+}
+
+#[tokio::test]
 async fn many_concurrent_claimers_never_get_the_same_item() {
     let app = spawn_app().await;
     let acme = app.create_customer().await;

@@ -90,6 +90,60 @@ async fn the_stream_opens_approvals_items_and_concurrent_claimers_never_share_on
     );
 }
 
+/// An approval made before the stream opened its operation's item is on the item when it
+/// opens, and a signer who held the item hands it back with their signature on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_approvals_item_knows_who_signed_before_and_after_it_opened() {
+    let app = spawn_aws_app().await;
+    let acme = app.create_customer().await;
+    let three = json!({"rules": [{"then": {"action": "require_approvals", "count": 3, "role": "approver"}}]});
+    let put = app
+        .send(
+            reqwest::Method::PUT,
+            "/v1/workflows/three",
+            Some(&acme.key),
+            None,
+            Some(&three),
+        )
+        .await;
+    assert_eq!(put.status, 200, "{}", put.json());
+    let mut approvers = vec![];
+    for _ in 0..3 {
+        approvers.push(
+            app.add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
+                .await,
+        );
+    }
+    let created = app
+        .post("/v1/operations", &acme.key, payout(&acme.id, "three", &[1_000]))
+        .await;
+    let approve = format!("/v1/operations/{}/approve", created.id());
+    let early = app.post(&approve, &approvers[0].key, json!({})).await;
+    assert_eq!(early.json()["status"], "pending_approval", "{}", early.json());
+    app.settle(Duration::seconds(1), 1).await;
+
+    let claim = json!({"queue": "approvals"});
+    let refused = app.post("/v1/work_items/claim", &approvers[0].key, claim.clone()).await;
+    assert_eq!(refused.error(404)["param"], "queue");
+    let held = app
+        .post("/v1/work_items/claim", &approvers[1].key, claim.clone())
+        .await
+        .json();
+    assert_eq!(held["subject_decided_by"], json!([approvers[0].user_id]), "{held}");
+    let second = app.post(&approve, &approvers[1].key, json!({})).await;
+    assert_eq!(second.json()["status"], "pending_approval", "{}", second.json());
+    let item = app
+        .get(&format!("/v1/work_items/{}", held["id"].as_str().unwrap()), &acme.key)
+        .await
+        .json();
+    assert_eq!(
+        (item["status"].as_str(), item["subject_decided_by"].clone()),
+        (Some("open"), json!([approvers[0].user_id, approvers[1].user_id]))
+    );
+    let last = app.post("/v1/work_items/claim", &approvers[2].key, claim).await.json();
+    assert_eq!(last["id"], held["id"]);
+}
+
 /// A submission that reached the SQS dead-letter queue becomes an exceptions item (what the
 /// dead-letter function does), leaves the queue, and a redrive sends it back, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

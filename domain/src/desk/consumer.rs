@@ -22,6 +22,8 @@ struct Wanted {
     required_role: Option<Role>,
     /// An approval's operation's creator.
     subject_created_by: Option<String>,
+    /// Those who have decided an approval's operation.
+    subject_decided_by: Vec<String>,
     /// Whether an item should be open now.
     open: bool,
     /// The subject's latest cause: why an item opens or closes.
@@ -222,6 +224,7 @@ impl Service {
                     );
                     item.required_role = wanted.required_role;
                     item.subject_created_by = wanted.subject_created_by;
+                    item.subject_decided_by = wanted.subject_decided_by;
                     self.record_work_item(&mut changes, &item, "opened");
                     changes.push(Write::InsertWorkItem(item));
                 }
@@ -249,6 +252,7 @@ impl Service {
             customer_id: event.customer_id.clone(),
             required_role: None,
             subject_created_by: None,
+            subject_decided_by: vec![],
             open: false,
             cause: Cause::new("subject_moved_on", status, crate::cause::Actor::system(), self.now()),
         };
@@ -283,6 +287,10 @@ impl Service {
                 required_role: (queue == Queue::Approvals)
                     .then(|| operation.approval_requirement.as_ref().map(|r| r.role))
                     .flatten(),
+                subject_decided_by: match queue {
+                    Queue::Approvals => operation.approvals.iter().map(|a| a.user_id.to_string()).collect(),
+                    Queue::Exceptions => vec![],
+                },
                 subject_created_by: (queue == Queue::Approvals).then_some(operation.created_by),
                 open: true,
                 cause: operation.cause,
@@ -313,6 +321,7 @@ impl Service {
                 customer_id: transaction.customer_id,
                 required_role: None,
                 subject_created_by: None,
+                subject_decided_by: vec![],
                 open: true,
                 cause: transaction.cause,
             }]);

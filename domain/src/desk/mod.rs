@@ -170,6 +170,10 @@ pub struct WorkItem {
     /// them, so the item is neither claimed by them nor assigned to them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject_created_by: Option<String>,
+    /// The users who have decided an approvals item's operation while it waits for more
+    /// approvals: each may sign once, so the item is neither claimed by them nor assigned to them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subject_decided_by: Vec<String>,
     /// The cause of its latest change.
     pub cause: Cause,
     #[serde(with = "time::serde::rfc3339")]
@@ -224,6 +228,25 @@ impl WorkItem {
             WorkItemStatus::Claimed => self.claimed_until.is_some_and(|until| until <= now),
             WorkItemStatus::Done => false,
         }
+    }
+
+    /// Whether `user_id` has decided the operation this approvals item is about.
+    pub fn has_decided(&self, user_id: &str) -> bool {
+        self.subject_decided_by.iter().any(|decider| decider == user_id)
+    }
+
+    /// Remembers a decision that left the item's operation waiting for more approvals. Held by
+    /// the decider, the item goes back to its queue for the next approver (then `true`: it was
+    /// released with `cause`).
+    pub fn record_decider(&mut self, user_id: &str, cause: Cause, now: OffsetDateTime) -> bool {
+        if !self.has_decided(user_id) {
+            self.subject_decided_by.push(user_id.to_owned());
+        }
+        if self.status == WorkItemStatus::Claimed && self.assignee.as_deref() == Some(user_id) {
+            return self.apply(WorkItemTransition::Release(cause), now).is_ok();
+        }
+        self.version += 1;
+        false
     }
 
     /// Applies `transition` if the item's state allows it; `now` decides whether a lease ran out.

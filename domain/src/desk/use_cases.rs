@@ -61,6 +61,7 @@ impl Service {
             claimed_until: None,
             required_role: None,
             subject_created_by: None,
+            subject_decided_by: vec![],
             cause,
             created_at: at,
             // Whole seconds: the stores sort by them.
@@ -224,6 +225,16 @@ impl Service {
                 ),
             ));
         }
+        if item.has_decided(&user.id) {
+            return Err(DomainError::invalid(
+                "user_id",
+                "already_decided",
+                format!(
+                    "User {} has already decided on this operation; the item waits for another approver.",
+                    user.id
+                ),
+            ));
+        }
         if let Some(role) = item.required_role {
             if !user.roles.contains(&role) {
                 return Err(DomainError::invalid(
@@ -307,6 +318,30 @@ impl Service {
         Ok(released)
     }
 
+    /// A decision that left its operation waiting for more approvals: the operation's open
+    /// approvals item remembers the decider (who may not decide again), and goes back to the
+    /// queue if the decider held it, so that the next approver need not wait for the lease.
+    pub(crate) async fn record_decider_on_item(
+        &self,
+        changes: &mut Changeset,
+        operation_id: &OperationId,
+        user_id: &str,
+        cause: &Cause,
+    ) -> Result<(), DomainError> {
+        let Some(mut item) = self
+            .store
+            .open_work_item(Queue::Approvals, operation_id.as_str())
+            .await?
+        else {
+            return Ok(());
+        };
+        if item.record_decider(user_id, cause.clone(), self.now()) {
+            self.record_work_item(changes, &item, "released");
+        }
+        changes.push(Write::UpdateWorkItem(item));
+        Ok(())
+    }
+
     pub(super) async fn commit_work_item(&self, item: WorkItem, change: &str) -> Result<WorkItem, DomainError> {
         let mut changes = Changeset::default();
         self.record_work_item(&mut changes, &item, change);
@@ -338,6 +373,9 @@ fn may_act_on(principal: &Principal, item: &WorkItem) -> bool {
         if crate::operations::not_the_creator(principal, creator).is_err() {
             return false;
         }
+    }
+    if principal.user.as_ref().is_some_and(|user| item.has_decided(&user.id)) {
+        return false;
     }
     match (&principal.user, item.required_role) {
         (Some(user), Some(role)) => user.roles.contains(&role),

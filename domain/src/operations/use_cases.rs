@@ -441,6 +441,9 @@ impl Service {
                         principal.actor(),
                         approval.at,
                     );
+                    let decider = approval.user_id.to_string();
+                    self.record_decider_on_item(&mut changes, &operation.id, &decider, &cause)
+                        .await?;
                     let entry = AuditEntry::new("operation", &operation.id, "approval_recorded", cause)
                         .moving(Some(previous.as_str()), previous.as_str());
                     changes.push(Write::Audit(entry.of_operation(&operation.id)));

@@ -37,6 +37,7 @@ fn work_item(id: &str, queue: Queue, subject: &str, customer: &str, due: i64) ->
         claimed_until: None,
         required_role: None,
         subject_created_by: (queue == Queue::Approvals).then(|| "usr_maker".into()),
+        subject_decided_by: vec![],
         cause: cause("opened", 0),
         created_at: at(0),
         due_at: at(due),
@@ -193,8 +194,15 @@ async fn a_subject_has_one_item_not_done_per_queue(store: &dyn Store) {
         Some(first.clone())
     );
     assert_eq!(store.open_work_item(Queue::Approvals, "txn_s").await.unwrap(), None);
-    let other_queue = work_item("wi_s3", Queue::Approvals, "txn_s", "cus_ws", 20);
-    commit(store, Write::InsertWorkItem(other_queue)).await.unwrap();
+    let mut other_queue = work_item("wi_s3", Queue::Approvals, "txn_s", "cus_ws", 20);
+    commit(store, Write::InsertWorkItem(other_queue.clone())).await.unwrap();
+    // An approval's first decider is kept on its item.
+    other_queue.record_decider("usr_first", cause("approval_recorded", 3), at(3));
+    commit(store, Write::UpdateWorkItem(other_queue.clone())).await.unwrap();
+    assert_eq!(
+        store.open_work_item(Queue::Approvals, "txn_s").await.unwrap(),
+        Some(other_queue)
+    );
 
     let mut closed = first;
     closed
