@@ -143,11 +143,123 @@ fn parse_cron(fields: &str) -> Result<Expression, DomainError> {
             "The L, W and # forms of cron are not supported; list the days instead.",
         ));
     }
+    for (field, text) in CRON_FIELDS.iter().zip(&parts) {
+        field.check(text)?;
+    }
     // The `cron` crate reads a seconds field first; the Scheduler runs on whole minutes.
     let quartz = format!("0 {minutes} {hours} {day_of_month} {month} {day_of_week} {year}");
-    let schedule = cron::Schedule::from_str(&quartz)
-        .map_err(|e| invalid("invalid_expression", format!("Not a cron expression: {e}.")))?;
+    let schedule = cron::Schedule::from_str(&quartz).map_err(|e| {
+        // The crate's message quotes its own seven-field form; its last line says what is wrong.
+        let text = e.to_string();
+        let why = text.lines().last().unwrap_or_default().trim_end_matches('.');
+        invalid("invalid_expression", format!("Not a cron expression: {why}."))
+    })?;
     Ok(Expression::Cron(Box::new(schedule), parts.join(" ")))
+}
+
+/// One of a cron expression's six fields, as the Scheduler takes it.
+struct CronField {
+    name: &'static str,
+    min: u32,
+    max: u32,
+    /// The names it takes for its values, the first for `min`.
+    names: &'static [&'static str],
+}
+
+const CRON_FIELDS: [CronField; 6] = [
+    CronField {
+        name: "minutes",
+        min: 0,
+        max: 59,
+        names: &[],
+    },
+    CronField {
+        name: "hours",
+        min: 0,
+        max: 23,
+        names: &[],
+    },
+    CronField {
+        name: "day-of-month",
+        min: 1,
+        max: 31,
+        names: &[],
+    },
+    CronField {
+        name: "month",
+        min: 1,
+        max: 12,
+        names: &[
+            "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+        ],
+    },
+    CronField {
+        name: "day-of-week",
+        min: 1,
+        max: 7,
+        names: &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"],
+    },
+    CronField {
+        name: "year",
+        min: 1970,
+        max: 2199,
+        names: &[],
+    },
+];
+
+impl CronField {
+    /// Refuses a value out of the field's range, naming the field and the value, so that the
+    /// `cron` crate (whose bounds and messages differ) only ever sees values the Scheduler takes.
+    fn check(&self, text: &str) -> Result<(), DomainError> {
+        for part in text.split(',') {
+            let (base, step) = match part.split_once('/') {
+                Some((base, step)) => (base, Some(step)),
+                None => (part, None),
+            };
+            if let Some(step) = step {
+                if !step.parse::<u32>().is_ok_and(|step| (1..=self.max).contains(&step)) {
+                    return Err(self.refuse(format!(
+                        "its step '{step}' is not a whole number from 1 to {}",
+                        self.max
+                    )));
+                }
+            }
+            if base == "*" || base == "?" {
+                continue;
+            }
+            let (first, last) = base.split_once('-').unwrap_or((base, base));
+            let (first, last) = (self.value(first)?, self.value(last)?);
+            if first > last {
+                return Err(self.refuse(format!("the range '{base}' runs backwards")));
+            }
+        }
+        Ok(())
+    }
+
+    fn value(&self, text: &str) -> Result<u32, DomainError> {
+        let named = self.names.iter().position(|name| name.eq_ignore_ascii_case(text));
+        let value = match named {
+            Some(at) => self.min + at as u32,
+            None => text.parse::<u32>().map_err(|_| {
+                let names = match self.names {
+                    [] => String::new(),
+                    names => format!(" or a name ({}-{})", names[0], names[names.len() - 1]),
+                };
+                self.refuse(format!("'{text}' is not a number{names}"))
+            })?,
+        };
+        if !(self.min..=self.max).contains(&value) {
+            return Err(self.refuse(format!("'{text}' is not from {} to {}", self.min, self.max)));
+        }
+        Ok(value)
+    }
+
+    fn refuse(&self, why: String) -> DomainError {
+        invalid(
+            "invalid_expression",
+            format!("The cron expression's {} field: {why}.", self.name),
+        )
+    }
 }
 
 impl Expression {
@@ -328,6 +440,38 @@ mod tests {
     }
 
     #[test]
+    fn a_cron_value_out_of_range_is_named_in_the_schedulers_terms() {
+        let message = |text: &str| match text.parse::<Expression>() {
+            Err(DomainError::InvalidRequest { message, .. }) => message,
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(
+            message("cron(0 25 ? * * *)"),
+            "The cron expression's hours field: '25' is not from 0 to 23."
+        );
+        assert_eq!(
+            message("cron(0 9 ? * FOO *)"),
+            "The cron expression's day-of-week field: 'FOO' is not a number or a name (SUN-SAT)."
+        );
+        assert_eq!(
+            message("cron(0 9 ? * * 1969)"),
+            "The cron expression's year field: '1969' is not from 1970 to 2199."
+        );
+        assert_eq!(
+            message("cron(*/0 9 ? * * *)"),
+            "The cron expression's minutes field: its step '0' is not a whole number from 1 to 59."
+        );
+        // Every value the Scheduler takes is read, names in either case.
+        for good in [
+            "cron(59 23 31 12 ? 2100)",
+            "cron(0 0 ? jan-Dec SUN-SAT 1970)",
+            "cron(0/5,7 1-3 ? * 1,7 *)",
+        ] {
+            assert!(good.parse::<Expression>().is_ok(), "{good}");
+        }
+    }
+
+    #[test]
     fn malformed_expressions_are_refused_by_name() {
         for (bad, code) in [
             ("rate(0 minutes)", "rate_too_short"),
@@ -338,6 +482,12 @@ mod tests {
             ("cron(0 9 ? * ? *)", "invalid_expression"),
             ("cron(0 25 1 * ? *)", "invalid_expression"),
             ("cron(0 9 L * ? *)", "unsupported_expression"),
+            ("cron(0 9 ? 0 * *)", "invalid_expression"),
+            ("cron(0 9 ? * 8 *)", "invalid_expression"),
+            ("cron(0/0 9 ? * * *)", "invalid_expression"),
+            ("cron(5-1 9 ? * * *)", "invalid_expression"),
+            ("cron(0 9 ? * FOO *)", "invalid_expression"),
+            ("cron(0 9 ? * * 1969)", "invalid_expression"),
             ("at(2026-13-01T00:00:00)", "invalid_expression"),
             ("every day", "invalid_expression"),
         ] {
