@@ -81,12 +81,71 @@ impl de::Error for BodyError {
         BodyError::Invalid(message.to_string())
     }
 
+    fn invalid_type(given: de::Unexpected, expected: &dyn de::Expected) -> Self {
+        BodyError::Invalid(format!(
+            "expected {}, got {}",
+            in_json_terms(&expected.to_string(), false),
+            given_in_json_terms(given)
+        ))
+    }
+
+    fn invalid_value(given: de::Unexpected, expected: &dyn de::Expected) -> Self {
+        BodyError::Invalid(format!(
+            "expected {}, got {}",
+            in_json_terms(&expected.to_string(), true),
+            given_in_json_terms(given)
+        ))
+    }
+
     fn unknown_field(field: &str, _expected: &'static [&'static str]) -> Self {
         BodyError::UnknownField(field.to_owned())
     }
 
     fn missing_field(field: &'static str) -> Self {
         BodyError::MissingField(field)
+    }
+}
+
+/// What serde expected, said in JSON's words rather than Rust's (`i64` is an integer, a
+/// sequence an array, a struct an object); with `range`, an integer's bounds too (the value
+/// was an integer out of them).
+fn in_json_terms(expected: &str, range: bool) -> String {
+    let bounds = |min: i128, max: i128| match range {
+        true => format!("an integer from {min} to {max}"),
+        false => "an integer".to_owned(),
+    };
+    match expected {
+        "i8" => bounds(i8::MIN.into(), i8::MAX.into()),
+        "i16" => bounds(i16::MIN.into(), i16::MAX.into()),
+        "i32" => bounds(i32::MIN.into(), i32::MAX.into()),
+        "i64" => bounds(i64::MIN.into(), i64::MAX.into()),
+        "u8" => bounds(0, u8::MAX.into()),
+        "u16" => bounds(0, u16::MAX.into()),
+        "u32" => bounds(0, u32::MAX.into()),
+        "u64" => bounds(0, u64::MAX.into()),
+        "f32" | "f64" => "a number".to_owned(),
+        "a sequence" => "an array".to_owned(),
+        "a map" => "an object".to_owned(),
+        other if other.starts_with("struct ") => "an object".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// The value given, in JSON's words; a long string is cut short.
+fn given_in_json_terms(given: de::Unexpected) -> String {
+    match given {
+        de::Unexpected::Bool(b) => b.to_string(),
+        de::Unexpected::Unsigned(n) => format!("the number {n}"),
+        de::Unexpected::Signed(n) => format!("the number {n}"),
+        de::Unexpected::Float(n) => format!("the number {n}"),
+        de::Unexpected::Str(text) if text.chars().count() > 40 => {
+            format!("the string \"{}…\"", text.chars().take(40).collect::<String>())
+        }
+        de::Unexpected::Str(text) => format!("the string {text:?}"),
+        de::Unexpected::Unit => "null".to_owned(),
+        de::Unexpected::Seq => "an array".to_owned(),
+        de::Unexpected::Map => "an object".to_owned(),
+        other => other.to_string(),
     }
 }
 
@@ -238,5 +297,32 @@ mod tests {
         ] {
             assert!(matches!(read(bad.clone()), Err(BodyError::Invalid(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_kind_is_told_in_jsons_words() {
+        let told = |value: Value| match read(value) {
+            Err(BodyError::Invalid(message)) => message,
+            other => panic!("{other:?}"),
+        };
+        let body = |count: Value, tags: Value| json!({"name": "a", "count": count, "kind": "payout", "tags": tags});
+        assert_eq!(
+            told(body(json!("2"), json!([]))),
+            r#"expected an integer, got the string "2""#
+        );
+        assert_eq!(
+            told(body(json!(1.5), json!([]))),
+            "expected an integer, got the number 1.5"
+        );
+        assert_eq!(
+            told(body(json!(-1), json!([]))),
+            "expected an integer from 0 to 4294967295, got the number -1"
+        );
+        assert_eq!(told(body(json!(1), json!({}))), "expected an array, got an object");
+        assert_eq!(told(body(json!(1), json!([null]))), "expected a string, got null");
+        assert_eq!(
+            told(json!({"name": "x".repeat(50), "kind": "payout", "tags": "y".repeat(50)})),
+            format!("expected an array, got the string \"{}…\"", "y".repeat(40))
+        );
     }
 }
