@@ -46,6 +46,11 @@ MVR MWK MXN MYR MZN NAD NGN NIO NOK NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR 
 SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP TRY TTD TWD TZS \
 UAH UGX USD UYU UZS VED VES VND VUV WST XAF XCD XCG XOF XPF YER ZAR ZMW ZWG";
 
+/// The currencies whose amounts have no digits after the point (every other has two, but
+/// [`THREE_MINOR_DIGITS`]'s). The board page shows amounts by the same lists.
+pub const NO_MINOR_UNIT: &str = "BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX VND VUV XAF XOF XPF";
+pub const THREE_MINOR_DIGITS: &str = "BHD IQD JOD KWD LYD OMR TND";
+
 impl Currency {
     /// Every code [`Currency::parse`] takes, in alphabetical order (the API document lists them).
     pub fn known_codes() -> impl Iterator<Item = &'static str> {
@@ -63,12 +68,10 @@ impl Currency {
 
     /// Digits after the decimal point in amounts of this currency (ISO 4217's minor unit).
     pub fn minor_digits(&self) -> u32 {
-        const NONE: &str = "BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX VND VUV XAF XOF XPF";
-        const THREE: &str = "BHD IQD JOD KWD LYD OMR TND";
         let listed = |list: &str| list.split_ascii_whitespace().any(|code| code == self.0);
-        if listed(NONE) {
+        if listed(NO_MINOR_UNIT) {
             0
-        } else if listed(THREE) {
+        } else if listed(THREE_MINOR_DIGITS) {
             3
         } else {
             2

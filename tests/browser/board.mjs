@@ -27,6 +27,14 @@ try {
   await waiting.waitFor({ timeout: 5000 }).catch(() => fail(page, "the waiting operation is not in Pending approval"));
   await page.screenshot({ path: join(output, "board.png"), fullPage: true });
 
+  // Money is shown in the currency's major unit, as people read it: the API's 125000 CLP has
+  // no minor unit, 250000 USD cents are 2,500.00 dollars, a dinar has three digits.
+  const shown = await waiting.locator("span.muted").textContent();
+  if (shown !== "payout 125,000 CLP") await fail(page, `the waiting payout is shown as "${shown}"`);
+  const amounts = await page.evaluate(() => [amount(250000, "USD"), amount(5, "USD"), amount(1234567, "KWD"), amount(999999999999000, "CLP")]);
+  const expected = ["2,500.00 USD", "0.05 USD", "1,234.567 KWD", "999,999,999,999,000 CLP"];
+  if (amounts.join("|") !== expected.join("|")) await fail(page, `amounts are shown as ${amounts.join(", ")}`);
+
   // An API refusal is shown as the API words it: a rejection without a reason.
   page.once("dialog", (dialog) => dialog.dismiss());
   await waiting.getByRole("button", { name: "Reject" }).click();

@@ -291,4 +291,12 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn the_board_page_shows_amounts_by_the_services_own_minor_units() {
+        use ops_domain::money::{NO_MINOR_UNIT, THREE_MINOR_DIGITS};
+        for list in [NO_MINOR_UNIT, THREE_MINOR_DIGITS] {
+            assert!(BOARD_PAGE.contains(&format!("\"{list}\".split(\" \")")), "{list}");
+        }
+    }
 }
