@@ -215,16 +215,7 @@ async fn an_approval_short_of_enough_hands_the_item_back_to_the_next_approver() 
     let app = spawn_app().await;
     let acme = app.create_customer().await;
     let three = json!({"rules": [{"then": {"action": "require_approvals", "count": 3, "role": "approver"}}]});
-    let put = app
-        .send(
-            reqwest::Method::PUT,
-            "/v1/workflows/three",
-            Some(&acme.key),
-            None,
-            Some(&three),
-        )
-        .await;
-    assert_eq!(put.status, 200, "{}", put.json());
+    app.put_workflow(&acme.key, "three", three).await;
     let [first, second, third] =
         [(); 3].map(|_| app.add_member(&acme, &["approver"], &["operations:read", "operations:approve"]));
     let (first, second, third) = (first.await, second.await, third.await);

@@ -97,16 +97,7 @@ async fn an_approvals_item_knows_who_signed_before_and_after_it_opened() {
     let app = spawn_aws_app().await;
     let acme = app.create_customer().await;
     let three = json!({"rules": [{"then": {"action": "require_approvals", "count": 3, "role": "approver"}}]});
-    let put = app
-        .send(
-            reqwest::Method::PUT,
-            "/v1/workflows/three",
-            Some(&acme.key),
-            None,
-            Some(&three),
-        )
-        .await;
-    assert_eq!(put.status, 200, "{}", put.json());
+    app.put_workflow(&acme.key, "three", three).await;
     let mut approvers = vec![];
     for _ in 0..3 {
         approvers.push(

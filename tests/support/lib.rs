@@ -320,6 +320,13 @@ impl Api {
             .await
     }
 
+    /// Defines the workflow `name` for the key's customer (or the platform's), asserting it saved.
+    pub async fn put_workflow(&self, key: &str, name: &str, definition: Value) {
+        let path = format!("/v1/workflows/{name}");
+        let put = self.send(Method::PUT, &path, Some(key), None, Some(&definition)).await;
+        assert_eq!(put.status, 200, "{}", put.json());
+    }
+
     /// A webhook endpoint for `url` receiving `events`; returns it as created (secret included).
     pub async fn subscribe(&self, key: &str, url: &str, events: &[&str]) -> Value {
         let created = self
