@@ -20,9 +20,14 @@ pub enum DomainError {
     Unauthenticated { code: &'static str, message: String },
     #[error("{message}")]
     Forbidden { code: &'static str, message: String },
-    /// A transition not allowed from the current status (or a decision already taken).
+    /// A transition not allowed from the current status (or a decision already taken), or a
+    /// value (`param`) another resource already holds.
     #[error("{message}")]
-    InvalidState { code: &'static str, message: String },
+    InvalidState {
+        code: &'static str,
+        param: Option<&'static str>,
+        message: String,
+    },
     #[error("Keys for idempotent requests can only be used with the same parameters they were first used with.")]
     IdempotencyKeyReused,
     #[error("A request with this idempotency key is still being processed; retry later.")]
@@ -108,6 +113,17 @@ impl DomainError {
     pub fn invalid_state(code: &'static str, message: impl Into<String>) -> Self {
         DomainError::InvalidState {
             code,
+            param: None,
+            message: message.into(),
+        }
+    }
+
+    /// A 409 for a value another resource already holds (an email, an account's currency):
+    /// `param` names the field to change.
+    pub fn taken(param: &'static str, code: &'static str, message: impl Into<String>) -> Self {
+        DomainError::InvalidState {
+            code,
+            param: Some(param),
             message: message.into(),
         }
     }

@@ -241,7 +241,11 @@ async fn a_customers_users_each_have_an_email_of_their_own() {
     // The same person again, as an approver who could sign what she makes.
     let again = json!({"name": "Ana B.", "email": "ANA@Acme.Example", "roles": ["approver"]});
     let refused = app.post(&users, &acme.key, again.clone()).await.error(409);
-    assert_eq!(refused["code"], "email_in_use", "{refused}");
+    assert_eq!(
+        (refused["code"].as_str(), refused["param"].as_str()),
+        (Some("email_in_use"), Some("email")),
+        "{refused}"
+    );
     let listed = app.get(&users, &acme.key).await.json();
     assert_eq!(listed["data"].as_array().unwrap().len(), 1, "{listed}");
     // Deactivated, she still holds it: making her active again is how she comes back.

@@ -283,7 +283,11 @@ async fn accounts_refuse_bad_input_precisely_and_write_nothing() {
             json!({"customer_id": acme.id, "currency": "CLP"}),
         )
         .await;
-    assert_eq!(again.error(409)["code"], "account_exists");
+    let refused = again.error(409);
+    assert_eq!(
+        (refused["code"].as_str(), refused["param"].as_str()),
+        (Some("account_exists"), Some("currency"))
+    );
     let by_customer = app
         .post(
             "/v1/accounts",

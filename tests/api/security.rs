@@ -539,9 +539,10 @@ async fn a_rail_report_takes_effect_once_and_its_fields_are_bounded() {
     reused["state"] = json!("confirmed");
     let reused = send_report(&app, &reused).await;
     assert_eq!(reused.status(), 409);
+    let refused = reused.json::<Value>().await.unwrap()["error"].clone();
     assert_eq!(
-        reused.json::<Value>().await.unwrap()["error"]["code"],
-        "rail_report_id_reused"
+        (refused["code"].as_str(), refused["param"].as_str()),
+        (Some("rail_report_id_reused"), Some("id"))
     );
     for (field, value, param) in [
         ("id", Value::Null, "id"),

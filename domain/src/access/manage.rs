@@ -48,7 +48,8 @@ impl Service {
         // already (another user, or a create beside this one) refuses the whole commit.
         changes.push(Write::InsertUser(user.clone()));
         match self.commit_created(changes, ticket, &user).await {
-            Err(DomainError::InvalidState { code: "conflict", .. }) => Err(DomainError::invalid_state(
+            Err(DomainError::InvalidState { code: "conflict", .. }) => Err(DomainError::taken(
+                "email",
                 "email_in_use",
                 format!("Another user of this customer has the email {}.", user.email),
             )),

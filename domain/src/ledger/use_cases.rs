@@ -344,7 +344,8 @@ impl Service {
 }
 
 fn account_exists(holder: &str, currency: &Currency) -> DomainError {
-    DomainError::invalid_state(
+    DomainError::taken(
+        "currency",
         "account_exists",
         format!("{holder} already has a {} account.", currency.code()),
     )

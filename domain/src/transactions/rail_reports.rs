@@ -96,7 +96,8 @@ impl Service {
             fingerprint: idempotency::fingerprint_bytes("POST", "/v1/rail_reports", body),
             now: self.now(),
         };
-        let reused = DomainError::invalid_state(
+        let reused = DomainError::taken(
+            "id",
             "rail_report_id_reused",
             format!("Report {report_id} was already received with another body."),
         );

@@ -64,7 +64,7 @@ impl ApiError {
                 ),
                 D::Unauthenticated { code, .. } => (StatusCode::UNAUTHORIZED, "authentication_error", code, None),
                 D::Forbidden { code, .. } => (StatusCode::FORBIDDEN, "permission_error", code, None),
-                D::InvalidState { code, .. } => (StatusCode::CONFLICT, "state_error", code, None),
+                D::InvalidState { code, param, .. } => (StatusCode::CONFLICT, "state_error", code, *param),
                 D::IdempotencyKeyReused => (
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "idempotency_error",
