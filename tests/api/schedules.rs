@@ -440,6 +440,45 @@ async fn bounds_between_minutes_are_kept_within_what_was_given() {
     );
 }
 
+/// A schedule made within the minute its cron or at() names does not run that minute's time
+/// late (the Scheduler would not): its first run is the next one. A rate runs at once.
+#[tokio::test]
+async fn a_time_already_past_when_the_schedule_is_made_is_not_run_late() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let now = app.clock.now();
+    let minute_start = now.replace_second(0).unwrap().replace_nanosecond(0).unwrap();
+    jump_to(&app, minute_start + Duration::minutes(1) + Duration::seconds(30));
+    let made_at = app.clock.now();
+    let this_minute = made_at.replace_second(0).unwrap().replace_nanosecond(0).unwrap();
+    let schedule = |expression: String| json!({"expression": expression, "operation": operation("auto")});
+    let cron = format!("cron({} {} * * ? *)", this_minute.minute(), this_minute.hour());
+    let daily = app.post("/v1/schedules", &acme.key, schedule(cron)).await;
+    assert_eq!(daily.status, 201, "{}", daily.json());
+    assert_eq!(
+        time_of(&daily.json()["next_run_at"]),
+        this_minute + Duration::days(1),
+        "tomorrow's, not today's half a minute late"
+    );
+    let at = format!(
+        "at({})",
+        this_minute
+            .format(time::macros::format_description!(
+                "[year]-[month]-[day]T[hour]:[minute]:[second]"
+            ))
+            .unwrap()
+    );
+    let once = app.post("/v1/schedules", &acme.key, schedule(at)).await.error(400);
+    assert_eq!(once["code"], "at_in_past");
+    let rate = app
+        .post("/v1/schedules", &acme.key, schedule("rate(1 hour)".into()))
+        .await
+        .json();
+    assert_eq!(time_of(&rate["next_run_at"]), this_minute, "a rate starts at once");
+    app.drain().await;
+    assert_eq!(operations_of(&app, &acme.key).await.len(), 1, "the rate's first, alone");
+}
+
 #[tokio::test]
 async fn bad_schedules_are_refused_by_field_and_nothing_is_written() {
     let app = spawn_app().await;

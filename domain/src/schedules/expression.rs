@@ -273,6 +273,10 @@ impl Expression {
         }
     }
 
+    pub fn is_rate(&self) -> bool {
+        matches!(self, Expression::Rate { .. })
+    }
+
     pub fn is_once(&self) -> bool {
         matches!(self, Expression::At(_))
     }

@@ -158,8 +158,16 @@ impl Service {
             .await
             .map_err(within_operation)?;
         let anchor = start_at.unwrap_or_else(|| minute(now));
+        // With no start, a rate runs at once (from the minute it was made, as the Scheduler
+        // starts one); a cron or at() time already past in this minute is not run late, as
+        // the Scheduler would not run it: a payout the caller meant for its next time.
+        let from = match start_at {
+            Some(start) => start.max(now),
+            None if expression.is_rate() => anchor,
+            None => now,
+        };
         let first = expression
-            .first_from(start_at.map_or(anchor, |start| start.max(now)), zone, anchor)
+            .first_from(from, zone, anchor)
             .filter(|at| end_at.is_none_or(|end| *at <= end));
         let Some(first) = first else {
             return Err(match (expression.is_once(), end_at) {
