@@ -124,6 +124,17 @@ pub fn parse(bytes: &[u8], known_rail: &dyn Fn(&str) -> bool) -> Result<Vec<Payr
             Ok(false) => break,
             Ok(true) => {
                 let line = lines_read.line_at(record.position().map_or(0, |p| p.byte() as usize));
+                // A quote left open runs its cell on into the next lines (to the end of the
+                // file): say so, rather than count fields or characters that were never meant.
+                if let Some(at) = record.iter().position(|cell| cell.contains(['\n', '\r'])) {
+                    errors.push(LineError::new(
+                        line,
+                        header.get(at).map(String::as_str),
+                        "line_break_in_cell",
+                        "This cell runs on past the end of its line: is a closing quote missing? Each cell is one line.",
+                    ));
+                    continue;
+                }
                 if record.len() != header.len() {
                     errors.push(LineError::new(
                         line,
@@ -420,6 +431,16 @@ mod tests {
             missing_id.message, "Missing required param: beneficiary_id.",
             "named by its column"
         );
+    }
+
+    #[test]
+    fn a_quote_left_open_is_named_where_it_opened() {
+        let csv = format!(
+            "{HEADER}rut,1-9,psp-local:sandbox,acct-1,10,CLP,ok\n\
+             rut,1-9,psp-local:sandbox,\"acct-1,10,CLP,May\n\
+             rut,2-7,psp-local:sandbox,acct-2,20,CLP,June\n"
+        );
+        assert_eq!(errors(&csv), [(3, Some("account".into()), "line_break_in_cell".into())]);
     }
 
     #[test]
