@@ -254,6 +254,11 @@ async fn an_approval_short_of_enough_hands_the_item_back_to_the_next_approver() 
         (Some("open"), None, Some("approval_recorded"))
     );
     assert_eq!(item["subject_decided_by"], json!([first.user_id]));
+    assert_eq!(
+        item["cause"]["message"],
+        format!("Approved by {} (1 of 3 approval(s))", first.user_id),
+        "said as the deciding approval's cause is"
+    );
     assert_eq!(claim(first.key.clone()).await.error(404)["param"], "queue");
     let assign = format!("/v1/work_items/{}/assign", item["id"].as_str().unwrap());
     let refused = app.post(&assign, &acme.key, json!({"user_id": first.user_id})).await;

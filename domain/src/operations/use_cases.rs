@@ -434,7 +434,8 @@ impl Service {
                     let cause = Cause::new(
                         "approval_recorded",
                         format!(
-                            "Approval recorded ({} of {})",
+                            "Approved by {} ({} of {} approval(s))",
+                            approval.user_id,
                             operation.approvals.len(),
                             operation.approval_requirement.map_or(1, |r| r.count)
                         ),
