@@ -24,7 +24,7 @@ pub fn parse<T: DeserializeOwned>(value: &Value) -> Result<T, DomainError> {
         ));
     }
     serde_path_to_error::deserialize(BodyValue(value.clone())).map_err(|error| {
-        let path = error.path().to_string();
+        let path = param_of(error.path());
         // An unknown field is already the last segment of the path; a missing one is not.
         let join = |field: &str| match path.as_str() {
             "." => field.to_string(),
@@ -54,6 +54,31 @@ pub fn parse<T: DeserializeOwned>(value: &Value) -> Result<T, DomainError> {
             message,
         }
     })
+}
+
+/// The path to a field as `param` names it (`items[0].amount`; `.` for the body itself), a
+/// metadata key as metadata's own checks name it: `metadata[key]`.
+fn param_of(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut param = String::new();
+    let mut in_metadata = false;
+    for segment in path {
+        match segment {
+            Segment::Seq { index } => param.push_str(&format!("[{index}]")),
+            Segment::Map { key } if in_metadata => param.push_str(&format!("[{key}]")),
+            other => {
+                if !param.is_empty() {
+                    param.push('.');
+                }
+                param.push_str(&other.to_string());
+            }
+        }
+        in_metadata = matches!(segment, Segment::Map { key } if key == "metadata");
+    }
+    if param.is_empty() {
+        param.push('.');
+    }
+    param
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -297,6 +322,25 @@ mod tests {
         ] {
             assert!(matches!(read(bad.clone()), Err(BodyError::Invalid(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_param_names_list_entries_by_index_and_metadata_keys_in_brackets() {
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Create {
+            items: Vec<Command>,
+            metadata: Option<std::collections::BTreeMap<String, String>>,
+        }
+        let param = |body: Value| match parse::<Create>(&body) {
+            Err(DomainError::InvalidRequest { param, .. }) => param.unwrap_or_default(),
+            other => panic!("{other:?}"),
+        };
+        let item = json!({"name": "a", "kind": "payout", "tags": []});
+        assert_eq!(param(json!({"items": [item, {"name": 1}]})), "items[1].name");
+        assert_eq!(param(json!({"items": [], "metadata": {"order": 7}})), "metadata[order]");
+        assert_eq!(param(json!({"items": [item], "metadata": []})), "metadata");
+        assert_eq!(param(json!({})), "items");
     }
 
     #[test]

@@ -130,7 +130,7 @@ async fn malformed_operations_get_a_precise_4xx_naming_the_field() {
         (
             edit(good.clone(), "/metadata", Some(json!({"note": 5}))),
             400,
-            "metadata.note",
+            "metadata[note]",
         ),
         (
             edit(good.clone(), "/metadata", Some(json!({"note": long}))),
