@@ -151,8 +151,12 @@ fn parse_cron(fields: &str) -> Result<Expression, DomainError> {
     let schedule = cron::Schedule::from_str(&quartz).map_err(|e| {
         // The crate's message quotes its own seven-field form; its last line says what is wrong.
         let text = e.to_string();
-        let why = text.lines().last().unwrap_or_default().trim_end_matches('.');
-        invalid("invalid_expression", format!("Not a cron expression: {why}."))
+        match text.lines().last().map(|why| why.trim_end_matches('.')) {
+            Some(why) if !why.trim().is_empty() => {
+                invalid("invalid_expression", format!("Not a cron expression: {why}."))
+            }
+            _ => invalid("invalid_expression", "Not a cron expression."),
+        }
     })?;
     Ok(Expression::Cron(Box::new(schedule), parts.join(" ")))
 }
@@ -199,10 +203,11 @@ const CRON_FIELDS: [CronField; 6] = [
         max: 7,
         names: &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"],
     },
+    // The Scheduler takes years to 2199; the `cron` crate, which does the matching, to 2100.
     CronField {
         name: "year",
         min: 1970,
-        max: 2199,
+        max: 2100,
         names: &[],
     },
 ];
@@ -459,7 +464,11 @@ mod tests {
         );
         assert_eq!(
             message("cron(0 9 ? * * 1969)"),
-            "The cron expression's year field: '1969' is not from 1970 to 2199."
+            "The cron expression's year field: '1969' is not from 1970 to 2100."
+        );
+        assert_eq!(
+            message("cron(0 9 ? * * 2150)"),
+            "The cron expression's year field: '2150' is not from 1970 to 2100."
         );
         assert_eq!(
             message("cron(*/0 9 ? * * *)"),
