@@ -107,19 +107,11 @@ impl de::Error for BodyError {
     }
 
     fn invalid_type(given: de::Unexpected, expected: &dyn de::Expected) -> Self {
-        BodyError::Invalid(format!(
-            "expected {}, got {}",
-            in_json_terms(&expected.to_string(), false),
-            given_in_json_terms(given)
-        ))
+        mismatch(given, expected, false)
     }
 
     fn invalid_value(given: de::Unexpected, expected: &dyn de::Expected) -> Self {
-        BodyError::Invalid(format!(
-            "expected {}, got {}",
-            in_json_terms(&expected.to_string(), true),
-            given_in_json_terms(given)
-        ))
+        mismatch(given, expected, true)
     }
 
     fn unknown_field(field: &str, _expected: &'static [&'static str]) -> Self {
@@ -129,6 +121,15 @@ impl de::Error for BodyError {
     fn missing_field(field: &'static str) -> Self {
         BodyError::MissingField(field)
     }
+}
+
+/// A value of the wrong kind (or, with `range`, an integer out of bounds), in JSON's words.
+fn mismatch(given: de::Unexpected, expected: &dyn de::Expected, range: bool) -> BodyError {
+    BodyError::Invalid(format!(
+        "expected {}, got {}",
+        in_json_terms(&expected.to_string(), range),
+        given_in_json_terms(given)
+    ))
 }
 
 /// What serde expected, said in JSON's words rather than Rust's (`i64` is an integer, a
