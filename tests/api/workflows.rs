@@ -369,11 +369,37 @@ async fn the_workflows_a_caller_can_name_are_listed_by_name_as_they_resolve_for_
     let second = list("?limit=2&starting_after=payroll", acme.key.clone()).await;
     assert_eq!(names(&second), [builtin("two_step"), mine("zz-urgent")]);
     assert_eq!(second["has_more"], false);
-    // The platform sees its own and the built-in ones, no customer's.
+    // The platform sees its own and the built-in ones, no customer's; naming a customer, it
+    // sees them as they resolve for that customer, as the customer does.
     assert_eq!(
         names(&list("", ADMIN_KEY.to_owned()).await),
         [platform("auto"), platform("payroll"), builtin("two_step")]
     );
+    let as_acme = app
+        .get(&format!("/v1/workflows?customer_id={}", acme.id), ADMIN_KEY)
+        .await
+        .json();
+    assert_eq!(names(&as_acme), names(&all));
+    let as_globex = app
+        .get(&format!("/v1/workflows?customer_id={}&limit=2", globex.id), ADMIN_KEY)
+        .await
+        .json();
+    assert_eq!(
+        names(&as_globex),
+        [platform("auto"), ("globex-only".to_owned(), globex.id.clone())]
+    );
+    // A customer's key may name only its own customer.
+    let own = app
+        .get(&format!("/v1/workflows?customer_id={}", acme.id), &acme.key)
+        .await
+        .json();
+    assert_eq!(names(&own), names(&all));
+    let foreign = app
+        .get(&format!("/v1/workflows?customer_id={}", globex.id), &acme.key)
+        .await;
+    assert_eq!(foreign.error(404)["param"], "customer_id");
+    let missing = app.get("/v1/workflows?customer_id=cus_nobody", ADMIN_KEY).await;
+    assert_eq!(missing.error(404)["param"], "customer_id");
 
     let bad = app.get("/v1/workflows?starting_after=Pay%20Roll", &acme.key).await;
     assert_eq!(bad.error(400)["param"], "starting_after");
@@ -384,6 +410,90 @@ async fn the_workflows_a_caller_can_name_are_listed_by_name_as_they_resolve_for_
         .await;
     assert_eq!(
         unknown.error(400)["message"],
-        "No workflow named 'payroll-eu'; GET /v1/workflows lists those this customer can name."
+        format!(
+            "No workflow named 'payroll-eu' for {0}; GET /v1/workflows?customer_id={0} lists those it can name.",
+            globex.id
+        )
+    );
+}
+
+/// A PSP's operator sets up a customer's rules for it: a platform key defines, reads and
+/// reviews a customer's workflow by naming the customer, and that workflow then decides the
+/// customer's operations, and no other customer's.
+#[tokio::test]
+async fn the_platform_defines_a_customers_workflow_by_naming_the_customer() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let globex = app.create_customer().await;
+    let reject_large = json!({"rules": [
+        {"when": {"total_amount": {"gte": 1000}}, "then": {"action": "reject", "reason": "Over Acme's limit"}},
+        {"then": {"action": "approve"}}
+    ]});
+    let at = |path: &str, customer: &str| format!("/v1/workflows/payroll{path}?customer_id={customer}");
+    let saved = app
+        .send(
+            Method::PUT,
+            &at("", &acme.id),
+            Some(ADMIN_KEY),
+            None,
+            Some(&reject_large),
+        )
+        .await;
+    assert_eq!(saved.status, 200, "{}", saved.json());
+    assert_eq!(saved.json()["owner"], json!({"type": "customer", "id": acme.id}));
+
+    // Acme reads it as its own, and the platform reads it by naming Acme; the platform's own
+    // view has no `payroll`.
+    assert_eq!(app.get("/v1/workflows/payroll", &acme.key).await.json()["version"], 1);
+    let read = app.get(&at("", &acme.id), ADMIN_KEY).await.json();
+    assert_eq!(read["owner"]["id"], acme.id);
+    assert_eq!(app.get("/v1/workflows/payroll", ADMIN_KEY).await.status, 404);
+    let history = app.get(&at("/history", &acme.id), ADMIN_KEY).await.json();
+    let entry = &history["data"][0];
+    assert_eq!(
+        (&entry["action"], &entry["cause"]["actor"]["type"]),
+        (&json!("created"), &json!("api_key"))
+    );
+
+    // It decides Acme's operations; Globex has no `payroll`.
+    let large = app
+        .post("/v1/operations", &acme.key, payout(&acme.id, "payroll", &[1500]))
+        .await;
+    assert_eq!(large.json()["status"], "rejected", "{}", large.json());
+    let small = app
+        .post("/v1/operations", &acme.key, payout(&acme.id, "payroll", &[500]))
+        .await;
+    assert_eq!(small.json()["status"], "approved");
+    let elsewhere = app
+        .post("/v1/operations", &globex.key, payout(&globex.id, "payroll", &[500]))
+        .await;
+    assert_eq!(elsewhere.error(400)["code"], "unknown_workflow");
+
+    // A customer's key cannot define, read or review another customer's workflow, and its
+    // attempt saves nothing.
+    let foreign = app
+        .send(
+            Method::PUT,
+            &at("", &acme.id),
+            Some(&globex.key),
+            None,
+            Some(&reject_large),
+        )
+        .await;
+    assert_eq!(foreign.error(404)["param"], "customer_id");
+    assert_eq!(
+        app.get(&at("", &acme.id), &globex.key).await.error(404)["param"],
+        "customer_id"
+    );
+    assert_eq!(
+        app.get(&at("/history", &acme.id), &globex.key).await.error(404)["param"],
+        "customer_id"
+    );
+    assert_eq!(
+        app.get(&at("/history", &acme.id), ADMIN_KEY).await.json()["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
     );
 }

@@ -10,6 +10,7 @@ pub use use_cases::ApprovalFloor;
 
 use crate::access::Role;
 use crate::error::DomainError;
+use crate::ids::CustomerId;
 use crate::money::Currency;
 use crate::operation_type::OperationType;
 use crate::validate::check_text;
@@ -302,11 +303,13 @@ pub fn builtin(name: &str) -> Option<WorkflowDefinition> {
 }
 
 /// A name that resolves to no workflow for the customer, and where to find those that do.
-pub fn unknown_workflow(name: &str) -> DomainError {
+pub fn unknown_workflow(name: &str, customer_id: &CustomerId) -> DomainError {
     DomainError::invalid(
         "workflow",
         "unknown_workflow",
-        format!("No workflow named '{name}'; GET /v1/workflows lists those this customer can name."),
+        format!(
+            "No workflow named '{name}' for {customer_id}; GET /v1/workflows?customer_id={customer_id} lists those it can name."
+        ),
     )
 }
 

@@ -37,26 +37,51 @@ impl Service {
         Ok(builtin_workflow(name))
     }
 
-    pub async fn get_workflow(&self, principal: &Principal, name: &str) -> Result<Workflow, DomainError> {
+    /// The customer whose workflows a caller reads or defines: the one it names
+    /// (`customer_id`: a platform key may name any customer, a customer's key only its own),
+    /// else the key's own customer; `None` is the platform's.
+    async fn workflows_customer(
+        &self,
+        principal: &Principal,
+        asked: Option<&str>,
+    ) -> Result<Option<CustomerId>, DomainError> {
+        match asked {
+            Some(_) => Ok(Some(self.acting_customer(principal, asked).await?)),
+            None => Ok(principal.key.customer_id.clone()),
+        }
+    }
+
+    /// The workflow `name` as it resolves for the customer asked (see
+    /// [`Service::list_workflows`]).
+    pub async fn get_workflow(
+        &self,
+        principal: &Principal,
+        name: &str,
+        customer_id: Option<&str>,
+    ) -> Result<Workflow, DomainError> {
         principal.require(Scope::OperationsRead)?;
+        let customer = self.workflows_customer(principal, customer_id).await?;
         let found = match approvals::valid_name(name) {
-            true => self.resolve_workflow(principal.key.customer_id.as_ref(), name).await?,
+            true => self.resolve_workflow(customer.as_ref(), name).await?,
             false => None,
         };
         found.ok_or_else(|| DomainError::not_found("workflow", name))
     }
 
-    /// The workflows the caller can name, by name from after `starting_after`: its customer's,
-    /// the platform's and the built-in ones, each as it resolves for the caller (a customer's
-    /// own over the platform's over the built-in one). Floors are not named by operations, so
-    /// they are left out.
+    /// The workflows an operation of the customer asked (`customer_id`, by default the key's
+    /// own; none for a platform key is the platform's) can name, by name from after
+    /// `starting_after`: the customer's, the platform's and the built-in ones, each as it
+    /// resolves for that customer (its own over the platform's over the built-in one). Floors
+    /// are not named by operations, so they are left out.
     pub async fn list_workflows(
         &self,
         principal: &Principal,
+        customer_id: Option<&str>,
         starting_after: Option<&str>,
         limit: usize,
     ) -> Result<Page<Workflow>, DomainError> {
         principal.require(Scope::OperationsRead)?;
+        let customer = self.workflows_customer(principal, customer_id).await?;
         let after = starting_after.unwrap_or_default();
         let mut by_name: BTreeMap<String, Workflow> = approvals::BUILTIN
             .iter()
@@ -68,7 +93,7 @@ impl Service {
         // operation type at most), are enough: a later name is not among the page's.
         let fetch = limit + 1 + OperationType::ALL.len();
         let mut owners = vec![WorkflowOwner::Platform];
-        owners.extend(principal.key.customer_id.clone().map(WorkflowOwner::Customer));
+        owners.extend(customer.map(WorkflowOwner::Customer));
         for owner in owners {
             for workflow in self.store.workflows_after(&owner, after, fetch).await? {
                 if approvals::valid_name(&workflow.name) {
@@ -79,11 +104,16 @@ impl Service {
         Ok(Page::of(by_name.into_values().take(limit + 1).collect(), limit))
     }
 
-    /// Every saved version of the workflow that applies to the caller (its customer's, else
+    /// Every saved version of the workflow that applies to the customer asked (its own, else
     /// the platform's), oldest first, each entry with the rules it saved (`details`); a
     /// built-in workflow has none. What a review of "which rules approved this" reads.
-    pub async fn workflow_history(&self, principal: &Principal, name: &str) -> Result<Page<AuditEntry>, DomainError> {
-        let workflow = self.get_workflow(principal, name).await?;
+    pub async fn workflow_history(
+        &self,
+        principal: &Principal,
+        name: &str,
+        customer_id: Option<&str>,
+    ) -> Result<Page<AuditEntry>, DomainError> {
+        let workflow = self.get_workflow(principal, name, customer_id).await?;
         let entries = match &workflow.owner {
             WorkflowOwner::Builtin => vec![],
             owner => self.store.entity_history(&workflow_entity(owner, name)).await?,
@@ -91,10 +121,14 @@ impl Service {
         Ok(Page::all(entries))
     }
 
+    /// Saves the workflow `name` of the customer asked (`customer_id`: a platform key defines
+    /// a customer's workflow by naming it, as it sets a customer's floor), else of the key's
+    /// own customer, else the platform's.
     pub async fn put_workflow(
         &self,
         principal: &Principal,
         name: &str,
+        customer_id: Option<&str>,
         definition: WorkflowDefinition,
     ) -> Result<Workflow, DomainError> {
         principal.require(Scope::WorkflowsManage)?;
@@ -102,8 +136,8 @@ impl Service {
             return Err(approvals::name_refused("name", "invalid_workflow_name"));
         }
         definition.validate(&|rail| self.rails.contains(rail))?;
-        let owner = match &principal.key.customer_id {
-            Some(customer) => WorkflowOwner::Customer(customer.clone()),
+        let owner = match self.workflows_customer(principal, customer_id).await? {
+            Some(customer) => WorkflowOwner::Customer(customer),
             None => WorkflowOwner::Platform,
         };
         let current = self.store.workflow(&owner, name).await?;

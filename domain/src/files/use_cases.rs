@@ -59,7 +59,7 @@ impl Service {
             .0
             .is_none()
         {
-            return Err(crate::approvals::unknown_workflow(&workflow));
+            return Err(crate::approvals::unknown_workflow(&workflow, &customer_id));
         }
         if command.bytes.len() > MAX_FILE_BYTES {
             return Err(DomainError::invalid(

@@ -67,7 +67,7 @@ impl Service {
         let (workflow, floor) = self
             .workflow_and_floor(&customer_id, &valid.workflow, valid.kind)
             .await?;
-        let workflow = workflow.ok_or_else(|| crate::approvals::unknown_workflow(&valid.workflow))?;
+        let workflow = workflow.ok_or_else(|| crate::approvals::unknown_workflow(&valid.workflow, &customer_id))?;
         let total_amount = money::total(valid.items.iter().map(|i| i.amount))
             .ok_or_else(|| DomainError::invalid("items", "total_too_large", "The items' total overflows."))?;
         let facts = Facts {

@@ -195,6 +195,15 @@ pub fn parse<T: DeserializeOwned>(value: &serde_json::Value) -> Result<T, ApiErr
     Ok(ops_domain::body::parse(value)?)
 }
 
+/// Refuses a request to an endpoint that takes no query parameters if it has any: a filter
+/// the endpoint would ignore must not look applied (`GET /v1/workflows/{name}?customer_id=`).
+pub async fn refuse_query(request: Request, next: axum::middleware::Next) -> axum::response::Response {
+    match query_pairs(request.uri().query(), &[]) {
+        Ok(_) => next.run(request).await,
+        Err(refused) => axum::response::IntoResponse::into_response(refused),
+    }
+}
+
 /// Query parameters as pairs; parameters not in `allowed` are refused.
 pub fn query_pairs(raw: Option<&str>, allowed: &[&str]) -> Result<Vec<(String, String)>, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.unwrap_or(""))

@@ -63,10 +63,22 @@ macro_rules! served_by {
     };
 }
 
+/// A handler marked `query` reads its own query parameters (and refuses those it does not
+/// know); any other is refused a query string whole, rather than answering as if a filter it
+/// ignores had been applied.
+macro_rules! query_rule {
+    ($handler:expr, query) => {
+        $handler
+    };
+    ($handler:expr) => {
+        $handler.route_layer(axum::middleware::from_fn(extract::refuse_query))
+    };
+}
+
 /// Declares the endpoints once: the enum, the list of all of them, each one's bootstrap and
 /// route.
 macro_rules! endpoints {
-    ($($name:ident => ($bootstrap:ident, $method:literal, $path:literal, $handler:expr $(,)?)),* $(,)?) => {
+    ($($name:ident => ($bootstrap:ident, $method:literal, $path:literal, $handler:expr $(, $query:ident)?)),* $(,)?) => {
         /// One API endpoint: one Lambda function in the cloud, one route of the local server.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub enum Endpoint {
@@ -94,7 +106,7 @@ macro_rules! endpoints {
             fn route(self) -> Route {
                 use handlers::*;
                 match self {
-                    $(Endpoint::$name => ($method, $path, $handler)),*
+                    $(Endpoint::$name => ($method, $path, query_rule!($handler $(, $query)?))),*
                 }
             }
 
@@ -102,7 +114,7 @@ macro_rules! endpoints {
             fn api_route(self) -> Option<Route> {
                 use handlers::*;
                 match self {
-                    $(Endpoint::$name => served_by!($bootstrap, Api, ($method, $path, $handler))),*
+                    $(Endpoint::$name => served_by!($bootstrap, Api, ($method, $path, query_rule!($handler $(, $query)?)))),*
                 }
             }
 
@@ -110,7 +122,7 @@ macro_rules! endpoints {
             fn schedules_route(self) -> Option<Route> {
                 use handlers::*;
                 match self {
-                    $(Endpoint::$name => served_by!($bootstrap, Schedules, ($method, $path, $handler))),*
+                    $(Endpoint::$name => served_by!($bootstrap, Schedules, ($method, $path, query_rule!($handler $(, $query)?)))),*
                 }
             }
         }
@@ -121,29 +133,29 @@ endpoints! {
     Health => (Api, "GET", "/health", get(health)),
     OpenApi => (Api, "GET", "/v1/openapi.json", get(openapi)),
     CreateCustomer => (Api, "POST", "/v1/customers", post(create_customer)),
-    ListCustomers => (Api, "GET", "/v1/customers", get(list_customers)),
+    ListCustomers => (Api, "GET", "/v1/customers", get(list_customers), query),
     GetCustomer => (Api, "GET", "/v1/customers/{id}", get(get_customer)),
     UpdateCustomer => (Api, "POST", "/v1/customers/{id}", post(update_customer)),
     CustomerHistory => (Api, "GET", "/v1/customers/{id}/history", get(customer_history)),
     CreateUser => (Api, "POST", "/v1/customers/{id}/users", post(create_user)),
-    ListUsers => (Api, "GET", "/v1/customers/{id}/users", get(list_users)),
+    ListUsers => (Api, "GET", "/v1/customers/{id}/users", get(list_users), query),
     GetUser => (Api, "GET", "/v1/customers/{id}/users/{user_id}", get(get_user)),
     UpdateUser => (Api, "POST", "/v1/customers/{id}/users/{user_id}", post(update_user)),
     UserHistory => (Api, "GET", "/v1/customers/{id}/users/{user_id}/history", get(user_history)),
     CreateApiKey => (Api, "POST", "/v1/api_keys", post(create_api_key)),
-    ListApiKeys => (Api, "GET", "/v1/api_keys", get(list_api_keys)),
+    ListApiKeys => (Api, "GET", "/v1/api_keys", get(list_api_keys), query),
     RevokeApiKey => (Api, "DELETE", "/v1/api_keys/{id}", delete(revoke_api_key)),
     RotateApiKey => (Api, "POST", "/v1/api_keys/{id}/rotate", post(rotate_api_key)),
     ApiKeyHistory => (Api, "GET", "/v1/api_keys/{id}/history", get(api_key_history)),
     GetApprovalFloor => (Api, "GET", "/v1/customers/{id}/approval_floors/{type}", get(get_approval_floor)),
     PutApprovalFloor => (Api, "PUT", "/v1/customers/{id}/approval_floors/{type}", put(put_approval_floor)),
     ApprovalFloorHistory => (Api, "GET", "/v1/customers/{id}/approval_floors/{type}/history", get(approval_floor_history)),
-    ListWorkflows => (Api, "GET", "/v1/workflows", get(list_workflows)),
-    GetWorkflow => (Api, "GET", "/v1/workflows/{name}", get(get_workflow)),
-    PutWorkflow => (Api, "PUT", "/v1/workflows/{name}", put(put_workflow)),
-    WorkflowHistory => (Api, "GET", "/v1/workflows/{name}/history", get(workflow_history)),
+    ListWorkflows => (Api, "GET", "/v1/workflows", get(list_workflows), query),
+    GetWorkflow => (Api, "GET", "/v1/workflows/{name}", get(get_workflow), query),
+    PutWorkflow => (Api, "PUT", "/v1/workflows/{name}", put(put_workflow), query),
+    WorkflowHistory => (Api, "GET", "/v1/workflows/{name}/history", get(workflow_history), query),
     CreateOperation => (Api, "POST", "/v1/operations", post(create_operation)),
-    ListOperations => (Api, "GET", "/v1/operations", get(list_operations)),
+    ListOperations => (Api, "GET", "/v1/operations", get(list_operations), query),
     GetOperation => (Api, "GET", "/v1/operations/{id}", get(get_operation)),
     ApproveOperations => (Api, "POST", "/v1/operations/approve", post(approve_operations)),
     RejectOperations => (Api, "POST", "/v1/operations/reject", post(reject_operations)),
@@ -151,11 +163,11 @@ endpoints! {
     RejectOperation => (Api, "POST", "/v1/operations/{id}/reject", post(reject_operation)),
     CancelOperation => (Api, "POST", "/v1/operations/{id}/cancel", post(cancel_operation)),
     OperationHistory => (Api, "GET", "/v1/operations/{id}/history", get(operation_history)),
-    ListTransactions => (Api, "GET", "/v1/transactions", get(list_transactions)),
+    ListTransactions => (Api, "GET", "/v1/transactions", get(list_transactions), query),
     GetTransaction => (Api, "GET", "/v1/transactions/{id}", get(get_transaction)),
     RetryTransaction => (Api, "POST", "/v1/transactions/{id}/retry", post(retry_transaction)),
     ResolveTransaction => (Api, "POST", "/v1/transactions/{id}/resolve", post(resolve_transaction)),
-    ListEvents => (Api, "GET", "/v1/events", get(list_events)),
+    ListEvents => (Api, "GET", "/v1/events", get(list_events), query),
     GetEvent => (Api, "GET", "/v1/events/{id}", get(get_event)),
     EventDeliveries => (Api, "GET", "/v1/events/{id}/deliveries", get(event_deliveries)),
     ResendEvent => (Api, "POST", "/v1/events/{id}/resend", post(resend_event)),
@@ -167,37 +179,37 @@ endpoints! {
     WebhookEndpointHistory => (Api, "GET", "/v1/webhook_endpoints/{id}/history", get(webhook_endpoint_history)),
     RotateWebhookSecret => (Api, "POST", "/v1/webhook_endpoints/{id}/rotate_secret", post(rotate_webhook_secret)),
     RecoverWebhookEndpoint => (Api, "POST", "/v1/webhook_endpoints/{id}/recover", post(recover_webhook_endpoint)),
-    WebhookEndpointFailedDeliveries => (Api, "GET", "/v1/webhook_endpoints/{id}/failed_deliveries", get(webhook_endpoint_failed_deliveries)),
+    WebhookEndpointFailedDeliveries => (Api, "GET", "/v1/webhook_endpoints/{id}/failed_deliveries", get(webhook_endpoint_failed_deliveries), query),
     RailReport => (Api, "POST", "/v1/rail_reports", post(rail_report)),
     CreateSchedule => (Schedules, "POST", "/v1/schedules", post(create_schedule)),
-    ListSchedules => (Schedules, "GET", "/v1/schedules", get(list_schedules)),
+    ListSchedules => (Schedules, "GET", "/v1/schedules", get(list_schedules), query),
     GetSchedule => (Schedules, "GET", "/v1/schedules/{id}", get(get_schedule)),
     DeleteSchedule => (Schedules, "DELETE", "/v1/schedules/{id}", delete(delete_schedule)),
     PauseSchedule => (Schedules, "POST", "/v1/schedules/{id}/pause", post(pause_schedule)),
     ResumeSchedule => (Schedules, "POST", "/v1/schedules/{id}/resume", post(resume_schedule)),
-    ScheduleOccurrences => (Schedules, "GET", "/v1/schedules/{id}/occurrences", get(schedule_occurrences)),
+    ScheduleOccurrences => (Schedules, "GET", "/v1/schedules/{id}/occurrences", get(schedule_occurrences), query),
     CreateAccount => (Api, "POST", "/v1/accounts", post(create_account)),
-    ListAccounts => (Api, "GET", "/v1/accounts", get(list_accounts)),
+    ListAccounts => (Api, "GET", "/v1/accounts", get(list_accounts), query),
     GetAccount => (Api, "GET", "/v1/accounts/{id}", get(get_account)),
-    AccountMovements => (Api, "GET", "/v1/accounts/{id}/movements", get(account_movements)),
+    AccountMovements => (Api, "GET", "/v1/accounts/{id}/movements", get(account_movements), query),
     AdjustAccount => (Api, "POST", "/v1/accounts/{id}/adjustments", post(adjust_account)),
-    Board => (Api, "GET", "/v1/board", get(board)),
+    Board => (Api, "GET", "/v1/board", get(board), query),
     BoardPage => (Api, "GET", "/board", get(board_page)),
-    ListWorkItems => (Api, "GET", "/v1/work_items", get(list_work_items)),
+    ListWorkItems => (Api, "GET", "/v1/work_items", get(list_work_items), query),
     ClaimWorkItem => (Api, "POST", "/v1/work_items/claim", post(claim_work_item)),
     GetWorkItem => (Api, "GET", "/v1/work_items/{id}", get(get_work_item)),
     AssignWorkItem => (Api, "POST", "/v1/work_items/{id}/assign", post(assign_work_item)),
     ReleaseWorkItem => (Api, "POST", "/v1/work_items/{id}/release", post(release_work_item)),
     ResolveWorkItem => (Api, "POST", "/v1/work_items/{id}/resolve", post(resolve_work_item)),
-    UploadFile => (Api, "POST", "/v1/files", post(upload_file)),
-    ListFiles => (Api, "GET", "/v1/files", get(list_files)),
+    UploadFile => (Api, "POST", "/v1/files", post(upload_file), query),
+    ListFiles => (Api, "GET", "/v1/files", get(list_files), query),
     GetFile => (Api, "GET", "/v1/files/{id}", get(get_file)),
     ImportStatement => (Api, "POST", "/v1/reconciliations", post(import_statement)),
     GetReconciliation => (Api, "GET", "/v1/reconciliations/{id}", get(get_reconciliation)),
-    ReconciliationLines => (Api, "GET", "/v1/reconciliations/{id}/lines", get(reconciliation_lines)),
-    OperationsReport => (Api, "GET", "/v1/reports/operations", get(operations_report)),
-    TransactionsReport => (Api, "GET", "/v1/reports/transactions", get(transactions_report)),
-    MovementsReport => (Api, "GET", "/v1/reports/movements", get(movements_report)),
+    ReconciliationLines => (Api, "GET", "/v1/reconciliations/{id}/lines", get(reconciliation_lines), query),
+    OperationsReport => (Api, "GET", "/v1/reports/operations", get(operations_report), query),
+    TransactionsReport => (Api, "GET", "/v1/reports/transactions", get(transactions_report), query),
+    MovementsReport => (Api, "GET", "/v1/reports/movements", get(movements_report), query),
 }
 
 impl Endpoint {

@@ -36,11 +36,12 @@ pub async fn put_approval_floor(
         .await?)
 }
 
-/// `GET /v1/workflows[?limit=][&starting_after=<name>]`: by name.
+/// `GET /v1/workflows[?customer_id=][&limit=][&starting_after=<name>]`: by name.
 pub async fn list_workflows(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
-    let (mut starting_after, mut limit) = (None, 10);
-    for (name, value) in query_pairs(raw.as_deref(), &["limit", "starting_after"])? {
+    let (mut customer_id, mut starting_after, mut limit) = (None, None, 10);
+    for (name, value) in query_pairs(raw.as_deref(), &["customer_id", "limit", "starting_after"])? {
         match name.as_str() {
+            "customer_id" => customer_id = Some(value),
             "limit" => limit = page_limit(&value)?,
             _ if approvals::valid_name(&value) => starting_after = Some(value),
             _ => return Err(approvals::name_refused(&name, "invalid_workflow_name").into()),
@@ -48,24 +49,49 @@ pub async fn list_workflows(State(app): State<App>, Caller(caller): Caller, RawQ
     }
     ok(app
         .service
-        .list_workflows(&caller, starting_after.as_deref(), limit)
+        .list_workflows(&caller, customer_id.as_deref(), starting_after.as_deref(), limit)
         .await?)
 }
 
-pub async fn get_workflow(State(app): State<App>, Caller(caller): Caller, PathParam(name): PathParam) -> Answer {
-    ok(app.service.get_workflow(&caller, &name).await?)
+/// The `customer_id` a single workflow's endpoint may be given: whose workflow it is.
+fn workflows_customer(raw: Option<&str>) -> Result<Option<String>, ApiError> {
+    Ok(query_pairs(raw, &["customer_id"])?.pop().map(|(_, value)| value))
 }
 
-pub async fn workflow_history(State(app): State<App>, Caller(caller): Caller, PathParam(name): PathParam) -> Answer {
-    ok(app.service.workflow_history(&caller, &name).await?)
+pub async fn get_workflow(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParam(name): PathParam,
+    RawQuery(raw): RawQuery,
+) -> Answer {
+    let customer_id = workflows_customer(raw.as_deref())?;
+    ok(app.service.get_workflow(&caller, &name, customer_id.as_deref()).await?)
+}
+
+pub async fn workflow_history(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParam(name): PathParam,
+    RawQuery(raw): RawQuery,
+) -> Answer {
+    let customer_id = workflows_customer(raw.as_deref())?;
+    ok(app
+        .service
+        .workflow_history(&caller, &name, customer_id.as_deref())
+        .await?)
 }
 
 pub async fn put_workflow(
     State(app): State<App>,
     Caller(caller): Caller,
     PathParam(name): PathParam,
+    RawQuery(raw): RawQuery,
     JsonBody(body): JsonBody,
 ) -> Answer {
+    let customer_id = workflows_customer(raw.as_deref())?;
     let definition: WorkflowDefinition = parse(&body)?;
-    ok(app.service.put_workflow(&caller, &name, definition).await?)
+    ok(app
+        .service
+        .put_workflow(&caller, &name, customer_id.as_deref(), definition)
+        .await?)
 }
