@@ -690,6 +690,37 @@ async fn repeated_json_keys_and_invisible_or_bidi_characters_are_refused() {
     assert_eq!(zero_width.error(400)["param"], "name");
 }
 
+/// No answer may be kept by a cache between the service and its client (a shared proxy, a
+/// browser's disk): answers hold balances and customers' data, and a new key's secret. Each
+/// kind of answer says so, errors and unknown routes included, and none may be sniffed into
+/// another type.
+#[tokio::test]
+async fn no_answer_may_be_cached_or_sniffed() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let key = app
+        .post(
+            "/v1/api_keys",
+            ADMIN_KEY,
+            json!({"customer_id": customer.id, "scopes": ["operations:read"]}),
+        )
+        .await;
+    assert!(key.json()["secret"].is_string());
+    let answers = [
+        key,
+        app.get("/v1/customers", ADMIN_KEY).await,
+        app.get("/v1/customers", "sk_test_not_a_key_at_all_000000000000").await,
+        app.get("/v1/nowhere", ADMIN_KEY).await,
+        app.get("/v1/customers?stray=1", ADMIN_KEY).await,
+        app.get("/board", "").await,
+        app.get("/v1/openapi.json", "").await,
+    ];
+    for answer in answers {
+        assert_eq!(answer.headers["cache-control"], "no-store", "{}", answer.status);
+        assert_eq!(answer.headers["x-content-type-options"], "nosniff", "{}", answer.status);
+    }
+}
+
 /// Waits until a new wall-clock second has just begun, so a burst falls inside one second.
 async fn start_of_a_second() {
     let now = time::OffsetDateTime::now_utc();

@@ -55,6 +55,10 @@ async fn a_report_too_large_for_a_lambda_answer_is_a_link_to_s3() {
         .await
         .unwrap();
     assert_eq!(spilled.status(), 303);
+    // The link is a bearer of the answer: no cache may keep it, and a support ticket can name
+    // the request.
+    assert_eq!(spilled.headers()["cache-control"], "no-store");
+    assert!(spilled.headers()["request-id"].to_str().unwrap().starts_with("req_"));
     let location = spilled.headers()["location"].to_str().unwrap().to_owned();
     let body: serde_json::Value = spilled.json().await.unwrap();
     assert_eq!(

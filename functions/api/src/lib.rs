@@ -236,7 +236,7 @@ pub fn openapi() -> &'static str {
 
 /// A router serving `endpoints`, with the error shape for anything else.
 pub fn router_for(app: App, endpoints: &[Endpoint]) -> Router {
-    router_of(app, endpoints.iter().map(|endpoint| endpoint.route()))
+    identified(router_of(app, endpoints.iter().map(|endpoint| endpoint.route())))
 }
 
 fn router_of(app: App, endpoint_routes: impl Iterator<Item = Route>) -> Router {
@@ -253,8 +253,13 @@ fn router_of(app: App, endpoint_routes: impl Iterator<Item = Route>) -> Router {
         .fold(Router::new(), |router, (path, handler)| router.route(path, handler))
         .fallback(handlers::unknown_route)
         .method_not_allowed_fallback(handlers::method_not_allowed)
-        .layer(axum::middleware::from_fn(error::with_request_id))
         .with_state(app)
+}
+
+/// The outermost layer of every router: each answer's request id and headers, those that
+/// middleware built (a spilled answer's link) included.
+fn identified(router: Router) -> Router {
+    router.layer(axum::middleware::from_fn(error::with_request_id))
 }
 
 /// The router of a Lambda function of the API's bootstrap serving `endpoint`, or `None` if
@@ -270,10 +275,12 @@ pub fn schedules_lambda_router(app: App, endpoint: Endpoint, limit: usize) -> Op
 }
 
 fn lambda_router(app: App, route: Route, limit: usize) -> Router {
-    router_of(app.clone(), std::iter::once(route)).layer(axum::middleware::from_fn_with_state(
-        (app, limit),
-        spill::spill_large_answers,
-    ))
+    identified(
+        router_of(app.clone(), std::iter::once(route)).layer(axum::middleware::from_fn_with_state(
+            (app, limit),
+            spill::spill_large_answers,
+        )),
+    )
 }
 
 /// Every route of the API (the local server).

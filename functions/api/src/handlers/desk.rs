@@ -114,7 +114,6 @@ pub async fn board_page() -> Response {
                 "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'",
             ),
             (header::REFERRER_POLICY, "no-referrer"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         ],
         crate::BOARD_PAGE,
     )
