@@ -1,7 +1,7 @@
 // Drives the live board in Debian's Chromium, headless, as an operator would: types the key,
-// sees an operation waiting, approves it from the page and watches it change column; sees an
-// API refusal worded as the API words it; then, as the platform's operator, resends a webhook
-// delivery whose retries ran out from the exceptions list.
+// sees an operation waiting, reads what it moves, approves it from the page and watches it
+// change column; sees an API refusal worded as the API words it; then, as the platform's
+// operator, resends a webhook delivery whose retries ran out from the exceptions list.
 // The platform's operator picks a customer by name, a suspended one marked. Called by
 // tests/api/board_page.rs:
 //   node board.mjs <base url> <approver key> <operation id> <output dir> <platform key> <work item id> <suspended customer id>
@@ -34,6 +34,20 @@ try {
   const amounts = await page.evaluate(() => [amount(250000, "USD"), amount(5, "USD"), amount(1234567, "KWD"), amount(999999999999000, "CLP")]);
   const expected = ["2,500.00 USD", "0.05 USD", "1,234.567 KWD", "999,999,999,999,000 CLP"];
   if (amounts.join("|") !== expected.join("|")) await fail(page, `amounts are shown as ${amounts.join(", ")}`);
+
+  // Before signing, the approver reads what it moves: each item's amount, beneficiary, rail
+  // and account (masked to its last four characters) and reference, and the signatures needed.
+  await waiting.locator("button.open").click();
+  const item = page.locator("#items li").first();
+  await item.waitFor({ timeout: 3000 }).catch(() => fail(page, "the waiting operation's items were not shown"));
+  const itemText = await item.textContent();
+  if (itemText !== "125,000 CLP to RUT 7654321-0 at psp-local:sandbox ••••3450 · salary 0") {
+    await fail(page, `the item is shown as "${itemText}"`);
+  }
+  const summary = await page.locator("#detail-summary").textContent();
+  if (!summary.startsWith("payout 125,000 CLP for ") || !summary.includes(" · workflow two_step · approvals 0 of 1 (approver) · created by key_")) {
+    await fail(page, `the operation is summed up as "${summary}"`);
+  }
 
   // An API refusal is shown as the API words it: a rejection without a reason.
   page.once("dialog", (dialog) => dialog.dismiss());
