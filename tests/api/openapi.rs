@@ -652,6 +652,10 @@ async fn every_endpoint_refuses_a_query_parameter_it_does_not_document() {
                     )
                 }
             };
+            assert!(
+                operation["responses"].get("400").is_some(),
+                "{method} {path} does not document 400"
+            );
             let (status, body) = send("stray=1".into()).await;
             assert_eq!(
                 (status, &body["error"]["code"], &body["error"]["param"]),
