@@ -64,6 +64,19 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
     }
 }
 
+/// The query of an endpoint whose only parameter is `customer_id` (whose workflow it reads or
+/// saves); any other parameter is refused.
+pub struct CustomerQuery(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for CustomerQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let mut pairs = query_pairs(parts.uri.query(), &["customer_id"])?;
+        Ok(CustomerQuery(pairs.pop().map(|(_, value)| value)))
+    }
+}
+
 /// A path parameter that is an id, read into its type: an id of another shape names nothing,
 /// so it is answered 404 here, before any use case runs.
 pub struct PathId<T>(pub T);

@@ -1,7 +1,7 @@
 //! Approval floors and workflows.
 
 use super::*;
-use crate::extract::{parse, Caller, JsonBody, PathParam, PathParams};
+use crate::extract::{parse, Caller, CustomerQuery, JsonBody, PathParam, PathParams};
 use crate::App;
 use axum::extract::RawQuery;
 use axum::extract::State;
@@ -53,18 +53,12 @@ pub async fn list_workflows(State(app): State<App>, Caller(caller): Caller, RawQ
         .await?)
 }
 
-/// The `customer_id` a single workflow's endpoint may be given: whose workflow it is.
-fn workflows_customer(raw: Option<&str>) -> Result<Option<String>, ApiError> {
-    Ok(query_pairs(raw, &["customer_id"])?.pop().map(|(_, value)| value))
-}
-
 pub async fn get_workflow(
     State(app): State<App>,
     Caller(caller): Caller,
     PathParam(name): PathParam,
-    RawQuery(raw): RawQuery,
+    CustomerQuery(customer_id): CustomerQuery,
 ) -> Answer {
-    let customer_id = workflows_customer(raw.as_deref())?;
     ok(app.service.get_workflow(&caller, &name, customer_id.as_deref()).await?)
 }
 
@@ -72,9 +66,8 @@ pub async fn workflow_history(
     State(app): State<App>,
     Caller(caller): Caller,
     PathParam(name): PathParam,
-    RawQuery(raw): RawQuery,
+    CustomerQuery(customer_id): CustomerQuery,
 ) -> Answer {
-    let customer_id = workflows_customer(raw.as_deref())?;
     ok(app
         .service
         .workflow_history(&caller, &name, customer_id.as_deref())
@@ -85,10 +78,9 @@ pub async fn put_workflow(
     State(app): State<App>,
     Caller(caller): Caller,
     PathParam(name): PathParam,
-    RawQuery(raw): RawQuery,
+    CustomerQuery(customer_id): CustomerQuery,
     JsonBody(body): JsonBody,
 ) -> Answer {
-    let customer_id = workflows_customer(raw.as_deref())?;
     let definition: WorkflowDefinition = parse(&body)?;
     ok(app
         .service
