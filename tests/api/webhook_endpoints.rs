@@ -2,7 +2,7 @@
 //! secrets kept.
 
 use ops_tests::receiver::{signature_is_valid, Receiver};
-use ops_tests::{payout, spawn_app, TestApp};
+use ops_tests::{payout, spawn_app, TestApp, ADMIN_KEY};
 use serde_json::{json, Value};
 use time::Duration;
 
@@ -187,6 +187,57 @@ async fn an_endpoint_update_is_validated_and_scoped_to_its_owner() {
             Some("Webhook endpoint updated: description removed")
         )
     );
+}
+
+/// A customer says it gets no webhooks: the platform's operator lists that customer's
+/// endpoints (it may make them for the customer too), as the customer sees them; its own list
+/// stays the platform's, and a customer's key sees no other customer's.
+#[tokio::test]
+async fn the_platform_lists_a_customers_endpoints_by_naming_the_customer() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let globex = app.create_customer().await;
+    let own = app.subscribe(&acme.key, "http://127.0.0.1:9/acme", &["*"]).await;
+    let made_for = app
+        .post(
+            "/v1/webhook_endpoints",
+            ADMIN_KEY,
+            json!({"customer_id": acme.id, "url": "http://127.0.0.1:9/made-for-acme"}),
+        )
+        .await
+        .json();
+    let platforms = app.subscribe(ADMIN_KEY, "http://127.0.0.1:9/platform", &["*"]).await;
+    app.subscribe(&globex.key, "http://127.0.0.1:9/globex", &["*"]).await;
+    let deleted = app.subscribe(&acme.key, "http://127.0.0.1:9/gone", &["*"]).await;
+    let gone = format!("/v1/webhook_endpoints/{}", deleted["id"].as_str().unwrap());
+    assert_eq!(app.delete(&gone, &acme.key).await.status, 200);
+
+    let ids = |listed: serde_json::Value| -> Vec<String> {
+        let mut ids: Vec<String> = listed["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let mut acmes = vec![
+        own["id"].as_str().unwrap().to_owned(),
+        made_for["id"].as_str().unwrap().to_owned(),
+    ];
+    acmes.sort();
+    let query = format!("/v1/webhook_endpoints?customer_id={}", acme.id);
+    assert_eq!(ids(app.get(&query, ADMIN_KEY).await.json()), acmes);
+    assert_eq!(ids(app.get("/v1/webhook_endpoints", &acme.key).await.json()), acmes);
+    assert_eq!(ids(app.get(&query, &acme.key).await.json()), acmes);
+    assert_eq!(
+        ids(app.get("/v1/webhook_endpoints", ADMIN_KEY).await.json()),
+        [platforms["id"].as_str().unwrap()]
+    );
+    assert_eq!(ids(app.get(&query, &globex.key).await.json()), Vec::<String>::new());
+    let stray = app.get("/v1/webhook_endpoints?customer=x", ADMIN_KEY).await;
+    assert_eq!(stray.error(400)["param"], "customer");
 }
 
 #[tokio::test]

@@ -485,14 +485,24 @@ impl Service {
         self.visible_endpoint(principal, id).await
     }
 
-    pub async fn list_webhook_endpoints(&self, principal: &Principal) -> Result<Page<WebhookEndpoint>, DomainError> {
+    /// The endpoints of the customer asked (`customer_id`: a platform key's support view of a
+    /// customer's, whose endpoints it may create), else of the key's own customer, else the
+    /// platform's own. A customer's key asking for another customer finds none.
+    pub async fn list_webhook_endpoints(
+        &self,
+        principal: &Principal,
+        customer_id: Option<CustomerId>,
+    ) -> Result<Page<WebhookEndpoint>, DomainError> {
         principal.require(Scope::WebhooksManage)?;
+        let Some(owner) = customer_scope(principal, customer_id) else {
+            return Ok(Page::all(vec![]));
+        };
         let data = self
             .store
-            .webhook_endpoints_for(principal.key.customer_id.as_ref())
+            .webhook_endpoints_for(owner.as_ref())
             .await?
             .into_iter()
-            .filter(|e| e.status != EndpointStatus::Deleted && (principal.is_platform() || e.customer_id.is_some()))
+            .filter(|e| e.status != EndpointStatus::Deleted && e.customer_id == owner)
             .collect();
         Ok(Page::all(data))
     }

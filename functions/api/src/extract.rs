@@ -65,7 +65,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
 }
 
 /// The query of an endpoint whose only parameter is `customer_id` (whose workflow it reads or
-/// saves); any other parameter is refused.
+/// saves, whose webhook endpoints it lists); any other parameter is refused.
 pub struct CustomerQuery(pub Option<String>);
 
 impl<S: Send + Sync> FromRequestParts<S> for CustomerQuery {

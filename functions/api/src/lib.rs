@@ -172,7 +172,7 @@ endpoints! {
     EventDeliveries => (Api, "GET", "/v1/events/{id}/deliveries", get(event_deliveries)),
     ResendEvent => (Api, "POST", "/v1/events/{id}/resend", post(resend_event)),
     CreateWebhookEndpoint => (Api, "POST", "/v1/webhook_endpoints", post(create_webhook_endpoint)),
-    ListWebhookEndpoints => (Api, "GET", "/v1/webhook_endpoints", get(list_webhook_endpoints)),
+    ListWebhookEndpoints => (Api, "GET", "/v1/webhook_endpoints", get(list_webhook_endpoints), query),
     GetWebhookEndpoint => (Api, "GET", "/v1/webhook_endpoints/{id}", get(get_webhook_endpoint)),
     UpdateWebhookEndpoint => (Api, "POST", "/v1/webhook_endpoints/{id}", post(update_webhook_endpoint)),
     DeleteWebhookEndpoint => (Api, "DELETE", "/v1/webhook_endpoints/{id}", delete(delete_webhook_endpoint)),

@@ -1,7 +1,7 @@
 //! Events, their deliveries and webhook endpoints.
 
 use super::*;
-use crate::extract::{parse, Caller, JsonBody, PathId};
+use crate::extract::{parse, Caller, CustomerQuery, JsonBody, PathId};
 use crate::idempotency::create_once;
 use crate::App;
 use axum::extract::{RawQuery, State};
@@ -89,8 +89,16 @@ pub async fn create_webhook_endpoint(
     .await
 }
 
-pub async fn list_webhook_endpoints(State(app): State<App>, Caller(caller): Caller) -> Answer {
-    ok(app.service.list_webhook_endpoints(&caller).await?)
+/// `GET /v1/webhook_endpoints[?customer_id=]`
+pub async fn list_webhook_endpoints(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    CustomerQuery(customer_id): CustomerQuery,
+) -> Answer {
+    ok(app
+        .service
+        .list_webhook_endpoints(&caller, customer_id.map(CustomerId::from))
+        .await?)
 }
 
 pub async fn get_webhook_endpoint(
