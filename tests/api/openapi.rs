@@ -552,6 +552,10 @@ async fn texts_documented_as_not_blank_are_refused_blank() {
     let error: Value = reply.json().await.unwrap();
     assert_eq!(error["error"]["param"], "id", "{error}");
     tested.insert("post /v1/rail_reports->RailReportRequest.id".into());
+    // A query's text: the rail a list of reconciliations is of.
+    let reply = app.get("/v1/reconciliations?rail=%20%C2%A0%20", ADMIN_KEY).await;
+    assert_eq!(reply.error(400)["param"], "rail");
+    tested.insert("get /v1/reconciliations \"rail\"".into());
     assert_eq!(documented, tested);
 }
 

@@ -413,3 +413,62 @@ async fn a_bad_statement_is_refused_precisely_and_writes_nothing() {
         .await;
     assert_eq!(bad_outcome.error(400)["param"], "outcome");
 }
+
+/// An operator finds yesterday's reconciliation, or sees that none was run: the statements
+/// imported are listed newest import first, of a rail or all, a page at a time; only the
+/// platform's admins read them.
+#[tokio::test]
+async fn reconciliations_are_listed_newest_import_first() {
+    let app = spawn_app().await;
+    let mut imported = vec![];
+    for day in 24..27 {
+        let statement = format!("sbx_{day},,{day}00,CLP,confirmed,2026-11-{day}\n");
+        let made = import(
+            &app,
+            ADMIN_KEY,
+            &format!("rec-{day}"),
+            statement_body("csv", statement.as_bytes()),
+        )
+        .await;
+        assert_eq!(made.status, 201, "{}", made.json());
+        imported.push(made.id());
+        app.clock.advance(Duration::days(1));
+    }
+    let ids = |reply: ops_tests::Reply| -> Vec<String> {
+        let listed = reply.json();
+        listed["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let newest_first: Vec<String> = imported.iter().rev().cloned().collect();
+    assert_eq!(ids(app.get("/v1/reconciliations", ADMIN_KEY).await), newest_first);
+    let sandbox = "/v1/reconciliations?rail=psp-local:sandbox";
+    assert_eq!(ids(app.get(sandbox, ADMIN_KEY).await), newest_first);
+    let elsewhere = app.get("/v1/reconciliations?rail=psp-local:elsewhere", ADMIN_KEY).await;
+    assert_eq!(ids(elsewhere), Vec::<String>::new());
+
+    // A page at a time, from the last of the page before.
+    let first = app.get("/v1/reconciliations?limit=2", ADMIN_KEY).await;
+    assert_eq!(first.json()["has_more"], true);
+    assert_eq!(ids(first), newest_first[..2]);
+    let next = format!("/v1/reconciliations?limit=2&starting_after={}", newest_first[1]);
+    let second = app.get(&next, ADMIN_KEY).await;
+    assert_eq!(second.json()["has_more"], false);
+    assert_eq!(ids(second), newest_first[2..]);
+
+    // A cursor that names no reconciliation, a malformed one, and a customer's key.
+    let unknown = app
+        .get(
+            "/v1/reconciliations?starting_after=rec_0000000000000000000000000a",
+            ADMIN_KEY,
+        )
+        .await;
+    assert_eq!(unknown.error(404)["param"], "starting_after");
+    let malformed = app.get("/v1/reconciliations?starting_after=op_1", ADMIN_KEY).await;
+    assert_eq!(malformed.error(400)["param"], "starting_after");
+    let acme = app.create_customer().await;
+    assert_eq!(app.get("/v1/reconciliations", &acme.key).await.status, 403);
+}

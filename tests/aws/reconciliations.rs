@@ -91,4 +91,10 @@ async fn a_statement_is_reconciled_against_dynamodb_and_its_lines_kept_in_s3() {
         .filter(|i| i["subject"]["type"] == "statement_line")
         .count();
     assert_eq!(breaks, 2);
+
+    // Listed once, of its rail and of all, from the stack's table.
+    for path in ["/v1/reconciliations", "/v1/reconciliations?rail=psp-local:sandbox"] {
+        let listed = app.get(path, ADMIN_KEY).await.json();
+        assert_eq!(listed["data"], json!([reconciliation]), "{path}");
+    }
 }

@@ -235,10 +235,27 @@ pub fn break_item_id(reconciliation: &ReconciliationId, number: u32) -> WorkItem
     WorkItemId::from(format!("wi_{}", &hex::encode(digest)[..26]))
 }
 
+/// A page of reconciliations: newest import first, of one rail or all, after `starting_after`
+/// (the last of the page before, which the page's position is read from: a reconciliation's
+/// id is its statement's digest, not its time).
+#[derive(Debug, Clone, Default)]
+pub struct ReconciliationQuery {
+    pub rail: Option<String>,
+    pub starting_after: Option<Reconciliation>,
+    pub limit: usize,
+}
+
 /// The store's reads for reconciliations.
 #[async_trait::async_trait]
 pub trait ReconciliationStore: Send + Sync {
     async fn reconciliation(&self, id: &ReconciliationId) -> Result<Option<Reconciliation>, crate::ports::StoreError>;
+
+    /// Up to `query.limit` reconciliations, newest import first: by `created_at` to the
+    /// millisecond, then by id.
+    async fn reconciliations(
+        &self,
+        query: &ReconciliationQuery,
+    ) -> Result<Vec<Reconciliation>, crate::ports::StoreError>;
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 
 use super::matching::candidate_days;
 use super::{
-    break_item_id, match_statement, LineOutcome, OutcomeCounts, Reconciliation, ReconciliationLine, MAX_STATEMENT_BYTES,
+    break_item_id, match_statement, LineOutcome, OutcomeCounts, Reconciliation, ReconciliationLine,
+    ReconciliationQuery, MAX_STATEMENT_BYTES,
 };
 use crate::access::require_platform_admin;
 use crate::access::Principal;
@@ -350,6 +351,45 @@ impl Service {
             .await?
             .filter(|r| r.environment == self.environment)
             .ok_or_else(|| DomainError::not_found("reconciliation", id))
+    }
+
+    /// The reconciliations imported, newest first, of `rail` or of every rail: what an
+    /// operator reads to find yesterday's, or to see that one was not run.
+    pub async fn list_reconciliations(
+        &self,
+        principal: &Principal,
+        rail: Option<String>,
+        starting_after: Option<&ReconciliationId>,
+        limit: usize,
+    ) -> Result<Page<Reconciliation>, DomainError> {
+        require_platform_admin(principal)?;
+        let rail = match rail {
+            Some(rail) => Some(required_text(Some(rail), "rail", 80)?),
+            None => None,
+        };
+        let starting_after = match starting_after {
+            Some(id) => Some(
+                self.store
+                    .reconciliation(id)
+                    .await?
+                    .filter(|r| r.environment == self.environment)
+                    .ok_or_else(|| {
+                        DomainError::missing_reference("starting_after", format!("No such reconciliation: '{id}'"))
+                    })?,
+            ),
+            None => None,
+        };
+        let query = ReconciliationQuery {
+            rail,
+            starting_after,
+            limit: limit + 1,
+        };
+        let found = self.store.reconciliations(&query).await?;
+        let data = found
+            .into_iter()
+            .filter(|r| r.environment == self.environment)
+            .collect();
+        Ok(Page::of(data, limit))
     }
 
     /// A page of a reconciliation's lines, in order, after line `starting_after`.

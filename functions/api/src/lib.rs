@@ -205,6 +205,7 @@ endpoints! {
     ListFiles => (Api, "GET", "/v1/files", get(list_files), query),
     GetFile => (Api, "GET", "/v1/files/{id}", get(get_file)),
     ImportStatement => (Api, "POST", "/v1/reconciliations", post(import_statement)),
+    ListReconciliations => (Api, "GET", "/v1/reconciliations", get(list_reconciliations), query),
     GetReconciliation => (Api, "GET", "/v1/reconciliations/{id}", get(get_reconciliation)),
     ReconciliationLines => (Api, "GET", "/v1/reconciliations/{id}/lines", get(reconciliation_lines), query),
     OperationsReport => (Api, "GET", "/v1/reports/operations", get(operations_report), query),

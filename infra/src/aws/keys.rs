@@ -426,6 +426,20 @@ pub fn reconciliation(id: &str) -> Primary {
     primary(format!("REC#{id}"), "REC")
 }
 
+/// A rail's reconciliations (GSI1).
+pub fn reconciliations_of(rail: &str) -> String {
+    format!("RAILRECS#{rail}")
+}
+
+/// Every reconciliation (GSI3): a few a day, one partition.
+pub const ALL_RECONCILIATIONS: &str = "RECS";
+
+/// A reconciliation's place in its lists (GSI1SK, GSI3SK): by import time to the
+/// millisecond (as SQLite's index keeps it), then id.
+pub fn reconciliation_sort(created_at: OffsetDateTime, id: &str) -> String {
+    format!("{:015}#{id}", unix_millis(created_at))
+}
+
 /// A customer's files (GSI1).
 pub fn files_of(customer: &str) -> String {
     format!("CUSFILES#{customer}")

@@ -3,12 +3,12 @@
 
 use ops_domain::access::Environment;
 use ops_domain::cause::{Actor, Cause};
-use ops_domain::ids::TransactionId;
+use ops_domain::ids::{ReconciliationId, TransactionId};
 use ops_domain::money::{Amount, Currency};
 use ops_domain::operations::Beneficiary;
 use ops_domain::ports::{Changeset, Store, StoreError, Write};
 use ops_domain::rail::{Period, RailDirection, StatementFormat};
-use ops_domain::reconciliations::{OutcomeCounts, Reconciliation};
+use ops_domain::reconciliations::{OutcomeCounts, Reconciliation, ReconciliationQuery};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStatus};
 use time::macros::{date, datetime};
 use time::OffsetDateTime;
@@ -56,6 +56,7 @@ pub async fn run_all(store: &dyn Store) {
     transactions_are_found_by_rail_and_confirmation_day(store).await;
     return_sweeps_read_a_rails_confirmations_in_order_from_where_they_got_to(store).await;
     a_statement_is_reconciled_once(store).await;
+    reconciliations_are_listed_newest_import_first_of_a_rail_or_all(store).await;
 }
 
 async fn transactions_are_found_by_rail_and_confirmation_day(store: &dyn Store) {
@@ -151,18 +152,11 @@ async fn return_sweeps_read_a_rails_confirmations_in_order_from_where_they_got_t
     assert_eq!(store.return_sweep(rail, 2).await.unwrap(), None);
 }
 
-async fn a_statement_is_reconciled_once(store: &dyn Store) {
-    let id = Reconciliation::id_of(
-        Environment::Test,
-        "psp-local:conformance",
-        StatementFormat::Csv,
-        b"lines",
-    );
-    assert!(id.as_str().starts_with("rec_"));
-    let at = datetime!(2026-11-24 08:00 UTC);
-    let reconciliation = Reconciliation {
-        id: id.clone(),
-        rail: "psp-local:conformance".into(),
+/// The reconciliation of `statement` on `rail`, imported at `at`.
+fn reconciliation(rail: &str, statement: &[u8], at: OffsetDateTime) -> Reconciliation {
+    Reconciliation {
+        id: Reconciliation::id_of(Environment::Test, rail, StatementFormat::Csv, statement),
+        rail: rail.into(),
         format: StatementFormat::Csv,
         period: Period {
             from: date!(2026 - 11 - 24),
@@ -181,7 +175,13 @@ async fn a_statement_is_reconciled_once(store: &dyn Store) {
         created_at: at,
         environment: Environment::Test,
         version: 1,
-    };
+    }
+}
+
+async fn a_statement_is_reconciled_once(store: &dyn Store) {
+    let reconciliation = reconciliation("psp-local:conformance", b"lines", datetime!(2026-11-24 08:00 UTC));
+    let id = reconciliation.id.clone();
+    assert!(id.as_str().starts_with("rec_"));
     assert_eq!(store.reconciliation(&id).await.unwrap(), None);
     let insert = || Changeset {
         writes: vec![Write::InsertReconciliation(reconciliation.clone())],
@@ -189,4 +189,60 @@ async fn a_statement_is_reconciled_once(store: &dyn Store) {
     store.commit(insert()).await.unwrap();
     assert_eq!(store.reconciliation(&id).await.unwrap(), Some(reconciliation.clone()));
     assert!(matches!(store.commit(insert()).await, Err(StoreError::Conflict)));
+}
+
+async fn reconciliations_are_listed_newest_import_first_of_a_rail_or_all(store: &dyn Store) {
+    // Imported after every other reconciliation of the suite, so the newest of all; two on
+    // each day, imported within the same millisecond (the order's precision), then by id.
+    let (monday, tuesday) = (datetime!(2031-01-05 06:00 UTC), datetime!(2031-01-06 06:00:00.5 UTC));
+    let (spei, pix) = ("psp-local:listed-spei", "psp-local:listed-pix");
+    let made = [
+        reconciliation(spei, b"monday", monday),
+        reconciliation(pix, b"monday", monday + time::Duration::nanoseconds(1)),
+        reconciliation(spei, b"tuesday", tuesday),
+        reconciliation(spei, b"tuesday, again", tuesday),
+    ];
+    for one in &made {
+        let insert = Changeset {
+            writes: vec![Write::InsertReconciliation(one.clone())],
+        };
+        store.commit(insert).await.unwrap();
+    }
+    let list = |rail: Option<&str>, after: Option<&Reconciliation>, limit| {
+        let query = ReconciliationQuery {
+            rail: rail.map(str::to_owned),
+            starting_after: after.cloned(),
+            limit,
+        };
+        async move {
+            let listed = store.reconciliations(&query).await.unwrap();
+            listed.into_iter().map(|r| r.id).collect::<Vec<_>>()
+        }
+    };
+    let by_id = |a: &Reconciliation, b: &Reconciliation| match a.id > b.id {
+        true => [a.id.clone(), b.id.clone()],
+        false => [b.id.clone(), a.id.clone()],
+    };
+    let newest: Vec<_> = [by_id(&made[2], &made[3]), by_id(&made[0], &made[1])].concat();
+    assert_eq!(list(None, None, 4).await, newest);
+    // A page goes on after the last of the one before, however the ids sort.
+    assert_eq!(list(None, None, 2).await, newest[..2]);
+    let last = made.iter().find(|r| r.id == newest[1]).unwrap();
+    assert_eq!(list(None, Some(last), 2).await, newest[2..]);
+    let third = made.iter().find(|r| r.id == newest[2]).unwrap();
+    assert_eq!(list(None, Some(third), 1).await, newest[3..]);
+    // One rail's.
+    let spei_newest: Vec<_> = [by_id(&made[2], &made[3]).to_vec(), vec![made[0].id.clone()]].concat();
+    assert_eq!(list(Some(spei), None, 10).await, spei_newest);
+    let spei_first = made.iter().find(|r| r.id == spei_newest[0]).unwrap();
+    assert_eq!(list(Some(spei), Some(spei_first), 1).await, spei_newest[1..2]);
+    assert_eq!(list(Some(pix), None, 10).await, [made[1].id.clone()]);
+    assert_eq!(
+        list(Some(pix), Some(&made[1]), 10).await,
+        Vec::<ReconciliationId>::new()
+    );
+    assert_eq!(
+        list(Some("psp-local:none"), None, 10).await,
+        Vec::<ReconciliationId>::new()
+    );
 }

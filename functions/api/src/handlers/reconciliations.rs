@@ -32,6 +32,30 @@ pub async fn import_statement(
     .await
 }
 
+/// `GET /v1/reconciliations[?rail=][&starting_after=<rec_…>][&limit=]`: newest import first.
+pub async fn list_reconciliations(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    let (mut rail, mut after, mut limit) = (None, None, 10);
+    for (name, value) in query_pairs(raw.as_deref(), &["rail", "starting_after", "limit"])? {
+        match name.as_str() {
+            "rail" => rail = Some(value),
+            "starting_after" => match ReconciliationId::parse(&value) {
+                Some(id) => after = Some(id),
+                None => {
+                    let message = format!(
+                        "'{value}' is not a reconciliation id (rec_ and 26 characters, as the list gives them)."
+                    );
+                    return Err(DomainError::invalid(name, "invalid_id", message).into());
+                }
+            },
+            _ => limit = page_limit(&value)?,
+        }
+    }
+    ok(app
+        .service
+        .list_reconciliations(&caller, rail, after.as_ref(), limit)
+        .await?)
+}
+
 pub async fn get_reconciliation(
     State(app): State<App>,
     Caller(caller): Caller,

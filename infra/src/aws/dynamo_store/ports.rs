@@ -19,7 +19,7 @@ use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationQuery, OperationStore};
 use ops_domain::ports::{AuditEntry, Limits, Listed, RateLimiter, StoreError};
-use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
+use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
 use ops_domain::webhooks::{Delivery, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore};
@@ -278,6 +278,19 @@ impl TransactionStore for DynamoStore {
 impl ReconciliationStore for DynamoStore {
     async fn reconciliation(&self, id: &ReconciliationId) -> Result<Option<Reconciliation>, StoreError> {
         self.get(keys::reconciliation(id)).await
+    }
+
+    async fn reconciliations(&self, query: &ReconciliationQuery) -> Result<Vec<Reconciliation>, StoreError> {
+        let after = match &query.starting_after {
+            Some(last) => keys::reconciliation_sort(last.created_at, last.id.as_str()),
+            None => page_start(None),
+        };
+        let (index, partition) = match &query.rail {
+            Some(rail) => ("GSI1", keys::reconciliations_of(rail)),
+            None => ("GSI3", keys::ALL_RECONCILIATIONS.to_owned()),
+        };
+        self.newest_first(index, Partition::One(partition), after, None, query.limit)
+            .await
     }
 }
 

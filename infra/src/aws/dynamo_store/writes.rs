@@ -432,12 +432,17 @@ impl DynamoStore {
             }
             Write::UpdateFile(file) => vec![self.versioned(Self::file_item(file), file.version)],
             Write::InsertReconciliation(reconciliation) => {
+                let sort = keys::reconciliation_sort(reconciliation.created_at, reconciliation.id.as_str());
                 let it = keyed(
                     keys::reconciliation(&reconciliation.id),
                     vec![
                         ("entity", s("reconciliation")),
                         ("doc", doc(reconciliation)),
                         ("version", n(reconciliation.version)),
+                        ("GSI1PK", s(keys::reconciliations_of(&reconciliation.rail))),
+                        ("GSI1SK", s(&sort)),
+                        ("GSI3PK", s(keys::ALL_RECONCILIATIONS)),
+                        ("GSI3SK", s(&sort)),
                     ],
                 );
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]

@@ -20,7 +20,7 @@ use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationQuery, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, Listed, StoreError};
-use ops_domain::reconciliations::{Reconciliation, ReconciliationStore};
+use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
 use ops_domain::webhooks::{Delivery, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore};
@@ -317,6 +317,35 @@ impl ReconciliationStore for SqliteStore {
     async fn reconciliation(&self, id: &ReconciliationId) -> Result<Option<Reconciliation>, StoreError> {
         self.document("SELECT body FROM reconciliations WHERE id = ?1", id.into())
             .await
+    }
+
+    async fn reconciliations(&self, query: &ReconciliationQuery) -> Result<Vec<Reconciliation>, StoreError> {
+        // By import time as the indexes hold it; a page goes on before the last one's place.
+        const ALL: &str = "SELECT body FROM reconciliations
+            ORDER BY unixepoch(json_extract(body, '$.created_at'), 'subsec') DESC, id DESC LIMIT ?";
+        const OF_RAIL: &str = "SELECT body FROM reconciliations WHERE json_extract(body, '$.rail') = ?
+            ORDER BY unixepoch(json_extract(body, '$.created_at'), 'subsec') DESC, id DESC LIMIT ?";
+        // The first bound lets the index seek to the page's place; the pair orders ties by id.
+        const ALL_BEFORE: &str = "SELECT body FROM reconciliations
+            WHERE unixepoch(json_extract(body, '$.created_at'), 'subsec') <= unixepoch(?, 'subsec')
+            AND (unixepoch(json_extract(body, '$.created_at'), 'subsec'), id) < (unixepoch(?, 'subsec'), ?)
+            ORDER BY unixepoch(json_extract(body, '$.created_at'), 'subsec') DESC, id DESC LIMIT ?";
+        const OF_RAIL_BEFORE: &str = "SELECT body FROM reconciliations WHERE json_extract(body, '$.rail') = ?
+            AND unixepoch(json_extract(body, '$.created_at'), 'subsec') <= unixepoch(?, 'subsec')
+            AND (unixepoch(json_extract(body, '$.created_at'), 'subsec'), id) < (unixepoch(?, 'subsec'), ?)
+            ORDER BY unixepoch(json_extract(body, '$.created_at'), 'subsec') DESC, id DESC LIMIT ?";
+        let cursor = query.starting_after.as_ref().map(|last| {
+            let at = last.created_at.format(&time::format_description::well_known::Rfc3339);
+            let at = at.unwrap_or_default();
+            vec![at.clone(), at, last.id.to_string()]
+        });
+        let (sql, keys) = match (query.rail.clone(), cursor) {
+            (None, None) => (ALL, vec![]),
+            (Some(rail), None) => (OF_RAIL, vec![rail]),
+            (None, Some(cursor)) => (ALL_BEFORE, cursor),
+            (Some(rail), Some(cursor)) => (OF_RAIL_BEFORE, [vec![rail], cursor].concat()),
+        };
+        self.documents_of(sql, keys, query.limit).await
     }
 }
 

@@ -133,6 +133,12 @@ CREATE INDEX IF NOT EXISTS transactions_confirmed ON transactions (
     json_extract(body, '$.rail'), substr(json_extract(body, '$.confirmed_at'), 1, 10), id)
     WHERE json_extract(body, '$.confirmed_at') IS NOT NULL;
 CREATE TABLE IF NOT EXISTS reconciliations (id TEXT PRIMARY KEY, body TEXT NOT NULL);
+-- Reconciliations newest import first, of all rails and of one; on the document, so older
+-- files need no migration.
+CREATE INDEX IF NOT EXISTS reconciliations_by_time ON reconciliations (
+    unixepoch(json_extract(body, '$.created_at'), 'subsec'), id);
+CREATE INDEX IF NOT EXISTS reconciliations_by_rail ON reconciliations (
+    json_extract(body, '$.rail'), unixepoch(json_extract(body, '$.created_at'), 'subsec'), id);
 -- Return checks sweep a rail's confirmed transactions by confirmation time, each check from
 -- where it got to.
 CREATE INDEX IF NOT EXISTS transactions_confirmed_time ON transactions (
