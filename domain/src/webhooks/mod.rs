@@ -1,12 +1,14 @@
 //! Webhook endpoints and deliveries (DESIGN §6).
 
 mod delivery;
+mod endpoints;
+mod resends;
 pub mod signature;
 mod signing_secrets;
-mod use_cases;
 
+pub use endpoints::{CreateWebhookEndpoint, UpdateWebhookEndpoint};
+pub use resends::{RecoverWebhookEndpoint, ResendEvent};
 pub use signing_secrets::{RotateWebhookSecret, MAX_SIGNING_SECRETS};
-pub use use_cases::{CreateWebhookEndpoint, RecoverWebhookEndpoint, ResendEvent, UpdateWebhookEndpoint};
 
 use crate::access::Environment;
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,211 @@
+//! Events and their deliveries read back, and sent again: one event to its endpoints, or an
+//! endpoint's failed deliveries.
+
+use crate::access::{Principal, Scope};
+use crate::cause::{Actor, Cause};
+use crate::error::DomainError;
+use crate::event::Event;
+use crate::ids::{DeliveryId, EventId, WebhookEndpointId};
+use crate::service::{customer_scope, Page, Service};
+use crate::webhooks::{Delivery, EventQuery, WebhookEndpoint};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
+use serde::Deserialize;
+
+/// The most failed deliveries one recover resends: each is a few store requests, and the call
+/// answers well within an API function's timeout.
+const RECOVER_BATCH: usize = 50;
+
+/// How many events one recover resends at a time.
+const RESENDS_IN_FLIGHT: usize = 8;
+
+/// A recover takes no fields (an empty or absent body); any other field is refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecoverWebhookEndpoint {}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResendEvent {
+    pub endpoint_id: Option<String>,
+}
+
+impl Service {
+    // ---- events -----------------------------------------------------------------------
+
+    pub async fn get_event(&self, principal: &Principal, id: &EventId) -> Result<Event, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        self.store
+            .event(id)
+            .await?
+            .filter(|e| principal.can_access(&e.customer_id))
+            .ok_or_else(|| DomainError::not_found("event", id))
+    }
+
+    pub async fn list_events(&self, principal: &Principal, mut query: EventQuery) -> Result<Page<Event>, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let Some(customer_id) = customer_scope(principal, query.customer_id.take()) else {
+            return Ok(Page::empty());
+        };
+        let limit = query.limit;
+        let query = EventQuery {
+            customer_id,
+            limit: limit + 1,
+            ..query
+        };
+        Ok(Page::of_listed(self.store.events(&query).await?, limit))
+    }
+
+    pub async fn event_deliveries(&self, principal: &Principal, id: &EventId) -> Result<Page<Delivery>, DomainError> {
+        let event = self.get_event(principal, id).await?;
+        let mut data = self.store.deliveries_of_event(&event.id).await?;
+        if let Some(own) = &principal.key.customer_id {
+            let mut visible = vec![];
+            for delivery in data {
+                let endpoint = self.store.webhook_endpoint(&delivery.endpoint_id).await?;
+                if endpoint.is_some_and(|e| e.customer_id.as_deref() == Some(own)) {
+                    visible.push(delivery);
+                }
+            }
+            data = visible;
+        }
+        Ok(Page::all(data))
+    }
+
+    pub async fn resend_event(
+        &self,
+        principal: &Principal,
+        id: &EventId,
+        command: ResendEvent,
+    ) -> Result<Page<Delivery>, DomainError> {
+        principal.require(Scope::WebhooksManage)?;
+        let event = self.get_event(principal, id).await?;
+        let only = match command.endpoint_id {
+            Some(endpoint_id) => {
+                let missing = || {
+                    DomainError::missing_reference("endpoint_id", format!("No such webhook endpoint: '{endpoint_id}'"))
+                };
+                let id = WebhookEndpointId::parse(&endpoint_id).ok_or_else(missing)?;
+                let endpoint = self.visible_endpoint(principal, &id).await.map_err(|_| missing())?;
+                endpoint.id.to_string()
+            }
+            None => "*".into(),
+        };
+        // A customer resends to its own endpoints; only the platform resends to the platform's.
+        let endpoints: Vec<WebhookEndpoint> = self
+            .store
+            .webhook_endpoints_for(Some(&event.customer_id))
+            .await?
+            .into_iter()
+            .filter(|e| principal.is_platform() || e.customer_id.is_some())
+            .collect();
+        let made = self.dispatch_to(&event, &endpoints, Some(&only)).await?;
+        self.close_failed_deliveries(&event, &made, principal.actor(), None)
+            .await?;
+        Ok(Page::all(made))
+    }
+
+    /// `POST /v1/webhook_endpoints/{id}/recover`: after an outage longer than the retries,
+    /// resends the endpoint's failed deliveries that await a follow-up, oldest event first, at
+    /// most [`RECOVER_BATCH`] a call (`has_more`: call again). Each event is resent once, as a
+    /// new delivery, and its failed deliveries are then marked, with their exceptions items
+    /// closed: an event resent while its first delivery was still being retried can have
+    /// failed twice. One the endpoint no longer takes is marked not resent. A call cut short
+    /// leaves the rest listed, so calling again finishes it; an event at most resent twice
+    /// then, as at-least-once delivery allows.
+    pub async fn recover_webhook_endpoint(
+        &self,
+        principal: &Principal,
+        id: &WebhookEndpointId,
+    ) -> Result<Page<Delivery>, DomainError> {
+        let endpoint = self.visible_endpoint(principal, id).await?;
+        let mut failed = self
+            .store
+            .failed_deliveries_of(&endpoint.id, None, RECOVER_BATCH + 1)
+            .await?;
+        let has_more = failed.len() > RECOVER_BATCH;
+        failed.truncate(RECOVER_BATCH);
+        let mut by_event: Vec<(EventId, Vec<Delivery>)> = vec![];
+        for delivery in failed {
+            match by_event.iter_mut().find(|(event_id, _)| *event_id == delivery.event_id) {
+                Some((_, same_event)) => same_event.push(delivery),
+                None => by_event.push((delivery.event_id.clone(), vec![delivery])),
+            }
+        }
+        let actor = principal.actor();
+        // Events apart touch nothing in common: resent side by side, answered in their order.
+        let resent: Vec<Vec<Delivery>> = stream::iter(by_event)
+            .map(|(event_id, failed)| self.resend_for_recovery(&endpoint, event_id, failed, actor.clone()))
+            .buffered(RESENDS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        Ok(Page {
+            data: resent.into_iter().flatten().collect(),
+            has_more,
+            next_starting_after: None,
+        })
+    }
+
+    /// Resends one event to a recovered endpoint, or marks its failed deliveries not resent.
+    async fn resend_for_recovery(
+        &self,
+        endpoint: &WebhookEndpoint,
+        event_id: EventId,
+        failed: Vec<Delivery>,
+        actor: Actor,
+    ) -> Result<Vec<Delivery>, DomainError> {
+        let made = match self.store.event(&event_id).await? {
+            Some(event) => {
+                let made = self
+                    .dispatch_to(&event, std::slice::from_ref(endpoint), Some("*"))
+                    .await?;
+                self.close_failed_deliveries(&event, &made, actor.clone(), Some("endpoint recovered"))
+                    .await?;
+                made
+            }
+            None => vec![],
+        };
+        if made.is_empty() {
+            let why = "Not resent: the endpoint no longer takes its event, or the event is gone.";
+            for delivery in failed {
+                let cause = Cause::new("nothing_to_resend", why, actor.clone(), self.now());
+                self.give_up_on_delivery(delivery, cause).await?;
+            }
+        }
+        Ok(made)
+    }
+
+    /// `GET /v1/webhook_endpoints/{id}/failed_deliveries`: the endpoint's failed deliveries
+    /// that await a follow-up, what recovering it would resend, oldest event first. A page
+    /// starts after a delivery of the endpoint's, listed or not (one resent since keeps its
+    /// place).
+    pub async fn failed_deliveries(
+        &self,
+        principal: &Principal,
+        id: &WebhookEndpointId,
+        starting_after: Option<DeliveryId>,
+        limit: usize,
+    ) -> Result<Page<Delivery>, DomainError> {
+        let endpoint = self.visible_endpoint(principal, id).await?;
+        let after = match starting_after {
+            Some(after) => Some(
+                self.store
+                    .delivery(&after)
+                    .await?
+                    .filter(|d| d.endpoint_id == endpoint.id)
+                    .ok_or_else(|| {
+                        DomainError::invalid(
+                            "starting_after",
+                            "resource_missing",
+                            format!("No delivery {after} of this endpoint."),
+                        )
+                    })?,
+            ),
+            None => None,
+        };
+        let failed = self
+            .store
+            .failed_deliveries_of(&endpoint.id, after.as_ref(), limit + 1)
+            .await?;
+        Ok(Page::of(failed, limit))
+    }
+}
