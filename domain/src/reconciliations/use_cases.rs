@@ -363,10 +363,7 @@ impl Service {
         limit: usize,
     ) -> Result<Page<Reconciliation>, DomainError> {
         require_platform_admin(principal)?;
-        let rail = match rail {
-            Some(rail) => Some(required_text(Some(rail), "rail", 80)?),
-            None => None,
-        };
+        let rail = rail.map(|rail| required_text(Some(rail), "rail", 80)).transpose()?;
         let starting_after = match starting_after {
             Some(id) => Some(
                 self.store
