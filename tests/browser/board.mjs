@@ -64,10 +64,13 @@ try {
   await waiting.waitFor({ state: "detached", timeout: 4000 });
   console.log(`moved column: ${Date.now() - approvedAt} ms after the approval`);
 
-  // Its history, with causes and actors, is one click away.
+  // Its history, with causes and actors, is one click away, and its transaction with the
+  // rail's reference once the rail took it.
   await page.locator(`#column-progress li[data-id="${operationId}"] button.open`).click();
   await page.locator("#history li", { hasText: "approved" }).first().waitFor({ timeout: 3000 })
     .catch(() => fail(page, "the operation's history was not shown"));
+  await page.locator("#transactions li", { hasText: "psp-local:sandbox ref sbx_" }).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the transaction's rail reference was not shown"));
   await page.screenshot({ path: join(output, "board-approved.png"), fullPage: true });
 
   // The customer's user sees its exception but may not work it: the API's refusal is shown.
