@@ -238,7 +238,7 @@ pub fn break_item_id(reconciliation: &ReconciliationId, number: u32) -> WorkItem
 /// A page of reconciliations: newest import first, of one rail or all, after `starting_after`
 /// (the last of the page before, which the page's position is read from: a reconciliation's
 /// id is its statement's digest, not its time).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ReconciliationQuery {
     pub rail: Option<String>,
     pub starting_after: Option<Reconciliation>,
