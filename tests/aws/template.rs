@@ -234,3 +234,33 @@ fn only_the_functions_that_let_go_of_signing_secrets_may_delete_them() {
         );
     }
 }
+
+/// Every function and the API log to the stack's one group, whose lines are kept a bounded
+/// time: a request id is one query over all of them, and nothing is kept for ever.
+#[test]
+fn every_function_and_the_api_log_to_one_group_kept_a_bounded_time() {
+    let template = template();
+    let globals = block(&template, "  Function:");
+    assert!(
+        globals.contains("    LoggingConfig:\n      LogGroup: !Ref LogGroup"),
+        "{globals}"
+    );
+    for function in functions(&template) {
+        assert!(
+            !function.contains("LoggingConfig"),
+            "a function logs elsewhere: {function}"
+        );
+    }
+    let group = block(&template, "  LogGroup:");
+    assert!(group.contains("Type: AWS::Logs::LogGroup"), "{group}");
+    assert!(group.contains("RetentionInDays: !Ref LogRetentionDays"), "{group}");
+    let api = block(&template, "  HttpApi:");
+    assert!(api.contains("DestinationArn: !GetAtt LogGroup.Arn"), "{api}");
+    for field in [
+        "$context.requestId",
+        "$context.status",
+        "$context.integration.requestId",
+    ] {
+        assert!(api.contains(field), "API Gateway's line lacks {field}");
+    }
+}

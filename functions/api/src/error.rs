@@ -1,37 +1,10 @@
 //! The one place where errors become HTTP responses (DESIGN §3 error shape).
 
-use axum::extract::Request;
-use axum::http::header::{CACHE_CONTROL, X_CONTENT_TYPE_OPTIONS};
 use axum::http::{HeaderValue, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use ops_domain::files::LineError;
-use ops_domain::ids::{IdGenerator, IdKind, UlidGenerator};
 use ops_domain::DomainError;
 use serde::Serialize;
-use std::sync::LazyLock;
-
-tokio::task_local! {
-    static REQUEST_ID: String;
-}
-
-static REQUEST_IDS: LazyLock<UlidGenerator> = LazyLock::new(UlidGenerator::default);
-
-/// Gives every request an id, echoed in the `Request-Id` header and in error bodies, so a
-/// customer's support ticket points at one log line; and keeps every answer out of caches
-/// (`Cache-Control: no-store`: answers hold balances, customers' data and, once, new secrets)
-/// and from being read as anything but its declared type (`X-Content-Type-Options: nosniff`).
-pub async fn with_request_id(request: Request, next: Next) -> Response {
-    let id = REQUEST_IDS.new_id(IdKind::Request);
-    let mut response = REQUEST_ID.scope(id.clone(), next.run(request)).await;
-    let headers = response.headers_mut();
-    if let Ok(value) = HeaderValue::from_str(&id) {
-        headers.insert("request-id", value);
-    }
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    response
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -179,7 +152,7 @@ impl ApiError {
             param,
             errors,
             error_count,
-            request_id: REQUEST_ID.try_with(Clone::clone).unwrap_or_default(),
+            request_id: crate::access::request_id(),
         };
         (status, error)
     }

@@ -45,7 +45,9 @@ impl FromRequestParts<App> for Caller {
             Method::GET | Method::HEAD => RequestKind::Read,
             _ => RequestKind::Change,
         };
-        Ok(Caller(app.service.authenticate(secret, source, request).await?))
+        let principal = app.service.authenticate(secret, source, request).await?;
+        crate::access::record_caller(&principal);
+        Ok(Caller(principal))
     }
 }
 

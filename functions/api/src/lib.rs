@@ -1,6 +1,7 @@
 //! The operations API as HTTP handlers. The local server mounts [`router`] whole; each Lambda
 //! function mounts the same handlers for its own route.
 
+mod access;
 pub mod deadline;
 mod duplicates;
 pub mod error;
@@ -260,7 +261,7 @@ fn router_of(app: App, endpoint_routes: impl Iterator<Item = Route>) -> Router {
 /// The outermost layer of every router: each answer's request id and headers, those that
 /// middleware built (a spilled answer's link) included.
 fn identified(router: Router) -> Router {
-    router.layer(axum::middleware::from_fn(error::with_request_id))
+    router.layer(axum::middleware::from_fn(access::identify))
 }
 
 /// The router of a Lambda function of the API's bootstrap serving `endpoint`, or `None` if

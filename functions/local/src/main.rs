@@ -1,10 +1,13 @@
 use clap::Parser;
+use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        // Colours for a terminal; a file or a log collector gets plain text.
+        .with_ansi(std::io::stdout().is_terminal())
         .init();
     let config = ops_local::Config::parse();
     let done = match &config.command {

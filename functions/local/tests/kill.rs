@@ -13,21 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const ADMIN: &str = "sk_test_kill_test_platform_admin_key_000000";
+mod common;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::{free_port, wait_healthy, ADMIN};
 
 fn start(data_dir: &Path, port: u16) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_ops-local"))
-        .env("OPS_LISTEN", format!("127.0.0.1:{port}"))
-        .env("OPS_DATA_DIR", data_dir)
-        .env("OPS_BOOTSTRAP_ADMIN_KEY", ADMIN)
+    common::ops_local(data_dir, port)
         // One key sends the whole batch as fast as the server takes it.
         .env("OPS_RATE_LIMIT", "0")
         .env("RUST_LOG", "warn")
@@ -35,22 +26,6 @@ fn start(data_dir: &Path, port: u16) -> Child {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("ops-local starts")
-}
-
-async fn wait_healthy(client: &reqwest::Client, base: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if client
-            .get(format!("{base}/health"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("ops-local did not come up");
 }
 
 fn payout(customer: &str, i: usize) -> Value {
@@ -118,9 +93,7 @@ async fn a_second_process_on_the_same_data_is_refused_until_the_first_is_gone() 
     let mut first = start(dir.path(), port);
     wait_healthy(&client, &format!("http://127.0.0.1:{port}")).await;
 
-    let mut second = Command::new(env!("CARGO_BIN_EXE_ops-local"))
-        .env("OPS_LISTEN", format!("127.0.0.1:{}", free_port()))
-        .env("OPS_DATA_DIR", dir.path())
+    let mut second = common::ops_local(dir.path(), free_port())
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
