@@ -11,6 +11,7 @@ mod idempotency;
 mod ledger;
 mod lifecycle;
 mod local_mode;
+mod logs;
 mod rate_limit;
 mod reconciliations;
 mod reports;

@@ -204,10 +204,19 @@ pub fn init_tracing() {
         .ok()
         .and_then(|directives| directives.parse::<Targets>().ok())
         .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO));
-    let _ = tracing_subscriber::fmt()
+    let _ = json_logs(std::io::stdout).with(filter).try_init();
+}
+
+/// The functions' log lines: one JSON object each, with the spans it was logged in (the
+/// runtime's, naming the Lambda request id, and the API's, naming its own request id and the
+/// caller's key), and no time (CloudWatch stamps each line).
+pub fn json_logs<W>(writer: W) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'a> tracing_subscriber::fmt::MakeWriter<'a> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
         .json()
         .without_time()
+        .with_writer(writer)
         .finish()
-        .with(filter)
-        .try_init();
 }
