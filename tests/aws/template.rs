@@ -264,3 +264,38 @@ fn every_function_and_the_api_log_to_one_group_kept_a_bounded_time() {
         assert!(api.contains(field), "API Gateway's line lacks {field}");
     }
 }
+
+/// `sam deploy --config-env test|prod` passes each of its parameter overrides to a parameter
+/// the template declares, with a value the parameter allows (CloudFormation refuses the whole
+/// deploy otherwise).
+#[test]
+fn each_config_envs_parameters_are_declared_and_allowed() {
+    let template = template();
+    let samconfig = std::fs::read_to_string(repository().join("samconfig.toml")).unwrap();
+    let overrides = values_of(&samconfig, "parameter_overrides = ");
+    assert_eq!(overrides.len(), 2, "the test and prod config envs");
+    for line in overrides {
+        for pair in line.trim_matches('"').split_whitespace() {
+            let (name, value) = pair.split_once('=').expect("Name=Value");
+            let parameter = block(&template, &format!("  {name}:"));
+            assert!(
+                parameter.contains("    Type: "),
+                "samconfig.toml sets {name}, which template.yaml does not declare"
+            );
+            if let Some(allowed) = values_of(&parameter, "AllowedValues: ").first() {
+                let allowed: Vec<&str> = allowed
+                    .trim_matches(['[', ']'])
+                    .split(',')
+                    .map(|v| v.trim().trim_matches('"'))
+                    .collect();
+                assert!(allowed.contains(&value), "{name}={value} is not one of {allowed:?}");
+            }
+            if let Some(min) = values_of(&parameter, "MinValue: ").first() {
+                assert!(
+                    value.parse::<i64>().unwrap() >= min.parse::<i64>().unwrap(),
+                    "{name}={value} under {min}"
+                );
+            }
+        }
+    }
+}
