@@ -299,3 +299,27 @@ fn each_config_envs_parameters_are_declared_and_allowed() {
         }
     }
 }
+
+/// An alarm with no action tells no one: each one notifies the operators' topic when it fires
+/// and when it clears, and the topic can mail an address or take any subscriber.
+#[test]
+fn every_alarm_notifies_the_operators_topic() {
+    let template = template();
+    let alarms: Vec<&str> = template
+        .split("\n\n")
+        .filter(|resource| resource.contains("Type: AWS::CloudWatch::Alarm"))
+        .collect();
+    assert_eq!(alarms.len(), 10);
+    for alarm in alarms {
+        for action in ["AlarmActions: [!Ref AlarmTopic]", "OKActions: [!Ref AlarmTopic]"] {
+            assert!(alarm.contains(action), "no {action} in {alarm}");
+        }
+    }
+    assert!(block(&template, "  AlarmTopic:").contains("Type: AWS::SNS::Topic"));
+    let mail = block(&template, "  AlarmEmailSubscription:");
+    assert!(
+        mail.contains("Condition: HasAlarmEmail") && mail.contains("Endpoint: !Ref AlarmEmail"),
+        "{mail}"
+    );
+    assert!(block(&template, "  AlarmTopicArn:").contains("Value: !Ref AlarmTopic"));
+}
