@@ -323,3 +323,26 @@ fn every_alarm_notifies_the_operators_topic() {
     );
     assert!(block(&template, "  AlarmTopicArn:").contains("Value: !Ref AlarmTopic"));
 }
+
+/// A queue's backlog (a payroll file's thousands of submissions, their webhooks) is worked by
+/// a bounded number of instances: the rails' connectivity layer and the customers' receivers
+/// are not flooded, and the account's concurrency is left to the API.
+#[test]
+fn every_queue_is_worked_by_a_bounded_number_of_instances() {
+    let template = template();
+    let mut queues = 0;
+    for function in functions(&template) {
+        let sources = function.matches("Type: SQS\n").count();
+        assert_eq!(function.matches("MaximumConcurrency: ").count(), sources, "{function}");
+        queues += sources;
+    }
+    assert_eq!(queues, 6, "submissions, webhooks, files and their dead letters");
+    for parameter in ["RailSubmitConcurrency", "WebhookSendConcurrency"] {
+        // SQS event sources take 2 to 1,000.
+        let declared = block(&template, &format!("  {parameter}:"));
+        assert!(
+            declared.contains("MinValue: 2") && declared.contains("MaxValue: 1000"),
+            "{declared}"
+        );
+    }
+}
