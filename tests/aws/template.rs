@@ -346,3 +346,19 @@ fn every_queue_is_worked_by_a_bounded_number_of_instances() {
         );
     }
 }
+
+/// The table holds every operation and its audit trail: deleting the stack keeps it, point-in-
+/// time recovery can bring back any second of the last 35 days, and a production table cannot
+/// be deleted by hand while its protection is on.
+#[test]
+fn the_table_outlives_its_stack_and_a_production_table_a_careless_hand() {
+    let table = block(&template(), "  Table:");
+    for setting in [
+        "DeletionPolicy: Retain",
+        "PointInTimeRecoveryEnabled: true",
+        "SSEEnabled: true",
+        "DeletionProtectionEnabled: !If [IsProduction, true, false]",
+    ] {
+        assert!(table.contains(setting), "the table lacks {setting}");
+    }
+}
