@@ -17,6 +17,7 @@ mod reconciliations;
 mod reports;
 mod requests;
 mod schedules;
+mod stream_replay;
 mod template;
 mod triggers;
 

@@ -67,7 +67,8 @@ fn every_function_runs_one_handler_of_its_kinds_bootstrap_with_its_route() {
     assert_eq!(handlers, expected, "one function per endpoint and per trigger");
     assert_eq!(
         handlers.len(),
-        ops_api::Endpoint::ALL.len() + ops_runtime::driver::Trigger::ALL.len()
+        ops_api::Endpoint::ALL.len() + ops_runtime::driver::Trigger::ALL.len() + 1,
+        "and the replay of failed stream batches"
     );
 }
 
@@ -360,5 +361,60 @@ fn the_table_outlives_its_stack_and_a_production_table_a_careless_hand() {
         "DeletionProtectionEnabled: !If [IsProduction, true, false]",
     ] {
         assert!(table.contains(setting), "the table lacks {setting}");
+    }
+}
+
+/// A stream batch that fails for good leaves a note on the failures queue naming its function,
+/// and `stream-replay` finds the consumer by that name: each stream function is named for its
+/// handler and sends its failures there, and the replay reads that queue.
+#[test]
+fn every_stream_functions_failures_can_be_replayed() {
+    let template = template();
+    let mut streams = 0;
+    for function in functions(&template).iter().filter(|f| f.contains("Type: DynamoDB\n")) {
+        let handler = values_of(function, "Handler: ")[0];
+        assert!(
+            function.contains(&format!("FunctionName: !Sub \"${{AWS::StackName}}-{handler}\"")),
+            "{function}"
+        );
+        assert!(
+            function.contains("Destination: !GetAtt StreamFailuresQueue.Arn"),
+            "{function}"
+        );
+        streams += 1;
+    }
+    assert_eq!(streams, 4);
+    let replay = functions(&template)
+        .into_iter()
+        .find(|f| f.contains("Handler: stream-replay\n"))
+        .expect("the replay function");
+    assert!(replay.contains(&format!(
+        "{}: !Ref StreamFailuresQueue",
+        ops_runtime::replay::FAILURES_QUEUE_URL
+    )));
+    assert!(
+        replay.contains("QueueName: !GetAtt StreamFailuresQueue.QueueName"),
+        "{replay}"
+    );
+    assert!(replay.contains("Resource: !GetAtt Table.StreamArn"), "{replay}");
+}
+
+/// Whoever an alarm wakes finds what it means and what to do under its name in the runbook.
+#[test]
+fn every_alarm_has_its_section_in_the_runbook() {
+    let template = template();
+    let runbook = std::fs::read_to_string(repository().join("docs/runbook.md")).unwrap();
+    let lines: Vec<&str> = template.lines().collect();
+    let alarms: Vec<&str> = lines
+        .windows(2)
+        .filter(|pair| pair[1].trim() == "Type: AWS::CloudWatch::Alarm")
+        .map(|pair| pair[0].trim().trim_end_matches(':'))
+        .collect();
+    assert_eq!(alarms.len(), 10);
+    for alarm in alarms {
+        assert!(
+            runbook.contains(&format!("\n## {alarm}\n")),
+            "docs/runbook.md has no section for {alarm}"
+        );
     }
 }

@@ -26,13 +26,18 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 pub enum Function {
     Endpoint(Endpoint),
     Trigger(Trigger),
+    /// Stream batches that failed for good, replayed when an operator invokes it
+    /// (`ops_runtime::replay`).
+    StreamReplay,
 }
 
 impl Function {
     /// Every function of the stack, endpoints first.
     pub fn all() -> impl Iterator<Item = Function> {
         let endpoints = Endpoint::ALL.iter().map(|e| Function::Endpoint(*e));
-        endpoints.chain(Trigger::ALL.map(Function::Trigger))
+        endpoints
+            .chain(Trigger::ALL.map(Function::Trigger))
+            .chain([Function::StreamReplay])
     }
 
     /// The function's `Handler` in `template.yaml`: `api-` and the endpoint's name in kebab
@@ -50,6 +55,7 @@ impl Function {
                 name
             }
             Function::Trigger(trigger) => trigger.as_str().to_owned(),
+            Function::StreamReplay => "stream-replay".to_owned(),
         }
     }
 
@@ -62,7 +68,7 @@ impl Function {
     pub fn binary(self) -> &'static str {
         match self {
             Function::Endpoint(endpoint) => endpoint.bootstrap().binary(),
-            Function::Trigger(_) => "ops-triggers",
+            Function::Trigger(_) | Function::StreamReplay => "ops-triggers",
         }
     }
 }
@@ -142,6 +148,17 @@ pub async fn serve_queue(queue: QueueName) -> Result<(), lambda_runtime::Error> 
     run_trigger(move |service, batch: SqsEvent| async move {
         Ok(ops_runtime::triggers::queue(&service, queue, batch).await)
     })
+    .await
+}
+
+/// Invoked by hand → the stream batches that failed for good, replayed; answers what it did.
+pub async fn serve_stream_replay() -> Result<(), lambda_runtime::Error> {
+    init_tracing();
+    let replay = Arc::new(ops_runtime::replay::StreamReplay::from_env().await?);
+    lambda_runtime::run(service_fn(|_: LambdaEvent<serde_json::Value>| {
+        let replay = replay.clone();
+        async move { replay.run().await }
+    }))
     .await
 }
 

@@ -10,5 +10,6 @@ pub mod compose;
 pub mod deployment;
 pub mod driver;
 pub mod provision;
+pub mod replay;
 pub mod streams;
 pub mod triggers;

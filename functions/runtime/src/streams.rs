@@ -234,7 +234,7 @@ impl ChangeStream for DynamoStream {
 }
 
 /// Whether the record passes `stream-outbox`'s filter: an item written with an outbox.
-fn carries_outbox(record: &Record) -> bool {
+pub(crate) fn carries_outbox(record: &Record) -> bool {
     let outbox = record
         .dynamodb()
         .and_then(|d| d.new_image())
@@ -265,7 +265,7 @@ fn image_json(image: Option<&HashMap<String, AttributeValue>>) -> Value {
 }
 
 /// Whether the record passes the event source mapping's filter: inserts of event items.
-fn is_new_event(record: &Record) -> bool {
+pub(crate) fn is_new_event(record: &Record) -> bool {
     let entity = record
         .dynamodb()
         .and_then(|d| d.new_image())
@@ -275,7 +275,7 @@ fn is_new_event(record: &Record) -> bool {
 }
 
 /// The Lambda payload for stream records.
-fn stream_payload(records: &[Record], stream_arn: &str) -> Result<StreamEvent, serde_json::Error> {
+pub(crate) fn stream_payload(records: &[Record], stream_arn: &str) -> Result<StreamEvent, serde_json::Error> {
     let records: Vec<Value> = records
         .iter()
         .map(|r| {
