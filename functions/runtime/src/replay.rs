@@ -21,8 +21,8 @@ use std::sync::Arc;
 /// The environment variable naming the stream failures queue (set on `stream-replay` only).
 pub const FAILURES_QUEUE_URL: &str = "STREAM_FAILURES_QUEUE_URL";
 
-/// How long a note read by a replay is hidden from the next (a function's longest run): a note
-/// left is read again by a later replay, not twice by this one.
+/// How long a note read by a replay is hidden (a function's longest run), so that it reads each
+/// note once.
 const NOTE_HIDDEN_SECONDS: i32 = 900;
 
 /// Lambda's note of a stream batch its on-failure destination received.
@@ -110,9 +110,11 @@ impl StreamReplay {
         Ok(StreamReplay::new(&config, queue_url, Arc::new(service), parts.store))
     }
 
-    /// Replays every note on the queue, once each.
+    /// Replays every note on the queue, once each. The notes left are visible again at its
+    /// end, for the next run once their cause is fixed.
     pub async fn run(&self) -> Result<Replay, Error> {
         let mut replay = Replay::default();
+        let mut left_receipts = vec![];
         loop {
             let received = self
                 .sqs
@@ -123,6 +125,15 @@ impl StreamReplay {
                 .send()
                 .await?;
             if received.messages().is_empty() {
+                for receipt in left_receipts {
+                    self.sqs
+                        .change_message_visibility()
+                        .queue_url(&self.queue_url)
+                        .receipt_handle(receipt)
+                        .visibility_timeout(0)
+                        .send()
+                        .await?;
+                }
                 return Ok(replay);
             }
             for message in received.messages() {
@@ -145,6 +156,7 @@ impl StreamReplay {
                         let message_id = message.message_id().unwrap_or_default().to_owned();
                         tracing::warn!(%message_id, %reason, "a failed stream batch was not replayed");
                         replay.left.push(Left { message_id, reason });
+                        left_receipts.extend(message.receipt_handle().map(str::to_owned));
                     }
                 }
             }
