@@ -26,9 +26,19 @@ mod webhooks;
 /// [webhooks] [limit] [sweep]`: the parts to run (all by default). The
 /// aws parts need `AWS_ENDPOINT_URL` (an emulator) and are skipped without it; `aws-requests`
 /// is the request counts alone, without the lifecycle timings and cold starts; `cold-starts`
-/// the cold starts alone, on an empty stack.
+/// the cold starts alone, on an empty stack. `LOGS=1` logs as `ops-local` does (`info`, plain
+/// text, a line per request), to `/dev/null`, so the figures include writing the lines; any
+/// other value is the filter (`LOGS=warn`).
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
+    if let Ok(logs) = std::env::var("LOGS") {
+        let null = std::fs::OpenOptions::new().write(true).open("/dev/null").expect("/dev/null");
+        tracing_subscriber::fmt()
+            .with_env_filter(if logs == "1" { "info" } else { logs.as_str() })
+            .with_ansi(false)
+            .with_writer(std::sync::Mutex::new(null))
+            .init();
+    }
     let parts: Vec<String> = std::env::args().skip(1).collect();
     let wanted = |part: &str| parts.is_empty() || parts.iter().any(|p| p == part);
     if wanted("local") {
