@@ -32,7 +32,10 @@ mod webhooks;
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     if let Ok(logs) = std::env::var("LOGS") {
-        let null = std::fs::OpenOptions::new().write(true).open("/dev/null").expect("/dev/null");
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .expect("/dev/null");
         tracing_subscriber::fmt()
             .with_env_filter(if logs == "1" { "info" } else { logs.as_str() })
             .with_ansi(false)

@@ -126,6 +126,7 @@ pub fn config(data_dir: PathBuf) -> Config {
         trusted_proxies: vec![],
         // Tests drive the pipeline themselves (see `TestApp::settle`).
         worker: false,
+        log_format: ops_local::LogFormat::Text,
         command: None,
     }
 }

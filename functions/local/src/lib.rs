@@ -114,6 +114,10 @@ pub struct Config {
     /// records in the background; tests turn it off and drive the pipeline themselves.
     #[arg(long, env = "OPS_WORKER", default_value_t = true, action = clap::ArgAction::Set)]
     pub worker: bool,
+    /// How the log's lines are written to standard output: `text`, or `json` (one object a
+    /// line, as the Lambda functions write them, for a log collector).
+    #[arg(long, env = "OPS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
     /// Without a command, serve.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -145,6 +149,13 @@ impl From<Stage> for Environment {
             Stage::Production => Environment::Production,
         }
     }
+}
+
+/// How the log is written (`OPS_LOG_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 /// Where state lives (`OPS_BACKEND`): the SQLite file, or AWS (or an emulator of it).

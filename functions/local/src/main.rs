@@ -4,12 +4,14 @@ use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        // Colours for a terminal; a file or a log collector gets plain text.
-        .with_ansi(std::io::stdout().is_terminal())
-        .init();
     let config = ops_local::Config::parse();
+    let logs =
+        tracing_subscriber::fmt().with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()));
+    match config.log_format {
+        // Colours for a terminal; a file or a log collector gets plain text.
+        ops_local::LogFormat::Text => logs.with_ansi(std::io::stdout().is_terminal()).init(),
+        ops_local::LogFormat::Json => logs.json().init(),
+    }
     let done = match &config.command {
         Some(ops_local::Command::Backup { to }) => backup(&config, to),
         None => serve(config).await,

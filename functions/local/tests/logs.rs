@@ -90,3 +90,50 @@ async fn every_request_leaves_a_line_with_its_id_its_answer_and_its_callers_key(
     );
     assert!(!log.contains('\u{1b}'), "terminal colours in a piped log:\n{log}");
 }
+
+/// `OPS_LOG_FORMAT=json` writes one JSON object a line, as the Lambda functions do, for a log
+/// collector: the access line's request id and key are fields of its span.
+#[tokio::test]
+async fn json_logs_are_one_object_a_line_with_the_request_in_its_span() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut server = common::ops_local(dir.path(), port)
+        .env("RUST_LOG", "info")
+        .env("OPS_LOG_FORMAT", "json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("ops-local starts");
+    let client = reqwest::Client::new();
+    wait_healthy(&client, &base).await;
+    let listed = client
+        .get(format!("{base}/v1/customers"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), 200);
+    let request_id = listed.headers()["request-id"].to_str().unwrap().to_owned();
+
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let mut log = String::new();
+    server.stdout.take().unwrap().read_to_string(&mut log).unwrap();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect();
+    let access = lines
+        .iter()
+        .find(|line| line["target"] == "ops_api::access" && line["span"]["id"] == request_id.as_str())
+        .unwrap_or_else(|| panic!("no access line for {request_id} in {log}"));
+    assert_eq!(access["fields"]["status"], 200);
+    assert_eq!(access["fields"]["path"], "/v1/customers");
+    assert!(
+        access["span"]["key"]
+            .as_str()
+            .is_some_and(|key| key.starts_with("key_")),
+        "{access}"
+    );
+}
