@@ -310,7 +310,7 @@ fn every_alarm_notifies_the_operators_topic() {
         .split("\n\n")
         .filter(|resource| resource.contains("Type: AWS::CloudWatch::Alarm"))
         .collect();
-    assert_eq!(alarms.len(), 10);
+    assert_eq!(alarms.len(), 11);
     for alarm in alarms {
         for action in ["AlarmActions: [!Ref AlarmTopic]", "OKActions: [!Ref AlarmTopic]"] {
             assert!(alarm.contains(action), "no {action} in {alarm}");
@@ -410,7 +410,7 @@ fn every_alarm_has_its_section_in_the_runbook() {
         .filter(|pair| pair[1].trim() == "Type: AWS::CloudWatch::Alarm")
         .map(|pair| pair[0].trim().trim_end_matches(':'))
         .collect();
-    assert_eq!(alarms.len(), 10);
+    assert_eq!(alarms.len(), 11);
     for alarm in alarms {
         assert!(
             runbook.contains(&format!("\n## {alarm}\n")),
