@@ -4,7 +4,32 @@ mod common;
 
 use common::{free_port, wait_healthy, ADMIN};
 use std::io::Read;
-use std::process::Stdio;
+use std::process::{Child, Stdio};
+
+/// The binary logging at `info` in `format` to a pipe the test reads, on a fresh data
+/// directory, serving; and its base URL.
+async fn logging_server(dir: &std::path::Path, format: &str) -> (Child, String) {
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let server = common::ops_local(dir, port)
+        .env("RUST_LOG", "info")
+        .env("OPS_LOG_FORMAT", format)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("ops-local starts");
+    wait_healthy(&reqwest::Client::new(), &base).await;
+    (server, base)
+}
+
+/// Everything the server logged, once it is killed.
+fn log_of(mut server: Child) -> String {
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let mut log = String::new();
+    server.stdout.take().unwrap().read_to_string(&mut log).unwrap();
+    log
+}
 
 /// A customer's support ticket quotes a `Request-Id`: the log has one line for it, saying what
 /// was asked, how it was answered, and by whose key (its id, never its secret); a request
@@ -13,16 +38,8 @@ use std::process::Stdio;
 #[tokio::test]
 async fn every_request_leaves_a_line_with_its_id_its_answer_and_its_callers_key() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let mut server = common::ops_local(dir.path(), port)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("ops-local starts");
+    let (server, base) = logging_server(dir.path(), "text").await;
     let client = reqwest::Client::new();
-    wait_healthy(&client, &base).await;
 
     let created = client
         .post(format!("{base}/v1/customers"))
@@ -54,10 +71,7 @@ async fn every_request_leaves_a_line_with_its_id_its_answer_and_its_callers_key(
     let unknown = client.get(format!("{base}/v1/nothing_here")).send().await.unwrap();
     assert_eq!(unknown.status(), 404);
 
-    server.kill().unwrap();
-    server.wait().unwrap();
-    let mut log = String::new();
-    server.stdout.take().unwrap().read_to_string(&mut log).unwrap();
+    let log = log_of(server);
     let line_of = |answer: &reqwest::Response| {
         let id = answer.headers()["request-id"].to_str().unwrap().to_owned();
         let lines: Vec<&str> = log.lines().filter(|line| line.contains(&id)).collect();
@@ -96,17 +110,8 @@ async fn every_request_leaves_a_line_with_its_id_its_answer_and_its_callers_key(
 #[tokio::test]
 async fn json_logs_are_one_object_a_line_with_the_request_in_its_span() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let mut server = common::ops_local(dir.path(), port)
-        .env("RUST_LOG", "info")
-        .env("OPS_LOG_FORMAT", "json")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("ops-local starts");
+    let (server, base) = logging_server(dir.path(), "json").await;
     let client = reqwest::Client::new();
-    wait_healthy(&client, &base).await;
     let listed = client
         .get(format!("{base}/v1/customers"))
         .bearer_auth(ADMIN)
@@ -116,10 +121,7 @@ async fn json_logs_are_one_object_a_line_with_the_request_in_its_span() {
     assert_eq!(listed.status(), 200);
     let request_id = listed.headers()["request-id"].to_str().unwrap().to_owned();
 
-    server.kill().unwrap();
-    server.wait().unwrap();
-    let mut log = String::new();
-    server.stdout.take().unwrap().read_to_string(&mut log).unwrap();
+    let log = log_of(server);
     let lines: Vec<serde_json::Value> = log
         .lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
