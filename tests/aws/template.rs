@@ -418,3 +418,44 @@ fn every_alarm_has_its_section_in_the_runbook() {
         );
     }
 }
+
+/// The README's command that serves the API on a deployed stack sets every variable the
+/// settings require, each named by an output of the stack, and leaves the pipeline to the
+/// stack's functions.
+#[test]
+fn the_readmes_command_for_a_deployed_stack_sets_every_setting_from_the_outputs() {
+    let readme = std::fs::read_to_string(repository().join("README.md")).unwrap();
+    let command: String = readme
+        .lines()
+        .skip_while(|line| !line.starts_with("# against a deployed stack"))
+        .take_while(|line| !line.starts_with("```"))
+        .filter(|line| !line.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let set: Vec<(&str, &str)> = command
+        .split_whitespace()
+        .filter_map(|word| word.split_once('='))
+        .collect();
+    assert!(set.contains(&("OPS_WORKER", "false")), "{command}");
+    let value = |name: &str| set.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string());
+    ops_runtime::deployment::Settings::from_vars(value).unwrap_or_else(|e| panic!("{e}: {command}"));
+    let template = template();
+    let outputs = block(&template, "Outputs:");
+    for (name, output) in [
+        ("TABLE_NAME", "TableName"),
+        ("SUBMISSIONS_QUEUE_URL", "SubmissionsQueueUrl"),
+        ("WEBHOOKS_QUEUE_URL", "WebhooksQueueUrl"),
+        ("FILES_QUEUE_URL", "FilesQueueUrl"),
+        ("FILES_BUCKET", "FilesBucketName"),
+    ] {
+        assert!(value(name).is_some(), "the command does not set {name}");
+        assert!(
+            outputs.contains(&format!("  {output}:\n")),
+            "no {output} output for {name}"
+        );
+        assert!(
+            readme.contains(&format!("`{output}`")),
+            "the README does not name the {output} output"
+        );
+    }
+}
