@@ -426,3 +426,38 @@ async fn a_suspended_customers_keys_are_refused_until_it_is_reactivated() {
 async fn a_customers_metadata_is_kept_and_merged() {
     ops_tests::scenarios::a_customers_metadata_is_kept_and_merged(&spawn_app().await.api).await;
 }
+
+/// A new deployment has no key to make keys with: its first platform admin key is minted once
+/// (the stack's `first-platform-key` function), its secret shown that once, and works as the
+/// platform's admin; once the platform has a key, no second is minted that way.
+#[tokio::test]
+async fn a_new_deployments_first_platform_key_is_minted_once() {
+    let app = spawn_app_with(|config| config.bootstrap_admin_key = None).await;
+    let service = app.driver().service().clone();
+    let (id, secret) = service.first_platform_key().await.unwrap();
+    assert!(secret.starts_with("sk_test_"), "{secret}");
+    let created = app.post("/v1/customers", &secret, json!({"name": "First Ltd"})).await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let listed = app.get("/v1/api_keys", &secret).await.json();
+    assert_eq!(listed["data"][0]["id"], id.as_str());
+    assert_eq!(listed["data"][0]["scopes"], json!(["admin"]));
+
+    let refused = service.first_platform_key().await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            ops_domain::DomainError::InvalidState {
+                code: "platform_key_exists",
+                ..
+            }
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        app.get("/v1/api_keys", &secret).await.json()["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}

@@ -67,8 +67,8 @@ fn every_function_runs_one_handler_of_its_kinds_bootstrap_with_its_route() {
     assert_eq!(handlers, expected, "one function per endpoint and per trigger");
     assert_eq!(
         handlers.len(),
-        ops_api::Endpoint::ALL.len() + ops_runtime::driver::Trigger::ALL.len() + 1,
-        "and the replay of failed stream batches"
+        ops_api::Endpoint::ALL.len() + ops_runtime::driver::Trigger::ALL.len() + 2,
+        "and the two invoked by hand: the replay of failed stream batches, a new stack's first key"
     );
 }
 

@@ -108,6 +108,42 @@ impl Service {
         if self.store.api_key_by_hash(&secret_hash).await?.is_some() {
             return Ok(());
         }
+        self.create_platform_admin_key(
+            secret_hash,
+            "bootstrap_admin_key",
+            "Created from OPS_BOOTSTRAP_ADMIN_KEY at start-up",
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// The platform's first admin key, on a deployment that has no platform key yet (a stack
+    /// just made): its secret, shown this once. Any platform key, live or not, refuses it
+    /// (409 `platform_key_exists`): further keys are made through the API.
+    pub async fn first_platform_key(&self) -> Result<(crate::ids::ApiKeyId, String), DomainError> {
+        if !self.store.api_keys_of(None, None, 1).await?.is_empty() {
+            return Err(DomainError::invalid_state(
+                "platform_key_exists",
+                "The platform already has a key: make others with POST /v1/api_keys.",
+            ));
+        }
+        let secret = access::new_secret(self.environment);
+        let id = self
+            .create_platform_admin_key(
+                self.hasher.hash(&secret),
+                "first_platform_key",
+                "Minted for a deployment with no platform key",
+            )
+            .await?;
+        Ok((id, secret))
+    }
+
+    async fn create_platform_admin_key(
+        &self,
+        secret_hash: String,
+        code: &'static str,
+        message: &'static str,
+    ) -> Result<crate::ids::ApiKeyId, DomainError> {
         let now = self.now();
         let key = ApiKey {
             id: crate::ids::ApiKeyId::new(&*self.ids),
@@ -124,16 +160,13 @@ impl Service {
             secret_hash,
             version: 1,
         };
-        let cause = Cause::new(
-            "bootstrap_admin_key",
-            "Created from OPS_BOOTSTRAP_ADMIN_KEY at start-up",
-            Actor::system(),
-            now,
-        );
+        let cause = Cause::new(code, message, Actor::system(), now);
+        let id = key.id.clone();
         let mut changes = Changeset::default();
         changes.push(Write::Audit(AuditEntry::new("api_key", &key.id, "created", cause)));
         changes.push(Write::PutApiKey(key));
-        self.commit(changes).await
+        self.commit(changes).await?;
+        Ok(id)
     }
 
     /// Resolves a bearer secret to the principal it stands for. `source` (the client's address,

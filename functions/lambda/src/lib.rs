@@ -29,6 +29,9 @@ pub enum Function {
     /// Stream batches that failed for good, replayed when an operator invokes it
     /// (`ops_runtime::replay`).
     StreamReplay,
+    /// A new stack's first platform admin key, minted when an operator invokes it and only
+    /// while the platform has none.
+    FirstPlatformKey,
 }
 
 impl Function {
@@ -37,7 +40,7 @@ impl Function {
         let endpoints = Endpoint::ALL.iter().map(|e| Function::Endpoint(*e));
         endpoints
             .chain(Trigger::ALL.map(Function::Trigger))
-            .chain([Function::StreamReplay])
+            .chain([Function::StreamReplay, Function::FirstPlatformKey])
     }
 
     /// The function's `Handler` in `template.yaml`: `api-` and the endpoint's name in kebab
@@ -56,6 +59,7 @@ impl Function {
             }
             Function::Trigger(trigger) => trigger.as_str().to_owned(),
             Function::StreamReplay => "stream-replay".to_owned(),
+            Function::FirstPlatformKey => "first-platform-key".to_owned(),
         }
     }
 
@@ -68,7 +72,7 @@ impl Function {
     pub fn binary(self) -> &'static str {
         match self {
             Function::Endpoint(endpoint) => endpoint.bootstrap().binary(),
-            Function::Trigger(_) | Function::StreamReplay => "ops-triggers",
+            Function::Trigger(_) | Function::StreamReplay | Function::FirstPlatformKey => "ops-triggers",
         }
     }
 }
@@ -159,6 +163,16 @@ pub async fn serve_stream_replay() -> Result<(), lambda_runtime::Error> {
         let replay = replay.clone();
         async move { replay.run().await }
     }))
+    .await
+}
+
+/// Invoked by hand on a new stack → its first platform admin key: `{id, secret}`, the secret
+/// shown this once; refused once the platform has any key.
+pub async fn serve_first_platform_key() -> Result<(), lambda_runtime::Error> {
+    run_trigger(|service, _: serde_json::Value| async move {
+        let (id, secret) = service.first_platform_key().await?;
+        Ok(serde_json::json!({"object": "api_key", "id": id, "secret": secret}))
+    })
     .await
 }
 
