@@ -126,6 +126,16 @@ fn api_functions_time_out_before_an_idempotency_claim_does() {
     }
 }
 
+/// Each alarm of the template: its name and its block's lines.
+fn alarms(template: &str) -> Vec<(&str, String)> {
+    let lines: Vec<&str> = template.lines().collect();
+    lines
+        .windows(2)
+        .filter(|pair| pair[1].trim() == "Type: AWS::CloudWatch::Alarm")
+        .map(|pair| (pair[0].trim().trim_end_matches(':'), block(template, pair[0])))
+        .collect()
+}
+
 /// The lines of the block `header` opens: those after it indented further than it.
 fn block(template: &str, header: &str) -> String {
     let indent = |line: &str| line.len() - line.trim_start().len();
@@ -193,9 +203,10 @@ fn every_operator_signal_has_an_alarm() {
     let template = template();
     for signal in ops_domain::ports::signals::ALL {
         let named = format!("MetricName: {signal}\n");
-        let alarm = template
-            .split("\n\n")
-            .find(|resource| resource.contains("Type: AWS::CloudWatch::Alarm") && resource.contains(&named));
+        let alarm = alarms(&template)
+            .into_iter()
+            .map(|(_, alarm)| alarm)
+            .find(|alarm| alarm.contains(&named));
         assert!(
             alarm.is_some_and(|alarm| alarm.contains("Namespace: PaymentOperations")
                 && alarm.contains("{ Name: Environment, Value: !Ref Environment }")),
@@ -306,12 +317,9 @@ fn each_config_envs_parameters_are_declared_and_allowed() {
 #[test]
 fn every_alarm_notifies_the_operators_topic() {
     let template = template();
-    let alarms: Vec<&str> = template
-        .split("\n\n")
-        .filter(|resource| resource.contains("Type: AWS::CloudWatch::Alarm"))
-        .collect();
+    let alarms = alarms(&template);
     assert_eq!(alarms.len(), 11);
-    for alarm in alarms {
+    for (_, alarm) in alarms {
         for action in ["AlarmActions: [!Ref AlarmTopic]", "OKActions: [!Ref AlarmTopic]"] {
             assert!(alarm.contains(action), "no {action} in {alarm}");
         }
@@ -404,14 +412,7 @@ fn every_stream_functions_failures_can_be_replayed() {
 fn every_alarm_has_its_section_in_the_runbook() {
     let template = template();
     let runbook = std::fs::read_to_string(repository().join("docs/runbook.md")).unwrap();
-    let lines: Vec<&str> = template.lines().collect();
-    let alarms: Vec<&str> = lines
-        .windows(2)
-        .filter(|pair| pair[1].trim() == "Type: AWS::CloudWatch::Alarm")
-        .map(|pair| pair[0].trim().trim_end_matches(':'))
-        .collect();
-    assert_eq!(alarms.len(), 11);
-    for alarm in alarms {
+    for (alarm, _) in alarms(&template) {
         assert!(
             runbook.contains(&format!("\n## {alarm}\n")),
             "docs/runbook.md has no section for {alarm}"

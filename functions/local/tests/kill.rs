@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{free_port, wait_healthy, ADMIN};
+use common::{free_port, get, wait_healthy, ADMIN};
 
 fn start(data_dir: &Path, port: u16) -> Child {
     common::ops_local(data_dir, port)
@@ -276,12 +276,6 @@ async fn sigkill_in_the_middle_of_a_batch_loses_nothing_acknowledged_and_sends_n
 
     restarted.kill().unwrap();
     restarted.wait().unwrap();
-}
-
-async fn get(client: &reqwest::Client, url: &str) -> Value {
-    let response = client.get(url).bearer_auth(ADMIN).send().await.unwrap();
-    assert_eq!(response.status(), 200, "{url}");
-    response.json().await.unwrap()
 }
 
 /// Every item of a list (`url` has a query already), page after page.

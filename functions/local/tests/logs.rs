@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{free_port, wait_healthy, ADMIN};
+use common::{free_port, get, wait_healthy, ADMIN};
 use std::io::Read;
 use std::process::{Child, Stdio};
 
@@ -50,15 +50,7 @@ async fn every_request_leaves_a_line_with_its_id_its_answer_and_its_callers_key(
         .await
         .unwrap();
     assert_eq!(created.status(), 201);
-    let keys: serde_json::Value = client
-        .get(format!("{base}/v1/api_keys"))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let keys = get(&client, &format!("{base}/v1/api_keys")).await;
     let admin_key_id = keys["data"][0]["id"].as_str().unwrap().to_owned();
     let wrong_secret = "sk_test_not_a_key_of_this_service_000000000";
     let refused = client

@@ -218,9 +218,10 @@ impl StreamReplay {
                 }
                 records.push(record.clone());
             }
+            // An open shard answers no records once it is read to its newest; a closed one, no
+            // next iterator once it is read to its end.
             match read.next_shard_iterator {
-                // An open shard answers no records once it is read to its newest.
-                Some(next) if !read.records.as_ref().is_none_or(Vec::is_empty) => iterator = next,
+                Some(next) if !read.records().is_empty() => iterator = next,
                 _ => return Ok(records),
             }
         }

@@ -39,3 +39,10 @@ pub async fn wait_healthy(client: &reqwest::Client, base: &str) {
     }
     panic!("ops-local did not come up");
 }
+
+/// A GET as the platform's admin, answered 200: its body.
+pub async fn get(client: &reqwest::Client, url: &str) -> serde_json::Value {
+    let response = client.get(url).bearer_auth(ADMIN).send().await.unwrap();
+    assert_eq!(response.status(), 200, "{url}");
+    response.json().await.unwrap()
+}
