@@ -38,6 +38,7 @@ pub(crate) async fn schedule_timer() {
                         anchor: now,
                         api_key_id: "key_bench".into(),
                         created_by: "key_bench".into(),
+                        set_up_by: None,
                         cause: cause.clone(),
                         created_at: now,
                         updated_at: now,

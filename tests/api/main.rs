@@ -6,6 +6,7 @@ mod desk;
 mod exceptions;
 mod faults;
 mod files;
+mod four_eyes;
 mod idempotency;
 mod ledger;
 mod ledger_properties;

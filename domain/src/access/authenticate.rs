@@ -156,6 +156,7 @@ impl Service {
             expires_at: None,
             revoked_at: None,
             created_by: None,
+            lineage: vec![],
             rotated_to: None,
             secret_hash,
             version: 1,

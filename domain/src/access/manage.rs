@@ -133,6 +133,7 @@ impl Service {
             expires_at,
             revoked_at: None,
             created_by: Some(principal.actor().id),
+            lineage: principal.lineage_of_minted(),
             rotated_to: None,
             secret_hash: self.hasher.hash(&secret),
             version: 1,
@@ -223,11 +224,19 @@ impl Service {
         let ends = now + overlap;
         old.expires_at = Some(made_to_expire.map_or(ends, |at| at.min(ends)));
         let secret = access::new_secret(self.environment);
+        // The successor speaks for everyone the old key did, the old key itself included.
+        let mut lineage = principal.lineage_of_minted();
+        lineage.extend(old.lineage.iter().cloned());
+        lineage.extend(old.created_by.iter().cloned());
+        lineage.push(old.id.to_string());
+        lineage.sort();
+        lineage.dedup();
         let new_key = ApiKey {
             id: crate::ids::ApiKeyId::new(&*self.ids),
             created_at: now,
             expires_at: made_to_expire,
             created_by: Some(principal.actor().id),
+            lineage,
             rotated_to: None,
             secret_hash: self.hasher.hash(&secret),
             version: 1,

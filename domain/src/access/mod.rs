@@ -213,6 +213,12 @@ pub struct ApiKey {
     /// decision made with a key minted by an operation's creator does not count.
     #[serde(default)]
     pub created_by: Option<String>,
+    /// Every user and key this one descends from: who minted it, the key they minted it with,
+    /// the key it was rotated from, and what each of those descends from. A decision made with
+    /// a key descending from an operation's creator is the creator's own, however many mints
+    /// and rotations lie between (keys stored before it was kept know only `created_by`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lineage: Vec<String>,
     /// The key this one was rotated into; a key rotates once, and revoking it revokes that one.
     #[serde(default)]
     pub rotated_to: Option<crate::ids::ApiKeyId>,
@@ -313,6 +319,23 @@ impl Principal {
             self.key.environment.as_str(),
             self.key.customer_id.as_deref().unwrap_or("platform")
         )
+    }
+
+    /// The lineage of a key this principal mints: its own key's, that key, and its user.
+    pub fn lineage_of_minted(&self) -> Vec<String> {
+        let mut lineage = self.key.lineage.clone();
+        lineage.extend(self.key.created_by.iter().cloned());
+        lineage.push(self.key.id.to_string());
+        lineage.extend(self.user.iter().map(|user| user.id.to_string()));
+        lineage.sort();
+        lineage.dedup();
+        lineage
+    }
+
+    /// Whether this principal's key descends from `actor` (a user or key id): minted by it,
+    /// rotated from it, or minted by a key that was, at any depth.
+    pub fn descends_from(&self, actor: &str) -> bool {
+        self.key.created_by.as_deref() == Some(actor) || self.key.lineage.iter().any(|a| a == actor)
     }
 
     /// The id recorded as creator and as actor: the user if the key has one, else the key.

@@ -7,7 +7,7 @@ use crate::error::DomainError;
 use time::OffsetDateTime;
 
 /// Refuses a caller who speaks for `creator`, an operation's `created_by`: the creator's user
-/// or key, or a key the creator minted.
+/// or key, or a key descending from them (minted or rotated, at any depth).
 pub fn not_the_creator(principal: &Principal, creator: &str) -> Result<(), DomainError> {
     if principal.user.as_ref().is_some_and(|user| user.id == creator) || principal.key.id == creator {
         return Err(DomainError::forbidden(
@@ -16,11 +16,12 @@ pub fn not_the_creator(principal: &Principal, creator: &str) -> Result<(), Domai
         ));
     }
     // Four-eyes holds between minting and deciding: a key minted by the creator (or by the key
-    // that created the operation, whose actor is then the creator) speaks for the creator.
-    if principal.key.created_by.as_deref() == Some(creator) {
+    // that created the operation, whose actor is then the creator), by a key they minted, or
+    // rotated from one of theirs speaks for the creator.
+    if principal.descends_from(creator) {
         return Err(DomainError::forbidden(
             "key_minted_by_creator",
-            "This key was minted by the operation's creator, so its decision would be the creator's own.",
+            "This key descends from the operation's creator (minted or rotated by them or by a key of theirs), so its decision would be the creator's own.",
         ));
     }
     Ok(())
@@ -134,6 +135,7 @@ mod four_eyes_tests {
                 expires_at: None,
                 revoked_at: None,
                 created_by: None,
+                lineage: vec![],
                 rotated_to: None,
                 secret_hash: String::new(),
                 version: 1,

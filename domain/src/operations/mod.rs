@@ -3,6 +3,7 @@
 mod decisions;
 mod use_cases;
 
+pub(crate) use use_cases::StandingInstruction;
 pub use use_cases::MAX_BULK_DECISIONS;
 
 pub use crate::operation_type::OperationType;

@@ -23,7 +23,17 @@ pub const MAX_BULK_DECISIONS: usize = 100;
 /// Optimistic-concurrency retries before a busy operation is reported as a conflict.
 const MAX_ATTEMPTS: usize = 5;
 
-/// One line of an operation's history.
+/// An instruction a person set up that later makes operations on its own (a schedule). Four-eyes
+/// looks through it to the person: whoever set it up is the creator of what it makes.
+pub(crate) struct StandingInstruction {
+    /// What the instruction is, in a cause's message ("schedule").
+    pub kind: &'static str,
+    /// The instruction itself, the actor of each operation's cause.
+    pub actor: Actor,
+    /// The user (or key without one) who set it up last.
+    pub set_up_by: String,
+}
+
 impl Service {
     // ---- Operations -------------------------------------------------------------------
 
@@ -53,13 +63,14 @@ impl Service {
     }
 
     /// An operation as `principal` would create it, and the changeset that stores it (with
-    /// its audit entry and events), not yet committed. `made_by` is the schedule that makes
-    /// it, if one does: it is then the creator and the actor of the operation's cause.
+    /// its audit entry and events), not yet committed. `made_by` is the standing instruction
+    /// (a schedule) that makes it, if one does: it is then the actor of the operation's cause,
+    /// and the person who set it up its creator.
     pub(crate) async fn draft_operation(
         &self,
         principal: &Principal,
         command: CreateOperation,
-        made_by: Option<&Actor>,
+        made_by: Option<&StandingInstruction>,
     ) -> Result<(Operation, Changeset), DomainError> {
         principal.require(Scope::OperationsWrite)?;
         let valid = command.validate(&|rail| self.rails.contains(rail))?;
@@ -169,9 +180,12 @@ impl Service {
             ),
         };
         let cause = match made_by {
-            Some(schedule) => Cause {
-                message: format!("Made by schedule {}. {}", schedule.id, cause.message),
-                actor: schedule.clone(),
+            Some(instruction) => Cause {
+                message: format!(
+                    "Made by {} {}, set up by {}. {}",
+                    instruction.kind, instruction.actor.id, instruction.set_up_by, cause.message
+                ),
+                actor: instruction.actor.clone(),
                 ..cause
             },
             None => cause,
@@ -199,7 +213,7 @@ impl Service {
             total_amount,
             approval_requirement,
             approvals: vec![],
-            created_by: made_by.map_or_else(|| principal.actor().id, |schedule| schedule.id.clone()),
+            created_by: made_by.map_or_else(|| principal.actor().id, |instruction| instruction.set_up_by.clone()),
             created_at: now,
             updated_at: now,
             metadata: valid.metadata,

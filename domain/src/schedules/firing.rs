@@ -8,7 +8,7 @@ use crate::error::DomainError;
 use crate::event::Event;
 use crate::idempotency::{fingerprint, IdempotencyClaim, KeyHold, Once, StoredResponse};
 use crate::ids::{EventId, ScheduleId};
-use crate::operations::Operation;
+use crate::operations::{Operation, StandingInstruction};
 use crate::ports::{AuditEntry, Changeset, StoreError, Write};
 use crate::service::{Handled, Service};
 use serde::Deserialize;
@@ -127,8 +127,12 @@ impl Service {
                 DomainError::IdempotencyKeyReused,
                 |ticket| async move {
                     let body = operation_body(&schedule.operation, &schedule.customer_id)?;
-                    let actor = schedule_actor(&schedule.id);
-                    let (operation, mut changes) = self.draft_operation(&principal, body, Some(&actor)).await?;
+                    let instruction = StandingInstruction {
+                        kind: "schedule",
+                        actor: schedule_actor(&schedule.id),
+                        set_up_by: schedule.set_up_by().to_owned(),
+                    };
+                    let (operation, mut changes) = self.draft_operation(&principal, body, Some(&instruction)).await?;
                     let occurrence = Occurrence {
                         schedule_id: schedule.id.clone(),
                         scheduled_at: at,

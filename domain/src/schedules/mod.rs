@@ -67,6 +67,11 @@ pub struct Schedule {
     /// The key whose authority each occurrence acts with: revoked or expired, it makes nothing.
     pub api_key_id: ApiKeyId,
     pub created_by: String,
+    /// Who set the schedule up last (made or resumed it): each operation it makes is theirs
+    /// for every four-eyes rule, so no one approves a payout they arranged. Schedules stored
+    /// before it was kept read as set up by their creator.
+    #[serde(default)]
+    pub set_up_by: Option<String>,
     pub cause: Cause,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
@@ -79,6 +84,11 @@ pub struct Schedule {
 impl Schedule {
     pub fn is_visible(&self) -> bool {
         self.status != ScheduleStatus::Deleted
+    }
+
+    /// The person (a user, or a key without one) behind the operations the schedule makes.
+    pub fn set_up_by(&self) -> &str {
+        self.set_up_by.as_deref().unwrap_or(&self.created_by)
     }
 }
 

@@ -205,6 +205,7 @@ impl Service {
             anchor,
             api_key_id: principal.key.id.clone(),
             created_by: principal.actor().id,
+            set_up_by: Some(principal.actor().id),
             cause: cause.clone(),
             created_at: now,
             updated_at: now,
@@ -298,6 +299,8 @@ impl Service {
                 Some(next) => {
                     schedule.status = ScheduleStatus::Active;
                     schedule.next_run_at = Some(next);
+                    // Resuming arranges the payouts to come: the resumer stands behind them.
+                    schedule.set_up_by = Some(principal.actor().id);
                     Ok(Cause::new(
                         "resumed_on_request",
                         "Resumed on request",

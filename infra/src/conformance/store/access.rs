@@ -17,6 +17,7 @@ fn api_key(id: &str, customer: Option<&str>) -> ApiKey {
         expires_at: None,
         revoked_at: None,
         created_by: Some("key_minter".into()),
+        lineage: vec![],
         rotated_to: None,
         secret_hash: format!("hash-of-{id}"),
         version: 1,

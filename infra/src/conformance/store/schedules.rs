@@ -20,6 +20,7 @@ fn schedule(id: &str, customer: &str, next_run_at: Option<OffsetDateTime>) -> Sc
         anchor: OffsetDateTime::UNIX_EPOCH,
         api_key_id: "key_sched".into(),
         created_by: "key_sched".into(),
+        set_up_by: None,
         cause: cause("schedule_created"),
         created_at: OffsetDateTime::UNIX_EPOCH,
         updated_at: OffsetDateTime::UNIX_EPOCH,
