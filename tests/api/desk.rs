@@ -798,3 +798,72 @@ async fn a_repeated_deactivation_hands_back_what_the_first_one_left_held() {
         "the repeat changed nothing about the user"
     );
 }
+
+/// A platform key with `scopes` only (no user): its secret.
+async fn platform_key(app: &TestApp, scopes: &[&str]) -> String {
+    let key = app.post("/v1/api_keys", ADMIN_KEY, json!({"scopes": scopes})).await;
+    assert_eq!(key.status, 201, "{}", key.json());
+    key.json()["secret"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn working_an_exception_needs_the_scope_its_subject_needs_not_reading() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    // A schedule whose key is revoked skips its occurrence: an exceptions item.
+    let maker = app
+        .add_member(&acme, &["maker"], &["operations:read", "operations:write"])
+        .await;
+    let mut body = payout("cus_unused", "auto", &[1_000]);
+    body.as_object_mut().unwrap().remove("customer_id");
+    let schedule = app
+        .post(
+            "/v1/schedules",
+            &maker.key,
+            json!({"expression": "rate(1 hour)", "operation": body}),
+        )
+        .await;
+    assert_eq!(schedule.status, 201, "{}", schedule.json());
+    let own = schedule.json()["api_key_id"].as_str().unwrap().to_owned();
+    let revoked = app.delete(&format!("/v1/api_keys/{own}"), ADMIN_KEY).await;
+    assert_eq!(revoked.status, 200, "{}", revoked.json());
+    app.settle(Duration::minutes(30), 4).await;
+    let items = app.open_exceptions().await;
+    let item = items
+        .iter()
+        .find(|i| i["subject"]["type"] == "occurrence")
+        .unwrap_or_else(|| panic!("{items:#?}"));
+    let id = item["id"].as_str().unwrap();
+
+    let reader = platform_key(&app, &["operations:read"]).await;
+    let webhooks_only = platform_key(&app, &["operations:read", "webhooks:manage"]).await;
+    let claim = json!({"queue": "exceptions"});
+    assert_eq!(
+        app.post("/v1/work_items/claim", &reader, claim.clone())
+            .await
+            .error(403)["code"],
+        "missing_scope"
+    );
+    // A webhooks operator may claim exceptions, but not this one.
+    assert_eq!(
+        app.post("/v1/work_items/claim", &webhooks_only, claim).await.error(404)["param"],
+        "queue"
+    );
+    let resolve = format!("/v1/work_items/{id}/resolve");
+    for key in [&reader, &webhooks_only] {
+        let refused = app.post(&resolve, key, json!({"reason": "seen"})).await;
+        assert_eq!(refused.error(403)["code"], "missing_scope");
+        let release = app.post(&format!("/v1/work_items/{id}/release"), key, json!({})).await;
+        assert_eq!(release.error(403)["code"], "missing_scope");
+    }
+    assert_eq!(
+        app.get(&format!("/v1/work_items/{id}"), &reader).await.json()["status"],
+        "open"
+    );
+
+    let operator = platform_key(&app, &["operations:read", "operations:write"]).await;
+    let resolved = app
+        .post(&resolve, &operator, json!({"reason": "key rotated, schedule remade"}))
+        .await;
+    assert_eq!(resolved.json()["status"], "done", "{}", resolved.json());
+}

@@ -197,7 +197,7 @@ impl Service {
         command: ResolveWorkItem,
     ) -> Result<WorkItem, DomainError> {
         let item = self.get_work_item(principal, id).await?;
-        self.may_work(principal, item.queue)?;
+        self.may_work(principal, &item)?;
         if item.status == WorkItemStatus::Done {
             return Err(DomainError::invalid_state(
                 "invalid_transition",

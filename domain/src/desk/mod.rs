@@ -11,7 +11,7 @@ mod use_cases;
 pub use exceptions::ResolveWorkItem;
 pub use use_cases::{AssignWorkItem, ClaimWorkItem, ASSIGNMENT_LEASE, CLAIM_LEASE};
 
-use crate::access::{Environment, Role};
+use crate::access::{Environment, Role, Scope};
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::ids::{CustomerId, OperationId, WorkItemId};
@@ -221,6 +221,16 @@ impl WorkItemTransition {
 }
 
 impl WorkItem {
+    /// The scope working this item needs: what its subject's own endpoints need (a decision,
+    /// a retry or redrive of money moving, a webhook resend).
+    pub fn scope_needed(&self) -> Scope {
+        match (self.queue, self.subject.kind) {
+            (Queue::Approvals, _) => Scope::OperationsApprove,
+            (Queue::Exceptions, SubjectType::Delivery) => Scope::WebhooksManage,
+            (Queue::Exceptions, _) => Scope::OperationsWrite,
+        }
+    }
+
     /// Open, or claimed on a lease that ran out.
     pub fn is_claimable(&self, now: OffsetDateTime) -> bool {
         match self.status {

@@ -132,7 +132,7 @@ impl Service {
                 format!("Unknown queue '{name}'; the queues are approvals and exceptions."),
             )
         })?;
-        self.may_work(principal, queue)?;
+        self.may_work_queue(principal, queue)?;
         if queue == Queue::Approvals && principal.user.is_none() {
             // Held, the item would be kept from the approvers for the lease.
             return Err(DomainError::forbidden(
@@ -189,7 +189,7 @@ impl Service {
         assign: AssignWorkItem,
     ) -> Result<WorkItem, DomainError> {
         let mut item = self.get_work_item(principal, id).await?;
-        self.may_work(principal, item.queue)?;
+        self.may_work(principal, &item)?;
         if item.queue == Queue::Exceptions {
             return Err(DomainError::invalid(
                 "user_id",
@@ -270,7 +270,7 @@ impl Service {
     /// Puts a claimed item back in its queue: its holder may, and the platform's operators.
     pub async fn release_work_item(&self, principal: &Principal, id: &WorkItemId) -> Result<WorkItem, DomainError> {
         let mut item = self.get_work_item(principal, id).await?;
-        self.may_work(principal, item.queue)?;
+        self.may_work(principal, &item)?;
         let actor = principal.actor();
         if item.status == WorkItemStatus::Claimed
             && item.assignee.as_deref() != Some(actor.id.as_str())
@@ -350,23 +350,32 @@ impl Service {
         Ok(item)
     }
 
-    /// Approvals are worked by those who may decide; exceptions by the platform's operators.
-    pub(super) fn may_work(&self, principal: &Principal, queue: Queue) -> Result<(), DomainError> {
+    /// Approvals are worked by those who may decide; exceptions by the platform's operators
+    /// with a scope that works some exception (which ones, `may_work` says item by item).
+    fn may_work_queue(&self, principal: &Principal, queue: Queue) -> Result<(), DomainError> {
         match queue {
             Queue::Approvals => principal.require(Scope::OperationsApprove),
-            Queue::Exceptions if principal.is_platform() => Ok(()),
-            Queue::Exceptions => Err(DomainError::forbidden(
+            Queue::Exceptions if !principal.is_platform() => Err(DomainError::forbidden(
                 "platform_only",
                 "The exceptions queue is worked by the platform's operators.",
             )),
+            Queue::Exceptions if principal.has_scope(Scope::WebhooksManage) => Ok(()),
+            Queue::Exceptions => principal.require(Scope::OperationsWrite),
         }
+    }
+
+    /// Whether the caller may work `item`: its queue's rule, and the scope its subject needs
+    /// (reading an item is not working it).
+    pub(super) fn may_work(&self, principal: &Principal, item: &WorkItem) -> Result<(), DomainError> {
+        self.may_work_queue(principal, item.queue)?;
+        principal.require(item.scope_needed())
     }
 }
 
 /// Whether the caller may act on `item`: its customer's, not speaking for its operation's
 /// creator, and (for a user) holding its role.
 fn may_act_on(principal: &Principal, item: &WorkItem) -> bool {
-    if !principal.can_access(&item.customer_id) {
+    if !principal.can_access(&item.customer_id) || !principal.has_scope(item.scope_needed()) {
         return false;
     }
     if let Some(creator) = &item.subject_created_by {
