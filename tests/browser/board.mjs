@@ -31,8 +31,11 @@ try {
   // no minor unit, 250000 USD cents are 2,500.00 dollars, a dinar has three digits.
   const shown = await waiting.locator("span.muted").textContent();
   if (shown !== "payout 125,000 CLP") await fail(page, `the waiting payout is shown as "${shown}"`);
-  const amounts = await page.evaluate(() => [amount(250000, "USD"), amount(5, "USD"), amount(1234567, "KWD"), amount(999999999999000, "CLP")]);
-  const expected = ["2,500.00 USD", "0.05 USD", "1,234.567 KWD", "999,999,999,999,000 CLP"];
+  // The board's sums come as decimal strings, past 2^53 and 2^64, and are shown to the unit.
+  const amounts = await page.evaluate(() => [amount(250000, "USD"), amount(5, "USD"), amount(1234567, "KWD"), amount(999999999999000, "CLP"),
+    amount("18446744073709551617", "CLP"), amount("-36893488147419103233", "USD")]);
+  const expected = ["2,500.00 USD", "0.05 USD", "1,234.567 KWD", "999,999,999,999,000 CLP",
+    "18,446,744,073,709,551,617 CLP", "-368,934,881,474,191,032.33 USD"];
   if (amounts.join("|") !== expected.join("|")) await fail(page, `amounts are shown as ${amounts.join(", ")}`);
 
   // Before signing, the approver reads what it moves: each item's amount, beneficiary, rail

@@ -76,13 +76,14 @@ pub struct BoardMove {
 }
 
 /// One counter of the board: a column's operations in one currency, or a queue's open items
-/// (`currency` none).
+/// (`currency` none). Amounts add up past 64 bits (nine thousand payouts at the largest total
+/// do), so they are kept in 128.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoardCount {
     pub bucket: String,
     pub currency: Option<String>,
     pub count: i64,
-    pub amount: i64,
+    pub amount: i128,
 }
 
 /// A counter's key on the board: a column and currency, or a queue.
@@ -97,8 +98,10 @@ pub fn queue_bucket(queue: Queue) -> String {
 #[derive(Debug, Clone, Serialize)]
 pub struct ColumnView {
     pub count: i64,
-    /// Minor units per currency code.
-    pub amount: BTreeMap<String, i64>,
+    /// Minor units per currency code, as decimal strings: sums pass 2^53, past which a
+    /// browser's JSON numbers round.
+    #[serde(serialize_with = "decimal_strings")]
+    pub amount: BTreeMap<String, i128>,
     /// Seconds since the oldest operation in the column was created; none when empty.
     pub oldest_age_seconds: Option<i64>,
 }
@@ -121,4 +124,8 @@ pub struct Board {
     pub queues: BTreeMap<&'static str, QueueView>,
     #[serde(with = "time::serde::rfc3339")]
     pub as_of: OffsetDateTime,
+}
+
+fn decimal_strings<S: serde::Serializer>(amounts: &BTreeMap<String, i128>, to: S) -> Result<S::Ok, S::Error> {
+    to.collect_map(amounts.iter().map(|(currency, amount)| (currency, amount.to_string())))
 }

@@ -86,6 +86,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     a_dead_letters_body_is_kept_on_its_item(store.as_ref()).await;
     racing_claims_of_one_item_have_one_winner(store.clone(), 16).await;
     the_board_counts_moves_once_and_queues_as_items_open_and_close(store.as_ref()).await;
+    board_sums_past_64_bits_are_exact_and_come_back_to_zero(store.as_ref()).await;
     a_move_and_its_items_change_count_together_or_not_at_all(store.as_ref()).await;
     derived_changesets_committed_together_count_each_once(store.as_ref()).await;
 }
@@ -255,11 +256,63 @@ async fn racing_claims_of_one_item_have_one_winner(store: Arc<dyn Store>, racers
     assert!(stored.assignee.is_some_and(|a| a.starts_with("usr_r")));
 }
 
-fn counted(counts: &[BoardCount], bucket: &str) -> (i64, i64) {
+fn counted(counts: &[BoardCount], bucket: &str) -> (i64, i128) {
     counts
         .iter()
         .filter(|c| c.bucket == bucket)
         .fold((0, 0), |(n, a), c| (n + c.count, a + c.amount))
+}
+
+/// Operations near the largest total, enough of them to pass 2^63 in one customer's column
+/// and across two customers on the platform's board: counted exactly, and exactly back to
+/// nothing when they leave the column.
+async fn board_sums_past_64_bits_are_exact_and_come_back_to_zero(store: &dyn Store) {
+    const LARGE: i64 = 4_000_000_000_000_000_000;
+    let pending = column_bucket(Column::PendingApproval);
+    let platform_before = counted(&store.board_counts(None).await.unwrap(), &pending);
+    let entry = |n: usize, column, version| BoardEntry {
+        operation_id: format!("op_large{n}").as_str().into(),
+        customer_id: if n < 3 { "cus_large_a" } else { "cus_large_b" }.into(),
+        currency: Currency::parse("USD").unwrap(),
+        amount: LARGE,
+        column,
+        operation_version: version,
+        event_id: format!("evt_large{n}_{version}").as_str().into(),
+        version,
+    };
+    for n in 0..5 {
+        let moved = BoardMove {
+            entry: entry(n, Some(Column::PendingApproval), 1),
+            from: None,
+        };
+        commit(store, Write::MoveOnBoard(moved)).await.unwrap();
+    }
+    let a = counted(
+        &store.board_counts(Some(&"cus_large_a".into())).await.unwrap(),
+        &pending,
+    );
+    assert_eq!(a, (3, 3 * i128::from(LARGE)), "past i64::MAX in one customer's column");
+    let platform = counted(&store.board_counts(None).await.unwrap(), &pending);
+    assert_eq!(
+        platform,
+        (platform_before.0 + 5, platform_before.1 + 5 * i128::from(LARGE))
+    );
+    for n in 0..5 {
+        let cancelled = BoardMove {
+            entry: entry(n, None, 2),
+            from: Some(Column::PendingApproval),
+        };
+        commit(store, Write::MoveOnBoard(cancelled)).await.unwrap();
+    }
+    let a = counted(
+        &store.board_counts(Some(&"cus_large_a".into())).await.unwrap(),
+        &pending,
+    );
+    assert_eq!(a, (0, 0), "exactly nothing once they left");
+    assert_eq!(
+        counted(&store.board_counts(None).await.unwrap(), &pending),
+        platform_before
+    );
 }
 
 async fn the_board_counts_moves_once_and_queues_as_items_open_and_close(store: &dyn Store) {

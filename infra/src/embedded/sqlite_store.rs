@@ -24,7 +24,7 @@ mod schema;
 mod secrets;
 mod writes;
 
-use schema::{add_missing_columns, SCHEMA};
+use schema::{add_missing_columns, move_board_counts, SCHEMA};
 use writes::{commit_on, commit_together};
 
 #[derive(Clone)]
@@ -210,6 +210,7 @@ impl SqliteStore {
             .map_err(unavailable)?;
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
         add_missing_columns(&connection)?;
+        move_board_counts(&connection)?;
         connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         // The checkpointer below copies the WAL into the file; a commit does it itself only
         // if the WAL has grown far past that.

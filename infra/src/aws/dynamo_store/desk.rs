@@ -197,19 +197,19 @@ pub(super) const AMOUNT_PREFIX: &str = "amount|";
 /// counter item of one bucket, as written before a currency's counters shared an item, is
 /// read too: the domain adds up counters of the same bucket and currency.
 pub(super) fn board_counts_of(item: &Item) -> Vec<BoardCount> {
-    let number = |name: &str| {
+    fn number<T: std::str::FromStr + Default>(item: &Item, name: &str) -> T {
         item.get(name)
             .and_then(|v| v.as_n().ok())
             .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
+            .unwrap_or_default()
+    }
     let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
     let currency = text("currency");
     let count = |bucket: String, count_name: &str, amount_name: &str| BoardCount {
         bucket,
         currency: (!currency.is_empty()).then(|| currency.clone()),
-        count: number(count_name),
-        amount: number(amount_name),
+        count: number(item, count_name),
+        amount: number(item, amount_name),
     };
     if item.contains_key("bucket") {
         return vec![count(text("bucket"), "count", "amount")];

@@ -230,7 +230,13 @@ impl DynamoStore {
                     .filter_map(|(column, sign)| {
                         let bucket = column_bucket(column?);
                         let customer = entry.customer_id.as_str();
-                        Some((customer, entry.currency.code(), bucket, sign, sign * entry.amount))
+                        Some((
+                            customer,
+                            entry.currency.code(),
+                            bucket,
+                            sign,
+                            i128::from(sign * entry.amount),
+                        ))
                     })
                     .collect()
             }
@@ -239,7 +245,7 @@ impl DynamoStore {
             Write::UpdateWorkItem(item) if item.status == WorkItemStatus::Done => queue(item, -1),
             _ => vec![],
         });
-        type BucketSums = std::collections::BTreeMap<String, (i64, i64)>;
+        type BucketSums = std::collections::BTreeMap<String, (i64, i128)>;
         let mut counters: std::collections::BTreeMap<(&str, &str), BucketSums> = Default::default();
         for (customer, currency, bucket, count, amount) in changes {
             let counter = counters
@@ -252,7 +258,7 @@ impl DynamoStore {
         counters
             .into_iter()
             .filter_map(|((customer, currency), changes)| {
-                let changes: Vec<(String, i64, i64)> = changes
+                let changes: Vec<(String, i64, i128)> = changes
                     .into_iter()
                     .filter(|(_, (count, amount))| *count != 0 || *amount != 0)
                     .map(|(bucket, (count, amount))| (bucket, count, amount))
@@ -268,7 +274,7 @@ impl DynamoStore {
         &self,
         customer: &str,
         currency: &str,
-        changes: &[(String, i64, i64)],
+        changes: &[(String, i64, i128)],
     ) -> Option<TransactWriteItem> {
         // An update must add something.
         if changes.is_empty() {
@@ -575,4 +581,4 @@ impl DynamoStore {
 }
 
 /// A change of one board counter: customer, currency, bucket, count, amount.
-pub(super) type BoardChange<'a> = (&'a str, &'a str, String, i64, i64);
+pub(super) type BoardChange<'a> = (&'a str, &'a str, String, i64, i128);

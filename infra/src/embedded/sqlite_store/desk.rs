@@ -56,10 +56,11 @@ impl DeskStore for SqliteStore {
     async fn board_counts(&self, customer_id: Option<&CustomerId>) -> Result<Vec<BoardCount>, StoreError> {
         let owner = customer_id.map(|c| c.to_string());
         self.read(move |c| {
+            // The platform's board: every customer's counters, which the domain adds up (in
+            // 128 bits; SQLite's sum would overflow).
             let sql = match owner {
-                Some(_) => "SELECT bucket, currency, count, amount FROM board_counts WHERE owner = ?1",
-                // The platform's: every customer's, added up.
-                None => "SELECT bucket, currency, sum(count), sum(amount) FROM board_counts GROUP BY bucket, currency",
+                Some(_) => "SELECT bucket, currency, count, amount FROM board_sums WHERE owner = ?1",
+                None => "SELECT bucket, currency, count, amount FROM board_sums",
             };
             let mut statement = c.prepare_cached(sql).map_err(unavailable)?;
             let rows = statement
@@ -69,7 +70,7 @@ impl DeskStore for SqliteStore {
                         bucket: row.get(0)?,
                         currency: (!currency.is_empty()).then_some(currency),
                         count: row.get(2)?,
-                        amount: row.get(3)?,
+                        amount: super::writes::decimal(row, 3)?,
                     })
                 })
                 .map_err(unavailable)?;

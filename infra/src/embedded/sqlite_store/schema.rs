@@ -116,11 +116,11 @@ CREATE INDEX IF NOT EXISTS work_items_by_assignee ON work_items (assignee, due_a
 -- The board: each operation's place, and counters per customer (the platform's board adds
 -- them up).
 CREATE TABLE IF NOT EXISTS board_entries (operation_id TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS board_counts (
+-- Amounts are decimal text: their sums outgrow SQLite's 64-bit integers, which would turn
+-- them into inexact reals.
+CREATE TABLE IF NOT EXISTS board_sums (
     owner TEXT NOT NULL, bucket TEXT NOT NULL, currency TEXT NOT NULL,
-    count INTEGER NOT NULL, amount INTEGER NOT NULL, PRIMARY KEY (owner, bucket, currency));
--- Files written before 2026-11-26 also kept the platform's sums, which no write updates now.
-DELETE FROM board_counts WHERE owner = 'PLATFORM';
+    count INTEGER NOT NULL, amount TEXT NOT NULL, PRIMARY KEY (owner, bucket, currency));
 CREATE TABLE IF NOT EXISTS files (
     id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS files_by_customer ON files (customer_id, id);
@@ -165,6 +165,32 @@ pub(super) fn add_missing_columns(connection: &Connection) -> Result<(), StoreEr
     if !has("secrets", "stored_at")? {
         connection
             .execute_batch("ALTER TABLE secrets ADD COLUMN stored_at INTEGER NOT NULL DEFAULT 0")
+            .map_err(unavailable)?;
+    }
+    Ok(())
+}
+
+/// Files made before board amounts were decimal text keep their counters in `board_counts`
+/// (and, before 2026-11-26, the platform's sums as rows of their own, which no write updates
+/// now and which would count everything twice): copied to `board_sums` once, then dropped.
+pub(super) fn move_board_counts(connection: &Connection) -> Result<(), StoreError> {
+    let older: i64 = connection
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'board_counts'",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(unavailable)?;
+    if older > 0 {
+        connection
+            .execute_batch(
+                "BEGIN IMMEDIATE;
+                 INSERT OR IGNORE INTO board_sums (owner, bucket, currency, count, amount)
+                     SELECT owner, bucket, currency, count, CAST(CAST(amount AS INTEGER) AS TEXT)
+                     FROM board_counts WHERE owner <> 'PLATFORM';
+                 DROP TABLE board_counts;
+                 COMMIT;",
+            )
             .map_err(unavailable)?;
     }
     Ok(())

@@ -187,39 +187,43 @@ async fn the_checkpointer_copies_commits_into_the_database_file() {
     );
 }
 
-/// The platform's board adds up its customers' counters. A file from before that kept the
-/// platform's sums as rows of their own, which would count everything twice: opening it
-/// drops them.
+/// A file from before board amounts were decimal text keeps its counters in 64-bit
+/// `board_counts`, and one from before that the platform's sums as rows of their own, which
+/// would count everything twice: opening it moves the customers' counters over, drops the
+/// platform's, and the counters go on from where they were.
 #[tokio::test]
-async fn the_platform_board_adds_up_customers_and_older_sums_are_dropped() {
+async fn older_board_counters_are_moved_over_and_older_platform_sums_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("board.sqlite");
-    let count = |c: &Connection, owner: &str, count: i64| {
-        c.execute(
+    let file = Connection::open(&path).unwrap();
+    file.execute_batch(
+        "CREATE TABLE board_counts (
+            owner TEXT NOT NULL, bucket TEXT NOT NULL, currency TEXT NOT NULL,
+            count INTEGER NOT NULL, amount INTEGER NOT NULL, PRIMARY KEY (owner, bucket, currency));",
+    )
+    .unwrap();
+    for (owner, count) in [("cus_a", 2), ("cus_b", 3), ("PLATFORM", 5)] {
+        file.execute(
             "INSERT INTO board_counts (owner, bucket, currency, count, amount) VALUES (?1, 'column:in_progress', 'CLP', ?2, ?3)",
             params![owner, count, count * 100],
         )
         .unwrap();
-    };
-    drop(SqliteStore::open(&path).unwrap());
-    let file = Connection::open(&path).unwrap();
-    count(&file, "cus_a", 2);
-    count(&file, "cus_b", 3);
-    count(&file, "PLATFORM", 5);
+    }
     drop(file);
     let store = SqliteStore::open(&path).unwrap();
-    let platform = store.board_counts(None).await.unwrap();
-    assert_eq!(
-        platform,
-        [BoardCount {
-            bucket: "column:in_progress".into(),
-            currency: Some("CLP".into()),
-            count: 5,
-            amount: 500,
-        }]
-    );
-    let customer = store.board_counts(Some(&"cus_b".into())).await.unwrap();
-    assert_eq!((customer.len(), customer[0].count), (1, 3));
+    let mut platform = store.board_counts(None).await.unwrap();
+    platform.sort_by_key(|c| c.count);
+    let row = |count: i64| BoardCount {
+        bucket: "column:in_progress".into(),
+        currency: Some("CLP".into()),
+        count,
+        amount: i128::from(count) * 100,
+    };
+    assert_eq!(platform, [row(2), row(3)]);
+    drop(store);
+    // Opened again: nothing moved twice.
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.board_counts(Some(&"cus_b".into())).await.unwrap(), [row(3)]);
 }
 
 /// A new file gets small pages; a file made with SQLite's default pages keeps them, and

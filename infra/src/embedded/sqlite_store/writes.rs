@@ -8,7 +8,7 @@ use ops_domain::idempotency::RETENTION;
 use ops_domain::ports::{Changeset, StoreError, Write};
 use ops_domain::schedules::ScheduleStatus;
 use ops_domain::webhooks::{Delivery, DeliveryStatus};
-use rusqlite::{params, Connection, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
     match write {
@@ -252,10 +252,17 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             }
             let (customer, currency) = (entry.customer_id.as_str(), entry.currency.code());
             if let Some(from) = moved.from {
-                count_on_board(tx, customer, &column_bucket(from), currency, -1, -entry.amount)?;
+                count_on_board(
+                    tx,
+                    customer,
+                    &column_bucket(from),
+                    currency,
+                    -1,
+                    -i128::from(entry.amount),
+                )?;
             }
             if let Some(to) = entry.column {
-                count_on_board(tx, customer, &column_bucket(to), currency, 1, entry.amount)?;
+                count_on_board(tx, customer, &column_bucket(to), currency, 1, entry.amount.into())?;
             }
         }
         Write::InsertMovement(movement) => {
@@ -466,20 +473,36 @@ pub(super) fn commit_together(
     Ok(outcomes)
 }
 
-/// Adds to a board counter of `customer` (the platform's board adds up every customer's).
+/// Adds to a board counter of `customer` (the platform's board adds up every customer's). The
+/// amount is added here, in 128 bits, and stored as text: SQLite's own sum would overflow.
 fn count_on_board(
     tx: &Connection,
     customer: &str,
     bucket: &str,
     currency: &str,
     count: i64,
-    amount: i64,
+    amount: i128,
 ) -> Result<(), TxError> {
+    let held = tx
+        .query_row(
+            "SELECT amount FROM board_sums WHERE owner = ?1 AND bucket = ?2 AND currency = ?3",
+            params![customer, bucket, currency],
+            |row| decimal(row, 0),
+        )
+        .optional()?;
+    let amount = held.unwrap_or(0) + amount;
     tx.run(
-        "INSERT INTO board_counts (owner, bucket, currency, count, amount) VALUES (?1, ?2, ?3, ?4, ?5)
+        "INSERT INTO board_sums (owner, bucket, currency, count, amount) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (owner, bucket, currency) DO UPDATE
-         SET count = count + excluded.count, amount = amount + excluded.amount",
-        params![customer, bucket, currency, count, amount],
+         SET count = count + excluded.count, amount = excluded.amount",
+        params![customer, bucket, currency, count, amount.to_string()],
     )?;
     Ok(())
+}
+
+/// A board amount, kept as decimal text.
+pub(super) fn decimal(row: &rusqlite::Row, column: usize) -> rusqlite::Result<i128> {
+    let text: String = row.get(column)?;
+    text.parse()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, Box::new(e)))
 }
