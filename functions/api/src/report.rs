@@ -10,7 +10,6 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use futures_util::{stream, StreamExt};
 use ops_domain::access::Principal;
-use ops_domain::files::csv_lines::is_formula_like;
 use ops_domain::ids::{CustomerId, IdKind};
 use ops_domain::ledger::{Direction, Movement};
 use ops_domain::operations::Operation;
@@ -52,16 +51,37 @@ impl Cell {
         value.map_or(Cell::Empty, |t| Cell::Text(t.format(&Rfc3339).unwrap_or_default()))
     }
 
-    /// The cell as a spreadsheet will show it, never run it: text a spreadsheet would read
-    /// as a formula is prefixed with `'`.
+    /// The cell as a spreadsheet will show it, never run it: see [`neutralised`].
     fn csv(self) -> String {
         match self {
-            Cell::Text(text) if is_formula_like(&text) => format!("'{text}"),
-            Cell::Text(text) => text,
+            Cell::Text(text) => neutralised(&text),
             Cell::Number(n) => n.to_string(),
             Cell::Empty => String::new(),
         }
     }
+}
+
+/// Text with a `'` before whatever a spreadsheet would run as a formula, in any locale: at the
+/// cell's start, or at the start of what a locale splitting on `;`, a tab or a line break would
+/// make a cell of its own (`x;=1+1`), spaces before it included (` =1+1`). JSON keeps the
+/// text as it is.
+fn neutralised(text: &str) -> String {
+    const SPLITS: [char; 5] = [',', ';', '\t', '\n', '\r'];
+    const FORMULA: [char; 4] = ['=', '+', '-', '@'];
+    let mut shown = String::with_capacity(text.len() + 1);
+    // A tab or a carriage return leading a cell lets a formula in too.
+    if text.starts_with(['\t', '\r']) {
+        shown.push('\'');
+    }
+    let mut at_cell_start = true;
+    for c in text.chars() {
+        if at_cell_start && FORMULA.contains(&c) {
+            shown.push('\'');
+        }
+        at_cell_start = SPLITS.contains(&c) || (at_cell_start && c == ' ');
+        shown.push(c);
+    }
+    shown
 }
 
 impl serde::Serialize for Cell {
@@ -424,6 +444,20 @@ mod tests {
         assert_eq!(
             String::from_utf8(written).unwrap(),
             "'=cmd|' /C calc'!A0,'+1,'-2,'@SUM(A1),ok,-2,\n"
+        );
+    }
+
+    #[test]
+    fn formulas_behind_spaces_or_another_locales_separator_are_written_as_text() {
+        let written = csv_bytes([vec![
+            Cell::text(" =1+1"),
+            Cell::text("x;=1+1"),
+            Cell::text("a, -2;\t@SUM(A1)"),
+            Cell::text("pay-roll 2026-12-01"),
+        ]]);
+        assert_eq!(
+            String::from_utf8(written).unwrap(),
+            " '=1+1,x;'=1+1,\"a, '-2;\t'@SUM(A1)\",pay-roll 2026-12-01\n"
         );
     }
 }
