@@ -342,6 +342,20 @@ async fn a_bad_statement_is_refused_precisely_and_writes_nothing() {
             "empty_statement",
         ),
         (statement_body("csv", &large), 400, "statement", "statement_too_large"),
+        // A reference longer than any bank sends would be copied into events and work items.
+        (
+            statement_body(
+                "csv",
+                format!(
+                    "sbx_1,,100,CLP,confirmed,2026-11-24\n{},,5,CLP,confirmed,2026-11-24\n",
+                    "R".repeat(141)
+                )
+                .as_bytes(),
+            ),
+            400,
+            "statement",
+            "reference_too_long",
+        ),
         (
             statement_body("camt053", b"<Document><BkToCstmrStmt><Stmt><Ntry>"),
             400,

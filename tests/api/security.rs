@@ -933,3 +933,39 @@ async fn behind_a_trusted_proxy_failed_authentications_count_per_forwarded_clien
     futures_util::future::join_all((0..25).map(|_| from(&direct, wrong, "203.0.113.7"))).await;
     assert_eq!(from(&direct, &customer.key, "198.51.100.9").await, 429);
 }
+
+#[tokio::test]
+async fn a_rail_report_no_rail_could_make_is_refused_and_a_repeated_fact_is_not() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let id = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[41_000]))
+        .await
+        .id();
+    app.settle(time::Duration::seconds(5), 3).await;
+    let txn = app
+        .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
+        .await
+        .json()["data"][0]
+        .clone();
+    assert_eq!(txn["status"], "confirmed");
+    let report = |n: &str, state: &str| json!({"id": format!("rpt_possible_{n}"), "rail": "psp-local:sandbox", "transaction_id": txn["id"], "state": state, "code": "x"});
+    // Confirmed money cannot have failed by a report (only come back).
+    let failed = send_report(&app, &report("1", "failed")).await;
+    assert_eq!(failed.status(), 409);
+    let error = failed.json::<Value>().await.unwrap()["error"].clone();
+    assert_eq!(error["code"], "report_contradicts_transaction", "{error}");
+    // The same outcome again, or pending, tells nothing new: answered, nothing changed.
+    for (n, state) in [("2", "confirmed"), ("3", "pending")] {
+        let same = send_report(&app, &report(n, state)).await;
+        assert_eq!(same.status(), 200, "{state}");
+        assert_eq!(same.json::<Value>().await.unwrap()["status"], "confirmed");
+    }
+    let returned = send_report(&app, &report("4", "returned")).await;
+    assert_eq!(returned.json::<Value>().await.unwrap()["status"], "returned");
+    // Returned money cannot then be confirmed.
+    let confirmed = send_report(&app, &report("5", "confirmed")).await;
+    assert_eq!(confirmed.status(), 409);
+    let path = app.path_of(&customer.key, &id, txn["id"].as_str().unwrap()).await;
+    assert_eq!(path.last().map(String::as_str), Some("returned"), "{path:?}");
+}

@@ -173,6 +173,7 @@ impl Service {
                     message: format!("The rail could not read the statement: {other}"),
                 },
             })?;
+        check_line_references(&statement)?;
         let period = period_of(command.period, &statement)?;
         let known = self.transactions_spoken_of(&rail, &statement, period).await?;
         let mut lines = match_statement(&statement.lines, &known, period);
@@ -415,4 +416,28 @@ impl Service {
             .collect();
         Ok(Page::of(data, limit))
     }
+}
+
+/// The longest rail reference a statement line may carry: ISO 20022's references are at most
+/// 35 characters, and what a line says is copied into its reconciliation, events and work
+/// items, which must stay small.
+pub const MAX_LINE_REFERENCE: usize = 140;
+
+/// Refuses a statement a line of which carries a reference longer than [`MAX_LINE_REFERENCE`],
+/// naming the line.
+fn check_line_references(statement: &Statement) -> Result<(), DomainError> {
+    for (n, line) in statement.lines.iter().enumerate() {
+        let length = line.rail_reference.chars().count();
+        if length > MAX_LINE_REFERENCE {
+            return Err(DomainError::invalid(
+                "statement",
+                "reference_too_long",
+                format!(
+                    "Statement line {}: its reference is {length} characters; at most {MAX_LINE_REFERENCE}.",
+                    n + 1
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -6,7 +6,7 @@ use crate::ids::TransactionId;
 use crate::ports::Changeset;
 use crate::rail::RailState;
 use crate::service::Service;
-use crate::transactions::Transaction;
+use crate::transactions::{Transaction, TransactionStatus};
 use crate::validate::{optional_text, required_text};
 use crate::webhooks::signature;
 use serde::Deserialize;
@@ -153,6 +153,7 @@ impl Service {
                 ))
             }
         };
+        check_possible(&transaction, state_name(&state))?;
         let updated = self
             .apply_rail_state(
                 &transaction.id,
@@ -166,4 +167,41 @@ impl Service {
             None => self.store.transaction(&transaction.id).await?.unwrap_or(transaction),
         })
     }
+}
+
+fn state_name(state: &RailState) -> &'static str {
+    match state {
+        RailState::Confirmed { .. } => "confirmed",
+        RailState::Failed { .. } => "failed",
+        RailState::Returned { .. } => "returned",
+        RailState::Pending | RailState::NotFound => "pending",
+    }
+}
+
+/// Refuses a report no rail could truthfully make of `transaction` as it stands: an outcome for
+/// money never sent or already settled otherwise, a return of money never confirmed. A report
+/// of what is already so (the same outcome again) changes nothing and is answered as such, and
+/// so is `pending`, which tells no outcome (a late one may arrive after the outcome).
+fn check_possible(transaction: &Transaction, reported: &str) -> Result<(), DomainError> {
+    use TransactionStatus::*;
+    let possible = matches!(
+        (reported, transaction.status),
+        ("pending", _)
+            | ("confirmed" | "failed", Submitted | Unknown)
+            | ("returned", Confirmed)
+            | ("confirmed", Confirmed)
+            | ("failed", Failed)
+            | ("returned", Returned)
+    );
+    if possible {
+        return Ok(());
+    }
+    Err(DomainError::invalid_state(
+        "report_contradicts_transaction",
+        format!(
+            "Transaction {} is {}; a rail cannot report it {reported}. Nothing was changed.",
+            transaction.id,
+            transaction.status.as_str()
+        ),
+    ))
 }
