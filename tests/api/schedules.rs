@@ -604,3 +604,33 @@ async fn bad_schedules_are_refused_by_field_and_nothing_is_written() {
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn a_customer_has_at_most_a_hundred_live_schedules() {
+    let app = ops_tests::spawn_app_with(|config| config.rate_limit = 0).await;
+    let acme = app.create_customer().await;
+    let other = app.create_customer().await;
+    let body = json!({"expression": "rate(1 minute)", "operation": operation("auto")});
+    let mut made = vec![];
+    for _ in 0..ops_domain::schedules::MAX_LIVE_SCHEDULES {
+        let created = app.post("/v1/schedules", &acme.key, body.clone()).await;
+        assert_eq!(created.status, 201, "{}", created.json());
+        made.push(created.id());
+    }
+    // Paused ones count: resuming would bring them back.
+    let paused = app
+        .post(&format!("/v1/schedules/{}/pause", made[0]), &acme.key, json!({}))
+        .await;
+    assert_eq!(paused.status, 200);
+    let refused = app.post("/v1/schedules", &acme.key, body.clone()).await;
+    assert_eq!(refused.error(409)["code"], "schedule_limit_reached");
+    // Another customer is not held back; a deleted schedule makes room.
+    assert_eq!(app.post("/v1/schedules", &other.key, body.clone()).await.status, 201);
+    assert_eq!(
+        app.delete(&format!("/v1/schedules/{}", made[1]), &acme.key)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(app.post("/v1/schedules", &acme.key, body).await.status, 201);
+}

@@ -10,7 +10,7 @@ mod firing;
 mod use_cases;
 
 pub use firing::FireSchedule;
-pub use use_cases::{CreateSchedule, LATE_LIMIT};
+pub use use_cases::{CreateSchedule, LATE_LIMIT, MAX_LIVE_SCHEDULES};
 
 use crate::access::Environment;
 use crate::cause::Cause;

@@ -19,6 +19,9 @@ use time::{Duration, OffsetDateTime};
 /// An occurrence fired later than this after its time (the service was down) makes nothing:
 /// it is recorded `missed`.
 pub const LATE_LIMIT: Duration = Duration::hours(24);
+
+/// Schedules a customer may have active or paused at once.
+pub const MAX_LIVE_SCHEDULES: usize = 100;
 /// Optimistic-concurrency retries before a busy schedule is reported as a conflict.
 pub(super) const MAX_ATTEMPTS: usize = 5;
 
@@ -152,6 +155,7 @@ impl Service {
                 "The schedule's customer_id is its operations' customer.",
             ));
         }
+        self.check_schedule_quota(&customer_id).await?;
         // Refused now with the error a create would give, rather than at every occurrence.
         let body = operation_body(&template, &customer_id).map_err(within_operation)?;
         self.draft_operation(principal, body, None)
@@ -224,6 +228,38 @@ impl Service {
         changes.push(Write::PutSchedule(schedule.clone()));
         self.commit_created(changes, ticket, &schedule).await?;
         Ok(schedule)
+    }
+
+    /// Refuses a customer's schedule past [`MAX_LIVE_SCHEDULES`] not ended or deleted: each runs
+    /// for ever, so one customer's hundreds of minutely schedules would keep the timer, the
+    /// queues and the rails busy for all. Counted by reading the customer's schedules, so two
+    /// creates at once may both pass at the limit: a quota, not a fence.
+    async fn check_schedule_quota(&self, customer_id: &CustomerId) -> Result<(), DomainError> {
+        let mut live = 0;
+        let mut query = ScheduleQuery {
+            customer_id: Some(customer_id.clone()),
+            starting_after: None,
+            limit: 100,
+        };
+        loop {
+            let page = self.store.schedules(&query).await?;
+            live += page
+                .iter()
+                .filter(|s| matches!(s.status, ScheduleStatus::Active | ScheduleStatus::Paused))
+                .count();
+            if live >= MAX_LIVE_SCHEDULES {
+                return Err(DomainError::invalid_state(
+                    "schedule_limit_reached",
+                    format!(
+                        "A customer has at most {MAX_LIVE_SCHEDULES} active or paused schedules; delete one first."
+                    ),
+                ));
+            }
+            match page.last() {
+                Some(last) if page.len() == query.limit => query.starting_after = Some(last.id.clone()),
+                _ => return Ok(()),
+            }
+        }
     }
 
     pub async fn get_schedule(&self, principal: &Principal, id: &ScheduleId) -> Result<Schedule, DomainError> {
