@@ -64,6 +64,9 @@ impl RateLimit {
     }
 }
 
+/// The id of the platform's first key, minted by [`Service::first_platform_key`].
+const FIRST_PLATFORM_KEY_ID: &str = "key_00000000000000000000000000";
+
 /// What a request does, for the count it is held to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestKind {
@@ -109,6 +112,7 @@ impl Service {
             return Ok(());
         }
         self.create_platform_admin_key(
+            crate::ids::ApiKeyId::new(&*self.ids),
             secret_hash,
             "bootstrap_admin_key",
             "Created from OPS_BOOTSTRAP_ADMIN_KEY at start-up",
@@ -119,34 +123,46 @@ impl Service {
 
     /// The platform's first admin key, on a deployment that has no platform key yet (a stack
     /// just made): its secret, shown this once. Any platform key, live or not, refuses it
-    /// (409 `platform_key_exists`): further keys are made through the API.
+    /// (409 `platform_key_exists`): further keys are made through the API. The first key
+    /// always has the same id, so of two mints at once the store takes one: the other's
+    /// insert of that id is refused.
     pub async fn first_platform_key(&self) -> Result<(crate::ids::ApiKeyId, String), DomainError> {
-        if !self.store.api_keys_of(None, None, 1).await?.is_empty() {
-            return Err(DomainError::invalid_state(
+        let exists = || {
+            DomainError::invalid_state(
                 "platform_key_exists",
                 "The platform already has a key: make others with POST /v1/api_keys.",
-            ));
+            )
+        };
+        if !self.store.api_keys_of(None, None, 1).await?.is_empty() {
+            return Err(exists());
         }
         let secret = access::new_secret(self.environment);
-        let id = self
+        let id = crate::ids::ApiKeyId::parse(FIRST_PLATFORM_KEY_ID).expect("an api key id");
+        match self
             .create_platform_admin_key(
+                id,
                 self.hasher.hash(&secret),
                 "first_platform_key",
                 "Minted for a deployment with no platform key",
             )
-            .await?;
-        Ok((id, secret))
+            .await
+        {
+            Ok(id) => Ok((id, secret)),
+            Err(DomainError::InvalidState { code: "conflict", .. }) => Err(exists()),
+            Err(other) => Err(other),
+        }
     }
 
     async fn create_platform_admin_key(
         &self,
+        id: crate::ids::ApiKeyId,
         secret_hash: String,
         code: &'static str,
         message: &'static str,
     ) -> Result<crate::ids::ApiKeyId, DomainError> {
         let now = self.now();
         let key = ApiKey {
-            id: crate::ids::ApiKeyId::new(&*self.ids),
+            id,
             name: Some("bootstrap admin".into()),
             customer_id: None,
             user_id: None,
