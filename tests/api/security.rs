@@ -812,34 +812,118 @@ async fn the_local_server_caps_headers_connections_and_slow_clients() {
         .unwrap();
     assert_eq!(huge.status(), 431);
 
-    // Connections that send nothing hold their slot only until the header deadline; while all
-    // slots are held, a new request waits instead of taking another descriptor.
-    let mut idle = vec![];
-    for _ in 0..3 {
-        idle.push(tokio::net::TcpStream::connect(&address).await.unwrap());
-    }
-    let waiting = tokio::time::timeout(
-        std::time::Duration::from_millis(500),
-        reqwest::Client::new().get(format!("{}/health", app.base)).send(),
-    )
-    .await;
-    assert!(waiting.is_err(), "a fourth connection was served past the cap");
+    // A connection that sends nothing holds its slot only until the header deadline.
+    let mut idle = tokio::net::TcpStream::connect(&address).await.unwrap();
     let started = std::time::Instant::now();
     let mut buffer = [0u8; 64];
-    let closed = tokio::time::timeout(std::time::Duration::from_secs(15), idle[0].read(&mut buffer))
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(15), idle.read(&mut buffer))
         .await
         .expect("an idle connection was never closed");
     assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
     assert!(started.elapsed() < std::time::Duration::from_secs(12));
+
+    // When every slot is held by connections doing nothing, they are closed at once for the
+    // next client, not at their deadline; a half-sent request is answered or closed too.
+    let mut idle = vec![];
+    for _ in 0..3 {
+        idle.push(tokio::net::TcpStream::connect(&address).await.unwrap());
+    }
     let mut slow = tokio::net::TcpStream::connect(&address).await.unwrap();
     slow.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n").await.unwrap();
-    drop(idle);
-    let served = reqwest::Client::new()
-        .get(format!("{}/health", app.base))
-        .send()
-        .await
-        .unwrap();
+    let served = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        reqwest::Client::new().get(format!("{}/health", app.base)).send(),
+    )
+    .await
+    .expect("a new client waited for idle connections' deadline")
+    .unwrap();
     assert_eq!(served.status(), 200);
+    for mut connection in idle {
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(1), connection.read(&mut buffer)).await;
+        assert!(matches!(closed, Ok(Ok(0) | Err(_))), "{closed:?}");
+    }
+}
+
+/// Connects to `app` from `local` (any address of 127.0.0.0/8 reaches the server), with a
+/// receive buffer so small that an answer of megabytes stays unsent until it is read.
+async fn connect_from(app: &TestApp, local: &str) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.bind(format!("{local}:0").parse().unwrap()).unwrap();
+    socket
+        .connect(app.base.trim_start_matches("http://").parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// Sends a GET of `path` on `stream` and reads the whole answer's first line.
+async fn first_line_of_get(stream: &mut tokio::net::TcpStream, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = vec![];
+    tokio::time::timeout(std::time::Duration::from_secs(5), stream.read_to_end(&mut answer))
+        .await
+        .expect("no answer")
+        .ok();
+    String::from_utf8_lossy(&answer).lines().next().unwrap_or("").to_owned()
+}
+
+#[tokio::test]
+async fn an_answer_never_read_holds_its_connection_only_until_the_write_deadline() {
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = spawn_app_with(|config| {
+        config.max_connections = 8;
+        config.max_connections_per_address = 4;
+        config.write_timeout_ms = 700;
+        config.rate_limit = 0;
+    })
+    .await;
+    let customer = app.create_customer().await;
+    // A page of about 8 MB: more than the sockets between server and reader buffer.
+    let amounts = vec![1_000; 1_000];
+    for _ in 0..40 {
+        let created = app
+            .post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &amounts),
+            )
+            .await;
+        assert_eq!(created.status, 201);
+    }
+    let page = format!(
+        "GET /v1/operations?limit=100 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n",
+        customer.key
+    );
+    // An address's share of connections, each asking for the page and never reading it.
+    let mut stuck = vec![];
+    for _ in 0..4 {
+        let mut connection = connect_from(&app, "127.0.0.2").await;
+        connection.write_all(page.as_bytes()).await.unwrap();
+        stuck.push(connection);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // One more from that address is closed at once; another address is served meanwhile.
+    let mut over = connect_from(&app, "127.0.0.2").await;
+    let mut byte = [0u8; 1];
+    let refused = tokio::time::timeout(Duration::from_secs(2), over.read(&mut byte)).await;
+    assert!(matches!(refused, Ok(Ok(0) | Err(_))), "{refused:?}");
+    let health = tokio::time::timeout(
+        Duration::from_secs(2),
+        reqwest::Client::new().get(format!("{}/health", app.base)).send(),
+    )
+    .await
+    .expect("/health waited")
+    .unwrap();
+    assert_eq!(health.status(), 200);
+    // Past the write deadline the unread answers are dropped and their connections closed:
+    // the address is served again.
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let mut again = connect_from(&app, "127.0.0.2").await;
+    assert_eq!(first_line_of_get(&mut again, "/health").await, "HTTP/1.1 200 OK");
+    drop(stuck);
 }
 
 /// A client that sends its headers and then its body slowly, or never, holds its connection

@@ -122,6 +122,8 @@ pub fn config(data_dir: PathBuf) -> Config {
         approvals_sla_minutes: 240,
         exceptions_sla_minutes: 60,
         max_connections: 1024,
+        max_connections_per_address: 128,
+        write_timeout_ms: 30_000,
         body_read_timeout_ms: 30_000,
         trusted_proxies: vec![],
         // Tests drive the pipeline themselves (see `TestApp::settle`).

@@ -47,6 +47,11 @@ pub async fn start_on_aws(config: Config, clock: Arc<dyn Clock>) -> Result<AwsSe
     let address = listener.local_addr()?;
     let router = crate::router(App { service }, &config);
     let pipeline = config.worker.then(|| driver.run());
-    let task = tokio::spawn(crate::serve(listener, router, config.max_connections, pipeline));
+    let task = tokio::spawn(crate::serve(
+        listener,
+        router,
+        crate::connection_limits(&config),
+        pipeline,
+    ));
     Ok(AwsServer { address, task })
 }

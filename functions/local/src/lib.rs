@@ -88,6 +88,14 @@ pub struct Config {
     /// Connections served at once; more wait until one closes.
     #[arg(long, env = "OPS_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
+    /// Of them, connections from one address (a trusted proxy's are not counted); more are
+    /// closed at once.
+    #[arg(long, env = "OPS_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 128)]
+    pub max_connections_per_address: usize,
+    /// Milliseconds a client has to take what it is sent: a write of an answer that makes no
+    /// progress for this long closes the connection.
+    #[arg(long, env = "OPS_WRITE_TIMEOUT_MS", default_value_t = 30_000)]
+    pub write_timeout_ms: u64,
     /// Milliseconds a request's body has, from its headers, to arrive whole; later it is
     /// answered 408 and the connection closes.
     #[arg(long, env = "OPS_BODY_READ_TIMEOUT_MS", default_value_t = 30_000)]
@@ -319,12 +327,22 @@ pub async fn start(config: Config) -> Result<Server, StartError> {
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
-    max_connections: usize,
+    limits: http_server::ConnectionLimits,
     pipeline: Option<impl std::future::Future<Output = ()> + Send + 'static>,
 ) -> std::io::Result<()> {
     let _background = pipeline.map(background::spawn).transpose()?;
-    http_server::serve(listener, router, max_connections, stop_asked()).await;
+    http_server::serve(listener, router, limits, stop_asked()).await;
     Ok(())
+}
+
+/// The connection limits `config` sets.
+pub(crate) fn connection_limits(config: &Config) -> http_server::ConnectionLimits {
+    http_server::ConnectionLimits {
+        max: config.max_connections,
+        per_address: config.max_connections_per_address,
+        write_timeout: std::time::Duration::from_millis(config.write_timeout_ms),
+        trusted_proxies: config.trusted_proxies.clone().into(),
+    }
 }
 
 /// The API's routes, each request's body under the deadline `OPS_BODY_READ_TIMEOUT_MS` sets.
@@ -374,11 +392,11 @@ pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<S
             tokio::join!(driver.run(), housekeeping::run(store, clock));
         }
     });
-    let (held, max_connections) = (local.held, config.max_connections);
+    let (held, limits) = (local.held, connection_limits(&config));
     // The data stays held while serving runs: until the process ends or the task is aborted.
     let task = tokio::spawn(async move {
         let _held = held;
-        serve(listener, router, max_connections, pipeline).await
+        serve(listener, router, limits, pipeline).await
     });
     Ok(Server {
         address,

@@ -30,7 +30,7 @@ impl FromStr for TrustedProxy {
 
 /// An IPv4 client of a server listening on IPv6 arrives as `::ffff:a.b.c.d`: compared as the
 /// IPv4 address it is.
-fn is_trusted(address: IpAddr, trusted: &[TrustedProxy]) -> bool {
+pub fn is_trusted(address: IpAddr, trusted: &[TrustedProxy]) -> bool {
     let address = address.to_canonical();
     trusted.iter().any(|proxy| proxy.0.contains(&address))
 }
