@@ -294,7 +294,9 @@ async fn check_board(app: &TestApp, acme: &Customer) {
         let amount: i64 = counted.iter().map(|o| o["total_amount"].as_i64().unwrap()).sum();
         assert_eq!(board[column]["count"], counted.len(), "{column}: {board:#}");
         assert_eq!(
-            board[column]["amount"]["CLP"].as_i64().unwrap_or(0),
+            board[column]["amount"]["CLP"]
+                .as_str()
+                .map_or(0, |sum| sum.parse::<i64>().unwrap()),
             amount,
             "{column}: {board:#}"
         );

@@ -196,7 +196,11 @@ async fn a_payout_waiting_in_the_approvals_queue_writes_its_items_events_after_t
     let board = app.get("/v1/board", &customer.key).await.json();
     assert_eq!(board["queues"]["approvals"]["open"], payouts, "{board}");
     assert_eq!(board["pending_approval"]["count"], payouts, "{board}");
-    assert_eq!(board["pending_approval"]["amount"]["CLP"], 123_400 * payouts, "{board}");
+    assert_eq!(
+        board["pending_approval"]["amount"]["CLP"],
+        (123_400 * payouts).to_string(),
+        "{board}"
+    );
     for id in &ids {
         let approved = app
             .post(&format!("/v1/operations/{id}/approve"), &approver.key, json!({}))
