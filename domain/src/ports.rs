@@ -19,7 +19,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+mod queue_task;
 mod secrets;
+pub use queue_task::{QueueTask, UnknownTask};
 pub use secrets::{Secrets, StoredSecret};
 
 pub trait Clock: Send + Sync {
@@ -364,72 +366,24 @@ impl QueueName {
 
 #[async_trait]
 pub trait Queue: Send + Sync {
-    /// Sends `body`, visible to consumers after `delay` (at most [`MAX_QUEUE_DELAY`]).
-    async fn send(&self, queue: QueueName, body: String, delay: time::Duration) -> Result<(), QueueError>;
+    /// Sends `body`, visible to consumers after `delay` (at most [`MAX_QUEUE_DELAY`]), in
+    /// `lane`: whose work it is (a customer's; a webhook endpoint's for its sends). Lanes take
+    /// turns: one lane's backlog does not hold back another's next message.
+    async fn send(&self, queue: QueueName, lane: &str, body: String, delay: time::Duration) -> Result<(), QueueError>;
+
+    /// Sends each `(lane, body)` as [`Queue::send`] does, due at once: together where the
+    /// queue can (one write; SQS's batches of ten). All or some may have been sent on error;
+    /// consumers take a message twice as they take any redelivery.
+    async fn send_all(&self, queue: QueueName, messages: Vec<(String, String)>) -> Result<(), QueueError> {
+        for (lane, body) in messages {
+            self.send(queue, &lane, body, time::Duration::ZERO).await?;
+        }
+        Ok(())
+    }
 }
 
 /// The longest a queue holds a message back (SQS's limit); longer waits are taken in hops.
 pub const MAX_QUEUE_DELAY: time::Duration = time::Duration::minutes(15);
-
-/// What travels on the queues: one tagged enum whose tags carry a version, so a message from
-/// an older or a newer deployment is read, or refused by its name, and never misread.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "task")]
-pub enum QueueTask {
-    /// Hand this transaction to its rail (the submissions queue).
-    #[serde(rename = "submit_transaction.v1")]
-    SubmitTransaction { transaction_id: crate::ids::TransactionId },
-    /// Attempt this webhook delivery (the webhooks queue).
-    #[serde(rename = "send_webhook.v1")]
-    SendWebhook { delivery_id: crate::ids::DeliveryId },
-    /// Make the operations of this file's chunks still missing (the files queue).
-    #[serde(rename = "split_file.v1")]
-    SplitFile { file_id: crate::ids::FileId },
-}
-
-/// A message body that is no task this deployment knows.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("not a task this deployment reads: {0}")]
-pub struct UnknownTask(pub String);
-
-impl QueueTask {
-    pub fn queue(&self) -> QueueName {
-        match self {
-            QueueTask::SubmitTransaction { .. } => QueueName::Submissions,
-            QueueTask::SendWebhook { .. } => QueueName::Webhooks,
-            QueueTask::SplitFile { .. } => QueueName::Files,
-        }
-    }
-
-    pub fn to_body(&self) -> String {
-        serde_json::to_string(self).expect("tasks always serialize")
-    }
-
-    /// Reads a message body: this version's tasks, and the untagged bodies the first
-    /// deployments sent (`{"transaction_id"}`, `{"delivery_id"}`). Anything else is refused,
-    /// naming the task it claims to be.
-    pub fn parse(body: &str) -> Result<QueueTask, UnknownTask> {
-        #[derive(Deserialize)]
-        #[serde(untagged, deny_unknown_fields)]
-        enum Legacy {
-            Submit { transaction_id: crate::ids::TransactionId },
-            Webhook { delivery_id: crate::ids::DeliveryId },
-        }
-        if let Ok(task) = serde_json::from_str::<QueueTask>(body) {
-            return Ok(task);
-        }
-        let value: serde_json::Value =
-            serde_json::from_str(body).map_err(|e| UnknownTask(format!("unreadable: {e}")))?;
-        if let Some(name) = value.get("task") {
-            return Err(UnknownTask(format!("task {name}")));
-        }
-        match serde_json::from_value::<Legacy>(value) {
-            Ok(Legacy::Submit { transaction_id }) => Ok(QueueTask::SubmitTransaction { transaction_id }),
-            Ok(Legacy::Webhook { delivery_id }) => Ok(QueueTask::SendWebhook { delivery_id }),
-            Err(_) => Err(UnknownTask(format!("untagged body {body}"))),
-        }
-    }
-}
 
 /// Receives before a queue moves a message to its dead-letter queue: the embedded queues'
 /// limit and SQS's `maxReceiveCount` in `template.yaml`.
@@ -441,53 +395,6 @@ pub struct QueueMessage {
     pub id: String,
     pub body: String,
     pub receive_count: u32,
-}
-
-#[cfg(test)]
-mod queue_task_tests {
-    use super::*;
-
-    #[test]
-    fn tasks_read_back_and_older_or_unknown_bodies_are_read_or_refused_by_name() {
-        for task in [
-            QueueTask::SubmitTransaction {
-                transaction_id: "txn_1".into(),
-            },
-            QueueTask::SendWebhook {
-                delivery_id: "whd_1".into(),
-            },
-            QueueTask::SplitFile {
-                file_id: "file_1".into(),
-            },
-        ] {
-            assert_eq!(QueueTask::parse(&task.to_body()), Ok(task));
-        }
-        assert_eq!(
-            QueueTask::SubmitTransaction {
-                transaction_id: "txn_1".into()
-            }
-            .to_body(),
-            r#"{"task":"submit_transaction.v1","transaction_id":"txn_1"}"#
-        );
-        // What the first deployments sent.
-        assert_eq!(
-            QueueTask::parse(r#"{"transaction_id":"txn_1"}"#),
-            Ok(QueueTask::SubmitTransaction {
-                transaction_id: "txn_1".into()
-            })
-        );
-        assert_eq!(
-            QueueTask::parse(r#"{"delivery_id":"whd_1"}"#),
-            Ok(QueueTask::SendWebhook {
-                delivery_id: "whd_1".into()
-            })
-        );
-        // A newer task, or a newer version of one, is refused by name, never read as another.
-        let newer = QueueTask::parse(r#"{"task":"submit_transaction.v2","transaction_id":"txn_1","amount":5}"#);
-        assert!(newer.unwrap_err().0.contains("submit_transaction.v2"));
-        assert!(QueueTask::parse(r#"{"transaction_id":"txn_1","delivery_id":"whd_1"}"#).is_err());
-        assert!(QueueTask::parse("not json").is_err());
-    }
 }
 
 /// Which items of a batch failed and must come again (`ReportBatchItemFailures`).

@@ -525,3 +525,31 @@ async fn dynamo_changes_a_customer_stored_before_versions_from_version_one() {
         Some(change("First"))
     );
 }
+
+/// Each message goes in its lane's message group: what SQS's fair queues take turns by (the
+/// emulator keeps the group, without the turns).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqs_sends_each_lane_as_its_message_group() {
+    use ops_domain::ports::{Queue, QueueName};
+    let client = aws_sdk_sqs::Client::new(&emulator().await);
+    let name = format!("lanes-{}", std::process::id());
+    let urls = SqsQueue::create_queues(&client, &name).await.unwrap();
+    let submissions = urls.submissions.clone();
+    let queue = SqsQueue::new(client.clone(), urls);
+    queue
+        .send(QueueName::Submissions, "cus_lane", "body".into(), time::Duration::ZERO)
+        .await
+        .unwrap();
+    let received = client
+        .receive_message()
+        .queue_url(submissions)
+        .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId)
+        .send()
+        .await
+        .unwrap();
+    let group = received.messages()[0]
+        .attributes()
+        .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId))
+        .cloned();
+    assert_eq!(group.as_deref(), Some("cus_lane"));
+}

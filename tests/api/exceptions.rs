@@ -133,12 +133,13 @@ async fn a_dead_letter_is_an_exception_until_it_is_redriven_and_the_rail_is_aske
     let queue = &app.embedded().queue;
     let body = json!({"task": "submit_transaction.v1", "transaction_id": transaction_id}).to_string();
     queue
-        .send(QueueName::Submissions, body.clone(), Duration::ZERO)
+        .send(QueueName::Submissions, &acme.id, body.clone(), Duration::ZERO)
         .await
         .unwrap();
     queue
         .send(
             QueueName::Webhooks,
+            "whe_x",
             "{\"delivery_id\":\"whd_x\"}".into(),
             Duration::ZERO,
         )

@@ -67,7 +67,12 @@ async fn duplicated_records_and_messages_have_no_second_effect() {
         for _ in 0..2 {
             app.embedded()
                 .queue
-                .send(QueueName::Submissions, message.body.clone(), Duration::ZERO)
+                .send(
+                    QueueName::Submissions,
+                    "cus_again",
+                    message.body.clone(),
+                    Duration::ZERO,
+                )
                 .await
                 .unwrap();
         }
@@ -205,6 +210,7 @@ async fn a_poisoned_message_goes_to_the_dead_letter_queue_after_five_receives() 
     queue
         .send(
             QueueName::Webhooks,
+            "whe_x",
             "{\"delivery_id\":\"whd_x\"}".into(),
             Duration::ZERO,
         )

@@ -4,6 +4,7 @@ mod auth;
 mod board_page;
 mod desk;
 mod exceptions;
+mod fair_share;
 mod faults;
 mod files;
 mod four_eyes;

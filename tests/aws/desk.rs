@@ -157,7 +157,7 @@ async fn a_dead_letter_on_sqs_is_an_exception_until_it_is_redriven() {
     let queue = &app.parts.queue;
     let body = json!({"task": "submit_transaction.v1", "transaction_id": transaction_id}).to_string();
     queue
-        .send(QueueName::Submissions, body.clone(), Duration::ZERO)
+        .send(QueueName::Submissions, &acme.id, body.clone(), Duration::ZERO)
         .await
         .unwrap();
     for _ in 0..=MAX_RECEIVES {

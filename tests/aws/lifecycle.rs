@@ -212,6 +212,7 @@ async fn a_message_that_keeps_failing_ends_in_the_dead_letter_queue() {
         .queue
         .send(
             QueueName::Submissions,
+            "cus_nobody",
             r#"{"transaction_id":"txn_01doesnotexist"}"#.into(),
             Duration::ZERO,
         )

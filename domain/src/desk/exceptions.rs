@@ -147,6 +147,9 @@ impl Service {
                 None => None,
             },
             QueueTask::SplitFile { file_id } => self.store.file(file_id).await?.map(|f| f.customer_id),
+            QueueTask::MakeTransactions { operation_id } => {
+                self.store.operation(operation_id).await?.map(|o| o.customer_id)
+            }
         };
         let Some(customer_id) = customer_id else {
             tracing::error!(message = %message.id, body = %message.body, "a dead letter about nothing stored dropped");
@@ -245,7 +248,7 @@ impl Service {
                     let cause = acknowledged("nothing_to_redrive", "The dead letter's body is not a task.")?;
                     return self.close_and_show(principal, &item, cause).await;
                 };
-                self.enqueue(task.clone(), Duration::ZERO).await?;
+                self.enqueue(task.clone(), &item.customer_id, Duration::ZERO).await?;
                 let message = said(format!(
                     "Sent again to the {} queue by {}",
                     task.queue().as_str(),

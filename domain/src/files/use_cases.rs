@@ -162,9 +162,7 @@ impl Service {
     pub(crate) async fn queue_file_split(&self, event: &Event) -> Result<Handled, DomainError> {
         let file_id = FileId::from(event.data.text("file_id").unwrap_or_default());
         let task = QueueTask::SplitFile { file_id };
-        self.queue
-            .send(task.queue(), task.to_body(), time::Duration::ZERO)
-            .await?;
+        self.enqueue(task, &event.customer_id, time::Duration::ZERO).await?;
         Ok(Handled::Done)
     }
 
@@ -335,9 +333,7 @@ impl Service {
         }
         // More to make: the next message goes on where this one stopped.
         let task = QueueTask::SplitFile { file_id: id.clone() };
-        self.queue
-            .send(task.queue(), task.to_body(), time::Duration::ZERO)
-            .await?;
+        self.enqueue(task, &file.customer_id, time::Duration::ZERO).await?;
         Ok(Handled::Done)
     }
 }

@@ -14,7 +14,7 @@ use crate::error::DomainError;
 use crate::event::Event;
 use crate::ids::{ItemId, OperationId, TransactionId};
 use crate::operations::{Operation, OperationStatus, OperationTransition, StatusChange};
-use crate::ports::{AuditEntry, BatchOutcome, Changeset, QueueTask, StoreError, Write, MAX_QUEUE_DELAY};
+use crate::ports::{AuditEntry, BatchOutcome, Changeset, QueueName, QueueTask, StoreError, Write, MAX_QUEUE_DELAY};
 use crate::service::{jitter, Handled, Service};
 use crate::transactions::{Transaction, TransactionStatus};
 use time::{Duration, OffsetDateTime};
@@ -78,6 +78,9 @@ pub(crate) fn transaction_id_of(item_id: &ItemId) -> TransactionId {
 
 /// Transactions made per store transaction: three writes each stays under DynamoDB's 100.
 const TRANSACTIONS_PER_CHANGESET: usize = 25;
+/// Transactions made at once, on the stream or by one queue message: an operation with more
+/// has the rest made by queue messages in its customer's lane, these many at a time.
+const TRANSACTIONS_AT_ONCE: usize = 4 * TRANSACTIONS_PER_CHANGESET;
 
 impl Service {
     /// Writes a transaction's change with its audit entry, its event and what it does to
@@ -154,12 +157,41 @@ impl Service {
 
     pub async fn handle_transition_events(&self, events: &[Event]) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
-        for event in events {
+        // An operation is settled from all its transactions as they now are, so of a batch's
+        // changes of one operation's transactions only the last need settle it: a file's
+        // thousand-item operation is read once a batch, not once a transaction (which made
+        // one customer's file hold every other customer's payouts behind it on the stream).
+        let settles_operation =
+            |event: &Event| event.kind.starts_with("transaction.") && event.kind != "transaction.pending";
+        let mut last_settle = std::collections::HashMap::new();
+        for (position, event) in events.iter().enumerate().filter(|(_, e)| settles_operation(e)) {
+            last_settle.insert(event.data.text("operation_id").unwrap_or_default(), position);
+        }
+        // The batch's new transactions go on the submissions queue in one send, not one each.
+        let unqueued = match self.queue_submissions(events).await {
+            Ok(()) => None,
+            Err(error) => {
+                tracing::warn!(%error, "queueing the batch's submissions failed; they come again");
+                events.iter().position(|e| e.kind == "transaction.pending")
+            }
+        };
+        for (position, event) in events.iter().enumerate() {
+            if unqueued == Some(position) {
+                outcome.failed.push(event.id.to_string());
+                break;
+            }
             let result = match event.kind.as_str() {
                 "operation.approved" => self.start_processing(event).await,
-                "transaction.pending" => self.queue_submission(event).await,
+                "transaction.pending" => Ok(Handled::Done),
                 "file.accepted" => self.queue_file_split(event).await,
-                kind if kind.starts_with("transaction.") => self.settle_operation(event).await,
+                _ if settles_operation(event) => {
+                    let operation = event.data.text("operation_id").unwrap_or_default();
+                    if last_settle.get(&operation) == Some(&position) {
+                        self.settle_operation(event).await
+                    } else {
+                        Ok(Handled::Done)
+                    }
+                }
                 kind if kind.starts_with("schedule.") && !kind.starts_with("schedule.occurrence_") => {
                     self.sync_schedule_timer(event).await
                 }
@@ -216,26 +248,47 @@ impl Service {
                     Err(other) => Err(other.into()),
                 }
             }
-            OperationStatus::Processing => {
-                let existing = self.store.transactions_of_operation(&operation).await?;
-                self.make_missing_transactions(&operation, &existing).await
+            OperationStatus::Processing => self.make_transactions_of(&operation).await,
+            _ => Ok(Handled::Done),
+        }
+    }
+
+    /// The submissions queue's task for a large operation: the next of its transactions still
+    /// missing (none once it is no longer processing).
+    pub(super) async fn make_transactions(&self, operation_id: &OperationId) -> Result<Handled, DomainError> {
+        match self.store.operation(operation_id).await? {
+            Some(operation) if operation.status == OperationStatus::Processing => {
+                self.make_transactions_of(&operation).await
             }
             _ => Ok(Handled::Done),
         }
     }
 
+    async fn make_transactions_of(&self, operation: &Operation) -> Result<Handled, DomainError> {
+        let existing = self.store.transactions_of_operation(operation).await?;
+        self.make_missing_transactions(operation, &existing).await
+    }
+
+    /// Makes up to [`TRANSACTIONS_AT_ONCE`] of the operation's missing transactions, and
+    /// queues the making of the rest in the customer's lane.
     async fn make_missing_transactions(
         &self,
         operation: &Operation,
         existing: &[Transaction],
     ) -> Result<Handled, DomainError> {
-        let existing: Vec<&str> = existing.iter().map(|t| t.id.as_str()).collect();
+        let existing: std::collections::HashSet<&str> = existing.iter().map(|t| t.id.as_str()).collect();
         let missing: Vec<_> = operation
             .items
             .iter()
-            .filter(|i| !existing.contains(&transaction_id_of(&i.id).as_str()))
+            .filter(|i| !existing.contains(transaction_id_of(&i.id).as_str()))
             .collect();
-        for chunk in missing.chunks(TRANSACTIONS_PER_CHANGESET) {
+        if missing.len() > TRANSACTIONS_AT_ONCE {
+            let task = QueueTask::MakeTransactions {
+                operation_id: operation.id.clone(),
+            };
+            self.enqueue(task, &operation.customer_id, Duration::ZERO).await?;
+        }
+        for chunk in missing[..missing.len().min(TRANSACTIONS_AT_ONCE)].chunks(TRANSACTIONS_PER_CHANGESET) {
             let now = self.now();
             let mut changes = Changeset::default();
             for item in chunk {
@@ -301,19 +354,30 @@ impl Service {
         Ok(Handled::Done)
     }
 
-    async fn queue_submission(&self, event: &Event) -> Result<Handled, DomainError> {
-        let transaction_id = Self::data_id(event, "transaction_id");
-        self.enqueue(QueueTask::SubmitTransaction { transaction_id }, Duration::ZERO)
-            .await?;
-        Ok(Handled::Done)
+    /// Queues the submission of each new transaction among `events`, in its customer's lane.
+    async fn queue_submissions(&self, events: &[Event]) -> Result<(), DomainError> {
+        let submissions: Vec<(String, String)> = events
+            .iter()
+            .filter(|e| e.kind == "transaction.pending")
+            .map(|event| {
+                let transaction_id = Self::data_id(event, "transaction_id");
+                let task = QueueTask::SubmitTransaction { transaction_id };
+                (event.customer_id.to_string(), task.to_body())
+            })
+            .collect();
+        if !submissions.is_empty() {
+            self.queue.send_all(QueueName::Submissions, submissions).await?;
+        }
+        Ok(())
     }
 
-    /// Puts a task on its queue, due after `delay` (a longer wait is taken in hops: the task
-    /// finds itself early and goes back on the queue).
-    pub(crate) async fn enqueue(&self, task: QueueTask, delay: Duration) -> Result<(), DomainError> {
+    /// Puts a task on its queue in `lane` (see [`crate::ports::Queue::send`]), due after
+    /// `delay` (a longer wait is taken in hops: the task finds itself early and goes back on
+    /// the queue).
+    pub(crate) async fn enqueue(&self, task: QueueTask, lane: &str, delay: Duration) -> Result<(), DomainError> {
         Ok(self
             .queue
-            .send(task.queue(), task.to_body(), delay.min(MAX_QUEUE_DELAY))
+            .send(task.queue(), lane, task.to_body(), delay.min(MAX_QUEUE_DELAY))
             .await?)
     }
 

@@ -22,6 +22,7 @@ impl Service {
         for message in messages {
             let result = match QueueTask::parse(&message.body) {
                 Ok(QueueTask::SubmitTransaction { transaction_id }) => self.submit(&transaction_id).await,
+                Ok(QueueTask::MakeTransactions { operation_id }) => self.make_transactions(&operation_id).await,
                 Ok(other) => {
                     tracing::error!(message = %message.id, task = ?other, "a task of another queue dropped from the submissions queue");
                     Ok(Handled::Done)
@@ -113,7 +114,7 @@ impl Service {
         result: Result<Ack, RailError>,
     ) -> Result<Handled, DomainError> {
         let retry_after = std::sync::Mutex::new(None);
-        let transaction_id = claimed.id.clone();
+        let (transaction_id, customer_id) = (claimed.id.clone(), claimed.customer_id.clone());
         self.update_transaction(&transaction_id, Some(claimed), |txn, now| {
             if txn.status != TransactionStatus::Pending || txn.submitting_since.is_none() {
                 return Ok(None);
@@ -153,7 +154,7 @@ impl Service {
         })
         .await?;
         if let Some(wait) = retry_after.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            self.enqueue(QueueTask::SubmitTransaction { transaction_id }, wait)
+            self.enqueue(QueueTask::SubmitTransaction { transaction_id }, &customer_id, wait)
                 .await?;
         }
         Ok(Handled::Done)

@@ -101,7 +101,7 @@ impl Service {
             let task = QueueTask::SendWebhook {
                 delivery_id: delivery.id.clone(),
             };
-            self.enqueue(task, Duration::ZERO).await?;
+            self.enqueue(task, &delivery.endpoint_id, Duration::ZERO).await?;
             made.push(delivery);
         }
         Ok(made)
@@ -243,7 +243,7 @@ impl Service {
             let task = QueueTask::SendWebhook {
                 delivery_id: delivery.id.clone(),
             };
-            self.enqueue(task, due - now).await?;
+            self.enqueue(task, &delivery.endpoint_id, due - now).await?;
             return Ok(None);
         }
         Ok(Some(delivery))
@@ -351,7 +351,7 @@ impl Service {
             let task = QueueTask::SendWebhook {
                 delivery_id: delivery.id.clone(),
             };
-            self.enqueue(task, due - attempted.at).await?;
+            self.enqueue(task, &delivery.endpoint_id, due - attempted.at).await?;
         }
         Ok(())
     }

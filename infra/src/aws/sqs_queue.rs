@@ -3,7 +3,7 @@
 
 use crate::QueueConsumer;
 use async_trait::async_trait;
-use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry};
 use aws_sdk_sqs::Client;
 
 use ops_domain::ports::{Queue, QueueError, QueueMessage, QueueName, MAX_RECEIVES};
@@ -224,7 +224,10 @@ async fn queue_with_dead_letters(client: &Client, name: &str) -> Result<String, 
 
 #[async_trait]
 impl Queue for SqsQueue {
-    async fn send(&self, queue: QueueName, body: String, delay: time::Duration) -> Result<(), QueueError> {
+    /// The lane is the message's group: on a standard queue, SQS's fair queues deliver the
+    /// messages of a group with a backlog after those of the other groups, so one customer's
+    /// backlog does not hold back another's next message.
+    async fn send(&self, queue: QueueName, lane: &str, body: String, delay: time::Duration) -> Result<(), QueueError> {
         let seconds = delay
             .clamp(time::Duration::ZERO, ops_domain::ports::MAX_QUEUE_DELAY)
             .whole_seconds() as i32;
@@ -233,9 +236,45 @@ impl Queue for SqsQueue {
             .queue_url(self.request_to(queue))
             .message_body(body)
             .delay_seconds(seconds)
+            .set_message_group_id((!lane.is_empty()).then(|| lane.to_owned()))
             .send()
             .await
             .map_err(failed)?;
+        Ok(())
+    }
+
+    /// In SQS's batches of ten; an entry the batch refused fails the send (the caller sends
+    /// again, and a message sent twice is taken as any redelivery).
+    async fn send_all(&self, queue: QueueName, messages: Vec<(String, String)>) -> Result<(), QueueError> {
+        for batch in messages.chunks(10) {
+            let entries = batch
+                .iter()
+                .enumerate()
+                .map(|(n, (lane, body))| {
+                    SendMessageBatchRequestEntry::builder()
+                        .id(n.to_string())
+                        .message_body(body)
+                        .set_message_group_id((!lane.is_empty()).then(|| lane.clone()))
+                        .build()
+                        .map_err(failed)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let sent = self
+                .client
+                .send_message_batch()
+                .queue_url(self.request_to(queue))
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(failed)?;
+            if let Some(refused) = sent.failed().first() {
+                return Err(unavailable(format!(
+                    "SQS refused a batched message: {} {}",
+                    refused.code(),
+                    refused.message().unwrap_or_default()
+                )));
+            }
+        }
         Ok(())
     }
 }

@@ -24,7 +24,10 @@ fn bodies(messages: &[QueueMessage]) -> Vec<&str> {
 async fn a_message_comes_back_until_it_is_acknowledged(queue: &dyn QueueConsumer) {
     let submissions = QueueName::Submissions;
     let hidden = Duration::seconds(1);
-    queue.send(submissions, "first".into(), Duration::ZERO).await.unwrap();
+    queue
+        .send(submissions, "cus_conformance", "first".into(), Duration::ZERO)
+        .await
+        .unwrap();
     let received = queue.receive(submissions, 10, hidden).await.unwrap();
     assert_eq!(bodies(&received), ["first"]);
     assert_eq!(received[0].receive_count, 1);
@@ -56,7 +59,10 @@ async fn a_message_comes_back_until_it_is_acknowledged(queue: &dyn QueueConsumer
 async fn a_batch_holds_no_more_than_asked(queue: &dyn QueueConsumer) {
     let submissions = QueueName::Submissions;
     for body in ["a", "b", "c"] {
-        queue.send(submissions, body.into(), Duration::ZERO).await.unwrap();
+        queue
+            .send(submissions, "cus_conformance", body.into(), Duration::ZERO)
+            .await
+            .unwrap();
     }
     let mut seen = vec![];
     loop {
@@ -78,7 +84,7 @@ async fn a_batch_holds_no_more_than_asked(queue: &dyn QueueConsumer) {
 async fn a_delayed_message_waits(queue: &dyn QueueConsumer) {
     let webhooks = QueueName::Webhooks;
     queue
-        .send(webhooks, "later".into(), Duration::seconds(1))
+        .send(webhooks, "cus_conformance", "later".into(), Duration::seconds(1))
         .await
         .unwrap();
     assert!(queue
@@ -94,7 +100,10 @@ async fn a_delayed_message_waits(queue: &dyn QueueConsumer) {
 
 async fn a_message_received_too_often_is_dead_lettered(queue: &dyn QueueConsumer) {
     let webhooks = QueueName::Webhooks;
-    queue.send(webhooks, "poison".into(), Duration::ZERO).await.unwrap();
+    queue
+        .send(webhooks, "cus_conformance", "poison".into(), Duration::ZERO)
+        .await
+        .unwrap();
     let mut first_id = None;
     for receives in 1..=MAX_RECEIVES {
         // A handler that fails it every time: it is never acknowledged.

@@ -80,9 +80,11 @@ CREATE TABLE IF NOT EXISTS failed_deliveries (
     PRIMARY KEY (endpoint_id, event_id, delivery_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS secrets (
     name TEXT PRIMARY KEY, value TEXT NOT NULL, stored_at INTEGER NOT NULL DEFAULT 0);
+-- `lane`: whose work a message is (a customer's, an endpoint's); lanes take turns.
 CREATE TABLE IF NOT EXISTS queue_messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body TEXT NOT NULL,
-    visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0);
+    visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0,
+    lane TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS queue_messages_visible ON queue_messages (queue, visible_at);
 -- `due_at` is the next run of an active schedule, else NULL: the embedded timer's index.
 CREATE TABLE IF NOT EXISTS schedules (
@@ -167,6 +169,17 @@ pub(super) fn add_missing_columns(connection: &Connection) -> Result<(), StoreEr
             .execute_batch("ALTER TABLE secrets ADD COLUMN stored_at INTEGER NOT NULL DEFAULT 0")
             .map_err(unavailable)?;
     }
+    // Messages queued before lanes were kept share one lane.
+    if !has("queue_messages", "lane")? {
+        connection
+            .execute_batch("ALTER TABLE queue_messages ADD COLUMN lane TEXT NOT NULL DEFAULT ''")
+            .map_err(unavailable)?;
+    }
+    connection
+        .execute_batch(
+            "CREATE INDEX IF NOT EXISTS queue_messages_by_lane ON queue_messages (queue, lane, visible_at, id)",
+        )
+        .map_err(unavailable)?;
     Ok(())
 }
 
