@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 mod aws_requests;
 mod desk;
+mod fairness;
 mod files;
 mod lambda;
 mod ledger;
@@ -69,6 +70,9 @@ async fn main() {
     if wanted("desk") {
         desk::claims().await;
         desk::board_page_first_render().await;
+    }
+    if wanted("fairness") {
+        fairness::fairness().await;
     }
     if wanted("files") {
         files::files().await;

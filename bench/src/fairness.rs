@@ -1,0 +1,132 @@
+//! Fair share: one customer's single payout while another customer's 50,000-line file runs,
+//! beside the same payout on an idle service, on the embedded store and on the AWS adapters.
+
+use crate::local_server;
+use crate::measure::ms;
+use ops_tests::{payout, Api, Customer};
+use std::time::{Duration, Instant};
+
+/// Lines of the busy customer's file (`FAIRNESS_LINES` to try another size).
+const FILE_LINES: usize = 50_000;
+/// Lines of the file on the AWS adapters against the emulator (`FAIRNESS_AWS_LINES`).
+const AWS_FILE_LINES: usize = 5_000;
+/// Single payouts timed while the file runs, one every few seconds.
+const SAMPLES: usize = 8;
+
+/// Creates an auto-approved one-item payout and waits for it to complete: the time it took.
+async fn single_payout(api: &Api, customer: &Customer) -> Duration {
+    let started = Instant::now();
+    let created = api
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[7_000]))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let path = format!("/v1/operations/{}", created.id());
+    loop {
+        let operation = api.get(&path, &customer.key).await.json();
+        if operation["status"] == "completed" {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < Duration::from_secs(1_800), "{operation}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Uploads `customer`'s auto-approved payroll file of `lines` lines: its id.
+async fn upload_file(api: &Api, customer: &Customer, lines: usize) -> String {
+    let lines: Vec<(i64, &str)> = (0..lines).map(|i| (1_000 + i as i64, "CLP")).collect();
+    let uploaded = api
+        .upload(
+            "/v1/files?workflow=auto",
+            &customer.key,
+            "fairness-file",
+            "text/csv",
+            ops_tests::payroll_csv(&lines),
+        )
+        .await;
+    assert_eq!(uploaded.status, 202, "{}", uploaded.json());
+    uploaded.id()
+}
+
+/// Whether the busy customer's payouts are still being paid: some transaction of theirs is
+/// not yet confirmed, or the file's operations are still being made.
+async fn file_running(api: &Api, customer: &Customer, file: &str) -> bool {
+    let shown = api.get(&format!("/v1/files/{file}"), &customer.key).await.json();
+    if shown["status"] != "completed" {
+        return true;
+    }
+    let page = api
+        .get("/v1/operations?status=processing&limit=1", &customer.key)
+        .await
+        .json();
+    page["data"].as_array().is_some_and(|d| !d.is_empty())
+}
+
+/// One table row: the single payout idle (best of three), then timed every few seconds while
+/// another customer's file of `lines` runs (the worst and the median).
+async fn row(backend: &str, api: &Api, lines: usize) {
+    let small = api.create_customer().await;
+    let mut idle = vec![];
+    for _ in 0..3 {
+        idle.push(single_payout(api, &small).await);
+    }
+    let idle = *idle.iter().min().unwrap();
+    let big = api.create_customer().await;
+    let file = upload_file(api, &big, lines).await;
+    let mut busy = vec![];
+    while busy.len() < SAMPLES {
+        busy.push(single_payout(api, &small).await);
+        if !file_running(api, &big, &file).await {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    let still_running = file_running(api, &big, &file).await;
+    busy.sort();
+    let worst = *busy.last().unwrap();
+    println!(
+        "| {backend} | {lines} | {} ms | {} ms | {} ms | {} | {:.1}× |",
+        ms(idle),
+        ms(busy[busy.len() / 2]),
+        ms(worst),
+        busy.len(),
+        worst.as_secs_f64() / idle.as_secs_f64()
+    );
+    if !still_running {
+        println!("|  | (the file finished while it was timed: the later samples saw an idle service) | | | | | |");
+    }
+}
+
+pub(crate) async fn fairness() {
+    let lines = std::env::var("FAIRNESS_LINES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(FILE_LINES);
+    println!();
+    println!("| backend | busy customer's file, lines | single payout idle (best of 3) | while the file runs: median | worst | samples | worst ÷ idle (goal ≤ 3×) |");
+    println!("|---|---|---|---|---|---|---|");
+    let (_server, api, _data) = local_server(true).await;
+    row("local mode (SQLite)", &api, lines).await;
+    if std::env::var("AWS_ENDPOINT_URL").is_err() {
+        return;
+    }
+    // The emulator writes a table's snapshot on every transaction, so its file is smaller.
+    let aws_lines = std::env::var("FAIRNESS_AWS_LINES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(AWS_FILE_LINES);
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut config = ops_tests::config(data_dir.path().to_path_buf());
+    config.backend = ops_local::Backend::Aws;
+    config.aws_provision = Some(format!("bench-fairness-{}", std::process::id()));
+    config.worker = true;
+    config.rate_limit = 0;
+    let server = ops_local::start_on_aws(config, ops_runtime::deployment::system_clock())
+        .await
+        .expect("server starts on the AWS adapters");
+    let api = Api {
+        base: format!("http://{}", server.address),
+        client: reqwest::Client::new(),
+    };
+    row("AWS adapters (emulator: DynamoDB stream, SQS)", &api, aws_lines).await;
+    server.task.abort();
+}
