@@ -114,19 +114,7 @@ pub(crate) async fn fairness() {
     ) else {
         return;
     };
-    let data_dir = tempfile::tempdir().unwrap();
-    let mut config = ops_tests::config(data_dir.path().to_path_buf());
-    config.backend = ops_local::Backend::Aws;
-    config.aws_provision = Some(format!("bench-fairness-{}", std::process::id()));
-    config.worker = true;
-    config.rate_limit = 0;
-    let server = ops_local::start_on_aws(config, ops_runtime::deployment::system_clock())
-        .await
-        .expect("server starts on the AWS adapters");
-    let api = Api {
-        base: format!("http://{}", server.address),
-        client: reqwest::Client::new(),
-    };
+    let (server, api, _data) = crate::aws_server("bench-fairness").await;
     row("AWS adapters (emulator: DynamoDB stream, SQS)", &api, aws_lines).await;
     server.task.abort();
 }

@@ -195,19 +195,7 @@ pub(crate) async fn local_mode() {
 pub(crate) async fn aws_lifecycles() {
     lifecycle_header("AWS adapters (emulator)");
     for (clients, per_client) in [(1, 10), (8, 2), (64, 1)] {
-        let data_dir = tempfile::tempdir().unwrap();
-        let mut config = ops_tests::config(data_dir.path().to_path_buf());
-        config.backend = ops_local::Backend::Aws;
-        config.aws_provision = Some(format!("bench-{clients}-{}", std::process::id()));
-        config.worker = true;
-        config.rate_limit = 0;
-        let server = ops_local::start_on_aws(config, ops_runtime::deployment::system_clock())
-            .await
-            .expect("server starts on the AWS adapters");
-        let api = Api {
-            base: format!("http://{}", server.address),
-            client: reqwest::Client::new(),
-        };
+        let (server, api, _data) = crate::aws_server(&format!("bench-{clients}")).await;
         lifecycle_row(&api, clients, per_client).await;
         server.task.abort();
     }

@@ -106,6 +106,26 @@ pub(crate) async fn local_server(worker: bool) -> (ops_local::Server, Api, tempf
     (server, api, data_dir)
 }
 
+/// Local mode on the AWS adapters against the emulator, on a fresh stack called `stack`, its
+/// pipeline running, the per-key limit off: the server (abort its task when done), its API
+/// and its data directory (kept while it runs).
+pub(crate) async fn aws_server(stack: &str) -> (ops_local::AwsServer, Api, tempfile::TempDir) {
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut config = ops_tests::config(data_dir.path().to_path_buf());
+    config.backend = ops_local::Backend::Aws;
+    config.aws_provision = Some(format!("{stack}-{}", std::process::id()));
+    config.worker = true;
+    config.rate_limit = 0;
+    let server = ops_local::start_on_aws(config, ops_runtime::deployment::system_clock())
+        .await
+        .expect("server starts on the AWS adapters");
+    let api = Api {
+        base: format!("http://{}", server.address),
+        client: reqwest::Client::new(),
+    };
+    (server, api, data_dir)
+}
+
 /// The API over `service` on a random local port, as a Lambda function would answer it.
 pub(crate) async fn serve(service: std::sync::Arc<ops_domain::service::Service>) -> Api {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -494,13 +494,10 @@ async fn send_report_bytes(app: &TestApp, body: Vec<u8>) -> reqwest::Response {
         .unwrap()
 }
 
-#[tokio::test]
-async fn a_rail_report_takes_effect_once_and_its_fields_are_bounded() {
-    let app = spawn_app().await;
-    let customer = app.create_customer().await;
-    // Confirmed, then the rail reports a return: a replay of that report must not return twice.
+/// An auto-approved one-item payout of `amount`, paid and confirmed: its id and transaction.
+async fn confirmed_payout(app: &TestApp, customer: &Customer, amount: i64) -> (String, Value) {
     let id = app
-        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[40_000]))
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[amount]))
         .await
         .id();
     app.settle(time::Duration::seconds(5), 3).await;
@@ -510,6 +507,15 @@ async fn a_rail_report_takes_effect_once_and_its_fields_are_bounded() {
         .json()["data"][0]
         .clone();
     assert_eq!(txn["status"], "confirmed");
+    (id, txn)
+}
+
+#[tokio::test]
+async fn a_rail_report_takes_effect_once_and_its_fields_are_bounded() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    // Confirmed, then the rail reports a return: a replay of that report must not return twice.
+    let (id, txn) = confirmed_payout(&app, &customer, 40_000).await;
     let report = json!({"id": "rpt_return_1", "rail": "psp-local:sandbox", "transaction_id": txn["id"], "state": "returned", "code": "account_closed"});
 
     let first = send_report(&app, &report).await;
@@ -1025,17 +1031,7 @@ async fn behind_a_trusted_proxy_failed_authentications_count_per_forwarded_clien
 async fn a_rail_report_no_rail_could_make_is_refused_and_a_repeated_fact_is_not() {
     let app = spawn_app().await;
     let customer = app.create_customer().await;
-    let id = app
-        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[41_000]))
-        .await
-        .id();
-    app.settle(time::Duration::seconds(5), 3).await;
-    let txn = app
-        .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
-        .await
-        .json()["data"][0]
-        .clone();
-    assert_eq!(txn["status"], "confirmed");
+    let (id, txn) = confirmed_payout(&app, &customer, 41_000).await;
     let report = |n: &str, state: &str| json!({"id": format!("rpt_possible_{n}"), "rail": "psp-local:sandbox", "transaction_id": txn["id"], "state": state, "code": "x"});
     // Confirmed money cannot have failed by a report (only come back).
     let failed = send_report(&app, &report("1", "failed")).await;
