@@ -133,7 +133,7 @@ impl Service {
             expires_at,
             revoked_at: None,
             created_by: Some(principal.actor().id),
-            lineage: principal.lineage_of_minted(),
+            lineage: principal.lineage_of_minted(None),
             rotated_to: None,
             secret_hash: self.hasher.hash(&secret),
             version: 1,
@@ -225,12 +225,7 @@ impl Service {
         old.expires_at = Some(made_to_expire.map_or(ends, |at| at.min(ends)));
         let secret = access::new_secret(self.environment);
         // The successor speaks for everyone the old key did, the old key itself included.
-        let mut lineage = principal.lineage_of_minted();
-        lineage.extend(old.lineage.iter().cloned());
-        lineage.extend(old.created_by.iter().cloned());
-        lineage.push(old.id.to_string());
-        lineage.sort();
-        lineage.dedup();
+        let lineage = principal.lineage_of_minted(Some(&old));
         let new_key = ApiKey {
             id: crate::ids::ApiKeyId::new(&*self.ids),
             created_at: now,

@@ -321,11 +321,15 @@ impl Principal {
         )
     }
 
-    /// The lineage of a key this principal mints: its own key's, that key, and its user.
-    pub fn lineage_of_minted(&self) -> Vec<String> {
-        let mut lineage = self.key.lineage.clone();
-        lineage.extend(self.key.created_by.iter().cloned());
-        lineage.push(self.key.id.to_string());
+    /// The lineage of a key this principal mints, or rotates `rotated_from` into: for its own
+    /// key and the rotated one, each one's lineage, minter and the key itself; and its user.
+    pub fn lineage_of_minted(&self, rotated_from: Option<&ApiKey>) -> Vec<String> {
+        let mut lineage = vec![];
+        for key in std::iter::once(&self.key).chain(rotated_from) {
+            lineage.extend(key.lineage.iter().cloned());
+            lineage.extend(key.created_by.iter().cloned());
+            lineage.push(key.id.to_string());
+        }
         lineage.extend(self.user.iter().map(|user| user.id.to_string()));
         lineage.sort();
         lineage.dedup();

@@ -167,6 +167,7 @@ impl Service {
         for (position, event) in events.iter().enumerate().filter(|(_, e)| settles_operation(e)) {
             last_settle.insert(event.data.text("operation_id").unwrap_or_default(), position);
         }
+        let settle_at: std::collections::HashSet<usize> = last_settle.into_values().collect();
         // The batch's new transactions go on the submissions queue in one send, not one each.
         let unqueued = match self.queue_submissions(events).await {
             Ok(()) => None,
@@ -184,14 +185,8 @@ impl Service {
                 "operation.approved" => self.start_processing(event).await,
                 "transaction.pending" => Ok(Handled::Done),
                 "file.accepted" => self.queue_file_split(event).await,
-                _ if settles_operation(event) => {
-                    let operation = event.data.text("operation_id").unwrap_or_default();
-                    if last_settle.get(&operation) == Some(&position) {
-                        self.settle_operation(event).await
-                    } else {
-                        Ok(Handled::Done)
-                    }
-                }
+                _ if settle_at.contains(&position) => self.settle_operation(event).await,
+                _ if settles_operation(event) => Ok(Handled::Done),
                 kind if kind.starts_with("schedule.") && !kind.starts_with("schedule.occurrence_") => {
                     self.sync_schedule_timer(event).await
                 }
