@@ -108,3 +108,61 @@ async fn a_schedule_is_mirrored_on_eventbridge_scheduler_and_fired_once() {
     let gone = mirrored().await.expect_err("the timer is deleted with its schedule");
     assert_eq!(gone.code(), Some("ResourceNotFoundException"));
 }
+
+/// A firing whose function failed every attempt reaches `schedule-fire`'s dead-letter queue,
+/// whose consumer records the occurrence `missed` with an exceptions work item at once (not a
+/// month later, when the next occurrence of a monthly payroll would find it missed); the same
+/// dead letter delivered again records nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_firing_that_failed_every_attempt_opens_its_work_item_at_once() {
+    use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+    let app = spawn_aws_app().await;
+    let acme = app.create_customer().await;
+    let mut operation = payout(&acme.id, "auto", &[50_000]);
+    operation.as_object_mut().unwrap().remove("customer_id");
+    let created = app
+        .post(
+            "/v1/schedules",
+            &acme.key,
+            json!({"expression": "cron(0 9 28 * ? *)", "timezone": "UTC", "operation": operation}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let id = created.id();
+    let next = created.json()["next_run_at"].as_str().unwrap().to_owned();
+    let due = time::OffsetDateTime::parse(&next, &time::format_description::well_known::Rfc3339).unwrap();
+    app.clock.advance(due - app.clock.now() + time::Duration::seconds(5));
+
+    // What Lambda puts on a function's dead-letter queue: the event it could not handle.
+    let mut message = SqsMessage::default();
+    message.message_id = Some("dead-firing-1".into());
+    message.body = Some(json!({"schedule_id": id, "scheduled_at": next}).to_string());
+    let mut event = SqsEvent::default();
+    event.records = vec![message];
+    for _ in 0..2 {
+        let answer = ops_runtime::triggers::dead_letters(&app.service, event.clone()).await;
+        assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
+    }
+    let occurrences = app
+        .get(&format!("/v1/schedules/{id}/occurrences"), &acme.key)
+        .await
+        .json();
+    let occurrences = occurrences["data"].as_array().unwrap();
+    assert_eq!(occurrences.len(), 1, "{occurrences:?}");
+    assert_eq!(occurrences[0]["status"], "missed");
+    assert_eq!(occurrences[0]["scheduled_at"], next.as_str());
+    app.settle(time::Duration::ZERO, 1).await;
+    let items = app
+        .get("/v1/work_items?queue=exceptions", ops_tests::ADMIN_KEY)
+        .await
+        .json();
+    let opened: Vec<_> = items["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["customer_id"] == acme.id.as_str())
+        .collect();
+    assert_eq!(opened.len(), 1, "{items}");
+    assert_eq!(opened[0]["subject"]["type"], "occurrence", "{}", opened[0]);
+    assert_eq!(opened[0]["kind"], "occurrence_missed", "{}", opened[0]);
+}

@@ -13,7 +13,7 @@ use crate::ids::{CustomerId, DeliveryId, WorkItemId};
 use crate::ports::{
     signals, BatchOutcome, Changeset, QueueMessage, QueueTask, Signal, StoreError, Write, MAX_RECEIVES,
 };
-use crate::schedules::{Occurrence, OccurrenceStatus, Schedule};
+use crate::schedules::{FireSchedule, Occurrence, OccurrenceStatus, Schedule};
 use crate::service::Service;
 use crate::validate::optional_reason;
 use crate::webhooks::{Delivery, DeliveryStatus, FollowUp};
@@ -117,10 +117,20 @@ impl Service {
     /// Dead-letter queues → exceptions: each message becomes an item that keeps its body for a
     /// redrive, and then leaves the dead-letter queue. A task this deployment cannot read (a
     /// newer one's) stays there for a deployment that can; one about nothing stored is logged
-    /// whole and dropped, as there is nothing to redrive it for.
+    /// whole and dropped, as there is nothing to redrive it for. A schedule's firing that
+    /// failed every attempt records its occurrence `missed`, which opens its item.
     pub async fn handle_dead_letters(&self, messages: &[QueueMessage]) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
         for message in messages {
+            // A schedule's firing that failed every attempt: its occurrence is missed, now.
+            if let Ok(fire) = serde_json::from_str::<FireSchedule>(&message.body) {
+                let why = "its function failed (the schedule-fire function's log says why)";
+                if let Err(error) = self.record_failed_firing(&fire, why).await {
+                    tracing::warn!(message = %message.id, %error, "a failed firing was not recorded; it comes again");
+                    outcome.failed.push(message.id.clone());
+                }
+                continue;
+            }
             let task = match QueueTask::parse(&message.body) {
                 Ok(task) => task,
                 Err(error) => {

@@ -66,6 +66,39 @@ impl Service {
         Ok(recorded)
     }
 
+    /// A firing that failed all its attempts (on AWS, `schedule-fire`'s dead-letter queue):
+    /// each occurrence it was due to record and still is is recorded `missed` with `error`,
+    /// which opens its exceptions work item now rather than at the next occurrence. One that
+    /// a later attempt recorded meanwhile is left as it is.
+    pub async fn record_failed_firing(&self, fire: &FireSchedule, error: &str) -> Result<usize, DomainError> {
+        let mut recorded = 0;
+        let mut races = 0;
+        while recorded < CATCH_UP {
+            let Some(schedule) = self.store.schedule(&fire.schedule_id).await? else {
+                break;
+            };
+            let due = schedule.next_run_at.filter(|next| *next <= fire.scheduled_at);
+            let (ScheduleStatus::Active, Some(due)) = (schedule.status, due) else {
+                break;
+            };
+            let reason = format!("The firing failed every attempt: {error}");
+            match self
+                .record_without_operation(&schedule, due, OccurrenceStatus::Missed, reason)
+                .await?
+            {
+                Fired::Recorded => recorded += 1,
+                Fired::Raced if races < MAX_ATTEMPTS => races += 1,
+                Fired::Raced => {
+                    return Err(DomainError::invalid_state(
+                        "conflict",
+                        "The schedule is changing too fast.",
+                    ))
+                }
+            }
+        }
+        Ok(recorded)
+    }
+
     /// The embedded timer's round: fires every schedule due by now, found by the due index.
     pub async fn fire_due_schedules(&self) -> Result<usize, DomainError> {
         let now = self.now();
