@@ -181,9 +181,9 @@ fn read_endpoints_write_nothing() {
     let mut readers = 0;
     for block in functions(&template())
         .iter()
-        .filter(|b| b.contains("- DynamoDBReadPolicy:"))
+        .filter(|b| b.contains("- !Ref TableReadAccess\n"))
     {
-        assert!(!block.contains("DynamoDBCrudPolicy"), "{block}");
+        assert!(!block.contains("TableWriteAccess"), "{block}");
         assert!(
             !block.contains("dynamodb:UpdateItem"),
             "a read endpoint may write: {block}"
@@ -318,7 +318,7 @@ fn each_config_envs_parameters_are_declared_and_allowed() {
 fn every_alarm_notifies_the_operators_topic() {
     let template = template();
     let alarms = alarms(&template);
-    assert_eq!(alarms.len(), 11);
+    assert_eq!(alarms.len(), 12);
     for (_, alarm) in alarms {
         for action in ["AlarmActions: [!Ref AlarmTopic]", "OKActions: [!Ref AlarmTopic]"] {
             assert!(alarm.contains(action), "no {action} in {alarm}");
@@ -345,7 +345,10 @@ fn every_queue_is_worked_by_a_bounded_number_of_instances() {
         assert_eq!(function.matches("MaximumConcurrency: ").count(), sources, "{function}");
         queues += sources;
     }
-    assert_eq!(queues, 6, "submissions, webhooks, files and their dead letters");
+    assert_eq!(
+        queues, 7,
+        "submissions, webhooks, files, their dead letters and schedule firings' dead letters"
+    );
     for parameter in ["RailSubmitConcurrency", "WebhookSendConcurrency"] {
         // SQS event sources take 2 to 1,000.
         let declared = block(&template, &format!("  {parameter}:"));
