@@ -58,3 +58,77 @@ install_browser() {
   apt_install chromium chromium
   (cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent)
 }
+
+# start_docker: Docker's engine (Debian's docker.io, installed when missing), started when it
+# is not running; $dockerd is its pid when this script started it.
+start_docker() {
+  apt_install dockerd docker.io
+  dockerd=""
+  if ! docker info > /dev/null 2>&1; then
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    mkdir -p "$target_dir"
+    $sudo dockerd > "$target_dir/dockerd.log" 2>&1 &
+    dockerd=$!
+    for _ in $(seq 100); do docker info > /dev/null 2>&1 && return; sleep 0.3; done
+    echo "Docker's engine did not start: $target_dir/dockerd.log"; return 1
+  fi
+}
+
+# lambda_base_image: the image `sam local` runs the functions on, public.ecr.aws/lambda/
+# provided:al2023-x86_64. Pulled where a registry answers (a developer's machine); where none
+# does, a stand-in is made from Debian's packages: busybox for the shell SAM's image build
+# runs, glibc and libgcc for the bootstraps, and the CA certificates their HTTP clients load.
+lambda_base_image() {
+  local image=public.ecr.aws/lambda/provided:al2023-x86_64
+  docker image inspect "$image" > /dev/null 2>&1 && return
+  timeout 60 docker pull -q "$image" > /dev/null 2>&1 && return
+  echo "no registry answers: making a stand-in for $image from Debian's packages"
+  apt_install update-ca-certificates ca-certificates
+  local work root
+  work=$(mktemp -d)
+  root="$work/root"
+  (cd "$work" && apt-get download busybox-static libc6 libgcc-s1 > /dev/null 2>&1)
+  for deb in "$work"/*.deb; do dpkg-deb -x "$deb" "$root"; done
+  for applet in $("$root/bin/busybox" --list); do
+    [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
+  done
+  mkdir -p "$root/tmp" "$root/var/task" "$root/var/runtime" "$root/opt" "$root/etc/ssl/certs"
+  cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"
+  echo "root:x:0:0:root:/root:/bin/sh" > "$root/etc/passwd"
+  echo "root:x:0:" > "$root/etc/group"
+  tar -C "$root" -c . | docker import --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
+    --change 'WORKDIR /var/task' - "$image" > /dev/null
+  rm -rf "$work"
+}
+
+# start_stack WORK_DIR [stack.py up arguments]: the stack as SAM deploys it (tests/stack),
+# in the background ($stack its pid), its state in WORK_DIR/state.json once it serves.
+# Needs Docker's engine and the base image (start_docker, lambda_base_image) and the
+# bootstraps built for this machine (cargo build -p ops-lambda --bins).
+start_stack() {
+  local work=$1
+  shift
+  venv_install moto_server "moto[server]==5.*"
+  venv_install sam aws-sam-cli
+  local bootstraps
+  bootstraps=$(cd "$target_dir/debug" && pwd)
+  rm -rf "$work" && mkdir -p "$work"
+  (cd tests/stack && exec ../../.venv/bin/python stack.py up --work "$work" --state "$work/state.json" \
+    --bootstraps "$bootstraps" "$@") > "$work/up.log" 2>&1 &
+  stack=$!
+  for _ in $(seq 600); do
+    [ -f "$work/state.json" ] && return
+    kill -0 "$stack" 2> /dev/null || { tail -20 "$work/up.log"; return 1; }
+    sleep 0.5
+  done
+  echo "the stack did not start: $work/up.log"; return 1
+}
+
+# stop_stack: stops the stack start_stack started, its containers with it.
+stop_stack() {
+  [ -n "${stack:-}" ] || return 0
+  kill "$stack" 2> /dev/null || true
+  wait "$stack" 2> /dev/null || true
+  stack=""
+}

@@ -1,4 +1,5 @@
-"""moto_server, answering one request at a time, with a faster TransactWriteItems.
+"""moto_server, answering one request at a time, with a faster TransactWriteItems; and, when
+it checks IAM, signed GETs verified and each refusal logged (see the two patches at the end).
 
 moto's TransactWriteItems snapshots whole tables and restores them on failure, which is not
 safe when requests run in parallel threads: a failing transaction can undo another's
@@ -15,6 +16,8 @@ import copy
 import sys
 
 import moto.dynamodb.models as dynamodb
+import moto.iam.access_control as access_control
+from botocore.awsrequest import AWSRequest
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import run_simple
 
@@ -55,5 +58,34 @@ def transact_write_items_snapshotting_once(self, transact_items):
 
 
 dynamodb.DynamoDBBackend.transact_write_items = transact_write_items_snapshotting_once
+
+def aws_request_over_the_body_sent(self):
+    """The request as its client signed it, when the emulator checks IAM: moto (5.x) hashes a
+    body-less request's query or headers as its body, so that no signed GET or DELETE (the
+    Scheduler's ListSchedules, GetSchedule, DeleteSchedule) verifies; their body is empty."""
+    signed_headers = self._get_string_between("SignedHeaders=", ",", self._headers["Authorization"]).split(";")
+    headers = self._create_headers_for_aws_request(signed_headers, self._headers)
+    body = b"" if self._method in ("GET", "HEAD", "DELETE") else (self._body or self._data)
+    request = AWSRequest(method=self._method, url=self._path, data=body, headers=headers)
+    request.context["timestamp"] = headers["X-Amz-Date"]
+    return request
+
+
+access_control.IAMRequestBase._create_aws_request = aws_request_over_the_body_sent
+
+check_action_permitted = access_control.IAMRequestBase.check_action_permitted
+
+
+def check_action_permitted_and_say_what_was_denied(self, resource):
+    """One line on stderr for each call IAM refuses, naming the caller and the action: a JSON
+    service's client sees only a 403 it cannot read (moto answers it in XML)."""
+    try:
+        check_action_permitted(self, resource)
+    except Exception:
+        print(f"IAM denied: {self._access_key.arn} {self._action} on {resource}", file=sys.stderr, flush=True)
+        raise
+
+
+access_control.IAMRequestBase.check_action_permitted = check_action_permitted_and_say_what_was_denied
 
 run_simple("127.0.0.1", int(sys.argv[1]), DomainDispatcherApplication(create_backend_app), threaded=False)
