@@ -84,6 +84,15 @@ def test_a_rail_failure_is_an_exception_on_the_desk():
 
     (exception,) = until("the exceptions work item", item)
     assert exception["kind"] == "transaction_needs_attention", exception
+    # The operator, having asked the rail, resolves it as failed: the item closes with it.
+    body = {"status": "failed", "reason": "The rail never took it"}
+    ok(call("POST", f"/v1/transactions/{transaction['id']}/resolve", platform(), body))
+
+    def closed():
+        shown = ok(call("GET", f"/v1/work_items/{exception['id']}", platform()))
+        return shown if shown["status"] == "done" else None
+
+    until("the work item to close", closed)
 
 
 def test_a_dead_letter_becomes_a_work_item_and_is_redriven_to_its_queue():
