@@ -13,6 +13,7 @@ leaves the stream out of the copy; on failure it drops the stream records the ro
 writes appended, so the stream still shows only committed changes.
 """
 import copy
+import json
 import sys
 
 import moto.dynamodb.models as dynamodb
@@ -77,13 +78,31 @@ check_action_permitted = access_control.IAMRequestBase.check_action_permitted
 
 
 def check_action_permitted_and_say_what_was_denied(self, resource):
-    """One line on stderr for each call IAM refuses, naming the caller and the action: a JSON
-    service's client sees only a 403 it cannot read (moto answers it in XML)."""
+    """One line on stderr for each call IAM checks: a refusal naming the caller and the action
+    (a JSON service's client sees only a 403 it cannot read: moto answers it in XML), and each
+    allowed call with its caller, action and the items it carries (tests/stack/bill.py counts
+    them)."""
     try:
         check_action_permitted(self, resource)
     except Exception:
         print(f"IAM denied: {self._access_key.arn} {self._action} on {resource}", file=sys.stderr, flush=True)
         raise
+    print(f"IAM allowed: {self._access_key.arn} {self._action} {items_of(self._action, self._body)}", file=sys.stderr, flush=True)
+
+
+def items_of(action, body):
+    """The items a DynamoDB batch or transaction carries (1 for any other call)."""
+    if not action.startswith("dynamodb:") or not body:
+        return 1
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return 1
+    if "TransactItems" in request:
+        return len(request["TransactItems"])
+    if "RequestItems" in request:
+        return sum(len(v.get("Keys", v) if isinstance(v, dict) else v) for v in request["RequestItems"].values())
+    return 1
 
 
 access_control.IAMRequestBase.check_action_permitted = check_action_permitted_and_say_what_was_denied

@@ -10,7 +10,7 @@ and dead-lettered with the credentials of the function they are for, as Lambda d
 function's role; the function is invoked through `sam local start-lambda`'s Invoke API.
 
 Where it differs from Lambda: one poller per mapping (Lambda scales up to the mapping's
-maximum concurrency); a failing stream batch is retried whole, not bisected; an asynchronous
+maximum concurrency), each mapping of a stream reading it on its own as Lambda's do; a failing stream batch is retried whole, not bisected; an asynchronous
 invocation is retried at once rather than after a minute and two; the customers' schedules are
 fired at their start date and then at each period of a `rate(…)` expression (a `cron(…)`
 schedule's later occurrences are not computed here).
@@ -139,14 +139,20 @@ class Driver:
         while not self.stopping.is_set():
             busy = False
             for shard, iterator in list(iterators.items()):
-                page = streams.get_records(ShardIterator=iterator, Limit=batch_size)
-                iterators[shard] = page.get("NextShardIterator") or iterator
-                records = [
-                    _lambda_record(r, stream_arn)
-                    for r in page["Records"]
-                ]
+                # A batch is what the shard holds, up to its size, gathered for at most the
+                # batching window from its first record (as Lambda's poller does).
+                records, first = [], None
+                while len(records) < batch_size and not self.stopping.is_set():
+                    page = streams.get_records(ShardIterator=iterator, Limit=batch_size - len(records))
+                    iterator = iterators[shard] = page.get("NextShardIterator") or iterator
+                    records += [_lambda_record(r, stream_arn) for r in page["Records"]]
+                    if records and first is None:
+                        first = time.time()
+                    if not records or time.time() - first >= window:
+                        break
+                    time.sleep(0.1)
                 batch = [r for r in records if not patterns or any(_matches(p, r) for p in patterns)]
-                busy = busy or bool(page["Records"])
+                busy = busy or bool(records)
                 attempts = 0
                 while batch and not self.stopping.is_set():
                     answer, failed = self.invoke(function, {"Records": batch})
