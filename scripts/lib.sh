@@ -26,7 +26,7 @@ sys.exit(f"timed out waiting for {sys.argv[1]}")
 PY
 }
 
-target_dir="${CARGO_TARGET_DIR:-target}"
+target_dir="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 
 # start_moto: moto_server on a free port (its pid in $moto, its log in the target dir), and
 # the AWS SDK pointed at it.
