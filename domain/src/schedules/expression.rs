@@ -137,7 +137,11 @@ fn parse_cron(fields: &str) -> Result<Expression, DomainError> {
             "Exactly one of day-of-month and day-of-week is '?'.",
         ));
     }
-    if parts.iter().any(|field| field.contains(['L', 'W', '#'])) {
+    if CRON_FIELDS
+        .iter()
+        .zip(&parts)
+        .any(|(field, text)| field.uses_l_w_or_hash(text))
+    {
         return Err(invalid(
             "unsupported_expression",
             "The L, W and # forms of cron are not supported; list the days instead.",
@@ -213,6 +217,14 @@ const CRON_FIELDS: [CronField; 6] = [
 ];
 
 impl CronField {
+    /// Whether `text` uses cron's `L`, `W` or `#` forms: a token that holds one of them and is
+    /// not one of the field's names (`JUL`, `WED` and `wed` are names, not operators).
+    fn uses_l_w_or_hash(&self, text: &str) -> bool {
+        text.split([',', '-', '/']).any(|token| {
+            token.contains(['L', 'W', '#']) && !self.names.iter().any(|name| name.eq_ignore_ascii_case(token))
+        })
+    }
+
     /// Refuses a value out of the field's range, naming the field and the value, so that the
     /// `cron` crate (whose bounds and messages differ) only ever sees values the Scheduler takes.
     fn check(&self, text: &str) -> Result<(), DomainError> {
@@ -368,6 +380,25 @@ mod tests {
     }
 
     #[test]
+    fn day_and_month_names_holding_l_or_w_are_names_in_any_case() {
+        // 2026-11-23 is a Monday: the next Wednesday is the 25th; the next first of July 2027.
+        for wednesday in ["cron(0 9 ? * WED *)", "cron(0 9 ? * wed *)", "cron(0 9 ? * MON,WED *)"] {
+            assert_eq!(
+                next(wednesday, "UTC", datetime!(2026-11-23 12:00 UTC)),
+                Some(datetime!(2026-11-25 09:00 UTC)),
+                "{wednesday}"
+            );
+        }
+        for july in ["cron(0 9 1 JUL ? *)", "cron(0 9 1 jul ? *)", "cron(0 9 1 JUN-JUL ? *)"] {
+            assert!(next(july, "UTC", datetime!(2026-11-23 12:00 UTC)).is_some(), "{july}");
+        }
+        assert_eq!(
+            next("cron(0 9 1 JUL ? *)", "UTC", datetime!(2026-11-23 12:00 UTC)),
+            Some(datetime!(2027-07-01 09:00 UTC))
+        );
+    }
+
+    #[test]
     fn day_of_week_counts_from_sunday_as_one() {
         // 2026-11-23 is a Monday; 2 is Monday.
         assert_eq!(
@@ -495,6 +526,9 @@ mod tests {
             ("cron(0 9 ? * ? *)", "invalid_expression"),
             ("cron(0 25 1 * ? *)", "invalid_expression"),
             ("cron(0 9 L * ? *)", "unsupported_expression"),
+            ("cron(0 9 15W * ? *)", "unsupported_expression"),
+            ("cron(0 9 ? * 6#3 *)", "unsupported_expression"),
+            ("cron(0 9 ? * 6L *)", "unsupported_expression"),
             ("cron(0 9 ? 0 * *)", "invalid_expression"),
             ("cron(0 9 ? * 8 *)", "invalid_expression"),
             ("cron(0/0 9 ? * * *)", "invalid_expression"),
