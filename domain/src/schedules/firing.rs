@@ -41,6 +41,21 @@ impl Service {
     /// firing for a paused, ended or deleted schedule, or for a time already recorded, does
     /// nothing. Returns how many occurrences it recorded.
     pub async fn fire_schedule(&self, fire: &FireSchedule) -> Result<usize, DomainError> {
+        self.record_due(fire, None).await
+    }
+
+    /// A firing that failed all its attempts (on AWS, `schedule-fire`'s dead-letter queue):
+    /// each occurrence it was due to record and still is is recorded `missed` with `error`,
+    /// which opens its exceptions work item now rather than at the next occurrence. One that
+    /// a later attempt recorded meanwhile is left as it is.
+    pub async fn record_failed_firing(&self, fire: &FireSchedule, error: &str) -> Result<usize, DomainError> {
+        self.record_due(fire, Some(error)).await
+    }
+
+    /// Records each occurrence `fire` is due for, in turn: made (`failed` none), or missed
+    /// with the reason the firing failed. Reads the schedule again after each, and after a
+    /// race with another firing.
+    async fn record_due(&self, fire: &FireSchedule, failed: Option<&str>) -> Result<usize, DomainError> {
         let mut recorded = 0;
         let mut races = 0;
         while recorded < CATCH_UP {
@@ -52,40 +67,15 @@ impl Service {
             let (ScheduleStatus::Active, Some(due)) = (schedule.status, due) else {
                 break;
             };
-            match self.fire_occurrence(&schedule, due).await? {
-                Fired::Recorded => recorded += 1,
-                Fired::Raced if races < MAX_ATTEMPTS => races += 1,
-                Fired::Raced => {
-                    return Err(DomainError::invalid_state(
-                        "conflict",
-                        "The schedule is changing too fast.",
-                    ))
+            let fired = match failed {
+                None => self.fire_occurrence(&schedule, due).await?,
+                Some(error) => {
+                    let reason = format!("The firing failed every attempt: {error}");
+                    self.record_without_operation(&schedule, due, OccurrenceStatus::Missed, reason)
+                        .await?
                 }
-            }
-        }
-        Ok(recorded)
-    }
-
-    /// A firing that failed all its attempts (on AWS, `schedule-fire`'s dead-letter queue):
-    /// each occurrence it was due to record and still is is recorded `missed` with `error`,
-    /// which opens its exceptions work item now rather than at the next occurrence. One that
-    /// a later attempt recorded meanwhile is left as it is.
-    pub async fn record_failed_firing(&self, fire: &FireSchedule, error: &str) -> Result<usize, DomainError> {
-        let mut recorded = 0;
-        let mut races = 0;
-        while recorded < CATCH_UP {
-            let Some(schedule) = self.store.schedule(&fire.schedule_id).await? else {
-                break;
             };
-            let due = schedule.next_run_at.filter(|next| *next <= fire.scheduled_at);
-            let (ScheduleStatus::Active, Some(due)) = (schedule.status, due) else {
-                break;
-            };
-            let reason = format!("The firing failed every attempt: {error}");
-            match self
-                .record_without_operation(&schedule, due, OccurrenceStatus::Missed, reason)
-                .await?
-            {
+            match fired {
                 Fired::Recorded => recorded += 1,
                 Fired::Raced if races < MAX_ATTEMPTS => races += 1,
                 Fired::Raced => {
