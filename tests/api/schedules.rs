@@ -4,7 +4,7 @@ use chrono::{Datelike, Offset, Timelike};
 use ops_domain::ids::ScheduleId;
 use ops_domain::ports::Clock;
 use ops_domain::schedules::FireSchedule;
-use ops_tests::{payout, spawn_app, TestApp, ADMIN_KEY};
+use ops_tests::{scheduled_payout, spawn_app, TestApp, ADMIN_KEY};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use time::format_description::well_known::Rfc3339;
@@ -24,9 +24,7 @@ fn time_of(value: &Value) -> OffsetDateTime {
 
 /// The body of a one-item payout for a schedule (the schedule names the customer).
 fn operation(workflow: &str) -> Value {
-    let mut body = payout("cus_unused", workflow, &[250_000]);
-    body.as_object_mut().unwrap().remove("customer_id");
-    body
+    scheduled_payout(workflow, &[250_000])
 }
 
 async fn occurrences(app: &TestApp, key: &str, id: &str) -> Vec<Value> {

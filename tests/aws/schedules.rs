@@ -7,23 +7,29 @@ use crate::spawn_aws_app;
 use aws_sdk_scheduler::error::ProvideErrorMetadata;
 use aws_sdk_scheduler::types::ScheduleState;
 use ops_domain::ports::Clock;
-use ops_tests::payout;
-use serde_json::json;
+use ops_tests::{scheduled_payout, Customer, Reply};
+use serde_json::{json, Value};
+
+/// `customer`'s schedule of `operation` at `expression` in `timezone`, made.
+async fn schedule(
+    app: &crate::AwsApp,
+    customer: &Customer,
+    expression: &str,
+    timezone: &str,
+    operation: Value,
+) -> Reply {
+    let body = json!({"expression": expression, "timezone": timezone, "operation": operation});
+    let created = app.post("/v1/schedules", &customer.key, body).await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    created
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_is_mirrored_on_eventbridge_scheduler_and_fired_once() {
     let app = spawn_aws_app().await;
     let acme = app.create_customer().await;
-    let mut operation = payout(&acme.id, "two_step", &[120_000]);
-    operation.as_object_mut().unwrap().remove("customer_id");
-    let created = app
-        .post(
-            "/v1/schedules",
-            &acme.key,
-            json!({"expression": "cron(0 9 1 * ? *)", "timezone": "America/Santiago", "operation": operation}),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.json());
+    let operation = scheduled_payout("two_step", &[120_000]);
+    let created = schedule(&app, &acme, "cron(0 9 1 * ? *)", "America/Santiago", operation).await;
     let id = created.id();
     let path = format!("/v1/schedules/{id}");
     let target = app.settings.timers.clone().expect("the stack has a schedule group");
@@ -118,16 +124,8 @@ async fn a_firing_that_failed_every_attempt_opens_its_work_item_at_once() {
     use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
     let app = spawn_aws_app().await;
     let acme = app.create_customer().await;
-    let mut operation = payout(&acme.id, "auto", &[50_000]);
-    operation.as_object_mut().unwrap().remove("customer_id");
-    let created = app
-        .post(
-            "/v1/schedules",
-            &acme.key,
-            json!({"expression": "cron(0 9 28 * ? *)", "timezone": "UTC", "operation": operation}),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.json());
+    let operation = scheduled_payout("auto", &[50_000]);
+    let created = schedule(&app, &acme, "cron(0 9 28 * ? *)", "UTC", operation).await;
     let id = created.id();
     let next = created.json()["next_run_at"].as_str().unwrap().to_owned();
     let due = time::OffsetDateTime::parse(&next, &time::format_description::well_known::Rfc3339).unwrap();

@@ -139,7 +139,8 @@ class Counted:
         return call(*args, **kwargs)
 
 
-def one_payout(api):
+def payout_setting():
+    """A customer with a webhook endpoint and an approver: the set-up a payout is measured in."""
     customer_id, key = customer()
     receiver = Receiver()
     ok(call("POST", "/v1/webhook_endpoints", key, {"url": receiver.url, "events": ["*"]}), 201)
@@ -198,7 +199,7 @@ def main():
     parser.add_argument("--file-lines", type=int, default=1000)
     args = parser.parse_args()
     logs = Logs(Path(state()["emulator_log"]).parent)
-    customer_id, key, signer, _ = one_payout(call)
+    customer_id, key, signer, _receiver = payout_setting()
     settle(logs)
     baseline = idle_rates(logs)
     print("| what | Lambda invocations | billed GB-s (x86_64 debug, emulator) | API requests | DynamoDB write units | read units | SQS requests | EventBridge events | Scheduler invocations | S3 puts / gets | Secrets Manager calls | logs KB | on demand |")

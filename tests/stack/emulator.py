@@ -179,8 +179,7 @@ def function_users(emulator, cfn, resolver):
         role = cfn["Resources"][template.role_of(cfn, function)]["Properties"]
         user = f"fn-{logical}"[:64]
         iam.create_user(UserName=user)
-        inline = [p for p in role.get("Policies", [])]
-        for index, policy in enumerate(inline):
+        for index, policy in enumerate(role.get("Policies", [])):
             document = {"Version": "2012-10-17", **resolver(policy["PolicyDocument"])}
             document = as_checked_by_the_emulator(document)
             iam.put_user_policy(UserName=user, PolicyName=f"p{index}", PolicyDocument=json.dumps(document))

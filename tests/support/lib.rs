@@ -480,6 +480,14 @@ pub fn payout(customer_id: &str, workflow: &str, amounts: &[i64]) -> Value {
     json!({"customer_id": customer_id, "type": "payout", "currency": "CLP", "workflow": workflow, "items": items})
 }
 
+/// The operation of a schedule (`POST /v1/schedules`'s `operation`): [`payout`] without the
+/// customer, which the schedule names.
+pub fn scheduled_payout(workflow: &str, amounts: &[i64]) -> Value {
+    let mut body = payout("cus_unused", workflow, amounts);
+    body.as_object_mut().unwrap().remove("customer_id");
+    body
+}
+
 /// The body of `POST /v1/reconciliations` for `statement` on the sandbox rail.
 pub fn statement_body(format: &str, statement: &[u8]) -> Value {
     use base64::Engine;
