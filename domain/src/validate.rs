@@ -381,6 +381,7 @@ pub struct CreateCustomer {
     pub name: Option<String>,
     /// The PSP's own keys for the customer (its CRM id, say), as an operation's metadata.
     pub metadata: Option<BTreeMap<String, String>>,
+    pub collection_reserve: Option<crate::access::CollectionReserve>,
 }
 
 #[derive(Debug, Deserialize)]

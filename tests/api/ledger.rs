@@ -430,6 +430,75 @@ async fn a_collection_credits_the_account_when_the_rail_confirms_and_a_return_ta
     assert_eq!(refused.error(400)["param"], "destination_account_id");
 }
 
+/// Under the customer's collection reserve a confirmed collection's money is pending, not
+/// spendable, until the rail's last return check (a day after confirmation) finds it still
+/// there; a return before then voids it, so the account never goes below zero for it.
+#[tokio::test]
+async fn a_reserved_collection_is_spendable_only_once_the_last_return_check_found_it() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let reserved = app
+        .post(
+            &format!("/v1/customers/{}", acme.id),
+            ADMIN_KEY,
+            json!({"collection_reserve": "return_checks", "reason": "new merchant, card collections"}),
+        )
+        .await;
+    assert_eq!(reserved.status, 200, "{}", reserved.json());
+    assert_eq!(reserved.json()["collection_reserve"], "return_checks");
+    let account = open_account(&app, &acme, "CLP").await;
+    let mut body = payout(&acme.id, "auto", &[50_000, 60_006]);
+    body["type"] = json!("collection");
+    assert_eq!(app.post("/v1/operations", &acme.key, body).await.status, 201);
+
+    // Both confirmed, the second then returned (as in the test without a reserve): the
+    // returned one is voided, the other waits.
+    app.settle(Duration::minutes(2), 30).await;
+    assert_eq!(balances(&app, &acme.key, &account).await, (0, 50_000, 0));
+    assert_zero_sum(&app).await;
+    let mut spend = payout(&acme.id, "auto", &[100]);
+    spend["source_account_id"] = json!(account);
+    let refused = app.post("/v1/operations", &acme.key, spend.clone()).await.json();
+    assert_eq!(
+        (&refused["status"], &refused["cause"]["code"]),
+        (&json!("failed"), &json!("insufficient_funds")),
+        "reserved money is not spendable"
+    );
+
+    // A day on, the last return check finds the first still there: it is posted, once.
+    app.settle(Duration::hours(1), 26).await;
+    assert_eq!(balances(&app, &acme.key, &account).await, (50_000, 50_000, 50_000));
+    app.settle(Duration::hours(1), 26).await;
+    assert_eq!(balances(&app, &acme.key, &account).await, (50_000, 50_000, 50_000));
+    assert_zero_sum(&app).await;
+    let movements = app
+        .get(&format!("/v1/accounts/{account}/movements"), &acme.key)
+        .await
+        .json();
+    let statuses: Vec<&str> = movements["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses.iter().filter(|s| **s == "posted").count(), 1, "{movements}");
+    assert_eq!(statuses.iter().filter(|s| **s == "voided").count(), 1, "{movements}");
+    let spent = app.post("/v1/operations", &acme.key, spend).await.json();
+    assert_eq!(spent["status"], "approved", "{spent}");
+
+    // The customer's history says who set the reserve and why.
+    let history = app
+        .get(&format!("/v1/customers/{}/history", acme.id), ADMIN_KEY)
+        .await
+        .json();
+    let change = history["data"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(change["details"]["collection_reserve"], "return_checks", "{history}");
+    assert!(
+        change["cause"]["message"].as_str().unwrap().contains("new merchant"),
+        "{change}"
+    );
+}
+
 #[tokio::test]
 async fn a_transfer_posts_between_two_accounts_on_approval_with_no_rail() {
     let app = spawn_app().await;

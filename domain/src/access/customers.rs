@@ -31,6 +31,7 @@ impl Service {
             name,
             status: CustomerStatus::Active,
             metadata,
+            collection_reserve: command.collection_reserve.unwrap_or_default(),
             created_at: now,
             version: 1,
         };
@@ -68,8 +69,9 @@ impl Service {
         Ok(Page::of(customers, limit))
     }
 
-    /// A customer's new name, status or metadata, by a platform admin, audited with what the
-    /// customer then is and why. A suspension refuses the customer's keys from their next request.
+    /// A customer's new name, status, metadata or collection reserve, by a platform admin,
+    /// audited with what the customer then is and why. A suspension refuses the customer's keys
+    /// from their next request.
     /// Versioned: two changes at once both apply, neither undoing the other.
     pub async fn update_customer(
         &self,
@@ -82,6 +84,7 @@ impl Service {
             name,
             status,
             metadata,
+            collection_reserve,
             reason,
         } = command.validate()?;
         for _ in 0..CUSTOMER_CHANGE_ATTEMPTS {
@@ -100,6 +103,14 @@ impl Service {
                     changed.push("metadata".to_string());
                     customer.metadata = merged;
                 }
+            }
+            if let Some(reserve) = collection_reserve.filter(|reserve| *reserve != customer.collection_reserve) {
+                changed.push(format!(
+                    "collection reserve {} (was {})",
+                    reserve.as_str(),
+                    customer.collection_reserve.as_str()
+                ));
+                customer.collection_reserve = reserve;
             }
             let (code, action) = match status.filter(|status| *status != customer.status) {
                 Some(status) => {
@@ -128,6 +139,7 @@ impl Service {
                 "name": customer.name,
                 "status": customer.status,
                 "metadata": customer.metadata,
+                "collection_reserve": customer.collection_reserve,
             });
             let mut changes = Changeset::default();
             changes.push(Write::Audit(

@@ -142,6 +142,10 @@ pub struct Customer {
     /// The PSP's own keys for the customer (customers stored before it existed have none).
     #[serde(default)]
     pub metadata: std::collections::BTreeMap<String, String>,
+    /// When money the customer's collections bring in may be spent (customers stored before
+    /// reserves existed have none).
+    #[serde(default)]
+    pub collection_reserve: CollectionReserve,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
     /// 1 when made, one more each change (customers stored before changes existed read as 1).
@@ -151,6 +155,28 @@ pub struct Customer {
 
 fn first_version() -> u64 {
     1
+}
+
+/// When money a confirmed collection brought in may be spent. A return can come after the
+/// rail confirmed the collection; money already spent by then leaves the account negative.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectionReserve {
+    /// At once: the rail's confirmation posts it.
+    #[default]
+    None,
+    /// Once the rail's last return check (a day after confirmation) finds it still there:
+    /// until then it is pending on the account, and a return voids it.
+    ReturnChecks,
+}
+
+impl CollectionReserve {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CollectionReserve::None => "none",
+            CollectionReserve::ReturnChecks => "return_checks",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -366,6 +392,7 @@ pub struct UpdateCustomer {
     pub name: Option<String>,
     pub status: Option<CustomerStatus>,
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
+    pub collection_reserve: Option<CollectionReserve>,
     pub reason: Option<String>,
 }
 
@@ -373,11 +400,12 @@ impl UpdateCustomer {
     /// The same changes, checked: a name not blank, metadata as an operation's, a reason of at
     /// most 500 characters.
     pub fn validate(self) -> Result<UpdateCustomer, DomainError> {
-        if self.name.is_none() && self.status.is_none() && self.metadata.is_none() {
+        if self.name.is_none() && self.status.is_none() && self.metadata.is_none() && self.collection_reserve.is_none()
+        {
             return Err(DomainError::invalid(
                 "status",
                 "parameter_missing",
-                "Give the customer's new name, status or metadata.",
+                "Give the customer's new name, status, metadata or collection reserve.",
             ));
         }
         let metadata = self.metadata.map(crate::validate::validate_metadata).transpose()?;
@@ -386,6 +414,7 @@ impl UpdateCustomer {
             name,
             status: self.status,
             metadata,
+            collection_reserve: self.collection_reserve,
             reason: crate::text::optional_reason(self.reason, "reason", 500)?,
         })
     }

@@ -1,14 +1,15 @@
 //! The ledger's part in an operation's life: holds placed with the approval, posted or voided
 //! with the transaction's outcome, reversed by a return, released by a cancel; a transfer
-//! posted on approval.
+//! posted on approval; a collection's credit held under its customer's reserve.
 
 use super::{Account, AccountKind, Movement, MovementOf, MovementStatus, MovementTransition, Posting};
+use crate::access::CollectionReserve;
 use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
-use crate::ids::{AccountId, CustomerId, MovementId};
+use crate::ids::{AccountId, CustomerId, MovementId, TransactionId};
 use crate::money::Currency;
 use crate::operations::{Operation, OperationStatus, OperationTransition, OperationType};
-use crate::ports::Changeset;
+use crate::ports::{Changeset, StoreError};
 use crate::service::Service;
 use crate::transactions::{Transaction, TransactionStatus};
 use std::collections::HashMap;
@@ -341,9 +342,11 @@ impl Service {
 
 impl Service {
     /// The ledger's part of a collection's outcome: `confirmed` credits the customer's
-    /// account from the rail's settlement account (the payer's money arrived there), a
-    /// `returned` takes it back. The return is not guarded: the money left, whatever the
-    /// customer did with it since, so a return can take `available` below zero.
+    /// account from the rail's settlement account (the payer's money arrived there), posted at
+    /// once or, under the customer's collection reserve, pending until the rail's last return
+    /// check; a `returned` voids a pending credit or takes a posted one back. That reversal is
+    /// not guarded: the money left, whatever the customer did with it since, so a return after
+    /// the money was spendable can take `available` below zero.
     async fn settle_collection(
         &self,
         changes: &mut Changeset,
@@ -364,12 +367,20 @@ impl Service {
                 let settlement = self
                     .platform_account(AccountKind::Settlement, Some(&transaction.rail), &transaction.currency)
                     .await?;
+                let reserve = match self.store.customer(&transaction.customer_id).await? {
+                    Some(customer) => customer.collection_reserve,
+                    None => CollectionReserve::None,
+                };
+                let status = match reserve {
+                    CollectionReserve::None => MovementStatus::Posted,
+                    CollectionReserve::ReturnChecks => MovementStatus::Pending,
+                };
                 let credit = Movement::between(
                     id,
                     &settlement,
                     &account,
                     transaction.amount,
-                    MovementStatus::Posted,
+                    status,
                     MovementOf {
                         customer_id: Some(transaction.customer_id.clone()),
                         operation_id: Some(transaction.operation_id.clone()),
@@ -379,14 +390,59 @@ impl Service {
                 );
                 posting.place(credit, &[]);
             }
-            TransactionStatus::Returned => {
-                if let Some(credit) = self.store.movement(&id).await? {
-                    posting.place(credit.reversal(reversal_of(&credit.id), cause.clone()), &[]);
+            TransactionStatus::Returned => match self.store.movement(&id).await? {
+                Some(mut credit) if credit.status == MovementStatus::Pending => {
+                    credit.apply(MovementTransition::Void(cause.clone()))?;
+                    posting.settle(credit);
                 }
-            }
+                Some(credit) => posting.place(credit.reversal(reversal_of(&credit.id), cause.clone()), &[]),
+                None => {}
+            },
             _ => {}
         }
         posting.write_to(changes, &*self.ids, self.environment);
         Ok(())
     }
+
+    /// Ends a collection's reserve once the rail's last return check found its money still
+    /// there: the pending credit is posted and may be spent. Nothing when the collection was
+    /// returned meanwhile (its credit voided) or had no reserve (posted already); a return
+    /// recorded at the same moment changes the credit's version, and the one read again
+    /// decides.
+    pub(crate) async fn release_collection_reserve(&self, transaction_id: &TransactionId) -> Result<(), DomainError> {
+        for _ in 0..RESERVE_RELEASE_ATTEMPTS {
+            let Some(transaction) = self.store.transaction(transaction_id).await? else {
+                return Ok(());
+            };
+            let credit = self.store.movement(&MovementId::of_item(&transaction.item_id)).await?;
+            let Some(mut credit) = credit.filter(|c| c.status == MovementStatus::Pending) else {
+                return Ok(());
+            };
+            if transaction.status != TransactionStatus::Confirmed {
+                return Ok(());
+            }
+            let cause = Cause::new(
+                "collection_reserve_released",
+                "The rail's last return check found the collected money still there",
+                Actor::system(),
+                self.now(),
+            );
+            credit.apply(MovementTransition::Post(cause))?;
+            let mut posting = Posting::default();
+            posting.settle(credit);
+            let mut changes = Changeset::default();
+            posting.write_to(&mut changes, &*self.ids, self.environment);
+            match self.store.commit(changes).await {
+                Err(StoreError::Conflict) => continue,
+                done => return done.map_err(DomainError::from),
+            }
+        }
+        Err(DomainError::invalid_state(
+            "conflict",
+            "The collection's credit is changing too fast; the next return check tries again.",
+        ))
+    }
 }
+
+/// Reads and writes ending one collection's reserve may make while a return races it.
+const RESERVE_RELEASE_ATTEMPTS: usize = 3;

@@ -217,11 +217,23 @@ impl Service {
                     None => continue,
                 };
                 // Returned already (by a report, a statement or an earlier check): nothing to ask.
-                let still_confirmed = confirmed
+                let still_confirmed: Vec<Transaction> = confirmed
                     .into_iter()
                     .filter(|t| t.status == TransactionStatus::Confirmed)
                     .collect();
+                // The last check ends the reserve on the collections it finds still confirmed.
+                let reserved: Vec<TransactionId> = match check + 1 == RETURN_CHECKS.len() {
+                    true => still_confirmed
+                        .iter()
+                        .filter(|t| t.credit_account_id.is_some())
+                        .map(|t| t.id.clone())
+                        .collect(),
+                    false => vec![],
+                };
                 asked += self.poll_each(still_confirmed).await;
+                for transaction_id in &reserved {
+                    self.release_collection_reserve(transaction_id).await?;
+                }
                 let mut changes = Changeset::default();
                 changes.push(Write::PutReturnSweep(reached));
                 self.store.commit(changes).await?;

@@ -300,6 +300,7 @@ mod tests {
                 name: "Acme".into(),
                 status: ops_domain::access::CustomerStatus::Active,
                 metadata: Default::default(),
+                collection_reserve: Default::default(),
                 created_at: OffsetDateTime::UNIX_EPOCH,
                 version: 1,
             },

@@ -38,6 +38,7 @@ mod tests {
             name: format!("Customer {n}"),
             status: CustomerStatus::Active,
             metadata: Default::default(),
+            collection_reserve: Default::default(),
             created_at: time::OffsetDateTime::UNIX_EPOCH,
             version: 1,
         }

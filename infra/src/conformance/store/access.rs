@@ -44,6 +44,7 @@ pub(super) async fn customers_are_listed_newest_first_a_page_at_a_time(store: &d
         name: format!("Customer {id}"),
         status: CustomerStatus::Active,
         metadata: Default::default(),
+        collection_reserve: Default::default(),
         created_at: OffsetDateTime::UNIX_EPOCH,
         version: 1,
     };

@@ -167,6 +167,7 @@ async fn the_checkpointer_copies_commits_into_the_database_file() {
             name: "x".repeat(2_000),
             status: ops_domain::access::CustomerStatus::Active,
             metadata: Default::default(),
+            collection_reserve: Default::default(),
             created_at: OffsetDateTime::now_utc(),
             version: 1,
         }));
@@ -247,6 +248,7 @@ async fn new_files_get_small_pages_and_older_files_keep_theirs() {
         name: id.into(),
         status: ops_domain::access::CustomerStatus::Active,
         metadata: Default::default(),
+        collection_reserve: Default::default(),
         created_at: OffsetDateTime::now_utc(),
         version: 1,
     };
