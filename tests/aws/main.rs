@@ -6,6 +6,7 @@
 
 mod access;
 mod desk;
+mod fair_share;
 mod files;
 mod idempotency;
 mod ledger;

@@ -1,0 +1,41 @@
+//! Fair share on the AWS adapters: each queue message carries its customer's lane as its
+//! message group, and SQS's fair queues (the emulator does what their documentation says)
+//! deliver a quiet customer's message ahead of a noisy customer's backlog.
+
+use crate::spawn_aws_app;
+use ops_domain::ports::QueueName;
+use ops_runtime::driver::{StreamConsumer, Trigger};
+use ops_tests::payout;
+
+#[tokio::test]
+async fn a_quiet_customers_payout_is_submitted_ahead_of_a_noisy_customers_backlog() {
+    let app = spawn_aws_app().await;
+    let busy = app.create_customer().await;
+    let quiet = app.create_customer().await;
+    let transition = Trigger::Stream(StreamConsumer::Transition);
+    let submissions = Trigger::Queue(QueueName::Submissions);
+
+    let large = app
+        .post("/v1/operations", &busy.key, payout(&busy.id, "auto", &[1_000; 400]))
+        .await;
+    assert_eq!(large.status, 201, "{}", large.json());
+    while app.driver.round(transition).await.unwrap() > 0 {}
+    // The busy customer's submissions have been taking the consumers' time.
+    for _ in 0..2 {
+        assert_eq!(app.driver.round(submissions).await.unwrap(), 10);
+    }
+
+    let single = app
+        .post("/v1/operations", &quiet.key, payout(&quiet.id, "auto", &[2_000]))
+        .await
+        .id();
+    while app.driver.round(transition).await.unwrap() > 0 {}
+    // With some 80 of the busy customer's messages ahead of it, one round of the submissions
+    // queue (ten messages) reaches the quiet customer's.
+    app.driver.round(submissions).await.unwrap();
+    let made = app
+        .get(&format!("/v1/transactions?operation_id={single}"), &quiet.key)
+        .await
+        .json();
+    assert_eq!(made["data"][0]["status"], "submitted", "{made}");
+}
