@@ -79,8 +79,18 @@ pub(crate) fn transaction_id_of(item_id: &ItemId) -> TransactionId {
 /// Transactions made per store transaction: three writes each stays under DynamoDB's 100.
 const TRANSACTIONS_PER_CHANGESET: usize = 25;
 /// Transactions made at once, on the stream or by one queue message: an operation with more
-/// has the rest made by queue messages in its customer's lane, these many at a time.
+/// has them made by queue messages in its customer's lane, these many at a time.
 const TRANSACTIONS_AT_ONCE: usize = 4 * TRANSACTIONS_PER_CHANGESET;
+
+/// Transactions the stream makes of an operation: all of a small one; none of a larger one,
+/// whose making goes whole to its customer's lane, so that the stream (one ordered log for
+/// every customer) never does one customer's bulk work ahead of another's payout.
+fn made_on_the_stream(operation: &Operation) -> usize {
+    match operation.items.len() > TRANSACTIONS_AT_ONCE {
+        true => 0,
+        false => TRANSACTIONS_AT_ONCE,
+    }
+}
 
 impl Service {
     /// Writes a transaction's change with its audit entry, its event and what it does to
@@ -237,13 +247,19 @@ impl Service {
                 self.record_operation_change(&mut changes, &operation, change);
                 changes.push(Write::UpdateOperation(operation.clone()));
                 match self.store.commit(changes).await {
-                    Ok(()) => self.make_missing_transactions(&operation, &[]).await,
+                    Ok(()) => {
+                        self.make_missing_transactions(&operation, &[], made_on_the_stream(&operation))
+                            .await
+                    }
                     // Lost to a concurrent change (a cancel, or another delivery): look again.
                     Err(StoreError::Conflict) => Ok(Handled::Later),
                     Err(other) => Err(other.into()),
                 }
             }
-            OperationStatus::Processing => self.make_transactions_of(&operation).await,
+            OperationStatus::Processing => {
+                self.make_transactions_of(&operation, made_on_the_stream(&operation))
+                    .await
+            }
             _ => Ok(Handled::Done),
         }
     }
@@ -253,23 +269,24 @@ impl Service {
     pub(super) async fn make_transactions(&self, operation_id: &OperationId) -> Result<Handled, DomainError> {
         match self.store.operation(operation_id).await? {
             Some(operation) if operation.status == OperationStatus::Processing => {
-                self.make_transactions_of(&operation).await
+                self.make_transactions_of(&operation, TRANSACTIONS_AT_ONCE).await
             }
             _ => Ok(Handled::Done),
         }
     }
 
-    async fn make_transactions_of(&self, operation: &Operation) -> Result<Handled, DomainError> {
+    async fn make_transactions_of(&self, operation: &Operation, at_once: usize) -> Result<Handled, DomainError> {
         let existing = self.store.transactions_of_operation(operation).await?;
-        self.make_missing_transactions(operation, &existing).await
+        self.make_missing_transactions(operation, &existing, at_once).await
     }
 
-    /// Makes up to [`TRANSACTIONS_AT_ONCE`] of the operation's missing transactions, and
-    /// queues the making of the rest in the customer's lane.
+    /// Makes up to `at_once` of the operation's missing transactions, and queues the making of
+    /// the rest in the customer's lane.
     async fn make_missing_transactions(
         &self,
         operation: &Operation,
         existing: &[Transaction],
+        at_once: usize,
     ) -> Result<Handled, DomainError> {
         let existing: std::collections::HashSet<&str> = existing.iter().map(|t| t.id.as_str()).collect();
         let missing: Vec<_> = operation
@@ -277,13 +294,13 @@ impl Service {
             .iter()
             .filter(|i| !existing.contains(transaction_id_of(&i.id).as_str()))
             .collect();
-        if missing.len() > TRANSACTIONS_AT_ONCE {
+        if missing.len() > at_once {
             let task = QueueTask::MakeTransactions {
                 operation_id: operation.id.clone(),
             };
             self.enqueue(task, &operation.customer_id, Duration::ZERO).await?;
         }
-        for chunk in missing[..missing.len().min(TRANSACTIONS_AT_ONCE)].chunks(TRANSACTIONS_PER_CHANGESET) {
+        for chunk in missing[..missing.len().min(at_once)].chunks(TRANSACTIONS_PER_CHANGESET) {
             let now = self.now();
             let mut changes = Changeset::default();
             for item in chunk {

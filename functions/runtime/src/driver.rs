@@ -156,6 +156,10 @@ pub struct Pace {
     /// ([`ops_infra::webhook_sender::MAX_OPEN_POSTS`]): while one reads or records its batch,
     /// or waits for its slowest receiver, the others' posts take its places.
     pub webhook_senders: usize,
+    /// Submission rounds side by side, as concurrent invocations of the submit function run in
+    /// the cloud (up to its `RailSubmitConcurrency`): a batch of large operations' making
+    /// tasks holds one of them, not the queue.
+    pub submission_consumers: usize,
     /// Webhook messages one send round takes (each round keeps at most ten posts open): a
     /// larger batch shares its receive, its attempts' sync and its deletion among more sends.
     pub webhook_batch: usize,
@@ -175,6 +179,8 @@ impl Pace {
         webhooks_visibility: time::Duration::seconds(120),
         files_visibility: time::Duration::seconds(120),
         webhook_senders: 8,
+        // SQLite makes a large operation's share of transactions in milliseconds.
+        submission_consumers: 1,
         webhook_batch: 50,
         desk_window: Duration::from_millis(20),
     };
@@ -187,6 +193,7 @@ impl Pace {
         webhooks_visibility: time::Duration::seconds(30),
         files_visibility: time::Duration::seconds(120),
         webhook_senders: 1,
+        submission_consumers: 4,
         // SQS hands out ten at most.
         webhook_batch: QUEUE_BATCH,
         // Every round is requests to the emulator: gathering saves none of them.
@@ -336,6 +343,7 @@ impl Driver {
                 Trigger::StatusPoll | Trigger::ScheduleTimer | Trigger::DeadLetters => (self.pace.poll_idle, 1),
                 Trigger::SecretSweep => (SECRET_SWEEP_EVERY, 1),
                 Trigger::Queue(QueueName::Webhooks) => (self.pace.idle, self.pace.webhook_senders.max(1)),
+                Trigger::Queue(QueueName::Submissions) => (self.pace.idle, self.pace.submission_consumers.max(1)),
                 _ => (self.pace.idle, 1),
             };
             let window = match trigger {
