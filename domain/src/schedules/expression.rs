@@ -4,7 +4,10 @@
 //!   when it was made); a day is 24 hours whatever the clocks do.
 //! - `cron(minutes hours day-of-month month day-of-week year)`: wall-clock times in the
 //!   schedule's time zone; one of the two day fields is `?`; days of the week run 1 (Sunday)
-//!   to 7, as in the `cron` crate, which does the matching.
+//!   to 7. The day of the month may be `L` (the last), `LW` (the last weekday) or `15W` (the
+//!   weekday nearest the 15th, in its month); the day of the week `L` (Saturday), `6L` (the
+//!   last Friday) or `6#3` (the third Friday). The `croner` crate, in its Quartz mode, does the
+//!   matching.
 //! - `at(yyyy-mm-ddThh:mm:ss)`: once, at that wall-clock time.
 //!
 //! Daylight saving as the Scheduler handles it: a wall-clock time the spring change skips is
@@ -20,7 +23,7 @@ use time::{Duration, OffsetDateTime};
 #[derive(Debug, Clone)]
 pub enum Expression {
     Rate { value: u32, unit: RateUnit },
-    Cron(Box<cron::Schedule>, String),
+    Cron(Box<croner::Cron>, String),
     At(NaiveDateTime),
 }
 
@@ -137,31 +140,26 @@ fn parse_cron(fields: &str) -> Result<Expression, DomainError> {
             "Exactly one of day-of-month and day-of-week is '?'.",
         ));
     }
-    if CRON_FIELDS
-        .iter()
-        .zip(&parts)
-        .any(|(field, text)| field.uses_l_w_or_hash(text))
-    {
-        return Err(invalid(
-            "unsupported_expression",
-            "The L, W and # forms of cron are not supported; list the days instead.",
-        ));
-    }
     for (field, text) in CRON_FIELDS.iter().zip(&parts) {
         field.check(text)?;
     }
-    // The `cron` crate reads a seconds field first; the Scheduler runs on whole minutes.
+    // Quartz's seven fields, seconds first: the Scheduler runs on whole minutes. `L` alone as
+    // a day of the week is its last, Saturday, which the crate reads only as `7`.
+    let day_of_week = if day_of_week.eq_ignore_ascii_case("L") {
+        "7"
+    } else {
+        day_of_week
+    };
     let quartz = format!("0 {minutes} {hours} {day_of_month} {month} {day_of_week} {year}");
-    let schedule = cron::Schedule::from_str(&quartz).map_err(|e| {
-        // The crate's message quotes its own seven-field form; its last line says what is wrong.
-        let text = e.to_string();
-        match text.lines().last().map(|why| why.trim_end_matches('.')) {
-            Some(why) if !why.trim().is_empty() => {
-                invalid("invalid_expression", format!("Not a cron expression: {why}."))
-            }
-            _ => invalid("invalid_expression", "Not a cron expression."),
-        }
-    })?;
+    let schedule = croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Required)
+        .year(croner::parser::Year::Required)
+        .alternative_weekdays(true)
+        // `0/5` (from 0, every 5) is Quartz's and the Scheduler's; a bare `/5` is refused above.
+        .sloppy_ranges(true)
+        .build()
+        .parse(&quartz)
+        .map_err(|e| invalid("invalid_expression", format!("Not a cron expression: {e}.")))?;
     Ok(Expression::Cron(Box::new(schedule), parts.join(" ")))
 }
 
@@ -207,27 +205,50 @@ const CRON_FIELDS: [CronField; 6] = [
         max: 7,
         names: &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"],
     },
-    // The Scheduler takes years to 2199; the `cron` crate, which does the matching, to 2100.
     CronField {
         name: "year",
         min: 1970,
-        max: 2100,
+        max: 2199,
         names: &[],
     },
 ];
 
 impl CronField {
-    /// Whether `text` uses cron's `L`, `W` or `#` forms: a token that holds one of them and is
-    /// not one of the field's names (`JUL`, `WED` and `wed` are names, not operators).
-    fn uses_l_w_or_hash(&self, text: &str) -> bool {
-        text.split([',', '-', '/']).any(|token| {
-            token.contains(['L', 'W', '#']) && !self.names.iter().any(|name| name.eq_ignore_ascii_case(token))
-        })
+    /// Whether `text` is one of the day fields' `L`, `W` or `#` forms, each taken alone as the
+    /// Scheduler takes them (`JUL`, `WED` and `wed` are names, not these).
+    fn special_day(&self, text: &str) -> Result<bool, DomainError> {
+        let upper = text.to_ascii_uppercase();
+        match self.name {
+            "day-of-month" if upper == "L" || upper == "LW" => Ok(true),
+            "day-of-month" => match upper.strip_suffix('W') {
+                Some(day) => self.value(day).map(|_| true),
+                None => Ok(false),
+            },
+            "day-of-week" if upper == "L" => Ok(true),
+            "day-of-week" if self.names.iter().any(|name| name.eq_ignore_ascii_case(text)) => Ok(false),
+            "day-of-week" => {
+                if let Some((day, nth)) = upper.split_once('#') {
+                    self.value(day)?;
+                    if !nth.parse::<u32>().is_ok_and(|nth| (1..=5).contains(&nth)) {
+                        return Err(self.refuse(format!("'{text}' names week {nth} of a month (1 to 5)")));
+                    }
+                    return Ok(true);
+                }
+                match upper.strip_suffix('L') {
+                    Some(day) => self.value(day).map(|_| true),
+                    None => Ok(false),
+                }
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Refuses a value out of the field's range, naming the field and the value, so that the
-    /// `cron` crate (whose bounds and messages differ) only ever sees values the Scheduler takes.
+    /// matching (whose bounds and messages differ) only ever sees values the Scheduler takes.
     fn check(&self, text: &str) -> Result<(), DomainError> {
+        if self.special_day(text)? {
+            return Ok(());
+        }
         for part in text.split(',') {
             let (base, step) = match part.split_once('/') {
                 Some((base, step)) => (base, Some(step)),
@@ -311,12 +332,12 @@ impl Expression {
                 anchor.checked_add(every.checked_mul(i32::try_from(periods).ok()?)?)
             }
             Expression::Cron(schedule, _) => {
-                // The crate walks wall-clock times (read as UTC); each is then placed in the zone.
+                // The crate walks wall-clock times; each is then placed in the zone.
                 let wall = from_unix(after)?.with_timezone(&zone).naive_local();
                 schedule
-                    .after(&Utc.from_utc_datetime(&wall))
+                    .iter_after(wall)
                     .take(MAX_SKIPPED)
-                    .filter_map(|candidate| first_instant(zone, candidate.naive_utc()))
+                    .filter_map(|candidate| first_instant(zone, candidate))
                     .find(|instant| *instant > after)
             }
             Expression::At(at) => first_instant(zone, *at).filter(|instant| *instant > after),
@@ -396,6 +417,32 @@ mod tests {
             next("cron(0 9 1 JUL ? *)", "UTC", datetime!(2026-11-23 12:00 UTC)),
             Some(datetime!(2027-07-01 09:00 UTC))
         );
+    }
+
+    #[test]
+    fn the_last_nearest_weekday_and_nth_forms_run_on_the_days_they_name() {
+        let after = datetime!(2026-01-10 12:00 UTC);
+        for (expression, after, expected) in [
+            // The last day of the month, February's in a leap year too.
+            ("cron(0 9 L 2 ? *)", after, datetime!(2026-02-28 09:00 UTC)),
+            ("cron(0 9 L 2 ? 2028)", after, datetime!(2028-02-29 09:00 UTC)),
+            // The weekday nearest the 15th: Saturday 2026-08-15 runs Friday the 14th, Sunday
+            // 2026-11-15 Monday the 16th; Saturday the 1st runs Monday the 3rd, in its month.
+            ("cron(0 9 15W 8 ? *)", after, datetime!(2026-08-14 09:00 UTC)),
+            ("cron(0 9 15W 11 ? *)", after, datetime!(2026-11-16 09:00 UTC)),
+            ("cron(0 9 1W 8 ? *)", after, datetime!(2026-08-03 09:00 UTC)),
+            // The last weekday: Sunday 2026-05-31 runs Friday the 29th.
+            ("cron(0 9 LW 5 ? *)", after, datetime!(2026-05-29 09:00 UTC)),
+            // The third Friday, the last Friday, the last day of the week (Saturday).
+            ("cron(0 9 ? 12 6#3 *)", after, datetime!(2026-12-18 09:00 UTC)),
+            ("cron(0 9 ? 12 FRI#3 *)", after, datetime!(2026-12-18 09:00 UTC)),
+            ("cron(0 9 ? 12 6L *)", after, datetime!(2026-12-25 09:00 UTC)),
+            ("cron(0 9 ? 12 L *)", after, datetime!(2026-12-05 09:00 UTC)),
+            // Lower case, as the names.
+            ("cron(0 9 l 2 ? *)", after, datetime!(2026-02-28 09:00 UTC)),
+        ] {
+            assert_eq!(next(expression, "UTC", after), Some(expected), "{expression}");
+        }
     }
 
     #[test]
@@ -495,11 +542,15 @@ mod tests {
         );
         assert_eq!(
             message("cron(0 9 ? * * 1969)"),
-            "The cron expression's year field: '1969' is not from 1970 to 2100."
+            "The cron expression's year field: '1969' is not from 1970 to 2199."
         );
         assert_eq!(
-            message("cron(0 9 ? * * 2150)"),
-            "The cron expression's year field: '2150' is not from 1970 to 2100."
+            message("cron(0 9 ? * * 2200)"),
+            "The cron expression's year field: '2200' is not from 1970 to 2199."
+        );
+        assert_eq!(
+            message("cron(0 9 ? * 6#6 *)"),
+            "The cron expression's day-of-week field: '6#6' names week 6 of a month (1 to 5)."
         );
         assert_eq!(
             message("cron(*/0 9 ? * * *)"),
@@ -507,7 +558,7 @@ mod tests {
         );
         // Every value the Scheduler takes is read, names in either case.
         for good in [
-            "cron(59 23 31 12 ? 2100)",
+            "cron(59 23 31 12 ? 2199)",
             "cron(0 0 ? jan-Dec SUN-SAT 1970)",
             "cron(0/5,7 1-3 ? * 1,7 *)",
         ] {
@@ -525,10 +576,11 @@ mod tests {
             ("cron(0 9 1 * 2 *)", "invalid_expression"),
             ("cron(0 9 ? * ? *)", "invalid_expression"),
             ("cron(0 25 1 * ? *)", "invalid_expression"),
-            ("cron(0 9 L * ? *)", "unsupported_expression"),
-            ("cron(0 9 15W * ? *)", "unsupported_expression"),
-            ("cron(0 9 ? * 6#3 *)", "unsupported_expression"),
-            ("cron(0 9 ? * 6L *)", "unsupported_expression"),
+            ("cron(0 9 32W * ? *)", "invalid_expression"),
+            ("cron(0 9 ? * 6#6 *)", "invalid_expression"),
+            ("cron(0 9 ? * 8L *)", "invalid_expression"),
+            ("cron(0 9 L,15 * ? *)", "invalid_expression"),
+            ("cron(0 9 ? * * 2200)", "invalid_expression"),
             ("cron(0 9 ? 0 * *)", "invalid_expression"),
             ("cron(0 9 ? * 8 *)", "invalid_expression"),
             ("cron(0/0 9 ? * * *)", "invalid_expression"),
