@@ -16,8 +16,9 @@ The patches, in order:
   index. Each query here reads its own partition, the indexes' partitions kept on each write.
 - Answers: moto writes each answer by walking botocore's model of it; the calls that carry
   items answer in plain JSON, as DynamoDB does.
-- Sends and deletes: moto counts every message of a queue on each send and walks them all
-  twice on each delete; here a send counts nothing and a delete looks among those in flight.
+- Sends, receives and deletes: moto counts every message of a queue on each send and each
+  message received, and walks them all twice on each delete; here neither counts, and a
+  delete looks among the messages in flight.
 - SQS's fair queues: moto delivers a standard queue's messages first come, first served,
   whatever their message group; SQS delivers a quiet tenant's messages ahead of a noisy one's,
   as `FairQueue` does from SQS's documentation.
@@ -351,36 +352,38 @@ def delete_message_timed(self, receipt_handle):
     return delete_message(self, receipt_handle)
 
 
-def flagged_on_the_queue(flag, method):
-    """`method` of the SQS backend, with `flag` set on its queue while it runs."""
+def flagged_on_the_queue(flags, method):
+    """`method` of the SQS backend, with `flags` set on its queue while it runs."""
 
     def call(self, queue_name, *args, **kwargs):
         queue = self.get_queue(queue_name)
-        queue.__dict__[flag] = True
+        for flag in flags:
+            queue.__dict__[flag] = True
         try:
             return method(self, queue_name, *args, **kwargs)
         finally:
-            queue.__dict__.pop(flag, None)
+            for flag in flags:
+                queue.__dict__.pop(flag, None)
 
     return call
 
 
-def uncounted_while_sending(count):
-    """moto reads all of a queue's attributes on each send, for one setting; their message
-    counts walk every message, so a send costs as much as the queue holds. A send does not
-    need them."""
+def uncounted_while_moving_messages(count):
+    """moto reads all of a queue's attributes on each send and on each message received, for
+    one setting; their message counts walk every message, so each costs as much as the queue
+    holds. Neither needs them."""
 
     def counted(self):
-        return 0 if self.__dict__.get("_sending") else count.fget(self)
+        return 0 if self.__dict__.get("_uncounted") else count.fget(self)
 
     return property(counted)
 
 
 sqs.Queue.messages = property(visible_messages_quiet_tenants_first)
-sqs.SQSBackend.receive_message = flagged_on_the_queue("_receiving", sqs.SQSBackend.receive_message)
-sqs.SQSBackend.send_message = flagged_on_the_queue("_sending", sqs.SQSBackend.send_message)
+sqs.SQSBackend.receive_message = flagged_on_the_queue(("_receiving", "_uncounted"), sqs.SQSBackend.receive_message)
+sqs.SQSBackend.send_message = flagged_on_the_queue(("_uncounted",), sqs.SQSBackend.send_message)
 for name in ("approximate_number_of_messages", "approximate_number_of_messages_not_visible", "approximate_number_of_messages_delayed"):
-    setattr(sqs.Queue, name, uncounted_while_sending(getattr(sqs.Queue, name)))
+    setattr(sqs.Queue, name, uncounted_while_moving_messages(getattr(sqs.Queue, name)))
 sqs.Message.mark_received = mark_received_at
 sqs.Queue.delete_message = delete_message_timed
 
