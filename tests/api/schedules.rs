@@ -142,6 +142,13 @@ async fn a_stopped_service_makes_what_is_less_than_a_day_late_and_records_the_re
         created.json()["anchor"],
         "a rate starts at once"
     );
+    // At once to the Scheduler's minute: the next whole one, never before it was made.
+    let made_at = time_of(&created.json()["created_at"]);
+    assert!(
+        anchor >= made_at && anchor - made_at < Duration::minutes(1),
+        "{anchor} {made_at}"
+    );
+    app.clock.advance(anchor - made_at);
     app.drain().await;
     let first = operations_of(&app, &acme.key).await;
     assert_eq!(first.len(), 1);
@@ -440,7 +447,8 @@ async fn bounds_between_minutes_are_kept_within_what_was_given() {
 }
 
 /// A schedule made within the minute its cron or at() names does not run that minute's time
-/// late (the Scheduler would not): its first run is the next one. A rate runs at once.
+/// late (the Scheduler would not): its first run is the next one. A rate runs at once, at the
+/// next whole minute.
 #[tokio::test]
 async fn a_time_already_past_when_the_schedule_is_made_is_not_run_late() {
     let app = spawn_app().await;
@@ -473,7 +481,12 @@ async fn a_time_already_past_when_the_schedule_is_made_is_not_run_late() {
         .post("/v1/schedules", &acme.key, schedule("rate(1 hour)".into()))
         .await
         .json();
-    assert_eq!(time_of(&rate["next_run_at"]), this_minute, "a rate starts at once");
+    assert_eq!(
+        time_of(&rate["next_run_at"]),
+        this_minute + Duration::minutes(1),
+        "a rate starts at once: at the next whole minute, never before it was made"
+    );
+    app.clock.advance(Duration::seconds(30));
     app.drain().await;
     assert_eq!(operations_of(&app, &acme.key).await.len(), 1, "the rate's first, alone");
 }

@@ -63,12 +63,9 @@ fn optional_bound(value: Option<String>, param: &str, bound: Bound) -> Result<Op
         return Ok(None);
     };
     let at = crate::validate::rfc3339_time(&text, param)?;
-    let down = minute(at);
     match bound {
-        Bound::End => Ok(Some(down)),
-        Bound::Start if down == at => Ok(Some(at)),
-        Bound::Start => down
-            .checked_add(time::Duration::MINUTE)
+        Bound::End => Ok(Some(minute(at))),
+        Bound::Start => minute_up(at)
             .filter(|up| up.year() <= 9999)
             .map(Some)
             .ok_or_else(|| DomainError::invalid(param, "invalid_time", format!("{param} is before the year 10000."))),
@@ -79,6 +76,14 @@ fn minute(at: OffsetDateTime) -> OffsetDateTime {
     at.replace_second(0)
         .and_then(|at| at.replace_nanosecond(0))
         .expect("zero is a valid second")
+}
+
+/// `at` if on a whole minute, else the next whole minute (none past the end of time).
+fn minute_up(at: OffsetDateTime) -> Option<OffsetDateTime> {
+    match minute(at) {
+        down if down == at => Some(at),
+        down => down.checked_add(time::Duration::MINUTE),
+    }
 }
 
 /// A refusal of the schedule's operation body, naming its field under `operation.`.
@@ -161,10 +166,11 @@ impl Service {
         self.draft_operation(principal, body, None)
             .await
             .map_err(within_operation)?;
-        let anchor = start_at.unwrap_or_else(|| minute(now));
-        // With no start, a rate runs at once (from the minute it was made, as the Scheduler
-        // starts one); a cron or at() time already past in this minute is not run late, as
-        // the Scheduler would not run it: a payout the caller meant for its next time.
+        // With no start, a rate runs at once, as the Scheduler starts one ("immediately", to
+        // its precision of a minute): at the next whole minute, never before it was made. A
+        // cron or at() time already past in this minute is not run late, as the Scheduler
+        // would not run it: a payout the caller meant for its next time.
+        let anchor = start_at.unwrap_or_else(|| minute_up(now).unwrap_or(now));
         let from = match start_at {
             Some(start) => start.max(now),
             None if expression.is_rate() => anchor,
