@@ -5,6 +5,7 @@
 //! key made of the schedule id and the occurrence's time, and in the same changeset as the
 //! occurrence's record and the schedule's next run, so a second firing finds it recorded.
 
+mod cron_field;
 pub mod expression;
 mod firing;
 mod use_cases;
