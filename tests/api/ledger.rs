@@ -47,6 +47,15 @@ async fn balances(app: &TestApp, key: &str, account: &str) -> (i64, i64, i64) {
     )
 }
 
+/// The account's movements (up to 100), newest first.
+async fn movements_of(app: &TestApp, key: &str, account: &str) -> Vec<Value> {
+    let reply = app
+        .get(&format!("/v1/accounts/{account}/movements?limit=100"), key)
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.json());
+    reply.json()["data"].as_array().unwrap().clone()
+}
+
 /// Every CLP account's posted and pending balances sum to zero (the ledger is double entry).
 async fn assert_zero_sum(app: &TestApp) {
     let accounts = app.get("/v1/accounts?currency=CLP&limit=100", ADMIN_KEY).await.json()["data"]
@@ -119,18 +128,14 @@ async fn a_funded_payout_holds_on_approval_then_posts_voids_and_reverses_with_th
     assert_eq!(balances(&app, &acme.key, &account).await, (900_000, 900_000, 900_000));
     assert_zero_sum(&app).await;
 
-    let movements = app
-        .get(&format!("/v1/accounts/{account}/movements?limit=100"), &acme.key)
-        .await
-        .json();
-    let movements = movements["data"].as_array().unwrap();
+    let movements = movements_of(&app, &acme.key, &account).await;
     let count = |status: &str| movements.iter().filter(|m| m["status"] == status).count();
     assert_eq!(
         (count("posted"), count("voided"), count("pending")),
         (4, 1, 0),
         "{movements:#?}"
     );
-    for movement in movements {
+    for movement in &movements {
         let entries = movement["entries"].as_array().unwrap();
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[0]["amount"], entries[1]["amount"], "debits equal credits");
@@ -471,18 +476,9 @@ async fn a_reserved_collection_is_spendable_only_once_the_last_return_check_foun
     app.settle(Duration::hours(1), 26).await;
     assert_eq!(balances(&app, &acme.key, &account).await, (50_000, 50_000, 50_000));
     assert_zero_sum(&app).await;
-    let movements = app
-        .get(&format!("/v1/accounts/{account}/movements"), &acme.key)
-        .await
-        .json();
-    let statuses: Vec<&str> = movements["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["status"].as_str().unwrap())
-        .collect();
-    assert_eq!(statuses.iter().filter(|s| **s == "posted").count(), 1, "{movements}");
-    assert_eq!(statuses.iter().filter(|s| **s == "voided").count(), 1, "{movements}");
+    let movements = movements_of(&app, &acme.key, &account).await;
+    let count = |status: &str| movements.iter().filter(|m| m["status"] == status).count();
+    assert_eq!((count("posted"), count("voided")), (1, 1), "{movements:#?}");
     let spent = app.post("/v1/operations", &acme.key, spend).await.json();
     assert_eq!(spent["status"], "approved", "{spent}");
 

@@ -6,7 +6,7 @@ use super::{Account, AccountKind, Movement, MovementOf, MovementStatus, Movement
 use crate::access::CollectionReserve;
 use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
-use crate::ids::{AccountId, CustomerId, MovementId, TransactionId};
+use crate::ids::{AccountId, CustomerId, MovementId};
 use crate::money::Currency;
 use crate::operations::{Operation, OperationStatus, OperationTransition, OperationType};
 use crate::ports::{Changeset, StoreError};
@@ -405,20 +405,20 @@ impl Service {
     }
 
     /// Ends a collection's reserve once the rail's last return check found its money still
-    /// there: the pending credit is posted and may be spent. Nothing when the collection was
-    /// returned meanwhile (its credit voided) or had no reserve (posted already); a return
-    /// recorded at the same moment changes the credit's version, and the one read again
-    /// decides.
-    pub(crate) async fn release_collection_reserve(&self, transaction_id: &TransactionId) -> Result<(), DomainError> {
+    /// there: the pending credit is posted and may be spent. Nothing when the collection had
+    /// no reserve (its credit posted already: one read) or was returned meanwhile (its credit
+    /// voided); a return recorded at the same moment changes the credit's version, and the
+    /// one read again decides.
+    pub(crate) async fn release_collection_reserve(&self, collection: &Transaction) -> Result<(), DomainError> {
+        let credit_id = MovementId::of_item(&collection.item_id);
         for _ in 0..RESERVE_RELEASE_ATTEMPTS {
-            let Some(transaction) = self.store.transaction(transaction_id).await? else {
-                return Ok(());
-            };
-            let credit = self.store.movement(&MovementId::of_item(&transaction.item_id)).await?;
+            let credit = self.store.movement(&credit_id).await?;
             let Some(mut credit) = credit.filter(|c| c.status == MovementStatus::Pending) else {
                 return Ok(());
             };
-            if transaction.status != TransactionStatus::Confirmed {
+            // The check's own inquiry may have just recorded a return.
+            let now_confirmed = self.store.transaction(&collection.id).await?;
+            if now_confirmed.is_none_or(|t| t.status != TransactionStatus::Confirmed) {
                 return Ok(());
             }
             let cause = Cause::new(

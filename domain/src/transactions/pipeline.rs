@@ -86,9 +86,10 @@ const TRANSACTIONS_AT_ONCE: usize = 4 * TRANSACTIONS_PER_CHANGESET;
 /// whose making goes whole to its customer's lane, so that the stream (one ordered log for
 /// every customer) never does one customer's bulk work ahead of another's payout.
 fn made_on_the_stream(operation: &Operation) -> usize {
-    match operation.items.len() > TRANSACTIONS_AT_ONCE {
-        true => 0,
-        false => TRANSACTIONS_AT_ONCE,
+    if operation.items.len() > TRANSACTIONS_AT_ONCE {
+        0
+    } else {
+        TRANSACTIONS_AT_ONCE
     }
 }
 

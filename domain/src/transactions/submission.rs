@@ -222,17 +222,18 @@ impl Service {
                     .filter(|t| t.status == TransactionStatus::Confirmed)
                     .collect();
                 // The last check ends the reserve on the collections it finds still confirmed.
-                let reserved: Vec<TransactionId> = match check + 1 == RETURN_CHECKS.len() {
-                    true => still_confirmed
+                let collections: Vec<Transaction> = if check + 1 == RETURN_CHECKS.len() {
+                    still_confirmed
                         .iter()
                         .filter(|t| t.credit_account_id.is_some())
-                        .map(|t| t.id.clone())
-                        .collect(),
-                    false => vec![],
+                        .cloned()
+                        .collect()
+                } else {
+                    vec![]
                 };
                 asked += self.poll_each(still_confirmed).await;
-                for transaction_id in &reserved {
-                    self.release_collection_reserve(transaction_id).await?;
+                for collection in &collections {
+                    self.release_collection_reserve(collection).await?;
                 }
                 let mut changes = Changeset::default();
                 changes.push(Write::PutReturnSweep(reached));
