@@ -29,7 +29,7 @@ async fn one_customers_large_operation_does_not_hold_back_anothers_single_payout
     assert_eq!(large.status, 201, "{}", large.json());
     while app.driver().round(transition).await.unwrap() > 0 {}
     // The stream made none of its transactions: their making waits on the queue, in the busy
-    // customer's lane.
+    // customer's lane, as every change's work does.
     let large_made = transactions_of(&app, &busy.key, &large.id()).await;
     assert!(large_made.is_empty(), "{} made on the stream", large_made.len());
     assert_eq!(
@@ -53,7 +53,14 @@ async fn one_customers_large_operation_does_not_hold_back_anothers_single_payout
         .await
         .id();
     while app.driver().round(transition).await.unwrap() > 0 {}
-    // One round of the submissions queue (ten messages) reaches the other customer's.
+    // The stream only routed it: its transaction is made in its customer's turn.
+    assert!(transactions_of(&app, &other.key, &single).await.is_empty());
+    // One round of the submissions queue (ten messages) reaches the other customer's making,
+    // and one more, after the stream routed the new transaction, its submission.
+    app.driver().round(submissions).await.unwrap();
+    let made = transactions_of(&app, &other.key, &single).await;
+    assert_eq!(made[0]["status"], "pending", "{made:?}");
+    while app.driver().round(transition).await.unwrap() > 0 {}
     app.driver().round(submissions).await.unwrap();
     let made = transactions_of(&app, &other.key, &single).await;
     assert_eq!(made[0]["status"], "submitted", "{made:?}");

@@ -53,6 +53,10 @@ async fn duplicated_records_and_messages_have_no_second_effect() {
         }
     }
     while driver.round(Trigger::Stream(StreamConsumer::Transition)).await.unwrap() > 0 {}
+    // Each operation's making task came three times; its transactions are made once, and the
+    // stream routes each new one to its submission.
+    while driver.round(Trigger::Queue(QueueName::Submissions)).await.unwrap() > 0 {}
+    while driver.round(Trigger::Stream(StreamConsumer::Transition)).await.unwrap() > 0 {}
 
     // The submission queue: every message handled, then "crashed" before its ack, and also
     // sent twice more.

@@ -120,10 +120,10 @@ async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
                     "a batch's deliveries, events and endpoint are read once a batch, not once a delivery: {counted:?}"
                 );
             }
-            // `transaction.submitted` reads the operation and its transactions (two requests):
-            // it can move an operation out of needs_attention, and the event does not say
-            // which it is in.
-            "stream-transition" => assert_eq!(per_payout(counted.requests), minimum + 2.0, "{step}: {counted:?}"),
+            // The settling task `transaction.submitted` routes reads the operation and its
+            // transactions (two requests): it can move an operation out of needs_attention,
+            // and the event does not say which it is in.
+            "queue-rail-submit" => assert_eq!(per_payout(counted.requests), minimum + 2.0, "{step}: {counted:?}"),
             // A return sweep reads the transactions it found and records where it got to
             // once a round (each check finds the payouts in a round or a few), not once a payout.
             "schedule-status-poll" => {

@@ -4,6 +4,8 @@
 //! often the note comes; a note it cannot replay stays on the queue, with why.
 
 use crate::spawn_aws_app;
+use ops_domain::ports::QueueName;
+use ops_runtime::driver::Trigger;
 use ops_runtime::replay::StreamReplay;
 use ops_tests::payout;
 use serde_json::json;
@@ -92,6 +94,9 @@ async fn a_batch_that_failed_for_good_is_replayed_through_the_consumer_that_fail
         done.replayed[0].records >= 2,
         "the operation's events at least: {done:?}"
     );
+    // The consumer routed the operation's making to its customer's lane, where it is made.
+    let submissions = Trigger::Queue(QueueName::Submissions);
+    while app.driver.round(submissions).await.unwrap() > 0 {}
     assert_eq!(listed(&app.get(&transactions, &customer.key).await), 1);
     let reasons: Vec<&str> = done.left.iter().map(|left| left.reason.as_str()).collect();
     assert_eq!(reasons.len(), 2, "{done:?}");
@@ -132,5 +137,6 @@ async fn a_batch_that_failed_for_good_is_replayed_through_the_consumer_that_fail
     send(note("stream-transition")).await.unwrap();
     let again = replay.run().await.unwrap();
     assert_eq!((again.replayed.len(), again.left.len()), (1, 2), "{again:?}");
+    while app.driver.round(submissions).await.unwrap() > 0 {}
     assert_eq!(listed(&app.get(&transactions, &customer.key).await), 1);
 }

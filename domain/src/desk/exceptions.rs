@@ -157,7 +157,7 @@ impl Service {
                 None => None,
             },
             QueueTask::SplitFile { file_id } => self.store.file(file_id).await?.map(|f| f.customer_id),
-            QueueTask::MakeTransactions { operation_id } => {
+            QueueTask::MakeTransactions { operation_id } | QueueTask::SettleOperation { operation_id } => {
                 self.store.operation(operation_id).await?.map(|o| o.customer_id)
             }
         };

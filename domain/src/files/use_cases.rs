@@ -157,15 +157,6 @@ impl Service {
         Ok(Page::of(files, limit))
     }
 
-    /// `file.accepted`: hands the file to the worker (the event is the outbox, so an upload
-    /// whose queue send would have failed is still split).
-    pub(crate) async fn queue_file_split(&self, event: &Event) -> Result<Handled, DomainError> {
-        let file_id = FileId::from(event.data.text("file_id").unwrap_or_default());
-        let task = QueueTask::SplitFile { file_id };
-        self.enqueue(task, &event.customer_id, time::Duration::ZERO).await?;
-        Ok(Handled::Done)
-    }
-
     /// The files queue's consumer: each message makes a few chunks' operations.
     pub async fn handle_file_splits(&self, messages: &[QueueMessage]) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();

@@ -17,11 +17,15 @@ pub enum QueueTask {
     /// Make the operations of this file's chunks still missing (the files queue).
     #[serde(rename = "split_file.v1")]
     SplitFile { file_id: crate::ids::FileId },
-    /// Make the transactions of this large approved operation still missing, a few chunks at
-    /// a time (the submissions queue, in the customer's lane: off the stream, so one
-    /// customer's thousand-item operations do not hold back another's next payout).
+    /// Move this approved operation to processing and make its transactions still missing,
+    /// a few chunks at a time (the submissions queue, in the customer's lane: off the stream,
+    /// so one customer's thousand-item operations do not hold back another's next payout).
     #[serde(rename = "make_transactions.v1")]
     MakeTransactions { operation_id: crate::ids::OperationId },
+    /// Recompute this operation's status from its transactions (the submissions queue, in
+    /// the customer's lane).
+    #[serde(rename = "settle_operation.v1")]
+    SettleOperation { operation_id: crate::ids::OperationId },
 }
 
 /// A message body that is no task this deployment knows.
@@ -32,7 +36,9 @@ pub struct UnknownTask(pub String);
 impl QueueTask {
     pub fn queue(&self) -> QueueName {
         match self {
-            QueueTask::SubmitTransaction { .. } | QueueTask::MakeTransactions { .. } => QueueName::Submissions,
+            QueueTask::SubmitTransaction { .. }
+            | QueueTask::MakeTransactions { .. }
+            | QueueTask::SettleOperation { .. } => QueueName::Submissions,
             QueueTask::SendWebhook { .. } => QueueName::Webhooks,
             QueueTask::SplitFile { .. } => QueueName::Files,
         }
@@ -85,6 +91,9 @@ mod queue_task_tests {
                 file_id: "file_1".into(),
             },
             QueueTask::MakeTransactions {
+                operation_id: "op_1".into(),
+            },
+            QueueTask::SettleOperation {
                 operation_id: "op_1".into(),
             },
         ] {

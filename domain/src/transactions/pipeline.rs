@@ -1,11 +1,11 @@
 //! The execution pipeline's consumers. Delivery is at least once everywhere, so each handler
 //! is idempotent: it reads the current state and does only what is still to be done.
 //!
-//! - [`Service::handle_transition_events`] (stream → transition, here): approved operations
-//!   become transactions; new transactions are queued for submission; settled transactions
-//!   settle their operation.
-//! - [`Service::handle_submissions`] (queue → rail submit) and [`Service::poll_rails`] (timer →
-//!   status poll), in `submission.rs`.
+//! - [`Service::handle_transition_events`] (stream → transition, here): routes each change to
+//!   a task in its customer's lane: approved operations to have their transactions made, new
+//!   transactions to be submitted, changed transactions to settle their operation.
+//! - [`Service::handle_submissions`] (queue → those tasks and the rail submit) and
+//!   [`Service::poll_rails`] (timer → status poll), in `submission.rs`.
 //! - [`Service::handle_webhook_events`] (stream → webhook dispatch) and
 //!   [`Service::handle_webhook_sends`] (queue → webhook send), in `webhooks`.
 
@@ -78,19 +78,41 @@ pub(crate) fn transaction_id_of(item_id: &ItemId) -> TransactionId {
 
 /// Transactions made per store transaction: three writes each stays under DynamoDB's 100.
 const TRANSACTIONS_PER_CHANGESET: usize = 25;
-/// Transactions made at once, on the stream or by one queue message: an operation with more
-/// has them made by queue messages in its customer's lane, these many at a time.
+/// Transactions one task of a customer's lane makes: an operation with more has the rest
+/// made by the next task in the lane, these many at a time, so that its customer's turn is
+/// short whatever the operation's size.
 const TRANSACTIONS_AT_ONCE: usize = 4 * TRANSACTIONS_PER_CHANGESET;
 
-/// Transactions the stream makes of an operation: all of a small one; none of a larger one,
-/// whose making goes whole to its customer's lane, so that the stream (one ordered log for
-/// every customer) never does one customer's bulk work ahead of another's payout.
-fn made_on_the_stream(operation: &Operation) -> usize {
-    if operation.items.len() > TRANSACTIONS_AT_ONCE {
-        0
-    } else {
-        TRANSACTIONS_AT_ONCE
-    }
+/// The lane task each event of a batch calls for, with its lane (the customer): an approved
+/// operation's transactions to make, a new transaction to submit, an accepted file to split,
+/// and an operation to settle once a batch, however many of its transactions changed in it
+/// (it is settled from all its transactions as they then are).
+fn transition_tasks(events: &[Event]) -> Vec<(&str, QueueTask)> {
+    let mut settling = std::collections::HashSet::new();
+    let operation_id = |event: &Event| OperationId::from(event.data.text("operation_id").unwrap_or_default());
+    events
+        .iter()
+        .filter_map(|event| {
+            let task = match event.kind.as_str() {
+                "operation.approved" => QueueTask::MakeTransactions {
+                    operation_id: operation_id(event),
+                },
+                "transaction.pending" => QueueTask::SubmitTransaction {
+                    transaction_id: TransactionId::from(event.data.text("transaction_id").unwrap_or_default()),
+                },
+                "file.accepted" => QueueTask::SplitFile {
+                    file_id: crate::ids::FileId::from(event.data.text("file_id").unwrap_or_default()),
+                },
+                kind if kind.starts_with("transaction.") && settling.insert(operation_id(event)) => {
+                    QueueTask::SettleOperation {
+                        operation_id: operation_id(event),
+                    }
+                }
+                _ => return None,
+            };
+            Some((event.customer_id.as_str(), task))
+        })
+        .collect()
 }
 
 impl Service {
@@ -168,41 +190,35 @@ impl Service {
 
     pub async fn handle_transition_events(&self, events: &[Event]) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
-        // An operation is settled from all its transactions as they now are, so of a batch's
-        // changes of one operation's transactions only the last need settle it: a file's
-        // thousand-item operation is read once a batch, not once a transaction (which made
-        // one customer's file hold every other customer's payouts behind it on the stream).
-        let settles_operation =
-            |event: &Event| event.kind.starts_with("transaction.") && event.kind != "transaction.pending";
-        let mut last_settle = std::collections::HashMap::new();
-        for (position, event) in events.iter().enumerate().filter(|(_, e)| settles_operation(e)) {
-            last_settle.insert(event.data.text("operation_id").unwrap_or_default(), position);
+        // The stream is one ordered log for every customer, so it only routes: each event's
+        // work becomes a task in its customer's lane, where customers take turns, and a
+        // customer's file of fifty thousand payouts costs the stream a few sends a hundred
+        // events rather than the work itself (which held every other customer's payouts
+        // behind it).
+        let tasks = transition_tasks(events);
+        for queue in QueueName::ALL {
+            let on_queue: Vec<(String, String)> = tasks
+                .iter()
+                .filter(|(_, task)| task.queue() == queue)
+                .map(|(lane, task)| (lane.to_string(), task.to_body()))
+                .collect();
+            if on_queue.is_empty() {
+                continue;
+            }
+            if let Err(error) = self.queue.send_all(queue, on_queue).await {
+                tracing::warn!(%error, "routing the batch's tasks failed; the batch comes again");
+                // Tasks are idempotent: those sent before the failure may come twice.
+                outcome.failed.extend(events.first().map(|e| e.id.to_string()));
+                return outcome;
+            }
         }
-        let settle_at: std::collections::HashSet<usize> = last_settle.into_values().collect();
-        // The batch's new transactions go on the submissions queue in one send, not one each.
-        let unqueued = match self.queue_submissions(events).await {
-            Ok(()) => None,
-            Err(error) => {
-                tracing::warn!(%error, "queueing the batch's submissions failed; they come again");
-                events.iter().position(|e| e.kind == "transaction.pending")
+        // A schedule's timer is kept in step here: a change of a schedule is rare and small.
+        for event in events {
+            let kind = event.kind.as_str();
+            if !kind.starts_with("schedule.") || kind.starts_with("schedule.occurrence_") {
+                continue;
             }
-        };
-        for (position, event) in events.iter().enumerate() {
-            if unqueued == Some(position) {
-                outcome.failed.push(event.id.to_string());
-                break;
-            }
-            let result = match event.kind.as_str() {
-                "operation.approved" => self.start_processing(event).await,
-                "transaction.pending" => Ok(Handled::Done),
-                "file.accepted" => self.queue_file_split(event).await,
-                _ if settle_at.contains(&position) => self.settle_operation(event).await,
-                _ if settles_operation(event) => Ok(Handled::Done),
-                kind if kind.starts_with("schedule.") && !kind.starts_with("schedule.occurrence_") => {
-                    self.sync_schedule_timer(event).await
-                }
-                _ => Ok(Handled::Done),
-            };
+            let result = self.sync_schedule_timer(event).await;
             if !matches!(result, Ok(Handled::Done)) {
                 if let Err(error) = &result {
                     tracing::warn!(event = %event.id, %error, "transition handler failed; the event comes again");
@@ -215,18 +231,12 @@ impl Service {
         outcome
     }
 
-    /// An id an event carries in its data (the store's, so trusted).
-    fn data_id<T: From<String>>(event: &Event, field: &str) -> T {
-        T::from(event.data.text(field).unwrap_or_default())
-    }
-
     /// An approved operation moves to processing with a transaction id fixed for each item,
     /// then its transactions are made in chunks (so any number of items fits a store
     /// transaction). Both steps are idempotent: a second delivery finds the operation
     /// processing and makes only the transactions still missing (none exist before the move).
-    async fn start_processing(&self, event: &Event) -> Result<Handled, DomainError> {
-        let operation_id: OperationId = Self::data_id(event, "operation_id");
-        let Some(mut operation) = self.store.operation(&operation_id).await? else {
+    pub(super) async fn start_processing(&self, operation_id: &OperationId) -> Result<Handled, DomainError> {
+        let Some(mut operation) = self.store.operation(operation_id).await? else {
             return Ok(Handled::Done);
         };
         match operation.status {
@@ -248,46 +258,26 @@ impl Service {
                 self.record_operation_change(&mut changes, &operation, change);
                 changes.push(Write::UpdateOperation(operation.clone()));
                 match self.store.commit(changes).await {
-                    Ok(()) => {
-                        self.make_missing_transactions(&operation, &[], made_on_the_stream(&operation))
-                            .await
-                    }
+                    Ok(()) => self.make_missing_transactions(&operation, &[]).await,
                     // Lost to a concurrent change (a cancel, or another delivery): look again.
                     Err(StoreError::Conflict) => Ok(Handled::Later),
                     Err(other) => Err(other.into()),
                 }
             }
             OperationStatus::Processing => {
-                self.make_transactions_of(&operation, made_on_the_stream(&operation))
-                    .await
+                let existing = self.store.transactions_of_operation(&operation).await?;
+                self.make_missing_transactions(&operation, &existing).await
             }
             _ => Ok(Handled::Done),
         }
     }
 
-    /// The submissions queue's task for a large operation: the next of its transactions still
-    /// missing (none once it is no longer processing).
-    pub(super) async fn make_transactions(&self, operation_id: &OperationId) -> Result<Handled, DomainError> {
-        match self.store.operation(operation_id).await? {
-            Some(operation) if operation.status == OperationStatus::Processing => {
-                self.make_transactions_of(&operation, TRANSACTIONS_AT_ONCE).await
-            }
-            _ => Ok(Handled::Done),
-        }
-    }
-
-    async fn make_transactions_of(&self, operation: &Operation, at_once: usize) -> Result<Handled, DomainError> {
-        let existing = self.store.transactions_of_operation(operation).await?;
-        self.make_missing_transactions(operation, &existing, at_once).await
-    }
-
-    /// Makes up to `at_once` of the operation's missing transactions, and queues the making of
-    /// the rest in the customer's lane.
+    /// Makes up to [`TRANSACTIONS_AT_ONCE`] of the operation's missing transactions, and
+    /// queues the making of the rest in the customer's lane.
     async fn make_missing_transactions(
         &self,
         operation: &Operation,
         existing: &[Transaction],
-        at_once: usize,
     ) -> Result<Handled, DomainError> {
         let existing: std::collections::HashSet<&str> = existing.iter().map(|t| t.id.as_str()).collect();
         let missing: Vec<_> = operation
@@ -295,13 +285,13 @@ impl Service {
             .iter()
             .filter(|i| !existing.contains(transaction_id_of(&i.id).as_str()))
             .collect();
-        if missing.len() > at_once {
+        if missing.len() > TRANSACTIONS_AT_ONCE {
             let task = QueueTask::MakeTransactions {
                 operation_id: operation.id.clone(),
             };
             self.enqueue(task, &operation.customer_id, Duration::ZERO).await?;
         }
-        for chunk in missing[..missing.len().min(at_once)].chunks(TRANSACTIONS_PER_CHANGESET) {
+        for chunk in missing[..missing.len().min(TRANSACTIONS_AT_ONCE)].chunks(TRANSACTIONS_PER_CHANGESET) {
             let now = self.now();
             let mut changes = Changeset::default();
             for item in chunk {
@@ -367,23 +357,6 @@ impl Service {
         Ok(Handled::Done)
     }
 
-    /// Queues the submission of each new transaction among `events`, in its customer's lane.
-    async fn queue_submissions(&self, events: &[Event]) -> Result<(), DomainError> {
-        let submissions: Vec<(String, String)> = events
-            .iter()
-            .filter(|e| e.kind == "transaction.pending")
-            .map(|event| {
-                let transaction_id = Self::data_id(event, "transaction_id");
-                let task = QueueTask::SubmitTransaction { transaction_id };
-                (event.customer_id.to_string(), task.to_body())
-            })
-            .collect();
-        if !submissions.is_empty() {
-            self.queue.send_all(QueueName::Submissions, submissions).await?;
-        }
-        Ok(())
-    }
-
     /// Puts a task on its queue in `lane` (see [`crate::ports::Queue::send`]), due after
     /// `delay` (a longer wait is taken in hops: the task finds itself early and goes back on
     /// the queue).
@@ -395,9 +368,8 @@ impl Service {
     }
 
     /// Recomputes an operation's status from its transactions.
-    async fn settle_operation(&self, event: &Event) -> Result<Handled, DomainError> {
-        let operation_id: OperationId = Self::data_id(event, "operation_id");
-        let Some(mut operation) = self.store.operation(&operation_id).await? else {
+    pub(super) async fn settle_operation(&self, operation_id: &OperationId) -> Result<Handled, DomainError> {
+        let Some(mut operation) = self.store.operation(operation_id).await? else {
             return Ok(Handled::Done);
         };
         let transactions = self.store.transactions_of_operation(&operation).await?;

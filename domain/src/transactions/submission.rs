@@ -22,7 +22,8 @@ impl Service {
         for message in messages {
             let result = match QueueTask::parse(&message.body) {
                 Ok(QueueTask::SubmitTransaction { transaction_id }) => self.submit(&transaction_id).await,
-                Ok(QueueTask::MakeTransactions { operation_id }) => self.make_transactions(&operation_id).await,
+                Ok(QueueTask::MakeTransactions { operation_id }) => self.start_processing(&operation_id).await,
+                Ok(QueueTask::SettleOperation { operation_id }) => self.settle_operation(&operation_id).await,
                 Ok(other) => {
                     tracing::error!(message = %message.id, task = ?other, "a task of another queue dropped from the submissions queue");
                     Ok(Handled::Done)
