@@ -32,11 +32,11 @@ pub(crate) async fn reconciliation() {
     let count = 10_000;
     let statement_of = |run: &str, breaks: usize| {
         let day = confirmed(run).date();
-        let mut csv = String::from("rail_reference,transaction_id,amount,currency,status,booked_on\n");
+        let mut csv = format!("{}\n", ops_infra::rails::STATEMENT_HEADER);
         for i in 0..count {
             // The last `breaks` lines carry another amount: mismatched.
             let amount = 1_000 + i as i64 + i64::from(i >= count - breaks);
-            csv += &format!("ref-{run}-{i},,{amount},CLP,confirmed,{day}\n");
+            csv += &format!("ref-{run}-{i},,{amount},CLP,confirmed,{day},debit\n");
         }
         csv.into_bytes()
     };

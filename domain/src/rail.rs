@@ -20,6 +20,23 @@ pub enum RailDirection {
     Debit,
 }
 
+impl RailDirection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RailDirection::Credit => "credit",
+            RailDirection::Debit => "debit",
+        }
+    }
+
+    pub fn parse(direction: &str) -> Option<RailDirection> {
+        match direction {
+            "credit" => Some(RailDirection::Credit),
+            "debit" => Some(RailDirection::Debit),
+            _ => None,
+        }
+    }
+}
+
 /// What the rail is asked to execute. `transaction_id` is the rail's idempotency key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Instruction {
@@ -106,14 +123,63 @@ impl StatementStatus {
     }
 }
 
+/// Which way a statement line's money moved on the service's account at the rail: a payout
+/// leaves it (`debit`), a collection arrives in it (`credit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryDirection {
+    Credit,
+    Debit,
+}
+
+impl EntryDirection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryDirection::Credit => "credit",
+            EntryDirection::Debit => "debit",
+        }
+    }
+
+    pub fn parse(direction: &str) -> Option<EntryDirection> {
+        match direction {
+            "credit" => Some(EntryDirection::Credit),
+            "debit" => Some(EntryDirection::Debit),
+            _ => None,
+        }
+    }
+
+    pub fn flipped(self) -> EntryDirection {
+        match self {
+            EntryDirection::Credit => EntryDirection::Debit,
+            EntryDirection::Debit => EntryDirection::Credit,
+        }
+    }
+
+    /// How a transaction that moves money `direction` at its rail books on the service's
+    /// account there: paying a beneficiary debits it, collecting from a payer credits it.
+    pub fn of(direction: RailDirection) -> EntryDirection {
+        match direction {
+            RailDirection::Credit => EntryDirection::Debit,
+            RailDirection::Debit => EntryDirection::Credit,
+        }
+    }
+}
+
 /// One line of a rail's statement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatementLine {
-    pub rail_reference: String,
+    /// The rail's reference, when the statement gives one (ISO 20022 makes it optional).
+    #[serde(default)]
+    pub rail_reference: Option<String>,
     pub transaction_id: Option<TransactionId>,
     pub amount: Amount,
     pub currency: Currency,
     pub status: StatementStatus,
+    /// The direction of the booking the line is about: a reversal's is the booking it
+    /// reverses (the statement's indicator flipped), and `reversal` says so.
+    pub direction: EntryDirection,
+    #[serde(default)]
+    pub reversal: bool,
     /// The day the rail booked it, when the statement says.
     #[serde(default, with = "iso_date::option")]
     pub booked_on: Option<Date>,

@@ -71,11 +71,11 @@ async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exc
     let mut failed = lines[&60_000].clone();
     failed[4] = "failed".into();
     let statement = [
-        "rail_reference,transaction_id,amount,currency,status,booked_on".to_owned(),
+        ops_infra::rails::STATEMENT_HEADER.to_owned(),
         line(&lines[&20_000]),
         line(&returned),
         line(&other_amount),
-        format!("sbx_stranger,,12345,CLP,confirmed,{today}"),
+        format!("sbx_stranger,,12345,CLP,confirmed,{today},debit"),
         line(&failed),
     ]
     .join("\n");
@@ -92,7 +92,7 @@ async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exc
     assert_eq!(reconciliation["object"], "reconciliation");
     assert_eq!(
         reconciliation["outcomes"],
-        json!({"matched": 1, "mismatched": 3, "unmatched": 1, "missing": 1})
+        json!({"matched": 1, "mismatched": 3, "unmatched": 1, "wrong_direction": 0, "missing": 1})
     );
     assert_eq!(reconciliation["period"], json!({"from": today, "to": today}));
     assert_eq!(
@@ -258,8 +258,10 @@ async fn a_camt053_statement_is_matched_by_end_to_end_id_and_by_amount_and_day()
     let lines = confirmed_payouts(&app, &[21_000, 22_000, 23_000]).await;
     let today = lines[&21_000][5].clone();
     let entry = |amount: &str, status: &str, reference: &str, end_to_end: &str, extra: &str| {
+        // A reversal of a payout's debit is booked as a credit.
+        let indicator = if extra.contains("RvslInd") { "CRDT" } else { "DBIT" };
         format!(
-            "<Ntry><Amt Ccy=\"CLP\">{amount}</Amt><CdtDbtInd>DBIT</CdtDbtInd>{extra}<Sts><Cd>{status}</Cd></Sts>
+            "<Ntry><Amt Ccy=\"CLP\">{amount}</Amt><CdtDbtInd>{indicator}</CdtDbtInd>{extra}<Sts><Cd>{status}</Cd></Sts>
              <BookgDt><Dt>{today}</Dt></BookgDt><AcctSvcrRef>{reference}</AcctSvcrRef>
              <NtryDtls><TxDtls><Refs><EndToEndId>{end_to_end}</EndToEndId></Refs></TxDtls></NtryDtls></Ntry>"
         )
@@ -284,7 +286,7 @@ async fn a_camt053_statement_is_matched_by_end_to_end_id_and_by_amount_and_day()
         (&reconciliation["format"], &reconciliation["outcomes"]),
         (
             &json!("camt053"),
-            &json!({"matched": 2, "mismatched": 1, "unmatched": 0, "missing": 0})
+            &json!({"matched": 2, "mismatched": 1, "unmatched": 0, "wrong_direction": 0, "missing": 0})
         )
     );
     let id = reconciliation["id"].as_str().unwrap();
@@ -314,7 +316,7 @@ async fn a_camt053_statement_is_matched_by_end_to_end_id_and_by_amount_and_day()
 async fn a_bad_statement_is_refused_precisely_and_writes_nothing() {
     let app = spawn_app().await;
     let acme = app.create_customer().await;
-    let good = statement_body("csv", b"sbx_1,,100,CLP,confirmed,2026-11-24\n");
+    let good = statement_body("csv", b"sbx_1,,100,CLP,confirmed,2026-11-24,debit\n");
     let with = |change: &dyn Fn(&mut Value)| {
         let mut body = good.clone();
         change(&mut body);
@@ -347,7 +349,7 @@ async fn a_bad_statement_is_refused_precisely_and_writes_nothing() {
             statement_body(
                 "csv",
                 format!(
-                    "sbx_1,,100,CLP,confirmed,2026-11-24\n{},,5,CLP,confirmed,2026-11-24\n",
+                    "sbx_1,,100,CLP,confirmed,2026-11-24,debit\n{},,5,CLP,confirmed,2026-11-24,debit\n",
                     "R".repeat(141)
                 )
                 .as_bytes(),
@@ -369,7 +371,7 @@ async fn a_bad_statement_is_refused_precisely_and_writes_nothing() {
             "invalid_statement",
         ),
         (
-            statement_body("csv", b"sbx_1,,100,CLP,confirmed\n"),
+            statement_body("csv", b"sbx_1,,100,CLP,confirmed,,debit\n"),
             400,
             "period",
             "period_required",
@@ -436,7 +438,7 @@ async fn reconciliations_are_listed_newest_import_first() {
     let app = spawn_app().await;
     let mut imported = vec![];
     for day in 24..27 {
-        let statement = format!("sbx_{day},,{day}00,CLP,confirmed,2026-11-{day}\n");
+        let statement = format!("sbx_{day},,{day}00,CLP,confirmed,2026-11-{day},debit\n");
         let made = import(
             &app,
             ADMIN_KEY,
@@ -485,4 +487,77 @@ async fn reconciliations_are_listed_newest_import_first() {
     assert_eq!(malformed.error(400)["param"], "starting_after");
     let acme = app.create_customer().await;
     assert_eq!(app.get("/v1/reconciliations", &acme.key).await.status, 403);
+}
+
+/// Money that came in is never a payout that went out: a credit of a payout's amount on its
+/// day matches nothing, and a credit naming a payout's reference is a break of its own that
+/// changes nothing. An entry with no reference at all (ISO 20022 makes them optional, and
+/// real banks' files leave them out) is matched by amount, direction and day, not refused.
+#[tokio::test]
+async fn an_incoming_credit_never_reconciles_a_payout_and_a_bare_entry_matches_by_value() {
+    let app = spawn_app().await;
+    let lines = confirmed_payouts(&app, &[24_000, 25_000]).await;
+    let today = lines[&24_000][5].clone();
+    let (reference, payout_id) = (lines[&25_000][0].clone(), lines[&25_000][1].clone());
+    let entry = |amount: &str, indicator: &str, inner: &str| {
+        format!(
+            "<Ntry><Amt Ccy=\"CLP\">{amount}</Amt><CdtDbtInd>{indicator}</CdtDbtInd><Sts><Cd>BOOK</Cd></Sts>
+             <BookgDt><Dt>{today}</Dt></BookgDt>{inner}</Ntry>"
+        )
+    };
+    let camt = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.053.001.08"><BkToCstmrStmt>
+<GrpHdr><MsgId>M2</MsgId><CreDtTm>{today}T23:00:00</CreDtTm></GrpHdr>
+<Stmt><Id>S2</Id><FrToDt><FrDtTm>{today}T00:00:00</FrDtTm><ToDtTm>{today}T23:59:59</ToDtTm></FrToDt>
+{}{}{}{}</Stmt></BkToCstmrStmt></Document>"#,
+        entry("24000", "CRDT", ""),
+        entry("25000", "CRDT", &format!("<AcctSvcrRef>{reference}</AcctSvcrRef>")),
+        entry("24000", "DBIT", ""),
+        entry(
+            "25000",
+            "DBIT",
+            &format!("<NtryDtls><TxDtls><Refs><EndToEndId>{payout_id}</EndToEndId></Refs></TxDtls></NtryDtls>"),
+        ),
+    );
+    let imported = import(&app, ADMIN_KEY, "camt-2", statement_body("camt053", camt.as_bytes())).await;
+    assert_eq!(imported.status, 201, "{}", imported.json());
+    let reconciliation = imported.json();
+    assert_eq!(
+        reconciliation["outcomes"],
+        json!({"matched": 2, "mismatched": 0, "unmatched": 1, "wrong_direction": 1, "missing": 0})
+    );
+    let id = reconciliation["id"].as_str().unwrap();
+    let page = app
+        .get(&format!("/v1/reconciliations/{id}/lines"), ADMIN_KEY)
+        .await
+        .json();
+    let seen: Vec<Value> = page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            json!([
+                l["outcome"],
+                l["direction"],
+                l["transaction_id"],
+                l["matched_by"],
+                l["applied"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            json!(["unmatched", "credit", null, null, null]),
+            json!(["wrong_direction", "credit", payout_id, "rail_reference", null]),
+            json!(["matched", "debit", lines[&24_000][1], "amount_and_date", null]),
+            json!(["matched", "debit", payout_id, "transaction_id", null]),
+        ]
+    );
+    assert_eq!(transaction(&app, &payout_id).await["status"], "confirmed");
+    let items = statement_line_items(&app).await;
+    let kinds: Vec<&str> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.len(), 2, "{items:?}");
+    assert!(kinds.contains(&"reconciliation_unmatched") && kinds.contains(&"reconciliation_wrong_direction"));
 }

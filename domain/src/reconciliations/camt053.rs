@@ -1,16 +1,17 @@
 //! ISO 20022 `camt.053` (bank-to-customer statement), read into statement lines.
 //!
 //! Each booked entry (`Ntry` with status `BOOK`) becomes a line: its amount and currency
-//! (`Amt@Ccy`), its booking day (`BookgDt`), the rail's reference (`AcctSvcrRef` of the entry
-//! or of its transaction details, else `NtryRef`) and our transaction id when the end-to-end
-//! id carries one. A reversal (`RvslInd`) or return information (`RtrInf`) makes it
-//! `returned`; status `RJCT` makes it `failed`. Pending and information-only entries tell no
+//! (`Amt@Ccy`), its direction (`CdtDbtInd`), its booking day (`BookgDt`), the rail's reference
+//! (`AcctSvcrRef` of the entry or of its transaction details, else `NtryRef`; all optional) and
+//! our transaction id when the end-to-end id carries one. A reversal (`RvslInd`) is the
+//! booking it reverses coming back: `returned`, with that booking's direction (the indicator
+//! flipped); return information (`RtrInf`) makes it `returned`; status `RJCT` `failed`. Pending and information-only entries tell no
 //! outcome and are left out. The statements' `FrToDt` give the period. Versions .001.02 to
 //! .001.13 share these elements; anything else in the document is ignored.
 
 use crate::ids::TransactionId;
 use crate::money::Currency;
-use crate::rail::{Period, Statement, StatementLine, StatementStatus};
+use crate::rail::{EntryDirection, Period, Statement, StatementLine, StatementStatus};
 use serde::Deserialize;
 use time::Date;
 
@@ -46,9 +47,10 @@ struct FromTo {
 #[serde(rename_all = "PascalCase")]
 struct Entry {
     ntry_ref: Option<String>,
-    amt: Money,
+    amt: Option<Money>,
+    cdt_dbt_ind: Option<String>,
     rvsl_ind: Option<bool>,
-    sts: EntryStatus,
+    sts: Option<EntryStatus>,
     bookg_dt: Option<DateChoice>,
     acct_svcr_ref: Option<String>,
     #[serde(default)]
@@ -126,29 +128,46 @@ pub fn parse(xml: &[u8]) -> Result<Statement, String> {
             statement.period = Some(widened);
         }
         for (n, entry) in stmt.ntry.iter().enumerate() {
-            let at = |what: &str| format!("statement {}, entry {}: {what}", s + 1, n + 1);
-            let code = entry.sts.cd.as_deref().or(entry.sts.text.as_deref()).map(str::trim);
+            // What is wrong, with the element's path in the document.
+            let at = |element: &str, what: &str| {
+                format!(
+                    "statement {s}, entry {n}: {what} (/Document/BkToCstmrStmt/Stmt[{s}]/Ntry[{n}]/{element})",
+                    s = s + 1,
+                    n = n + 1
+                )
+            };
+            let sts = entry.sts.as_ref().ok_or_else(|| at("Sts", "Sts is missing"))?;
+            let code = sts.cd.as_deref().or(sts.text.as_deref()).map(str::trim);
             let status = match code {
                 Some("BOOK") => StatementStatus::Confirmed,
                 Some("RJCT") => StatementStatus::Failed,
                 Some("PDNG" | "INFO" | "FUTR") => continue,
-                other => return Err(at(&format!("unknown status {:?}", other.unwrap_or("")))),
+                other => return Err(at("Sts", &format!("unknown status {:?}", other.unwrap_or("")))),
             };
             let details: Vec<&TransactionDetails> = entry.ntry_dtls.iter().flat_map(|d| &d.tx_dtls).collect();
-            let returned = entry.rvsl_ind == Some(true) || details.iter().any(|d| d.rtr_inf.is_some());
+            let reversal = entry.rvsl_ind == Some(true);
+            let returned = reversal || details.iter().any(|d| d.rtr_inf.is_some());
             let status = if returned { StatementStatus::Returned } else { status };
-            let currency = Currency::parse(entry.amt.currency.trim())
-                .ok_or_else(|| at(&format!("unknown currency {:?}", entry.amt.currency)))?;
+            let booked = match entry.cdt_dbt_ind.as_deref().map(str::trim) {
+                Some("CRDT") => EntryDirection::Credit,
+                Some("DBIT") => EntryDirection::Debit,
+                Some(other) => return Err(at("CdtDbtInd", &format!("CdtDbtInd is CRDT or DBIT, not {other:?}"))),
+                None => return Err(at("CdtDbtInd", "CdtDbtInd is missing")),
+            };
+            let direction = if reversal { booked.flipped() } else { booked };
+            let amt = entry.amt.as_ref().ok_or_else(|| at("Amt", "Amt is missing"))?;
+            let currency = Currency::parse(amt.currency.trim())
+                .ok_or_else(|| at("Amt/@Ccy", &format!("unknown currency {:?}", amt.currency)))?;
             let amount = currency
-                .minor_units_of(entry.amt.value.trim())
-                .ok_or_else(|| at(&format!("bad amount {:?} for {currency}", entry.amt.value)))?;
+                .minor_units_of(amt.value.trim())
+                .ok_or_else(|| at("Amt", &format!("bad amount {:?} for {currency}", amt.value)))?;
             let booked_on = match &entry.bookg_dt {
                 Some(date) => Some(
                     date.dt
                         .as_deref()
                         .or(date.dt_tm.as_deref())
                         .and_then(day)
-                        .ok_or_else(|| at("BookgDt is not an ISO date"))?,
+                        .ok_or_else(|| at("BookgDt", "BookgDt is not an ISO date"))?,
                 ),
                 None => None,
             };
@@ -160,16 +179,18 @@ pub fn parse(xml: &[u8]) -> Result<Statement, String> {
                 .or(entry.ntry_ref.as_deref())
                 .map(str::trim)
                 .filter(|r| !r.is_empty())
-                .ok_or_else(|| at("no reference (AcctSvcrRef or NtryRef)"))?;
+                .map(str::to_owned);
             let transaction_id = references
                 .and_then(|r| r.end_to_end_id.as_deref())
                 .and_then(|id| TransactionId::parse(id.trim()));
             statement.lines.push(StatementLine {
-                rail_reference: rail_reference.to_owned(),
+                rail_reference,
                 transaction_id,
                 amount,
                 currency,
                 status,
+                direction,
+                reversal,
                 booked_on,
             });
         }
@@ -201,7 +222,8 @@ mod tests {
           <RtrInf><Rsn><Cd>AC04</Cd></Rsn></RtrInf></TxDtls></NtryDtls>
       </Ntry>
       <Ntry><Amt Ccy="EUR">1.00</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts>PDNG</Sts><NtryRef>P</NtryRef></Ntry>
-      <Ntry><Amt Ccy="EUR">2.00</Amt><CdtDbtInd>DBIT</CdtDbtInd><RvslInd>true</RvslInd><Sts>BOOK</Sts><NtryRef>R-3</NtryRef></Ntry>
+      <Ntry><Amt Ccy="EUR">2.00</Amt><CdtDbtInd>CRDT</CdtDbtInd><RvslInd>true</RvslInd><Sts>BOOK</Sts><NtryRef>R-3</NtryRef></Ntry>
+      <Ntry><Amt Ccy="EUR">3.00</Amt><CdtDbtInd>CRDT</CdtDbtInd><Sts>BOOK</Sts><BookgDt><Dt>2026-11-24</Dt></BookgDt></Ntry>
     </Stmt>
   </BkToCstmrStmt>
 </Document>"#;
@@ -222,35 +244,51 @@ mod tests {
             .iter()
             .map(|l| {
                 (
-                    l.rail_reference.as_str(),
+                    l.rail_reference.as_deref(),
                     l.transaction_id.as_ref().map(|t| t.to_string()),
                     l.amount.minor_units(),
                     l.currency.code(),
                     l.status,
+                    (l.direction, l.reversal),
                     l.booked_on,
                 )
             })
             .collect();
+        let (debit, credit) = (EntryDirection::Debit, EntryDirection::Credit);
+        let day = Some(date("2026-11-24"));
         assert_eq!(
             seen,
             vec![
                 (
-                    "R-1",
+                    Some("R-1"),
                     Some("txn_01abc".to_owned()),
                     1250,
                     "EUR",
                     StatementStatus::Confirmed,
-                    Some(date("2026-11-24"))
+                    (debit, false),
+                    day
                 ),
                 (
-                    "R-2 & co",
+                    Some("R-2 & co"),
                     None,
                     1500,
                     "JPY",
                     StatementStatus::Returned,
-                    Some(date("2026-11-24"))
+                    (debit, false),
+                    day
                 ),
-                ("R-3", None, 200, "EUR", StatementStatus::Returned, None),
+                // The reversal of a debit, booked as a credit: the debit's money coming back.
+                (
+                    Some("R-3"),
+                    None,
+                    200,
+                    "EUR",
+                    StatementStatus::Returned,
+                    (debit, true),
+                    None
+                ),
+                // No reference at all, as ISO 20022 allows: a line matched by value.
+                (None, None, 300, "EUR", StatementStatus::Confirmed, (credit, false), day),
             ]
         );
     }
@@ -273,8 +311,19 @@ mod tests {
                 "unknown status",
             ),
             (
-                &STATEMENT.replace("<NtryRef>R-3</NtryRef>", ""),
-                "entry 4: no reference",
+                &STATEMENT.replace("<Amt Ccy=\"EUR\">2.00</Amt>", ""),
+                "statement 1, entry 4: Amt is missing (/Document/BkToCstmrStmt/Stmt[1]/Ntry[4]/Amt)",
+            ),
+            (
+                &STATEMENT.replace("<CdtDbtInd>CRDT</CdtDbtInd><Sts>BOOK", "<Sts>BOOK"),
+                "entry 5: CdtDbtInd is missing (/Document/BkToCstmrStmt/Stmt[1]/Ntry[5]/CdtDbtInd)",
+            ),
+            (
+                &STATEMENT.replace(
+                    "<CdtDbtInd>CRDT</CdtDbtInd><Sts>BOOK",
+                    "<CdtDbtInd>UP</CdtDbtInd><Sts>BOOK",
+                ),
+                "entry 5: CdtDbtInd is CRDT or DBIT, not \"UP\"",
             ),
         ] {
             let error = parse(document.as_bytes()).unwrap_err();

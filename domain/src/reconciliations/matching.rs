@@ -1,9 +1,9 @@
 //! Matching a statement's lines to transactions: by the rail's reference, then by our
-//! transaction id, then by amount, currency and day. Pure: the use case reads the
-//! transactions, this decides.
+//! transaction id (the end-to-end id the rail was given), then by amount, currency, direction
+//! and day. Pure: the use case reads the transactions, this decides.
 
 use super::{Difference, LineOutcome, MatchedBy, ReconciliationLine};
-use crate::rail::{Period, StatementLine, StatementStatus};
+use crate::rail::{EntryDirection, Period, StatementLine, StatementStatus};
 use crate::transactions::{Transaction, TransactionStatus};
 use std::collections::HashMap;
 use time::{Date, Duration};
@@ -34,28 +34,35 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
         .filter_map(|(i, t)| t.rail_reference.as_deref().map(|r| (r, i)))
         .collect();
     let by_id: HashMap<&str, usize> = known.iter().enumerate().map(|(i, t)| (t.id.as_str(), i)).collect();
-    let mut by_amount: HashMap<(&str, i64), Vec<usize>> = HashMap::new();
+    let booked = |transaction: &Transaction| EntryDirection::of(transaction.direction);
+    let mut by_amount: HashMap<(&str, i64, EntryDirection), Vec<usize>> = HashMap::new();
     for (i, transaction) in known.iter().enumerate() {
         if transaction.confirmed_at.is_some() {
-            by_amount
-                .entry((transaction.currency.code(), transaction.amount.minor_units()))
-                .or_default()
-                .push(i);
+            let key = (
+                transaction.currency.code(),
+                transaction.amount.minor_units(),
+                booked(transaction),
+            );
+            by_amount.entry(key).or_default().push(i);
         }
     }
     let mut claimed = vec![false; known.len()];
     let mut reconciled = Vec::with_capacity(lines.len());
     for (n, line) in lines.iter().enumerate() {
-        let found = by_reference
-            .get(line.rail_reference.as_str())
+        let found = line
+            .rail_reference
+            .as_deref()
+            .and_then(|reference| by_reference.get(reference))
             .map(|&i| (i, MatchedBy::RailReference))
             .or_else(|| {
                 let id = line.transaction_id.as_ref()?;
                 by_id.get(id.as_str()).map(|&i| (i, MatchedBy::TransactionId))
             })
             .or_else(|| {
-                // The closest unclaimed confirmation of the same money within the window.
-                let candidates = by_amount.get(&(line.currency.code(), line.amount.minor_units()))?;
+                // The closest unclaimed confirmation of the same money, moved the same way,
+                // within the window.
+                let key = (line.currency.code(), line.amount.minor_units(), line.direction);
+                let candidates = by_amount.get(&key)?;
                 candidates
                     .iter()
                     .filter(|&&i| !claimed[i])
@@ -74,11 +81,13 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
         let mut reconciled_line = ReconciliationLine {
             number: n as u32 + 1,
             outcome: LineOutcome::Unmatched,
-            rail_reference: Some(line.rail_reference.clone()),
+            rail_reference: line.rail_reference.clone(),
             statement_transaction_id: line.transaction_id.clone(),
             amount: Some(line.amount),
             currency: Some(line.currency.clone()),
             status: Some(line.status),
+            direction: Some(line.direction),
+            reversal: line.reversal,
             booked_on: line.booked_on,
             transaction_id: None,
             matched_by: None,
@@ -96,6 +105,12 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
             reconciled_line.transaction_amount = Some(transaction.amount);
             reconciled_line.transaction_currency = Some(transaction.currency.clone());
             reconciled_line.transaction_status = Some(transaction.status);
+            if booked(transaction) != line.direction {
+                // Money that went the other way is not this transaction's, whatever it names.
+                reconciled_line.outcome = LineOutcome::WrongDirection;
+                reconciled.push(reconciled_line);
+                continue;
+            }
             let differences = &mut reconciled_line.differences;
             if claimed[i] {
                 differences.push(Difference::Duplicate);
@@ -136,6 +151,8 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
             amount: None,
             currency: None,
             status: None,
+            direction: None,
+            reversal: false,
             booked_on: None,
             transaction_id: Some(transaction.id.clone()),
             matched_by: None,
@@ -177,11 +194,13 @@ mod tests {
 
     fn line(reference: &str, id: Option<&str>, amount: i64, status: StatementStatus) -> StatementLine {
         StatementLine {
-            rail_reference: reference.into(),
+            rail_reference: Some(reference.into()),
             transaction_id: id.map(Into::into),
             amount: Amount::new(amount).unwrap(),
             currency: Currency::parse("EUR").unwrap(),
             status,
+            direction: EntryDirection::Debit,
+            reversal: false,
             booked_on: Some(date!(2026 - 11 - 24)),
         }
     }
@@ -259,5 +278,76 @@ mod tests {
         };
         let result = match_statement(&[line("X", None, 100, StatementStatus::Confirmed)], &known, period);
         assert_eq!(result[0].outcome, LineOutcome::Unmatched);
+    }
+
+    /// A credit of a payout's amount on its day is money coming in, not the payout going out:
+    /// it matches no payout by value, and a line naming a payout but moving money the other
+    /// way is a break of its own, which neither claims the payout nor changes it.
+    #[test]
+    fn a_line_matches_only_a_transaction_whose_money_went_its_way() {
+        let day = datetime!(2026-11-24 10:00 UTC);
+        let collection = Transaction {
+            direction: crate::rail::RailDirection::Debit,
+            ..confirmed("txn_c", "R-C", 700, day)
+        };
+        let known = vec![confirmed("txn_p", "R-P", 800, day), collection];
+        let credit = |reference: &str, id: Option<&str>, amount| StatementLine {
+            direction: EntryDirection::Credit,
+            ..line(reference, id, amount, StatementStatus::Confirmed)
+        };
+        let lines = [
+            credit("X-1", None, 800),
+            credit("R-P", None, 800),
+            credit("X-2", Some("txn_p"), 800),
+            line("X-3", None, 800, StatementStatus::Confirmed),
+            line("X-4", None, 700, StatementStatus::Confirmed),
+            credit("X-5", None, 700),
+        ];
+        let period = Period {
+            from: date!(2026 - 11 - 24),
+            to: date!(2026 - 11 - 24),
+        };
+        let seen: Vec<_> = match_statement(&lines, &known, period)
+            .iter()
+            .map(|l| {
+                (
+                    l.outcome,
+                    l.transaction_id.as_ref().map(|t| t.to_string()),
+                    l.matched_by,
+                )
+            })
+            .collect();
+        use LineOutcome::*;
+        let (p, c) = (Some("txn_p".to_owned()), Some("txn_c".to_owned()));
+        assert_eq!(
+            seen,
+            vec![
+                (Unmatched, None, None),
+                (WrongDirection, p.clone(), Some(MatchedBy::RailReference)),
+                (WrongDirection, p.clone(), Some(MatchedBy::TransactionId)),
+                (Matched, p, Some(MatchedBy::AmountAndDate)),
+                (Unmatched, None, None),
+                (Matched, c, Some(MatchedBy::AmountAndDate)),
+            ]
+        );
+    }
+
+    /// ISO 20022 makes every reference optional: a line with none is matched by value.
+    #[test]
+    fn a_line_without_references_is_matched_by_value() {
+        let known = vec![confirmed("txn_a", "R-A", 100, datetime!(2026-11-24 10:00 UTC))];
+        let period = Period {
+            from: date!(2026 - 11 - 24),
+            to: date!(2026 - 11 - 24),
+        };
+        let bare = StatementLine {
+            rail_reference: None,
+            ..line("", None, 100, StatementStatus::Confirmed)
+        };
+        let result = match_statement(&[bare], &known, period);
+        assert_eq!(
+            (result[0].outcome, result[0].matched_by),
+            (LineOutcome::Matched, Some(MatchedBy::AmountAndDate))
+        );
     }
 }

@@ -14,7 +14,7 @@ use crate::access::Environment;
 use crate::cause::Cause;
 use crate::ids::{ReconciliationId, TransactionId, WorkItemId};
 use crate::money::{Amount, Currency};
-use crate::rail::{Period, StatementFormat, StatementStatus};
+use crate::rail::{EntryDirection, Period, StatementFormat, StatementStatus};
 use crate::transactions::TransactionStatus;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -35,6 +35,10 @@ pub enum LineOutcome {
     Mismatched,
     /// No transaction here answers to the line.
     Unmatched,
+    /// The line names a transaction whose money goes the other way (a credit naming a
+    /// payout, a debit naming a collection): nothing is applied, and the transaction is left
+    /// for a line that moved its money.
+    WrongDirection,
     /// A transaction confirmed here on this rail in the statement's period that the statement
     /// lacks.
     Missing,
@@ -46,6 +50,7 @@ impl LineOutcome {
             LineOutcome::Matched => "matched",
             LineOutcome::Mismatched => "mismatched",
             LineOutcome::Unmatched => "unmatched",
+            LineOutcome::WrongDirection => "wrong_direction",
             LineOutcome::Missing => "missing",
         }
     }
@@ -90,6 +95,12 @@ pub struct ReconciliationLine {
     pub amount: Option<Amount>,
     pub currency: Option<Currency>,
     pub status: Option<StatementStatus>,
+    /// Which way the line's money moved on the service's account at the rail.
+    #[serde(default)]
+    pub direction: Option<EntryDirection>,
+    /// The line reverses an earlier booking (its direction is that booking's).
+    #[serde(default)]
+    pub reversal: bool,
     #[serde(default, with = "crate::reconciliations::day::option")]
     pub booked_on: Option<Date>,
     /// The transaction the line is about.
@@ -124,6 +135,10 @@ impl ReconciliationLine {
         let transaction = self.transaction_id.as_ref().map_or("?".to_owned(), ToString::to_string);
         match self.outcome {
             LineOutcome::Matched => format!("{line} matches transaction {transaction}."),
+            LineOutcome::WrongDirection => format!(
+                "{line} is a {} of {said}, but transaction {transaction} it names moves its money the other way.",
+                self.direction.map_or("?", EntryDirection::as_str)
+            ),
             LineOutcome::Unmatched => {
                 let reference = self.rail_reference.as_deref().unwrap_or("none");
                 format!("{line} matches no transaction: rail reference {reference}, {said}.")
@@ -172,6 +187,8 @@ pub struct OutcomeCounts {
     pub matched: u32,
     pub mismatched: u32,
     pub unmatched: u32,
+    #[serde(default)]
+    pub wrong_direction: u32,
     pub missing: u32,
 }
 
@@ -183,6 +200,7 @@ impl OutcomeCounts {
                 LineOutcome::Matched => &mut counts.matched,
                 LineOutcome::Mismatched => &mut counts.mismatched,
                 LineOutcome::Unmatched => &mut counts.unmatched,
+                LineOutcome::WrongDirection => &mut counts.wrong_direction,
                 LineOutcome::Missing => &mut counts.missing,
             } += 1;
         }
@@ -271,6 +289,8 @@ mod tests {
             amount: Amount::new(150),
             currency: Currency::parse("USD"),
             status: Some(StatementStatus::Returned),
+            direction: Some(EntryDirection::Debit),
+            reversal: false,
             booked_on: None,
             transaction_id: Some(TransactionId::from("txn_01abc")),
             matched_by: Some(MatchedBy::RailReference),
@@ -325,6 +345,15 @@ mod tests {
             message(unmatched),
             "Line 2 of the psp-local:sandbox statement (reconciliation rec_1) matches no transaction: rail \
              reference sbx_1, 150 USD."
+        );
+        let credit = ReconciliationLine {
+            direction: Some(EntryDirection::Credit),
+            ..line(LineOutcome::WrongDirection)
+        };
+        assert_eq!(
+            message(credit),
+            "Line 2 of the psp-local:sandbox statement (reconciliation rec_1) is a credit of 150 USD, but \
+             transaction txn_01abc it names moves its money the other way."
         );
         let missing = ReconciliationLine {
             amount: None,

@@ -204,11 +204,12 @@ impl Service {
         let cause = Cause::new(
             "statement_imported",
             format!(
-                "{} line(s): {} matched, {} mismatched, {} unmatched; {} missing",
+                "{} line(s): {} matched, {} mismatched, {} unmatched, {} the wrong way; {} missing",
                 statement.lines.len(),
                 outcomes.matched,
                 outcomes.mismatched,
                 outcomes.unmatched,
+                outcomes.wrong_direction,
                 outcomes.missing
             ),
             principal.actor(),
@@ -285,7 +286,7 @@ impl Service {
         let named: Vec<TransactionId> = statement
             .lines
             .iter()
-            .filter(|l| !references.contains(l.rail_reference.as_str()))
+            .filter(|l| l.rail_reference.as_deref().is_none_or(|r| !references.contains(r)))
             .filter_map(|l| l.transaction_id.clone())
             .filter(|id| seen.insert(id.clone()))
             .collect();
@@ -427,7 +428,7 @@ pub const MAX_LINE_REFERENCE: usize = 140;
 /// naming the line.
 fn check_line_references(statement: &Statement) -> Result<(), DomainError> {
     for (n, line) in statement.lines.iter().enumerate() {
-        let length = line.rail_reference.chars().count();
+        let length = line.rail_reference.as_deref().map_or(0, |r| r.chars().count());
         if length > MAX_LINE_REFERENCE {
             return Err(DomainError::invalid(
                 "statement",

@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use aws_sdk_dynamodb::Client;
-use ops_domain::rail::{Instruction, RailError};
+use ops_domain::rail::{Instruction, RailDirection, RailError};
 use std::collections::HashMap;
 use time::Date;
 
@@ -58,6 +58,9 @@ fn entry(item: &Item) -> Result<SandboxEntry, RailError> {
             .transpose()
             .map_err(rail_error)?,
         status_calls: count("status_calls")?,
+        direction: text(item, "direction")
+            .and_then(RailDirection::parse)
+            .unwrap_or_default(),
     })
 }
 
@@ -83,6 +86,7 @@ impl SandboxLedger for DynamoSandboxLedger {
             .update_expression(
                 "SET entity = :entity, transaction_id = :id, amount = if_not_exists(amount, :amount),
                      currency = if_not_exists(currency, :currency),
+                     direction = if_not_exists(direction, :direction),
                      submit_calls = if_not_exists(submit_calls, :zero) + :one,
                      duplicate_submits = if_not_exists(duplicate_submits, :zero) + if_not_exists(accepted, :zero)",
             )
@@ -93,6 +97,10 @@ impl SandboxLedger for DynamoSandboxLedger {
                 AttributeValue::N(instruction.amount.minor_units().to_string()),
             )
             .expression_attribute_values(":currency", AttributeValue::S(instruction.currency.code().to_owned()))
+            .expression_attribute_values(
+                ":direction",
+                AttributeValue::S(instruction.direction.as_str().to_owned()),
+            )
             .expression_attribute_values(":zero", AttributeValue::N("0".into()))
             .expression_attribute_values(":one", AttributeValue::N("1".into()))
             .return_values(ReturnValue::AllNew)

@@ -164,8 +164,26 @@ pub async fn run_all(ledger: Arc<dyn SandboxLedger>) {
         .collect();
     assert_eq!((raced.len(), raced[0].submit_calls), (1, 6));
 
-    // The statement lists what the rail took, with the outcome it reports.
+    // A collection's instruction: the money comes in.
+    let collection = Instruction {
+        direction: RailDirection::Debit,
+        ..instruction(160_000)
+    };
+    assert!(matches!(worker.submit(&collection).await, Ok(Ack::Accepted { .. })));
+    poll.status(&collection.transaction_id, None).await.unwrap();
+
+    // The statement lists what the rail took, with the outcome it reports and the way its
+    // money went on the service's account: out for a payout, in for a collection.
     let statement = statement_of(&poll.entries().await);
+    let direction = |instruction: &Instruction| {
+        statement
+            .lines()
+            .find(|l| l.contains(instruction.transaction_id.as_str()))
+            .and_then(|l| l.split(',').nth(6))
+            .map(str::to_owned)
+    };
+    assert_eq!(direction(&plain).as_deref(), Some("debit"));
+    assert_eq!(direction(&collection).as_deref(), Some("credit"));
     let line = |instruction: &Instruction| {
         statement
             .lines()

@@ -3,7 +3,7 @@
 
 use crate::rails::{SandboxEntry, SandboxLedger};
 use async_trait::async_trait;
-use ops_domain::rail::{Instruction, RailError};
+use ops_domain::rail::{Instruction, RailDirection, RailError};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::path::Path;
 use std::sync::Mutex;
@@ -18,7 +18,7 @@ fn rail_error(e: rusqlite::Error) -> RailError {
 }
 
 const COLUMNS: &str = "transaction_id, amount, coalesce(currency, ''), submit_calls, duplicate_submits, accepted,
-     accepted_on, status_calls";
+     accepted_on, status_calls, coalesce(direction, 'credit')";
 
 fn entry(row: &Row) -> rusqlite::Result<SandboxEntry> {
     let accepted_on: Option<String> = row.get(6)?;
@@ -32,6 +32,7 @@ fn entry(row: &Row) -> rusqlite::Result<SandboxEntry> {
         accepted_on: accepted_on
             .and_then(|day| Date::parse(&day, time::macros::format_description!("[year]-[month]-[day]")).ok()),
         status_calls: row.get(7)?,
+        direction: RailDirection::parse(&row.get::<_, String>(8)?).unwrap_or_default(),
     })
 }
 
@@ -45,7 +46,7 @@ impl SqliteSandboxLedger {
                  duplicate_submits INTEGER NOT NULL, accepted INTEGER NOT NULL, status_calls INTEGER NOT NULL);",
         )?;
         // Columns a statement needs, added to ledgers made before statements were written.
-        for column in ["currency TEXT", "accepted_on TEXT"] {
+        for column in ["currency TEXT", "accepted_on TEXT", "direction TEXT"] {
             match connection.execute(&format!("ALTER TABLE ledger ADD COLUMN {column}"), []) {
                 Err(e) if e.to_string().contains("duplicate column") => {}
                 other => {
@@ -75,9 +76,14 @@ impl SandboxLedger for SqliteSandboxLedger {
         let id = instruction.transaction_id.as_str();
         connection
             .execute(
-                "INSERT INTO ledger (transaction_id, amount, currency, submit_calls, duplicate_submits, accepted, status_calls)
-                 VALUES (?1, ?2, ?3, 0, 0, 0, 0) ON CONFLICT (transaction_id) DO NOTHING",
-                params![id, instruction.amount.minor_units(), instruction.currency.code()],
+                "INSERT INTO ledger (transaction_id, amount, currency, submit_calls, duplicate_submits, accepted, status_calls, direction)
+                 VALUES (?1, ?2, ?3, 0, 0, 0, 0, ?4) ON CONFLICT (transaction_id) DO NOTHING",
+                params![
+                    id,
+                    instruction.amount.minor_units(),
+                    instruction.currency.code(),
+                    instruction.direction.as_str()
+                ],
             )
             .map_err(rail_error)?;
         connection

@@ -24,7 +24,8 @@ use async_trait::async_trait;
 use ops_domain::ids::TransactionId;
 use ops_domain::money::{Amount, Currency, MAX_ITEM_AMOUNT};
 use ops_domain::rail::{
-    Ack, Instruction, RailAdapter, RailError, RailState, Statement, StatementFormat, StatementLine, StatementStatus,
+    Ack, EntryDirection, Instruction, RailAdapter, RailDirection, RailError, RailState, Statement, StatementFormat,
+    StatementLine, StatementStatus,
 };
 use std::sync::Arc;
 use time::Date;
@@ -44,6 +45,8 @@ pub struct SandboxEntry {
     /// The day the rail took the instruction (its statement's `booked_on`).
     pub accepted_on: Option<Date>,
     pub status_calls: u32,
+    /// Which way the instruction moved the money (a payout's credit, a collection's debit).
+    pub direction: RailDirection,
 }
 
 /// The sandbox's memory, one entry per transaction it was asked about. Every method is one
@@ -174,11 +177,13 @@ impl RailAdapter for SandboxRail {
     }
 }
 
-/// The header of the sandbox's CSV statement; `booked_on` (YYYY-MM-DD) may be left empty.
-pub const STATEMENT_HEADER: &str = "rail_reference,transaction_id,amount,currency,status,booked_on";
+/// The header of the sandbox's CSV statement: `rail_reference`, `transaction_id` and
+/// `booked_on` (YYYY-MM-DD) may be left empty; `direction` is how the line booked on the
+/// service's account (`debit`: a payout left it, `credit`: a collection arrived).
+pub const STATEMENT_HEADER: &str = "rail_reference,transaction_id,amount,currency,status,booked_on,direction";
 
 /// Reads the sandbox's CSV statement: [`STATEMENT_HEADER`]'s columns (the header line itself
-/// is optional, and so is the last column).
+/// is optional).
 pub fn parse_csv(statement: &[u8]) -> Result<Statement, RailError> {
     let text =
         std::str::from_utf8(statement).map_err(|e| RailError::Permanent(format!("statement is not UTF-8: {e}")))?;
@@ -198,17 +203,18 @@ pub fn parse_csv(statement: &[u8]) -> Result<Statement, RailError> {
                 RailError::Permanent(format!("line {}: {field} is {takes}, not {given:?}", n + 1))
             };
             let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-            if !(5..=6).contains(&fields.len()) {
-                return Err(RailError::Permanent(format!("line {}: expected 5 or 6 fields", n + 1)));
+            if fields.len() != 7 {
+                return Err(RailError::Permanent(format!(
+                    "line {}: expected 7 fields ({STATEMENT_HEADER}), found {}",
+                    n + 1,
+                    fields.len()
+                )));
             }
-            let (reference, transaction, amount, currency, status) =
-                (fields[0], fields[1], fields[2], fields[3], fields[4]);
-            let booked = fields.get(5).copied().unwrap_or("");
-            if reference.is_empty() {
-                return Err(bad("rail_reference", "required", reference));
-            }
+            let (reference, transaction, amount, currency, status, booked, direction) = (
+                fields[0], fields[1], fields[2], fields[3], fields[4], fields[5], fields[6],
+            );
             Ok(StatementLine {
-                rail_reference: reference.into(),
+                rail_reference: (!reference.is_empty()).then(|| reference.to_owned()),
                 transaction_id: match transaction {
                     "" => None,
                     id => Some(
@@ -227,6 +233,9 @@ pub fn parse_csv(statement: &[u8]) -> Result<Statement, RailError> {
                     .ok_or_else(|| bad("currency", "an active ISO 4217 code", currency))?,
                 status: StatementStatus::parse(status)
                     .ok_or_else(|| bad("status", "confirmed, failed or returned", status))?,
+                direction: EntryDirection::parse(direction)
+                    .ok_or_else(|| bad("direction", "credit or debit", direction))?,
+                reversal: false,
                 booked_on: match booked {
                     "" => None,
                     booked => Some(
@@ -252,8 +261,9 @@ pub fn statement_of(entries: &[SandboxEntry]) -> String {
         };
         let day = entry.accepted_on.map(|d| d.to_string()).unwrap_or_default();
         let (id, amount, currency) = (&entry.transaction_id, entry.amount, &entry.currency);
+        let direction = EntryDirection::of(entry.direction).as_str();
         csv.push_str(&format!(
-            "{},{id},{amount},{currency},{status},{day}\n",
+            "{},{id},{amount},{currency},{status},{day},{direction}\n",
             reference_of(id)
         ));
     }
@@ -267,7 +277,7 @@ mod tests {
     #[test]
     fn a_statement_is_read_into_typed_lines_and_a_bad_field_is_named() {
         let lines = parse_csv(
-                b"rail_reference,transaction_id,amount,currency,status,booked_on\nsbx_1,txn_01abc,1500,CLP,confirmed\n\nsbx_2,,20,USD,returned,2026-11-24\n",
+                format!("{STATEMENT_HEADER}\nsbx_1,txn_01abc,1500,CLP,confirmed,,debit\n\n,,20,USD,returned,2026-11-24,credit\n").as_bytes(),
             )
             .unwrap()
             .lines;
@@ -282,39 +292,54 @@ mod tests {
             (lines[0].booked_on, lines[1].booked_on),
             (None, Some(time::macros::date!(2026 - 11 - 24)))
         );
+        // A reference is optional; a direction is not.
+        assert_eq!(
+            (lines[0].rail_reference.as_deref(), lines[1].rail_reference.as_deref()),
+            (Some("sbx_1"), None)
+        );
+        assert_eq!(
+            (lines[0].direction, lines[1].direction),
+            (EntryDirection::Debit, EntryDirection::Credit)
+        );
         for (bad, told) in [
             (
-                "sbx_1,op_1,1500,CLP,confirmed",
+                "sbx_1,op_1,1500,CLP,confirmed,,debit",
                 "line 1: transaction_id is a transaction id (txn_…) or empty, not \"op_1\"",
             ),
             (
-                "rail_reference,transaction_id,amount,currency,status,booked_on\nsbx_1,,-5,CLP,confirmed",
+                &format!("{STATEMENT_HEADER}\nsbx_1,,-5,CLP,confirmed,,debit"),
                 "line 2: amount is a positive integer of minor units, at most 999999999999, not \"-5\"",
             ),
             (
-                "sbx_1,,1000000000000,CLP,confirmed",
+                "sbx_1,,1000000000000,CLP,confirmed,,debit",
                 "line 1: amount is a positive integer of minor units, at most 999999999999, not \"1000000000000\"",
             ),
             (
-                "sbx_1,,10,XXX1,confirmed",
+                "sbx_1,,10,XXX1,confirmed,,debit",
                 "line 1: currency is an active ISO 4217 code, not \"XXX1\"",
             ),
             (
-                "sbx_1,,10,CLP,booked",
+                "sbx_1,,10,CLP,booked,,debit",
                 "line 1: status is confirmed, failed or returned, not \"booked\"",
             ),
             (
-                "sbx_1,,10,CLP,confirmed,24/11/2026",
+                "sbx_1,,10,CLP,confirmed,24/11/2026,debit",
                 "line 1: booked_on is a date (YYYY-MM-DD) or empty, not \"24/11/2026\"",
             ),
-            (",,10,CLP,confirmed", "line 1: rail_reference is required, not \"\""),
-            ("sbx_1,,10,CLP", "line 1: expected 5 or 6 fields"),
+            (
+                "sbx_1,,10,CLP,confirmed,,out",
+                "line 1: direction is credit or debit, not \"out\"",
+            ),
+            (
+                "sbx_1,,10,CLP,confirmed,2026-11-24",
+                "line 1: expected 7 fields (rail_reference,transaction_id,amount,currency,status,booked_on,direction), found 6",
+            ),
         ] {
             let refused = parse_csv(bad.as_bytes()).unwrap_err();
             assert!(refused.to_string().ends_with(told), "{bad}: {refused}");
         }
         // A long cell is quoted by its first 40 characters.
-        let long = format!("sbx_1,,10,{},confirmed", "X".repeat(1000));
+        let long = format!("sbx_1,,10,{},confirmed,,debit", "X".repeat(1000));
         let refused = parse_csv(long.as_bytes()).unwrap_err().to_string();
         let told = format!(
             "line 1: currency is an active ISO 4217 code, not \"{}\"",
