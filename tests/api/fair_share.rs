@@ -32,21 +32,13 @@ async fn one_customers_large_operation_does_not_hold_back_anothers_single_payout
     // customer's lane, as every change's work does.
     let large_made = transactions_of(&app, &busy.key, &large.id()).await;
     assert!(large_made.is_empty(), "{} made on the stream", large_made.len());
-    assert_eq!(
-        app.embedded()
-            .queue
-            .waiting(QueueName::Submissions)
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
-    // Its first making task makes a hundred and queues the next; the stream queues the hundred
-    // for submission.
-    app.driver().round(submissions).await.unwrap();
+    let waiting = || async { app.embedded().queue.waiting(QueueName::Submissions).await.unwrap() };
+    assert_eq!(waiting().await.len(), 1);
+    // Each making task makes 25 and queues the next, until all 400 are made; then the stream
+    // routes the 400 to their submission: a backlog in the busy customer's lane.
+    while app.driver().round(submissions).await.unwrap() > 0 {}
     while app.driver().round(transition).await.unwrap() > 0 {}
-    let waiting = app.embedded().queue.waiting(QueueName::Submissions).await.unwrap();
-    assert_eq!(waiting.len(), 101, "{waiting:?}");
+    assert_eq!(waiting().await.len(), 400);
 
     let single = app
         .post("/v1/operations", &other.key, payout(&other.id, "auto", &[2_000]))
@@ -55,8 +47,9 @@ async fn one_customers_large_operation_does_not_hold_back_anothers_single_payout
     while app.driver().round(transition).await.unwrap() > 0 {}
     // The stream only routed it: its transaction is made in its customer's turn.
     assert!(transactions_of(&app, &other.key, &single).await.is_empty());
-    // One round of the submissions queue (ten messages) reaches the other customer's making,
-    // and one more, after the stream routed the new transaction, its submission.
+    // With 400 of the busy customer's messages ahead of them, one round of the submissions
+    // queue (ten messages) reaches the other customer's making, and one more, after the
+    // stream routed the new transaction, its submission.
     app.driver().round(submissions).await.unwrap();
     let made = transactions_of(&app, &other.key, &single).await;
     assert_eq!(made[0]["status"], "pending", "{made:?}");

@@ -81,7 +81,7 @@ const TRANSACTIONS_PER_CHANGESET: usize = 25;
 /// Transactions one task of a customer's lane makes: an operation with more has the rest
 /// made by the next task in the lane, these many at a time, so that its customer's turn is
 /// short whatever the operation's size.
-const TRANSACTIONS_AT_ONCE: usize = 4 * TRANSACTIONS_PER_CHANGESET;
+const TRANSACTIONS_AT_ONCE: usize = TRANSACTIONS_PER_CHANGESET;
 
 /// The lane task each event of a batch calls for, with its lane (the customer): an approved
 /// operation's transactions to make, a new transaction to submit, an accepted file to split,

@@ -15,7 +15,29 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+/// Events (or outboxes) handed to a consumer at once: the event source mappings' batch size.
 const BATCH: usize = 100;
+/// Records one read of a shard takes (GetRecords' most). A busy table writes many records
+/// that are no event (items, audit entries, index rows), which a mapping's filter drops
+/// before it batches: reading a hundred at a time made each consumer's round cost three
+/// requests for a score of events, and the stream's readers fell behind a busy customer's file.
+const READ: usize = 1000;
+
+/// Of the records one read took, those a mapping's filter lets through, at most a batch of
+/// them, and the position up to which the read is handled once they are.
+fn filtered_batch(records: Vec<Record>, last: String, passes: fn(&Record) -> bool) -> (Vec<Record>, String) {
+    let mut passed: Vec<Record> = records.into_iter().filter(passes).collect();
+    if passed.len() <= BATCH {
+        return (passed, last);
+    }
+    passed.truncate(BATCH);
+    let at = passed
+        .last()
+        .and_then(|r| r.dynamodb())
+        .and_then(|d| d.sequence_number())
+        .map(str::to_owned);
+    (passed, at.unwrap_or(last))
+}
 
 /// The embedded event log: one shard, positions are its sequence numbers.
 pub struct EmbeddedStream {
@@ -155,7 +177,7 @@ impl DynamoStream {
             .client
             .get_records()
             .shard_iterator(iterator)
-            .limit(BATCH as i32)
+            .limit(READ as i32)
             .send()
             .await?;
         let last = read
@@ -189,7 +211,7 @@ impl ChangeStream for DynamoStream {
             let (records, Some(last)) = self.records(Some(consumer), &shard).await? else {
                 continue;
             };
-            let new_events: Vec<Record> = records.into_iter().filter(is_new_event).collect();
+            let (new_events, last) = filtered_batch(records, last, is_new_event);
             let events = triggers::stream_events(&stream_payload(&new_events, &self.arn)?)
                 .map_err(|sequence| format!("unreadable event record {sequence} in shard {shard}"))?;
             batches.push(StreamBatch { shard, events, last });
@@ -211,7 +233,7 @@ impl ChangeStream for DynamoStream {
                 continue;
             };
             read += records.len();
-            let carrying: Vec<Record> = records.into_iter().filter(carries_outbox).collect();
+            let (carrying, last) = filtered_batch(records, last, carries_outbox);
             let response = triggers::outbox(&self.store, &stream_payload(&carrying, &self.arn)?).await;
             match response.batch_item_failures.first() {
                 None => self.set_checkpoint(None, &shard, &last),
