@@ -561,3 +561,69 @@ async fn an_incoming_credit_never_reconciles_a_payout_and_a_bare_entry_matches_b
     assert_eq!(kinds.len(), 2, "{items:?}");
     assert!(kinds.contains(&"reconciliation_unmatched") && kinds.contains(&"reconciliation_wrong_direction"));
 }
+
+/// A dry run answers what the statement would do, line by line, and changes nothing: no
+/// transition, no work item, no reconciliation kept, so the same statement imported
+/// afterwards does it all.
+#[tokio::test]
+async fn a_dry_run_answers_every_outcome_and_changes_nothing() {
+    let app = spawn_app().await;
+    let lines = confirmed_payouts(&app, &[26_000, 27_000]).await;
+    let mut returned = lines[&26_000].clone();
+    returned[4] = "returned".into();
+    let today = lines[&26_000][5].clone();
+    let statement = format!(
+        "{}\nsbx_stranger,,999,CLP,confirmed,{today},debit\n",
+        returned.join(",")
+    );
+    let mut body = statement_body("csv", statement.as_bytes());
+    body["dry_run"] = json!(true);
+    let before = transaction(&app, &lines[&26_000][1]).await;
+
+    let preview = import(&app, ADMIN_KEY, "dry-run-1", body.clone()).await;
+    assert_eq!(preview.status, 200, "{}", preview.json());
+    let preview = preview.json();
+    assert_eq!(
+        (&preview["object"], &preview["dry_run"], &preview["statement_lines"]),
+        (&json!("reconciliation_preview"), &json!(true), &json!(2))
+    );
+    assert_eq!(
+        preview["outcomes"],
+        json!({"matched": 0, "mismatched": 1, "unmatched": 1, "wrong_direction": 0, "missing": 1})
+    );
+    let seen: Vec<Value> = preview["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            json!([
+                l["object"],
+                l["outcome"],
+                l["transaction_id"],
+                l["applied"],
+                l["work_item_id"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            json!(["reconciliation_line", "mismatched", lines[&26_000][1], null, null]),
+            json!(["reconciliation_line", "unmatched", null, null, null]),
+            json!(["reconciliation_line", "missing", lines[&27_000][1], null, null]),
+        ]
+    );
+    // Nothing changed, nothing kept.
+    assert_eq!(transaction(&app, &lines[&26_000][1]).await, before);
+    assert!(statement_line_items(&app).await.is_empty());
+    let listed = app.get("/v1/reconciliations", ADMIN_KEY).await.json();
+    assert_eq!(listed["data"], json!([]));
+
+    // The same statement for real does what the dry run said.
+    body["dry_run"] = json!(false);
+    let imported = import(&app, ADMIN_KEY, "for-real-1", body).await;
+    assert_eq!(imported.status, 201, "{}", imported.json());
+    assert_eq!(imported.json()["outcomes"], preview["outcomes"]);
+    assert_eq!(transaction(&app, &lines[&26_000][1]).await["status"], "returned");
+    assert_eq!(statement_line_items(&app).await.len(), 3);
+}

@@ -52,6 +52,32 @@ async fn a_statement_is_reconciled_against_dynamodb_and_its_lines_kept_in_s3() {
             Some(&body),
         )
     };
+    // A dry run first: the outcomes, and nothing kept in the stack's table or bucket.
+    let mut dry = body.clone();
+    dry["dry_run"] = json!(true);
+    let preview = app
+        .send(
+            reqwest::Method::POST,
+            "/v1/reconciliations",
+            Some(ADMIN_KEY),
+            None,
+            Some(&dry),
+        )
+        .await;
+    assert_eq!(preview.status, 200, "{}", preview.json());
+    assert_eq!(
+        preview.json()["outcomes"],
+        json!({"matched": 1, "mismatched": 1, "unmatched": 1, "wrong_direction": 0, "missing": 1})
+    );
+    let listed = app.get("/v1/reconciliations", ADMIN_KEY).await.json();
+    assert_eq!(listed["data"], json!([]));
+    assert_eq!(
+        app.get(&format!("/v1/transactions/{}", txn("30000")), ADMIN_KEY)
+            .await
+            .json()["status"],
+        "confirmed"
+    );
+
     let imported = import("aws-statement").await;
     assert_eq!(imported.status, 201, "{}", imported.json());
     let reconciliation = imported.json();

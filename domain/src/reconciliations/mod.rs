@@ -8,7 +8,7 @@ mod matching;
 mod use_cases;
 
 pub use matching::{match_statement, DATE_WINDOW_DAYS};
-pub use use_cases::ImportStatement;
+pub use use_cases::{ImportStatement, StatementPreview};
 
 use crate::access::Environment;
 use crate::cause::Cause;

@@ -33,6 +33,30 @@ pub struct ImportStatement {
     pub format: Option<String>,
     /// The days the statement covers, when it does not say (or says otherwise).
     pub period: Option<PeriodParam>,
+    /// Answer every line's outcome and change nothing: no transition, no work item, no
+    /// reconciliation kept (the same statement can be imported afterwards).
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// What a statement would do, answered by a dry run and kept nowhere.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StatementPreview {
+    pub rail: String,
+    pub format: StatementFormat,
+    pub period: Period,
+    pub statement_lines: u32,
+    pub outcomes: OutcomeCounts,
+    /// Every line, as the reconciliation would keep it (nothing `applied`, no work item).
+    pub lines: Vec<ReconciliationLine>,
+}
+
+/// A statement's bytes, checked, with the rail that is to read them.
+struct StatementFile {
+    rail: String,
+    adapter: std::sync::Arc<dyn crate::rail::RailAdapter>,
+    format: StatementFormat,
+    bytes: Vec<u8>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -91,6 +115,56 @@ fn period_of(requested: Option<PeriodParam>, statement: &Statement) -> Result<Pe
     Ok(period)
 }
 
+/// The statement a command names, decoded and checked, with the adapter of its rail.
+fn checked_statement(command: &ImportStatement, rails: &crate::rail::Rails) -> Result<StatementFile, DomainError> {
+    let rail = required_text(command.rail.clone(), "rail", 80)?;
+    let adapter = rails.get(&rail).cloned().ok_or_else(|| {
+        DomainError::invalid(
+            "rail",
+            "rail_not_served",
+            format!("This deployment serves no rail '{rail}'."),
+        )
+    })?;
+    let format = match command.format.as_deref() {
+        None => StatementFormat::Csv,
+        Some(format) => StatementFormat::parse(format)
+            .ok_or_else(|| DomainError::invalid("format", "invalid_format", "format is csv or camt053."))?,
+    };
+    let encoded = command
+        .statement
+        .as_deref()
+        .ok_or_else(|| DomainError::missing("statement"))?;
+    let too_large = || {
+        DomainError::invalid(
+            "statement",
+            "statement_too_large",
+            format!("A statement is at most {MAX_STATEMENT_BYTES} bytes."),
+        )
+    };
+    if encoded.len() > MAX_STATEMENT_BYTES / 3 * 4 + 4 {
+        return Err(too_large());
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded.as_bytes())
+        .map_err(|_| DomainError::invalid("statement", "invalid_base64", "statement is the file, base64-encoded."))?;
+    if bytes.is_empty() {
+        return Err(DomainError::invalid(
+            "statement",
+            "empty_statement",
+            "The statement is empty.",
+        ));
+    }
+    if bytes.len() > MAX_STATEMENT_BYTES {
+        return Err(too_large());
+    }
+    Ok(StatementFile {
+        rail,
+        adapter,
+        format,
+        bytes,
+    })
+}
+
 fn rail_state(status: StatementStatus, line: &ReconciliationLine) -> RailState {
     let said = "reported in the rail's statement".to_owned();
     match status {
@@ -120,63 +194,13 @@ impl Service {
         ticket: Option<Ticket<Reconciliation>>,
     ) -> Result<Reconciliation, DomainError> {
         require_platform_admin(principal)?;
-        let rail = required_text(command.rail, "rail", 80)?;
-        let adapter = self.rails.get(&rail).cloned().ok_or_else(|| {
-            DomainError::invalid(
-                "rail",
-                "rail_not_served",
-                format!("This deployment serves no rail '{rail}'."),
-            )
-        })?;
-        let format = match command.format.as_deref() {
-            None => StatementFormat::Csv,
-            Some(format) => StatementFormat::parse(format)
-                .ok_or_else(|| DomainError::invalid("format", "invalid_format", "format is csv or camt053."))?,
-        };
-        let encoded = command.statement.ok_or_else(|| DomainError::missing("statement"))?;
-        if encoded.len() > MAX_STATEMENT_BYTES / 3 * 4 + 4 {
-            return Err(DomainError::invalid(
-                "statement",
-                "statement_too_large",
-                format!("A statement is at most {MAX_STATEMENT_BYTES} bytes."),
-            ));
-        }
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(encoded.as_bytes())
-            .map_err(|_| {
-                DomainError::invalid("statement", "invalid_base64", "statement is the file, base64-encoded.")
-            })?;
-        if bytes.is_empty() {
-            return Err(DomainError::invalid(
-                "statement",
-                "empty_statement",
-                "The statement is empty.",
-            ));
-        }
-        if bytes.len() > MAX_STATEMENT_BYTES {
-            return Err(DomainError::invalid(
-                "statement",
-                "statement_too_large",
-                format!("A statement is at most {MAX_STATEMENT_BYTES} bytes."),
-            ));
-        }
+        let file = checked_statement(&command, &self.rails)?;
+        let (rail, format, bytes) = (file.rail.clone(), file.format, file.bytes.clone());
         let id = Reconciliation::id_of(self.environment, &rail, format, &bytes);
         if let Some(done) = self.store.reconciliation(&id).await? {
             return self.answered(done, ticket).await;
         }
-        let statement = adapter
-            .import_statement(format, &bytes)
-            .await
-            .map_err(|error| match error {
-                RailError::Permanent(message) => DomainError::invalid("statement", "invalid_statement", message),
-                other => DomainError::RailUnavailable {
-                    message: format!("The rail could not read the statement: {other}"),
-                },
-            })?;
-        check_line_references(&statement)?;
-        let period = period_of(command.period, &statement)?;
-        let known = self.transactions_spoken_of(&rail, &statement, period).await?;
-        let mut lines = match_statement(&statement.lines, &known, period);
+        let (statement, period, mut lines) = self.read_and_match(file, command.period).await?;
         let now = self.now();
         let mut applied = 0;
         for line in lines.iter_mut() {
@@ -255,6 +279,50 @@ impl Service {
             },
             Err(other) => Err(self.commit_error(other)),
         }
+    }
+
+    /// A dry run of [`Service::import_statement`]: every line's outcome against the
+    /// transactions as they are now, and nothing changed or kept.
+    pub async fn preview_statement(
+        &self,
+        principal: &Principal,
+        command: ImportStatement,
+    ) -> Result<StatementPreview, DomainError> {
+        require_platform_admin(principal)?;
+        let file = checked_statement(&command, &self.rails)?;
+        let (rail, format) = (file.rail.clone(), file.format);
+        let (statement, period, lines) = self.read_and_match(file, command.period).await?;
+        Ok(StatementPreview {
+            rail,
+            format,
+            period,
+            statement_lines: statement.lines.len() as u32,
+            outcomes: OutcomeCounts::of(&lines),
+            lines,
+        })
+    }
+
+    /// The statement read by its rail's adapter, its period, and each line matched.
+    async fn read_and_match(
+        &self,
+        file: StatementFile,
+        period: Option<PeriodParam>,
+    ) -> Result<(Statement, Period, Vec<ReconciliationLine>), DomainError> {
+        let statement = file
+            .adapter
+            .import_statement(file.format, &file.bytes)
+            .await
+            .map_err(|error| match error {
+                RailError::Permanent(message) => DomainError::invalid("statement", "invalid_statement", message),
+                other => DomainError::RailUnavailable {
+                    message: format!("The rail could not read the statement: {other}"),
+                },
+            })?;
+        check_line_references(&statement)?;
+        let period = period_of(period, &statement)?;
+        let known = self.transactions_spoken_of(&file.rail, &statement, period).await?;
+        let lines = match_statement(&statement.lines, &known, period);
+        Ok((statement, period, lines))
     }
 
     /// Answers with a reconciliation made before, completing this request's key with it.

@@ -15,7 +15,7 @@ use ops_domain::ids::{ApiKeyId, CustomerId, OperationId, UserId};
 use ops_domain::ledger::{Account, Movement};
 use ops_domain::operations::Operation;
 use ops_domain::ports::AuditEntry;
-use ops_domain::reconciliations::{Reconciliation, ReconciliationLine};
+use ops_domain::reconciliations::{Reconciliation, ReconciliationLine, StatementPreview};
 use ops_domain::schedules::{Occurrence, Schedule};
 use ops_domain::service::{Issued, Page};
 use ops_domain::transactions::Transaction;
@@ -67,6 +67,37 @@ named! {
     File => "file",
     Reconciliation => "reconciliation",
     ReconciliationLine => "reconciliation_line",
+}
+
+/// A dry run's answer: what the statement would do, each line as its list shows it.
+impl Wire for StatementPreview {
+    fn wire(&self) -> impl Serialize + '_ {
+        #[derive(Serialize)]
+        struct Preview<'a> {
+            object: &'static str,
+            dry_run: bool,
+            rail: &'a str,
+            format: ops_domain::rail::StatementFormat,
+            period: ops_domain::rail::Period,
+            statement_lines: u32,
+            outcomes: ops_domain::reconciliations::OutcomeCounts,
+            lines: Vec<Named<'a, ReconciliationLine>>,
+        }
+        Preview {
+            object: "reconciliation_preview",
+            dry_run: true,
+            rail: &self.rail,
+            format: self.format,
+            period: self.period,
+            statement_lines: self.statement_lines,
+            outcomes: self.outcomes,
+            lines: self
+                .lines
+                .iter()
+                .map(|line| named("reconciliation_line", line))
+                .collect(),
+        }
+    }
 }
 
 /// An entry of a history (an operation's, a key's, an endpoint's, a workflow's: only ever

@@ -19,7 +19,11 @@ pub async fn import_statement(
     headers: HeaderMap,
     JsonBody(body): JsonBody<STATEMENT_BODY_BYTES>,
 ) -> Answer {
-    let command = parse(&body)?;
+    let command: ops_domain::reconciliations::ImportStatement = parse(&body)?;
+    if command.dry_run {
+        // Changes nothing, so nothing to do once: no idempotency key is claimed.
+        return ok(app.service.preview_statement(&caller, command).await?);
+    }
     create_once(
         &app,
         &caller,
