@@ -627,3 +627,34 @@ async fn a_dry_run_answers_every_outcome_and_changes_nothing() {
     assert_eq!(transaction(&app, &lines[&26_000][1]).await["status"], "returned");
     assert_eq!(statement_line_items(&app).await.len(), 3);
 }
+
+/// Statements in any order, again, or repeating each other's lines never book money twice
+/// (the same property on the AWS adapters: `tests/aws/reconciliations.rs`).
+mod never_twice {
+    use ops_tests::scenarios::{funded_payouts, imports, paid_lines, statements_never_book_the_same_money_twice};
+    use ops_tests::spawn_app_with;
+    use proptest::prelude::*;
+    use time::Duration;
+
+    async fn run(imports: Vec<ops_tests::scenarios::Import>) {
+        let app = spawn_app_with(|config| config.rate_limit = 1_000_000).await;
+        let (operation, account, key) = funded_payouts(&app, 100_000, &[11_000, 12_000, 13_000]).await;
+        app.settle(Duration::seconds(30), 6).await;
+        let paid = paid_lines(&app, &key, &operation, &app.sandbox_statement().await).await;
+        statements_never_book_the_same_money_twice(&app, &operation, &account, 100_000, &paid, &imports).await;
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 16, max_shrink_iters: 20, ..ProptestConfig::default() })]
+
+        #[test]
+        fn statements_never_book_the_same_money_twice_on_the_embedded_store(imports in imports(3)) {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(run(imports));
+        }
+    }
+}

@@ -126,3 +126,36 @@ async fn a_statement_is_reconciled_against_dynamodb_and_its_lines_kept_in_s3() {
         assert_eq!(listed["data"], json!([reconciliation]), "{path}");
     }
 }
+
+/// Statements in any order, again, or repeating each other's lines never book money twice,
+/// on the stack's table and bucket (the same property as on the embedded store).
+mod never_twice {
+    use crate::spawn_aws_app;
+    use ops_tests::scenarios::{funded_payouts, imports, paid_lines, statements_never_book_the_same_money_twice};
+    use proptest::prelude::*;
+    use time::Duration;
+
+    async fn run(imports: Vec<ops_tests::scenarios::Import>) {
+        let app = spawn_aws_app().await;
+        let (operation, account, key) = funded_payouts(&app, 100_000, &[11_000, 12_000, 13_000]).await;
+        app.settle(Duration::seconds(30), 6).await;
+        let statement = app.parts.sandbox.as_ref().unwrap().statement().await;
+        let paid = paid_lines(&app, &key, &operation, &statement).await;
+        statements_never_book_the_same_money_twice(&app, &operation, &account, 100_000, &paid, &imports).await;
+    }
+
+    proptest! {
+        // Each case provisions a stack on the emulator: fewer of them than on the embedded store.
+        #![proptest_config(ProptestConfig { cases: 4, max_shrink_iters: 10, ..ProptestConfig::default() })]
+
+        #[test]
+        fn statements_never_book_the_same_money_twice_on_the_aws_adapters(imports in imports(3)) {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(run(imports));
+        }
+    }
+}

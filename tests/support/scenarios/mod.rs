@@ -4,8 +4,10 @@
 
 mod access;
 mod customers;
+mod reconciliations;
 mod webhook_endpoints;
 
 pub use access::*;
 pub use customers::*;
+pub use reconciliations::*;
 pub use webhook_endpoints::*;
