@@ -165,6 +165,18 @@ impl EntryDirection {
     }
 }
 
+/// A line that is one transaction detail of a batch booking: an entry of the statement that
+/// books several payments as one amount (a payroll file's payouts as one debit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchDetail {
+    /// The entry's number in the statement, from 1.
+    pub entry: u32,
+    /// How many transaction details the entry lists.
+    pub details: u32,
+    /// What the entry books in all.
+    pub entry_amount: Amount,
+}
+
 /// One line of a rail's statement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatementLine {
@@ -180,6 +192,9 @@ pub struct StatementLine {
     pub direction: EntryDirection,
     #[serde(default)]
     pub reversal: bool,
+    /// The batch booking the line is a detail of, if it is one.
+    #[serde(default)]
+    pub batch: Option<BatchDetail>,
     /// The day the rail booked it, when the statement says.
     #[serde(default, with = "iso_date::option")]
     pub booked_on: Option<Date>,

@@ -658,3 +658,134 @@ mod never_twice {
         }
     }
 }
+
+/// A bank books a payroll file's payouts as one debit whose transaction details list each
+/// payout: each detail is matched to its transaction, the lines say which file and operation
+/// the batch paid, and a batch whose details do not add up to what it books is a break of
+/// its own.
+#[tokio::test]
+async fn a_batch_booking_is_matched_detail_by_detail_and_its_total_checked() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let uploaded = app
+        .upload(
+            "/v1/files?workflow=auto",
+            &acme.key,
+            "payroll",
+            "text/csv",
+            ops_tests::payroll_csv(&[(31_000, "CLP"), (32_000, "CLP"), (33_000, "CLP")]),
+        )
+        .await;
+    assert_eq!(uploaded.status, 202, "{}", uploaded.json());
+    let file = uploaded.id();
+    app.settle(Duration::seconds(30), 10).await;
+    let statement = app.sandbox_statement().await;
+    let paid: BTreeMap<i64, Vec<String>> = statement
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(String::from).collect::<Vec<_>>())
+        .map(|fields| (fields[2].parse().unwrap(), fields))
+        .collect();
+    let today = paid[&31_000][5].clone();
+    let detail = |amount: &str, end_to_end: &str| {
+        format!(
+            "<TxDtls><Refs><EndToEndId>{end_to_end}</EndToEndId></Refs><Amt Ccy=\"CLP\">{amount}</Amt>\
+             <CdtDbtInd>DBIT</CdtDbtInd></TxDtls>"
+        )
+    };
+    let entry = |amount: &str, details: &str| {
+        format!(
+            "<Ntry><Amt Ccy=\"CLP\">{amount}</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts><Cd>BOOK</Cd></Sts>
+             <BookgDt><Dt>{today}</Dt></BookgDt><AcctSvcrRef>BATCH-{amount}</AcctSvcrRef><NtryDtls>{details}</NtryDtls></Ntry>"
+        )
+    };
+    let camt = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.053.001.08"><BkToCstmrStmt>
+<GrpHdr><MsgId>M3</MsgId><CreDtTm>{today}T23:00:00</CreDtTm></GrpHdr>
+<Stmt><Id>S3</Id><FrToDt><FrDtTm>{today}T00:00:00</FrDtTm><ToDtTm>{today}T23:59:59</ToDtTm></FrToDt>
+{}{}</Stmt></BkToCstmrStmt></Document>"#,
+        entry(
+            "96000",
+            &[
+                detail("31000", &paid[&31_000][1]),
+                detail("32000", &paid[&32_000][1]),
+                detail("33000", &paid[&33_000][1]),
+            ]
+            .concat()
+        ),
+        // Two payments no transaction answers to, booked as more than they add up to.
+        entry(
+            "900",
+            &[detail("300", "NOTPROVIDED"), detail("500", "NOTPROVIDED")].concat()
+        ),
+    );
+    let imported = import(
+        &app,
+        ADMIN_KEY,
+        "camt-batch",
+        statement_body("camt053", camt.as_bytes()),
+    )
+    .await;
+    assert_eq!(imported.status, 201, "{}", imported.json());
+    let reconciliation = imported.json();
+    assert_eq!(
+        (&reconciliation["statement_lines"], &reconciliation["outcomes"]),
+        (
+            &json!(5),
+            &json!({"matched": 3, "mismatched": 1, "unmatched": 2, "wrong_direction": 0, "missing": 0})
+        )
+    );
+    let id = reconciliation["id"].as_str().unwrap();
+    let page = app
+        .get(&format!("/v1/reconciliations/{id}/lines"), ADMIN_KEY)
+        .await
+        .json();
+    let lines = page["data"].as_array().unwrap();
+    let operation = app
+        .get(&format!("/v1/transactions/{}", paid[&31_000][1]), ADMIN_KEY)
+        .await
+        .json()["operation_id"]
+        .clone();
+    let batch = |entry: u32, details: u32, amount: i64, total: i64, operation: &Value, file: &Value| {
+        json!({"entry": entry, "details": details, "entry_amount": amount, "details_total": total,
+               "operation_id": operation, "file_id": file})
+    };
+    let paid_batch = batch(1, 3, 96_000, 96_000, &operation, &json!(file));
+    let off_batch = batch(2, 2, 900, 800, &Value::Null, &Value::Null);
+    let seen: Vec<Value> = lines
+        .iter()
+        .map(|l| {
+            json!([
+                l["outcome"],
+                l["amount"],
+                l["transaction_id"],
+                l["differences"],
+                l["batch"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            json!(["matched", 31_000, paid[&31_000][1], [], paid_batch]),
+            json!(["matched", 32_000, paid[&32_000][1], [], paid_batch]),
+            json!(["matched", 33_000, paid[&33_000][1], [], paid_batch]),
+            json!(["unmatched", 300, null, [], off_batch]),
+            json!(["unmatched", 500, null, [], off_batch]),
+            json!(["mismatched", 900, null, ["batch_total"], off_batch]),
+        ]
+    );
+    let said: Vec<String> = statement_line_items(&app)
+        .await
+        .iter()
+        .filter(|i| i["kind"] == "reconciliation_mismatched")
+        .map(|i| i["cause"]["message"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        said,
+        [format!(
+            "Line 6 of the psp-local:sandbox statement (reconciliation {id}): entry 2 of the statement books 900 CLP, but its 2 transaction details add up to 800."
+        )]
+    );
+}

@@ -5,13 +5,17 @@
 //! (`AcctSvcrRef` of the entry or of its transaction details, else `NtryRef`; all optional) and
 //! our transaction id when the end-to-end id carries one. A reversal (`RvslInd`) is the
 //! booking it reverses coming back: `returned`, with that booking's direction (the indicator
-//! flipped); return information (`RtrInf`) makes it `returned`; status `RJCT` `failed`. Pending and information-only entries tell no
+//! flipped); return information (`RtrInf`) makes it `returned`; status `RJCT` `failed`. An
+//! entry that books several payments as one (a batch: transaction details each with its own
+//! amount, `TxDtls/Amt` or `TxDtls/AmtDtls/TxAmt/Amt`) is a line per detail, each with its
+//! own amount, direction and references and the entry it belongs to (its number among the
+//! document's `Ntry`) with the entry's amount. Pending and information-only entries tell no
 //! outcome and are left out. The statements' `FrToDt` give the period. Versions .001.02 to
 //! .001.13 share these elements; anything else in the document is ignored.
 
 use crate::ids::TransactionId;
-use crate::money::Currency;
-use crate::rail::{EntryDirection, Period, Statement, StatementLine, StatementStatus};
+use crate::money::{Amount, Currency};
+use crate::rail::{BatchDetail, EntryDirection, Period, Statement, StatementLine, StatementStatus};
 use serde::Deserialize;
 use time::Date;
 
@@ -92,7 +96,51 @@ struct EntryDetails {
 #[serde(rename_all = "PascalCase")]
 struct TransactionDetails {
     refs: Option<References>,
+    /// The detail's own amount (`Amt` from .001.03 on, else `AmtDtls/TxAmt/Amt`).
+    amt: Option<Money>,
+    amt_dtls: Option<AmountDetails>,
+    cdt_dbt_ind: Option<String>,
     rtr_inf: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct AmountDetails {
+    tx_amt: Option<AmountAndCurrency>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct AmountAndCurrency {
+    amt: Money,
+}
+
+impl TransactionDetails {
+    fn amount(&self) -> Option<&Money> {
+        self.amt
+            .as_ref()
+            .or(self.amt_dtls.as_ref().and_then(|d| d.tx_amt.as_ref()).map(|t| &t.amt))
+    }
+}
+
+/// A direction indicator (`CRDT`, `DBIT`), or what is wrong with it.
+fn direction_of(indicator: Option<&str>) -> Result<Option<EntryDirection>, String> {
+    match indicator.map(str::trim) {
+        Some("CRDT") => Ok(Some(EntryDirection::Credit)),
+        Some("DBIT") => Ok(Some(EntryDirection::Debit)),
+        Some(other) => Err(format!("CdtDbtInd is CRDT or DBIT, not {other:?}")),
+        None => Ok(None),
+    }
+}
+
+/// An amount in its currency's minor units, or what is wrong with it.
+fn money_of(money: &Money) -> Result<(Amount, Currency), (&'static str, String)> {
+    let currency = Currency::parse(money.currency.trim())
+        .ok_or_else(|| ("Amt/@Ccy", format!("unknown currency {:?}", money.currency)))?;
+    let amount = currency
+        .minor_units_of(money.value.trim())
+        .ok_or_else(|| ("Amt", format!("bad amount {:?} for {currency}", money.value)))?;
+    Ok((amount, currency))
 }
 
 #[derive(Deserialize)]
@@ -113,6 +161,7 @@ pub fn parse(xml: &[u8]) -> Result<Statement, String> {
     let text = std::str::from_utf8(xml).map_err(|e| format!("the statement is not UTF-8: {e}"))?;
     let document: Document = quick_xml::de::from_str(text).map_err(|e| format!("not a camt.053 document: {e}"))?;
     let mut statement = Statement::default();
+    let mut entries = 0u32;
     for (s, stmt) in document.bk_to_cstmr_stmt.stmt.iter().enumerate() {
         if let Some(period) = &stmt.fr_to_dt {
             let (Some(from), Some(to)) = (day(&period.fr_dt_tm), day(&period.to_dt_tm)) else {
@@ -128,6 +177,7 @@ pub fn parse(xml: &[u8]) -> Result<Statement, String> {
             statement.period = Some(widened);
         }
         for (n, entry) in stmt.ntry.iter().enumerate() {
+            entries += 1;
             // What is wrong, with the element's path in the document.
             let at = |element: &str, what: &str| {
                 format!(
@@ -146,21 +196,11 @@ pub fn parse(xml: &[u8]) -> Result<Statement, String> {
             };
             let details: Vec<&TransactionDetails> = entry.ntry_dtls.iter().flat_map(|d| &d.tx_dtls).collect();
             let reversal = entry.rvsl_ind == Some(true);
-            let returned = reversal || details.iter().any(|d| d.rtr_inf.is_some());
-            let status = if returned { StatementStatus::Returned } else { status };
-            let booked = match entry.cdt_dbt_ind.as_deref().map(str::trim) {
-                Some("CRDT") => EntryDirection::Credit,
-                Some("DBIT") => EntryDirection::Debit,
-                Some(other) => return Err(at("CdtDbtInd", &format!("CdtDbtInd is CRDT or DBIT, not {other:?}"))),
-                None => return Err(at("CdtDbtInd", "CdtDbtInd is missing")),
-            };
-            let direction = if reversal { booked.flipped() } else { booked };
+            let booked = direction_of(entry.cdt_dbt_ind.as_deref())
+                .map_err(|what| at("CdtDbtInd", &what))?
+                .ok_or_else(|| at("CdtDbtInd", "CdtDbtInd is missing"))?;
             let amt = entry.amt.as_ref().ok_or_else(|| at("Amt", "Amt is missing"))?;
-            let currency = Currency::parse(amt.currency.trim())
-                .ok_or_else(|| at("Amt/@Ccy", &format!("unknown currency {:?}", amt.currency)))?;
-            let amount = currency
-                .minor_units_of(amt.value.trim())
-                .ok_or_else(|| at("Amt", &format!("bad amount {:?} for {currency}", amt.value)))?;
+            let (entry_amount, entry_currency) = money_of(amt).map_err(|(element, what)| at(element, &what))?;
             let booked_on = match &entry.bookg_dt {
                 Some(date) => Some(
                     date.dt
@@ -171,28 +211,62 @@ pub fn parse(xml: &[u8]) -> Result<Statement, String> {
                 ),
                 None => None,
             };
-            let references = details.iter().find_map(|d| d.refs.as_ref());
-            let rail_reference = entry
-                .acct_svcr_ref
-                .as_deref()
-                .or(references.and_then(|r| r.acct_svcr_ref.as_deref()))
-                .or(entry.ntry_ref.as_deref())
-                .map(str::trim)
-                .filter(|r| !r.is_empty())
-                .map(str::to_owned);
-            let transaction_id = references
-                .and_then(|r| r.end_to_end_id.as_deref())
-                .and_then(|id| TransactionId::parse(id.trim()));
-            statement.lines.push(StatementLine {
-                rail_reference,
-                transaction_id,
-                amount,
-                currency,
-                status,
-                direction,
-                reversal,
-                booked_on,
-            });
+            // A batch booking (several details, each with its amount) is a line per detail;
+            // any other entry is one line, its references from its first detail.
+            let batch = details.len() > 1 && details.iter().all(|d| d.amount().is_some());
+            let parts: Vec<Option<&TransactionDetails>> = if batch {
+                details.iter().copied().map(Some).collect()
+            } else {
+                vec![details.first().copied()]
+            };
+            for (d, detail) in parts.iter().enumerate() {
+                let in_detail = |element: &str, what: &str| at(&format!("NtryDtls/TxDtls[{}]/{element}", d + 1), what);
+                let (amount, currency, booked) = match detail.filter(|_| batch) {
+                    Some(detail) => {
+                        let money = detail.amount().expect("a batch's details each have an amount");
+                        let (amount, currency) =
+                            money_of(money).map_err(|(element, what)| in_detail(element, &what))?;
+                        let own = direction_of(detail.cdt_dbt_ind.as_deref())
+                            .map_err(|what| in_detail("CdtDbtInd", &what))?;
+                        (amount, currency, own.unwrap_or(booked))
+                    }
+                    None => (entry_amount, entry_currency.clone(), booked),
+                };
+                let returned = reversal || detail.is_some_and(|d| d.rtr_inf.is_some());
+                let references = detail.and_then(|d| d.refs.as_ref());
+                // A batch's own references name the batch, not its payments.
+                let detail_reference = references.and_then(|r| r.acct_svcr_ref.as_deref());
+                let rail_reference = match batch {
+                    true => detail_reference,
+                    false => entry
+                        .acct_svcr_ref
+                        .as_deref()
+                        .or(detail_reference)
+                        .or(entry.ntry_ref.as_deref()),
+                };
+                let rail_reference = rail_reference
+                    .map(str::trim)
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_owned);
+                let transaction_id = references
+                    .and_then(|r| r.end_to_end_id.as_deref())
+                    .and_then(|id| TransactionId::parse(id.trim()));
+                statement.lines.push(StatementLine {
+                    rail_reference,
+                    transaction_id,
+                    amount,
+                    currency,
+                    status: if returned { StatementStatus::Returned } else { status },
+                    direction: if reversal { booked.flipped() } else { booked },
+                    reversal,
+                    batch: batch.then_some(BatchDetail {
+                        entry: entries,
+                        details: details.len() as u32,
+                        entry_amount,
+                    }),
+                    booked_on,
+                });
+            }
         }
     }
     Ok(statement)
@@ -329,5 +403,45 @@ mod tests {
             let error = parse(document.as_bytes()).unwrap_err();
             assert!(error.contains(says), "{error} should say {says}");
         }
+    }
+
+    /// A batch booking: one entry, a line per transaction detail with its own amount,
+    /// direction and references; an entry whose details lack amounts stays one line.
+    #[test]
+    fn a_batch_entry_is_a_line_per_detail() {
+        let batch = r#"<Document><BkToCstmrStmt><Stmt>
+      <Ntry><Amt Ccy="EUR">9.00</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts>BOOK</Sts><AcctSvcrRef>BATCH</AcctSvcrRef>
+        <NtryDtls><Btch><NbOfTxs>2</NbOfTxs></Btch>
+          <TxDtls><Refs><AcctSvcrRef>D-1</AcctSvcrRef><EndToEndId>txn_01abc</EndToEndId></Refs><Amt Ccy="EUR">4.00</Amt></TxDtls>
+          <TxDtls><Refs><EndToEndId>txn_01abd</EndToEndId></Refs><AmtDtls><TxAmt><Amt Ccy="EUR">5.00</Amt></TxAmt></AmtDtls><CdtDbtInd>DBIT</CdtDbtInd></TxDtls>
+        </NtryDtls></Ntry>
+      <Ntry><Amt Ccy="EUR">1.00</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts>BOOK</Sts>
+        <NtryDtls><TxDtls><Refs><EndToEndId>txn_01abe</EndToEndId></Refs></TxDtls><TxDtls/></NtryDtls></Ntry>
+    </Stmt></BkToCstmrStmt></Document>"#;
+        let lines = parse(batch.as_bytes()).unwrap().lines;
+        let seen: Vec<_> = lines
+            .iter()
+            .map(|l| {
+                (
+                    l.rail_reference.as_deref(),
+                    l.transaction_id.as_ref().map(|t| t.to_string()),
+                    l.amount.minor_units(),
+                    l.batch.map(|b| (b.entry, b.details, b.entry_amount.minor_units())),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (Some("D-1"), Some("txn_01abc".into()), 400, Some((1, 2, 900))),
+                (None, Some("txn_01abd".into()), 500, Some((1, 2, 900))),
+                (None, Some("txn_01abe".into()), 100, None),
+            ]
+        );
+        let error = parse(batch.replace(">5.00<", ">5.001<").as_bytes()).unwrap_err();
+        assert!(
+            error.ends_with("(/Document/BkToCstmrStmt/Stmt[1]/Ntry[1]/NtryDtls/TxDtls[2]/Amt)"),
+            "{error}"
+        );
     }
 }

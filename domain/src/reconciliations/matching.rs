@@ -2,7 +2,7 @@
 //! transaction id (the end-to-end id the rail was given), then by amount, currency, direction
 //! and day. Pure: the use case reads the transactions, this decides.
 
-use super::{Difference, LineOutcome, MatchedBy, ReconciliationLine};
+use super::{Difference, LineBatch, LineOutcome, MatchedBy, ReconciliationLine};
 use crate::rail::{EntryDirection, Period, StatementLine, StatementStatus};
 use crate::transactions::{Transaction, TransactionStatus};
 use std::collections::HashMap;
@@ -97,6 +97,14 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
             differences: Vec::new(),
             applied: None,
             work_item_id: None,
+            batch: line.batch.map(|b| LineBatch {
+                entry: b.entry,
+                details: b.details,
+                entry_amount: b.entry_amount,
+                details_total: 0,
+                operation_id: None,
+                file_id: None,
+            }),
         };
         if let Some((i, how)) = found {
             let transaction = &known[i];
@@ -133,6 +141,7 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
         }
         reconciled.push(reconciled_line);
     }
+    add_up_batches(&mut reconciled, known);
     let mut missing: Vec<&Transaction> = known
         .iter()
         .zip(&claimed)
@@ -162,9 +171,72 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
             differences: Vec::new(),
             applied: None,
             work_item_id: None,
+            batch: None,
         });
     }
     reconciled
+}
+
+/// Each batch booking's details added up: every detail shows the total, and the operation
+/// its transactions all belong to, if they do; an entry whose details do not add up to what
+/// it books is a `batch_total` break of its own, after the statement's lines.
+fn add_up_batches(reconciled: &mut Vec<ReconciliationLine>, known: &[Transaction]) {
+    let operation_of: HashMap<&str, &str> = known.iter().map(|t| (t.id.as_str(), t.operation_id.as_str())).collect();
+    let mut entries: Vec<u32> = reconciled
+        .iter()
+        .filter_map(|l| l.batch.as_ref().map(|b| b.entry))
+        .collect();
+    entries.dedup();
+    for entry in entries {
+        let details: Vec<usize> = (0..reconciled.len())
+            .filter(|&i| reconciled[i].batch.as_ref().is_some_and(|b| b.entry == entry))
+            .collect();
+        let total: i64 = details
+            .iter()
+            .filter_map(|&i| reconciled[i].amount.map(|a| a.minor_units()))
+            .sum();
+        let operations: std::collections::BTreeSet<Option<&str>> = details
+            .iter()
+            .map(|&i| {
+                let line = &reconciled[i];
+                let matched = matches!(line.outcome, LineOutcome::Matched | LineOutcome::Mismatched);
+                line.transaction_id
+                    .as_ref()
+                    .filter(|_| matched)
+                    .and_then(|t| operation_of.get(t.as_str()).copied())
+            })
+            .collect();
+        let operation = match operations.into_iter().collect::<Vec<_>>()[..] {
+            [Some(operation)] => Some(crate::ids::OperationId::from(operation.to_owned())),
+            _ => None,
+        };
+        for &i in &details {
+            if let Some(batch) = reconciled[i].batch.as_mut() {
+                batch.details_total = total;
+                batch.operation_id = operation.clone();
+            }
+        }
+        let first = reconciled[details[0]].clone();
+        let batch = first.batch.clone().expect("a detail of a batch");
+        if total != batch.entry_amount.minor_units() {
+            reconciled.push(ReconciliationLine {
+                number: reconciled.len() as u32 + 1,
+                outcome: LineOutcome::Mismatched,
+                rail_reference: None,
+                statement_transaction_id: None,
+                amount: Some(batch.entry_amount),
+                transaction_id: None,
+                matched_by: None,
+                transaction_amount: None,
+                transaction_currency: None,
+                transaction_status: None,
+                differences: vec![Difference::BatchTotal],
+                applied: None,
+                work_item_id: None,
+                ..first
+            });
+        }
+    }
 }
 
 /// The window of confirmation days whose transactions a statement of `period` may speak of.
@@ -201,6 +273,7 @@ mod tests {
             status,
             direction: EntryDirection::Debit,
             reversal: false,
+            batch: None,
             booked_on: Some(date!(2026 - 11 - 24)),
         }
     }

@@ -80,6 +80,28 @@ pub enum Difference {
     Status,
     /// An earlier line of the statement already matched this transaction.
     Duplicate,
+    /// A batch booking's details do not add up to what the entry books (a line of its own,
+    /// about the entry, after the statement's lines).
+    BatchTotal,
+}
+
+/// A line's place in a batch booking (an entry of the statement that books several payments
+/// as one), and what the batch adds up to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LineBatch {
+    /// The entry's number among the statement's entries, from 1.
+    pub entry: u32,
+    pub details: u32,
+    /// What the entry books in all.
+    pub entry_amount: Amount,
+    /// What its details add up to.
+    pub details_total: i64,
+    /// The one operation every detail's transaction belongs to, when they all belong to one.
+    #[serde(default)]
+    pub operation_id: Option<crate::ids::OperationId>,
+    /// The one file every detail's transaction came from, when they all came from one.
+    #[serde(default)]
+    pub file_id: Option<crate::ids::FileId>,
 }
 
 /// One line of a reconciliation: what the statement says (absent for a `missing`
@@ -115,6 +137,9 @@ pub struct ReconciliationLine {
     pub applied: Option<TransactionStatus>,
     /// The exceptions item a break opened.
     pub work_item_id: Option<WorkItemId>,
+    /// The batch booking the line is a detail of (or, for a `batch_total` break, is about).
+    #[serde(default)]
+    pub batch: Option<LineBatch>,
 }
 
 impl ReconciliationLine {
@@ -148,6 +173,15 @@ impl ReconciliationLine {
                 self.transaction_status.map_or("?", TransactionStatus::as_str),
                 self.number
             ),
+            LineOutcome::Mismatched if self.transaction_id.is_none() => {
+                let (entry, details, total) = self
+                    .batch
+                    .as_ref()
+                    .map_or((0, 0, 0), |b| (b.entry, b.details, b.details_total));
+                format!(
+                    "{line}: entry {entry} of the statement books {said}, but its {details} transaction details add up to {total}."
+                )
+            }
             LineOutcome::Mismatched => {
                 let held_status = self.transaction_status.map_or("?", TransactionStatus::as_str);
                 let differences: Vec<String> = self
@@ -165,6 +199,7 @@ impl ReconciliationLine {
                             self.status.map_or("?", StatementStatus::as_str)
                         ),
                         Difference::Duplicate => "an earlier line of the statement already matched it".to_owned(),
+                        Difference::BatchTotal => "its batch's details do not add up to the entry".to_owned(),
                     })
                     .collect();
                 let applied = self
@@ -300,6 +335,7 @@ mod tests {
             differences: vec![],
             applied: None,
             work_item_id: None,
+            batch: None,
         }
     }
 

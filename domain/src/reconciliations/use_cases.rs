@@ -321,8 +321,67 @@ impl Service {
         check_line_references(&statement)?;
         let period = period_of(period, &statement)?;
         let known = self.transactions_spoken_of(&file.rail, &statement, period).await?;
-        let lines = match_statement(&statement.lines, &known, period);
+        let mut lines = match_statement(&statement.lines, &known, period);
+        self.name_batch_files(&mut lines, &known).await?;
         Ok((statement, period, lines))
+    }
+
+    /// Names, on each batch booking's lines, the file its payments all came from, when every
+    /// detail matched a transaction and they all did (a file of more than a thousand lines is
+    /// several operations).
+    async fn name_batch_files(
+        &self,
+        lines: &mut [ReconciliationLine],
+        known: &[Transaction],
+    ) -> Result<(), DomainError> {
+        use std::collections::{BTreeMap, HashMap};
+        let operation_of: HashMap<&str, &crate::ids::OperationId> =
+            known.iter().map(|t| (t.id.as_str(), &t.operation_id)).collect();
+        let mut operations: BTreeMap<u32, Option<HashSet<crate::ids::OperationId>>> = BTreeMap::new();
+        // The details, not an entry's own `batch_total` break.
+        let details = lines
+            .iter()
+            .filter(|l| !l.differences.contains(&super::Difference::BatchTotal));
+        for line in details {
+            let Some(batch) = &line.batch else { continue };
+            let matched = matches!(line.outcome, LineOutcome::Matched | LineOutcome::Mismatched);
+            let operation = line
+                .transaction_id
+                .as_ref()
+                .filter(|_| matched)
+                .and_then(|t| operation_of.get(t.as_str()));
+            let seen = operations.entry(batch.entry).or_insert_with(|| Some(HashSet::new()));
+            match (seen.as_mut(), operation) {
+                (Some(set), Some(operation)) => {
+                    set.insert((*operation).clone());
+                }
+                _ => *seen = None,
+            }
+        }
+        let mut file_of = HashMap::new();
+        for (entry, operations) in operations {
+            let Some(operations) = operations else { continue };
+            let mut files = HashSet::new();
+            for operation in operations {
+                if !file_of.contains_key(&operation) {
+                    let file = self.store.operation(&operation).await?.and_then(|o| o.file_id);
+                    file_of.insert(operation.clone(), file);
+                }
+                files.insert(file_of[&operation].clone());
+            }
+            let file = match files.into_iter().collect::<Vec<_>>()[..] {
+                [Some(ref file)] => file.clone(),
+                _ => continue,
+            };
+            for batch in lines
+                .iter_mut()
+                .filter_map(|l| l.batch.as_mut())
+                .filter(|b| b.entry == entry)
+            {
+                batch.file_id = Some(file.clone());
+            }
+        }
+        Ok(())
     }
 
     /// Answers with a reconciliation made before, completing this request's key with it.

@@ -236,6 +236,7 @@ pub fn parse_csv(statement: &[u8]) -> Result<Statement, RailError> {
                 direction: EntryDirection::parse(direction)
                     .ok_or_else(|| bad("direction", "credit or debit", direction))?,
                 reversal: false,
+                batch: None,
                 booked_on: match booked {
                     "" => None,
                     booked => Some(
