@@ -37,7 +37,9 @@ impl RailDirection {
     }
 }
 
-/// What the rail is asked to execute. `transaction_id` is the rail's idempotency key.
+/// What the rail is asked to execute. `transaction_id` is the rail's idempotency key and the
+/// payment's end-to-end id: the rail carries it with the payment (ISO 20022 `EndToEndId`, at
+/// most 35 characters; ours are 30), so its statements can name the transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Instruction {
     pub transaction_id: TransactionId,
@@ -262,6 +264,8 @@ time::serde::format_description!(iso_date, Date, "[year]-[month]-[day]");
 pub trait RailAdapter: Send + Sync {
     /// `psp-local:<rail_name>`.
     fn id(&self) -> &str;
+    /// Hands the instruction to the rail, which keeps its `transaction_id` as the payment's
+    /// end-to-end id.
     async fn submit(&self, instruction: &Instruction) -> Result<Ack, RailError>;
     /// Asks what became of a transaction (by its id, the rail's idempotency key, and the
     /// rail's reference when known).
