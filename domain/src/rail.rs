@@ -231,7 +231,12 @@ pub struct Statement {
 pub enum StatementFormat {
     #[default]
     Csv,
+    /// ISO 20022 bank-to-customer statement (end of day).
     Camt053,
+    /// ISO 20022 account report (intraday).
+    Camt052,
+    /// ISO 20022 debit and credit notification (entry by entry).
+    Camt054,
 }
 
 impl StatementFormat {
@@ -239,6 +244,8 @@ impl StatementFormat {
         match format {
             "csv" => Some(StatementFormat::Csv),
             "camt053" => Some(StatementFormat::Camt053),
+            "camt052" => Some(StatementFormat::Camt052),
+            "camt054" => Some(StatementFormat::Camt054),
             _ => None,
         }
     }
@@ -247,13 +254,15 @@ impl StatementFormat {
         match self {
             StatementFormat::Csv => "csv",
             StatementFormat::Camt053 => "camt053",
+            StatementFormat::Camt052 => "camt052",
+            StatementFormat::Camt054 => "camt054",
         }
     }
 
     pub fn content_type(self) -> &'static str {
         match self {
             StatementFormat::Csv => "text/csv",
-            StatementFormat::Camt053 => "application/xml",
+            StatementFormat::Camt053 | StatementFormat::Camt052 | StatementFormat::Camt054 => "application/xml",
         }
     }
 }

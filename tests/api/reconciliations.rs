@@ -789,3 +789,37 @@ async fn a_batch_booking_is_matched_detail_by_detail_and_its_total_checked() {
         )]
     );
 }
+
+/// A bank that notifies each booking as it happens (camt.054) is reconciled as a statement
+/// is, entry by entry.
+#[tokio::test]
+async fn a_camt054_notification_is_reconciled_as_a_statement_is() {
+    let app = spawn_app().await;
+    let lines = confirmed_payouts(&app, &[41_000]).await;
+    let (today, payout) = (lines[&41_000][5].clone(), lines[&41_000][1].clone());
+    let camt = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.054.001.08"><BkToCstmrDbtCdtNtfctn>
+<GrpHdr><MsgId>N1</MsgId><CreDtTm>{today}T12:00:00</CreDtTm></GrpHdr>
+<Ntfctn><Id>N1</Id><Ntry><Amt Ccy="CLP">41000</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts><Cd>BOOK</Cd></Sts>
+<BookgDt><Dt>{today}</Dt></BookgDt><NtryDtls><TxDtls><Refs><EndToEndId>{payout}</EndToEndId></Refs></TxDtls></NtryDtls>
+</Ntry></Ntfctn></BkToCstmrDbtCdtNtfctn></Document>"#
+    );
+    let imported = import(&app, ADMIN_KEY, "camt054-1", statement_body("camt054", camt.as_bytes())).await;
+    assert_eq!(imported.status, 201, "{}", imported.json());
+    let reconciliation = imported.json();
+    assert_eq!(
+        (&reconciliation["format"], &reconciliation["outcomes"]),
+        (
+            &json!("camt054"),
+            &json!({"matched": 1, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0})
+        )
+    );
+    // The same document named as another kind is refused, saying what it is not.
+    let refused = import(&app, ADMIN_KEY, "camt054-2", statement_body("camt053", camt.as_bytes())).await;
+    assert_eq!(refused.status, 400);
+    assert_eq!(
+        refused.json()["error"]["message"],
+        "not a camt.053 document: no /Document/BkToCstmrStmt"
+    );
+}

@@ -3,7 +3,7 @@
 //! format; the outcome of every line (and every confirmed transaction the statement lacks) is
 //! kept with the reconciliation, and each break opens an exceptions work item.
 
-pub mod camt053;
+pub mod camt;
 mod matching;
 mod use_cases;
 

@@ -29,7 +29,7 @@ use std::collections::HashSet;
 pub struct ImportStatement {
     pub rail: Option<String>,
     pub statement: Option<String>,
-    /// `csv` (the rail's own, the default) or `camt053`.
+    /// `csv` (the rail's own, the default), `camt053`, `camt052` or `camt054`.
     pub format: Option<String>,
     /// The days the statement covers, when it does not say (or says otherwise).
     pub period: Option<PeriodParam>,
@@ -127,8 +127,13 @@ fn checked_statement(command: &ImportStatement, rails: &crate::rail::Rails) -> R
     })?;
     let format = match command.format.as_deref() {
         None => StatementFormat::Csv,
-        Some(format) => StatementFormat::parse(format)
-            .ok_or_else(|| DomainError::invalid("format", "invalid_format", "format is csv or camt053."))?,
+        Some(format) => StatementFormat::parse(format).ok_or_else(|| {
+            DomainError::invalid(
+                "format",
+                "invalid_format",
+                "format is csv, camt053, camt052 or camt054.",
+            )
+        })?,
     };
     let encoded = command
         .statement

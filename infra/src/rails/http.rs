@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | `POST {base}/submit` | the instruction (its `transaction_id` is the payment's end-to-end id, which the rail carries and its statements give back) | `{"result":"accepted","rail_reference"}` or `{"result":"rejected","code","reason"}` |
 //! | `POST {base}/status` | `{"transaction_id","rail_reference"}` | `{"state":"pending"}`, `{"state":"confirmed","rail_reference"}`, `{"state":"failed"\|"returned","code","reason"}` or `{"state":"not_found"}` |
-//! | `POST {base}/statements?format=csv\|camt053` | the statement file's bytes (`text/csv` or `application/xml`) | `{"period":{"from","to"}?,"lines":[{"rail_reference"?,"transaction_id"?,"amount","currency","status","direction","reversal"?,"booked_on"?}]}` (`direction`: `debit` for money that left the service's account, `credit` for money that arrived); a 4xx if it cannot be read |
+//! | `POST {base}/statements?format=csv\|camt053\|camt052\|camt054` | the statement file's bytes (`text/csv` or `application/xml`) | `{"period":{"from","to"}?,"lines":[{"rail_reference"?,"transaction_id"?,"amount","currency","status","direction","reversal"?,"booked_on"?}]}` (`direction`: `debit` for money that left the service's account, `credit` for money that arrived); a 4xx if it cannot be read |
 //!
 //! A 429 or 503 answer, or a connection that could not be opened, is transient (nothing was
 //! sent, or the layer refused it); another 4xx is permanent; no answer within the timeout is

@@ -166,13 +166,12 @@ impl RailAdapter for SandboxRail {
         })
     }
 
-    /// CSV statements are the sandbox's own ([`parse_csv`]); `camt.053` is read as ISO 20022.
+    /// CSV statements are the sandbox's own ([`parse_csv`]); `camt.053`, `camt.052` and
+    /// `camt.054` are read as ISO 20022.
     async fn import_statement(&self, format: StatementFormat, statement: &[u8]) -> Result<Statement, RailError> {
         match format {
             StatementFormat::Csv => parse_csv(statement),
-            StatementFormat::Camt053 => {
-                ops_domain::reconciliations::camt053::parse(statement).map_err(RailError::Permanent)
-            }
+            xml => ops_domain::reconciliations::camt::parse(xml, statement).map_err(RailError::Permanent),
         }
     }
 }

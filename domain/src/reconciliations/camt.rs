@@ -1,4 +1,8 @@
-//! ISO 20022 `camt.053` (bank-to-customer statement), read into statement lines.
+//! ISO 20022 bank-to-customer cash management messages, read into statement lines: `camt.053`
+//! (the end-of-day statement, `BkToCstmrStmt/Stmt`), `camt.052` (the intraday account report,
+//! `BkToCstmrAcctRpt/Rpt`) and `camt.054` (debit and credit notifications, entry by entry,
+//! `BkToCstmrDbtCdtNtfctn/Ntfctn`). The three share their entries (`Ntry`), so one reading
+//! serves them.
 //!
 //! Each booked entry (`Ntry` with status `BOOK`) becomes a line: its amount and currency
 //! (`Amt@Ccy`), its direction (`CdtDbtInd`), its booking day (`BookgDt`), the rail's reference
@@ -10,26 +14,43 @@
 //! amount, `TxDtls/Amt` or `TxDtls/AmtDtls/TxAmt/Amt`) is a line per detail, each with its
 //! own amount, direction and references and the entry it belongs to (its number among the
 //! document's `Ntry`) with the entry's amount. Pending and information-only entries tell no
-//! outcome and are left out. The statements' `FrToDt` give the period. Versions .001.02 to
-//! .001.13 share these elements; anything else in the document is ignored.
+//! outcome and are left out. The statements' (reports', notifications') `FrToDt` give the
+//! period. Versions .001.02 to .001.13 share these elements; anything else in the document is
+//! ignored.
 
 use crate::ids::TransactionId;
 use crate::money::{Amount, Currency};
-use crate::rail::{BatchDetail, EntryDirection, Period, Statement, StatementLine, StatementStatus};
+use crate::rail::{BatchDetail, EntryDirection, Period, Statement, StatementFormat, StatementLine, StatementStatus};
 use serde::Deserialize;
 use time::Date;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct Document {
-    bk_to_cstmr_stmt: BankToCustomerStatement,
+    bk_to_cstmr_stmt: Option<Statements>,
+    bk_to_cstmr_acct_rpt: Option<Reports>,
+    bk_to_cstmr_dbt_cdt_ntfctn: Option<Notifications>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
-struct BankToCustomerStatement {
+struct Statements {
     #[serde(default)]
     stmt: Vec<Stmt>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Reports {
+    #[serde(default)]
+    rpt: Vec<Stmt>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Notifications {
+    #[serde(default)]
+    ntfctn: Vec<Stmt>,
 }
 
 #[derive(Deserialize)]
@@ -156,16 +177,28 @@ fn day(text: &str) -> Option<Date> {
     Date::parse(text.trim().get(..10)?, &format).ok()
 }
 
-/// Reads a `camt.053` document; the error says what is wrong and where.
-pub fn parse(xml: &[u8]) -> Result<Statement, String> {
+/// Reads a `camt.053`, `camt.052` or `camt.054` document (`format` says which); the error
+/// says what is wrong and where.
+pub fn parse(format: StatementFormat, xml: &[u8]) -> Result<Statement, String> {
     let text = std::str::from_utf8(xml).map_err(|e| format!("the statement is not UTF-8: {e}"))?;
-    let document: Document = quick_xml::de::from_str(text).map_err(|e| format!("not a camt.053 document: {e}"))?;
+    let (name, root, container, noun) = match format {
+        StatementFormat::Camt052 => ("camt.052", "BkToCstmrAcctRpt", "Rpt", "report"),
+        StatementFormat::Camt054 => ("camt.054", "BkToCstmrDbtCdtNtfctn", "Ntfctn", "notification"),
+        _ => ("camt.053", "BkToCstmrStmt", "Stmt", "statement"),
+    };
+    let document: Document = quick_xml::de::from_str(text).map_err(|e| format!("not a {name} document: {e}"))?;
+    let parts = match format {
+        StatementFormat::Camt052 => document.bk_to_cstmr_acct_rpt.map(|r| r.rpt),
+        StatementFormat::Camt054 => document.bk_to_cstmr_dbt_cdt_ntfctn.map(|n| n.ntfctn),
+        _ => document.bk_to_cstmr_stmt.map(|s| s.stmt),
+    };
+    let parts = parts.ok_or_else(|| format!("not a {name} document: no /Document/{root}"))?;
     let mut statement = Statement::default();
     let mut entries = 0u32;
-    for (s, stmt) in document.bk_to_cstmr_stmt.stmt.iter().enumerate() {
+    for (s, stmt) in parts.iter().enumerate() {
         if let Some(period) = &stmt.fr_to_dt {
             let (Some(from), Some(to)) = (day(&period.fr_dt_tm), day(&period.to_dt_tm)) else {
-                return Err(format!("statement {}: FrToDt is not a pair of ISO dates", s + 1));
+                return Err(format!("{noun} {}: FrToDt is not a pair of ISO dates", s + 1));
             };
             let widened = match statement.period {
                 Some(known) => Period {
@@ -181,7 +214,7 @@ pub fn parse(xml: &[u8]) -> Result<Statement, String> {
             // What is wrong, with the element's path in the document.
             let at = |element: &str, what: &str| {
                 format!(
-                    "statement {s}, entry {n}: {what} (/Document/BkToCstmrStmt/Stmt[{s}]/Ntry[{n}]/{element})",
+                    "{noun} {s}, entry {n}: {what} (/Document/{root}/{container}[{s}]/Ntry[{n}]/{element})",
                     s = s + 1,
                     n = n + 1
                 )
@@ -304,7 +337,7 @@ mod tests {
 
     #[test]
     fn booked_entries_become_lines_with_their_outcome_day_and_references() {
-        let statement = parse(STATEMENT.as_bytes()).unwrap();
+        let statement = parse(StatementFormat::Camt053, STATEMENT.as_bytes()).unwrap();
         let date = |d: &str| day(d).unwrap();
         assert_eq!(
             statement.period,
@@ -400,7 +433,7 @@ mod tests {
                 "entry 5: CdtDbtInd is CRDT or DBIT, not \"UP\"",
             ),
         ] {
-            let error = parse(document.as_bytes()).unwrap_err();
+            let error = parse(StatementFormat::Camt053, document.as_bytes()).unwrap_err();
             assert!(error.contains(says), "{error} should say {says}");
         }
     }
@@ -418,7 +451,7 @@ mod tests {
       <Ntry><Amt Ccy="EUR">1.00</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts>BOOK</Sts>
         <NtryDtls><TxDtls><Refs><EndToEndId>txn_01abe</EndToEndId></Refs></TxDtls><TxDtls/></NtryDtls></Ntry>
     </Stmt></BkToCstmrStmt></Document>"#;
-        let lines = parse(batch.as_bytes()).unwrap().lines;
+        let lines = parse(StatementFormat::Camt053, batch.as_bytes()).unwrap().lines;
         let seen: Vec<_> = lines
             .iter()
             .map(|l| {
@@ -438,9 +471,46 @@ mod tests {
                 (None, Some("txn_01abe".into()), 100, None),
             ]
         );
-        let error = parse(batch.replace(">5.00<", ">5.001<").as_bytes()).unwrap_err();
+        let error = parse(StatementFormat::Camt053, batch.replace(">5.00<", ">5.001<").as_bytes()).unwrap_err();
         assert!(
             error.ends_with("(/Document/BkToCstmrStmt/Stmt[1]/Ntry[1]/NtryDtls/TxDtls[2]/Amt)"),
+            "{error}"
+        );
+    }
+
+    /// The intraday report (camt.052) and the notifications (camt.054) carry the same
+    /// entries under their own containers; a document of another kind is refused by name.
+    #[test]
+    fn reports_and_notifications_are_read_as_statements_are() {
+        let entry = r#"<Ntry><Amt Ccy="EUR">12.50</Amt><CdtDbtInd>CRDT</CdtDbtInd><Sts><Cd>BOOK</Cd></Sts>
+            <BookgDt><Dt>2026-11-24</Dt></BookgDt><AcctSvcrRef>R-1</AcctSvcrRef></Ntry>"#;
+        let report = format!(
+            "<Document><BkToCstmrAcctRpt><Rpt><FrToDt><FrDtTm>2026-11-24T00:00:00</FrDtTm>\
+             <ToDtTm>2026-11-24T12:00:00</ToDtTm></FrToDt>{entry}</Rpt></BkToCstmrAcctRpt></Document>"
+        );
+        let notification = format!(
+            "<Document><BkToCstmrDbtCdtNtfctn><Ntfctn>{entry}{entry}</Ntfctn></BkToCstmrDbtCdtNtfctn></Document>"
+        );
+        let read = parse(StatementFormat::Camt052, report.as_bytes()).unwrap();
+        assert_eq!(read.lines.len(), 1);
+        assert_eq!(
+            (read.lines[0].direction, read.lines[0].amount.minor_units()),
+            (EntryDirection::Credit, 1250)
+        );
+        assert!(read.period.is_some());
+        assert_eq!(
+            parse(StatementFormat::Camt054, notification.as_bytes())
+                .unwrap()
+                .lines
+                .len(),
+            2
+        );
+        let error = parse(StatementFormat::Camt053, notification.as_bytes()).unwrap_err();
+        assert_eq!(error, "not a camt.053 document: no /Document/BkToCstmrStmt");
+        let error = parse(StatementFormat::Camt054, notification.replace("12.50", "x").as_bytes()).unwrap_err();
+        assert!(
+            error.starts_with("notification 1, entry 1: bad amount")
+                && error.ends_with("(/Document/BkToCstmrDbtCdtNtfctn/Ntfctn[1]/Ntry[1]/Amt)"),
             "{error}"
         );
     }
