@@ -127,6 +127,66 @@ async fn a_statement_is_reconciled_against_dynamodb_and_its_lines_kept_in_s3() {
     }
 }
 
+/// A camt.053 batch booking on the stack: each detail matched to its transaction, the
+/// operation they all belong to named on each, read from the stack's table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_booking_is_matched_detail_by_detail_on_the_stack() {
+    let app = spawn_aws_app().await;
+    let customer = app.create_customer().await;
+    let made = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "auto", &[51_000, 52_000]),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    app.settle(Duration::seconds(30), 6).await;
+    let sandbox = app.parts.sandbox.as_ref().unwrap().statement().await;
+    let field = |amount: &str, n: usize| {
+        let line = sandbox.lines().find(|l| l.contains(&format!(",{amount},"))).unwrap();
+        line.split(',').nth(n).unwrap().to_owned()
+    };
+    let today = field("51000", 5);
+    let detail = |amount: &str| {
+        format!(
+            "<TxDtls><Refs><EndToEndId>{}</EndToEndId></Refs><Amt Ccy=\"CLP\">{amount}</Amt></TxDtls>",
+            field(amount, 1)
+        )
+    };
+    let camt = format!(
+        r#"<Document><BkToCstmrStmt><Stmt><FrToDt><FrDtTm>{today}T00:00:00</FrDtTm><ToDtTm>{today}T23:59:59</ToDtTm></FrToDt>
+<Ntry><Amt Ccy="CLP">103000</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts><Cd>BOOK</Cd></Sts><BookgDt><Dt>{today}</Dt></BookgDt>
+<NtryDtls>{}{}</NtryDtls></Ntry></Stmt></BkToCstmrStmt></Document>"#,
+        detail("51000"),
+        detail("52000")
+    );
+    let body = statement_body("camt053", camt.as_bytes());
+    let imported = app
+        .send(
+            reqwest::Method::POST,
+            "/v1/reconciliations",
+            Some(ADMIN_KEY),
+            Some("batch"),
+            Some(&body),
+        )
+        .await;
+    assert_eq!(imported.status, 201, "{}", imported.json());
+    let id = imported.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        imported.json()["outcomes"],
+        json!({"matched": 2, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0})
+    );
+    let lines = app
+        .get(&format!("/v1/reconciliations/{id}/lines"), ADMIN_KEY)
+        .await
+        .json();
+    for line in lines["data"].as_array().unwrap() {
+        assert_eq!(line["batch"]["operation_id"], made.json()["id"], "{line}");
+        assert_eq!(line["batch"]["details_total"], 103_000, "{line}");
+    }
+}
+
 /// Statements in any order, again, or repeating each other's lines never book money twice,
 /// on the stack's table and bucket (the same property as on the embedded store).
 mod never_twice {
