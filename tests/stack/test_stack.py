@@ -144,9 +144,9 @@ def test_a_reconciliation_matches_what_was_paid_and_opens_a_break_for_what_was_n
     (transaction,) = ok(call("GET", f"/v1/transactions?operation_id={created['id']}", key))["data"]
     day = transaction["created_at"][:10]
     statement = (
-        "rail_reference,transaction_id,amount,currency,status,booked_on\n"
-        f"{transaction['rail_reference']},{transaction['id']},42000,CLP,confirmed,{day}\n"
-        f"SBX-UNKNOWN-{uuid.uuid4().hex[:8]},,99000,CLP,confirmed,{day}\n"
+        "rail_reference,transaction_id,amount,currency,status,booked_on,direction\n"
+        f"{transaction['rail_reference']},{transaction['id']},42000,CLP,confirmed,{day},debit\n"
+        f"SBX-UNKNOWN-{uuid.uuid4().hex[:8]},,99000,CLP,confirmed,{day},debit\n"
     )
     body = {"rail": "psp-local:sandbox", "format": "csv", "statement": base64.b64encode(statement.encode()).decode()}
     reconciliation = ok(call("POST", "/v1/reconciliations", platform(), body), 201)
