@@ -17,9 +17,10 @@ pub enum QueueTask {
     /// Make the operations of this file's chunks still missing (the files queue).
     #[serde(rename = "split_file.v1")]
     SplitFile { file_id: crate::ids::FileId },
-    /// Move this approved operation to processing and make its transactions still missing,
-    /// a few chunks at a time (the submissions queue, in the customer's lane: off the stream,
-    /// so one customer's thousand-item operations do not hold back another's next payout).
+    /// Move this approved operation to processing and make the next of its transactions still
+    /// missing, queueing the task again for the rest (the submissions queue, in the customer's
+    /// lane: off the stream, so one customer's thousand-item operations do not hold back
+    /// another's next payout).
     #[serde(rename = "make_transactions.v1")]
     MakeTransactions { operation_id: crate::ids::OperationId },
     /// Recompute this operation's status from its transactions (the submissions queue, in

@@ -141,7 +141,7 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
         }
         reconciled.push(reconciled_line);
     }
-    add_up_batches(&mut reconciled, known);
+    add_up_batches(&mut reconciled);
     let mut missing: Vec<&Transaction> = known
         .iter()
         .zip(&claimed)
@@ -177,54 +177,35 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
     reconciled
 }
 
-/// Each batch booking's details added up: every detail shows the total, and the operation
-/// its transactions all belong to, if they do; an entry whose details do not add up to what
-/// it books is a `batch_total` break of its own, after the statement's lines.
-fn add_up_batches(reconciled: &mut Vec<ReconciliationLine>, known: &[Transaction]) {
-    let operation_of: HashMap<&str, &str> = known.iter().map(|t| (t.id.as_str(), t.operation_id.as_str())).collect();
-    let mut entries: Vec<u32> = reconciled
-        .iter()
-        .filter_map(|l| l.batch.as_ref().map(|b| b.entry))
-        .collect();
-    entries.dedup();
-    for entry in entries {
-        let details: Vec<usize> = (0..reconciled.len())
-            .filter(|&i| reconciled[i].batch.as_ref().is_some_and(|b| b.entry == entry))
-            .collect();
+/// Each batch booking's details added up, in one pass over the lines: every detail shows
+/// the total, and an entry whose details do not add up to what it books is a `batch_total`
+/// break of its own, after the statement's lines.
+fn add_up_batches(reconciled: &mut Vec<ReconciliationLine>) {
+    let mut entries: std::collections::BTreeMap<u32, Vec<usize>> = std::collections::BTreeMap::new();
+    for (i, line) in reconciled.iter().enumerate() {
+        if let Some(batch) = &line.batch {
+            entries.entry(batch.entry).or_default().push(i);
+        }
+    }
+    for details in entries.into_values() {
         let total: i64 = details
             .iter()
             .filter_map(|&i| reconciled[i].amount.map(|a| a.minor_units()))
             .sum();
-        let operations: std::collections::BTreeSet<Option<&str>> = details
-            .iter()
-            .map(|&i| {
-                let line = &reconciled[i];
-                let matched = matches!(line.outcome, LineOutcome::Matched | LineOutcome::Mismatched);
-                line.transaction_id
-                    .as_ref()
-                    .filter(|_| matched)
-                    .and_then(|t| operation_of.get(t.as_str()).copied())
-            })
-            .collect();
-        let operation = match operations.into_iter().collect::<Vec<_>>()[..] {
-            [Some(operation)] => Some(crate::ids::OperationId::from(operation.to_owned())),
-            _ => None,
-        };
         for &i in &details {
             if let Some(batch) = reconciled[i].batch.as_mut() {
                 batch.details_total = total;
-                batch.operation_id = operation.clone();
             }
         }
         let first = reconciled[details[0]].clone();
-        let batch = first.batch.clone().expect("a detail of a batch");
-        if total != batch.entry_amount.minor_units() {
+        let booked = first.batch.as_ref().map(|b| b.entry_amount);
+        if let Some(entry_amount) = booked.filter(|amount| amount.minor_units() != total) {
             reconciled.push(ReconciliationLine {
                 number: reconciled.len() as u32 + 1,
                 outcome: LineOutcome::Mismatched,
                 rail_reference: None,
                 statement_transaction_id: None,
-                amount: Some(batch.entry_amount),
+                amount: Some(entry_amount),
                 transaction_id: None,
                 matched_by: None,
                 transaction_amount: None,

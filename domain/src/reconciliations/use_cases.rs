@@ -13,7 +13,7 @@ use crate::desk::{Queue, Subject, SubjectType};
 use crate::error::DomainError;
 use crate::event::{Event, PLATFORM};
 use crate::idempotency::Ticket;
-use crate::ids::{CustomerId, EventId, ReconciliationId, TransactionId};
+use crate::ids::{CustomerId, EventId, FileId, OperationId, ReconciliationId, TransactionId};
 use crate::ports::{AuditEntry, Changeset, StoreError, Write};
 use crate::rail::{Period, RailError, RailState, Statement, StatementFormat, StatementStatus};
 use crate::service::{Page, Service};
@@ -170,6 +170,15 @@ fn checked_statement(command: &ImportStatement, rails: &crate::rail::Rails) -> R
     })
 }
 
+/// The one member of `set`, if it has exactly one.
+fn the_only<T>(set: std::collections::BTreeSet<T>) -> Option<T> {
+    let mut members = set.into_iter();
+    match (members.next(), members.next()) {
+        (Some(only), None) => Some(only),
+        _ => None,
+    }
+}
+
 fn rail_state(status: StatementStatus, line: &ReconciliationLine) -> RailState {
     let said = "reported in the rail's statement".to_owned();
     match status {
@@ -200,12 +209,14 @@ impl Service {
     ) -> Result<Reconciliation, DomainError> {
         require_platform_admin(principal)?;
         let file = checked_statement(&command, &self.rails)?;
-        let (rail, format, bytes) = (file.rail.clone(), file.format, file.bytes.clone());
-        let id = Reconciliation::id_of(self.environment, &rail, format, &bytes);
+        let id = Reconciliation::id_of(self.environment, &file.rail, file.format, &file.bytes);
         if let Some(done) = self.store.reconciliation(&id).await? {
             return self.answered(done, ticket).await;
         }
-        let (statement, period, mut lines) = self.read_and_match(file, command.period).await?;
+        let (statement, period, mut lines) = self.read_and_match(&file, command.period).await?;
+        let StatementFile {
+            rail, format, bytes, ..
+        } = file;
         let now = self.now();
         let mut applied = 0;
         for line in lines.iter_mut() {
@@ -295,11 +306,10 @@ impl Service {
     ) -> Result<StatementPreview, DomainError> {
         require_platform_admin(principal)?;
         let file = checked_statement(&command, &self.rails)?;
-        let (rail, format) = (file.rail.clone(), file.format);
-        let (statement, period, lines) = self.read_and_match(file, command.period).await?;
+        let (statement, period, lines) = self.read_and_match(&file, command.period).await?;
         Ok(StatementPreview {
-            rail,
-            format,
+            rail: file.rail,
+            format: file.format,
             period,
             statement_lines: statement.lines.len() as u32,
             outcomes: OutcomeCounts::of(&lines),
@@ -310,7 +320,7 @@ impl Service {
     /// The statement read by its rail's adapter, its period, and each line matched.
     async fn read_and_match(
         &self,
-        file: StatementFile,
+        file: &StatementFile,
         period: Option<PeriodParam>,
     ) -> Result<(Statement, Period, Vec<ReconciliationLine>), DomainError> {
         let statement = file
@@ -327,23 +337,23 @@ impl Service {
         let period = period_of(period, &statement)?;
         let known = self.transactions_spoken_of(&file.rail, &statement, period).await?;
         let mut lines = match_statement(&statement.lines, &known, period);
-        self.name_batch_files(&mut lines, &known).await?;
+        self.name_batch_payers(&mut lines, &known).await?;
         Ok((statement, period, lines))
     }
 
-    /// Names, on each batch booking's lines, the file its payments all came from, when every
-    /// detail matched a transaction and they all did (a file of more than a thousand lines is
-    /// several operations).
-    async fn name_batch_files(
+    /// Names, on each batch booking's lines, the operation and the file its payments all
+    /// belong to, when every detail matched a transaction and they all do (a file of more
+    /// than a thousand lines is several operations).
+    async fn name_batch_payers(
         &self,
         lines: &mut [ReconciliationLine],
         known: &[Transaction],
     ) -> Result<(), DomainError> {
-        use std::collections::{BTreeMap, HashMap};
-        let operation_of: HashMap<&str, &crate::ids::OperationId> =
+        use std::collections::{BTreeMap, BTreeSet, HashMap};
+        let operation_of: HashMap<&str, &OperationId> =
             known.iter().map(|t| (t.id.as_str(), &t.operation_id)).collect();
-        let mut operations: BTreeMap<u32, Option<HashSet<crate::ids::OperationId>>> = BTreeMap::new();
-        // The details, not an entry's own `batch_total` break.
+        // Each entry's operations; none once a detail matched no transaction.
+        let mut operations: BTreeMap<u32, Option<BTreeSet<OperationId>>> = BTreeMap::new();
         let details = lines
             .iter()
             .filter(|l| !l.differences.contains(&super::Difference::BatchTotal));
@@ -355,7 +365,7 @@ impl Service {
                 .as_ref()
                 .filter(|_| matched)
                 .and_then(|t| operation_of.get(t.as_str()));
-            let seen = operations.entry(batch.entry).or_insert_with(|| Some(HashSet::new()));
+            let seen = operations.entry(batch.entry).or_insert_with(|| Some(BTreeSet::new()));
             match (seen.as_mut(), operation) {
                 (Some(set), Some(operation)) => {
                     set.insert((*operation).clone());
@@ -363,27 +373,25 @@ impl Service {
                 _ => *seen = None,
             }
         }
-        let mut file_of = HashMap::new();
+        let mut file_of: HashMap<OperationId, Option<FileId>> = HashMap::new();
         for (entry, operations) in operations {
             let Some(operations) = operations else { continue };
-            let mut files = HashSet::new();
-            for operation in operations {
-                if !file_of.contains_key(&operation) {
-                    let file = self.store.operation(&operation).await?.and_then(|o| o.file_id);
+            let mut files = BTreeSet::new();
+            for operation in &operations {
+                if !file_of.contains_key(operation) {
+                    let file = self.store.operation(operation).await?.and_then(|o| o.file_id);
                     file_of.insert(operation.clone(), file);
                 }
-                files.insert(file_of[&operation].clone());
+                files.insert(file_of[operation].clone());
             }
-            let file = match files.into_iter().collect::<Vec<_>>()[..] {
-                [Some(ref file)] => file.clone(),
-                _ => continue,
-            };
+            let (operation, file) = (the_only(operations), the_only(files).flatten());
             for batch in lines
                 .iter_mut()
                 .filter_map(|l| l.batch.as_mut())
                 .filter(|b| b.entry == entry)
             {
-                batch.file_id = Some(file.clone());
+                batch.operation_id = operation.clone();
+                batch.file_id = file.clone();
             }
         }
         Ok(())
