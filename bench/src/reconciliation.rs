@@ -14,6 +14,7 @@ pub(crate) async fn reconciliation() {
     use ops_domain::money::Amount;
     use ops_domain::ports::{Changeset, Commit, Write};
     use ops_domain::rail::Period;
+    use ops_domain::reconciliations::{match_statement, ManyToOne, MatchingRules};
     println!();
     println!("| reconciliation | lines | breaks | bytes | time ms | lines/s |");
     println!("|---|---|---|---|---|---|");
@@ -68,12 +69,62 @@ pub(crate) async fn reconciliation() {
 
     let statement = statement_of("a", 0);
     let t = Instant::now();
-    let parsed = ops_infra::rails::parse_csv(&statement).expect("a statement");
+    ops_infra::rails::parse_csv(&statement).expect("a statement");
+    row(
+        "read only (the yardstick: a plain parse)",
+        count,
+        0,
+        statement.len(),
+        t.elapsed(),
+    );
     let today = now.date();
     let period = Period { from: today, to: today };
-    let lines = ops_domain::reconciliations::match_statement(&parsed.lines, &transactions[0], period);
+    let t = Instant::now();
+    let parsed = ops_infra::rails::parse_csv(&statement).expect("a statement");
+    let lines = match_statement(&parsed.lines, &transactions[0], period, &MatchingRules::default());
     assert_eq!(lines.len(), count);
-    row("read and matched (domain)", count, 0, statement.len(), t.elapsed());
+    row(
+        "read and matched (domain, default rules)",
+        count,
+        0,
+        statement.len(),
+        t.elapsed(),
+    );
+
+    // The same day with rules on: the last 1,000 payouts booked as 500 netted lines of two
+    // each, and 100 lines that nothing adds up to (each search runs to its bound).
+    let rules = MatchingRules {
+        date_window_days: 5,
+        many_to_one: Some(ManyToOne { max_transactions: 3 }),
+        ..MatchingRules::default()
+    };
+    let day = confirmed("a").date();
+    let mut csv = format!("{}\n", ops_infra::rails::STATEMENT_HEADER);
+    let singles = count - 1_000;
+    for i in 0..singles {
+        csv += &format!("ref-a-{i},,{},CLP,confirmed,{day},debit\n", 1_000 + i);
+    }
+    for pair in (singles..count).step_by(2) {
+        csv += &format!(",,{},CLP,confirmed,{day},debit\n", 2_000 + 2 * pair + 1);
+    }
+    for i in 0..100 {
+        csv += &format!(",,{},CLP,confirmed,{day},debit\n", 1_000_000 + i);
+    }
+    let netted = csv.into_bytes();
+    let t = Instant::now();
+    let parsed = ops_infra::rails::parse_csv(&netted).expect("a statement");
+    let lines = match_statement(&parsed.lines, &transactions[0], period, &rules);
+    let took = t.elapsed();
+    let grouped = lines.iter().filter(|l| !l.group.is_empty()).count();
+    assert_eq!(grouped, 500, "every netted line found its pair");
+    let breaks = lines.iter().filter(|l| l.outcome.is_break()).count();
+    row(
+        "read and matched (domain, groups of up to 3: 500 netted lines, 100 that add up to nothing)",
+        parsed.lines.len(),
+        breaks as u64,
+        netted.len(),
+        took,
+    );
 
     for (run, breaks) in [("a", 0), ("b", 100)] {
         let statement = statement_of(run, breaks);

@@ -174,6 +174,9 @@ pub enum Write {
     UpdateFile(File),
     /// Insert; a reconciliation of the same id (the same statement) is a conflict.
     InsertReconciliation(crate::reconciliations::Reconciliation),
+    /// Insert (version 1) or replace a rail's rules if the stored version is still
+    /// `rules.version - 1`.
+    PutReconciliationRules(crate::reconciliations::ReconciliationRules),
     /// How far a return check's sweep got (the last wins: one beside it only asks again).
     PutReturnSweep(crate::transactions::ReturnSweep),
     /// Completes a claimed idempotency key with the response the client was sent.

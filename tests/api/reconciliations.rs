@@ -92,7 +92,7 @@ async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exc
     assert_eq!(reconciliation["object"], "reconciliation");
     assert_eq!(
         reconciliation["outcomes"],
-        json!({"matched": 1, "mismatched": 3, "unmatched": 1, "wrong_direction": 0, "missing": 1})
+        json!({"matched": 1, "matched_with_difference": 0, "mismatched": 3, "unmatched": 1, "wrong_direction": 0, "missing": 1})
     );
     assert_eq!(reconciliation["period"], json!({"from": today, "to": today}));
     assert_eq!(
@@ -286,7 +286,7 @@ async fn a_camt053_statement_is_matched_by_end_to_end_id_and_by_amount_and_day()
         (&reconciliation["format"], &reconciliation["outcomes"]),
         (
             &json!("camt053"),
-            &json!({"matched": 2, "mismatched": 1, "unmatched": 0, "wrong_direction": 0, "missing": 0})
+            &json!({"matched": 2, "matched_with_difference": 0, "mismatched": 1, "unmatched": 0, "wrong_direction": 0, "missing": 0})
         )
     );
     let id = reconciliation["id"].as_str().unwrap();
@@ -525,7 +525,7 @@ async fn an_incoming_credit_never_reconciles_a_payout_and_a_bare_entry_matches_b
     let reconciliation = imported.json();
     assert_eq!(
         reconciliation["outcomes"],
-        json!({"matched": 2, "mismatched": 0, "unmatched": 1, "wrong_direction": 1, "missing": 0})
+        json!({"matched": 2, "matched_with_difference": 0, "mismatched": 0, "unmatched": 1, "wrong_direction": 1, "missing": 0})
     );
     let id = reconciliation["id"].as_str().unwrap();
     let page = app
@@ -589,7 +589,7 @@ async fn a_dry_run_answers_every_outcome_and_changes_nothing() {
     );
     assert_eq!(
         preview["outcomes"],
-        json!({"matched": 0, "mismatched": 1, "unmatched": 1, "wrong_direction": 0, "missing": 1})
+        json!({"matched": 0, "matched_with_difference": 0, "mismatched": 1, "unmatched": 1, "wrong_direction": 0, "missing": 1})
     );
     let seen: Vec<Value> = preview["lines"]
         .as_array()
@@ -733,7 +733,7 @@ async fn a_batch_booking_is_matched_detail_by_detail_and_its_total_checked() {
         (&reconciliation["statement_lines"], &reconciliation["outcomes"]),
         (
             &json!(5),
-            &json!({"matched": 3, "mismatched": 1, "unmatched": 2, "wrong_direction": 0, "missing": 0})
+            &json!({"matched": 3, "matched_with_difference": 0, "mismatched": 1, "unmatched": 2, "wrong_direction": 0, "missing": 0})
         )
     );
     let id = reconciliation["id"].as_str().unwrap();
@@ -812,7 +812,7 @@ async fn a_camt054_notification_is_reconciled_as_a_statement_is() {
         (&reconciliation["format"], &reconciliation["outcomes"]),
         (
             &json!("camt054"),
-            &json!({"matched": 1, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0})
+            &json!({"matched": 1, "matched_with_difference": 0, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0})
         )
     );
     // The same document named as another kind is refused, saying what it is not.
@@ -822,4 +822,115 @@ async fn a_camt054_notification_is_reconciled_as_a_statement_is() {
         refused.json()["error"]["message"],
         "not a camt.053 document: no /Document/BkToCstmrStmt"
     );
+}
+
+async fn put_rules(app: &TestApp, key: &str, rail: &str, body: Value) -> ops_tests::Reply {
+    let path = format!("/v1/reconciliation_rules/{rail}");
+    app.send(reqwest::Method::PUT, &path, Some(key), None, Some(&body))
+        .await
+}
+
+/// A rail's rules, set by the platform and audited, decide how its next statement matches: a
+/// bank's fee within the tolerance is `matched_with_difference` (an exceptions item only above
+/// the threshold), and a line netting two payouts matches them as a group.
+#[tokio::test]
+async fn a_rails_rules_set_the_tolerance_and_the_groups_its_statements_match_by() {
+    let app = spawn_app().await;
+    let rail = "psp-local:sandbox";
+    let acme = app.create_customer().await;
+    let refused = put_rules(&app, &acme.key, rail, json!({})).await;
+    assert_eq!(refused.status, 403, "{}", refused.json());
+    let unknown = put_rules(&app, ADMIN_KEY, "psp-local:nowhere", json!({})).await;
+    assert_eq!(unknown.status, 404, "{}", unknown.json());
+    let too_wide = put_rules(&app, ADMIN_KEY, rail, json!({"tolerance": {"basis_points": 900}})).await;
+    assert_eq!(too_wide.status, 400, "{}", too_wide.json());
+    assert_eq!(too_wide.json()["error"]["param"], "tolerance.basis_points");
+    let defaults = app
+        .get(&format!("/v1/reconciliation_rules/{rail}"), ADMIN_KEY)
+        .await
+        .json();
+    assert_eq!(
+        (&defaults["object"], &defaults["version"], &defaults["date_window_days"]),
+        (&json!("reconciliation_rules"), &json!(0), &json!(2))
+    );
+    assert_eq!(
+        defaults["match_order"],
+        json!(["rail_reference", "transaction_id", "amount_and_date"])
+    );
+    let saved = put_rules(
+        &app,
+        ADMIN_KEY,
+        rail,
+        json!({"tolerance": {"minor_units": 500}, "many_to_one": {"max_transactions": 3}, "difference_work_item_above": 200}),
+    )
+    .await;
+    assert_eq!(saved.status, 200, "{}", saved.json());
+    assert_eq!(saved.json()["version"], 1);
+    let history = app
+        .get(&format!("/v1/reconciliation_rules/{rail}/history"), ADMIN_KEY)
+        .await
+        .json();
+    let entries = history["data"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{history}");
+    assert_eq!(entries[0]["details"]["tolerance"]["minor_units"], 500);
+    assert_eq!(entries[0]["details"]["version"], 1);
+
+    let lines = confirmed_payouts(&app, &[31_000, 32_000, 33_000, 34_000]).await;
+    let day = lines[&31_000][5].clone();
+    let header = ops_infra::rails::STATEMENT_HEADER;
+    let statement = format!(
+        "{header}\n{},,30900,CLP,confirmed,{day},debit\n{},,31700,CLP,confirmed,{day},debit\n,,67000,CLP,confirmed,{day},debit\n",
+        lines[&31_000][0], lines[&32_000][0]
+    );
+    let imported = import(&app, ADMIN_KEY, "ruled", statement_body("csv", statement.as_bytes())).await;
+    assert_eq!(imported.status, 201, "{}", imported.json());
+    let reconciliation = imported.json();
+    assert_eq!(reconciliation["rules_version"], 1);
+    assert_eq!(
+        reconciliation["outcomes"],
+        json!({"matched": 1, "matched_with_difference": 2, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0})
+    );
+    let id = reconciliation["id"].as_str().unwrap();
+    let page = app
+        .get(&format!("/v1/reconciliations/{id}/lines"), ADMIN_KEY)
+        .await
+        .json();
+    let seen: Vec<Value> = page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            json!([
+                l["outcome"],
+                l["matched_by"],
+                l["amount_difference"],
+                l["transaction_amount"],
+                l["group"]
+            ])
+        })
+        .collect();
+    let group = vec![lines[&34_000][1].clone(), lines[&33_000][1].clone()];
+    assert_eq!(
+        seen,
+        [
+            json!(["matched_with_difference", "rail_reference", -100, 31_000, null]),
+            json!(["matched_with_difference", "rail_reference", -300, 32_000, null]),
+            json!(["matched", "group", null, 67_000, group]),
+        ]
+    );
+    // Only the difference above the threshold is an operator's to look at.
+    let items = statement_line_items(&app).await;
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["kind"], "reconciliation_matched_with_difference");
+    assert!(
+        items[0]["cause"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a difference of -300"),
+        "{}",
+        items[0]
+    );
+    for amount in [31_000, 32_000, 33_000, 34_000] {
+        assert_eq!(transaction(&app, &lines[&amount][1]).await["status"], "confirmed");
+    }
 }

@@ -67,7 +67,7 @@ async fn a_statement_is_reconciled_against_dynamodb_and_its_lines_kept_in_s3() {
     assert_eq!(preview.status, 200, "{}", preview.json());
     assert_eq!(
         preview.json()["outcomes"],
-        json!({"matched": 1, "mismatched": 1, "unmatched": 1, "wrong_direction": 0, "missing": 1})
+        json!({"matched": 1, "matched_with_difference": 0, "mismatched": 1, "unmatched": 1, "wrong_direction": 0, "missing": 1})
     );
     let listed = app.get("/v1/reconciliations", ADMIN_KEY).await.json();
     assert_eq!(listed["data"], json!([]));
@@ -83,7 +83,7 @@ async fn a_statement_is_reconciled_against_dynamodb_and_its_lines_kept_in_s3() {
     let reconciliation = imported.json();
     assert_eq!(
         reconciliation["outcomes"],
-        json!({"matched": 1, "mismatched": 1, "unmatched": 1, "wrong_direction": 0, "missing": 1})
+        json!({"matched": 1, "matched_with_difference": 0, "mismatched": 1, "unmatched": 1, "wrong_direction": 0, "missing": 1})
     );
     let returned = app
         .get(&format!("/v1/transactions/{}", txn("30000")), ADMIN_KEY)
@@ -175,7 +175,7 @@ async fn a_batch_booking_is_matched_detail_by_detail_on_the_stack() {
     let id = imported.json()["id"].as_str().unwrap().to_owned();
     assert_eq!(
         imported.json()["outcomes"],
-        json!({"matched": 2, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0})
+        json!({"matched": 2, "matched_with_difference": 0, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0})
     );
     let lines = app
         .get(&format!("/v1/reconciliations/{id}/lines"), ADMIN_KEY)
@@ -218,4 +218,59 @@ mod never_twice {
             runtime.block_on(run(imports));
         }
     }
+}
+
+/// A rail's rules saved in the table decide the next statement on the stack: two payouts
+/// netted into one line match as a group, and the reconciliation names the rules' version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rails_rules_decide_its_statements_on_the_stack() {
+    let app = spawn_aws_app().await;
+    let rail = "psp-local:sandbox";
+    let customer = app.create_customer().await;
+    let made = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "auto", &[61_000, 62_000]),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    app.settle(Duration::seconds(30), 6).await;
+    let rules = json!({"many_to_one": {"max_transactions": 2}, "date_window_days": 1});
+    let path = format!("/v1/reconciliation_rules/{rail}");
+    let saved = app
+        .send(reqwest::Method::PUT, &path, Some(ADMIN_KEY), None, Some(&rules))
+        .await;
+    assert_eq!(saved.status, 200, "{}", saved.json());
+    let read = app.get(&path, ADMIN_KEY).await.json();
+    assert_eq!((&read["version"], &read["date_window_days"]), (&json!(1), &json!(1)));
+    let sandbox = app.parts.sandbox.as_ref().unwrap().statement().await;
+    let day = sandbox.lines().nth(1).unwrap().split(',').nth(5).unwrap().to_owned();
+    let statement = format!(
+        "{}\n,,123000,CLP,confirmed,{day},debit\n",
+        ops_infra::rails::STATEMENT_HEADER
+    );
+    let imported = app
+        .send(
+            reqwest::Method::POST,
+            "/v1/reconciliations",
+            Some(ADMIN_KEY),
+            Some("netted"),
+            Some(&statement_body("csv", statement.as_bytes())),
+        )
+        .await;
+    assert_eq!(imported.status, 201, "{}", imported.json());
+    assert_eq!(imported.json()["rules_version"], 1);
+    assert_eq!(imported.json()["outcomes"]["matched"], 1, "{}", imported.json());
+    assert_eq!(imported.json()["outcomes"]["missing"], 0, "{}", imported.json());
+    let id = imported.json()["id"].as_str().unwrap().to_owned();
+    let lines = app
+        .get(&format!("/v1/reconciliations/{id}/lines"), ADMIN_KEY)
+        .await
+        .json();
+    let line = &lines["data"][0];
+    assert_eq!(
+        (&line["matched_by"], &line["group"].as_array().map(Vec::len)),
+        (&json!("group"), &Some(2))
+    );
 }

@@ -1,16 +1,20 @@
-//! Matching a statement's lines to transactions: by the rail's reference, then by our
-//! transaction id (the end-to-end id the rail was given), then by amount, currency, direction
-//! and day. Pure: the use case reads the transactions, this decides.
+//! Matching a statement's lines to transactions, as the rail's rules say: by the rail's
+//! reference, by our transaction id (the end-to-end id the rail was given), by amount,
+//! currency, direction and day, in the rules' order; then, if the rules allow, a line nothing
+//! matched against a group of transactions that add up to it. Pure: the use case reads the
+//! transactions, this decides.
 
-use super::{Difference, LineBatch, LineOutcome, MatchedBy, ReconciliationLine};
+use super::{Difference, LineBatch, LineOutcome, MatchedBy, MatchingRules, ReconciliationLine};
+use crate::money::Amount;
 use crate::rail::{EntryDirection, Period, StatementLine, StatementStatus};
 use crate::transactions::{Transaction, TransactionStatus};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use time::{Date, Duration};
 
-/// How far a line's booking day may be from the day its transaction was confirmed here for an
-/// amount-and-currency match.
-pub const DATE_WINDOW_DAYS: i64 = 2;
+/// How many transactions a group is looked for among, and how many steps the search for one
+/// line may take: a 10,000-line statement finishes in seconds whatever it holds.
+const GROUP_CANDIDATES: usize = 2_000;
+const GROUP_TRIES: usize = 4_000;
 
 fn agrees(said: StatementStatus, held: TransactionStatus) -> bool {
     matches!(
@@ -25,59 +29,197 @@ fn confirmed_on(transaction: &Transaction) -> Option<Date> {
     transaction.confirmed_at.map(|at| at.date())
 }
 
-/// Each line's outcome against `known` (the rail's transactions the statement may speak of),
-/// then one `missing` line per transaction confirmed in `period` that no line matched.
-pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: Period) -> Vec<ReconciliationLine> {
-    let by_reference: HashMap<&str, usize> = known
-        .iter()
-        .enumerate()
-        .filter_map(|(i, t)| t.rail_reference.as_deref().map(|r| (r, i)))
-        .collect();
-    let by_id: HashMap<&str, usize> = known.iter().enumerate().map(|(i, t)| (t.id.as_str(), i)).collect();
-    let booked = |transaction: &Transaction| EntryDirection::of(transaction.direction);
-    let mut by_amount: HashMap<(&str, i64, EntryDirection), Vec<usize>> = HashMap::new();
-    for (i, transaction) in known.iter().enumerate() {
-        if transaction.confirmed_at.is_some() {
-            let key = (
-                transaction.currency.code(),
-                transaction.amount.minor_units(),
-                booked(transaction),
-            );
-            by_amount.entry(key).or_default().push(i);
+fn booked(transaction: &Transaction) -> EntryDirection {
+    EntryDirection::of(transaction.direction)
+}
+
+/// The known transactions, found by reference, by id, and by value (currency and direction,
+/// then amount).
+struct Known<'a> {
+    all: &'a [Transaction],
+    by_reference: HashMap<&'a str, usize>,
+    by_id: HashMap<&'a str, usize>,
+    by_value: HashMap<(&'a str, EntryDirection), BTreeMap<i64, Vec<usize>>>,
+}
+
+impl<'a> Known<'a> {
+    fn of(all: &'a [Transaction]) -> Known<'a> {
+        let mut by_value: HashMap<(&str, EntryDirection), BTreeMap<i64, Vec<usize>>> = HashMap::new();
+        for (i, transaction) in all.iter().enumerate() {
+            if transaction.confirmed_at.is_some() {
+                by_value
+                    .entry((transaction.currency.code(), booked(transaction)))
+                    .or_default()
+                    .entry(transaction.amount.minor_units())
+                    .or_default()
+                    .push(i);
+            }
+        }
+        Known {
+            all,
+            by_reference: all
+                .iter()
+                .enumerate()
+                .filter_map(|(i, t)| t.rail_reference.as_deref().map(|r| (r, i)))
+                .collect(),
+            by_id: all.iter().enumerate().map(|(i, t)| (t.id.as_str(), i)).collect(),
+            by_value,
         }
     }
+
+    /// Days between a line's booking and a transaction's confirmation, if within `window`
+    /// (a line that gives no day: 0 for a confirmation within the period).
+    fn distance(&self, i: usize, line: &StatementLine, period: Period, window: i64) -> Option<i64> {
+        let day = confirmed_on(&self.all[i])?;
+        let distance = match line.booked_on {
+            Some(booked) => (day - booked).whole_days().abs(),
+            None if period.contains(day) => 0,
+            None => return None,
+        };
+        (distance <= window).then_some(distance)
+    }
+
+    /// The unclaimed confirmation of the same currency and direction closest to the line's
+    /// amount (within the tolerance), then to its day (within the window).
+    fn by_value(&self, line: &StatementLine, claimed: &[bool], period: Period, rules: &MatchingRules) -> Option<usize> {
+        let amount = line.amount.minor_units();
+        let allowed = rules.tolerance.allowed(amount);
+        let window = i64::from(rules.date_window_days);
+        let amounts = self.by_value.get(&(line.currency.code(), line.direction))?;
+        amounts
+            .range(amount - allowed..=amount + allowed)
+            .flat_map(|(&held, candidates)| candidates.iter().map(move |&i| (held, i)))
+            .filter(|&(_, i)| !claimed[i])
+            .filter_map(|(held, i)| Some(((held - amount).abs(), self.distance(i, line, period, window)?, i)))
+            .min()
+            .map(|(_, _, i)| i)
+    }
+
+    /// Unclaimed confirmed transactions of the line's currency and direction, within the
+    /// window, that add up to its amount (within the tolerance): at most `size` of them.
+    fn group(
+        &self,
+        line: &StatementLine,
+        claimed: &[bool],
+        period: Period,
+        rules: &MatchingRules,
+        size: usize,
+    ) -> Option<Vec<usize>> {
+        let target = line.amount.minor_units();
+        let allowed = rules.tolerance.allowed(target);
+        let window = i64::from(rules.date_window_days);
+        let amounts = self.by_value.get(&(line.currency.code(), line.direction))?;
+        let mut candidates: Vec<(i64, usize)> = amounts
+            .range(..=target + allowed)
+            .rev()
+            .flat_map(|(&held, found)| found.iter().map(move |&i| (held, i)))
+            .filter(|&(_, i)| !claimed[i] && self.all[i].status == TransactionStatus::Confirmed)
+            .filter(|&(_, i)| self.distance(i, line, period, window).is_some())
+            .take(GROUP_CANDIDATES)
+            .collect();
+        candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut search = GroupSearch {
+            candidates: &candidates,
+            target,
+            allowed,
+            size,
+            tries: 0,
+            chosen: Vec::with_capacity(size),
+        };
+        search
+            .from(0, 0)
+            .then(|| search.chosen.iter().map(|&c| candidates[c].1).collect())
+    }
+}
+
+/// A bounded depth-first search, largest amounts first, for at least two of `candidates`
+/// (sorted by amount, descending) that add up to `target`, give or take `allowed`. The last
+/// member of a group is found by bisection, so pairs are found among thousands.
+struct GroupSearch<'c> {
+    candidates: &'c [(i64, usize)],
+    target: i64,
+    allowed: i64,
+    size: usize,
+    tries: usize,
+    chosen: Vec<usize>,
+}
+
+impl GroupSearch<'_> {
+    /// The first candidate from `next` on whose amount is at most `most`.
+    fn first_at_most(&self, next: usize, most: i64) -> usize {
+        next + self.candidates[next..].partition_point(|&(amount, _)| amount > most)
+    }
+
+    /// The candidate from `next` on closest to `need`, if within the tolerance.
+    fn closest(&self, next: usize, need: i64) -> Option<usize> {
+        let below = self.first_at_most(next, need);
+        let above = (below > next).then(|| below - 1);
+        [Some(below).filter(|&c| c < self.candidates.len()), above]
+            .into_iter()
+            .flatten()
+            .map(|c| ((self.candidates[c].0 - need).abs(), c))
+            .filter(|&(off, _)| off <= self.allowed)
+            .min()
+            .map(|(_, c)| c)
+    }
+
+    fn from(&mut self, next: usize, sum: i64) -> bool {
+        if !self.chosen.is_empty() {
+            self.tries += 1;
+            if let Some(last) = self.closest(next, self.target - sum) {
+                self.chosen.push(last);
+                return true;
+            }
+        }
+        if self.chosen.len() + 2 > self.size {
+            return false;
+        }
+        let slots = (self.size - self.chosen.len()) as i64;
+        for c in self.first_at_most(next, self.target + self.allowed - sum)..self.candidates.len() {
+            self.tries += 1;
+            let amount = self.candidates[c].0;
+            // What follows is smaller: if even this many of this one fall short, stop.
+            if self.tries > GROUP_TRIES || sum + amount * slots < self.target - self.allowed {
+                return false;
+            }
+            self.chosen.push(c);
+            if self.from(c + 1, sum + amount) {
+                return true;
+            }
+            self.chosen.pop();
+        }
+        false
+    }
+}
+
+/// Each line's outcome against `known` (the rail's transactions the statement may speak of)
+/// under `rules`, then one `missing` line per transaction confirmed in `period` that no line
+/// matched.
+pub fn match_statement(
+    lines: &[StatementLine],
+    known: &[Transaction],
+    period: Period,
+    rules: &MatchingRules,
+) -> Vec<ReconciliationLine> {
+    let index = Known::of(known);
     let mut claimed = vec![false; known.len()];
     let mut reconciled = Vec::with_capacity(lines.len());
     for (n, line) in lines.iter().enumerate() {
-        let found = line
-            .rail_reference
-            .as_deref()
-            .and_then(|reference| by_reference.get(reference))
-            .map(|&i| (i, MatchedBy::RailReference))
-            .or_else(|| {
-                let id = line.transaction_id.as_ref()?;
-                by_id.get(id.as_str()).map(|&i| (i, MatchedBy::TransactionId))
-            })
-            .or_else(|| {
-                // The closest unclaimed confirmation of the same money, moved the same way,
-                // within the window.
-                let key = (line.currency.code(), line.amount.minor_units(), line.direction);
-                let candidates = by_amount.get(&key)?;
-                candidates
-                    .iter()
-                    .filter(|&&i| !claimed[i])
-                    .filter_map(|&i| {
-                        let day = confirmed_on(&known[i])?;
-                        let distance = match line.booked_on {
-                            Some(booked) => (day - booked).whole_days().abs(),
-                            None if period.contains(day) => 0,
-                            None => return None,
-                        };
-                        (distance <= DATE_WINDOW_DAYS).then_some((distance, i))
-                    })
-                    .min()
-                    .map(|(_, i)| (i, MatchedBy::AmountAndDate))
-            });
+        let found = rules.match_order.iter().find_map(|way| {
+            let i = match way {
+                MatchedBy::RailReference => line
+                    .rail_reference
+                    .as_deref()
+                    .and_then(|reference| index.by_reference.get(reference).copied()),
+                MatchedBy::TransactionId => line
+                    .transaction_id
+                    .as_ref()
+                    .and_then(|id| index.by_id.get(id.as_str()).copied()),
+                MatchedBy::AmountAndDate => index.by_value(line, &claimed, period, rules),
+                MatchedBy::Group => None,
+            };
+            i.map(|i| (i, *way))
+        });
         let mut reconciled_line = ReconciliationLine {
             number: n as u32 + 1,
             outcome: LineOutcome::Unmatched,
@@ -105,6 +247,8 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
                 operation_id: None,
                 file_id: None,
             }),
+            amount_difference: None,
+            group: Vec::new(),
         };
         if let Some((i, how)) = found {
             let transaction = &known[i];
@@ -124,8 +268,12 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
                 differences.push(Difference::Duplicate);
             }
             claimed[i] = true;
-            if transaction.amount != line.amount {
-                differences.push(Difference::Amount);
+            let difference = line.amount.minor_units() - transaction.amount.minor_units();
+            if difference != 0 {
+                reconciled_line.amount_difference = Some(difference);
+                if difference.abs() > rules.tolerance.allowed(line.amount.minor_units()) {
+                    differences.push(Difference::Amount);
+                }
             }
             if transaction.currency != line.currency {
                 differences.push(Difference::Currency);
@@ -133,13 +281,24 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
             if !agrees(line.status, transaction.status) {
                 differences.push(Difference::Status);
             }
-            reconciled_line.outcome = if differences.is_empty() {
-                LineOutcome::Matched
-            } else {
-                LineOutcome::Mismatched
+            reconciled_line.outcome = match (differences.is_empty(), difference) {
+                (true, 0) => LineOutcome::Matched,
+                (true, _) => LineOutcome::MatchedWithDifference,
+                (false, _) => LineOutcome::Mismatched,
             };
         }
         reconciled.push(reconciled_line);
+    }
+    if let Some(many_to_one) = rules.many_to_one {
+        match_groups(
+            lines,
+            &mut reconciled,
+            &index,
+            &mut claimed,
+            period,
+            rules,
+            many_to_one.max_transactions,
+        );
     }
     add_up_batches(&mut reconciled);
     let mut missing: Vec<&Transaction> = known
@@ -172,9 +331,50 @@ pub fn match_statement(lines: &[StatementLine], known: &[Transaction], period: P
             applied: None,
             work_item_id: None,
             batch: None,
+            amount_difference: None,
+            group: Vec::new(),
         });
     }
     reconciled
+}
+
+/// Each confirmed line nothing matched, against a group of transactions that add up to it.
+fn match_groups(
+    lines: &[StatementLine],
+    reconciled: &mut [ReconciliationLine],
+    index: &Known,
+    claimed: &mut [bool],
+    period: Period,
+    rules: &MatchingRules,
+    size: u8,
+) {
+    for (line, reconciled_line) in lines.iter().zip(reconciled.iter_mut()) {
+        if reconciled_line.outcome != LineOutcome::Unmatched
+            || line.status != StatementStatus::Confirmed
+            || line.reversal
+        {
+            continue;
+        }
+        let Some(members) = index.group(line, claimed, period, rules, usize::from(size)) else {
+            continue;
+        };
+        let sum: i64 = members.iter().map(|&i| index.all[i].amount.minor_units()).sum();
+        for &i in &members {
+            claimed[i] = true;
+        }
+        let difference = line.amount.minor_units() - sum;
+        reconciled_line.outcome = if difference == 0 {
+            LineOutcome::Matched
+        } else {
+            LineOutcome::MatchedWithDifference
+        };
+        reconciled_line.matched_by = Some(MatchedBy::Group);
+        reconciled_line.amount_difference = (difference != 0).then_some(difference);
+        reconciled_line.transaction_amount = Amount::new(sum);
+        reconciled_line.transaction_currency = Some(line.currency.clone());
+        reconciled_line.transaction_status = Some(TransactionStatus::Confirmed);
+        reconciled_line.group = members.iter().map(|&i| index.all[i].id.clone()).collect();
+    }
 }
 
 /// Each batch booking's details added up, in one pass over the lines: every detail shows
@@ -214,6 +414,8 @@ fn add_up_batches(reconciled: &mut Vec<ReconciliationLine>) {
                 differences: vec![Difference::BatchTotal],
                 applied: None,
                 work_item_id: None,
+                amount_difference: None,
+                group: Vec::new(),
                 ..first
             });
         }
@@ -221,19 +423,24 @@ fn add_up_batches(reconciled: &mut Vec<ReconciliationLine>) {
 }
 
 /// The window of confirmation days whose transactions a statement of `period` may speak of.
-pub(super) fn candidate_days(period: Period) -> (Date, Date) {
-    let window = Duration::days(DATE_WINDOW_DAYS);
+pub(super) fn candidate_days(period: Period, rules: &MatchingRules) -> (Date, Date) {
+    let window = Duration::days(i64::from(rules.date_window_days));
     (period.from - window, period.to + window)
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::money::{Amount, Currency};
     use crate::transactions::tests::transaction;
     use time::macros::{date, datetime};
 
-    fn confirmed(id: &str, reference: &str, amount: i64, on: time::OffsetDateTime) -> Transaction {
+    pub(in crate::reconciliations) fn confirmed(
+        id: &str,
+        reference: &str,
+        amount: i64,
+        on: time::OffsetDateTime,
+    ) -> Transaction {
         Transaction {
             id: id.into(),
             rail_reference: Some(reference.into()),
@@ -245,7 +452,12 @@ mod tests {
         }
     }
 
-    fn line(reference: &str, id: Option<&str>, amount: i64, status: StatementStatus) -> StatementLine {
+    pub(in crate::reconciliations) fn line(
+        reference: &str,
+        id: Option<&str>,
+        amount: i64,
+        status: StatementStatus,
+    ) -> StatementLine {
         StatementLine {
             rail_reference: Some(reference.into()),
             transaction_id: id.map(Into::into),
@@ -283,7 +495,7 @@ mod tests {
             from: date!(2026 - 11 - 24),
             to: date!(2026 - 11 - 24),
         };
-        let result = match_statement(&lines, &known, period);
+        let result = match_statement(&lines, &known, period, &MatchingRules::default());
         let seen: Vec<_> = result
             .iter()
             .map(|l| {
@@ -330,7 +542,12 @@ mod tests {
             from: date!(2026 - 11 - 24),
             to: date!(2026 - 11 - 24),
         };
-        let result = match_statement(&[line("X", None, 100, StatementStatus::Confirmed)], &known, period);
+        let result = match_statement(
+            &[line("X", None, 100, StatementStatus::Confirmed)],
+            &known,
+            period,
+            &MatchingRules::default(),
+        );
         assert_eq!(result[0].outcome, LineOutcome::Unmatched);
     }
 
@@ -361,7 +578,7 @@ mod tests {
             from: date!(2026 - 11 - 24),
             to: date!(2026 - 11 - 24),
         };
-        let seen: Vec<_> = match_statement(&lines, &known, period)
+        let seen: Vec<_> = match_statement(&lines, &known, period, &MatchingRules::default())
             .iter()
             .map(|l| {
                 (
@@ -398,7 +615,7 @@ mod tests {
             rail_reference: None,
             ..line("", None, 100, StatementStatus::Confirmed)
         };
-        let result = match_statement(&[bare], &known, period);
+        let result = match_statement(&[bare], &known, period, &MatchingRules::default());
         assert_eq!(
             (result[0].outcome, result[0].matched_by),
             (LineOutcome::Matched, Some(MatchedBy::AmountAndDate))

@@ -5,9 +5,15 @@
 
 pub mod camt;
 mod matching;
+mod rules;
+mod statement_file;
 mod use_cases;
 
-pub use matching::{match_statement, DATE_WINDOW_DAYS};
+pub use matching::match_statement;
+pub use rules::{
+    ManyToOne, MatchingRules, PutMatchingRules, ReconciliationRules, Tolerance, MAX_DATE_WINDOW_DAYS,
+    MAX_GROUP_TRANSACTIONS, MAX_TOLERANCE_BASIS_POINTS, MAX_TOLERANCE_MINOR_UNITS,
+};
 pub use use_cases::{ImportStatement, StatementPreview};
 
 use crate::access::Environment;
@@ -30,6 +36,9 @@ pub const MAX_STATEMENT_BYTES: usize = 4 * 1024 * 1024;
 pub enum LineOutcome {
     /// The statement and the transaction agree.
     Matched,
+    /// They agree but for an amount within the rail's tolerance; the difference is shown, and
+    /// opens an exceptions item above the rules' threshold.
+    MatchedWithDifference,
     /// A transaction was found, but its amount, currency or state differs (or the statement
     /// lists it twice).
     Mismatched,
@@ -48,6 +57,7 @@ impl LineOutcome {
     pub fn as_str(self) -> &'static str {
         match self {
             LineOutcome::Matched => "matched",
+            LineOutcome::MatchedWithDifference => "matched_with_difference",
             LineOutcome::Mismatched => "mismatched",
             LineOutcome::Unmatched => "unmatched",
             LineOutcome::WrongDirection => "wrong_direction",
@@ -57,7 +67,7 @@ impl LineOutcome {
 
     /// A break is what an operator must look at.
     pub fn is_break(self) -> bool {
-        self != LineOutcome::Matched
+        !matches!(self, LineOutcome::Matched | LineOutcome::MatchedWithDifference)
     }
 }
 
@@ -66,9 +76,19 @@ impl LineOutcome {
 #[serde(rename_all = "snake_case")]
 pub enum MatchedBy {
     RailReference,
+    /// The transaction id, which is the end-to-end id the rail was given.
     TransactionId,
-    /// Same amount and currency, booked within [`DATE_WINDOW_DAYS`] of its confirmation.
+    /// Same currency and direction, the amount within the rules' tolerance, booked within
+    /// their date window of its confirmation.
     AmountAndDate,
+    /// Several transactions whose amounts add up to the line's (the rules' `many_to_one`).
+    Group,
+}
+
+impl MatchedBy {
+    pub fn parse(value: &str) -> Option<MatchedBy> {
+        serde_json::from_value(serde_json::Value::String(value.to_owned())).ok()
+    }
 }
 
 /// What differs between a line and its transaction.
@@ -140,6 +160,12 @@ pub struct ReconciliationLine {
     /// The batch booking the line is a detail of (or, for a `batch_total` break, is about).
     #[serde(default)]
     pub batch: Option<LineBatch>,
+    /// The line's amount less its transaction's (or its group's sum), when they differ.
+    #[serde(default)]
+    pub amount_difference: Option<i64>,
+    /// The transactions a `group` match added up, in the order they were found.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub group: Vec<TransactionId>,
 }
 
 impl ReconciliationLine {
@@ -159,7 +185,17 @@ impl ReconciliationLine {
         let held = money(self.transaction_amount, self.transaction_currency.as_ref());
         let transaction = self.transaction_id.as_ref().map_or("?".to_owned(), ToString::to_string);
         match self.outcome {
+            LineOutcome::Matched | LineOutcome::MatchedWithDifference if !self.group.is_empty() => format!(
+                "{line} ({said}) matches {} transactions that add up to {}: {}.",
+                self.group.len(),
+                self.transaction_amount.map_or(0, Amount::minor_units),
+                self.group.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            ),
             LineOutcome::Matched => format!("{line} matches transaction {transaction}."),
+            LineOutcome::MatchedWithDifference => format!(
+                "{line} matches transaction {transaction} with a difference of {}: the statement says {said}, the transaction {held}.",
+                self.amount_difference.unwrap_or(0)
+            ),
             LineOutcome::WrongDirection => format!(
                 "{line} is a {} of {said}, but transaction {transaction} it names moves its money the other way.",
                 self.direction.map_or("?", EntryDirection::as_str)
@@ -220,6 +256,8 @@ time::serde::format_description!(day, Date, "[year]-[month]-[day]");
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutcomeCounts {
     pub matched: u32,
+    #[serde(default)]
+    pub matched_with_difference: u32,
     pub mismatched: u32,
     pub unmatched: u32,
     #[serde(default)]
@@ -233,6 +271,7 @@ impl OutcomeCounts {
         for line in lines {
             *match line.outcome {
                 LineOutcome::Matched => &mut counts.matched,
+                LineOutcome::MatchedWithDifference => &mut counts.matched_with_difference,
                 LineOutcome::Mismatched => &mut counts.mismatched,
                 LineOutcome::Unmatched => &mut counts.unmatched,
                 LineOutcome::WrongDirection => &mut counts.wrong_direction,
@@ -259,6 +298,9 @@ pub struct Reconciliation {
     pub transitions_applied: u32,
     /// Exceptions items opened for its breaks.
     pub work_items_opened: u32,
+    /// The version of the rail's rules it was matched by (0: the defaults).
+    #[serde(default)]
+    pub rules_version: u64,
     pub cause: Cause,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
@@ -309,6 +351,13 @@ pub trait ReconciliationStore: Send + Sync {
         &self,
         query: &ReconciliationQuery,
     ) -> Result<Vec<Reconciliation>, crate::ports::StoreError>;
+
+    /// The rules the platform saved for `rail` in `environment`, if it saved any.
+    async fn reconciliation_rules(
+        &self,
+        rail: &str,
+        environment: Environment,
+    ) -> Result<Option<ReconciliationRules>, crate::ports::StoreError>;
 }
 
 #[cfg(test)]
@@ -336,6 +385,8 @@ mod tests {
             applied: None,
             work_item_id: None,
             batch: None,
+            amount_difference: None,
+            group: vec![],
         }
     }
 

@@ -2,9 +2,11 @@
 //! a reconciliation back.
 
 use super::matching::candidate_days;
+pub use super::statement_file::ImportStatement;
+use super::statement_file::{check_line_references, checked_statement, period_of, PeriodParam, StatementFile};
 use super::{
-    break_item_id, match_statement, LineOutcome, OutcomeCounts, Reconciliation, ReconciliationLine,
-    ReconciliationQuery, MAX_STATEMENT_BYTES,
+    break_item_id, match_statement, LineOutcome, MatchingRules, OutcomeCounts, Reconciliation, ReconciliationLine,
+    ReconciliationQuery, ReconciliationRules,
 };
 use crate::access::require_platform_admin;
 use crate::access::Principal;
@@ -19,25 +21,7 @@ use crate::rail::{Period, RailError, RailState, Statement, StatementFormat, Stat
 use crate::service::{Page, Service};
 use crate::transactions::{RailSource, Transaction};
 use crate::validate::required_text;
-use base64::Engine;
-use serde::Deserialize;
 use std::collections::HashSet;
-
-/// `POST /v1/reconciliations`: a statement of a rail, base64-encoded.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ImportStatement {
-    pub rail: Option<String>,
-    pub statement: Option<String>,
-    /// `csv` (the rail's own, the default), `camt053`, `camt052` or `camt054`.
-    pub format: Option<String>,
-    /// The days the statement covers, when it does not say (or says otherwise).
-    pub period: Option<PeriodParam>,
-    /// Answer every line's outcome and change nothing: no transition, no work item, no
-    /// reconciliation kept (the same statement can be imported afterwards).
-    #[serde(default)]
-    pub dry_run: bool,
-}
 
 /// What a statement would do, answered by a dry run and kept nowhere.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -47,127 +31,10 @@ pub struct StatementPreview {
     pub period: Period,
     pub statement_lines: u32,
     pub outcomes: OutcomeCounts,
+    /// The version of the rail's rules it was matched by (0: the defaults).
+    pub rules_version: u64,
     /// Every line, as the reconciliation would keep it (nothing `applied`, no work item).
     pub lines: Vec<ReconciliationLine>,
-}
-
-/// A statement's bytes, checked, with the rail that is to read them.
-struct StatementFile {
-    rail: String,
-    adapter: std::sync::Arc<dyn crate::rail::RailAdapter>,
-    format: StatementFormat,
-    bytes: Vec<u8>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PeriodParam {
-    pub from: Option<String>,
-    pub to: Option<String>,
-}
-
-fn day_param(value: Option<String>, param: &str) -> Result<time::Date, DomainError> {
-    let value = value.ok_or_else(|| DomainError::missing(param))?;
-    let format = time::macros::format_description!("[year]-[month]-[day]");
-    time::Date::parse(&value, &format)
-        .map_err(|_| DomainError::invalid(param, "invalid_date", format!("{param} is a date: YYYY-MM-DD.")))
-}
-
-/// The period a statement is reconciled for: the request's, else the statement's own, else
-/// the days its lines were booked.
-fn period_of(requested: Option<PeriodParam>, statement: &Statement) -> Result<Period, DomainError> {
-    let period = match requested {
-        Some(param) => Period {
-            from: day_param(param.from, "period.from")?,
-            to: day_param(param.to, "period.to")?,
-        },
-        None => match statement.period {
-            Some(period) => period,
-            None => {
-                let days = statement.lines.iter().filter_map(|l| l.booked_on);
-                match (days.clone().min(), days.max()) {
-                    (Some(from), Some(to)) => Period { from, to },
-                    _ => {
-                        return Err(DomainError::invalid(
-                            "period",
-                            "period_required",
-                            "The statement states no period and no booking days: send period.from and period.to.",
-                        ))
-                    }
-                }
-            }
-        },
-    };
-    if period.to < period.from {
-        return Err(DomainError::invalid(
-            "period.to",
-            "invalid_period",
-            "period.to is before period.from.",
-        ));
-    }
-    if (period.to - period.from).whole_days() > 31 {
-        return Err(DomainError::invalid(
-            "period",
-            "period_too_long",
-            "A statement covers at most 31 days.",
-        ));
-    }
-    Ok(period)
-}
-
-/// The statement a command names, decoded and checked, with the adapter of its rail.
-fn checked_statement(command: &ImportStatement, rails: &crate::rail::Rails) -> Result<StatementFile, DomainError> {
-    let rail = required_text(command.rail.clone(), "rail", 80)?;
-    let adapter = rails.get(&rail).cloned().ok_or_else(|| {
-        DomainError::invalid(
-            "rail",
-            "rail_not_served",
-            format!("This deployment serves no rail '{rail}'."),
-        )
-    })?;
-    let format = match command.format.as_deref() {
-        None => StatementFormat::Csv,
-        Some(format) => StatementFormat::parse(format).ok_or_else(|| {
-            DomainError::invalid(
-                "format",
-                "invalid_format",
-                "format is csv, camt053, camt052 or camt054.",
-            )
-        })?,
-    };
-    let encoded = command
-        .statement
-        .as_deref()
-        .ok_or_else(|| DomainError::missing("statement"))?;
-    let too_large = || {
-        DomainError::invalid(
-            "statement",
-            "statement_too_large",
-            format!("A statement is at most {MAX_STATEMENT_BYTES} bytes."),
-        )
-    };
-    if encoded.len() > MAX_STATEMENT_BYTES / 3 * 4 + 4 {
-        return Err(too_large());
-    }
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(encoded.as_bytes())
-        .map_err(|_| DomainError::invalid("statement", "invalid_base64", "statement is the file, base64-encoded."))?;
-    if bytes.is_empty() {
-        return Err(DomainError::invalid(
-            "statement",
-            "empty_statement",
-            "The statement is empty.",
-        ));
-    }
-    if bytes.len() > MAX_STATEMENT_BYTES {
-        return Err(too_large());
-    }
-    Ok(StatementFile {
-        rail,
-        adapter,
-        format,
-        bytes,
-    })
 }
 
 /// The one member of `set`, if it has exactly one.
@@ -213,7 +80,7 @@ impl Service {
         if let Some(done) = self.store.reconciliation(&id).await? {
             return self.answered(done, ticket).await;
         }
-        let (statement, period, mut lines) = self.read_and_match(&file, command.period).await?;
+        let (statement, period, rules, mut lines) = self.read_and_match(&file, command.period).await?;
         let StatementFile {
             rail, format, bytes, ..
         } = file;
@@ -239,14 +106,15 @@ impl Service {
                 applied += 1;
             }
         }
-        let opened = self.open_breaks(&id, &rail, &mut lines, now).await?;
+        let opened = self.open_breaks(&id, &rail, &mut lines, &rules.rules, now).await?;
         let outcomes = OutcomeCounts::of(&lines);
         let cause = Cause::new(
             "statement_imported",
             format!(
-                "{} line(s): {} matched, {} mismatched, {} unmatched, {} the wrong way; {} missing",
+                "{} line(s): {} matched, {} with a difference, {} mismatched, {} unmatched, {} the wrong way; {} missing",
                 statement.lines.len(),
                 outcomes.matched,
+                outcomes.matched_with_difference,
                 outcomes.mismatched,
                 outcomes.unmatched,
                 outcomes.wrong_direction,
@@ -265,6 +133,7 @@ impl Service {
             outcomes,
             transitions_applied: applied,
             work_items_opened: opened,
+            rules_version: rules.version,
             cause: cause.clone(),
             created_at: now,
             environment: self.environment,
@@ -306,8 +175,9 @@ impl Service {
     ) -> Result<StatementPreview, DomainError> {
         require_platform_admin(principal)?;
         let file = checked_statement(&command, &self.rails)?;
-        let (statement, period, lines) = self.read_and_match(&file, command.period).await?;
+        let (statement, period, rules, lines) = self.read_and_match(&file, command.period).await?;
         Ok(StatementPreview {
+            rules_version: rules.version,
             rail: file.rail,
             format: file.format,
             period,
@@ -317,12 +187,13 @@ impl Service {
         })
     }
 
-    /// The statement read by its rail's adapter, its period, and each line matched.
+    /// The statement read by its rail's adapter, its period, the rail's rules, and each line
+    /// matched by them.
     async fn read_and_match(
         &self,
         file: &StatementFile,
         period: Option<PeriodParam>,
-    ) -> Result<(Statement, Period, Vec<ReconciliationLine>), DomainError> {
+    ) -> Result<(Statement, Period, ReconciliationRules, Vec<ReconciliationLine>), DomainError> {
         let statement = file
             .adapter
             .import_statement(file.format, &file.bytes)
@@ -335,10 +206,13 @@ impl Service {
             })?;
         check_line_references(&statement)?;
         let period = period_of(period, &statement)?;
-        let known = self.transactions_spoken_of(&file.rail, &statement, period).await?;
-        let mut lines = match_statement(&statement.lines, &known, period);
+        let rules = self.rules_of(&file.rail).await?;
+        let known = self
+            .transactions_spoken_of(&file.rail, &statement, period, &rules.rules)
+            .await?;
+        let mut lines = match_statement(&statement.lines, &known, period, &rules.rules);
         self.name_batch_payers(&mut lines, &known).await?;
-        Ok((statement, period, lines))
+        Ok((statement, period, rules, lines))
     }
 
     /// Names, on each batch booking's lines, the operation and the file its payments all
@@ -418,8 +292,9 @@ impl Service {
         rail: &str,
         statement: &Statement,
         period: Period,
+        rules: &MatchingRules,
     ) -> Result<Vec<Transaction>, DomainError> {
-        let (from, to) = candidate_days(period);
+        let (from, to) = candidate_days(period, rules);
         let mut known = self.store.confirmed_on_rail(rail, from, to).await?;
         let mut seen: HashSet<TransactionId> = known.iter().map(|t| t.id.clone()).collect();
         let references: HashSet<&str> = known.iter().filter_map(|t| t.rail_reference.as_deref()).collect();
@@ -439,17 +314,24 @@ impl Service {
         Ok(known)
     }
 
-    /// Opens one exceptions item per break (each in its own changeset: an item also moves
-    /// the board's counters). An item already open from an earlier try is kept.
+    /// Opens one exceptions item per break, and per difference above the rules' threshold
+    /// (each in its own changeset: an item also moves the board's counters). An item already
+    /// open from an earlier try is kept.
     async fn open_breaks(
         &self,
         id: &ReconciliationId,
         rail: &str,
         lines: &mut [ReconciliationLine],
+        rules: &MatchingRules,
         now: time::OffsetDateTime,
     ) -> Result<u32, DomainError> {
         let mut opened = 0;
-        for line in lines.iter_mut().filter(|l| l.outcome.is_break()) {
+        let worth_an_item = |line: &ReconciliationLine| {
+            line.outcome.is_break()
+                || (line.outcome == LineOutcome::MatchedWithDifference
+                    && line.amount_difference.unwrap_or(0).abs() > rules.difference_work_item_above)
+        };
+        for line in lines.iter_mut().filter(|l| worth_an_item(l)) {
             let item_id = break_item_id(id, line.number);
             line.work_item_id = Some(item_id.clone());
             if self.store.work_item(&item_id).await?.is_some() {
@@ -557,28 +439,4 @@ impl Service {
             .collect();
         Ok(Page::of(data, limit))
     }
-}
-
-/// The longest rail reference a statement line may carry: ISO 20022's references are at most
-/// 35 characters, and what a line says is copied into its reconciliation, events and work
-/// items, which must stay small.
-pub const MAX_LINE_REFERENCE: usize = 140;
-
-/// Refuses a statement a line of which carries a reference longer than [`MAX_LINE_REFERENCE`],
-/// naming the line.
-fn check_line_references(statement: &Statement) -> Result<(), DomainError> {
-    for (n, line) in statement.lines.iter().enumerate() {
-        let length = line.rail_reference.as_deref().map_or(0, |r| r.chars().count());
-        if length > MAX_LINE_REFERENCE {
-            return Err(DomainError::invalid(
-                "statement",
-                "reference_too_long",
-                format!(
-                    "Statement line {}: its reference is {length} characters; at most {MAX_LINE_REFERENCE}.",
-                    n + 1
-                ),
-            ));
-        }
-    }
-    Ok(())
 }

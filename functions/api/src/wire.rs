@@ -15,7 +15,7 @@ use ops_domain::ids::{ApiKeyId, CustomerId, OperationId, UserId};
 use ops_domain::ledger::{Account, Movement};
 use ops_domain::operations::Operation;
 use ops_domain::ports::AuditEntry;
-use ops_domain::reconciliations::{Reconciliation, ReconciliationLine, StatementPreview};
+use ops_domain::reconciliations::{Reconciliation, ReconciliationLine, ReconciliationRules, StatementPreview};
 use ops_domain::schedules::{Occurrence, Schedule};
 use ops_domain::service::{Issued, Page};
 use ops_domain::transactions::Transaction;
@@ -67,6 +67,7 @@ named! {
     File => "file",
     Reconciliation => "reconciliation",
     ReconciliationLine => "reconciliation_line",
+    ReconciliationRules => "reconciliation_rules",
 }
 
 /// A dry run's answer: what the statement would do, each line as its list shows it.
@@ -81,6 +82,7 @@ impl Wire for StatementPreview {
             period: ops_domain::rail::Period,
             statement_lines: u32,
             outcomes: ops_domain::reconciliations::OutcomeCounts,
+            rules_version: u64,
             lines: Vec<Named<'a, ReconciliationLine>>,
         }
         Preview {
@@ -91,6 +93,7 @@ impl Wire for StatementPreview {
             period: self.period,
             statement_lines: self.statement_lines,
             outcomes: self.outcomes,
+            rules_version: self.rules_version,
             lines: self
                 .lines
                 .iter()

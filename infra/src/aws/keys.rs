@@ -426,6 +426,11 @@ pub fn reconciliation(id: &str) -> Primary {
     primary(format!("REC#{id}"), "REC")
 }
 
+/// A rail's reconciliation rules in one environment.
+pub fn reconciliation_rules(rail: &str, environment: &str) -> Primary {
+    primary(format!("RECRULES#{environment}#{rail}"), "RECRULES")
+}
+
 /// A rail's reconciliations (GSI1).
 pub fn reconciliations_of(rail: &str) -> String {
     format!("RAILRECS#{rail}")

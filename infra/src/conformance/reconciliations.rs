@@ -8,7 +8,9 @@ use ops_domain::money::{Amount, Currency};
 use ops_domain::operations::Beneficiary;
 use ops_domain::ports::{Changeset, Store, StoreError, Write};
 use ops_domain::rail::{Period, RailDirection, StatementFormat};
-use ops_domain::reconciliations::{OutcomeCounts, Reconciliation, ReconciliationQuery};
+use ops_domain::reconciliations::{
+    ManyToOne, OutcomeCounts, Reconciliation, ReconciliationQuery, ReconciliationRules, Tolerance,
+};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStatus};
 use time::macros::{date, datetime};
 use time::OffsetDateTime;
@@ -57,6 +59,7 @@ pub async fn run_all(store: &dyn Store) {
     return_sweeps_read_a_rails_confirmations_in_order_from_where_they_got_to(store).await;
     a_statement_is_reconciled_once(store).await;
     reconciliations_are_listed_newest_import_first_of_a_rail_or_all(store).await;
+    a_rails_rules_are_kept_per_environment_version_by_version(store).await;
 }
 
 async fn transactions_are_found_by_rail_and_confirmation_day(store: &dyn Store) {
@@ -171,6 +174,7 @@ fn reconciliation(rail: &str, statement: &[u8], at: OffsetDateTime) -> Reconcili
         },
         transitions_applied: 0,
         work_items_opened: 1,
+        rules_version: 0,
         cause: Cause::new("statement_imported", "3 lines", Actor::system(), at),
         created_at: at,
         environment: Environment::Test,
@@ -245,4 +249,40 @@ async fn reconciliations_are_listed_newest_import_first_of_a_rail_or_all(store: 
         list(Some("psp-local:none"), None, 10).await,
         Vec::<ReconciliationId>::new()
     );
+}
+
+async fn a_rails_rules_are_kept_per_environment_version_by_version(store: &dyn Store) {
+    let rail = "psp-local:ruled";
+    assert_eq!(store.reconciliation_rules(rail, Environment::Test).await.unwrap(), None);
+    let mut rules = ReconciliationRules::defaults(rail, Environment::Test);
+    rules.rules.tolerance = Tolerance {
+        minor_units: 25,
+        basis_points: 10,
+    };
+    rules.rules.many_to_one = Some(ManyToOne { max_transactions: 3 });
+    rules.version = 1;
+    let put = |rules: &ReconciliationRules| Changeset {
+        writes: vec![Write::PutReconciliationRules(rules.clone())],
+    };
+    store.commit(put(&rules)).await.unwrap();
+    assert_eq!(
+        store.reconciliation_rules(rail, Environment::Test).await.unwrap(),
+        Some(rules.clone())
+    );
+    assert_eq!(
+        store.reconciliation_rules(rail, Environment::Production).await.unwrap(),
+        None,
+        "one environment's rules are not the other's"
+    );
+    // A second version 1 (a concurrent first save) is a conflict; version 2 replaces it.
+    assert!(matches!(store.commit(put(&rules)).await, Err(StoreError::Conflict)));
+    rules.version = 2;
+    rules.rules.date_window_days = 7;
+    store.commit(put(&rules)).await.unwrap();
+    assert_eq!(
+        store.reconciliation_rules(rail, Environment::Test).await.unwrap(),
+        Some(rules.clone())
+    );
+    rules.version = 4;
+    assert!(matches!(store.commit(put(&rules)).await, Err(StoreError::Conflict)));
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::error::ApiError;
-use crate::extract::{parse, query_pairs, Caller, JsonBody, PathId, STATEMENT_BODY_BYTES};
+use crate::extract::{parse, query_pairs, Caller, JsonBody, PathId, PathParam, STATEMENT_BODY_BYTES};
 use crate::idempotency::create_once;
 use crate::App;
 use axum::extract::{RawQuery, State};
@@ -79,14 +79,12 @@ pub async fn reconciliation_lines(
     for (name, value) in query_pairs(raw.as_deref(), &["outcome", "starting_after", "limit"])? {
         let bad = |code, message: &str| ApiError::from(DomainError::invalid(name.clone(), code, message));
         match name.as_str() {
-            "outcome" => {
-                outcome = Some(serde_json::from_value(value.clone().into()).map_err(|_| {
-                    bad(
-                        "invalid_outcome",
-                        "outcome is matched, mismatched, unmatched or missing.",
-                    )
-                })?)
-            }
+            "outcome" => outcome = Some(serde_json::from_value(value.clone().into()).map_err(|_| {
+                bad(
+                    "invalid_outcome",
+                    "outcome is matched, matched_with_difference, mismatched, unmatched, wrong_direction or missing.",
+                )
+            })?),
             "starting_after" => {
                 after = Some(
                     value
@@ -101,4 +99,35 @@ pub async fn reconciliation_lines(
         .service
         .reconciliation_lines(&caller, &id, outcome, after, limit)
         .await?)
+}
+
+/// `GET /v1/reconciliation_rules/{rail}`: the rules the rail's statements are matched by
+/// (version 0: the defaults).
+pub async fn get_reconciliation_rules(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParam(rail): PathParam,
+) -> Answer {
+    ok(app.service.get_reconciliation_rules(&caller, &rail).await?)
+}
+
+/// `PUT /v1/reconciliation_rules/{rail} {match_order?, tolerance?, date_window_days?,
+/// many_to_one?, difference_work_item_above?}`: a new version, audited.
+pub async fn put_reconciliation_rules(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParam(rail): PathParam,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let put: ops_domain::reconciliations::PutMatchingRules = parse(&body)?;
+    ok(app.service.put_reconciliation_rules(&caller, &rail, put).await?)
+}
+
+/// `GET /v1/reconciliation_rules/{rail}/history`: every saved version, oldest first.
+pub async fn reconciliation_rules_history(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParam(rail): PathParam,
+) -> Answer {
+    ok(app.service.reconciliation_rules_history(&caller, &rail).await?)
 }

@@ -6,6 +6,7 @@ use crate::page_start;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
+use ops_domain::access::Environment;
 use ops_domain::access::{AccessStore, ApiKey, Customer, CustomerStatus, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
 use ops_domain::event::Event;
@@ -19,7 +20,7 @@ use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationQuery, OperationStore};
 use ops_domain::ports::{AuditEntry, Limits, Listed, RateLimiter, StoreError};
-use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationStore};
+use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationRules, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
 use ops_domain::webhooks::{Delivery, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore};
@@ -291,6 +292,14 @@ impl ReconciliationStore for DynamoStore {
         };
         self.newest_first(index, Partition::One(partition), after, None, query.limit)
             .await
+    }
+
+    async fn reconciliation_rules(
+        &self,
+        rail: &str,
+        environment: Environment,
+    ) -> Result<Option<ReconciliationRules>, StoreError> {
+        self.get(keys::reconciliation_rules(rail, environment.as_str())).await
     }
 }
 

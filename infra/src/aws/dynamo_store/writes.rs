@@ -453,6 +453,17 @@ impl DynamoStore {
                 );
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
+            Write::PutReconciliationRules(rules) => {
+                let it = keyed(
+                    keys::reconciliation_rules(&rules.rail, rules.environment.as_str()),
+                    vec![
+                        ("entity", s("reconciliation_rules")),
+                        ("doc", doc(rules)),
+                        ("version", n(rules.version)),
+                    ],
+                );
+                vec![self.versioned(it, rules.version)]
+            }
             Write::PutReturnSweep(sweep) => {
                 let it = keyed(
                     keys::return_sweep(&sweep.rail, sweep.check),

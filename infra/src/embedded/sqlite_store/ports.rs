@@ -4,6 +4,7 @@
 use super::*;
 use crate::page_start;
 use async_trait::async_trait;
+use ops_domain::access::Environment;
 use ops_domain::access::{AccessStore, ApiKey, Customer, CustomerStatus, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
 use ops_domain::event::Event;
@@ -20,7 +21,7 @@ use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationQuery, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, Listed, StoreError};
-use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationStore};
+use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationRules, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
 use ops_domain::webhooks::{Delivery, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore};
@@ -346,6 +347,17 @@ impl ReconciliationStore for SqliteStore {
             (Some(rail), Some(cursor)) => (OF_RAIL_BEFORE, [vec![rail], cursor].concat()),
         };
         self.documents_of(sql, keys, query.limit).await
+    }
+
+    async fn reconciliation_rules(
+        &self,
+        rail: &str,
+        environment: Environment,
+    ) -> Result<Option<ReconciliationRules>, StoreError> {
+        self.document_by(
+            "SELECT body FROM reconciliation_rules WHERE environment = ?1 AND rail = ?2",
+            params![environment.as_str(), rail],
+        )
     }
 }
 

@@ -303,6 +303,22 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 params![reconciliation.id.as_str(), json(reconciliation)],
             )?;
         }
+        Write::PutReconciliationRules(rules) => {
+            let changed = tx.run(
+                "INSERT INTO reconciliation_rules (environment, rail, version, body) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (environment, rail) DO UPDATE SET version = excluded.version, body = excluded.body
+                 WHERE reconciliation_rules.version = excluded.version - 1",
+                params![
+                    rules.environment.as_str(),
+                    rules.rail,
+                    rules.version as i64,
+                    json(rules)
+                ],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
         Write::PutReturnSweep(sweep) => {
             tx.run(
                 "INSERT INTO return_sweeps (rail, check_index, body) VALUES (?1, ?2, ?3)
