@@ -237,6 +237,10 @@ pub enum StatementFormat {
     Camt052,
     /// ISO 20022 debit and credit notification (entry by entry).
     Camt054,
+    /// SWIFT MT940 customer statement.
+    Mt940,
+    /// BAI2 (Bank Administration Institute) cash-management file.
+    Bai2,
 }
 
 impl StatementFormat {
@@ -246,6 +250,8 @@ impl StatementFormat {
             "camt053" => Some(StatementFormat::Camt053),
             "camt052" => Some(StatementFormat::Camt052),
             "camt054" => Some(StatementFormat::Camt054),
+            "mt940" => Some(StatementFormat::Mt940),
+            "bai2" => Some(StatementFormat::Bai2),
             _ => None,
         }
     }
@@ -256,12 +262,15 @@ impl StatementFormat {
             StatementFormat::Camt053 => "camt053",
             StatementFormat::Camt052 => "camt052",
             StatementFormat::Camt054 => "camt054",
+            StatementFormat::Mt940 => "mt940",
+            StatementFormat::Bai2 => "bai2",
         }
     }
 
     pub fn content_type(self) -> &'static str {
         match self {
             StatementFormat::Csv => "text/csv",
+            StatementFormat::Mt940 | StatementFormat::Bai2 => "text/plain",
             StatementFormat::Camt053 | StatementFormat::Camt052 | StatementFormat::Camt054 => "application/xml",
         }
     }

@@ -934,3 +934,71 @@ async fn a_rails_rules_set_the_tolerance_and_the_groups_its_statements_match_by(
         assert_eq!(transaction(&app, &lines[&amount][1]).await["status"], "confirmed");
     }
 }
+
+/// The formats banks send besides ISO 20022: an MT940 statement (a line found by the bank's
+/// reference, one by the end-to-end id in its `:86:`) and a BAI2 file (by the bank's reference
+/// and by the customer reference) reconcile the payouts they booked.
+#[tokio::test]
+async fn mt940_and_bai2_statements_reconcile_as_camt_does() {
+    let app = spawn_app().await;
+    let lines = confirmed_payouts(&app, &[12_345, 23_456]).await;
+    let (first, second) = (&lines[&12_345], &lines[&23_456]);
+    let day = time::Date::parse(&first[5], time::macros::format_description!("[year]-[month]-[day]")).unwrap();
+    let yymmdd = format!("{:02}{:02}{:02}", day.year() % 100, u8::from(day.month()), day.day());
+    let mt940 = format!(
+        "{{1:F01BANKCLRMAXXX0000000000}}\n:20:STMT1\n:25:CL0001\n:28C:1/1\n:60F:C{yymmdd}CLP1000000,\n\
+         :61:{yymmdd}D12345,NTRFNONREF//{}\n:86:PAYOUT\n:61:{yymmdd}D23456,NTRFNONREF\n:86:?20EREF+{}\n\
+         :62F:C{yymmdd}CLP964199,\n-}}\n",
+        first[0], second[1]
+    );
+    let imported = import(&app, ADMIN_KEY, "mt940-1", statement_body("mt940", mt940.as_bytes())).await;
+    assert_eq!(imported.status, 201, "{}", imported.json());
+    assert_eq!(imported.json()["outcomes"]["matched"], 2, "{}", imported.json());
+    let id = imported.json()["id"].as_str().unwrap().to_owned();
+    let page = app
+        .get(&format!("/v1/reconciliations/{id}/lines"), ADMIN_KEY)
+        .await
+        .json();
+    let matched: Vec<Value> = page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| json!([l["transaction_id"], l["matched_by"]]))
+        .collect();
+    assert_eq!(
+        matched,
+        [
+            json!([first[1], "rail_reference"]),
+            json!([second[1], "transaction_id"])
+        ]
+    );
+
+    let bai2 = format!(
+        "01,BANK,PSP,{yymmdd},2300,1,,,2/\n02,PSP,BANK,1,{yymmdd},2300,CLP,/\n03,0001,CLP,010,1000000,,/\n\
+         16,495,12345,,{},,payout/\n16,495,23456,,,{},payout/\n49,1035801,4/\n98,1035801,1,6/\n99,1035801,1,8/\n",
+        first[0], second[1]
+    );
+    let imported = import(&app, ADMIN_KEY, "bai2-1", statement_body("bai2", bai2.as_bytes())).await;
+    assert_eq!(imported.status, 201, "{}", imported.json());
+    assert_eq!(
+        (&imported.json()["format"], &imported.json()["outcomes"]["matched"]),
+        (&json!("bai2"), &json!(2)),
+        "{}",
+        imported.json()
+    );
+
+    // A refusal says where: the line and the column of the field.
+    let broken = bai2.replace("16,495,12345", "16,495,12x45");
+    let refused = import(&app, ADMIN_KEY, "bai2-2", statement_body("bai2", broken.as_bytes())).await;
+    assert_eq!(refused.status, 400, "{}", refused.json());
+    assert_eq!(
+        refused.json()["error"]["message"],
+        "BAI2 file, line 4, column 8: the amount \"12x45\" is not a positive whole number of CLP's minor units"
+    );
+    let broken = mt940.replace(&format!(":61:{yymmdd}D23456"), &format!(":61:{yymmdd}Z23456"));
+    let refused = import(&app, ADMIN_KEY, "mt940-2", statement_body("mt940", broken.as_bytes())).await;
+    assert_eq!(
+        refused.json()["error"]["message"],
+        "MT940 message 1, line 8, column 11: :61: has no debit/credit mark (C, D, RC or RD)"
+    );
+}

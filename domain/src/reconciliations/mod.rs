@@ -3,8 +3,10 @@
 //! format; the outcome of every line (and every confirmed transaction the statement lacks) is
 //! kept with the reconciliation, and each break opens an exceptions work item.
 
+pub mod bai2;
 pub mod camt;
 mod matching;
+pub mod mt940;
 mod rules;
 mod statement_file;
 mod use_cases;
@@ -15,6 +17,18 @@ pub use rules::{
     MAX_GROUP_TRANSACTIONS, MAX_TOLERANCE_BASIS_POINTS, MAX_TOLERANCE_MINOR_UNITS,
 };
 pub use use_cases::{ImportStatement, StatementPreview};
+
+/// Reads a statement in one of the formats banks send (ISO 20022 camt, SWIFT MT940, BAI2),
+/// as a rail's adapter does when its statements come in one; the error says what is wrong and
+/// where. The rail's own CSV is its adapter's to read.
+pub fn read_bank_statement(format: StatementFormat, bytes: &[u8]) -> Result<crate::rail::Statement, String> {
+    match format {
+        StatementFormat::Mt940 => mt940::parse(bytes),
+        StatementFormat::Bai2 => bai2::parse(bytes),
+        StatementFormat::Csv => Err("a CSV statement is the rail's own, read by its adapter".into()),
+        xml => camt::parse(xml, bytes),
+    }
+}
 
 use crate::access::Environment;
 use crate::cause::Cause;

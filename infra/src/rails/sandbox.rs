@@ -171,7 +171,7 @@ impl RailAdapter for SandboxRail {
     async fn import_statement(&self, format: StatementFormat, statement: &[u8]) -> Result<Statement, RailError> {
         match format {
             StatementFormat::Csv => parse_csv(statement),
-            xml => ops_domain::reconciliations::camt::parse(xml, statement).map_err(RailError::Permanent),
+            bank => ops_domain::reconciliations::read_bank_statement(bank, statement).map_err(RailError::Permanent),
         }
     }
 }

@@ -79,12 +79,14 @@ pub async fn reconciliation_lines(
     for (name, value) in query_pairs(raw.as_deref(), &["outcome", "starting_after", "limit"])? {
         let bad = |code, message: &str| ApiError::from(DomainError::invalid(name.clone(), code, message));
         match name.as_str() {
-            "outcome" => outcome = Some(serde_json::from_value(value.clone().into()).map_err(|_| {
-                bad(
+            "outcome" => {
+                outcome = Some(serde_json::from_value(value.clone().into()).map_err(|_| {
+                    bad(
                     "invalid_outcome",
                     "outcome is matched, matched_with_difference, mismatched, unmatched, wrong_direction or missing.",
                 )
-            })?),
+                })?)
+            }
             "starting_after" => {
                 after = Some(
                     value

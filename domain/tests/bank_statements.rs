@@ -1,0 +1,135 @@
+//! Real statement files banks and well-known parsers publish (their origins and licences in
+//! `statements/SOURCES.md`), read as a rail's adapter reads them.
+
+use ops_domain::rail::{EntryDirection, StatementFormat, StatementStatus};
+use ops_domain::reconciliations::read_bank_statement;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn files(folder: &str, extension: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/statements")
+        .join(folder);
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == extension))
+        .collect();
+    found.sort();
+    found
+}
+
+/// A decimal amount (`"54484.04"`) in minor units of a currency with `digits` of them.
+fn minor_units(decimal: &str, digits: u32) -> i64 {
+    let (whole, fraction) = decimal.split_once('.').unwrap_or((decimal, ""));
+    let fraction = format!("{fraction:0<width$}", width = digits as usize);
+    format!("{whole}{fraction}").parse().unwrap()
+}
+
+/// Every MT940 file gives the lines an independent strict parser (the `mt940` crate, whose
+/// reading of each file is kept beside it as JSON) gives: amount, direction, reversal, day
+/// and the bank's reference, in order.
+#[test]
+fn each_published_mt940_file_reads_as_an_independent_parser_reads_it() {
+    let mut lines_read = 0;
+    for path in files("mt940", "sta") {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let statement = read_bank_statement(StatementFormat::Mt940, &std::fs::read(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let expected: Value = serde_json::from_slice(&std::fs::read(path.with_extension("json")).unwrap()).unwrap();
+        let mut wanted = Vec::new();
+        for message in expected.as_array().unwrap() {
+            let currency = message["opening_balance"]["iso_currency_code"].as_str().unwrap();
+            let digits = ops_domain::money::Currency::parse(currency).unwrap().minor_digits();
+            for line in message["statement_lines"].as_array().unwrap() {
+                let (direction, reversal) = match line["ext_debit_credit_indicator"].as_str().unwrap() {
+                    "Credit" => (EntryDirection::Credit, false),
+                    "Debit" => (EntryDirection::Debit, false),
+                    // The crate names a reversal by its own entry (`RC`, a debit reversing a
+                    // credit, is its `ReverseDebit`); a line here carries the booking it reverses.
+                    "ReverseDebit" => (EntryDirection::Credit, true),
+                    _ => (EntryDirection::Debit, true),
+                };
+                let day = line["entry_date"]
+                    .as_str()
+                    .or(line["value_date"].as_str())
+                    .unwrap()
+                    .to_owned();
+                let bank = line["bank_ref"]
+                    .as_str()
+                    .map(str::trim)
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_owned);
+                wanted.push((
+                    minor_units(line["amount"].as_str().unwrap(), digits),
+                    direction,
+                    reversal,
+                    day,
+                    bank,
+                ));
+            }
+        }
+        let read: Vec<_> = statement
+            .lines
+            .iter()
+            .map(|l| {
+                assert_eq!(l.status == StatementStatus::Returned, l.reversal, "{name}");
+                (
+                    l.amount.minor_units(),
+                    l.direction,
+                    l.reversal,
+                    l.booked_on.unwrap().to_string(),
+                    l.rail_reference.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(read, wanted, "{name}");
+        lines_read += read.len();
+    }
+    assert!(lines_read > 100, "read {lines_read} lines");
+}
+
+/// The BAI2 files a published parser ships with: every detail a line, in its account's
+/// currency, on its group's day.
+#[test]
+fn each_published_bai2_file_reads_line_by_line() {
+    let read = |name: &str| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/statements/bai2")
+            .join(name);
+        read_bank_statement(StatementFormat::Bai2, &std::fs::read(path).unwrap())
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let test = read("test.bai");
+    let line = &test.lines[0];
+    assert_eq!(test.lines.len(), 1);
+    assert_eq!(
+        (
+            line.amount.minor_units(),
+            line.currency.code(),
+            line.direction,
+            line.rail_reference.as_deref()
+        ),
+        (1000, "USD", EntryDirection::Debit, Some("I1220012"))
+    );
+    assert_eq!(line.booked_on.unwrap().to_string(), "2020-03-31");
+    let canadian = read("test2.bai");
+    assert_eq!(canadian.lines.len(), 1);
+    assert_eq!(
+        (
+            canadian.lines[0].amount.minor_units(),
+            canadian.lines[0].currency.code(),
+            canadian.lines[0].direction
+        ),
+        (187_938, "CAD", EntryDirection::Credit)
+    );
+    assert_eq!(canadian.lines[0].booked_on.unwrap().to_string(), "2006-03-17");
+    // An account's summaries without details: no line, and the group's day as its period.
+    let summaries = read("test3.bai");
+    assert!(summaries.lines.is_empty());
+    assert_eq!(
+        summaries.period.map(|p| p.to.to_string()).as_deref(),
+        Some("2006-03-17")
+    );
+    assert_eq!(files("bai2", "bai").len(), 3);
+}
