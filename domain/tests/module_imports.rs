@@ -16,11 +16,19 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
     let mut graph = BTreeMap::new();
     for module in &modules {
         let mut named = BTreeSet::new();
-        for file in std::fs::read_dir(src.join(module)).unwrap() {
-            let text = std::fs::read_to_string(file.unwrap().path()).unwrap();
-            for other in modules.iter().filter(|other| *other != module) {
-                if text.contains(&format!("crate::{other}")) {
-                    named.insert(other.clone());
+        let mut folders = vec![src.join(module)];
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(folder).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    folders.push(path);
+                    continue;
+                }
+                let text = std::fs::read_to_string(path).unwrap();
+                for other in modules.iter().filter(|other| *other != module) {
+                    if text.contains(&format!("crate::{other}")) {
+                        named.insert(other.clone());
+                    }
                 }
             }
         }
