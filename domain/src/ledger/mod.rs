@@ -375,6 +375,9 @@ pub trait LedgerStore: Send + Sync {
     /// Newest first, at most `query.limit`.
     async fn accounts(&self, query: &AccountQuery) -> Result<Vec<Account>, StoreError>;
     async fn movement(&self, id: &MovementId) -> Result<Option<Movement>, StoreError>;
+    /// What `account` had posted at the end of `day` (UTC): its posted balance less what the
+    /// days after posted, read together; `None` if there is no such account.
+    async fn posted_at_end_of(&self, account: &AccountId, day: time::Date) -> Result<Option<i64>, StoreError>;
     /// The movements with an entry on `account`, newest first, at most `limit`.
     async fn movements_of(
         &self,

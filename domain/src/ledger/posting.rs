@@ -35,6 +35,10 @@ pub struct AccountChange {
     pub change: BalanceChange,
     /// Refuse (as a conflict) if `available` would fall below zero.
     pub guard_available: bool,
+    /// The day (UTC) the change is made: the store keeps what each day posted, so an
+    /// account's balance at the end of a day can be read back (a statement's balances are
+    /// checked against it).
+    pub on: time::Date,
 }
 
 /// Movements placed and settled in one changeset, with the balance changes they make.
@@ -43,6 +47,7 @@ pub struct Posting {
     movements: Vec<(Movement, bool)>,
     changes: BTreeMap<AccountId, BalanceChange>,
     guarded: Vec<AccountId>,
+    on: Option<time::Date>,
 }
 
 impl Posting {
@@ -55,6 +60,7 @@ impl Posting {
             }
             self.changes.entry(account).or_default().add(&change);
         }
+        self.on = self.on.max(Some(movement.cause.at.date()));
         self.movements.push((movement, true));
     }
 
@@ -63,6 +69,8 @@ impl Posting {
         for (account, change) in movement.settled() {
             self.changes.entry(account).or_default().add(&change);
         }
+        let at = movement.posted_at.unwrap_or(movement.cause.at);
+        self.on = self.on.max(Some(at.date()));
         self.movements.push((movement, false));
     }
 
@@ -105,6 +113,7 @@ impl Posting {
                 Write::UpdateMovement(movement)
             });
         }
+        let on = self.on.unwrap_or(time::Date::MIN);
         for (account_id, change) in self.changes {
             if change == BalanceChange::default() {
                 continue;
@@ -114,6 +123,7 @@ impl Posting {
                 account_id,
                 change,
                 guard_available,
+                on,
             }));
         }
     }

@@ -329,7 +329,10 @@ impl Service {
             return Err(insufficient(&account, amount.minor_units()));
         }
         let mut posting = Posting::default();
-        posting.place(movement.clone(), &[&account.id]);
+        // Only customer money is guarded: the platform's accounts (a rail's settlement account
+        // funded with what the PSP holds at the bank) go below zero as double entry has them.
+        let guarded: Vec<&AccountId> = account.guards_available().then_some(&account.id).into_iter().collect();
+        posting.place(movement.clone(), &guarded);
         let mut changes = Changeset::default();
         posting.write_to(&mut changes, &*self.ids, self.environment);
         match self.commit_created(changes, ticket, &movement).await {

@@ -426,6 +426,13 @@ pub fn reconciliation(id: &str) -> Primary {
     primary(format!("REC#{id}"), "REC")
 }
 
+/// The account item's attribute for what it posted on `day` (UTC).
+pub fn posted_on(day: time::Date) -> String {
+    format!("{POSTED_ON}{day}")
+}
+
+pub const POSTED_ON: &str = "posted_on_";
+
 /// A rail's reconciliation rules in one environment.
 pub fn reconciliation_rules(rail: &str, environment: &str) -> Primary {
     primary(format!("RECRULES#{environment}#{rail}"), "RECRULES")

@@ -90,6 +90,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     access::customers_are_listed_newest_first_a_page_at_a_time(store.as_ref()).await;
     schedules::schedules_are_found_by_due_time_and_occurrences_are_recorded_once(store.as_ref()).await;
     ledger::accounts_keep_their_balances_and_movements(store.as_ref()).await;
+    ledger::an_accounts_balance_at_the_end_of_a_day_is_read_back(store.as_ref()).await;
     ledger::a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 8).await;
     ledger::a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 64).await;
     commits::changesets_committed_together_stay_whole_each(store.as_ref()).await;

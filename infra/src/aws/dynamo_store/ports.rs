@@ -309,6 +309,37 @@ impl LedgerStore for DynamoStore {
         self.get(keys::account(id)).await
     }
 
+    /// One consistent read of the account's item: its `posted` and what each later day posted.
+    async fn posted_at_end_of(&self, account: &AccountId, day: Date) -> Result<Option<i64>, StoreError> {
+        self.count();
+        let found = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(item(key_item(keys::account(account)))))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        let Some(attributes) = found.item() else {
+            return Ok(None);
+        };
+        let number = |value: &AttributeValue| match value {
+            AttributeValue::N(n) => n
+                .parse::<i64>()
+                .map_err(|e| StoreError::unavailable(format!("a balance: {e}"))),
+            _ => Err(StoreError::unavailable("a balance that is not a number")),
+        };
+        let mut posted = attributes.get("posted").map(number).transpose()?.unwrap_or(0);
+        let after = keys::posted_on(day);
+        for (name, value) in attributes {
+            if name.starts_with(keys::POSTED_ON) && name.as_str() > after.as_str() {
+                posted -= number(value)?;
+            }
+        }
+        Ok(Some(posted))
+    }
+
     async fn account_of(&self, holder: &str, currency: &Currency) -> Result<Option<Account>, StoreError> {
         self.count();
         let found = self

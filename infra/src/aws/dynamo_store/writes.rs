@@ -560,6 +560,15 @@ impl DynamoStore {
                     .expression_attribute_values(":debits", n(change.pending_debits))
                     .expression_attribute_values(":credits", n(change.pending_credits))
                     .expression_attribute_values(":available", n(change.available()));
+                // What the account posted each day, beside its balance (one item, so the
+                // transaction takes no more writes): `posted_on_<day>`.
+                if change.posted != 0 {
+                    update = update
+                        .update_expression(
+                            "ADD posted :posted, pending_debits :debits, pending_credits :credits, available :available, #day :posted",
+                        )
+                        .expression_attribute_names("#day", keys::posted_on(account.on));
+                }
                 update = if account.guard_available {
                     update
                         .condition_expression("attribute_exists(PK) AND available >= :needed")

@@ -242,3 +242,65 @@ pub(super) async fn a_hot_account_is_never_overdrawn_by_concurrent_holds(store: 
     assert_eq!(account.balances.available(), 50);
     assert_eq!(account.balances.pending_debits, won as i64 * 100);
 }
+
+/// An account's balance at the end of a past day is what it holds now less what the days
+/// after posted; holds (pending) never count, and an unknown account has none.
+pub(super) async fn an_accounts_balance_at_the_end_of_a_day_is_read_back(store: &dyn Store) {
+    // In a currency of their own: the platform holds one adjustments account per currency.
+    let gbp = |account: Account| Account {
+        currency: Currency::parse("GBP").unwrap(),
+        ..account
+    };
+    let settlement = gbp(account("acc_d1", None, AccountKind::Settlement));
+    let funding = gbp(account("acc_d2", None, AccountKind::Adjustments));
+    for a in [&settlement, &funding] {
+        store
+            .commit(changes(vec![Write::InsertAccount(a.clone())]))
+            .await
+            .unwrap();
+    }
+    let on = |day: time::Date, id: &str, amount: i64, status: MovementStatus| {
+        let mut moved = movement(id, &funding, &settlement, amount, status);
+        moved.cause.at = day.midnight().assume_utc() + time::Duration::hours(12);
+        moved.created_at = moved.cause.at;
+        moved.posted_at = (status == MovementStatus::Posted).then_some(moved.cause.at);
+        moved
+    };
+    use time::macros::date;
+    let (monday, tuesday, thursday) = (date!(2026 - 11 - 23), date!(2026 - 11 - 24), date!(2026 - 11 - 26));
+    store
+        .commit(posting(
+            vec![(on(monday, "mov_d1", 1_000, MovementStatus::Posted), None)],
+            vec![],
+        ))
+        .await
+        .unwrap();
+    store
+        .commit(posting(
+            vec![
+                (on(tuesday, "mov_d2", 300, MovementStatus::Posted), None),
+                (on(tuesday, "mov_d3", 50, MovementStatus::Pending), None),
+            ],
+            vec![],
+        ))
+        .await
+        .unwrap();
+    // The hold placed on Tuesday, posted on Thursday: Thursday's.
+    let mut hold = store.movement(&"mov_d3".into()).await.unwrap().unwrap();
+    let mut posted_cause = cause("posted");
+    posted_cause.at = thursday.midnight().assume_utc();
+    hold.apply(MovementTransition::Post(posted_cause)).unwrap();
+    store.commit(posting(vec![], vec![hold])).await.unwrap();
+    let at_end_of = |day| store.posted_at_end_of(&settlement.id, day);
+    assert_eq!(at_end_of(date!(2026 - 11 - 22)).await.unwrap(), Some(0));
+    assert_eq!(at_end_of(monday).await.unwrap(), Some(1_000));
+    assert_eq!(
+        at_end_of(tuesday).await.unwrap(),
+        Some(1_300),
+        "the hold is not posted yet"
+    );
+    assert_eq!(at_end_of(date!(2026 - 11 - 25)).await.unwrap(), Some(1_300));
+    assert_eq!(at_end_of(thursday).await.unwrap(), Some(1_350));
+    assert_eq!(store.posted_at_end_of(&funding.id, monday).await.unwrap(), Some(-1_000));
+    assert_eq!(store.posted_at_end_of(&"acc_none".into(), monday).await.unwrap(), None);
+}

@@ -392,6 +392,22 @@ impl LedgerStore for SqliteStore {
             .await
     }
 
+    async fn posted_at_end_of(&self, account: &AccountId, day: Date) -> Result<Option<i64>, StoreError> {
+        let (account, day) = (account.to_string(), day.to_string());
+        self.read(move |c| {
+            c.query_row(
+                "SELECT a.posted - coalesce((SELECT sum(d.posted) FROM account_days d
+                   WHERE d.account_id = a.id AND d.day > ?2), 0)
+                 FROM accounts a WHERE a.id = ?1",
+                params![account, day],
+                |row| row.get::<_, i64>(0),
+            )
+            .optional()
+            .map_err(unavailable)
+        })
+        .await
+    }
+
     async fn movements_of(
         &self,
         account: &AccountId,

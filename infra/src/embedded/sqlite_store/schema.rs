@@ -104,6 +104,10 @@ CREATE TABLE IF NOT EXISTS accounts (
 CREATE INDEX IF NOT EXISTS accounts_by_customer ON accounts (customer_id, id);
 CREATE INDEX IF NOT EXISTS accounts_by_currency ON accounts (currency, id);
 CREATE TABLE IF NOT EXISTS movements (id TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
+-- What each account posted each day (UTC), so its balance at the end of a past day is its
+-- balance less the days after; kept from this table's making on.
+CREATE TABLE IF NOT EXISTS account_days (
+    account_id TEXT NOT NULL, day TEXT NOT NULL, posted INTEGER NOT NULL, PRIMARY KEY (account_id, day));
 CREATE TABLE IF NOT EXISTS movement_entries (
     account_id TEXT NOT NULL, movement_id TEXT NOT NULL, PRIMARY KEY (account_id, movement_id));
 -- At most one item not done per queue and subject; lists go oldest due first.

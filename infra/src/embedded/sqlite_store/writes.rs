@@ -374,6 +374,13 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             if changed != 1 {
                 return Err(ConditionFailed.into());
             }
+            if change.posted != 0 {
+                tx.run(
+                    "INSERT INTO account_days (account_id, day, posted) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (account_id, day) DO UPDATE SET posted = posted + excluded.posted",
+                    params![account.account_id.as_str(), account.on.to_string(), change.posted],
+                )?;
+            }
         }
         Write::InsertDelivery(d) => {
             tx.run(
