@@ -81,6 +81,12 @@ impl Currency {
     /// Reads a decimal amount (`1234.5`) into minor units; `None` if it is not a positive
     /// amount of this currency (more decimals than it has, a sign, separators).
     pub fn minor_units_of(&self, decimal: &str) -> Option<Amount> {
+        self.units_of(decimal).and_then(Amount::new)
+    }
+
+    /// Reads a decimal of this currency (`0`, `1234.5`) into minor units, zero included (a
+    /// balance may be nothing); `None` for a sign, separators or more decimals than it has.
+    pub fn units_of(&self, decimal: &str) -> Option<i64> {
         let (whole, fraction) = decimal.split_once('.').unwrap_or((decimal, ""));
         let digits = self.minor_digits() as usize;
         let digit_run = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
@@ -88,8 +94,7 @@ impl Currency {
         {
             return None;
         }
-        let scaled = format!("{whole}{fraction:0<digits$}");
-        scaled.parse().ok().and_then(Amount::new)
+        format!("{whole}{fraction:0<digits$}").parse().ok()
     }
 }
 

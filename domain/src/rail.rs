@@ -217,12 +217,38 @@ impl Period {
     }
 }
 
-/// A rail's statement as read: its lines, and its period when the statement states one.
+/// A rail's statement as read: its lines, its period when the statement states one, and the
+/// booked balances it gives.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Statement {
     #[serde(default)]
     pub period: Option<Period>,
     pub lines: Vec<StatementLine>,
+    #[serde(default)]
+    pub balances: Vec<StatementBalance>,
+}
+
+/// Which of a statement's booked balances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BalanceKind {
+    /// Before the statement's first booking (camt `OPBD`, MT940 `:60F:`, BAI2 `010`).
+    Opening,
+    /// After its last (camt `CLBD`, MT940 `:62F:`, BAI2 `015`).
+    Closing,
+}
+
+/// A booked balance of the service's account at the rail, as a statement gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatementBalance {
+    pub kind: BalanceKind,
+    /// The day at whose end the account held it (an opening balance dated the statement's
+    /// first day, as camt and BAI2 date it, stands at the end of the day before).
+    #[serde(with = "iso_date")]
+    pub at_end_of: Date,
+    pub currency: Currency,
+    /// Minor units; negative for a debit (overdrawn) balance.
+    pub amount: i64,
 }
 
 /// How a statement is written: the rail's own CSV, or ISO 20022 `camt.053` XML.

@@ -1,7 +1,7 @@
 //! Real statement files banks and well-known parsers publish (their origins and licences in
 //! `statements/SOURCES.md`), read as a rail's adapter reads them.
 
-use ops_domain::rail::{EntryDirection, StatementFormat, StatementStatus};
+use ops_domain::rail::{BalanceKind, EntryDirection, StatementFormat, StatementStatus};
 use ops_domain::reconciliations::read_bank_statement;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -38,9 +38,24 @@ fn each_published_mt940_file_reads_as_an_independent_parser_reads_it() {
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let expected: Value = serde_json::from_slice(&std::fs::read(path.with_extension("json")).unwrap()).unwrap();
         let mut wanted = Vec::new();
+        let mut balances = Vec::new();
         for message in expected.as_array().unwrap() {
             let currency = message["opening_balance"]["iso_currency_code"].as_str().unwrap();
             let digits = ops_domain::money::Currency::parse(currency).unwrap().minor_digits();
+            for (kind, balance) in [
+                (BalanceKind::Opening, &message["opening_balance"]),
+                (BalanceKind::Closing, &message["closing_balance"]),
+            ] {
+                if balance["is_intermediate"] == false {
+                    let sign = if balance["debit_credit_indicator"] == "Debit" {
+                        -1
+                    } else {
+                        1
+                    };
+                    let amount = sign * minor_units(balance["amount"].as_str().unwrap(), digits);
+                    balances.push((kind, balance["date"].as_str().unwrap().to_owned(), amount));
+                }
+            }
             for line in message["statement_lines"].as_array().unwrap() {
                 let (direction, reversal) = match line["ext_debit_credit_indicator"].as_str().unwrap() {
                     "Credit" => (EntryDirection::Credit, false),
@@ -84,6 +99,12 @@ fn each_published_mt940_file_reads_as_an_independent_parser_reads_it() {
             })
             .collect();
         assert_eq!(read, wanted, "{name}");
+        let read_balances: Vec<_> = statement
+            .balances
+            .iter()
+            .map(|b| (b.kind, b.at_end_of.to_string(), b.amount))
+            .collect();
+        assert_eq!(read_balances, balances, "{name}");
         lines_read += read.len();
     }
     assert!(lines_read > 100, "read {lines_read} lines");

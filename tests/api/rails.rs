@@ -305,7 +305,7 @@ async fn a_statement_of_an_http_rail_is_read_by_its_connectivity_layer() {
     assert_eq!(imported.status, 201, "{}", imported.json());
     assert_eq!(
         imported.json()["outcomes"],
-        json!({"matched": 1, "matched_with_difference": 0, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0})
+        json!({"matched": 1, "matched_with_difference": 0, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0, "balance_mismatch": 0})
     );
     // What the layer cannot read is the operator's to fix (its words shown); a busy layer is
     // the service's to retry.

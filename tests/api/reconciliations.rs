@@ -92,7 +92,7 @@ async fn the_sandbox_statement_is_matched_line_by_line_and_its_breaks_become_exc
     assert_eq!(reconciliation["object"], "reconciliation");
     assert_eq!(
         reconciliation["outcomes"],
-        json!({"matched": 1, "matched_with_difference": 0, "mismatched": 3, "unmatched": 1, "wrong_direction": 0, "missing": 1})
+        json!({"matched": 1, "matched_with_difference": 0, "mismatched": 3, "unmatched": 1, "wrong_direction": 0, "missing": 1, "balance_mismatch": 0})
     );
     assert_eq!(reconciliation["period"], json!({"from": today, "to": today}));
     assert_eq!(
@@ -286,7 +286,7 @@ async fn a_camt053_statement_is_matched_by_end_to_end_id_and_by_amount_and_day()
         (&reconciliation["format"], &reconciliation["outcomes"]),
         (
             &json!("camt053"),
-            &json!({"matched": 2, "matched_with_difference": 0, "mismatched": 1, "unmatched": 0, "wrong_direction": 0, "missing": 0})
+            &json!({"matched": 2, "matched_with_difference": 0, "mismatched": 1, "unmatched": 0, "wrong_direction": 0, "missing": 0, "balance_mismatch": 0})
         )
     );
     let id = reconciliation["id"].as_str().unwrap();
@@ -525,7 +525,7 @@ async fn an_incoming_credit_never_reconciles_a_payout_and_a_bare_entry_matches_b
     let reconciliation = imported.json();
     assert_eq!(
         reconciliation["outcomes"],
-        json!({"matched": 2, "matched_with_difference": 0, "mismatched": 0, "unmatched": 1, "wrong_direction": 1, "missing": 0})
+        json!({"matched": 2, "matched_with_difference": 0, "mismatched": 0, "unmatched": 1, "wrong_direction": 1, "missing": 0, "balance_mismatch": 0})
     );
     let id = reconciliation["id"].as_str().unwrap();
     let page = app
@@ -589,7 +589,7 @@ async fn a_dry_run_answers_every_outcome_and_changes_nothing() {
     );
     assert_eq!(
         preview["outcomes"],
-        json!({"matched": 0, "matched_with_difference": 0, "mismatched": 1, "unmatched": 1, "wrong_direction": 0, "missing": 1})
+        json!({"matched": 0, "matched_with_difference": 0, "mismatched": 1, "unmatched": 1, "wrong_direction": 0, "missing": 1, "balance_mismatch": 0})
     );
     let seen: Vec<Value> = preview["lines"]
         .as_array()
@@ -733,7 +733,7 @@ async fn a_batch_booking_is_matched_detail_by_detail_and_its_total_checked() {
         (&reconciliation["statement_lines"], &reconciliation["outcomes"]),
         (
             &json!(5),
-            &json!({"matched": 3, "matched_with_difference": 0, "mismatched": 1, "unmatched": 2, "wrong_direction": 0, "missing": 0})
+            &json!({"matched": 3, "matched_with_difference": 0, "mismatched": 1, "unmatched": 2, "wrong_direction": 0, "missing": 0, "balance_mismatch": 0})
         )
     );
     let id = reconciliation["id"].as_str().unwrap();
@@ -812,7 +812,7 @@ async fn a_camt054_notification_is_reconciled_as_a_statement_is() {
         (&reconciliation["format"], &reconciliation["outcomes"]),
         (
             &json!("camt054"),
-            &json!({"matched": 1, "matched_with_difference": 0, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0})
+            &json!({"matched": 1, "matched_with_difference": 0, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0, "balance_mismatch": 0})
         )
     );
     // The same document named as another kind is refused, saying what it is not.
@@ -888,7 +888,7 @@ async fn a_rails_rules_set_the_tolerance_and_the_groups_its_statements_match_by(
     assert_eq!(reconciliation["rules_version"], 1);
     assert_eq!(
         reconciliation["outcomes"],
-        json!({"matched": 1, "matched_with_difference": 2, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0})
+        json!({"matched": 1, "matched_with_difference": 2, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0, "balance_mismatch": 0})
     );
     let id = reconciliation["id"].as_str().unwrap();
     let page = app
@@ -954,6 +954,17 @@ async fn mt940_and_bai2_statements_reconcile_as_camt_does() {
     let imported = import(&app, ADMIN_KEY, "mt940-1", statement_body("mt940", mt940.as_bytes())).await;
     assert_eq!(imported.status, 201, "{}", imported.json());
     assert_eq!(imported.json()["outcomes"]["matched"], 2, "{}", imported.json());
+    // Its balances are read too: these payouts drew on no account, so the ledger holds none.
+    let balances: Vec<Value> = imported.json()["balances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| json!([b["kind"], b["statement"], b["ledger"]]))
+        .collect();
+    assert_eq!(
+        balances,
+        [json!(["opening", 1_000_000, 0]), json!(["closing", 964_199, 0])]
+    );
     let id = imported.json()["id"].as_str().unwrap().to_owned();
     let page = app
         .get(&format!("/v1/reconciliations/{id}/lines"), ADMIN_KEY)
@@ -963,6 +974,7 @@ async fn mt940_and_bai2_statements_reconcile_as_camt_does() {
         .as_array()
         .unwrap()
         .iter()
+        .filter(|l| l["outcome"] != "balance_mismatch")
         .map(|l| json!([l["transaction_id"], l["matched_by"]]))
         .collect();
     assert_eq!(
@@ -1000,5 +1012,109 @@ async fn mt940_and_bai2_statements_reconcile_as_camt_does() {
     assert_eq!(
         refused.json()["error"]["message"],
         "MT940 message 1, line 8, column 11: :61: has no debit/credit mark (C, D, RC or RD)"
+    );
+}
+
+/// A statement's opening and closing booked balances are checked against the rail's
+/// settlement account at the end of their days: as the ledger holds them, nothing more; a
+/// closing balance 100 off is a `balance_mismatch` break with both figures.
+#[tokio::test]
+async fn a_statements_balances_are_checked_against_the_settlement_account() {
+    let app = spawn_app().await;
+    let (operation, account, _key) = ops_tests::scenarios::funded_payouts(&app, 100_000, &[30_000]).await;
+    app.settle(Duration::seconds(30), 10).await;
+    let movements = app
+        .get(&format!("/v1/accounts/{account}/movements"), ADMIN_KEY)
+        .await
+        .json();
+    let payout = movements["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["operation_id"] == operation.as_str())
+        .expect("the payout's movement");
+    assert_eq!(payout["status"], "posted", "{payout}");
+    let settlement = payout["entries"][1]["account_id"].as_str().unwrap().to_owned();
+    // The PSP's money at the bank, recorded on the ledger's side of it.
+    let funded = app
+        .post(
+            &format!("/v1/accounts/{settlement}/adjustments"),
+            ADMIN_KEY,
+            json!({"amount": 500_000, "direction": "debit", "reason": "funds at the rail's bank"}),
+        )
+        .await;
+    assert_eq!(funded.status, 201, "{}", funded.json());
+    let statement = app.sandbox_statement().await;
+    let line = statement.lines().nth(1).unwrap();
+    let today = line.split(',').nth(5).unwrap().to_owned();
+    let camt = |closing: &str| {
+        format!(
+            r#"<Document><BkToCstmrStmt><Stmt>
+<Bal><Tp><CdOrPrtry><Cd>OPBD</Cd></CdOrPrtry></Tp><Amt Ccy="CLP">0</Amt><CdtDbtInd>CRDT</CdtDbtInd><Dt><Dt>{today}</Dt></Dt></Bal>
+<Bal><Tp><CdOrPrtry><Cd>CLBD</Cd></CdOrPrtry></Tp><Amt Ccy="CLP">{closing}</Amt><CdtDbtInd>CRDT</CdtDbtInd><Dt><Dt>{today}</Dt></Dt></Bal>
+<Ntry><Amt Ccy="CLP">30000</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts><Cd>BOOK</Cd></Sts><BookgDt><Dt>{today}</Dt></BookgDt></Ntry>
+</Stmt></BkToCstmrStmt></Document>"#
+        )
+    };
+    let agreeing = import(
+        &app,
+        ADMIN_KEY,
+        "balances-1",
+        statement_body("camt053", camt("470000").as_bytes()),
+    )
+    .await;
+    assert_eq!(agreeing.status, 201, "{}", agreeing.json());
+    let checks: Vec<Value> = agreeing.json()["balances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| json!([b["kind"], b["statement"], b["ledger"], b["agrees"], b["account_id"]]))
+        .collect();
+    assert_eq!(
+        checks,
+        [
+            json!(["opening", 0, 0, true, settlement]),
+            json!(["closing", 470_000, 470_000, true, settlement])
+        ]
+    );
+    assert_eq!(agreeing.json()["outcomes"]["balance_mismatch"], 0);
+    assert_eq!(agreeing.json()["outcomes"]["matched"], 1);
+
+    let off = import(
+        &app,
+        ADMIN_KEY,
+        "balances-2",
+        statement_body("camt053", camt("470100").as_bytes()),
+    )
+    .await;
+    assert_eq!(off.status, 201, "{}", off.json());
+    assert_eq!(off.json()["outcomes"]["balance_mismatch"], 1, "{}", off.json());
+    let id = off.json()["id"].as_str().unwrap().to_owned();
+    let page = app
+        .get(
+            &format!("/v1/reconciliations/{id}/lines?outcome=balance_mismatch"),
+            ADMIN_KEY,
+        )
+        .await
+        .json();
+    let line = &page["data"][0];
+    assert_eq!(
+        (
+            &line["balance"]["statement"],
+            &line["balance"]["ledger"],
+            &line["amount_difference"]
+        ),
+        (&json!(470_100), &json!(470_000), &json!(100))
+    );
+    let items = statement_line_items(&app).await;
+    let item = items
+        .iter()
+        .find(|i| i["kind"] == "reconciliation_balance_mismatch")
+        .expect("an exceptions item for the balance");
+    assert!(
+        item["cause"]["message"].as_str().unwrap().starts_with(&format!(
+            "The statement's closing booked balance at the end of {today} is 470100 CLP"
+        )),
+        "{item}"
     );
 }

@@ -67,7 +67,7 @@ async fn a_statement_is_reconciled_against_dynamodb_and_its_lines_kept_in_s3() {
     assert_eq!(preview.status, 200, "{}", preview.json());
     assert_eq!(
         preview.json()["outcomes"],
-        json!({"matched": 1, "matched_with_difference": 0, "mismatched": 1, "unmatched": 1, "wrong_direction": 0, "missing": 1})
+        json!({"matched": 1, "matched_with_difference": 0, "mismatched": 1, "unmatched": 1, "wrong_direction": 0, "missing": 1, "balance_mismatch": 0})
     );
     let listed = app.get("/v1/reconciliations", ADMIN_KEY).await.json();
     assert_eq!(listed["data"], json!([]));
@@ -83,7 +83,7 @@ async fn a_statement_is_reconciled_against_dynamodb_and_its_lines_kept_in_s3() {
     let reconciliation = imported.json();
     assert_eq!(
         reconciliation["outcomes"],
-        json!({"matched": 1, "matched_with_difference": 0, "mismatched": 1, "unmatched": 1, "wrong_direction": 0, "missing": 1})
+        json!({"matched": 1, "matched_with_difference": 0, "mismatched": 1, "unmatched": 1, "wrong_direction": 0, "missing": 1, "balance_mismatch": 0})
     );
     let returned = app
         .get(&format!("/v1/transactions/{}", txn("30000")), ADMIN_KEY)
@@ -175,7 +175,7 @@ async fn a_batch_booking_is_matched_detail_by_detail_on_the_stack() {
     let id = imported.json()["id"].as_str().unwrap().to_owned();
     assert_eq!(
         imported.json()["outcomes"],
-        json!({"matched": 2, "matched_with_difference": 0, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0})
+        json!({"matched": 2, "matched_with_difference": 0, "mismatched": 0, "unmatched": 0, "wrong_direction": 0, "missing": 0, "balance_mismatch": 0})
     );
     let lines = app
         .get(&format!("/v1/reconciliations/{id}/lines"), ADMIN_KEY)

@@ -6,7 +6,7 @@
 
 use crate::ids::TransactionId;
 use crate::money::Currency;
-use crate::rail::{EntryDirection, Period, Statement, StatementLine, StatementStatus};
+use crate::rail::{BalanceKind, EntryDirection, Period, Statement, StatementBalance, StatementLine, StatementStatus};
 use time::{Date, Month};
 
 /// One field of a logical record, with the line and column it starts at.
@@ -84,6 +84,51 @@ fn funds_fields(fields: &[Field], at: usize) -> Result<usize, String> {
         }
         _ => 0,
     })
+}
+
+/// The opening (`010`) and closing (`015`) ledger balances among an account record's
+/// summaries (type code, amount, item count, funds type and what the funds type adds).
+fn ledger_balances(
+    record: &[Field],
+    currency: &Currency,
+    as_of: Date,
+    balances: &mut Vec<StatementBalance>,
+) -> Result<(), String> {
+    let mut at = 3;
+    while at + 1 < record.len() {
+        let code = record[at].text.trim();
+        let kind = match code {
+            "010" => Some((BalanceKind::Opening, as_of.previous_day().unwrap_or(as_of))),
+            "015" => Some((BalanceKind::Closing, as_of)),
+            _ => None,
+        };
+        let written = record[at + 1].text.trim();
+        if let Some((kind, at_end_of)) = kind.filter(|_| !written.is_empty()) {
+            let (sign, digits) = match written.strip_prefix('-') {
+                Some(digits) => (-1, digits),
+                None => (1, written.strip_prefix('+').unwrap_or(written)),
+            };
+            let amount = digits
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| digits.parse::<i64>().ok())
+                .flatten()
+                .ok_or_else(|| {
+                    refused(
+                        &record[at + 1],
+                        format!("the balance {written:?} is not a whole number of {currency}'s minor units"),
+                    )
+                })?;
+            balances.push(StatementBalance {
+                kind,
+                at_end_of,
+                currency: currency.clone(),
+                amount: sign * amount,
+            });
+        }
+        at += 4 + funds_fields(record, at + 3)?;
+    }
+    Ok(())
 }
 
 /// A `16` record as a statement line.
@@ -173,7 +218,14 @@ pub fn parse(bytes: &[u8]) -> Result<Statement, String> {
                 days.push(as_of);
                 group_currency = currency_at(6)?;
             }
-            "03" => currency = currency_at(2)?.or_else(|| group_currency.clone()),
+            "03" => {
+                currency = currency_at(2)?.or_else(|| group_currency.clone());
+                let account_currency = currency
+                    .clone()
+                    .unwrap_or_else(|| Currency::parse("USD").expect("a currency"));
+                let as_of = day.ok_or_else(|| refused(code, "an account (03) outside a group (02)".into()))?;
+                ledger_balances(record, &account_currency, as_of, &mut statement.balances)?;
+            }
             "16" => {
                 let day = day.ok_or_else(|| refused(code, "a transaction detail outside a group (02)".into()))?;
                 let currency = currency
@@ -203,7 +255,7 @@ mod tests {
     #[test]
     fn details_become_lines_in_their_accounts_currency_on_the_groups_day() {
         let file = "01,BANK,PSP,261124,2300,1,,,2/\n02,PSP,BANK,1,261124,2300,USD,/\n\
-                    03,111,JPY,010,500,,/\n16,495,1500,V,261124,0900,B-1,txn_01abc,wire out, to a payee/\n\
+                    03,111,JPY,010,500,,,015,-2250,2,V,261124,2300,/\n16,495,1500,V,261124,0900,B-1,txn_01abc,wire out, to a payee/\n\
                     88,more text/\n16,175,250,,B-2,,deposit/\n49,2250,4/\n03,222,,010,0,,/\n\
                     16,451,1999,D,2,0,1000,1,999,B-3,NOTPROVIDED,ACH debit/\n49,1999,2/\n98,0,2,8/\n99,0,1,10/\n";
         let statement = parse(file.as_bytes()).unwrap();
@@ -233,6 +285,19 @@ mod tests {
             .lines
             .iter()
             .all(|l| l.booked_on == Some(date!(2026 - 11 - 24))));
+        let balances: Vec<_> = statement
+            .balances
+            .iter()
+            .map(|b| (b.kind, b.at_end_of, b.currency.code(), b.amount))
+            .collect();
+        assert_eq!(
+            balances,
+            [
+                (BalanceKind::Opening, date!(2026 - 11 - 23), "JPY", 500),
+                (BalanceKind::Closing, date!(2026 - 11 - 24), "JPY", -2250),
+                (BalanceKind::Opening, date!(2026 - 11 - 23), "USD", 0)
+            ]
+        );
     }
 
     #[test]

@@ -15,12 +15,16 @@
 //! own amount, direction and references and the entry it belongs to (its number among the
 //! document's `Ntry`) with the entry's amount. Pending and information-only entries tell no
 //! outcome and are left out. The statements' (reports', notifications') `FrToDt` give the
-//! period. Versions .001.02 to .001.13 share these elements; anything else in the document is
+//! period, and their opening and closing booked balances (`Bal` of type `OPBD`, `PRCD` or
+//! `CLBD`) are read for the ledger's check. Versions .001.02 to .001.13 share these elements; anything else in the document is
 //! ignored.
 
 use crate::ids::TransactionId;
 use crate::money::{Amount, Currency};
-use crate::rail::{BatchDetail, EntryDirection, Period, Statement, StatementFormat, StatementLine, StatementStatus};
+use crate::rail::{
+    BalanceKind, BatchDetail, EntryDirection, Period, Statement, StatementBalance, StatementFormat, StatementLine,
+    StatementStatus,
+};
 use serde::Deserialize;
 use time::Date;
 
@@ -58,7 +62,30 @@ struct Notifications {
 struct Stmt {
     fr_to_dt: Option<FromTo>,
     #[serde(default)]
+    bal: Vec<Balance>,
+    #[serde(default)]
     ntry: Vec<Entry>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Balance {
+    tp: Option<BalanceType>,
+    amt: Option<Money>,
+    cdt_dbt_ind: Option<String>,
+    dt: Option<DateChoice>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct BalanceType {
+    cd_or_prtry: Option<CodeOrProprietary>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct CodeOrProprietary {
+    cd: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -171,6 +198,44 @@ struct References {
     end_to_end_id: Option<String>,
 }
 
+/// A booked balance the statement opens (`OPBD`, or `PRCD`, the day before's close) or
+/// closes (`CLBD`) with; other balances (interim, available, forward) are not the ledger's.
+fn balance_of(balance: &Balance) -> Result<Option<StatementBalance>, (&'static str, String)> {
+    let code = balance
+        .tp
+        .as_ref()
+        .and_then(|t| t.cd_or_prtry.as_ref())
+        .and_then(|c| c.cd.as_deref());
+    let (kind, day_before) = match code.map(str::trim) {
+        Some("OPBD") => (BalanceKind::Opening, true),
+        Some("PRCD") => (BalanceKind::Opening, false),
+        Some("CLBD") => (BalanceKind::Closing, false),
+        _ => return Ok(None),
+    };
+    let money = balance.amt.as_ref().ok_or(("Amt", "Amt is missing".to_owned()))?;
+    let currency = Currency::parse(money.currency.trim())
+        .ok_or_else(|| ("Amt/@Ccy", format!("unknown currency {:?}", money.currency)))?;
+    let units = currency
+        .units_of(money.value.trim())
+        .ok_or_else(|| ("Amt", format!("bad amount {:?} for {currency}", money.value)))?;
+    let sign = match direction_of(balance.cdt_dbt_ind.as_deref()).map_err(|what| ("CdtDbtInd", what))? {
+        Some(EntryDirection::Debit) => -1,
+        _ => 1,
+    };
+    let dated = balance.dt.as_ref().and_then(|d| d.dt.as_deref().or(d.dt_tm.as_deref()));
+    let on = dated.and_then(day).ok_or(("Dt", "Dt is not an ISO date".to_owned()))?;
+    Ok(Some(StatementBalance {
+        kind,
+        at_end_of: if day_before {
+            on.previous_day().unwrap_or(on)
+        } else {
+            on
+        },
+        currency,
+        amount: sign * units,
+    }))
+}
+
 /// The day of an ISO date or date-time (`2026-11-24`, `2026-11-24T10:00:00+01:00`).
 fn day(text: &str) -> Option<Date> {
     let format = time::macros::format_description!("[year]-[month]-[day]");
@@ -208,6 +273,18 @@ pub fn parse(format: StatementFormat, xml: &[u8]) -> Result<Statement, String> {
                 None => Period { from, to },
             };
             statement.period = Some(widened);
+        }
+        for (b, balance) in stmt.bal.iter().enumerate() {
+            let at = |element: &str, what: &str| {
+                format!(
+                    "{noun} {s}, balance {b}: {what} (/Document/{root}/{container}[{s}]/Bal[{b}]/{element})",
+                    s = s + 1,
+                    b = b + 1
+                )
+            };
+            if let Some(read) = balance_of(balance).map_err(|(element, what)| at(element, &what))? {
+                statement.balances.push(read);
+            }
         }
         for (n, entry) in stmt.ntry.iter().enumerate() {
             entries += 1;

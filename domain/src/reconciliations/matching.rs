@@ -150,6 +150,7 @@ pub fn match_statement(
             }),
             amount_difference: None,
             group: Vec::new(),
+            balance: None,
         };
         if let Some((i, how)) = found {
             let transaction = &known[i];
@@ -234,6 +235,7 @@ pub fn match_statement(
             batch: None,
             amount_difference: None,
             group: Vec::new(),
+            balance: None,
         });
     }
     reconciled

@@ -4,6 +4,7 @@
 //! kept with the reconciliation, and each break opens an exceptions work item.
 
 pub mod bai2;
+mod balances;
 pub mod camt;
 mod matching;
 pub mod mt940;
@@ -11,6 +12,7 @@ mod rules;
 mod statement_file;
 mod use_cases;
 
+pub use balances::BalanceCheck;
 pub use matching::match_statement;
 pub use rules::{
     ManyToOne, MatchingRules, PutMatchingRules, ReconciliationRules, Tolerance, MAX_DATE_WINDOW_DAYS,
@@ -65,6 +67,9 @@ pub enum LineOutcome {
     /// A transaction confirmed here on this rail in the statement's period that the statement
     /// lacks.
     Missing,
+    /// One of the statement's booked balances is not what the rail's settlement account held
+    /// at the end of that day.
+    BalanceMismatch,
 }
 
 impl LineOutcome {
@@ -76,6 +81,7 @@ impl LineOutcome {
             LineOutcome::Unmatched => "unmatched",
             LineOutcome::WrongDirection => "wrong_direction",
             LineOutcome::Missing => "missing",
+            LineOutcome::BalanceMismatch => "balance_mismatch",
         }
     }
 
@@ -180,6 +186,9 @@ pub struct ReconciliationLine {
     /// The transactions a `group` match added up, in the order they were found.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub group: Vec<TransactionId>,
+    /// A `balance_mismatch` line's balance, as the statement and the ledger each hold it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance: Option<BalanceCheck>,
 }
 
 impl ReconciliationLine {
@@ -199,6 +208,10 @@ impl ReconciliationLine {
         let held = money(self.transaction_amount, self.transaction_currency.as_ref());
         let transaction = self.transaction_id.as_ref().map_or("?".to_owned(), ToString::to_string);
         match self.outcome {
+            LineOutcome::BalanceMismatch => {
+                let said = balances::mismatch_message(self, rail).unwrap_or_default();
+                format!("{said} (reconciliation {reconciliation}, line {})", self.number)
+            }
             LineOutcome::Matched | LineOutcome::MatchedWithDifference if !self.group.is_empty() => format!(
                 "{line} ({said}) matches {} transactions that add up to {}: {}.",
                 self.group.len(),
@@ -277,6 +290,8 @@ pub struct OutcomeCounts {
     #[serde(default)]
     pub wrong_direction: u32,
     pub missing: u32,
+    #[serde(default)]
+    pub balance_mismatch: u32,
 }
 
 impl OutcomeCounts {
@@ -290,6 +305,7 @@ impl OutcomeCounts {
                 LineOutcome::Unmatched => &mut counts.unmatched,
                 LineOutcome::WrongDirection => &mut counts.wrong_direction,
                 LineOutcome::Missing => &mut counts.missing,
+                LineOutcome::BalanceMismatch => &mut counts.balance_mismatch,
             } += 1;
         }
         counts
@@ -315,6 +331,9 @@ pub struct Reconciliation {
     /// The version of the rail's rules it was matched by (0: the defaults).
     #[serde(default)]
     pub rules_version: u64,
+    /// The statement's booked balances, each against the ledger.
+    #[serde(default)]
+    pub balances: Vec<BalanceCheck>,
     pub cause: Cause,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
@@ -401,6 +420,7 @@ mod tests {
             batch: None,
             amount_difference: None,
             group: vec![],
+            balance: None,
         }
     }
 

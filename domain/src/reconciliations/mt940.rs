@@ -5,7 +5,7 @@
 
 use crate::ids::TransactionId;
 use crate::money::Currency;
-use crate::rail::{EntryDirection, Period, Statement, StatementLine, StatementStatus};
+use crate::rail::{BalanceKind, EntryDirection, Period, Statement, StatementBalance, StatementLine, StatementStatus};
 use time::{Date, Month};
 
 /// What is wrong, and where: the message (from 1), and the line and column if known.
@@ -106,8 +106,8 @@ fn yymmdd(text: &str) -> Option<Date> {
     Date::from_calendar_date(year, Month::try_from(month).ok()?, day).ok()
 }
 
-/// A balance field (`C090924EUR54484,04`): its day and currency.
-fn balance(field: &Field, message: usize) -> Result<(Date, Currency), Located> {
+/// A balance field (`C090924EUR54484,04`): its day, currency and signed amount.
+fn balance(field: &Field, message: usize) -> Result<(Date, Currency, i64), Located> {
     // Columns count from the field's tag (`:60F:` is columns 1 to 5).
     let at = |offset: usize, what: String| {
         let column = field.tag.len() + 3 + offset;
@@ -120,7 +120,12 @@ fn balance(field: &Field, message: usize) -> Result<(Date, Currency), Located> {
     let day = yymmdd(&text[1..]).ok_or_else(|| at(1, "has no date (YYMMDD)".into()))?;
     let code = text.get(7..10).unwrap_or_default();
     let currency = Currency::parse(code).ok_or_else(|| at(7, format!("has no known currency: {code:?}")))?;
-    Ok((day, currency))
+    let written = text.get(10..).unwrap_or_default().trim();
+    let units = currency
+        .units_of(&written.replacen(',', ".", 1))
+        .ok_or_else(|| at(10, format!("amount {written:?} is not an amount of {currency}")))?;
+    let sign = if text.starts_with('D') { -1 } else { 1 };
+    Ok((day, currency, sign * units))
 }
 
 /// A `:61:` statement line.
@@ -227,7 +232,15 @@ pub fn parse(bytes: &[u8]) -> Result<Statement, String> {
             .iter()
             .find(|f| f.tag == "60F" || f.tag == "60M")
             .ok_or_else(|| Located::whole(message, "has no opening balance (:60F: or :60M:)").to_string())?;
-        let (_, currency) = balance(opening, message).map_err(|e| e.to_string())?;
+        let (opened, currency, amount) = balance(opening, message).map_err(|e| e.to_string())?;
+        if opening.tag == "60F" {
+            statement.balances.push(StatementBalance {
+                kind: BalanceKind::Opening,
+                at_end_of: opened,
+                currency: currency.clone(),
+                amount,
+            });
+        }
         for (i, field) in fields.iter().enumerate().filter(|(_, f)| f.tag == "61") {
             let mut line = line_of(field, &currency, message).map_err(|e| e.to_string())?;
             let information = fields.get(i + 1).filter(|f| f.tag == "86");
@@ -237,8 +250,16 @@ pub fn parse(bytes: &[u8]) -> Result<Statement, String> {
             statement.lines.push(line);
         }
         if let Some(closing) = fields.iter().find(|f| f.tag == "62F" || f.tag == "62M") {
-            let (day, _) = balance(closing, message).map_err(|e| e.to_string())?;
+            let (day, currency, amount) = balance(closing, message).map_err(|e| e.to_string())?;
             closed = closed.max(Some(day));
+            if closing.tag == "62F" {
+                statement.balances.push(StatementBalance {
+                    kind: BalanceKind::Closing,
+                    at_end_of: day,
+                    currency,
+                    amount,
+                });
+            }
         }
     }
     // A statement without lines covers its closing day; one with lines, the days they were
@@ -308,6 +329,18 @@ mod tests {
             ]
         );
         assert_eq!(statement.period, None, "the lines' days are the period");
+        let balances: Vec<_> = statement
+            .balances
+            .iter()
+            .map(|b| (b.kind, b.at_end_of, b.currency.code(), b.amount))
+            .collect();
+        assert_eq!(
+            balances,
+            [
+                (BalanceKind::Opening, date!(2026 - 11 - 23), "EUR", 10_000),
+                (BalanceKind::Closing, date!(2026 - 11 - 24), "EUR", 8_325)
+            ]
+        );
     }
 
     #[test]

@@ -33,8 +33,19 @@ pub struct StatementPreview {
     pub outcomes: OutcomeCounts,
     /// The version of the rail's rules it was matched by (0: the defaults).
     pub rules_version: u64,
+    /// The statement's booked balances, each against the ledger.
+    pub balances: Vec<super::BalanceCheck>,
     /// Every line, as the reconciliation would keep it (nothing `applied`, no work item).
     pub lines: Vec<ReconciliationLine>,
+}
+
+/// A statement read and matched, before anything is applied.
+struct Matched {
+    statement: Statement,
+    period: Period,
+    rules: ReconciliationRules,
+    lines: Vec<ReconciliationLine>,
+    balances: Vec<super::BalanceCheck>,
 }
 
 /// The one member of `set`, if it has exactly one.
@@ -80,7 +91,13 @@ impl Service {
         if let Some(done) = self.store.reconciliation(&id).await? {
             return self.answered(done, ticket).await;
         }
-        let (statement, period, rules, mut lines) = self.read_and_match(&file, command.period).await?;
+        let Matched {
+            statement,
+            period,
+            rules,
+            mut lines,
+            balances,
+        } = self.read_and_match(&file, command.period).await?;
         let StatementFile {
             rail, format, bytes, ..
         } = file;
@@ -111,14 +128,16 @@ impl Service {
         let cause = Cause::new(
             "statement_imported",
             format!(
-                "{} line(s): {} matched, {} with a difference, {} mismatched, {} unmatched, {} the wrong way; {} missing",
+                "{} line(s): {} matched, {} with a difference, {} mismatched, {} unmatched, {} the wrong way; {} missing; {} of {} balance(s) not as the ledger holds them",
                 statement.lines.len(),
                 outcomes.matched,
                 outcomes.matched_with_difference,
                 outcomes.mismatched,
                 outcomes.unmatched,
                 outcomes.wrong_direction,
-                outcomes.missing
+                outcomes.missing,
+                outcomes.balance_mismatch,
+                balances.len()
             ),
             principal.actor(),
             now,
@@ -134,6 +153,7 @@ impl Service {
             transitions_applied: applied,
             work_items_opened: opened,
             rules_version: rules.version,
+            balances,
             cause: cause.clone(),
             created_at: now,
             environment: self.environment,
@@ -175,9 +195,16 @@ impl Service {
     ) -> Result<StatementPreview, DomainError> {
         require_platform_admin(principal)?;
         let file = checked_statement(&command, &self.rails)?;
-        let (statement, period, rules, lines) = self.read_and_match(&file, command.period).await?;
+        let Matched {
+            statement,
+            period,
+            rules,
+            lines,
+            balances,
+        } = self.read_and_match(&file, command.period).await?;
         Ok(StatementPreview {
             rules_version: rules.version,
+            balances,
             rail: file.rail,
             format: file.format,
             period,
@@ -187,13 +214,10 @@ impl Service {
         })
     }
 
-    /// The statement read by its rail's adapter, its period, the rail's rules, and each line
-    /// matched by them.
-    async fn read_and_match(
-        &self,
-        file: &StatementFile,
-        period: Option<PeriodParam>,
-    ) -> Result<(Statement, Period, ReconciliationRules, Vec<ReconciliationLine>), DomainError> {
+    /// The statement read by its rail's adapter, its period, the rail's rules, each line
+    /// matched by them, and its balances checked against the ledger (a mismatch a line of its
+    /// own, after the others).
+    async fn read_and_match(&self, file: &StatementFile, period: Option<PeriodParam>) -> Result<Matched, DomainError> {
         let statement = file
             .adapter
             .import_statement(file.format, &file.bytes)
@@ -212,7 +236,15 @@ impl Service {
             .await?;
         let mut lines = match_statement(&statement.lines, &known, period, &rules.rules);
         self.name_batch_payers(&mut lines, &known).await?;
-        Ok((statement, period, rules, lines))
+        let balances = self.check_balances(&file.rail, &statement.balances).await?;
+        super::balances::mismatch_lines(&balances, &mut lines);
+        Ok(Matched {
+            statement,
+            period,
+            rules,
+            lines,
+            balances,
+        })
     }
 
     /// Names, on each batch booking's lines, the operation and the file its payments all

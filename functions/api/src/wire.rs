@@ -83,6 +83,7 @@ impl Wire for StatementPreview {
             statement_lines: u32,
             outcomes: ops_domain::reconciliations::OutcomeCounts,
             rules_version: u64,
+            balances: &'a [ops_domain::reconciliations::BalanceCheck],
             lines: Vec<Named<'a, ReconciliationLine>>,
         }
         Preview {
@@ -94,6 +95,7 @@ impl Wire for StatementPreview {
             statement_lines: self.statement_lines,
             outcomes: self.outcomes,
             rules_version: self.rules_version,
+            balances: &self.balances,
             lines: self
                 .lines
                 .iter()

@@ -175,6 +175,7 @@ fn reconciliation(rail: &str, statement: &[u8], at: OffsetDateTime) -> Reconcili
         transitions_applied: 0,
         work_items_opened: 1,
         rules_version: 0,
+        balances: vec![],
         cause: Cause::new("statement_imported", "3 lines", Actor::system(), at),
         created_at: at,
         environment: Environment::Test,

@@ -246,7 +246,10 @@ pub fn parse_csv(statement: &[u8]) -> Result<Statement, RailError> {
             })
         })
         .collect::<Result<_, _>>()?;
-    Ok(Statement { period: None, lines })
+    Ok(Statement {
+        lines,
+        ..Statement::default()
+    })
 }
 
 /// The sandbox's statement, as CSV: every instruction it accepted, with the outcome it

@@ -83,7 +83,7 @@ pub async fn reconciliation_lines(
                 outcome = Some(serde_json::from_value(value.clone().into()).map_err(|_| {
                     bad(
                     "invalid_outcome",
-                    "outcome is matched, matched_with_difference, mismatched, unmatched, wrong_direction or missing.",
+                    "outcome is matched, matched_with_difference, mismatched, unmatched, wrong_direction, missing or balance_mismatch.",
                 )
                 })?)
             }
