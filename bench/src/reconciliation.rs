@@ -92,7 +92,7 @@ pub(crate) async fn reconciliation() {
     );
 
     // The same day with rules on: the last 1,000 payouts booked as 500 netted lines of two
-    // each, and 100 lines that nothing adds up to (each search runs to its bound).
+    // each, and 100 lines that nothing adds up to.
     let rules = MatchingRules {
         date_window_days: 5,
         many_to_one: Some(ManyToOne { max_transactions: 3 }),
@@ -104,11 +104,13 @@ pub(crate) async fn reconciliation() {
     for i in 0..singles {
         csv += &format!("ref-a-{i},,{},CLP,confirmed,{day},debit\n", 1_000 + i);
     }
+    // Before the netted lines, while all 1,000 are unclaimed: 20,000 is less than any two of
+    // them (at least 10,000 + 10,001) and more than any one, so each search is spent in vain.
+    for _ in 0..100 {
+        csv += &format!(",,20000,CLP,confirmed,{day},debit\n");
+    }
     for pair in (singles..count).step_by(2) {
         csv += &format!(",,{},CLP,confirmed,{day},debit\n", 2_000 + 2 * pair + 1);
-    }
-    for i in 0..100 {
-        csv += &format!(",,{},CLP,confirmed,{day},debit\n", 1_000_000 + i);
     }
     let netted = csv.into_bytes();
     let t = Instant::now();

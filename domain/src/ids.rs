@@ -22,6 +22,7 @@ pub enum IdKind {
     File,
     Reconciliation,
     Request,
+    Calendar,
 }
 
 impl IdKind {
@@ -43,6 +44,7 @@ impl IdKind {
             IdKind::File => "file",
             IdKind::Reconciliation => "rec",
             IdKind::Request => "req",
+            IdKind::Calendar => "cal",
         }
     }
 
@@ -198,6 +200,7 @@ typed_ids! {
     WorkItemId => WorkItem, "work_item",
     FileId => File, "file",
     ReconciliationId => Reconciliation, "reconciliation",
+    CalendarId => Calendar, "calendar",
 }
 
 impl MovementId {

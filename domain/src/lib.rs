@@ -24,6 +24,7 @@
 pub mod access;
 pub mod approvals;
 pub mod body;
+pub mod calendars;
 pub mod cause;
 pub mod desk;
 pub mod error;
@@ -47,6 +48,7 @@ pub mod text;
 pub mod transactions;
 pub mod validate;
 pub mod webhooks;
+pub mod zone;
 
 pub use error::DomainError;
 

@@ -177,6 +177,12 @@ pub enum Write {
     /// Insert (version 1) or replace a rail's rules if the stored version is still
     /// `rules.version - 1`.
     PutReconciliationRules(crate::reconciliations::ReconciliationRules),
+    /// Insert (version 1) or replace a calendar if the stored version is still
+    /// `calendar.version - 1`.
+    PutCalendar(crate::calendars::Calendar),
+    /// Insert (version 1) or replace a rail's cut-offs if the stored version is still
+    /// `cutoffs.version - 1`.
+    PutRailCutoffs(crate::calendars::RailCutoffs),
     /// How far a return check's sweep got (the last wins: one beside it only asks again).
     PutReturnSweep(crate::transactions::ReturnSweep),
     /// Completes a claimed idempotency key with the response the client was sent.
@@ -322,6 +328,7 @@ pub trait Store:
     + DeskStore
     + FileStore
     + ReconciliationStore
+    + crate::calendars::CalendarStore
     + HistoryStore
 {
 }
@@ -339,6 +346,7 @@ impl<T> Store for T where
         + DeskStore
         + FileStore
         + ReconciliationStore
+        + crate::calendars::CalendarStore
         + HistoryStore
 {
 }

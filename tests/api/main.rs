@@ -2,6 +2,7 @@
 
 mod auth;
 mod board_page;
+mod calendars;
 mod desk;
 mod exceptions;
 mod fair_share;

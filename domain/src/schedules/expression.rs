@@ -15,7 +15,7 @@
 
 use super::cron_field::CRON_FIELDS;
 use crate::error::DomainError;
-use chrono::{LocalResult, NaiveDateTime, TimeZone, Utc};
+use chrono::{NaiveDateTime, Utc};
 use chrono_tz::Tz;
 use std::str::FromStr;
 use time::{Duration, OffsetDateTime};
@@ -214,27 +214,8 @@ impl Expression {
     }
 }
 
-/// An IANA time zone name.
-pub fn parse_zone(name: &str) -> Result<Tz, DomainError> {
-    Tz::from_str(name).map_err(|_| {
-        DomainError::invalid(
-            "timezone",
-            "invalid_timezone",
-            format!("'{name}' is not an IANA time zone."),
-        )
-    })
-}
-
-/// When a wall-clock time happens in `zone`: the first of two in an autumn change, none in a
-/// spring change's gap.
-fn first_instant(zone: Tz, wall: NaiveDateTime) -> Option<OffsetDateTime> {
-    let instant = match zone.from_local_datetime(&wall) {
-        LocalResult::Single(instant) => instant,
-        LocalResult::Ambiguous(first, _) => first,
-        LocalResult::None => return None,
-    };
-    OffsetDateTime::from_unix_timestamp(instant.timestamp()).ok()
-}
+use crate::zone::first_instant;
+pub use crate::zone::parse_zone;
 
 fn from_unix(at: OffsetDateTime) -> Option<chrono::DateTime<Utc>> {
     chrono::DateTime::from_timestamp(at.unix_timestamp(), 0)

@@ -5,6 +5,7 @@
 
 use ops_domain::access::{ApiKey, Customer, Environment, Scope, User};
 use ops_domain::approvals::{ApprovalFloor, Workflow};
+use ops_domain::calendars::{Calendar, NextCutoff, RailCutoffs};
 use ops_domain::cause::Cause;
 use ops_domain::desk::board::Board;
 use ops_domain::desk::WorkItem;
@@ -68,6 +69,9 @@ named! {
     Reconciliation => "reconciliation",
     ReconciliationLine => "reconciliation_line",
     ReconciliationRules => "reconciliation_rules",
+    Calendar => "calendar",
+    RailCutoffs => "rail_cutoffs",
+    NextCutoff => "next_cutoff",
 }
 
 /// A dry run's answer: what the statement would do, each line as its list shows it.
@@ -310,6 +314,7 @@ impl Stored for Transaction {}
 impl Stored for Schedule {}
 impl Stored for File {}
 impl Stored for Reconciliation {}
+impl Stored for Calendar {}
 impl Stored for Account {}
 impl Stored for Movement {}
 

@@ -433,6 +433,15 @@ pub fn posted_on(day: time::Date) -> String {
 
 pub const POSTED_ON: &str = "posted_on_";
 
+pub fn calendar(id: &str) -> Primary {
+    primary(format!("CAL#{id}"), "CAL")
+}
+
+/// A rail's cut-offs in one environment.
+pub fn rail_cutoffs(rail: &str, environment: &str) -> Primary {
+    primary(format!("RAILCUT#{environment}#{rail}"), "RAILCUT")
+}
+
 /// A rail's reconciliation rules in one environment.
 pub fn reconciliation_rules(rail: &str, environment: &str) -> Primary {
     primary(format!("RECRULES#{environment}#{rail}"), "RECRULES")

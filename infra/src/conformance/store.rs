@@ -1,6 +1,7 @@
 //! The store port's behaviour: each implementation's tests call [`run_all`] with a fresh store.
 
 mod access;
+mod calendars;
 mod commits;
 mod idempotency;
 mod ledger;
@@ -91,6 +92,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     schedules::schedules_are_found_by_due_time_and_occurrences_are_recorded_once(store.as_ref()).await;
     ledger::accounts_keep_their_balances_and_movements(store.as_ref()).await;
     ledger::an_accounts_balance_at_the_end_of_a_day_is_read_back(store.as_ref()).await;
+    calendars::calendars_and_cutoffs_are_kept_version_by_version(store.as_ref()).await;
     ledger::a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 8).await;
     ledger::a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 64).await;
     commits::changesets_committed_together_stay_whole_each(store.as_ref()).await;

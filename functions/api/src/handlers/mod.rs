@@ -3,6 +3,7 @@
 
 mod access;
 mod approvals;
+mod calendars;
 mod desk;
 mod files;
 mod ledger;
@@ -15,6 +16,7 @@ mod webhooks;
 
 pub use access::*;
 pub use approvals::*;
+pub use calendars::*;
 pub use desk::*;
 pub use files::*;
 pub use ledger::*;

@@ -9,9 +9,11 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use ops_domain::access::Environment;
 use ops_domain::access::{AccessStore, ApiKey, Customer, CustomerStatus, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
+use ops_domain::calendars::{Calendar, CalendarStore, RailCutoffs};
 use ops_domain::event::Event;
 use ops_domain::files::{File, FileQuery, FileStore};
 use ops_domain::history::{HistoryStore, MAX_ENTITY_HISTORY};
+use ops_domain::ids::CalendarId;
 use ops_domain::ids::{AccountId, FileId, MovementId, ReconciliationId};
 use ops_domain::ids::{
     ApiKeyId, CustomerId, DeliveryId, EventId, OperationId, ScheduleId, TransactionId, UserId, WebhookEndpointId,
@@ -648,5 +650,16 @@ impl RateLimiter for DynamoStore {
                 other => Err(unavailable(other)),
             },
         }
+    }
+}
+
+#[async_trait]
+impl CalendarStore for DynamoStore {
+    async fn calendar(&self, id: &CalendarId) -> Result<Option<Calendar>, StoreError> {
+        self.get(keys::calendar(id)).await
+    }
+
+    async fn rail_cutoffs(&self, rail: &str, environment: Environment) -> Result<Option<RailCutoffs>, StoreError> {
+        self.get(keys::rail_cutoffs(rail, environment.as_str())).await
     }
 }

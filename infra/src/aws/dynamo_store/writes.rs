@@ -453,6 +453,28 @@ impl DynamoStore {
                 );
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
+            Write::PutCalendar(calendar) => {
+                let it = keyed(
+                    keys::calendar(&calendar.id),
+                    vec![
+                        ("entity", s("calendar")),
+                        ("doc", doc(calendar)),
+                        ("version", n(calendar.version)),
+                    ],
+                );
+                vec![self.versioned(it, calendar.version)]
+            }
+            Write::PutRailCutoffs(cutoffs) => {
+                let it = keyed(
+                    keys::rail_cutoffs(&cutoffs.rail, cutoffs.environment.as_str()),
+                    vec![
+                        ("entity", s("rail_cutoffs")),
+                        ("doc", doc(cutoffs)),
+                        ("version", n(cutoffs.version)),
+                    ],
+                );
+                vec![self.versioned(it, cutoffs.version)]
+            }
             Write::PutReconciliationRules(rules) => {
                 let it = keyed(
                     keys::reconciliation_rules(&rules.rail, rules.environment.as_str()),

@@ -7,12 +7,14 @@ use async_trait::async_trait;
 use ops_domain::access::Environment;
 use ops_domain::access::{AccessStore, ApiKey, Customer, CustomerStatus, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
+use ops_domain::calendars::{Calendar, CalendarStore, RailCutoffs};
 use ops_domain::event::Event;
 use ops_domain::files::{File, FileQuery, FileStore};
 use ops_domain::history::{HistoryStore, MAX_ENTITY_HISTORY};
 use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
+use ops_domain::ids::CalendarId;
 use ops_domain::ids::{AccountId, FileId, MovementId, ReconciliationId};
 use ops_domain::ids::{
     ApiKeyId, CustomerId, DeliveryId, EventId, OperationId, ScheduleId, TransactionId, UserId, WebhookEndpointId,
@@ -719,5 +721,20 @@ fn claim_outcome(record: Option<(String, Option<u16>, Option<Vec<u8>>)>, fingerp
         Some((stored, _, _)) if stored != fingerprint => ClaimOutcome::Mismatch,
         Some((_, Some(status), Some(body))) => ClaimOutcome::Replay(StoredResponse { status, body }),
         Some(_) => ClaimOutcome::InFlight,
+    }
+}
+
+#[async_trait]
+impl CalendarStore for SqliteStore {
+    async fn calendar(&self, id: &CalendarId) -> Result<Option<Calendar>, StoreError> {
+        self.document("SELECT body FROM calendars WHERE id = ?1", id.into())
+            .await
+    }
+
+    async fn rail_cutoffs(&self, rail: &str, environment: Environment) -> Result<Option<RailCutoffs>, StoreError> {
+        self.document_by(
+            "SELECT body FROM rail_cutoffs WHERE environment = ?1 AND rail = ?2",
+            params![environment.as_str(), rail],
+        )
     }
 }

@@ -303,6 +303,33 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 params![reconciliation.id.as_str(), json(reconciliation)],
             )?;
         }
+        Write::PutCalendar(calendar) => {
+            let changed = tx.run(
+                "INSERT INTO calendars (id, version, body) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body
+                 WHERE calendars.version = excluded.version - 1",
+                params![calendar.id.as_str(), calendar.version as i64, json(calendar)],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
+        Write::PutRailCutoffs(cutoffs) => {
+            let changed = tx.run(
+                "INSERT INTO rail_cutoffs (environment, rail, version, body) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (environment, rail) DO UPDATE SET version = excluded.version, body = excluded.body
+                 WHERE rail_cutoffs.version = excluded.version - 1",
+                params![
+                    cutoffs.environment.as_str(),
+                    cutoffs.rail,
+                    cutoffs.version as i64,
+                    json(cutoffs)
+                ],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
         Write::PutReconciliationRules(rules) => {
             let changed = tx.run(
                 "INSERT INTO reconciliation_rules (environment, rail, version, body) VALUES (?1, ?2, ?3, ?4)
