@@ -35,6 +35,7 @@ pub(crate) async fn schedule_timer() {
                         end_at: None,
                         // Spread over the next day: none due now.
                         next_run_at: Some(now + time::Duration::seconds(60 + i as i64 % 86_000)),
+                        catch_up_window_hours: 24,
                         anchor: now,
                         api_key_id: "key_bench".into(),
                         created_by: "key_bench".into(),

@@ -205,6 +205,73 @@ async fn a_stopped_service_makes_what_is_less_than_a_day_late_and_records_the_re
         && item["subject"]["id"].as_str().unwrap().starts_with(&format!("{id}@"))));
 }
 
+/// A schedule that must not lose a run over a weekend's outage says so: with a window of
+/// three days, every daily occurrence of a two-day outage is made, in order, each once.
+#[tokio::test]
+async fn a_wider_catch_up_window_makes_what_a_days_window_would_miss() {
+    let mut app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let too_wide = app
+        .post(
+            "/v1/schedules",
+            &acme.key,
+            json!({"expression": "rate(1 day)", "operation": operation("two_step"), "catch_up_window_hours": 169}),
+        )
+        .await;
+    assert_eq!(too_wide.status, 400);
+    assert_eq!(too_wide.json()["error"]["param"], "catch_up_window_hours");
+    let created = app
+        .post(
+            "/v1/schedules",
+            &acme.key,
+            json!({"expression": "rate(1 day)", "operation": operation("two_step"), "catch_up_window_hours": 72}),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    assert_eq!(created.json()["catch_up_window_hours"], 72);
+    let id = created.id();
+    let anchor = time_of(&created.json()["anchor"]);
+    // The next three runs, before any is made.
+    let upcoming = app
+        .get(&format!("/v1/schedules/{id}/occurrences?upcoming=3"), &acme.key)
+        .await
+        .json();
+    let times: Vec<OffsetDateTime> = upcoming["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| time_of(&o["scheduled_at"]))
+        .collect();
+    assert_eq!(times, [anchor, anchor + Duration::days(1), anchor + Duration::days(2)]);
+    assert_eq!(upcoming["data"][0]["object"], "schedule_upcoming_occurrence");
+    let refused = app
+        .get(&format!("/v1/schedules/{id}/occurrences?upcoming=51"), &acme.key)
+        .await;
+    assert_eq!(refused.status, 400);
+
+    // Down from before the first run until two and a half days after it.
+    app.clock
+        .advance(anchor - time_of(&created.json()["created_at"]) + Duration::hours(60));
+    app = app.restart().await;
+    app.drain().await;
+    let recorded = occurrences(&app, &acme.key, &id).await;
+    let made: Vec<(OffsetDateTime, &str)> = recorded
+        .iter()
+        .map(|o| (time_of(&o["scheduled_at"]), o["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        made,
+        [
+            (anchor + Duration::days(2), "created"),
+            (anchor + Duration::days(1), "created"),
+            (anchor, "created")
+        ],
+        "sixty hours late is inside a three-day window"
+    );
+    assert_eq!(operations_of(&app, &acme.key).await.len(), 3);
+    assert!(app.open_exceptions().await.is_empty());
+}
+
 #[tokio::test]
 async fn a_schedule_made_by_a_user_since_deactivated_makes_nothing() {
     let app = spawn_app().await;

@@ -1,7 +1,7 @@
 //! The firing of occurrences, by the cloud's timer or the embedded one: each occurrence
 //! recorded once, late ones made with their own time, missed ones recorded without an operation.
 
-use super::use_cases::{next_run, operation_body, rfc3339, schedule_actor, LATE_LIMIT, MAX_ATTEMPTS};
+use super::use_cases::{next_run, operation_body, rfc3339, schedule_actor, MAX_ATTEMPTS};
 use super::{Occurrence, OccurrenceStatus, Schedule, ScheduleStatus};
 use crate::cause::Cause;
 use crate::error::DomainError;
@@ -111,10 +111,11 @@ impl Service {
     async fn fire_occurrence(&self, schedule: &Schedule, at: OffsetDateTime) -> Result<Fired, DomainError> {
         let now = self.now();
         let late = now - at;
-        if late > LATE_LIMIT {
+        if late > schedule.catch_up_window() {
             let reason = format!(
-                "Fired {} hour(s) late (the service was not running); an occurrence more than 24 hours late is not made.",
-                late.whole_hours()
+                "Fired {} hour(s) late (the service was not running); an occurrence more than {} hour(s) late is not made.",
+                late.whole_hours(),
+                schedule.catch_up_window_hours
             );
             return self
                 .record_without_operation(schedule, at, OccurrenceStatus::Missed, reason)

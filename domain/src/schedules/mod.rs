@@ -11,7 +11,7 @@ mod firing;
 mod use_cases;
 
 pub use firing::FireSchedule;
-pub use use_cases::{CreateSchedule, LATE_LIMIT, MAX_LIVE_SCHEDULES};
+pub use use_cases::{CreateSchedule, MAX_LIVE_SCHEDULES, MAX_UPCOMING};
 
 use crate::access::Environment;
 use crate::cause::Cause;
@@ -62,6 +62,10 @@ pub struct Schedule {
     /// The next occurrence not yet recorded; none once ended (or while paused).
     #[serde(with = "time::serde::rfc3339::option")]
     pub next_run_at: Option<OffsetDateTime>,
+    /// How late an occurrence may still be made after an outage (1 to 168 hours); an older
+    /// one is recorded `missed` with a work item. Schedules stored before it was kept have 24.
+    #[serde(default = "default_catch_up_window_hours")]
+    pub catch_up_window_hours: u16,
     /// Where a rate counts from: the start, or the minute the schedule was made.
     #[serde(with = "time::serde::rfc3339")]
     pub anchor: OffsetDateTime,
@@ -82,7 +86,21 @@ pub struct Schedule {
     pub version: u64,
 }
 
+/// A day: how late an occurrence is made by default, as before windows could be set.
+pub const DEFAULT_CATCH_UP_WINDOW_HOURS: u16 = 24;
+/// A week: the widest window.
+pub const MAX_CATCH_UP_WINDOW_HOURS: u16 = 168;
+
+fn default_catch_up_window_hours() -> u16 {
+    DEFAULT_CATCH_UP_WINDOW_HOURS
+}
+
 impl Schedule {
+    /// How late an occurrence may still be made.
+    pub fn catch_up_window(&self) -> time::Duration {
+        time::Duration::hours(i64::from(self.catch_up_window_hours))
+    }
+
     pub fn is_visible(&self) -> bool {
         self.status != ScheduleStatus::Deleted
     }
@@ -125,6 +143,14 @@ pub struct Occurrence {
     pub reason: Option<String>,
     #[serde(with = "time::serde::rfc3339")]
     pub recorded_at: OffsetDateTime,
+}
+
+/// A time the schedule will run, not yet recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UpcomingOccurrence {
+    pub schedule_id: ScheduleId,
+    #[serde(with = "time::serde::rfc3339")]
+    pub scheduled_at: OffsetDateTime,
 }
 
 /// Which schedules a list returns: newest first, a customer's (or every customer's).

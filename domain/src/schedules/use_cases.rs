@@ -14,11 +14,12 @@ use crate::service::{customer_scope, Page, Service};
 use crate::validate::{self, CreateOperation};
 use serde::Deserialize;
 use time::format_description::well_known::Rfc3339;
-use time::{Duration, OffsetDateTime};
+use time::OffsetDateTime;
 
 /// An occurrence fired later than this after its time (the service was down) makes nothing:
 /// it is recorded `missed`.
-pub const LATE_LIMIT: Duration = Duration::hours(24);
+/// The most upcoming occurrences one list answers.
+pub const MAX_UPCOMING: usize = 50;
 
 /// Schedules a customer may have active or paused at once.
 pub const MAX_LIVE_SCHEDULES: usize = 100;
@@ -34,6 +35,9 @@ pub struct CreateSchedule {
     pub start_at: Option<String>,
     pub end_at: Option<String>,
     pub operation: Option<serde_json::Value>,
+    /// How late an occurrence is still made after an outage, in hours (1 to 168; 24 when
+    /// absent).
+    pub catch_up_window_hours: Option<i64>,
 }
 
 pub(super) fn schedule_actor(id: &ScheduleId) -> Actor {
@@ -126,6 +130,20 @@ impl Service {
         let timezone = validate::optional_text(command.timezone, "timezone", 64)?.unwrap_or_else(|| "UTC".into());
         let zone = parse_zone(&timezone)?;
         let start_at = optional_bound(command.start_at, "start_at", Bound::Start)?;
+        let catch_up_window_hours = match command.catch_up_window_hours {
+            None => super::DEFAULT_CATCH_UP_WINDOW_HOURS,
+            Some(hours) if (1..=i64::from(super::MAX_CATCH_UP_WINDOW_HOURS)).contains(&hours) => hours as u16,
+            Some(_) => {
+                return Err(DomainError::invalid(
+                    "catch_up_window_hours",
+                    "invalid_catch_up_window",
+                    format!(
+                        "catch_up_window_hours is from 1 to {} (a week).",
+                        super::MAX_CATCH_UP_WINDOW_HOURS
+                    ),
+                ))
+            }
+        };
         let end_at = optional_bound(command.end_at, "end_at", Bound::End)?;
         let now = self.now();
         if let (Some(start), Some(end)) = (start_at, end_at) {
@@ -212,6 +230,7 @@ impl Service {
             start_at,
             end_at,
             next_run_at: Some(first),
+            catch_up_window_hours,
             anchor,
             api_key_id: principal.key.id.clone(),
             created_by: principal.actor().id,
@@ -311,6 +330,29 @@ impl Service {
             self.store.occurrences(&schedule.id, before, limit + 1).await?,
             limit,
         ))
+    }
+
+    /// The next `count` times the schedule will run (none while paused or ended), from its
+    /// next run on: what a customer reads to see December's payroll date before it runs.
+    pub async fn upcoming_occurrences(
+        &self,
+        principal: &Principal,
+        id: &ScheduleId,
+        count: usize,
+    ) -> Result<Page<super::UpcomingOccurrence>, DomainError> {
+        let schedule = self.get_schedule(principal, id).await?;
+        let mut upcoming = Vec::with_capacity(count.min(MAX_UPCOMING));
+        let mut next = schedule
+            .next_run_at
+            .filter(|_| schedule.status == ScheduleStatus::Active);
+        while let Some(at) = next.filter(|_| upcoming.len() < count.min(MAX_UPCOMING)) {
+            upcoming.push(super::UpcomingOccurrence {
+                schedule_id: schedule.id.clone(),
+                scheduled_at: at,
+            });
+            next = next_run(&schedule, at, false)?;
+        }
+        Ok(Page::all(upcoming))
     }
 
     pub async fn pause_schedule(&self, principal: &Principal, id: &ScheduleId) -> Result<Schedule, DomainError> {

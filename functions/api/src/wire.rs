@@ -17,7 +17,7 @@ use ops_domain::ledger::{Account, Movement};
 use ops_domain::operations::Operation;
 use ops_domain::ports::AuditEntry;
 use ops_domain::reconciliations::{Reconciliation, ReconciliationLine, ReconciliationRules, StatementPreview};
-use ops_domain::schedules::{Occurrence, Schedule};
+use ops_domain::schedules::{Occurrence, Schedule, UpcomingOccurrence};
 use ops_domain::service::{Issued, Page};
 use ops_domain::transactions::Transaction;
 use ops_domain::webhooks::{Delivery, EndpointStatus, WebhookEndpoint};
@@ -61,6 +61,7 @@ named! {
     Delivery => "webhook_delivery",
     Schedule => "schedule",
     Occurrence => "schedule_occurrence",
+    UpcomingOccurrence => "schedule_upcoming_occurrence",
     Account => "account",
     Movement => "movement",
     WorkItem => "work_item",

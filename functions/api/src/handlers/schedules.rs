@@ -8,7 +8,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use ops_domain::access::Scope;
 use ops_domain::ids::{CustomerId, IdKind, ScheduleId};
-use ops_domain::schedules::ScheduleQuery;
+use ops_domain::schedules::{ScheduleQuery, MAX_UPCOMING};
 
 pub async fn create_schedule(
     State(app): State<App>,
@@ -55,7 +55,8 @@ pub async fn resume_schedule(State(app): State<App>, Caller(caller): Caller, Pat
     ok(app.service.resume_schedule(&caller, &id).await?)
 }
 
-/// A schedule's occurrences, newest first; `before` (RFC 3339) pages back in time.
+/// A schedule's occurrences, newest first; `before` (RFC 3339) pages back in time. With
+/// `upcoming=N` (1 to 50), the next N times it will run instead.
 pub async fn schedule_occurrences(
     State(app): State<App>,
     Caller(caller): Caller,
@@ -64,11 +65,25 @@ pub async fn schedule_occurrences(
 ) -> Answer {
     let mut limit = 10;
     let mut before = None;
-    for (name, value) in query_pairs(raw.as_deref(), &["limit", "before"])? {
+    let mut upcoming = None;
+    for (name, value) in query_pairs(raw.as_deref(), &["limit", "before", "upcoming"])? {
         match name.as_str() {
             "limit" => limit = page_limit(&value)?,
+            "upcoming" => {
+                let count = value.parse::<usize>().ok().filter(|n| (1..=MAX_UPCOMING).contains(n));
+                upcoming = Some(count.ok_or_else(|| {
+                    ApiError::from(DomainError::invalid(
+                        "upcoming",
+                        "invalid_upcoming",
+                        format!("upcoming is a count from 1 to {MAX_UPCOMING}."),
+                    ))
+                })?);
+            }
             _ => before = Some(ops_domain::validate::rfc3339_time(&value, &name)?),
         }
+    }
+    if let Some(count) = upcoming {
+        return ok(app.service.upcoming_occurrences(&caller, &id, count).await?);
     }
     ok(app.service.schedule_occurrences(&caller, &id, before, limit).await?)
 }

@@ -17,6 +17,7 @@ fn schedule(id: &str, customer: &str, next_run_at: Option<OffsetDateTime>) -> Sc
         start_at: None,
         end_at: None,
         next_run_at,
+        catch_up_window_hours: 24,
         anchor: OffsetDateTime::UNIX_EPOCH,
         api_key_id: "key_sched".into(),
         created_by: "key_sched".into(),
