@@ -154,3 +154,59 @@ fn each_published_bai2_file_reads_line_by_line() {
     );
     assert_eq!(files("bai2", "bai").len(), 3);
 }
+
+/// A bank's camt.052 intraday report as python-fints keeps it to test its own reader
+/// (Triodos Bank Deutschland, names and accounts replaced): the lines and balances that
+/// reader finds, read here too.
+#[test]
+fn a_published_camt052_report_reads_as_its_parser_reads_it() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/statements/camt/python-fints-triodos.camt052.xml");
+    let statement = read_bank_statement(StatementFormat::Camt052, &std::fs::read(path).unwrap()).unwrap();
+    let lines: Vec<_> = statement
+        .lines
+        .iter()
+        .map(|l| {
+            (
+                l.amount.minor_units(),
+                l.currency.code().to_owned(),
+                l.direction,
+                l.booked_on.unwrap().to_string(),
+                l.rail_reference.clone(),
+                l.transaction_id.is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            (
+                3_500,
+                "EUR".into(),
+                EntryDirection::Credit,
+                "2025-10-28".into(),
+                Some("2025102812344060000".into()),
+                false
+            ),
+            (
+                2_963,
+                "EUR".into(),
+                EntryDirection::Debit,
+                "2025-11-07".into(),
+                Some("2025110701433815000".into()),
+                false
+            ),
+        ]
+    );
+    let balances: Vec<_> = statement
+        .balances
+        .iter()
+        .map(|b| (b.kind, b.amount, b.currency.code().to_owned()))
+        .collect();
+    assert_eq!(
+        balances,
+        [
+            (BalanceKind::Opening, 123_456, "EUR".into()),
+            (BalanceKind::Closing, 456_789, "EUR".into())
+        ]
+    );
+}
