@@ -1016,105 +1016,12 @@ async fn mt940_and_bai2_statements_reconcile_as_camt_does() {
 }
 
 /// A statement's opening and closing booked balances are checked against the rail's
-/// settlement account at the end of their days: as the ledger holds them, nothing more; a
-/// closing balance 100 off is a `balance_mismatch` break with both figures.
+/// settlement account at the end of their days (the scenario, shared with the stack's test).
 #[tokio::test]
 async fn a_statements_balances_are_checked_against_the_settlement_account() {
     let app = spawn_app().await;
     let (operation, account, _key) = ops_tests::scenarios::funded_payouts(&app, 100_000, &[30_000]).await;
     app.settle(Duration::seconds(30), 10).await;
-    let movements = app
-        .get(&format!("/v1/accounts/{account}/movements"), ADMIN_KEY)
-        .await
-        .json();
-    let payout = movements["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["operation_id"] == operation.as_str())
-        .expect("the payout's movement");
-    assert_eq!(payout["status"], "posted", "{payout}");
-    let settlement = payout["entries"][1]["account_id"].as_str().unwrap().to_owned();
-    // The PSP's money at the bank, recorded on the ledger's side of it.
-    let funded = app
-        .post(
-            &format!("/v1/accounts/{settlement}/adjustments"),
-            ADMIN_KEY,
-            json!({"amount": 500_000, "direction": "debit", "reason": "funds at the rail's bank"}),
-        )
-        .await;
-    assert_eq!(funded.status, 201, "{}", funded.json());
     let statement = app.sandbox_statement().await;
-    let line = statement.lines().nth(1).unwrap();
-    let today = line.split(',').nth(5).unwrap().to_owned();
-    let camt = |closing: &str| {
-        format!(
-            r#"<Document><BkToCstmrStmt><Stmt>
-<Bal><Tp><CdOrPrtry><Cd>OPBD</Cd></CdOrPrtry></Tp><Amt Ccy="CLP">0</Amt><CdtDbtInd>CRDT</CdtDbtInd><Dt><Dt>{today}</Dt></Dt></Bal>
-<Bal><Tp><CdOrPrtry><Cd>CLBD</Cd></CdOrPrtry></Tp><Amt Ccy="CLP">{closing}</Amt><CdtDbtInd>CRDT</CdtDbtInd><Dt><Dt>{today}</Dt></Dt></Bal>
-<Ntry><Amt Ccy="CLP">30000</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts><Cd>BOOK</Cd></Sts><BookgDt><Dt>{today}</Dt></BookgDt></Ntry>
-</Stmt></BkToCstmrStmt></Document>"#
-        )
-    };
-    let agreeing = import(
-        &app,
-        ADMIN_KEY,
-        "balances-1",
-        statement_body("camt053", camt("470000").as_bytes()),
-    )
-    .await;
-    assert_eq!(agreeing.status, 201, "{}", agreeing.json());
-    let checks: Vec<Value> = agreeing.json()["balances"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| json!([b["kind"], b["statement"], b["ledger"], b["agrees"], b["account_id"]]))
-        .collect();
-    assert_eq!(
-        checks,
-        [
-            json!(["opening", 0, 0, true, settlement]),
-            json!(["closing", 470_000, 470_000, true, settlement])
-        ]
-    );
-    assert_eq!(agreeing.json()["outcomes"]["balance_mismatch"], 0);
-    assert_eq!(agreeing.json()["outcomes"]["matched"], 1);
-
-    let off = import(
-        &app,
-        ADMIN_KEY,
-        "balances-2",
-        statement_body("camt053", camt("470100").as_bytes()),
-    )
-    .await;
-    assert_eq!(off.status, 201, "{}", off.json());
-    assert_eq!(off.json()["outcomes"]["balance_mismatch"], 1, "{}", off.json());
-    let id = off.json()["id"].as_str().unwrap().to_owned();
-    let page = app
-        .get(
-            &format!("/v1/reconciliations/{id}/lines?outcome=balance_mismatch"),
-            ADMIN_KEY,
-        )
-        .await
-        .json();
-    let line = &page["data"][0];
-    assert_eq!(
-        (
-            &line["balance"]["statement"],
-            &line["balance"]["ledger"],
-            &line["amount_difference"]
-        ),
-        (&json!(470_100), &json!(470_000), &json!(100))
-    );
-    let items = statement_line_items(&app).await;
-    let item = items
-        .iter()
-        .find(|i| i["kind"] == "reconciliation_balance_mismatch")
-        .expect("an exceptions item for the balance");
-    assert!(
-        item["cause"]["message"].as_str().unwrap().starts_with(&format!(
-            "The statement's closing booked balance at the end of {today} is 470100 CLP"
-        )),
-        "{item}"
-    );
+    ops_tests::scenarios::statement_balances_agree_or_break(&app, &operation, &account, &statement).await;
 }

@@ -274,3 +274,14 @@ async fn a_rails_rules_decide_its_statements_on_the_stack() {
         (&json!("group"), &Some(2))
     );
 }
+
+/// The statement's balances against the settlement account, on the stack's table (each
+/// account's day records in its own item).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statements_balances_are_checked_against_the_settlement_account_on_the_stack() {
+    let app = spawn_aws_app().await;
+    let (operation, account, _key) = ops_tests::scenarios::funded_payouts(&app, 100_000, &[30_000]).await;
+    app.settle(Duration::seconds(30), 6).await;
+    let statement = app.parts.sandbox.as_ref().unwrap().statement().await;
+    ops_tests::scenarios::statement_balances_agree_or_break(&app, &operation, &account, &statement).await;
+}
