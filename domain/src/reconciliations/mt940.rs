@@ -176,13 +176,17 @@ fn line_of(field: &Field, currency: &Currency, message: usize) -> Result<Stateme
         .ok_or_else(|| at(offset, format!("amount {written:?} is not an amount of {currency}")))?;
     rest = &rest[digits..];
     offset += digits;
-    if rest.len() < 4 || !rest.starts_with(['N', 'F', 'S']) {
-        return Err(at(
-            offset,
-            "has no transaction type (N, F or S and three characters)".into(),
-        ));
-    }
-    rest = &rest[4..];
+    // Four bytes, and a character boundary after them: a bank's non-ASCII text is refused,
+    // never cut in two.
+    rest = match rest.get(4..) {
+        Some(after) if rest.starts_with(['N', 'F', 'S']) => after,
+        _ => {
+            return Err(at(
+                offset,
+                "has no transaction type (N, F or S and three characters)".into(),
+            ))
+        }
+    };
     let (owner, bank) = match rest.split_once("//") {
         Some((owner, bank)) => (owner, Some(bank.trim())),
         None => (rest, None),
@@ -388,5 +392,11 @@ mod tests {
         let no_opening = read(":20:A\n:61:261124D1,00NTRFNONREF\n").unwrap_err();
         assert_eq!(no_opening, "MT940 message 1: has no opening balance (:60F: or :60M:)");
         assert!(read("just text").unwrap_err().contains("no message begins with :20:"));
+        // A character of more than one byte across the type's fourth byte.
+        let cut = read(":20:A\n:60F:C261123EUR0,00\n:61:261124D1,00NTTéREF\n").unwrap_err();
+        assert_eq!(
+            cut,
+            "MT940 message 1, line 3, column 16: :61: has no transaction type (N, F or S and three characters)"
+        );
     }
 }
