@@ -35,6 +35,10 @@ pub(crate) async fn schedule_timer() {
                         end_at: None,
                         // Spread over the next day: none due now.
                         next_run_at: Some(now + time::Duration::seconds(60 + i as i64 % 86_000)),
+                        next_occurrence_at: None,
+                        business_day: Default::default(),
+                        calendar_id: None,
+                        pause_on_failure: false,
                         catch_up_window_hours: 24,
                         anchor: now,
                         api_key_id: "key_bench".into(),

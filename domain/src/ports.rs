@@ -146,6 +146,9 @@ pub enum Write {
     PutSchedule(Schedule),
     /// Insert; an occurrence of the same schedule and time already stored is a conflict.
     InsertOccurrence(Occurrence),
+    /// A backfilled occurrence: inserted, or replacing a record of one that made nothing
+    /// (`missed`, `skipped`); one already `created` fails the changeset.
+    BackfillOccurrence(Occurrence),
     /// Insert; a second account of the same holder and currency is a conflict.
     InsertAccount(crate::ledger::Account),
     /// Insert; a movement of the same id already stored is a conflict.

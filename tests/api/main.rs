@@ -2,6 +2,7 @@
 
 mod auth;
 mod board_page;
+mod business_days;
 mod calendars;
 mod desk;
 mod exceptions;

@@ -164,3 +164,98 @@ async fn a_firing_that_failed_every_attempt_opens_its_work_item_at_once() {
     assert_eq!(opened[0]["subject"]["type"], "occurrence", "{}", opened[0]);
     assert_eq!(opened[0]["kind"], "occurrence_missed", "{}", opened[0]);
 }
+
+/// A schedule that keeps banking days is, on the Scheduler, a one-off `at()` of its next run
+/// (the Scheduler has no calendar), which `schedule-fire` sets again after each firing; a
+/// backfill on DynamoDB makes the past occurrences once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_that_keeps_banking_days_sets_its_timer_to_each_next_run() {
+    use time::format_description::well_known::Rfc3339;
+    use time::OffsetDateTime;
+    let app = spawn_aws_app().await;
+    let acme = app.create_customer().await;
+    let calendar = app
+        .post(
+            "/v1/calendars",
+            ops_tests::ADMIN_KEY,
+            json!({"name": "Weekdays", "timezone": "UTC"}),
+        )
+        .await;
+    assert_eq!(calendar.status, 201, "{}", calendar.json());
+    // Each Saturday's payout runs on the Monday after.
+    let body = json!({"expression": "cron(0 9 ? * SAT *)", "timezone": "UTC",
+                      "business_day": "following", "calendar_id": calendar.id(),
+                      "operation": scheduled_payout("auto", &[75_000])});
+    let created = app.post("/v1/schedules", &acme.key, body).await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let id = created.id();
+    let time = |value: &Value| OffsetDateTime::parse(value.as_str().unwrap(), &Rfc3339).unwrap();
+    let (key, runs) = (
+        time(&created.json()["next_occurrence_at"]),
+        time(&created.json()["next_run_at"]),
+    );
+    assert_eq!(
+        (key.weekday(), runs.weekday(), runs - key),
+        (time::Weekday::Saturday, time::Weekday::Monday, time::Duration::days(2))
+    );
+    let target = app.settings.timers.clone().expect("the stack has a schedule group");
+    let scheduler = aws_sdk_scheduler::Client::new(&app.config);
+    let timer = || async {
+        let timer = scheduler
+            .get_schedule()
+            .name(&id)
+            .group_name(&target.group)
+            .send()
+            .await
+            .expect("the schedule's timer exists");
+        (
+            timer.schedule_expression().unwrap_or_default().to_owned(),
+            timer.schedule_expression_timezone().unwrap_or_default().to_owned(),
+        )
+    };
+    let at = |runs: OffsetDateTime| {
+        format!(
+            "at({:04}-{:02}-{:02}T09:00:00)",
+            runs.year(),
+            u8::from(runs.month()),
+            runs.day()
+        )
+    };
+    app.settle(time::Duration::ZERO, 1).await;
+    assert_eq!(timer().await, (at(runs), "UTC".to_owned()));
+
+    app.clock.advance(runs - app.clock.now() + time::Duration::seconds(20));
+    let fire = json!({"schedule_id": id, "scheduled_at": runs.format(&Rfc3339).unwrap()});
+    let fired = ops_runtime::triggers::schedule_fire(&app.service, fire).await.unwrap();
+    assert_eq!(fired["recorded"].as_u64(), Some(1));
+    let next = runs + time::Duration::days(7);
+    assert_eq!(timer().await.0, at(next), "set to the next Monday by the firing");
+    let path = format!("/v1/schedules/{id}");
+    let recorded = app.get(&format!("{path}/occurrences"), &acme.key).await.json();
+    assert_eq!(recorded["data"][0]["scheduled_at"], key.format(&Rfc3339).unwrap());
+    assert_eq!(recorded["data"][0]["runs_at"], runs.format(&Rfc3339).unwrap());
+
+    // The two Saturdays of the fortnight before it was made, made on request, once.
+    let made_at = time(&created.json()["created_at"]);
+    let range = json!({"from": (made_at - time::Duration::days(14)).format(&Rfc3339).unwrap(),
+                       "to": app.clock.now().format(&Rfc3339).unwrap()});
+    let first = app.post(&format!("{path}/backfill"), &acme.key, range.clone()).await;
+    assert_eq!(first.status, 200, "{}", first.json());
+    assert_eq!(
+        (
+            first.json()["created"].as_array().unwrap().len(),
+            &first.json()["already_created"]
+        ),
+        (2, &json!(1))
+    );
+    let again = app.post(&format!("{path}/backfill"), &acme.key, range).await;
+    assert_eq!(
+        (
+            again.json()["created"].as_array().unwrap().len(),
+            &again.json()["already_created"]
+        ),
+        (0, &json!(3))
+    );
+    let operations = app.get("/v1/operations", &acme.key).await.json();
+    assert_eq!(operations["data"].as_array().unwrap().len(), 3);
+}

@@ -231,20 +231,7 @@ impl Service {
             return Err(DomainError::not_found("rail", rail));
         }
         let calendar_id = required_text(command.calendar_id, "calendar_id", 40)?;
-        let calendar_id = CalendarId::parse(&calendar_id).ok_or_else(|| {
-            DomainError::invalid("calendar_id", "invalid_id", "calendar_id is a calendar's id (cal_…).")
-        })?;
-        let calendar = self
-            .store
-            .calendar(&calendar_id)
-            .await?
-            .filter(|c| c.environment == self.environment);
-        if calendar.is_none() {
-            return Err(DomainError::missing_reference(
-                "calendar_id",
-                format!("No such calendar: '{calendar_id}'"),
-            ));
-        }
+        let calendar_id = self.named_calendar(&calendar_id).await?.id;
         let texts = command.cutoffs.ok_or_else(|| DomainError::missing("cutoffs"))?;
         let mut cutoffs = Vec::with_capacity(texts.len());
         for (i, text) in texts.iter().enumerate() {
@@ -296,6 +283,19 @@ impl Service {
 
     /// The next cut-off of `rail` at or after `at` (now when absent), and the day a
     /// submission made then settles.
+    /// The calendar of this environment a request's `calendar_id` names, or its refusal by
+    /// that field.
+    pub(crate) async fn named_calendar(&self, text: &str) -> Result<Calendar, DomainError> {
+        let calendar_id = CalendarId::parse(text).ok_or_else(|| {
+            DomainError::invalid("calendar_id", "invalid_id", "calendar_id is a calendar's id (cal_…).")
+        })?;
+        self.store
+            .calendar(&calendar_id)
+            .await?
+            .filter(|c| c.environment == self.environment)
+            .ok_or_else(|| DomainError::missing_reference("calendar_id", format!("No such calendar: '{calendar_id}'")))
+    }
+
     pub async fn next_cutoff(
         &self,
         principal: &Principal,

@@ -103,6 +103,28 @@ impl Service {
         changes.push(Write::InsertWorkItem(item));
     }
 
+    /// Opens, in `changes`, the exceptions item of a schedule paused because the operation of
+    /// its occurrence at `occurrence_at` was rejected or failed (`cause` says which).
+    pub(crate) fn occurrence_operation_failed(
+        &self,
+        changes: &mut Changeset,
+        schedule: &Schedule,
+        occurrence_at: time::OffsetDateTime,
+        cause: Cause,
+    ) {
+        let at = occurrence_at
+            .format(&time::format_description::well_known::Rfc3339)
+            .expect("a scheduled time formats");
+        let subject = Subject {
+            kind: SubjectType::Occurrence,
+            id: format!("{}@{at}", schedule.id),
+        };
+        let kind = "occurrence_operation_failed";
+        let item = self.exception(WorkItemId::new(&*self.ids), kind, subject, &schedule.customer_id, cause);
+        self.record_work_item(changes, &item, "opened");
+        changes.push(Write::InsertWorkItem(item));
+    }
+
     fn exception(
         &self,
         id: WorkItemId,

@@ -211,6 +211,16 @@ pub struct Operation {
     /// The payroll file whose chunk made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_id: Option<crate::ids::FileId>,
+    /// The schedule whose occurrence made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_id: Option<crate::ids::ScheduleId>,
+    /// That occurrence's own time.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub occurrence_at: Option<OffsetDateTime>,
     /// Optimistic-concurrency counter: every stored change bumps it.
     pub version: u64,
 }
@@ -313,6 +323,8 @@ pub(crate) mod tests {
             source_account_id: None,
             destination_account_id: None,
             file_id: None,
+            schedule_id: None,
+            occurrence_at: None,
             version: 0,
         }
     }

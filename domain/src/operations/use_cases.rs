@@ -26,8 +26,10 @@ const MAX_ATTEMPTS: usize = 5;
 /// An instruction a person set up that later makes operations on its own (a schedule). Four-eyes
 /// looks through it to the person: whoever set it up is the creator of what it makes.
 pub(crate) struct StandingInstruction {
-    /// What the instruction is, in a cause's message ("schedule").
-    pub kind: &'static str,
+    /// The schedule whose occurrence makes the operation.
+    pub schedule_id: crate::ids::ScheduleId,
+    /// The occurrence's own time.
+    pub occurrence_at: OffsetDateTime,
     /// The instruction itself, the actor of each operation's cause.
     pub actor: Actor,
     /// The user (or key without one) who set it up last.
@@ -182,8 +184,8 @@ impl Service {
         let cause = match made_by {
             Some(instruction) => Cause {
                 message: format!(
-                    "Made by {} {}, set up by {}. {}",
-                    instruction.kind, instruction.actor.id, instruction.set_up_by, cause.message
+                    "Made by schedule {}, set up by {}. {}",
+                    instruction.schedule_id, instruction.set_up_by, cause.message
                 ),
                 actor: instruction.actor.clone(),
                 ..cause
@@ -221,6 +223,8 @@ impl Service {
             source_account_id,
             destination_account_id,
             file_id: valid.file_id,
+            schedule_id: made_by.map(|instruction| instruction.schedule_id.clone()),
+            occurrence_at: made_by.map(|instruction| instruction.occurrence_at),
             version: 1,
         };
         // The stored document must fit a store item.

@@ -1,13 +1,15 @@
 //! The firing of occurrences, by the cloud's timer or the embedded one: each occurrence
 //! recorded once, late ones made with their own time, missed ones recorded without an operation.
 
-use super::use_cases::{next_run, operation_body, rfc3339, schedule_actor, MAX_ATTEMPTS};
+use super::business_days::Slot;
+use super::use_cases::{operation_body, rfc3339, schedule_actor, MAX_ATTEMPTS};
 use super::{Occurrence, OccurrenceStatus, Schedule, ScheduleStatus};
+use crate::access::Principal;
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::event::Event;
 use crate::idempotency::{fingerprint, IdempotencyClaim, KeyHold, Once, StoredResponse};
-use crate::ids::{EventId, ScheduleId};
+use crate::ids::{EventId, OperationId, ScheduleId};
 use crate::operations::{Operation, StandingInstruction};
 use crate::ports::{AuditEntry, Changeset, StoreError, Write};
 use crate::service::{Handled, Service};
@@ -41,7 +43,24 @@ impl Service {
     /// firing for a paused, ended or deleted schedule, or for a time already recorded, does
     /// nothing. Returns how many occurrences it recorded.
     pub async fn fire_schedule(&self, fire: &FireSchedule) -> Result<usize, DomainError> {
-        self.record_due(fire, None).await
+        let recorded = self.record_due(fire, None).await?;
+        self.set_timer_to_next_run(&fire.schedule_id).await?;
+        Ok(recorded)
+    }
+
+    /// The cloud's timer of a schedule whose occurrences move is a one-off `at()` of its next
+    /// run, which the Scheduler cannot work out: set here after each firing (again when a
+    /// retried firing records nothing, so a lost update is made good).
+    async fn set_timer_to_next_run(&self, id: &ScheduleId) -> Result<(), DomainError> {
+        let Some(timers) = &self.timers else {
+            return Ok(());
+        };
+        if let Some(schedule) = self.store.schedule(id).await? {
+            if schedule.moves_occurrences() && schedule.status == ScheduleStatus::Active {
+                timers.put(&schedule).await?;
+            }
+        }
+        Ok(())
     }
 
     /// A firing that failed all its attempts (on AWS, `schedule-fire`'s dead-letter queue):
@@ -64,15 +83,20 @@ impl Service {
                 break;
             };
             let due = schedule.next_run_at.filter(|next| *next <= fire.scheduled_at);
-            let (ScheduleStatus::Active, Some(due)) = (schedule.status, due) else {
+            let (ScheduleStatus::Active, Some(runs_at)) = (schedule.status, due) else {
                 break;
             };
+            let slot = Slot {
+                key: schedule.next_occurrence().unwrap_or(runs_at),
+                runs_at,
+            };
+            let next = self.timing(&schedule).await?.next_after(slot.key);
             let fired = match failed {
-                None => self.fire_occurrence(&schedule, due).await?,
+                None => self.fire_occurrence(&schedule, slot, next).await?,
                 Some(error) => {
                     let reason = format!("The firing failed every attempt: {error}");
-                    self.record_without_operation(&schedule, due, OccurrenceStatus::Missed, reason)
-                        .await?
+                    let missed = (OccurrenceStatus::Missed, reason);
+                    self.record_without_operation(&schedule, slot, next, missed).await?
                 }
             };
             match fired {
@@ -107,10 +131,11 @@ impl Service {
         Ok(recorded)
     }
 
-    /// Records the occurrence at `at`: its operation, or why there is none.
-    async fn fire_occurrence(&self, schedule: &Schedule, at: OffsetDateTime) -> Result<Fired, DomainError> {
+    /// Records the occurrence of `slot`: its operation, or why there is none; `next` is the
+    /// schedule's occurrence after it.
+    async fn fire_occurrence(&self, schedule: &Schedule, slot: Slot, next: Option<Slot>) -> Result<Fired, DomainError> {
         let now = self.now();
-        let late = now - at;
+        let late = now - slot.runs_at;
         if late > schedule.catch_up_window() {
             let reason = format!(
                 "Fired {} hour(s) late (the service was not running); an occurrence more than {} hour(s) late is not made.",
@@ -118,7 +143,7 @@ impl Service {
                 schedule.catch_up_window_hours
             );
             return self
-                .record_without_operation(schedule, at, OccurrenceStatus::Missed, reason)
+                .record_without_operation(schedule, slot, next, (OccurrenceStatus::Missed, reason))
                 .await;
         }
         let principal = match self
@@ -128,48 +153,17 @@ impl Service {
             Ok(principal) => principal,
             Err(reason) => {
                 return self
-                    .record_without_operation(schedule, at, OccurrenceStatus::Skipped, reason)
+                    .record_without_operation(schedule, slot, next, (OccurrenceStatus::Skipped, reason))
                     .await
             }
         };
-        let claim = IdempotencyClaim {
-            // A scope of their own, so no client's key can stand in for an occurrence's.
-            scope: format!("{}:schedules", principal.idempotency_scope()),
-            key: format!("{}@{}", schedule.id, rfc3339(at)),
-            fingerprint: fingerprint("POST", "/v1/operations", &schedule.operation),
-            now,
-        };
-        let render = |operation: &Operation| StoredResponse {
-            status: 201,
-            body: operation.id.as_bytes().to_vec(),
-        };
         let made = self
-            .once(
-                claim,
-                KeyHold::ClaimFirst,
-                render,
-                DomainError::IdempotencyKeyReused,
-                |ticket| async move {
-                    let body = operation_body(&schedule.operation, &schedule.customer_id)?;
-                    let instruction = StandingInstruction {
-                        kind: "schedule",
-                        actor: schedule_actor(&schedule.id),
-                        set_up_by: schedule.set_up_by().to_owned(),
-                    };
-                    let (operation, mut changes) = self.draft_operation(&principal, body, Some(&instruction)).await?;
-                    let occurrence = Occurrence {
-                        schedule_id: schedule.id.clone(),
-                        scheduled_at: at,
-                        status: OccurrenceStatus::Created,
-                        operation_id: Some(operation.id.clone()),
-                        reason: None,
-                        recorded_at: now,
-                    };
-                    self.advance(&mut changes, schedule, occurrence, now)?;
-                    changes.push(ticket.complete(&operation));
-                    self.store.commit(changes).await?;
-                    Ok(operation)
-                },
+            .make_occurrence(
+                &principal,
+                schedule,
+                slot,
+                schedule.set_up_by(),
+                |changes, occurrence| self.advance(changes, schedule, occurrence, next, now),
             )
             .await;
         match made {
@@ -182,24 +176,83 @@ impl Service {
                 | DomainError::Forbidden { .. }),
             ) => {
                 let reason = format!("The operation was refused: {refused}");
-                self.record_without_operation(schedule, at, OccurrenceStatus::Skipped, reason)
+                self.record_without_operation(schedule, slot, next, (OccurrenceStatus::Skipped, reason))
                     .await
             }
             Err(other) => Err(other),
         }
     }
 
+    /// Makes the operation of the occurrence of `slot` with `principal`'s authority, under
+    /// the occurrence's own idempotency key (whoever asks, the timer or a backfill, it is made
+    /// once), `set_up_by` its creator for four-eyes; `record` adds the occurrence's record to
+    /// the same changeset.
+    pub(super) async fn make_occurrence(
+        &self,
+        principal: &Principal,
+        schedule: &Schedule,
+        slot: Slot,
+        set_up_by: &str,
+        record: impl FnOnce(&mut Changeset, Occurrence),
+    ) -> Result<Once<Operation>, DomainError> {
+        let now = self.now();
+        let claim = IdempotencyClaim {
+            // A scope of their own, so no client's key can stand in for an occurrence's.
+            scope: format!("{}:schedules", principal.idempotency_scope()),
+            key: format!("{}@{}", schedule.id, rfc3339(slot.key)),
+            fingerprint: fingerprint("POST", "/v1/operations", &schedule.operation),
+            now,
+        };
+        let render = |operation: &Operation| StoredResponse {
+            status: 201,
+            body: operation.id.as_bytes().to_vec(),
+        };
+        self.once(
+            claim,
+            KeyHold::ClaimFirst,
+            render,
+            DomainError::IdempotencyKeyReused,
+            |ticket| async move {
+                let body = operation_body(&schedule.operation, &schedule.customer_id)?;
+                let instruction = StandingInstruction {
+                    schedule_id: schedule.id.clone(),
+                    occurrence_at: slot.key,
+                    actor: schedule_actor(&schedule.id),
+                    set_up_by: set_up_by.to_owned(),
+                };
+                let (operation, mut changes) = self.draft_operation(principal, body, Some(&instruction)).await?;
+                let occurrence = Occurrence {
+                    schedule_id: schedule.id.clone(),
+                    scheduled_at: slot.key,
+                    runs_at: Some(slot.runs_at),
+                    backfilled: false,
+                    status: OccurrenceStatus::Created,
+                    operation_id: Some(operation.id.clone()),
+                    reason: None,
+                    recorded_at: now,
+                };
+                record(&mut changes, occurrence);
+                changes.push(ticket.complete(&operation));
+                self.store.commit(changes).await?;
+                Ok(operation)
+            },
+        )
+        .await
+    }
+
     async fn record_without_operation(
         &self,
         schedule: &Schedule,
-        at: OffsetDateTime,
-        status: OccurrenceStatus,
-        reason: String,
+        slot: Slot,
+        next: Option<Slot>,
+        (status, reason): (OccurrenceStatus, String),
     ) -> Result<Fired, DomainError> {
         let now = self.now();
         let occurrence = Occurrence {
             schedule_id: schedule.id.clone(),
-            scheduled_at: at,
+            scheduled_at: slot.key,
+            runs_at: Some(slot.runs_at),
+            backfilled: false,
             status,
             operation_id: None,
             reason: Some(reason),
@@ -213,7 +266,7 @@ impl Service {
         )));
         // Nothing was paid: an operator's to look at, in the same changeset.
         self.occurrence_failed(&mut changes, schedule, &occurrence);
-        self.advance(&mut changes, schedule, occurrence, now)?;
+        self.advance(&mut changes, schedule, occurrence, next, now);
         match self.store.commit(changes).await {
             Ok(()) => Ok(Fired::Recorded),
             Err(StoreError::Conflict) => Ok(Fired::Raced),
@@ -221,14 +274,16 @@ impl Service {
         }
     }
 
-    /// Records `occurrence` and moves the schedule to its next run (or ends it), in `changes`.
+    /// Records `occurrence` and moves the schedule to `next` (or ends it), in `changes`. A
+    /// schedule that pauses on failure pauses at an occurrence that made nothing.
     fn advance(
         &self,
         changes: &mut Changeset,
         schedule: &Schedule,
         occurrence: Occurrence,
+        next: Option<Slot>,
         now: OffsetDateTime,
-    ) -> Result<(), DomainError> {
+    ) {
         let cause = Cause::new(
             &format!("occurrence_{}", occurrence.status.as_str()),
             format!(
@@ -245,19 +300,78 @@ impl Service {
             Some(operation) => entry.of_operation(operation),
             None => entry,
         }));
-        let mut next = schedule.clone();
-        next.next_run_at = next_run(schedule, occurrence.scheduled_at, false)?;
+        let failed = occurrence.status == OccurrenceStatus::Skipped;
+        let scheduled_at = occurrence.scheduled_at;
         changes.push(Write::InsertOccurrence(occurrence));
-        if next.next_run_at.is_none() {
-            next.status = ScheduleStatus::Ended;
+        let mut moved = schedule.clone();
+        moved.next_run_at = next.map(|slot| slot.runs_at);
+        moved.next_occurrence_at = next.map(|slot| slot.key);
+        if failed && schedule.pause_on_failure && next.is_some() {
+            moved.status = ScheduleStatus::Paused;
+            moved.next_run_at = None;
+            moved.next_occurrence_at = None;
+            let cause = Cause::new(
+                "paused_on_failure",
+                format!("The occurrence of {} made no operation", rfc3339(scheduled_at)),
+                schedule_actor(&schedule.id),
+                now,
+            );
+            self.record_schedule_change(changes, &mut moved, schedule.status, "paused", cause, now);
+        } else if next.is_none() {
+            moved.status = ScheduleStatus::Ended;
             let cause = Cause::new("schedule_ended", "No run left", schedule_actor(&schedule.id), now);
-            self.record_schedule_change(changes, &mut next, schedule.status, "ended", cause, now);
+            self.record_schedule_change(changes, &mut moved, schedule.status, "ended", cause, now);
         } else {
-            next.version += 1;
-            next.updated_at = now;
-            changes.push(Write::PutSchedule(next));
+            moved.version += 1;
+            moved.updated_at = now;
+            changes.push(Write::PutSchedule(moved));
         }
-        Ok(())
+    }
+
+    /// An operation a schedule that pauses on failure made was rejected or failed: the
+    /// schedule pauses, with an exceptions work item, so the payouts to come wait for someone
+    /// to look. A second delivery of the event finds it paused.
+    pub(crate) async fn pause_on_failed_operation(&self, event: &Event) -> Result<Handled, DomainError> {
+        let operation_id = OperationId::from(event.data.text("operation_id").unwrap_or_default());
+        let Some(operation) = self.store.operation(&operation_id).await? else {
+            return Ok(Handled::Done);
+        };
+        let (Some(schedule_id), Some(occurrence_at)) = (&operation.schedule_id, operation.occurrence_at) else {
+            return Ok(Handled::Done);
+        };
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(schedule) = self.store.schedule(schedule_id).await? else {
+                return Ok(Handled::Done);
+            };
+            if !schedule.pause_on_failure || schedule.status != ScheduleStatus::Active {
+                return Ok(Handled::Done);
+            }
+            let now = self.now();
+            let cause = Cause::new(
+                "paused_on_failure",
+                format!(
+                    "Operation {} of the occurrence of {} is {}",
+                    operation.id,
+                    rfc3339(occurrence_at),
+                    operation.status.as_str()
+                ),
+                schedule_actor(&schedule.id),
+                now,
+            );
+            let mut paused = schedule.clone();
+            paused.status = ScheduleStatus::Paused;
+            paused.next_run_at = None;
+            paused.next_occurrence_at = None;
+            let mut changes = Changeset::default();
+            self.occurrence_operation_failed(&mut changes, &schedule, occurrence_at, cause.clone());
+            self.record_schedule_change(&mut changes, &mut paused, schedule.status, "paused", cause, now);
+            match self.store.commit(changes).await {
+                Ok(()) => return Ok(Handled::Done),
+                Err(StoreError::Conflict) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Ok(Handled::Later)
     }
 
     // ---- the cloud's timer --------------------------------------------------------------

@@ -5,17 +5,21 @@
 //! key made of the schedule id and the occurrence's time, and in the same changeset as the
 //! occurrence's record and the schedule's next run, so a second firing finds it recorded.
 
+mod backfill;
+mod business_days;
 mod cron_field;
 pub mod expression;
 mod firing;
 mod use_cases;
 
+pub use backfill::{Backfill, Backfilled, MAX_BACKFILL};
 pub use firing::FireSchedule;
 pub use use_cases::{CreateSchedule, MAX_LIVE_SCHEDULES, MAX_UPCOMING};
 
 use crate::access::Environment;
+use crate::calendars::BusinessDay;
 use crate::cause::Cause;
-use crate::ids::{ApiKeyId, CustomerId, OperationId, ScheduleId};
+use crate::ids::{ApiKeyId, CalendarId, CustomerId, OperationId, ScheduleId};
 use crate::ports::{StoreError, TimerError};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -59,9 +63,23 @@ pub struct Schedule {
     pub start_at: Option<OffsetDateTime>,
     #[serde(with = "time::serde::rfc3339::option")]
     pub end_at: Option<OffsetDateTime>,
-    /// The next occurrence not yet recorded; none once ended (or while paused).
+    /// When the next occurrence not yet recorded runs (its time moved by the business-day
+    /// rule); none once ended (or while paused). What the timer waits for.
     #[serde(with = "time::serde::rfc3339::option")]
     pub next_run_at: Option<OffsetDateTime>,
+    /// That occurrence's own time, as the expression gives it: the key it is recorded and
+    /// made under. Schedules stored before occurrences could move read it as `next_run_at`.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub next_occurrence_at: Option<OffsetDateTime>,
+    /// Where an occurrence on a day `calendar_id` is closed runs instead.
+    #[serde(default)]
+    pub business_day: BusinessDay,
+    #[serde(default)]
+    pub calendar_id: Option<CalendarId>,
+    /// Whether an occurrence that makes no operation, or whose operation is rejected or
+    /// fails, pauses the schedule (with a work item) until someone looks.
+    #[serde(default)]
+    pub pause_on_failure: bool,
     /// How late an occurrence may still be made after an outage (1 to 168 hours); an older
     /// one is recorded `missed` with a work item. Schedules stored before it was kept have 24.
     #[serde(default = "default_catch_up_window_hours")]
@@ -105,6 +123,17 @@ impl Schedule {
         self.status != ScheduleStatus::Deleted
     }
 
+    /// The key of the occurrence `next_run_at` runs.
+    pub fn next_occurrence(&self) -> Option<OffsetDateTime> {
+        self.next_occurrence_at.or(self.next_run_at)
+    }
+
+    /// Whether its occurrences may run on another day than their own, which the cloud's
+    /// timer cannot express: the service then sets it to each next run in turn.
+    pub fn moves_occurrences(&self) -> bool {
+        self.business_day != BusinessDay::None
+    }
+
     /// The person (a user, or a key without one) behind the operations the schedule makes.
     pub fn set_up_by(&self) -> &str {
         self.set_up_by.as_deref().unwrap_or(&self.created_by)
@@ -116,7 +145,8 @@ impl Schedule {
 pub enum OccurrenceStatus {
     /// Its operation was made.
     Created,
-    /// Fired more than a day late (the service was down): recorded, nothing made.
+    /// Fired later than its catch-up window allows (the service was down): recorded,
+    /// nothing made.
     Missed,
     /// The schedule could not act (its key, customer or operation no longer works).
     Skipped,
@@ -135,8 +165,16 @@ impl OccurrenceStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Occurrence {
     pub schedule_id: ScheduleId,
+    /// Its own time, as the expression gives it: its key.
     #[serde(with = "time::serde::rfc3339")]
     pub scheduled_at: OffsetDateTime,
+    /// When it ran: `scheduled_at` moved by the schedule's business-day rule. Occurrences
+    /// recorded before occurrences could move have none (they ran at `scheduled_at`).
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub runs_at: Option<OffsetDateTime>,
+    /// Made by a backfill request rather than the timer.
+    #[serde(default)]
+    pub backfilled: bool,
     pub status: OccurrenceStatus,
     pub operation_id: Option<OperationId>,
     /// Why nothing was made (missed or skipped).
@@ -149,8 +187,12 @@ pub struct Occurrence {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UpcomingOccurrence {
     pub schedule_id: ScheduleId,
+    /// Its own time, as the expression gives it.
     #[serde(with = "time::serde::rfc3339")]
     pub scheduled_at: OffsetDateTime,
+    /// When it will run, moved by the business-day rule.
+    #[serde(with = "time::serde::rfc3339")]
+    pub runs_at: OffsetDateTime,
 }
 
 /// Which schedules a list returns: newest first, a customer's (or every customer's).

@@ -1,9 +1,11 @@
 //! The schedules API: create, list, get, pause, resume, delete and occurrences (the firing of
 //! occurrences is in `firing.rs`).
 
+use super::business_days::Timing;
 use super::expression::{parse_zone, Expression};
 use super::{Occurrence, Schedule, ScheduleQuery, ScheduleStatus};
 use crate::access::{Principal, Scope};
+use crate::calendars::BusinessDay;
 use crate::cause::{Actor, ActorType, Cause};
 use crate::error::DomainError;
 use crate::event::Event;
@@ -16,8 +18,6 @@ use serde::Deserialize;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-/// An occurrence fired later than this after its time (the service was down) makes nothing:
-/// it is recorded `missed`.
 /// The most upcoming occurrences one list answers.
 pub const MAX_UPCOMING: usize = 50;
 
@@ -38,6 +38,11 @@ pub struct CreateSchedule {
     /// How late an occurrence is still made after an outage, in hours (1 to 168; 24 when
     /// absent).
     pub catch_up_window_hours: Option<i64>,
+    /// Where an occurrence on a closed day of `calendar_id` runs (`none` when absent).
+    pub business_day: Option<BusinessDay>,
+    pub calendar_id: Option<String>,
+    /// Pause the schedule when an occurrence makes no operation or its operation fails.
+    pub pause_on_failure: Option<bool>,
 }
 
 pub(super) fn schedule_actor(id: &ScheduleId) -> Actor {
@@ -91,7 +96,7 @@ fn minute_up(at: OffsetDateTime) -> Option<OffsetDateTime> {
 }
 
 /// A refusal of the schedule's operation body, naming its field under `operation.`.
-fn within_operation(error: DomainError) -> DomainError {
+pub(super) fn within_operation(error: DomainError) -> DomainError {
     let prefixed = |param: Option<String>| Some(param.map_or("operation".into(), |p| format!("operation.{p}")));
     match error {
         DomainError::InvalidRequest { code, param, message } => DomainError::InvalidRequest {
@@ -128,7 +133,7 @@ impl Service {
         let text = validate::required_text(command.expression, "expression", 256)?;
         let expression: Expression = text.trim().parse()?;
         let timezone = validate::optional_text(command.timezone, "timezone", 64)?.unwrap_or_else(|| "UTC".into());
-        let zone = parse_zone(&timezone)?;
+        parse_zone(&timezone)?;
         let start_at = optional_bound(command.start_at, "start_at", Bound::Start)?;
         let catch_up_window_hours = match command.catch_up_window_hours {
             None => super::DEFAULT_CATCH_UP_WINDOW_HOURS,
@@ -145,6 +150,8 @@ impl Service {
             }
         };
         let end_at = optional_bound(command.end_at, "end_at", Bound::End)?;
+        let business_day = command.business_day.unwrap_or_default();
+        let calendar = self.schedule_calendar(business_day, command.calendar_id).await?;
         let now = self.now();
         if let (Some(start), Some(end)) = (start_at, end_at) {
             if end <= start {
@@ -194,9 +201,38 @@ impl Service {
             None if expression.is_rate() => anchor,
             None => now,
         };
-        let first = expression
-            .first_from(from, zone, anchor)
-            .filter(|at| end_at.is_none_or(|end| *at <= end));
+        let cause = Cause::new(
+            "schedule_created",
+            format!("Schedule {} in {timezone} created", expression.text()),
+            principal.actor(),
+            now,
+        );
+        let mut schedule = Schedule {
+            id: ScheduleId::new(&*self.ids),
+            customer_id,
+            expression: expression.text(),
+            timezone,
+            operation: template,
+            status: ScheduleStatus::Active,
+            start_at,
+            end_at,
+            next_run_at: None,
+            next_occurrence_at: None,
+            business_day,
+            calendar_id: calendar.as_ref().map(|c| c.id.clone()),
+            pause_on_failure: command.pause_on_failure.unwrap_or(false),
+            catch_up_window_hours,
+            anchor,
+            api_key_id: principal.key.id.clone(),
+            created_by: principal.actor().id,
+            set_up_by: Some(principal.actor().id),
+            cause: cause.clone(),
+            created_at: now,
+            updated_at: now,
+            environment: self.environment,
+            version: 1,
+        };
+        let first = Timing::new(&schedule, calendar)?.first_from(from, Some(now));
         let Some(first) = first else {
             return Err(match (expression.is_once(), end_at) {
                 (true, _) => DomainError::invalid(
@@ -214,33 +250,8 @@ impl Service {
                 ),
             });
         };
-        let cause = Cause::new(
-            "schedule_created",
-            format!("Schedule {} in {timezone} created", expression.text()),
-            principal.actor(),
-            now,
-        );
-        let schedule = Schedule {
-            id: ScheduleId::new(&*self.ids),
-            customer_id,
-            expression: expression.text(),
-            timezone,
-            operation: template,
-            status: ScheduleStatus::Active,
-            start_at,
-            end_at,
-            next_run_at: Some(first),
-            catch_up_window_hours,
-            anchor,
-            api_key_id: principal.key.id.clone(),
-            created_by: principal.actor().id,
-            set_up_by: Some(principal.actor().id),
-            cause: cause.clone(),
-            created_at: now,
-            updated_at: now,
-            environment: self.environment,
-            version: 1,
-        };
+        schedule.next_run_at = Some(first.runs_at);
+        schedule.next_occurrence_at = Some(first.key);
         let mut changes = Changeset::default();
         changes.push(Write::Audit(
             AuditEntry::new("schedule", &schedule.id, "created", cause).moving(None, schedule.status.as_str()),
@@ -292,7 +303,11 @@ impl Service {
         self.visible_schedule(principal, id).await
     }
 
-    async fn visible_schedule(&self, principal: &Principal, id: &ScheduleId) -> Result<Schedule, DomainError> {
+    pub(super) async fn visible_schedule(
+        &self,
+        principal: &Principal,
+        id: &ScheduleId,
+    ) -> Result<Schedule, DomainError> {
         self.store
             .schedule(id)
             .await?
@@ -341,16 +356,19 @@ impl Service {
         count: usize,
     ) -> Result<Page<super::UpcomingOccurrence>, DomainError> {
         let schedule = self.get_schedule(principal, id).await?;
+        let timing = self.timing(&schedule).await?;
         let mut upcoming = Vec::with_capacity(count.min(MAX_UPCOMING));
-        let mut next = schedule
-            .next_run_at
-            .filter(|_| schedule.status == ScheduleStatus::Active);
-        while let Some(at) = next.filter(|_| upcoming.len() < count.min(MAX_UPCOMING)) {
+        let mut next = match (schedule.status, schedule.next_occurrence(), schedule.next_run_at) {
+            (ScheduleStatus::Active, Some(key), Some(runs_at)) => Some(super::business_days::Slot { key, runs_at }),
+            _ => None,
+        };
+        while let Some(slot) = next.filter(|_| upcoming.len() < count.min(MAX_UPCOMING)) {
             upcoming.push(super::UpcomingOccurrence {
                 schedule_id: schedule.id.clone(),
-                scheduled_at: at,
+                scheduled_at: slot.key,
+                runs_at: slot.runs_at,
             });
-            next = next_run(&schedule, at, false)?;
+            next = timing.next_after(slot.key);
         }
         Ok(Page::all(upcoming))
     }
@@ -362,6 +380,7 @@ impl Service {
             }
             schedule.status = ScheduleStatus::Paused;
             schedule.next_run_at = None;
+            schedule.next_occurrence_at = None;
             Ok(Cause::new(
                 "paused_on_request",
                 "Paused on request",
@@ -374,15 +393,21 @@ impl Service {
 
     /// Runs again from the next occurrence after now: those that fell in the pause are not made.
     pub async fn resume_schedule(&self, principal: &Principal, id: &ScheduleId) -> Result<Schedule, DomainError> {
+        let calendar = match self.visible_schedule(principal, id).await? {
+            schedule if schedule.moves_occurrences() => self.timing(&schedule).await?.into_calendar(),
+            _ => None,
+        };
         self.change_schedule(principal, id, "resumed", |schedule, now| {
             if schedule.status != ScheduleStatus::Paused {
                 return Err(not_in(schedule, "resumed", "paused"));
             }
-            let next = next_run(schedule, schedule.start_at.map_or(now, |start| start.max(now)), true)?;
+            let from = schedule.start_at.map_or(now, |start| start.max(now));
+            let next = Timing::new(schedule, calendar.clone())?.first_from(from, Some(now));
             match next {
                 Some(next) => {
                     schedule.status = ScheduleStatus::Active;
-                    schedule.next_run_at = Some(next);
+                    schedule.next_run_at = Some(next.runs_at);
+                    schedule.next_occurrence_at = Some(next.key);
                     // Resuming arranges the payouts to come: the resumer stands behind them.
                     schedule.set_up_by = Some(principal.actor().id);
                     Ok(Cause::new(
@@ -405,6 +430,7 @@ impl Service {
         self.change_schedule(principal, id, "deleted", |schedule, now| {
             schedule.status = ScheduleStatus::Deleted;
             schedule.next_run_at = None;
+            schedule.next_occurrence_at = None;
             Ok(Cause::new(
                 "deleted_on_request",
                 "Deleted on request",
@@ -447,6 +473,27 @@ impl Service {
         ))
     }
 
+    /// The calendar a schedule's business-day rule reads: refused by field when the rule
+    /// names none, or one that does not exist.
+    async fn schedule_calendar(
+        &self,
+        rule: BusinessDay,
+        calendar_id: Option<String>,
+    ) -> Result<Option<crate::calendars::Calendar>, DomainError> {
+        let Some(text) = validate::optional_text(calendar_id, "calendar_id", 64)? else {
+            if rule == BusinessDay::None {
+                return Ok(None);
+            }
+            return Err(DomainError::invalid(
+                "calendar_id",
+                "calendar_required",
+                "A business_day rule moves occurrences off the closed days of a calendar: name it in calendar_id.",
+            ));
+        };
+        let calendar = self.named_calendar(&text).await?;
+        Ok(Some(calendar))
+    }
+
     /// Stores `schedule` as changed by `cause`, with its audit entry and its event.
     pub(super) fn record_schedule_change(
         &self,
@@ -471,22 +518,6 @@ impl Service {
         )));
         changes.push(Write::PutSchedule(schedule.clone()));
     }
-}
-
-/// The schedule's run after `after` (at or after it when `inclusive`), within its end.
-pub(super) fn next_run(
-    schedule: &Schedule,
-    after: OffsetDateTime,
-    inclusive: bool,
-) -> Result<Option<OffsetDateTime>, DomainError> {
-    let expression: Expression = schedule.expression.parse()?;
-    let zone = parse_zone(&schedule.timezone)?;
-    let next = if inclusive {
-        expression.first_from(after, zone, schedule.anchor)
-    } else {
-        expression.next_after(after, zone, schedule.anchor)
-    };
-    Ok(next.filter(|at| schedule.end_at.is_none_or(|end| *at <= end)))
 }
 
 fn not_in(schedule: &Schedule, change: &str, needed: &str) -> DomainError {

@@ -212,13 +212,14 @@ impl Service {
                 return outcome;
             }
         }
-        // A schedule's timer is kept in step here: a change of a schedule is rare and small.
+        // A schedule's timer is kept in step here, and a schedule paused when an operation it
+        // made fails: both are rare and small.
         for event in events {
-            let kind = event.kind.as_str();
-            if !kind.starts_with("schedule.") || kind.starts_with("schedule.occurrence_") {
-                continue;
-            }
-            let result = self.sync_schedule_timer(event).await;
+            let result = match event.kind.as_str() {
+                "operation.rejected" | "operation.failed" => self.pause_on_failed_operation(event).await,
+                kind if kind.starts_with("schedule.") => self.sync_schedule_timer(event).await,
+                _ => continue,
+            };
             if !matches!(result, Ok(Handled::Done)) {
                 if let Err(error) = &result {
                     tracing::warn!(event = %event.id, %error, "transition handler failed; the event comes again");

@@ -189,6 +189,7 @@ endpoints! {
     PauseSchedule => (Schedules, "POST", "/v1/schedules/{id}/pause", post(pause_schedule)),
     ResumeSchedule => (Schedules, "POST", "/v1/schedules/{id}/resume", post(resume_schedule)),
     ScheduleOccurrences => (Schedules, "GET", "/v1/schedules/{id}/occurrences", get(schedule_occurrences), query),
+    BackfillSchedule => (Schedules, "POST", "/v1/schedules/{id}/backfill", post(backfill_schedule)),
     CreateAccount => (Api, "POST", "/v1/accounts", post(create_account)),
     ListAccounts => (Api, "GET", "/v1/accounts", get(list_accounts), query),
     GetAccount => (Api, "GET", "/v1/accounts/{id}", get(get_account)),

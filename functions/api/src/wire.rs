@@ -17,7 +17,7 @@ use ops_domain::ledger::{Account, Movement};
 use ops_domain::operations::Operation;
 use ops_domain::ports::AuditEntry;
 use ops_domain::reconciliations::{Reconciliation, ReconciliationLine, ReconciliationRules, StatementPreview};
-use ops_domain::schedules::{Occurrence, Schedule, UpcomingOccurrence};
+use ops_domain::schedules::{Backfilled, Occurrence, Schedule, UpcomingOccurrence};
 use ops_domain::service::{Issued, Page};
 use ops_domain::transactions::Transaction;
 use ops_domain::webhooks::{Delivery, EndpointStatus, WebhookEndpoint};
@@ -62,6 +62,7 @@ named! {
     Schedule => "schedule",
     Occurrence => "schedule_occurrence",
     UpcomingOccurrence => "schedule_upcoming_occurrence",
+    Backfilled => "schedule_backfill",
     Account => "account",
     Movement => "movement",
     WorkItem => "work_item",

@@ -59,16 +59,24 @@ impl EventBridgeTimers {
     }
 
     /// CreateSchedule's and UpdateSchedule's body: the whole schedule, times in epoch seconds.
+    /// A schedule whose occurrences move to banking days is, while active, a one-off `at()`
+    /// of its next run in UTC, which the service sets again after each firing: the
+    /// Scheduler has no banking calendar.
     fn body(&self, schedule: &Schedule, now: OffsetDateTime) -> serde_json::Value {
         let state = match schedule.status {
             ScheduleStatus::Active => "ENABLED",
             _ => "DISABLED",
         };
+        let one_off = schedule.next_run_at.filter(|_| schedule.moves_occurrences());
+        let (expression, timezone) = match one_off {
+            Some(next) => (at_expression(next), "UTC"),
+            None => (schedule.expression.clone(), schedule.timezone.as_str()),
+        };
         let mut body = json!({
             "ClientToken": client_token(),
             "GroupName": self.target.group,
-            "ScheduleExpression": schedule.expression,
-            "ScheduleExpressionTimezone": schedule.timezone,
+            "ScheduleExpression": expression,
+            "ScheduleExpressionTimezone": timezone,
             "FlexibleTimeWindow": {"Mode": "OFF"},
             "Target": {
                 "Arn": self.target.function_arn,
@@ -77,6 +85,9 @@ impl EventBridgeTimers {
             },
             "State": state,
         });
+        if one_off.is_some() {
+            return body;
+        }
         // Where the Scheduler starts: the next run when it is still ahead (a rate then counts
         // from it, as here), else at once.
         if let Some(next) = schedule.next_run_at.filter(|next| *next > now) {
@@ -112,6 +123,20 @@ impl EventBridgeTimers {
             .await
             .map_err(TimerError::new)
     }
+}
+
+/// `at(yyyy-mm-ddThh:mm:ss)`, the Scheduler's one-off expression.
+fn at_expression(at: OffsetDateTime) -> String {
+    let at = at.to_offset(time::UtcOffset::UTC);
+    format!(
+        "at({:04}-{:02}-{:02}T{:02}:{:02}:{:02})",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second()
+    )
 }
 
 /// The idempotency token the Scheduler's create, update and delete take, fresh for each call

@@ -44,6 +44,8 @@ pub fn operation(id: &str, customer: &str, status: OperationStatus) -> Operation
         source_account_id: None,
         destination_account_id: None,
         file_id: None,
+        schedule_id: None,
+        occurrence_at: None,
         version: 1,
     }
 }

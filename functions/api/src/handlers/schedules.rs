@@ -87,3 +87,14 @@ pub async fn schedule_occurrences(
     }
     ok(app.service.schedule_occurrences(&caller, &id, before, limit).await?)
 }
+
+/// Makes the occurrences of a past range the schedule did not make, each once.
+pub async fn backfill_schedule(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<ScheduleId>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let command = parse(&body)?;
+    ok(app.service.backfill_schedule(&caller, &id, command).await?)
+}

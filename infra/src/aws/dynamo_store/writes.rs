@@ -12,7 +12,7 @@ use ops_domain::ids::{IdGenerator, IdKind};
 use ops_domain::ledger::Movement;
 use ops_domain::operations::Operation;
 use ops_domain::ports::{AuditEntry, Write};
-use ops_domain::schedules::{Schedule, ScheduleStatus};
+use ops_domain::schedules::{Occurrence, OccurrenceStatus, Schedule, ScheduleStatus};
 use ops_domain::transactions::Transaction;
 use ops_domain::webhooks::EndpointStatus;
 use std::collections::HashMap;
@@ -116,6 +116,22 @@ impl DynamoStore {
 
     /// A schedule: in its customer's and the platform's lists unless deleted, and in the
     /// due index while active.
+    /// An occurrence's item, with whether it made its operation (what a backfill's condition
+    /// reads).
+    fn occurrence_item(occurrence: &Occurrence) -> Item {
+        keyed(
+            keys::occurrence(&occurrence.schedule_id, occurrence.scheduled_at),
+            vec![
+                ("entity", s("occurrence")),
+                (
+                    "made",
+                    AttributeValue::Bool(occurrence.status == OccurrenceStatus::Created),
+                ),
+                ("doc", doc(occurrence)),
+            ],
+        )
+    }
+
     pub(super) fn schedule_item(schedule: &Schedule) -> Item {
         let mut item = keyed(
             keys::schedule(&schedule.id),
@@ -418,12 +434,18 @@ impl DynamoStore {
             }
             Write::PutSchedule(schedule) => vec![self.versioned(Self::schedule_item(schedule), schedule.version)],
             Write::InsertOccurrence(occurrence) => {
-                let it = keyed(
-                    keys::occurrence(&occurrence.schedule_id, occurrence.scheduled_at),
-                    vec![("entity", s("occurrence")), ("doc", doc(occurrence))],
-                );
-                vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
+                vec![self.put(
+                    Self::occurrence_item(occurrence),
+                    Some("attribute_not_exists(PK)"),
+                    vec![],
+                )]
             }
+            // `made` is kept from when backfills began; a record older than it is never replaced.
+            Write::BackfillOccurrence(occurrence) => vec![self.put(
+                Self::occurrence_item(occurrence),
+                Some("attribute_not_exists(PK) OR made = :nothing_made"),
+                vec![(":nothing_made", AttributeValue::Bool(false))],
+            )],
             Write::Audit(entry) => vec![self.put(self.audit_item(entry), Some("attribute_not_exists(PK)"), vec![])],
             Write::InsertFile { file, unique_bytes } => {
                 let digest = keyed(

@@ -17,6 +17,10 @@ fn schedule(id: &str, customer: &str, next_run_at: Option<OffsetDateTime>) -> Sc
         start_at: None,
         end_at: None,
         next_run_at,
+        next_occurrence_at: next_run_at,
+        business_day: Default::default(),
+        calendar_id: None,
+        pause_on_failure: false,
         catch_up_window_hours: 24,
         anchor: OffsetDateTime::UNIX_EPOCH,
         api_key_id: "key_sched".into(),
@@ -95,6 +99,8 @@ pub(super) async fn schedules_are_found_by_due_time_and_occurrences_are_recorded
     let occurrence = |hours: i64| Occurrence {
         schedule_id: "sch_01b".into(),
         scheduled_at: at(hours),
+        runs_at: Some(at(hours)),
+        backfilled: false,
         status: OccurrenceStatus::Missed,
         operation_id: None,
         reason: Some("late".into()),
@@ -123,4 +129,33 @@ pub(super) async fn schedules_are_found_by_due_time_and_occurrences_are_recorded
     assert_eq!(times(store.occurrences(&id, Some(at(3)), 1).await.unwrap()), [at(2)]);
     assert_eq!(store.occurrence(&id, at(2)).await.unwrap(), Some(occurrence(2)));
     assert_eq!(store.occurrence(&id, at(9)).await.unwrap(), None);
+
+    // A backfill replaces a record of an occurrence that made nothing, or adds one; never
+    // one that made its operation.
+    let made = |hours: i64| Occurrence {
+        status: OccurrenceStatus::Created,
+        operation_id: Some(format!("op_backfilled_{hours}").as_str().into()),
+        reason: None,
+        backfilled: true,
+        ..occurrence(hours)
+    };
+    for hours in [2, 5] {
+        store
+            .commit(changes(vec![Write::BackfillOccurrence(made(hours))]))
+            .await
+            .unwrap();
+        assert_eq!(store.occurrence(&id, at(hours)).await.unwrap(), Some(made(hours)));
+    }
+    let twice = store
+        .commit(changes(vec![
+            Write::BackfillOccurrence(made(2)),
+            audit("op_never", "x"),
+        ]))
+        .await;
+    assert!(matches!(twice, Err(StoreError::Conflict)), "{twice:?}");
+    let over_made = store
+        .commit(changes(vec![Write::InsertOccurrence(occurrence(5))]))
+        .await;
+    assert!(matches!(over_made, Err(StoreError::Conflict)), "{over_made:?}");
+    assert_eq!(store.occurrences(&id, None, 10).await.unwrap().len(), 4);
 }

@@ -179,6 +179,21 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 ],
             )?;
         }
+        Write::BackfillOccurrence(occurrence) => {
+            let changed = tx.run(
+                "INSERT INTO occurrences (schedule_id, scheduled_at, body) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (schedule_id, scheduled_at) DO UPDATE SET body = excluded.body
+                 WHERE json_extract(occurrences.body, '$.status') <> 'created'",
+                params![
+                    occurrence.schedule_id.as_str(),
+                    occurrence.scheduled_at.unix_timestamp(),
+                    json(occurrence)
+                ],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
         Write::InsertAccount(account) => {
             tx.run(
                 "INSERT INTO accounts (id, holder, currency, customer_id, body) VALUES (?1, ?2, ?3, ?4, ?5)",
