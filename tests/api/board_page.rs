@@ -38,6 +38,29 @@ async fn an_operator_approves_from_the_live_board_and_the_operation_changes_colu
         .await;
     assert_eq!(suspended.status, 200, "{}", suspended.json());
 
+    // The sandbox rail keeps cut-offs (every day, sending after the last): each transaction
+    // shows the day it settles.
+    let calendar = app
+        .post(
+            "/v1/calendars",
+            ADMIN_KEY,
+            json!({"name": "Every day", "timezone": "UTC",
+                   "working_days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]}),
+        )
+        .await
+        .id();
+    let cutoffs = json!({"calendar_id": calendar, "cutoffs": ["12:00"], "after_last_cutoff": "send_now"});
+    let saved = app
+        .send(
+            reqwest::Method::PUT,
+            "/v1/rails/psp-local:sandbox/cutoffs",
+            Some(ADMIN_KEY),
+            None,
+            Some(&cutoffs),
+        )
+        .await;
+    assert_eq!(saved.status, 200, "{}", saved.json());
+
     let page = app.get("/board", "").await;
     assert_eq!(page.status, 200);
     assert_eq!(page.headers["content-type"], "text/html; charset=utf-8");

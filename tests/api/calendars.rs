@@ -145,3 +145,111 @@ async fn a_rails_next_cutoff_skips_the_days_its_calendar_is_closed() {
     assert_eq!(unknown_calendar.status, 404);
     assert_eq!(unknown_calendar.json()["error"]["param"], "calendar_id");
 }
+
+/// A payout approved after the rail's last cut-off of a Friday waits for Monday's window when
+/// the rail waits (the rail is told nothing before), and goes at once settling on Monday when
+/// it sends now; each transaction shows the cut-off and the settlement day it is for.
+#[tokio::test]
+async fn a_transaction_after_the_last_cutoff_waits_for_the_next_banking_day_or_goes_now() {
+    use ops_domain::ports::Clock;
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let calendar = send(
+        &app,
+        reqwest::Method::POST,
+        "/v1/calendars",
+        ADMIN_KEY,
+        json!({"name": "Chilean banks", "timezone": "America/Santiago"}),
+    )
+    .await
+    .id();
+    let rail = "psp-local:sandbox";
+    let set_cutoffs = |after: &'static str| {
+        let (app, calendar) = (&app, calendar.clone());
+        async move {
+            let body = json!({"calendar_id": calendar, "cutoffs": ["14:00", "17:30"], "after_last_cutoff": after});
+            let path = format!("/v1/rails/{rail}/cutoffs");
+            let saved = app
+                .send(reqwest::Method::PUT, &path, Some(ADMIN_KEY), None, Some(&body))
+                .await;
+            assert_eq!(saved.status, 200, "{}", saved.json());
+        }
+    };
+    set_cutoffs("wait").await;
+    // Friday 4 December 2026 at 19:00 in Santiago (UTC−3): after its last cut-off.
+    let friday_evening = time::macros::datetime!(2026-12-04 22:00 UTC);
+    app.clock.advance(friday_evening - app.clock.now());
+    let payout = |amount: i64| {
+        let (app, acme) = (&app, &acme);
+        async move {
+            let made = app
+                .post(
+                    "/v1/operations",
+                    &acme.key,
+                    ops_tests::payout(&acme.id, "auto", &[amount]),
+                )
+                .await;
+            assert_eq!(made.status, 201, "{}", made.json());
+            made.id()
+        }
+    };
+    let transaction_of = |operation: String| {
+        let (app, key) = (&app, acme.key.clone());
+        async move {
+            let list = app
+                .get(&format!("/v1/transactions?operation_id={operation}"), &key)
+                .await
+                .json();
+            list["data"][0].clone()
+        }
+    };
+    let waiting = payout(41_000).await;
+    app.drain().await;
+    let held = transaction_of(waiting.clone()).await;
+    assert_eq!(held["status"], "pending", "{held}");
+    assert_eq!(
+        (
+            held["cutoff_at"].as_str(),
+            held["settlement_day"].as_str(),
+            held["submit_after"].as_str()
+        ),
+        (
+            Some("2026-12-07T17:00:00Z"),
+            Some("2026-12-07"),
+            Some("2026-12-07T03:00:00Z")
+        ),
+        "Monday's 14:00 cut-off, its window opening at Monday's midnight"
+    );
+    assert!(
+        app.sandbox().await.is_empty(),
+        "the rail is told nothing over the weekend"
+    );
+    // Saturday: still nothing.
+    app.clock.advance(time::Duration::hours(20));
+    app.drain().await;
+    assert!(app.sandbox().await.is_empty());
+    // Monday's window opens: it goes, once, for Monday.
+    let monday = time::macros::datetime!(2026-12-07 03:00:30 UTC);
+    app.clock.advance(monday - app.clock.now());
+    app.settle(time::Duration::minutes(1), 3).await;
+    assert_eq!(app.sandbox().await.len(), 1);
+    let sent = transaction_of(waiting).await;
+    assert_ne!(sent["status"], "pending", "{sent}");
+    assert_eq!(
+        (sent["settlement_day"].as_str(), sent["submit_after"].is_null()),
+        (Some("2026-12-07"), true)
+    );
+
+    // Monday after hours with a rail that sends now: it goes at once, settling on Tuesday.
+    set_cutoffs("send_now").await;
+    let monday_evening = time::macros::datetime!(2026-12-07 22:00 UTC);
+    app.clock.advance(monday_evening - app.clock.now());
+    let late = payout(42_000).await;
+    app.drain().await;
+    assert_eq!(app.sandbox().await.len(), 2, "sent at once");
+    let sent_now = transaction_of(late).await;
+    assert_eq!(
+        (sent_now["cutoff_at"].as_str(), sent_now["settlement_day"].as_str()),
+        (Some("2026-12-08T17:00:00Z"), Some("2026-12-08"))
+    );
+}

@@ -259,3 +259,67 @@ async fn a_schedule_that_keeps_banking_days_sets_its_timer_to_each_next_run() {
     let operations = app.get("/v1/operations", &acme.key).await.json();
     assert_eq!(operations["data"].as_array().unwrap().len(), 3);
 }
+
+/// On DynamoDB a payout after the rail's last cut-off waits in the transactions' due index
+/// for its settlement day's window, then goes once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_after_the_last_cutoff_waits_in_the_due_index_for_its_window() {
+    let app = spawn_aws_app().await;
+    let acme = app.create_customer().await;
+    let calendar = app
+        .post(
+            "/v1/calendars",
+            ops_tests::ADMIN_KEY,
+            json!({"name": "Weekdays", "timezone": "UTC"}),
+        )
+        .await
+        .id();
+    let cutoffs = json!({"calendar_id": calendar, "cutoffs": ["15:00"], "after_last_cutoff": "wait"});
+    let saved = app
+        .send(
+            reqwest::Method::PUT,
+            "/v1/rails/psp-local:sandbox/cutoffs",
+            Some(ops_tests::ADMIN_KEY),
+            None,
+            Some(&cutoffs),
+        )
+        .await;
+    assert_eq!(saved.status, 200, "{}", saved.json());
+    // The next Friday at 16:00 UTC: after its only cut-off.
+    let now = app.clock.now();
+    let days_to_friday = (5 + 7 - i64::from(now.weekday().number_from_monday())) % 7 + 7;
+    let friday = (now.date() + time::Duration::days(days_to_friday))
+        .with_hms(16, 0, 0)
+        .unwrap()
+        .assume_utc();
+    app.clock.advance(friday - now);
+    let made = app
+        .post(
+            "/v1/operations",
+            &acme.key,
+            ops_tests::payout(&acme.id, "auto", &[33_000]),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    let transaction = || async {
+        let list = app
+            .get(&format!("/v1/transactions?operation_id={}", made.id()), &acme.key)
+            .await
+            .json();
+        list["data"][0].clone()
+    };
+    app.settle(time::Duration::ZERO, 1).await;
+    let held = transaction().await;
+    let monday = friday.date() + time::Duration::days(3);
+    assert_eq!(held["status"], "pending", "{held}");
+    assert_eq!(held["settlement_day"], monday.to_string());
+    assert_eq!(held["submit_after"], format!("{monday}T00:00:00Z"));
+    app.settle(time::Duration::hours(12), 4).await;
+    assert_eq!(transaction().await["status"], "pending", "nothing over the weekend");
+    app.clock
+        .advance(monday.midnight().assume_utc() - app.clock.now() + time::Duration::seconds(30));
+    app.settle(time::Duration::minutes(1), 3).await;
+    let sent = transaction().await;
+    assert_ne!(sent["status"], "pending", "{sent}");
+    assert!(sent["submit_after"].is_null() && sent["submit_attempts"] == 1, "{sent}");
+}

@@ -74,6 +74,8 @@ try {
     .catch(() => fail(page, "the operation's history was not shown"));
   await page.locator("#transactions li", { hasText: "psp-local:sandbox ref sbx_" }).waitFor({ timeout: 4000 })
     .catch(() => fail(page, "the transaction's rail reference was not shown"));
+  await page.locator("#transactions li", { hasText: "settles 20" }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the transaction's settlement day was not shown"));
   await page.screenshot({ path: join(output, "board-approved.png"), fullPage: true });
 
   // The customer's user sees its exception but may not work it: the API's refusal is shown.

@@ -184,6 +184,10 @@ pub struct Cutoff {
     /// Whether a submission made at `at` goes now (`send_now` after the last cut-off) rather
     /// than waiting for `cutoff_at`'s window.
     pub sends_now: bool,
+    /// When a submission made at `at` after a banking day's last cut-off (or on a closed
+    /// day) is sent, with `wait`: the start of the settlement day, when its window opens.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub waits_until: Option<OffsetDateTime>,
 }
 
 /// The first cut-off at or after `at` on a banking day of `calendar`, in `zone`; a
@@ -207,10 +211,19 @@ pub fn next_cutoff(
                 let wall = day.with_time(*time);
                 let cutoff_at = (0..=180)
                     .find_map(|minutes| crate::zone::instant_of(wall + time::Duration::minutes(minutes), zone))?;
+                let waits = !same_day && after == AfterLastCutoff::Wait;
+                let waits_until = match waits {
+                    // A midnight in a daylight-saving gap opens at the gap's end.
+                    true => Some((0..=180).find_map(|minutes| {
+                        crate::zone::instant_of(day.midnight() + time::Duration::minutes(minutes), zone)
+                    })?),
+                    false => None,
+                };
                 return Some(Cutoff {
                     cutoff_at,
                     settlement_day: day,
                     sends_now: !same_day && after == AfterLastCutoff::SendNow,
+                    waits_until,
                 });
             }
         }
@@ -297,12 +310,18 @@ mod tests {
             (datetime!(2026-12-07 17:00 UTC), date!(2026 - 12 - 07), false)
         );
         let between = next(datetime!(2026-12-07 18:00 UTC), AfterLastCutoff::Wait);
-        assert_eq!(between.cutoff_at, datetime!(2026-12-07 20:30 UTC));
+        assert_eq!(
+            (between.cutoff_at, between.waits_until),
+            (datetime!(2026-12-07 20:30 UTC), None)
+        );
+        // After the last, waiting: until Wednesday's midnight in Santiago.
+        let waiting = next(datetime!(2026-12-07 21:00 UTC), AfterLastCutoff::Wait);
+        assert_eq!(waiting.waits_until, Some(datetime!(2026-12-09 03:00 UTC)));
         // After Monday's last cut-off: Tuesday the 8th is a holiday, so Wednesday's first.
         let late = next(datetime!(2026-12-07 21:00 UTC), AfterLastCutoff::SendNow);
         assert_eq!(
-            (late.cutoff_at, late.settlement_day, late.sends_now),
-            (datetime!(2026-12-09 17:00 UTC), date!(2026 - 12 - 09), true)
+            (late.cutoff_at, late.settlement_day, late.sends_now, late.waits_until),
+            (datetime!(2026-12-09 17:00 UTC), date!(2026 - 12 - 09), true, None)
         );
         // Santiago's clocks go from 24:00 to 01:00 on Sunday 6 September 2026: a midnight
         // cut-off that Monday is fine, but one on a working Sunday falls in the gap.

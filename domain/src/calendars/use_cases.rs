@@ -296,6 +296,25 @@ impl Service {
             .ok_or_else(|| DomainError::missing_reference("calendar_id", format!("No such calendar: '{calendar_id}'")))
     }
 
+    /// The cut-off a submission to `rail` at `at` is for, when the rail keeps cut-offs (none
+    /// when it keeps none, or its calendar is gone or has no banking day within a year).
+    pub(crate) async fn rail_cutoff(&self, rail: &str, at: OffsetDateTime) -> Result<Option<Cutoff>, DomainError> {
+        let Some(settings) = self.store.rail_cutoffs(rail, self.environment).await? else {
+            return Ok(None);
+        };
+        let Some(calendar) = self.store.calendar(&settings.calendar_id).await? else {
+            return Ok(None);
+        };
+        let zone = crate::zone::parse_zone(&calendar.timezone)?;
+        Ok(next_cutoff(
+            &calendar,
+            zone,
+            &settings.cutoffs,
+            settings.after_last_cutoff,
+            at,
+        ))
+    }
+
     pub async fn next_cutoff(
         &self,
         principal: &Principal,

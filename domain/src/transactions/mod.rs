@@ -155,8 +155,20 @@ pub struct Transaction {
     /// The customer account a collection credits once the rail confirms it.
     #[serde(default)]
     pub credit_account_id: Option<crate::ids::AccountId>,
+    /// The rail's cut-off it was last submitted (or waits) for, when the rail keeps cut-offs.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub cutoff_at: Option<OffsetDateTime>,
+    /// The banking day it is expected to settle on, by that cut-off.
+    #[serde(default, with = "banking_day::option")]
+    pub settlement_day: Option<time::Date>,
+    /// It came after the rail's last cut-off of a banking day, and the rail waits: it is
+    /// submitted when its settlement day's window opens, not before.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub submit_after: Option<OffsetDateTime>,
     pub version: u64,
 }
+
+time::serde::format_description!(banking_day, Date, "[year]-[month]-[day]");
 
 impl Transaction {
     pub fn apply(
@@ -421,6 +433,9 @@ pub(crate) mod tests {
             hold_id: None,
             direction: crate::rail::RailDirection::Credit,
             credit_account_id: None,
+            cutoff_at: None,
+            settlement_day: None,
+            submit_after: None,
             version: 1,
         }
     }

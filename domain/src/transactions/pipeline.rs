@@ -336,6 +336,9 @@ impl Service {
                         _ => crate::rail::RailDirection::Credit,
                     },
                     credit_account_id: operation.destination_account_id.clone(),
+                    cutoff_at: None,
+                    settlement_day: None,
+                    submit_after: None,
                     version: 1,
                 };
                 let entry = AuditEntry::new("transaction", &transaction.id, "created", cause)

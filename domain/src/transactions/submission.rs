@@ -44,9 +44,37 @@ impl Service {
     /// Hands a pending transaction to its rail, at most once per attempt: the attempt is
     /// recorded before the call, so a worker that finds an attempt without outcome knows the
     /// rail may hold the instruction and asks instead of sending again.
+    ///
+    /// A rail that keeps cut-offs is told nothing after a banking day's last one when it
+    /// waits: the transaction records the cut-off and day it is for and waits for that day's
+    /// window, which the poll timer opens.
     async fn submit(&self, transaction_id: &TransactionId) -> Result<Handled, DomainError> {
+        // A task for a transaction not stored fails, to end in the dead-letter queue.
+        let found = self
+            .store
+            .transaction(transaction_id)
+            .await?
+            .ok_or_else(|| DomainError::not_found("transaction", transaction_id))?;
+        let cutoff = match found.status == TransactionStatus::Pending && found.submitting_since.is_none() {
+            true => self.rail_cutoff(&found.rail, self.now()).await?,
+            false => None,
+        };
+        if let Some(waits_until) = cutoff.and_then(|c| c.waits_until) {
+            self.update_transaction(transaction_id, Some(found), |txn, _| {
+                if txn.status != TransactionStatus::Pending || txn.submitting_since.is_some() {
+                    return Ok(None);
+                }
+                txn.cutoff_at = cutoff.map(|c| c.cutoff_at);
+                txn.settlement_day = cutoff.map(|c| c.settlement_day);
+                txn.submit_after = Some(waits_until);
+                txn.next_poll_at = Some(waits_until);
+                Ok(Some(None))
+            })
+            .await?;
+            return Ok(Handled::Done);
+        }
         let claimed = self
-            .update_transaction(transaction_id, None, |txn, now| {
+            .update_transaction(transaction_id, Some(found), |txn, now| {
                 if txn.status != TransactionStatus::Pending {
                     return Ok(None);
                 }
@@ -68,6 +96,14 @@ impl Service {
                     None => {
                         txn.submitting_since = Some(now);
                         txn.submit_attempts += 1;
+                        if let Some(cutoff) = cutoff {
+                            txn.cutoff_at = Some(cutoff.cutoff_at);
+                            txn.settlement_day = Some(cutoff.settlement_day);
+                        }
+                        // A wait that is over leaves no poll behind.
+                        if txn.submit_after.take().is_some() {
+                            txn.next_poll_at = None;
+                        }
                         Ok(Some(None))
                     }
                 }
@@ -248,6 +284,10 @@ impl Service {
     /// serves the rail (any more), in which case the poll waits, so that such transactions
     /// do not fill every round ahead of the others.
     async fn poll(&self, transaction: &Transaction) -> bool {
+        if transaction.status == TransactionStatus::Pending && transaction.submitting_since.is_none() {
+            self.open_window(transaction).await;
+            return false;
+        }
         let Some(adapter) = self.rails.get(&transaction.rail).cloned() else {
             let deferred = self
                 .update_transaction(&transaction.id, Some(transaction.clone()), |txn, now| {
@@ -273,6 +313,31 @@ impl Service {
             tracing::warn!(transaction = %transaction.id, %error, "could not record a status answer");
         }
         true
+    }
+
+    /// A transaction that waited for its settlement day's window goes back to the
+    /// submissions queue (the submit decides again); it is looked at again a while later in
+    /// case the message is lost.
+    async fn open_window(&self, transaction: &Transaction) {
+        let task = QueueTask::SubmitTransaction {
+            transaction_id: transaction.id.clone(),
+        };
+        if let Err(error) = self.enqueue(task, &transaction.customer_id, time::Duration::ZERO).await {
+            tracing::warn!(transaction = %transaction.id, %error, "a waiting transaction was not queued; it is due again");
+            return;
+        }
+        let deferred = self
+            .update_transaction(&transaction.id, Some(transaction.clone()), |txn, now| {
+                let waiting = txn.status == TransactionStatus::Pending && txn.submitting_since.is_none();
+                Ok((waiting && txn.next_poll_at.is_some()).then(|| {
+                    txn.next_poll_at = Some(now + UNSERVED_RAIL_WAIT);
+                    None
+                }))
+            })
+            .await;
+        if let Err(error) = deferred {
+            tracing::warn!(transaction = %transaction.id, %error, "could not defer a waiting transaction");
+        }
     }
 
     /// Records what a rail says of a transaction, from a status inquiry, a report or a

@@ -50,6 +50,9 @@ pub fn transaction(id: &str, rail: &str, confirmed_at: Option<OffsetDateTime>) -
         hold_id: None,
         direction: RailDirection::Credit,
         credit_account_id: None,
+        cutoff_at: None,
+        settlement_day: None,
+        submit_after: None,
         version: 1,
     }
 }
