@@ -210,3 +210,95 @@ fn a_published_camt052_report_reads_as_its_parser_reads_it() {
         ]
     );
 }
+
+/// The camt.053 statements genkgo/camt's own end-to-end test reads (versions .001.02, .04 and
+/// .08): the one entry and the booked balances it finds there, read here too (it also lists
+/// available balances, which reconciliation does not use).
+#[test]
+fn published_camt053_statements_read_as_their_parser_reads_them() {
+    for name in ["camt053.v2.minimal", "camt053.v4", "camt053.v8"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/statements/camt/genkgo-{name}.xml"));
+        let statement = read_bank_statement(StatementFormat::Camt053, &std::fs::read(path).unwrap())
+            .unwrap_or_else(|error| panic!("{name}: {error}"));
+        let lines: Vec<_> = statement
+            .lines
+            .iter()
+            .map(|l| {
+                (
+                    l.amount.minor_units(),
+                    l.currency.code().to_owned(),
+                    l.direction,
+                    l.status,
+                    l.booked_on.unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            lines,
+            [(
+                885,
+                "EUR".into(),
+                EntryDirection::Credit,
+                StatementStatus::Confirmed,
+                "2014-12-31".into()
+            )],
+            "{name}"
+        );
+        let balances: Vec<_> = statement
+            .balances
+            .iter()
+            .map(|b| (b.kind, b.amount, b.currency.code().to_owned()))
+            .collect();
+        assert_eq!(
+            balances,
+            [
+                (BalanceKind::Opening, 1_815, "EUR".into()),
+                (BalanceKind::Closing, -2_700, "SEK".into())
+            ],
+            "{name}"
+        );
+    }
+}
+
+/// The camt.054 notifications genkgo/camt's end-to-end test reads (versions .001.02, .04 and
+/// .08): one debit of 200,000 SEK booked on 18 October 2007 with three transaction details.
+/// Where the details carry their own amounts (.04 and .08) each is a line of the batch; where
+/// they do not (.02) the entry is the line.
+#[test]
+fn published_camt054_notifications_read_as_their_parser_reads_them() {
+    for name in ["camt054.v2", "camt054.v4", "camt054.v8"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/statements/camt/genkgo-{name}.xml"));
+        let statement = read_bank_statement(StatementFormat::Camt054, &std::fs::read(path).unwrap())
+            .unwrap_or_else(|error| panic!("{name}: {error}"));
+        assert!(
+            statement
+                .lines
+                .iter()
+                .all(|l| l.booked_on.map(|d| d.to_string()).as_deref() == Some("2007-10-18")),
+            "{name}"
+        );
+        match statement.lines.as_slice() {
+            [entry] => {
+                assert_eq!(name, "camt054.v2");
+                assert_eq!(
+                    (entry.amount.minor_units(), entry.currency.code(), entry.direction),
+                    (20_000_000, "SEK", EntryDirection::Debit)
+                );
+                assert!(entry.batch.is_none());
+            }
+            details => {
+                assert_eq!(details.len(), 3, "{name}");
+                for detail in details {
+                    let batch = detail.batch.as_ref().expect("a detail of the entry");
+                    assert_eq!(
+                        (batch.entry, batch.details, batch.entry_amount.minor_units()),
+                        (1, 3, 20_000_000),
+                        "{name}"
+                    );
+                }
+                let amounts: Vec<i64> = details.iter().map(|d| d.amount.minor_units()).collect();
+                assert_eq!(amounts, [310, 320, 320], "{name}");
+            }
+        }
+    }
+}
