@@ -1,7 +1,7 @@
 //! Events: one per state change (and `operation.created`), committed with the change (in its
 //! SQLite transaction; on DynamoDB, from the changed entity's outbox, never lost), then
 //! streamed to their consumers.
-//! An event is also the signed document webhooks deliver (DESIGN §6), so it is built here in
+//! An event is also the signed document webhooks deliver, so it is built here in
 //! its wire shape, `object` names included.
 
 use crate::access::{Customer, Environment};

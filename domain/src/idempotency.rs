@@ -1,4 +1,4 @@
-//! Idempotency keys (DESIGN §3): claimed before any effect, completed in the same store
+//! Idempotency keys: claimed before any effect, completed in the same store
 //! transaction as the effect, replayed byte for byte.
 
 use crate::error::DomainError;
@@ -115,7 +115,7 @@ pub enum Once<T> {
 }
 
 impl Service {
-    /// The idempotency protocol (DESIGN §3), in one place: claims the key before any effect,
+    /// The idempotency protocol, in one place: claims the key before any effect,
     /// runs `effect` with a [`Ticket`] that completes the key in the effect's own changeset,
     /// gives the key back if the effect failed (nothing was written, so a corrected request may
     /// use it), and answers a repeat with the stored response. `reused` is the refusal when the

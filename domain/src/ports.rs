@@ -417,7 +417,7 @@ pub struct BatchOutcome {
     pub failed: Vec<String>,
 }
 
-/// Counts requests in one-second windows (DESIGN §3 `rate_limit_error`), so one caller cannot
+/// Counts requests in one-second windows (`rate_limit_error`), so one caller cannot
 /// starve the others. A request is counted for a member (an API key) within its group (the
 /// key's customer), against a limit for each; both counts live together, so one write checks
 /// and counts both. Windows are unix seconds of the wall clock.

@@ -1,4 +1,4 @@
-//! The rail adapter port (DESIGN §7) and the registry of adapters by rail id.
+//! The rail adapter port and the registry of adapters by rail id.
 
 use crate::access::Environment;
 use crate::ids::TransactionId;

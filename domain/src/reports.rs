@@ -1,4 +1,4 @@
-//! Reports (DESIGN §8.4): a period's operations, transactions or movements, page by page, with
+//! Reports: a period's operations, transactions or movements, page by page, with
 //! totals per status and currency. Ids sort by creation time, so a period is a range of ids: a
 //! report reads what was made in it and nothing else, whatever the history holds.
 

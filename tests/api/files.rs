@@ -1,4 +1,4 @@
-//! Payroll files (DESIGN §8.4): validated whole, kept, and made into operations of at most
+//! Payroll files: validated whole, kept, and made into operations of at most
 //! 1,000 items per currency by the worker, each chunk exactly once.
 
 use ops_domain::ports::{QueueName, QueueTask};

@@ -1,4 +1,4 @@
-//! Reconciliation (DESIGN §8.4): a rail's statement matched against the transactions held
+//! Reconciliation: a rail's statement matched against the transactions held
 //! here; what it reports applied through the rail-report path; each break an exceptions item;
 //! the same statement twice changes nothing the second time.
 

@@ -1,4 +1,4 @@
-//! Reports (DESIGN §8.4): a period's operations, CSV or JSON, streamed page by page, with
+//! Reports: a period's operations, CSV or JSON, streamed page by page, with
 //! totals per status and currency; nothing outside the period, nothing of another customer.
 
 use ops_tests::{payout, spawn_app, spawn_app_with};

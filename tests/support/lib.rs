@@ -90,7 +90,7 @@ impl Reply {
             .to_owned()
     }
 
-    /// Asserts an error of the DESIGN shape and returns its `error` object.
+    /// Asserts an error of the API's shape and returns its `error` object.
     pub fn error(&self, status: u16) -> Value {
         let body = self.json();
         assert_eq!(self.status.as_u16(), status, "unexpected status; body: {body}");
@@ -498,7 +498,7 @@ pub fn statement_body(format: &str, statement: &[u8]) -> Value {
     })
 }
 
-/// A payroll file (DESIGN §8.4) with one line per `(amount, currency)`.
+/// A payroll file with one line per `(amount, currency)`.
 pub fn payroll_csv(lines: &[(i64, &str)]) -> Vec<u8> {
     let mut csv = String::from("beneficiary_id_type,beneficiary_id,rail,account,amount,currency,reference\n");
     for (i, (amount, currency)) in lines.iter().enumerate() {

@@ -1,4 +1,4 @@
-//! Approval workflows: ordered rules, first match wins (DESIGN §5).
+//! Approval workflows: ordered rules, first match wins.
 
 mod action;
 mod floor;

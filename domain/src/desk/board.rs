@@ -1,4 +1,4 @@
-//! The operations board (DESIGN §8.1): operations pending approval, in progress and needing
+//! The operations board: operations pending approval, in progress and needing
 //! attention, each with its count, amount per currency and oldest age, and the desk's queues.
 //! Counts are kept as the changes happen (the desk's stream consumer moves each operation
 //! between columns once, by its version), so reading the board never reads history.

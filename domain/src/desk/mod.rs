@@ -1,4 +1,4 @@
-//! The operations desk (DESIGN §8.1): work items in two queues, `approvals` and `exceptions`,
+//! The operations desk: work items in two queues, `approvals` and `exceptions`,
 //! opened and closed by the state changes themselves (the desk's stream consumer, or the
 //! changeset of the change that made an exception), claimed, assigned and released by
 //! operators.

@@ -1,4 +1,4 @@
-//! Files (DESIGN §8.4): payroll CSVs that become operations. A file is validated whole when it
+//! Files: payroll CSVs that become operations. A file is validated whole when it
 //! is uploaded (an invalid one creates nothing) and planned into chunks of at most
 //! [`CHUNK_ITEMS`] lines of one currency; a worker then makes one operation per chunk. Each
 //! chunk's operation is committed together with the file's record of it, under the file's

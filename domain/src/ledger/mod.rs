@@ -1,4 +1,4 @@
-//! Accounts and movements (DESIGN §8.2): a double-entry ledger. A movement debits one account
+//! Accounts and movements: a double-entry ledger. A movement debits one account
 //! and credits another by the same amount, so every movement balances and the entries of all
 //! accounts sum to zero by construction. An account's balances are kept on the account as
 //! movements are placed, posted and voided (in the same changeset), never summed from history.

@@ -67,7 +67,7 @@ impl OperationStatus {
         matches!(self, Completed | PartiallyCompleted | Failed | Rejected | Cancelled)
     }
 
-    /// The whole operation state machine (DESIGN §4) in one table.
+    /// The whole operation state machine in one table.
     pub fn can_become(self, to: OperationStatus) -> bool {
         use OperationStatus::*;
         matches!(

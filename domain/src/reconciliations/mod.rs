@@ -1,4 +1,4 @@
-//! Reconciliation (DESIGN §8.4): a rail's statement matched, line by line, against the
+//! Reconciliation: a rail's statement matched, line by line, against the
 //! transactions held here. A statement is read by its rail's adapter, so each rail keeps its own
 //! format; the outcome of every line (and every confirmed transaction the statement lacks) is
 //! kept with the reconciliation, and each break opens an exceptions work item.

@@ -1,4 +1,4 @@
-//! Recurring operations (DESIGN §8.3): schedules, their occurrences, and the timer that fires
+//! Recurring operations: schedules, their occurrences, and the timer that fires
 //! them (EventBridge Scheduler in the cloud, the store's due index locally).
 //!
 //! An occurrence never makes two operations: the operation is created under an idempotency

@@ -1,4 +1,4 @@
-//! Transactions and their state machine (DESIGN §4). Transactions are made from approved
+//! Transactions and their state machine. Transactions are made from approved
 //! operations, one per item; `unknown` is left only by asking the rail, never by resubmitting.
 
 mod operator;

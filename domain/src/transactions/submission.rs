@@ -390,7 +390,7 @@ impl Service {
                         now,
                     ))
                 }
-                // Confirmed money can only come back (DESIGN §4): a statement that says it
+                // Confirmed money can only come back: a statement that says it
                 // failed after all reverses it as a return, under the statement's word.
                 (Ok(RailState::Failed { reason, .. }), Confirmed) if statement => TransactionTransition::Return(
                     Cause::new("statement_failed", format!("{reason} ({said_by})"), rail, now),

@@ -125,7 +125,7 @@ impl Service {
         Ok(Page::all(self.store.entity_history(id).await?))
     }
 
-    /// An endpoint's URL, as this environment allows one (DESIGN §6). A `#fragment` is
+    /// An endpoint's URL, as this environment allows one. A `#fragment` is
     /// refused here rather than at send time, so an endpoint stored with one still delivers:
     /// a fragment is never sent, and an owner who gives one expects it to mean something.
     fn endpoint_url(&self, url: Option<String>) -> Result<String, DomainError> {

@@ -1,4 +1,4 @@
-//! Webhook endpoints and deliveries (DESIGN §6).
+//! Webhook endpoints and deliveries.
 
 mod delivery;
 mod endpoints;
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use time::{Duration, OffsetDateTime};
 
-/// Waits before each retry of a failed delivery (DESIGN §6); jitter is added on top.
+/// Waits before each retry of a failed delivery; jitter is added on top.
 pub const RETRY_SCHEDULE: [Duration; 8] = [
     Duration::minutes(1),
     Duration::minutes(5),

@@ -1,4 +1,4 @@
-//! The one place where errors become HTTP responses (DESIGN §3 error shape).
+//! The one place where errors become HTTP responses (the API's error shape).
 
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -158,7 +158,7 @@ impl ApiError {
     }
 }
 
-/// The `error` object (DESIGN §3), its keys in the order the design gives them.
+/// The `error` object, its keys in the order the design gives them.
 #[derive(Debug, Clone, Serialize)]
 pub struct ErrorObject {
     #[serde(rename = "type")]

@@ -1,4 +1,4 @@
-//! Idempotent creates at the edge (DESIGN §3): the `Idempotency-Key` header read and checked,
+//! Idempotent creates at the edge: the `Idempotency-Key` header read and checked,
 //! the request fingerprinted, and the domain's protocol ([`Service::once`]) run with this
 //! edge's wire shape as the response it stores and replays byte for byte.
 //!
