@@ -594,6 +594,7 @@ async fn endpoints_made_before_counts_were_kept_are_counted_by_the_next_change()
                 url: "http://127.0.0.1:9/hook".into(),
                 description: None,
                 events: vec!["operation.created".into()],
+                retry_policy: Default::default(),
                 status: EndpointStatus::Enabled,
                 secrets: vec![],
                 created_at: time::OffsetDateTime::now_utc(),
@@ -667,4 +668,16 @@ async fn changes_of_an_endpoint_at_once_conflict_and_keep_no_stray_secret() {
 async fn old_signing_secrets_no_endpoint_names_are_swept() {
     let app = spawn_app().await;
     ops_tests::scenarios::old_signing_secrets_no_endpoint_names_are_swept(&app, app.driver(), &app.clock).await;
+}
+
+#[tokio::test]
+async fn a_delivery_follows_its_endpoints_retry_policy_and_a_range_is_recovered_once() {
+    let app = spawn_app().await;
+    ops_tests::scenarios::a_delivery_follows_its_endpoints_retry_policy_and_a_range_is_recovered_once(
+        &app,
+        app.driver(),
+        &app.clock,
+        |_| async {},
+    )
+    .await;
 }

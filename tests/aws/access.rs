@@ -170,3 +170,31 @@ async fn old_signing_secrets_no_endpoint_names_are_swept() {
     let app = spawn_aws_app().await;
     ops_tests::scenarios::old_signing_secrets_no_endpoint_names_are_swept(&app.api, &app.driver, &app.clock).await;
 }
+
+#[tokio::test]
+async fn a_delivery_follows_its_endpoints_retry_policy_and_a_range_is_recovered_once() {
+    let app = spawn_aws_app().await;
+    ops_tests::scenarios::a_delivery_follows_its_endpoints_retry_policy_and_a_range_is_recovered_once(
+        &app.api,
+        &app.driver,
+        &app.clock,
+        |id| {
+            let queue = app.parts.queue.clone();
+            async move {
+                let task = ops_domain::ports::QueueTask::SendWebhook {
+                    delivery_id: id.as_str().into(),
+                };
+                ops_domain::ports::Queue::send(
+                    &*queue,
+                    ops_domain::ports::QueueName::Webhooks,
+                    "",
+                    task.to_body(),
+                    time::Duration::ZERO,
+                )
+                .await
+                .unwrap();
+            }
+        },
+    )
+    .await;
+}

@@ -91,6 +91,11 @@ impl Receiver {
         Receiver { url, inbox }
     }
 
+    /// Takes every request from now on, after refusing the first ones.
+    pub fn answer_all(&self) {
+        self.inbox.refuse_first.store(0, Ordering::SeqCst);
+    }
+
     /// Makes the first `n` requests answer only after [`SLOW`].
     pub fn slow_first(&self, n: usize) {
         self.inbox.slow_first.store(n, Ordering::SeqCst);

@@ -9,7 +9,7 @@ use crate::ports::{
 };
 use crate::service::{jitter, Service};
 use crate::webhooks::{
-    self, signature, Attempt, Delivery, DeliveryStatus, EndpointStatus, HeldBack, Posted, WebhookEndpoint,
+    signature, Attempt, Delivery, DeliveryStatus, EndpointStatus, HeldBack, Posted, WebhookEndpoint,
 };
 use futures_util::future::join_all;
 use futures_util::stream::{self, StreamExt};
@@ -262,6 +262,7 @@ impl Service {
     ) -> Result<Result<Attempted, HeldBack>, DomainError> {
         let mut out_of_time = false;
         let mut updated = delivery.clone();
+        let policy = signer.endpoint.as_ref().map(|e| e.retry_policy).unwrap_or_default();
         let Posted { answer, took } = match &signer.endpoint {
             Some(endpoint) if endpoint.status == EndpointStatus::Enabled && !signer.secrets.is_empty() => {
                 let refs: Vec<&str> = signer.secrets.iter().map(String::as_str).collect();
@@ -272,11 +273,11 @@ impl Service {
                         updated.move_to(&endpoint.url);
                         posted
                     }
-                    Err(held_back) if now - delivery.created_at < webhooks::RETRY_SPAN => return Ok(Err(held_back)),
+                    Err(held_back) if now - delivery.created_at < policy.max_age() => return Ok(Err(held_back)),
                     Err(_) => {
                         out_of_time = true;
                         Posted::not_sent(
-                            "not sent: its receiver had stopped answering, and stayed away for as long as a delivery's retries take".to_string(),
+                            "not sent: its receiver had stopped answering, and stayed away for as long as its endpoint's retries take".to_string(),
                         )
                     }
                 }
@@ -300,7 +301,7 @@ impl Service {
             updated.status = DeliveryStatus::Failed;
             updated.next_attempt_at = None;
         } else {
-            match webhooks::retry_delay(updated.attempts.len() - 1, jitter()) {
+            match policy.next_wait(updated.attempts.len() - 1, now - delivery.created_at, jitter()) {
                 Some(wait) => updated.next_attempt_at = Some(now + wait),
                 None => {
                     updated.status = DeliveryStatus::Failed;

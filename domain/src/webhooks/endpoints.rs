@@ -8,7 +8,7 @@ use crate::ids::{CustomerId, WebhookEndpointId};
 use crate::ports::{AuditEntry, Changeset, StoreError, Write};
 use crate::service::{customer_scope, Issued, Page, Service};
 use crate::validate::required_text;
-use crate::webhooks::{EndpointRoster, EndpointStatus, WebhookEndpoint};
+use crate::webhooks::{EndpointRoster, EndpointStatus, RetryPolicy, WebhookEndpoint};
 use serde::Deserialize;
 
 /// The most webhook endpoints a customer (or the platform) keeps: every event's dispatch reads
@@ -25,6 +25,8 @@ pub struct CreateWebhookEndpoint {
     /// What the endpoint is for ("ledger sync"), up to 200 characters.
     pub description: Option<String>,
     pub events: Option<Vec<String>>,
+    /// How a failed delivery is tried again (the default schedule when absent).
+    pub retry_policy: Option<RetryPolicy>,
     /// Platform keys only: the customer whose events it receives (omit for every customer).
     pub customer_id: Option<String>,
 }
@@ -38,6 +40,8 @@ pub struct UpdateWebhookEndpoint {
     /// A new description; `""` removes it.
     pub description: Option<String>,
     pub events: Option<Vec<String>>,
+    /// A new retry policy, for the deliveries' next tries too.
+    pub retry_policy: Option<RetryPolicy>,
 }
 
 /// Reads and commits an endpoint's create or delete may make while others change its owner's
@@ -165,6 +169,8 @@ impl Service {
         let url = self.endpoint_url(command.url)?;
         let description = crate::text::optional_nonblank_text(command.description, "description", MAX_DESCRIPTION)?;
         let events = endpoint_events(command.events.unwrap_or_else(|| vec!["*".into()]))?;
+        let retry_policy = command.retry_policy.unwrap_or_default();
+        retry_policy.check()?;
         let customer_id = match (&principal.key.customer_id, command.customer_id) {
             (Some(own), None) => Some(own.clone()),
             (Some(_), Some(_)) => {
@@ -194,7 +200,7 @@ impl Service {
                 let issued = match unsaved.take() {
                     Some(issued) => issued,
                     None => {
-                        self.new_endpoint(customer_id.clone(), &url, description.clone(), &events)
+                        self.new_endpoint(customer_id.clone(), &url, description.clone(), &events, retry_policy)
                             .await?
                     }
                 };
@@ -234,6 +240,7 @@ impl Service {
         url: &str,
         description: Option<String>,
         events: &[String],
+        retry_policy: RetryPolicy,
     ) -> Result<Issued<WebhookEndpoint>, DomainError> {
         let id = crate::ids::WebhookEndpointId::new(&*self.ids);
         let (secret, signing) = self.store_new_secret(&id).await?;
@@ -244,6 +251,7 @@ impl Service {
                 url: url.to_owned(),
                 description,
                 events: events.to_vec(),
+                retry_policy,
                 status: EndpointStatus::Enabled,
                 secrets: vec![signing],
                 created_at: self.now(),
@@ -346,11 +354,15 @@ impl Service {
         command: UpdateWebhookEndpoint,
     ) -> Result<WebhookEndpoint, DomainError> {
         let mut endpoint = self.visible_endpoint(principal, id).await?;
-        if command.url.is_none() && command.description.is_none() && command.events.is_none() {
+        if command.url.is_none()
+            && command.description.is_none()
+            && command.events.is_none()
+            && command.retry_policy.is_none()
+        {
             return Err(DomainError::invalid(
                 "url",
                 "parameter_missing",
-                "Give the endpoint's new url, description or events, or more than one.",
+                "Give the endpoint's new url, description, events or retry_policy, or more than one.",
             ));
         }
         let mut changed = vec![];
@@ -384,6 +396,17 @@ impl Service {
                     endpoint.events.join(", ")
                 ));
                 endpoint.events = events;
+            }
+        }
+        if let Some(policy) = command.retry_policy {
+            policy.check()?;
+            if policy != endpoint.retry_policy {
+                changed.push(format!(
+                    "retry policy {} (was {})",
+                    serde_json::to_string(&policy).unwrap_or_default(),
+                    serde_json::to_string(&endpoint.retry_policy).unwrap_or_default()
+                ));
+                endpoint.retry_policy = policy;
             }
         }
         if changed.is_empty() {

@@ -3,11 +3,13 @@
 mod delivery;
 mod endpoints;
 mod resends;
+mod retry_policy;
 pub mod signature;
 mod signing_secrets;
 
 pub use endpoints::{CreateWebhookEndpoint, UpdateWebhookEndpoint};
 pub use resends::{RecoverWebhookEndpoint, ResendEvent};
+pub use retry_policy::RetryPolicy;
 pub use signing_secrets::{RotateWebhookSecret, MAX_SIGNING_SECRETS};
 
 use crate::access::Environment;
@@ -103,6 +105,9 @@ pub struct WebhookEndpoint {
     pub description: Option<String>,
     /// Event types, or `*` for all.
     pub events: Vec<String>,
+    /// How a failed delivery is tried again.
+    #[serde(default)]
+    pub retry_policy: RetryPolicy,
     pub status: EndpointStatus,
     /// Where the signing secrets are kept (never shown: the API's wire shape leaves them out).
     #[serde(default)]
@@ -483,6 +488,7 @@ mod tests {
             url: "https://x".into(),
             description: None,
             events: vec!["transaction.confirmed".into()],
+            retry_policy: Default::default(),
             status: EndpointStatus::Enabled,
             secrets: vec![],
             created_at: OffsetDateTime::UNIX_EPOCH,

@@ -15,13 +15,28 @@ use serde::Deserialize;
 /// answers well within an API function's timeout.
 const RECOVER_BATCH: usize = 50;
 
+fn optional_time(value: Option<String>, param: &str) -> Result<Option<time::OffsetDateTime>, DomainError> {
+    value
+        .map(|text| crate::validate::rfc3339_time(&text, param))
+        .transpose()
+}
+
 /// How many events one recover resends at a time.
 const RESENDS_IN_FLIGHT: usize = 8;
 
-/// A recover takes no fields (an empty or absent body); any other field is refused.
+/// Failed deliveries a recover with a range looks through at most, for those in its range.
+const RECOVER_SCAN: usize = 1_000;
+
+/// What a recover resends: every failed delivery not yet resent, or those whose event came in
+/// a range (an empty or absent body resends them all).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RecoverWebhookEndpoint {}
+pub struct RecoverWebhookEndpoint {
+    /// RFC 3339: the first moment of the range, included.
+    pub from: Option<String>,
+    /// RFC 3339: its last moment, included.
+    pub to: Option<String>,
+}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -116,14 +131,66 @@ impl Service {
         &self,
         principal: &Principal,
         id: &WebhookEndpointId,
+        command: RecoverWebhookEndpoint,
     ) -> Result<Page<Delivery>, DomainError> {
+        let from = optional_time(command.from, "from")?;
+        let to = optional_time(command.to, "to")?;
+        if let (Some(from), Some(to)) = (from, to) {
+            if to < from {
+                return Err(DomainError::invalid(
+                    "to",
+                    "end_before_start",
+                    "to is at or after from.",
+                ));
+            }
+        }
         let endpoint = self.visible_endpoint(principal, id).await?;
-        let mut failed = self
-            .store
-            .failed_deliveries_of(&endpoint.id, None, RECOVER_BATCH + 1)
-            .await?;
-        let has_more = failed.len() > RECOVER_BATCH;
+        let in_range = |d: &Delivery| from.is_none_or(|f| d.created_at >= f) && to.is_none_or(|t| d.created_at <= t);
+        // The failed deliveries in the range, oldest event first: a page at a time, for at
+        // most RECOVER_SCAN of them (a call that stops there says has_more).
+        let (mut failed, mut scanned, mut after) = (vec![], 0, None::<Delivery>);
+        let mut has_more = loop {
+            let page = self
+                .store
+                .failed_deliveries_of(&endpoint.id, after.as_ref(), RECOVER_BATCH + 1)
+                .await?;
+            let last_page = page.len() <= RECOVER_BATCH;
+            scanned += page.len();
+            after = page.last().cloned();
+            failed.extend(page.into_iter().filter(|d| in_range(d)));
+            if failed.len() > RECOVER_BATCH {
+                break true;
+            }
+            if last_page {
+                break false;
+            }
+            if scanned >= RECOVER_SCAN {
+                break true;
+            }
+        };
+        has_more |= failed.len() > RECOVER_BATCH;
         failed.truncate(RECOVER_BATCH);
+        if from.is_some() || to.is_some() {
+            let shown = |at: Option<time::OffsetDateTime>| {
+                at.and_then(|at| at.format(&time::format_description::well_known::Rfc3339).ok())
+                    .unwrap_or_else(|| "any time".into())
+            };
+            let cause = Cause::new(
+                "webhook_endpoint_recovered",
+                format!(
+                    "Recover of the failed deliveries of events from {} to {}: {} to resend",
+                    shown(from),
+                    shown(to),
+                    failed.len()
+                ),
+                principal.actor(),
+                self.now(),
+            );
+            let entry = crate::ports::AuditEntry::new("webhook_endpoint", &endpoint.id, "recovered", cause);
+            let mut changes = crate::ports::Changeset::default();
+            changes.push(crate::ports::Write::Audit(entry));
+            self.store.commit(changes).await?;
+        }
         let mut by_event: Vec<(EventId, Vec<Delivery>)> = vec![];
         for delivery in failed {
             match by_event.iter_mut().find(|(event_id, _)| *event_id == delivery.event_id) {

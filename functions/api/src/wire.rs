@@ -197,6 +197,7 @@ struct EndpointShown<'a> {
     url: &'a str,
     description: &'a Option<String>,
     events: &'a [String],
+    retry_policy: &'a ops_domain::webhooks::RetryPolicy,
     status: EndpointStatus,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
@@ -213,6 +214,7 @@ impl Wire for WebhookEndpoint {
             url: &self.url,
             description: &self.description,
             events: &self.events,
+            retry_policy: &self.retry_policy,
             status: self.status,
             created_at: self.created_at,
             environment: self.environment,

@@ -324,3 +324,139 @@ pub async fn an_endpoints_event_types_are_kept_once_each(app: &Api) {
     assert_eq!(changed.status, 200, "{}", changed.json());
     assert_eq!(app.get(&path, &customer.key).await.json()["events"], json!(["*"]));
 }
+
+/// An endpoint's own retry policy (ten-minute waits for an hour) is what its deliveries
+/// follow: the delivery has failed, with its work item, after an hour, where the default
+/// schedule would still be trying. A recover of the hour its receiver was away resends it once,
+/// however often it is asked, and says so in the endpoint's history. `redeliver` hands the
+/// webhooks queue a delivery's task again each minute, for a queue whose delays run on real
+/// time rather than the test's clock (SQS).
+pub async fn a_delivery_follows_its_endpoints_retry_policy_and_a_range_is_recovered_once<R, F>(
+    app: &Api,
+    driver: &Driver,
+    clock: &crate::TestClock,
+    redeliver: R,
+) where
+    R: Fn(String) -> F,
+    F: std::future::Future<Output = ()>,
+{
+    use ops_domain::ports::Clock;
+    use time::format_description::well_known::Rfc3339;
+    let customer = app.create_customer().await;
+    let receiver = crate::receiver::Receiver::start(usize::MAX).await;
+    let endpoint = |policy: serde_json::Value| json!({"url": receiver.url, "events": ["operation.created"], "retry_policy": policy});
+    let too_eager = app
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            endpoint(json!({"kind": "linear", "wait_seconds": 5, "max_age_hours": 1})),
+        )
+        .await;
+    assert_eq!(too_eager.status, 400, "{}", too_eager.json());
+    assert_eq!(too_eager.json()["error"]["param"], "retry_policy.wait_seconds");
+    let policy = json!({"kind": "linear", "wait_seconds": 600, "max_age_hours": 1});
+    let made = app
+        .post("/v1/webhook_endpoints", &customer.key, endpoint(policy.clone()))
+        .await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    assert_eq!(made.json()["retry_policy"], policy);
+    let endpoint_id = made.id();
+    let started = clock.now();
+    let operation = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            crate::payout(&customer.id, "two_step", &[1_000]),
+        )
+        .await;
+    assert_eq!(operation.status, 201, "{}", operation.json());
+    let delivery = |event: String| {
+        let (key, endpoint_id) = (customer.key.clone(), endpoint_id.clone());
+        async move {
+            let deliveries = app.get(&format!("/v1/events/{event}/deliveries"), &key).await.json();
+            deliveries["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|d| d["endpoint_id"] == endpoint_id.as_str())
+                .cloned()
+                .expect("its delivery")
+        }
+    };
+    let run = |minutes: usize, delivery_id: Option<String>| {
+        let redeliver = &redeliver;
+        async move {
+            for _ in 0..minutes {
+                if let Some(id) = &delivery_id {
+                    redeliver(id.clone()).await;
+                }
+                while driver.tick().await.expect("a round") > 0 {}
+                clock.advance(time::Duration::minutes(1));
+            }
+        }
+    };
+    run(1, None).await;
+    let events = app.get("/v1/events?type=operation.created", &customer.key).await.json();
+    let event = events["data"][0]["id"].as_str().unwrap().to_owned();
+    let delivery_id = delivery(event.clone()).await["id"].as_str().unwrap().to_owned();
+    run(80, Some(delivery_id)).await;
+    let failed = delivery(event.clone()).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let times: Vec<time::OffsetDateTime> = failed["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| time::OffsetDateTime::parse(a["at"].as_str().unwrap(), &Rfc3339).unwrap())
+        .collect();
+    assert!((6..=7).contains(&times.len()), "{failed}");
+    for pair in times.windows(2) {
+        let gap = (pair[1] - pair[0]).whole_seconds();
+        assert!(
+            (600..=720).contains(&gap),
+            "ten minutes and their jitter apart: {gap} s"
+        );
+    }
+    assert!(times[times.len() - 1] - times[0] <= time::Duration::minutes(61));
+    let items = app
+        .get("/v1/work_items?queue=exceptions&status=open", crate::ADMIN_KEY)
+        .await
+        .json();
+    assert!(
+        items["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["kind"] == "webhook_delivery_failed" && i["customer_id"] == customer.id.as_str()),
+        "{items}"
+    );
+
+    receiver.answer_all();
+    let recover = |range: serde_json::Value| {
+        let path = format!("/v1/webhook_endpoints/{endpoint_id}/recover");
+        let key = customer.key.clone();
+        async move {
+            let answer = app.post(&path, &key, range).await;
+            assert_eq!(answer.status, 200, "{}", answer.json());
+            answer.json()["data"].as_array().unwrap().len()
+        }
+    };
+    let at = |t: time::OffsetDateTime| t.format(&Rfc3339).unwrap();
+    let earlier = json!({"to": at(started - time::Duration::hours(1))});
+    assert_eq!(recover(earlier).await, 0, "no failure of that range");
+    let away = json!({"from": at(started - time::Duration::minutes(1)), "to": at(clock.now())});
+    assert_eq!(recover(away.clone()).await, 1);
+    assert_eq!(recover(away).await, 0, "resent once");
+    run(2, None).await;
+    assert_eq!(receiver.received().len(), 1, "the event arrived once");
+    let history = app
+        .get(&format!("/v1/webhook_endpoints/{endpoint_id}/history"), &customer.key)
+        .await
+        .json();
+    let recovered = history["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["action"] == "recovered")
+        .count();
+    assert_eq!(recovered, 3, "each recover of a range audited: {history}");
+}

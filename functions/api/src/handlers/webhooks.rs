@@ -52,8 +52,8 @@ pub async fn recover_webhook_endpoint(
     PathId(id): PathId<WebhookEndpointId>,
     JsonBody(body): JsonBody,
 ) -> Answer {
-    let RecoverWebhookEndpoint {} = parse(&body)?;
-    ok(app.service.recover_webhook_endpoint(&caller, &id).await?)
+    let command: RecoverWebhookEndpoint = parse(&body)?;
+    ok(app.service.recover_webhook_endpoint(&caller, &id, command).await?)
 }
 
 /// `GET /v1/webhook_endpoints/{id}/failed_deliveries[?starting_after=<delivery>][&limit=]`.

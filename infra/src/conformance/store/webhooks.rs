@@ -18,6 +18,7 @@ pub(super) async fn an_events_endpoints_are_its_customers_and_the_platforms_live
         url: "https://receiver.example/hook".into(),
         description: Some(format!("{id}'s receiver")),
         events: vec!["*".into()],
+        retry_policy: Default::default(),
         status: EndpointStatus::Enabled,
         secrets: vec![],
         created_at: OffsetDateTime::UNIX_EPOCH,
