@@ -402,6 +402,50 @@ impl Event {
     }
 }
 
+impl Event {
+    /// `webhook_endpoint.<change>` (failing, disabled, enabled): an endpoint's breaker warning
+    /// at a level, opening, or the endpoint enabled again, with its health; the platform's
+    /// endpoints receive it.
+    pub fn of_endpoint_health(
+        id: EventId,
+        change: &str,
+        endpoint: &crate::webhooks::WebhookEndpoint,
+        health: &crate::webhooks::EndpointHealth,
+        cause: &Cause,
+    ) -> Event {
+        #[derive(Serialize)]
+        struct Data<'a> {
+            webhook_endpoint_id: &'a crate::ids::WebhookEndpointId,
+            owner: &'a Option<CustomerId>,
+            url: &'a str,
+            consecutive_failures: u32,
+            failures_that_disable: u32,
+            success_rate: Option<f64>,
+            cause: &'a Cause,
+        }
+        let data = EventData::of(&Data {
+            webhook_endpoint_id: &endpoint.id,
+            owner: &endpoint.customer_id,
+            url: &endpoint.url,
+            consecutive_failures: health.consecutive_failures,
+            failures_that_disable: endpoint.breaker.failures,
+            success_rate: health.success_rate(),
+            cause,
+        });
+        Event::new(
+            id,
+            format!("webhook_endpoint.{change}"),
+            &CustomerId::from(PLATFORM),
+            endpoint.environment,
+            cause.at,
+            data,
+        )
+    }
+}
+
+/// The changes of an endpoint's health that are events.
+pub const WEBHOOK_ENDPOINT_EVENTS: [&str; 3] = ["failing", "disabled", "enabled"];
+
 /// The changes of a customer that are events.
 pub const CUSTOMER_EVENTS: [&str; 4] = ["created", "updated", "suspended", "reactivated"];
 
@@ -458,6 +502,9 @@ pub fn event_types() -> impl Iterator<Item = String> {
         .map(|status| format!("file.{}", status.as_str()));
     let reconciliations = std::iter::once("reconciliation.completed".to_owned());
     let customers = CUSTOMER_EVENTS.iter().map(|change| format!("customer.{change}"));
+    let endpoints = WEBHOOK_ENDPOINT_EVENTS
+        .iter()
+        .map(|change| format!("webhook_endpoint.{change}"));
     operations
         .chain(transactions)
         .chain(schedules)
@@ -466,6 +513,7 @@ pub fn event_types() -> impl Iterator<Item = String> {
         .chain(files)
         .chain(reconciliations)
         .chain(customers)
+        .chain(endpoints)
 }
 
 #[cfg(test)]

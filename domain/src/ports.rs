@@ -146,6 +146,8 @@ pub enum Write {
     PutSchedule(Schedule),
     /// Insert; an occurrence of the same schedule and time already stored is a conflict.
     InsertOccurrence(Occurrence),
+    /// Insert (version 1) or replace if the stored version is still `health.version - 1`.
+    PutEndpointHealth(crate::webhooks::EndpointHealth),
     /// A backfilled occurrence: inserted, or replacing a record of one that made nothing
     /// (`missed`, `skipped`); one already `created` fails the changeset.
     BackfillOccurrence(Occurrence),

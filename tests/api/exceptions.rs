@@ -15,7 +15,8 @@ async fn a_delivery_whose_retries_ran_out_is_an_exception_until_it_is_resent() {
     let acme = app.create_customer().await;
     // Two deliveries, nine attempts each, all refused; what comes after is taken.
     let receiver = Receiver::start(18).await;
-    app.subscribe(&acme.key, &receiver.url, &["operation.created"]).await;
+    let endpoint = app.subscribe(&acme.key, &receiver.url, &["operation.created"]).await;
+    app.never_disable(&acme.key, &endpoint).await;
     for amount in [5, 6] {
         app.post("/v1/operations", &acme.key, payout(&acme.id, "two_step", &[amount]))
             .await;

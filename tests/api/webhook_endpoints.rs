@@ -253,6 +253,7 @@ async fn recovering_an_endpoint_resends_its_failed_deliveries_once_in_event_orde
             &["operation.created", "operation.cancelled"],
         )
         .await;
+    app.never_disable(&customer.key, &endpoint).await;
     let path = format!("/v1/webhook_endpoints/{}", endpoint["id"].as_str().unwrap());
     let operations = app.two_step_payouts(&customer, [5, 6]).await;
     let cancelled = app
@@ -468,6 +469,7 @@ async fn a_recover_resends_fifty_failed_deliveries_a_call_and_says_when_more_are
     let endpoint = app
         .subscribe(&customer.key, &receiver.url, &["operation.created"])
         .await;
+    app.never_disable(&customer.key, &endpoint).await;
     let recover = format!("/v1/webhook_endpoints/{}/recover", endpoint["id"].as_str().unwrap());
     app.two_step_payouts(&customer, 1..=51).await;
     app.settle(Duration::hours(1), 80).await;
@@ -595,6 +597,7 @@ async fn endpoints_made_before_counts_were_kept_are_counted_by_the_next_change()
                 description: None,
                 events: vec!["operation.created".into()],
                 retry_policy: Default::default(),
+                breaker: Default::default(),
                 status: EndpointStatus::Enabled,
                 secrets: vec![],
                 created_at: time::OffsetDateTime::now_utc(),
@@ -678,6 +681,17 @@ async fn a_delivery_follows_its_endpoints_retry_policy_and_a_range_is_recovered_
         app.driver(),
         &app.clock,
         |_| async {},
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_endpoint_that_keeps_failing_is_disabled_and_enabled_again_sends_what_waited() {
+    let app = spawn_app().await;
+    ops_tests::scenarios::an_endpoint_that_keeps_failing_is_disabled_and_enabled_again_sends_what_waited(
+        &app,
+        app.driver(),
+        &app.clock,
     )
     .await;
 }

@@ -198,3 +198,14 @@ async fn a_delivery_follows_its_endpoints_retry_policy_and_a_range_is_recovered_
     )
     .await;
 }
+
+#[tokio::test]
+async fn an_endpoint_that_keeps_failing_is_disabled_and_enabled_again_sends_what_waited() {
+    let app = spawn_aws_app().await;
+    ops_tests::scenarios::an_endpoint_that_keeps_failing_is_disabled_and_enabled_again_sends_what_waited(
+        &app.api,
+        &app.driver,
+        &app.clock,
+    )
+    .await;
+}

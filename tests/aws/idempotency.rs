@@ -1,5 +1,5 @@
 //! Idempotency keys on DynamoDB, where a create writes its key's record first and its operation
-//! next, each on its own (issue 17): the record holds the key, and counts as done only once the
+//! next, each on its own: the record holds the key, and counts as done only once the
 //! operation it names exists.
 
 use crate::{spawn_aws_app, AwsApp};

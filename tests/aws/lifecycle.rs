@@ -292,7 +292,7 @@ async fn the_status_poll_function_finds_what_the_submit_function_sent_to_the_san
     );
 }
 
-/// The outbox's kill test (issue 17). A change of one operation, transaction or work item is
+/// The outbox's kill test. A change of one operation, transaction or work item is
 /// one write of the entity, carrying its events and audit entries, which the writer writes
 /// next. Here every writer dies right after the entity's write (`keep` = 0), or after the
 /// first of the rest (`keep` = 1): the stream's outbox consumer alone writes what is missing.
@@ -457,7 +457,7 @@ async fn a_payout_completes_when_every_writer_dies_after_its_entity() {
     }
 }
 
-/// Return checks are sweeps over a rail's confirmations by time (issue 17: a check used to
+/// Return checks are sweeps over a rail's confirmations by time (a check used to
 /// move the transaction's entry in the poll schedule, three write units each). The rail is
 /// asked at every check, a return is found by the first, and a transaction that stays
 /// confirmed is not written again.

@@ -330,6 +330,15 @@ impl Api {
         assert_eq!(put.status, 200, "{}", put.json());
     }
 
+    /// Sets the endpoint's breaker so that no test's run of failures opens it (a thousand in a
+    /// row over a week): for tests of what happens to deliveries whose retries run out.
+    pub async fn never_disable(&self, key: &str, endpoint: &Value) {
+        let path = format!("/v1/webhook_endpoints/{}", endpoint["id"].as_str().unwrap());
+        let body = json!({"breaker": {"failures": 1000, "over_hours": 168}});
+        let updated = self.post(&path, key, body).await;
+        assert_eq!(updated.status, 200, "{}", updated.json());
+    }
+
     /// A webhook endpoint for `url` receiving `events`; returns it as created (secret included).
     pub async fn subscribe(&self, key: &str, url: &str, events: &[&str]) -> Value {
         let created = self

@@ -37,6 +37,8 @@ struct Inbox {
     latency_us: AtomicU64,
     /// The wait varies from request to request, from none to twice `latency_us`.
     latency_varies: std::sync::atomic::AtomicBool,
+    /// Every request is answered `410 Gone`.
+    gone: std::sync::atomic::AtomicBool,
 }
 
 /// How long a slow receiver takes to answer.
@@ -51,6 +53,9 @@ async fn hook(State(inbox): State<Arc<Inbox>>, headers: HeaderMap, body: Bytes) 
     let n = inbox.requests.fetch_add(1, Ordering::SeqCst);
     if inbox.hangs.load(Ordering::SeqCst) || n < inbox.hang_first.load(Ordering::SeqCst) {
         std::future::pending::<()>().await;
+    }
+    if inbox.gone.load(Ordering::SeqCst) {
+        return StatusCode::GONE;
     }
     if n < inbox.refuse_first.load(Ordering::SeqCst) {
         return StatusCode::SERVICE_UNAVAILABLE;
@@ -89,6 +94,11 @@ impl Receiver {
         let app = axum::Router::new().route("/hook", post(hook)).with_state(inbox.clone());
         tokio::spawn(async move { axum::serve(listener, app).await });
         Receiver { url, inbox }
+    }
+
+    /// Answers `410 Gone` from now on: it wants nothing more.
+    pub fn answer_gone(&self) {
+        self.inbox.gone.store(true, Ordering::SeqCst);
     }
 
     /// Takes every request from now on, after refusing the first ones.

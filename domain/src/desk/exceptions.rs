@@ -125,6 +125,39 @@ impl Service {
         changes.push(Write::InsertWorkItem(item));
     }
 
+    /// Opens, in `changes`, an exceptions item about a webhook endpoint's breaker (`subject`:
+    /// the endpoint's id, or `<id>:disabled`), the platform's when the endpoint is.
+    pub(crate) fn endpoint_exception(
+        &self,
+        changes: &mut Changeset,
+        endpoint: &crate::webhooks::WebhookEndpoint,
+        kind: &str,
+        subject: String,
+        cause: Cause,
+    ) {
+        let subject = Subject {
+            kind: SubjectType::WebhookEndpoint,
+            id: subject,
+        };
+        let owner = endpoint
+            .customer_id
+            .clone()
+            .unwrap_or_else(|| CustomerId::from(crate::event::PLATFORM));
+        let item = self.exception(WorkItemId::new(&*self.ids), kind, subject, &owner, cause);
+        self.record_work_item(changes, &item, "opened");
+        changes.push(Write::InsertWorkItem(item));
+    }
+
+    /// Whether an exceptions item about `subject` (an endpoint's) is open.
+    pub(crate) async fn endpoint_exception_open(&self, subject: &str) -> Result<bool, DomainError> {
+        Ok(self.store.open_work_item(Queue::Exceptions, subject).await?.is_some())
+    }
+
+    /// Closes the open exceptions item about `subject` (an endpoint's), if there is one.
+    pub(crate) async fn close_endpoint_exception(&self, subject: &str, cause: Cause) -> Result<(), DomainError> {
+        self.close_exception(subject, cause).await
+    }
+
     fn exception(
         &self,
         id: WorkItemId,
@@ -179,6 +212,10 @@ impl Service {
                 None => None,
             },
             QueueTask::SplitFile { file_id } => self.store.file(file_id).await?.map(|f| f.customer_id),
+            QueueTask::ReleaseWaiting { endpoint_id } => self.store.webhook_endpoint(endpoint_id).await?.map(|e| {
+                e.customer_id
+                    .unwrap_or_else(|| CustomerId::from(crate::event::PLATFORM))
+            }),
             QueueTask::MakeTransactions { operation_id } | QueueTask::SettleOperation { operation_id } => {
                 self.store.operation(operation_id).await?.map(|o| o.customer_id)
             }
@@ -315,6 +352,11 @@ impl Service {
             }
             SubjectType::Occurrence => {
                 let cause = acknowledged("reason_required", "The occurrence made nothing.")?;
+                self.close_and_show(principal, &item, cause).await
+            }
+            SubjectType::WebhookEndpoint => {
+                let why = "The endpoint's item closes when it answers again or is enabled again.";
+                let cause = acknowledged("reason_required", why)?;
                 self.close_and_show(principal, &item, cause).await
             }
         }

@@ -134,6 +134,8 @@ pub enum SubjectType {
     Occurrence,
     /// A break of a reconciliation (`<reconciliation id>:<line number>`).
     StatementLine,
+    /// A webhook endpoint failing (its id) or disabled (`<endpoint id>:disabled`).
+    WebhookEndpoint,
 }
 
 /// What an item is about: it closes when this is resolved.

@@ -14,6 +14,10 @@ pub enum QueueTask {
     /// Attempt this webhook delivery (the webhooks queue).
     #[serde(rename = "send_webhook.v1")]
     SendWebhook { delivery_id: crate::ids::DeliveryId },
+    /// Send on the deliveries that waited for this endpoint, now enabled again, a batch at a
+    /// time, paced (the webhooks queue).
+    #[serde(rename = "release_waiting.v1")]
+    ReleaseWaiting { endpoint_id: crate::ids::WebhookEndpointId },
     /// Make the operations of this file's chunks still missing (the files queue).
     #[serde(rename = "split_file.v1")]
     SplitFile { file_id: crate::ids::FileId },
@@ -40,7 +44,7 @@ impl QueueTask {
             QueueTask::SubmitTransaction { .. }
             | QueueTask::MakeTransactions { .. }
             | QueueTask::SettleOperation { .. } => QueueName::Submissions,
-            QueueTask::SendWebhook { .. } => QueueName::Webhooks,
+            QueueTask::SendWebhook { .. } | QueueTask::ReleaseWaiting { .. } => QueueName::Webhooks,
             QueueTask::SplitFile { .. } => QueueName::Files,
         }
     }
@@ -90,6 +94,9 @@ mod queue_task_tests {
             },
             QueueTask::SplitFile {
                 file_id: "file_1".into(),
+            },
+            QueueTask::ReleaseWaiting {
+                endpoint_id: "whe_1".into(),
             },
             QueueTask::MakeTransactions {
                 operation_id: "op_1".into(),

@@ -9,7 +9,7 @@ use crate::ports::{
 };
 use crate::service::{jitter, Service};
 use crate::webhooks::{
-    signature, Attempt, Delivery, DeliveryStatus, EndpointStatus, HeldBack, Posted, WebhookEndpoint,
+    health, signature, Attempt, Delivery, DeliveryStatus, EndpointStatus, HeldBack, Posted, WebhookEndpoint,
 };
 use futures_util::future::join_all;
 use futures_util::stream::{self, StreamExt};
@@ -80,14 +80,21 @@ impl Service {
                 Some(_) => DeliveryId::new(&*self.ids),
                 None => delivery_id(&event.id, &endpoint.id),
             };
+            // A disabled endpoint's delivery waits, listed by its endpoint, to be sent in order
+            // when the endpoint is enabled again.
+            let waits = endpoint.status == EndpointStatus::Disabled;
             let delivery = Delivery {
                 id,
                 event_id: event.id.clone(),
                 endpoint_id: endpoint.id.clone(),
                 url: endpoint.url.clone(),
-                status: DeliveryStatus::Pending,
+                status: if waits {
+                    DeliveryStatus::Waiting
+                } else {
+                    DeliveryStatus::Pending
+                },
                 attempts: vec![],
-                next_attempt_at: Some(now),
+                next_attempt_at: (!waits).then_some(now),
                 created_at: now,
                 follow_up: None,
                 version: 1,
@@ -97,6 +104,10 @@ impl Service {
             match self.store.commit(changes).await {
                 Ok(()) | Err(StoreError::Conflict) => {}
                 Err(other) => return Err(other.into()),
+            }
+            if waits {
+                made.push(delivery);
+                continue;
             }
             let task = QueueTask::SendWebhook {
                 delivery_id: delivery.id.clone(),
@@ -127,6 +138,12 @@ impl Service {
                     sends.push((message, delivery_id))
                 }
                 Ok(QueueTask::SendWebhook { .. }) => {}
+                Ok(QueueTask::ReleaseWaiting { endpoint_id }) => {
+                    if let Err(error) = self.release_waiting(&endpoint_id).await {
+                        tracing::warn!(message = %message.id, %error, "releasing waiting deliveries failed; the message comes again");
+                        failed.push(message.id.clone());
+                    }
+                }
                 Ok(other) => {
                     tracing::error!(message = %message.id, task = ?other, "a task of another queue dropped from the webhooks queue")
                 }
@@ -216,6 +233,24 @@ impl Service {
             .map(|(_, attempt)| std::mem::take(&mut attempt.changes))
             .collect();
         let results = self.store.commit_each(changesets).await;
+        let mut outcomes: HashMap<WebhookEndpointId, Vec<health::Outcome>> = HashMap::new();
+        for ((_, attempt), result) in recorded.iter().zip(&results) {
+            if let (Ok(()), Some(outcome)) = (result, attempt.outcome) {
+                outcomes
+                    .entry(attempt.delivery.endpoint_id.clone())
+                    .or_default()
+                    .push(outcome);
+            }
+        }
+        for (endpoint_id, outcomes) in &outcomes {
+            if let Some(Ok(Signer {
+                endpoint: Some(endpoint),
+                ..
+            })) = signers.get(endpoint_id)
+            {
+                self.record_health(endpoint, outcomes).await;
+            }
+        }
         for ((message, attempt), result) in recorded.into_iter().zip(results) {
             let outcome = match result {
                 Ok(()) => self.after_attempt(&attempt).await,
@@ -263,6 +298,24 @@ impl Service {
         let mut out_of_time = false;
         let mut updated = delivery.clone();
         let policy = signer.endpoint.as_ref().map(|e| e.retry_policy).unwrap_or_default();
+        if signer
+            .endpoint
+            .as_ref()
+            .is_some_and(|e| e.status == EndpointStatus::Disabled)
+        {
+            // Its endpoint was disabled since it was queued: it waits, unattempted.
+            updated.status = DeliveryStatus::Waiting;
+            updated.next_attempt_at = None;
+            updated.version += 1;
+            let mut changes = Changeset::default();
+            changes.push(Write::UpdateDelivery(updated.clone()));
+            return Ok(Ok(Attempted {
+                delivery: updated,
+                changes,
+                at: now,
+                outcome: None,
+            }));
+        }
         let Posted { answer, took } = match &signer.endpoint {
             Some(endpoint) if endpoint.status == EndpointStatus::Enabled && !signer.secrets.is_empty() => {
                 let refs: Vec<&str> = signer.secrets.iter().map(String::as_str).collect();
@@ -282,7 +335,7 @@ impl Service {
                     }
                 }
             }
-            _ => Posted::not_sent("the endpoint was disabled or deleted".to_string()),
+            _ => Posted::not_sent("the endpoint was deleted".to_string()),
         };
         let attempt = Attempt {
             at: now,
@@ -292,6 +345,12 @@ impl Service {
             url: None,
         };
         let delivered = matches!(answer, Ok(200..=299));
+        // A post that was made counts in its endpoint's health (not one never sent).
+        let outcome = (took > std::time::Duration::ZERO || answer.is_ok()).then_some(health::Outcome {
+            at: now,
+            delivered,
+            gone: answer == Ok(410),
+        });
         updated.attempts.push(attempt);
         updated.version += 1;
         if delivered {
@@ -325,6 +384,7 @@ impl Service {
             delivery: updated,
             changes,
             at: now,
+            outcome,
         }))
     }
 
@@ -371,6 +431,8 @@ struct Attempted {
     delivery: Delivery,
     changes: Changeset,
     at: time::OffsetDateTime,
+    /// What the attempt tells its endpoint's health (none if nothing was posted).
+    outcome: Option<health::Outcome>,
 }
 
 impl Attempted {
@@ -384,6 +446,7 @@ impl Attempted {
             delivery,
             changes,
             at: now,
+            outcome: None,
         }
     }
 }

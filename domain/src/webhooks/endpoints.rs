@@ -8,7 +8,7 @@ use crate::ids::{CustomerId, WebhookEndpointId};
 use crate::ports::{AuditEntry, Changeset, StoreError, Write};
 use crate::service::{customer_scope, Issued, Page, Service};
 use crate::validate::required_text;
-use crate::webhooks::{EndpointRoster, EndpointStatus, RetryPolicy, WebhookEndpoint};
+use crate::webhooks::{Breaker, EndpointRoster, EndpointStatus, RetryPolicy, WebhookEndpoint};
 use serde::Deserialize;
 
 /// The most webhook endpoints a customer (or the platform) keeps: every event's dispatch reads
@@ -27,6 +27,8 @@ pub struct CreateWebhookEndpoint {
     pub events: Option<Vec<String>>,
     /// How a failed delivery is tried again (the default schedule when absent).
     pub retry_policy: Option<RetryPolicy>,
+    /// When failures disable it (twenty in a row over twelve hours when absent).
+    pub breaker: Option<Breaker>,
     /// Platform keys only: the customer whose events it receives (omit for every customer).
     pub customer_id: Option<String>,
 }
@@ -42,6 +44,8 @@ pub struct UpdateWebhookEndpoint {
     pub events: Option<Vec<String>>,
     /// A new retry policy, for the deliveries' next tries too.
     pub retry_policy: Option<RetryPolicy>,
+    /// A new breaker.
+    pub breaker: Option<Breaker>,
 }
 
 /// Reads and commits an endpoint's create or delete may make while others change its owner's
@@ -171,6 +175,7 @@ impl Service {
         let events = endpoint_events(command.events.unwrap_or_else(|| vec!["*".into()]))?;
         let retry_policy = command.retry_policy.unwrap_or_default();
         retry_policy.check()?;
+        let breaker = Breaker::chosen(command.breaker)?;
         let customer_id = match (&principal.key.customer_id, command.customer_id) {
             (Some(own), None) => Some(own.clone()),
             (Some(_), Some(_)) => {
@@ -200,8 +205,15 @@ impl Service {
                 let issued = match unsaved.take() {
                     Some(issued) => issued,
                     None => {
-                        self.new_endpoint(customer_id.clone(), &url, description.clone(), &events, retry_policy)
-                            .await?
+                        self.new_endpoint(
+                            customer_id.clone(),
+                            &url,
+                            description.clone(),
+                            &events,
+                            retry_policy,
+                            breaker,
+                        )
+                        .await?
                     }
                 };
                 let cause = Cause::new(
@@ -241,6 +253,7 @@ impl Service {
         description: Option<String>,
         events: &[String],
         retry_policy: RetryPolicy,
+        breaker: Breaker,
     ) -> Result<Issued<WebhookEndpoint>, DomainError> {
         let id = crate::ids::WebhookEndpointId::new(&*self.ids);
         let (secret, signing) = self.store_new_secret(&id).await?;
@@ -252,6 +265,7 @@ impl Service {
                 description,
                 events: events.to_vec(),
                 retry_policy,
+                breaker,
                 status: EndpointStatus::Enabled,
                 secrets: vec![signing],
                 created_at: self.now(),
@@ -358,11 +372,12 @@ impl Service {
             && command.description.is_none()
             && command.events.is_none()
             && command.retry_policy.is_none()
+            && command.breaker.is_none()
         {
             return Err(DomainError::invalid(
                 "url",
                 "parameter_missing",
-                "Give the endpoint's new url, description, events or retry_policy, or more than one.",
+                "Give the endpoint's new url, description, events, retry_policy or breaker, or more than one.",
             ));
         }
         let mut changed = vec![];
@@ -407,6 +422,16 @@ impl Service {
                     serde_json::to_string(&endpoint.retry_policy).unwrap_or_default()
                 ));
                 endpoint.retry_policy = policy;
+            }
+        }
+        if let Some(breaker) = command.breaker {
+            breaker.check()?;
+            if breaker != endpoint.breaker {
+                changed.push(format!(
+                    "breaker {} failures over {} hours (was {} over {})",
+                    breaker.failures, breaker.over_hours, endpoint.breaker.failures, endpoint.breaker.over_hours
+                ));
+                endpoint.breaker = breaker;
             }
         }
         if changed.is_empty() {

@@ -1,13 +1,17 @@
 //! Webhook endpoints and deliveries.
 
+mod breaker;
 mod delivery;
 mod endpoints;
+pub mod health;
 mod resends;
 mod retry_policy;
 pub mod signature;
 mod signing_secrets;
 
+pub use breaker::{EnableWebhookEndpoint, RELEASED_PER_SECOND};
 pub use endpoints::{CreateWebhookEndpoint, UpdateWebhookEndpoint};
+pub use health::{Breaker, EndpointHealth, Outcome, Tripped, WARNING_LEVELS};
 pub use resends::{RecoverWebhookEndpoint, ResendEvent};
 pub use retry_policy::RetryPolicy;
 pub use signing_secrets::{RotateWebhookSecret, MAX_SIGNING_SECRETS};
@@ -90,6 +94,9 @@ pub struct SigningSecret {
 #[serde(rename_all = "snake_case")]
 pub enum EndpointStatus {
     Enabled,
+    /// Its breaker opened (or its receiver said it is gone): its deliveries wait, unattempted,
+    /// until it is enabled again.
+    Disabled,
     /// Deleted endpoints are kept for their deliveries' sake, and receive nothing.
     Deleted,
 }
@@ -108,6 +115,9 @@ pub struct WebhookEndpoint {
     /// How a failed delivery is tried again.
     #[serde(default)]
     pub retry_policy: RetryPolicy,
+    /// When its failures disable it.
+    #[serde(default)]
+    pub breaker: Breaker,
     pub status: EndpointStatus,
     /// Where the signing secrets are kept (never shown: the API's wire shape leaves them out).
     #[serde(default)]
@@ -143,7 +153,7 @@ impl EndpointRoster {
 
 impl WebhookEndpoint {
     pub fn wants(&self, event_type: &str, customer_id: &str) -> bool {
-        self.status == EndpointStatus::Enabled
+        self.status != EndpointStatus::Deleted
             && self.customer_id.as_deref().is_none_or(|own| own == customer_id)
             && self.events.iter().any(|e| e == "*" || e == event_type)
     }
@@ -163,6 +173,9 @@ pub enum DeliveryStatus {
     Pending,
     Delivered,
     Failed,
+    /// Its endpoint is disabled: it waits, unattempted, to be sent when the endpoint is
+    /// enabled again.
+    Waiting,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -222,9 +235,10 @@ impl Delivery {
         }
     }
 
-    /// Failed, and neither resent nor given up on.
+    /// Failed, and neither resent nor given up on; or waiting for its endpoint to be enabled
+    /// again. Either is listed by its endpoint, in its events' order.
     pub fn awaits_follow_up(&self) -> bool {
-        self.status == DeliveryStatus::Failed && self.follow_up.is_none()
+        (self.status == DeliveryStatus::Failed && self.follow_up.is_none()) || self.status == DeliveryStatus::Waiting
     }
 }
 
@@ -404,6 +418,11 @@ pub trait WebhookStore: Send + Sync {
         after: Option<&Delivery>,
         limit: usize,
     ) -> Result<Vec<Delivery>, crate::ports::StoreError>;
+    /// An endpoint's health, if an attempt was ever counted for it.
+    async fn endpoint_health(
+        &self,
+        endpoint_id: &crate::ids::WebhookEndpointId,
+    ) -> Result<Option<EndpointHealth>, crate::ports::StoreError>;
 }
 
 #[cfg(test)]
@@ -489,6 +508,7 @@ mod tests {
             description: None,
             events: vec!["transaction.confirmed".into()],
             retry_policy: Default::default(),
+            breaker: Default::default(),
             status: EndpointStatus::Enabled,
             secrets: vec![],
             created_at: OffsetDateTime::UNIX_EPOCH,

@@ -145,7 +145,11 @@ impl Service {
             }
         }
         let endpoint = self.visible_endpoint(principal, id).await?;
-        let in_range = |d: &Delivery| from.is_none_or(|f| d.created_at >= f) && to.is_none_or(|t| d.created_at <= t);
+        let in_range = |d: &Delivery| {
+            d.status == crate::webhooks::DeliveryStatus::Failed
+                && from.is_none_or(|f| d.created_at >= f)
+                && to.is_none_or(|t| d.created_at <= t)
+        };
         // The failed deliveries in the range, oldest event first: a page at a time, for at
         // most RECOVER_SCAN of them (a call that stops there says has_more).
         let (mut failed, mut scanned, mut after) = (vec![], 0, None::<Delivery>);
@@ -269,10 +273,15 @@ impl Service {
             ),
             None => None,
         };
+        // Those waiting for the endpoint to be enabled again share the list; they are not
+        // failures.
         let failed = self
             .store
             .failed_deliveries_of(&endpoint.id, after.as_ref(), limit + 1)
-            .await?;
+            .await?
+            .into_iter()
+            .filter(|d| d.status == crate::webhooks::DeliveryStatus::Failed)
+            .collect();
         Ok(Page::of(failed, limit))
     }
 }

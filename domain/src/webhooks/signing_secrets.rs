@@ -90,7 +90,7 @@ impl Service {
         // function's timeout.
         let orphans_of = by_endpoint.into_iter().map(|(owner, names)| async move {
             let named: Vec<String> = match self.store.webhook_endpoint(&WebhookEndpointId::from(owner)).await? {
-                Some(endpoint) if endpoint.status == EndpointStatus::Enabled => {
+                Some(endpoint) if endpoint.status != EndpointStatus::Deleted => {
                     endpoint.secrets.into_iter().map(|s| s.secret_name).collect()
                 }
                 _ => vec![],

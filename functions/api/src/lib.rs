@@ -33,7 +33,7 @@ type Route = (&'static str, &'static str, MethodRouter<App>);
 /// carry the IANA time-zone database (`chrono-tz`'s tables and their relocations, about 1.7 MB
 /// of a bootstrap), which no other endpoint needs. Each bootstrap holds the code of its own
 /// endpoints and not the other's, so that each stays under the 8 MiB a function's file may
-/// take (issue 17).
+/// take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bootstrap {
     Api,
@@ -180,6 +180,8 @@ endpoints! {
     WebhookEndpointHistory => (Api, "GET", "/v1/webhook_endpoints/{id}/history", get(webhook_endpoint_history)),
     RotateWebhookSecret => (Api, "POST", "/v1/webhook_endpoints/{id}/rotate_secret", post(rotate_webhook_secret)),
     RecoverWebhookEndpoint => (Api, "POST", "/v1/webhook_endpoints/{id}/recover", post(recover_webhook_endpoint)),
+    EnableWebhookEndpoint => (Api, "POST", "/v1/webhook_endpoints/{id}/enable", post(enable_webhook_endpoint)),
+    WebhookEndpointHealth => (Api, "GET", "/v1/webhook_endpoints/{id}/health", get(webhook_endpoint_health)),
     WebhookEndpointFailedDeliveries => (Api, "GET", "/v1/webhook_endpoints/{id}/failed_deliveries", get(webhook_endpoint_failed_deliveries), query),
     RailReport => (Api, "POST", "/v1/rail_reports", post(rail_report)),
     CreateSchedule => (Schedules, "POST", "/v1/schedules", post(create_schedule)),

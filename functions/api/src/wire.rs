@@ -198,6 +198,7 @@ struct EndpointShown<'a> {
     description: &'a Option<String>,
     events: &'a [String],
     retry_policy: &'a ops_domain::webhooks::RetryPolicy,
+    breaker: &'a ops_domain::webhooks::Breaker,
     status: EndpointStatus,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
@@ -215,10 +216,44 @@ impl Wire for WebhookEndpoint {
             description: &self.description,
             events: &self.events,
             retry_policy: &self.retry_policy,
+            breaker: &self.breaker,
             status: self.status,
             created_at: self.created_at,
             environment: self.environment,
             version: self.version,
+        }
+    }
+}
+
+/// An endpoint's health as the API shows it: the success rate worked out, the counts it is
+/// worked out from left out.
+#[derive(Serialize)]
+struct HealthShown<'a> {
+    object: &'static str,
+    webhook_endpoint_id: &'a str,
+    success_rate: Option<f64>,
+    consecutive_failures: u32,
+    #[serde(with = "time::serde::rfc3339::option")]
+    failing_since: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    last_success_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    last_failure_at: Option<OffsetDateTime>,
+    /// The highest warning level sent for the failures in a row (0: none).
+    warned_at_percent: u8,
+}
+
+impl Wire for ops_domain::webhooks::EndpointHealth {
+    fn wire(&self) -> impl Serialize + '_ {
+        HealthShown {
+            object: "webhook_endpoint_health",
+            webhook_endpoint_id: &self.endpoint_id,
+            success_rate: self.success_rate(),
+            consecutive_failures: self.consecutive_failures,
+            failing_since: self.failing_since,
+            last_success_at: self.last_success_at,
+            last_failure_at: self.last_failure_at,
+            warned_at_percent: self.warned,
         }
     }
 }

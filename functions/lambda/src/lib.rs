@@ -7,7 +7,7 @@
 //! function keeps its own route, trigger and least-privilege policy; only the file is shared.
 //! Three files rather than one because no function needs the others' code (the other
 //! endpoints' routes, or the stream and queue handlers), and one file holding all of it would
-//! be over the 8 MiB a function's file may take (issue 17).
+//! be over the 8 MiB a function's file may take.
 
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::SqsEvent;

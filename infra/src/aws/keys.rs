@@ -100,6 +100,11 @@ pub fn endpoint_roster(owner_id: Option<&str>) -> Primary {
     primary(format!("WHEROSTER#{}", owner(owner_id)), "WHEROSTER")
 }
 
+/// An endpoint's health.
+pub fn endpoint_health(endpoint_id: &str) -> Primary {
+    primary(format!("WHEHEALTH#{endpoint_id}"), "WHEHEALTH")
+}
+
 pub fn delivery(id: &str) -> Primary {
     primary(format!("WHD#{id}"), "WHD")
 }

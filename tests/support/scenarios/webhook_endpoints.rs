@@ -460,3 +460,209 @@ pub async fn a_delivery_follows_its_endpoints_retry_policy_and_a_range_is_recove
         .count();
     assert_eq!(recovered, 3, "each recover of a range audited: {history}");
 }
+
+/// An endpoint whose receiver keeps failing: the platform is warned as its failures in a row
+/// pass 50 and 70 % of its breaker's, then the endpoint is disabled (an event, an exceptions
+/// item each) and what comes for it waits, unattempted. Enabled again, what waited goes in its
+/// events' order, paced, and the items close. A receiver that answers `410 Gone` disables its
+/// endpoint at its first answer.
+pub async fn an_endpoint_that_keeps_failing_is_disabled_and_enabled_again_sends_what_waited(
+    app: &Api,
+    driver: &Driver,
+    clock: &crate::TestClock,
+) {
+    use time::format_description::well_known::Rfc3339;
+    let customer = app.create_customer().await;
+    let platform = crate::receiver::Receiver::start(0).await;
+    app.subscribe(
+        crate::ADMIN_KEY,
+        &platform.url,
+        &[
+            "webhook_endpoint.failing",
+            "webhook_endpoint.disabled",
+            "webhook_endpoint.enabled",
+        ],
+    )
+    .await;
+    let receiver = crate::receiver::Receiver::start(usize::MAX).await;
+    // An hour between tries: the test's attempts are each delivery's first.
+    let body = json!({"url": receiver.url, "events": ["operation.created"],
+                      "retry_policy": {"kind": "linear", "wait_seconds": 3600, "max_age_hours": 24},
+                      "breaker": {"failures": 4, "over_hours": 0}});
+    let made = app.post("/v1/webhook_endpoints", &customer.key, body).await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    assert_eq!(made.json()["breaker"], json!({"failures": 4, "over_hours": 0}));
+    let endpoint = made.id();
+    let settle = || async {
+        for _ in 0..3 {
+            while driver.tick().await.expect("a round") > 0 {}
+        }
+    };
+    let pay = || async {
+        let made = app
+            .post(
+                "/v1/operations",
+                &customer.key,
+                crate::payout(&customer.id, "two_step", &[1_000]),
+            )
+            .await;
+        assert_eq!(made.status, 201, "{}", made.json());
+        settle().await;
+    };
+    let platform_told = || {
+        platform
+            .received()
+            .iter()
+            .map(|r| serde_json::from_slice::<serde_json::Value>(&r.body).unwrap())
+            .filter(|event| event["data"]["webhook_endpoint_id"] == endpoint.as_str())
+            .map(|event| event["type"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    for _ in 0..4 {
+        pay().await;
+    }
+    assert_eq!(receiver.requests(), 4, "each delivery tried once");
+    assert_eq!(
+        platform_told(),
+        [
+            "webhook_endpoint.failing",
+            "webhook_endpoint.failing",
+            "webhook_endpoint.disabled"
+        ],
+        "at two and three failures in a row of four, then the breaker opened"
+    );
+    let shown = app
+        .get(&format!("/v1/webhook_endpoints/{endpoint}"), &customer.key)
+        .await
+        .json();
+    assert_eq!(shown["status"], "disabled", "{shown}");
+    let health = app
+        .get(&format!("/v1/webhook_endpoints/{endpoint}/health"), &customer.key)
+        .await
+        .json();
+    assert_eq!(
+        (health["consecutive_failures"].as_u64(), health["success_rate"].as_f64()),
+        (Some(4), Some(0.0)),
+        "{health}"
+    );
+    let open_items = || async {
+        let items = app
+            .get(
+                "/v1/work_items?queue=exceptions&status=open&limit=100",
+                crate::ADMIN_KEY,
+            )
+            .await
+            .json();
+        let mut kinds: Vec<String> = items["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["subject"]["id"].as_str().unwrap_or_default().starts_with(&endpoint))
+            .map(|i| i["kind"].as_str().unwrap().to_owned())
+            .collect();
+        kinds.sort();
+        kinds
+    };
+    assert_eq!(
+        open_items().await,
+        ["webhook_endpoint_disabled", "webhook_endpoint_failing"]
+    );
+
+    // Three more payouts while it is disabled: their deliveries wait, unattempted.
+    for _ in 0..3 {
+        pay().await;
+    }
+    assert_eq!(receiver.requests(), 4, "nothing sent to a disabled endpoint");
+    let waiting = app
+        .get(
+            &format!("/v1/webhook_endpoints/{endpoint}/failed_deliveries"),
+            &customer.key,
+        )
+        .await
+        .json();
+    assert_eq!(
+        waiting["data"].as_array().unwrap().len(),
+        0,
+        "waiting is not failed: {waiting}"
+    );
+
+    // Enabled again: the three go in their events' order, a tenth of a second apart.
+    receiver.answer_all();
+    let enabled = app
+        .post(
+            &format!("/v1/webhook_endpoints/{endpoint}/enable"),
+            &customer.key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(enabled.status, 200, "{}", enabled.json());
+    assert_eq!(enabled.json()["status"], "enabled");
+    settle().await;
+    let events = app
+        .get("/v1/events?type=operation.created&limit=10", &customer.key)
+        .await
+        .json();
+    let mut released = vec![];
+    for event in events["data"].as_array().unwrap().iter().take(3) {
+        let id = event["id"].as_str().unwrap();
+        let deliveries = app
+            .get(&format!("/v1/events/{id}/deliveries"), &customer.key)
+            .await
+            .json();
+        let delivery = deliveries["data"][0].clone();
+        released.push(delivery);
+    }
+    released.reverse();
+    let due: Vec<time::OffsetDateTime> = released
+        .iter()
+        .map(|d| {
+            let at = d["next_attempt_at"]
+                .as_str()
+                .or_else(|| d["attempts"][0]["at"].as_str())
+                .unwrap_or_else(|| panic!("sent or due: {d}"));
+            time::OffsetDateTime::parse(at, &Rfc3339).unwrap()
+        })
+        .collect();
+    assert!(
+        due.windows(2).all(|pair| pair[0] <= pair[1]),
+        "in their events' order: {due:?}"
+    );
+    clock.advance(time::Duration::seconds(2));
+    settle().await;
+    assert_eq!(receiver.received().len(), 3, "the three that waited, once each");
+    assert!(open_items().await.is_empty(), "enabling closed its items");
+    assert_eq!(
+        platform_told().last().map(String::as_str),
+        Some("webhook_endpoint.enabled")
+    );
+
+    // A receiver that says it is gone disables its endpoint at its first answer.
+    let gone = crate::receiver::Receiver::start(0).await;
+    gone.answer_gone();
+    let made = app
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": gone.url, "events": ["operation.created"]}),
+        )
+        .await;
+    let gone_endpoint = made.id();
+    pay().await;
+    let shown = app
+        .get(&format!("/v1/webhook_endpoints/{gone_endpoint}"), &customer.key)
+        .await
+        .json();
+    assert_eq!(shown["status"], "disabled", "{shown}");
+    let history = app
+        .get(&format!("/v1/webhook_endpoints/{gone_endpoint}/history"), &customer.key)
+        .await
+        .json();
+    assert!(
+        history["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["action"] == "disabled" && e["cause"]["code"] == "webhook_endpoint_gone"),
+        "{history}"
+    );
+}

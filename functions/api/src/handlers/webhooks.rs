@@ -8,7 +8,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use ops_domain::access::Scope;
 use ops_domain::ids::{CustomerId, DeliveryId, EventId, IdKind, WebhookEndpointId};
-use ops_domain::webhooks::{EventQuery, RecoverWebhookEndpoint};
+use ops_domain::webhooks::{EnableWebhookEndpoint, EventQuery, RecoverWebhookEndpoint};
 use ops_domain::DomainError;
 
 pub async fn list_events(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
@@ -141,4 +141,24 @@ pub async fn rotate_webhook_secret(
     JsonBody(body): JsonBody,
 ) -> Answer {
     ok(app.service.rotate_webhook_secret(&caller, &id, parse(&body)?).await?)
+}
+
+/// Enables a disabled endpoint again; what waited for it is sent in order, paced.
+pub async fn enable_webhook_endpoint(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WebhookEndpointId>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    let EnableWebhookEndpoint {} = parse(&body)?;
+    ok(app.service.enable_webhook_endpoint(&caller, &id).await?)
+}
+
+/// An endpoint's health: its success rate, failures in a row and last success.
+pub async fn webhook_endpoint_health(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<WebhookEndpointId>,
+) -> Answer {
+    ok(app.service.webhook_endpoint_health(&caller, &id).await?)
 }

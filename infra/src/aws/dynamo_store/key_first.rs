@@ -1,5 +1,4 @@
-//! A create's idempotency record written before its entity, not in a transaction with it
-//! (issue 17).
+//! A create's idempotency record written before its entity, not in a transaction with it.
 //!
 //! A create that takes its key in its changeset ([`KeyHold::InTheChangeset`](ops_domain::idempotency::KeyHold))
 //! wrote the key's record and the new entity in one `TransactWriteItems`: two write units

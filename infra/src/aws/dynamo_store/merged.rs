@@ -1,5 +1,5 @@
 //! Derived changesets (the desk's moves on the board and its work items) committed in as few
-//! transactions as their writes fit (issue 17).
+//! transactions as their writes fit.
 //!
 //! Each move on the board is its entry and its customer's counters in one transaction: two
 //! write units each, four a move. Changesets of different subjects committed together share

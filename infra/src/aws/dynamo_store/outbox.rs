@@ -1,4 +1,4 @@
-//! The entity item as its own outbox (issue 17).
+//! The entity item as its own outbox.
 //!
 //! A changeset that changes one operation, one transaction or one work item, with the events
 //! and audit entries of that change, is written as the entity's own write (a lone conditional

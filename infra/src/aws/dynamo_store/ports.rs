@@ -25,7 +25,7 @@ use ops_domain::ports::{AuditEntry, Limits, Listed, RateLimiter, StoreError};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationRules, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
-use ops_domain::webhooks::{Delivery, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore};
+use ops_domain::webhooks::{Delivery, EndpointHealth, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore};
 use std::sync::atomic::Ordering;
 use time::{Date, OffsetDateTime};
 
@@ -498,6 +498,10 @@ impl WebhookStore for DynamoStore {
 
     async fn webhook_endpoint(&self, id: &WebhookEndpointId) -> Result<Option<WebhookEndpoint>, StoreError> {
         self.get(keys::webhook_endpoint(id)).await
+    }
+
+    async fn endpoint_health(&self, endpoint_id: &WebhookEndpointId) -> Result<Option<EndpointHealth>, StoreError> {
+        self.get(keys::endpoint_health(endpoint_id)).await
     }
 
     async fn endpoint_roster(&self, owner: Option<&CustomerId>) -> Result<Option<EndpointRoster>, StoreError> {

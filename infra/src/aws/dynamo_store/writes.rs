@@ -414,6 +414,17 @@ impl DynamoStore {
                 );
                 vec![self.versioned(it, roster.version)]
             }
+            Write::PutEndpointHealth(health) => {
+                let it = keyed(
+                    keys::endpoint_health(&health.endpoint_id),
+                    vec![
+                        ("entity", s("endpoint_health")),
+                        ("doc", doc(health)),
+                        ("version", n(health.version)),
+                    ],
+                );
+                vec![self.versioned(it, health.version)]
+            }
             Write::InsertDelivery(d) | Write::UpdateDelivery(d) => {
                 let mut attributes = vec![
                     ("entity", s("delivery")),

@@ -19,6 +19,7 @@ pub(super) async fn an_events_endpoints_are_its_customers_and_the_platforms_live
         description: Some(format!("{id}'s receiver")),
         events: vec!["*".into()],
         retry_policy: Default::default(),
+        breaker: Default::default(),
         status: EndpointStatus::Enabled,
         secrets: vec![],
         created_at: OffsetDateTime::UNIX_EPOCH,
@@ -163,6 +164,48 @@ pub(super) async fn an_endpoints_failed_deliveries_are_those_awaiting_a_follow_u
         .await
         .unwrap();
     assert_eq!(elsewhere.len(), 1);
+
+    // A delivery waiting for its disabled endpoint is listed in its event's place, and leaves
+    // the list once it is sent on.
+    let mut waiting = delivery("whd_f8", "evt_f4a", endpoint, DeliveryStatus::Waiting);
+    store
+        .commit(changes(vec![Write::InsertDelivery(waiting.clone())]))
+        .await
+        .unwrap();
+    assert_eq!(listed(10).await, ["whd_f2", "whd_f3", "whd_f8", "whd_f5"]);
+    waiting.status = DeliveryStatus::Pending;
+    waiting.version = 2;
+    store
+        .commit(changes(vec![Write::UpdateDelivery(waiting)]))
+        .await
+        .unwrap();
+    assert_eq!(listed(10).await, ["whd_f2", "whd_f3", "whd_f5"]);
+}
+
+/// An endpoint's health is stored one version at a time.
+pub(super) async fn an_endpoints_health_moves_one_version_at_a_time(store: &dyn Store) {
+    use ops_domain::webhooks::EndpointHealth;
+    let endpoint = "whe_health".into();
+    assert_eq!(store.endpoint_health(&endpoint).await.unwrap(), None);
+    let mut health = EndpointHealth::new("whe_health".into(), OffsetDateTime::UNIX_EPOCH);
+    health.version = 1;
+    health.consecutive_failures = 3;
+    store
+        .commit(changes(vec![Write::PutEndpointHealth(health.clone())]))
+        .await
+        .unwrap();
+    assert_eq!(store.endpoint_health(&endpoint).await.unwrap(), Some(health.clone()));
+    let again = store
+        .commit(changes(vec![Write::PutEndpointHealth(health.clone())]))
+        .await;
+    assert!(matches!(again, Err(StoreError::Conflict)), "{again:?}");
+    health.version = 2;
+    health.consecutive_failures = 0;
+    store
+        .commit(changes(vec![Write::PutEndpointHealth(health.clone())]))
+        .await
+        .unwrap();
+    assert_eq!(store.endpoint_health(&endpoint).await.unwrap(), Some(health));
 }
 
 pub(super) async fn events_are_listed_by_customer_and_type(store: &dyn Store) {

@@ -26,7 +26,7 @@ use ops_domain::ports::{AuditEntry, Changeset, Commit, Listed, StoreError};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationRules, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
-use ops_domain::webhooks::{Delivery, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore};
+use ops_domain::webhooks::{Delivery, EndpointHealth, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore};
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use time::format_description::well_known::Rfc3339;
 use time::{Date, OffsetDateTime};
@@ -579,6 +579,14 @@ impl WebhookStore for SqliteStore {
         let owner = owner.map_or("", |id| id.as_str()).to_owned();
         self.document("SELECT body FROM endpoint_rosters WHERE owner = ?1", owner)
             .await
+    }
+
+    async fn endpoint_health(&self, endpoint_id: &WebhookEndpointId) -> Result<Option<EndpointHealth>, StoreError> {
+        self.document(
+            "SELECT body FROM endpoint_health WHERE endpoint_id = ?1",
+            endpoint_id.into(),
+        )
+        .await
     }
 
     async fn delivery(&self, id: &DeliveryId) -> Result<Option<Delivery>, StoreError> {

@@ -70,6 +70,9 @@ CREATE INDEX IF NOT EXISTS live_endpoints_by_owner ON webhook_endpoints (coalesc
 -- Each owner's count of live endpoints ('' for the platform), moved by every create and delete.
 CREATE TABLE IF NOT EXISTS endpoint_rosters (
     owner TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
+-- Each endpoint's health (its attempts counted, its breaker's state), versioned.
+CREATE TABLE IF NOT EXISTS endpoint_health (
+    endpoint_id TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS deliveries (
     id TEXT PRIMARY KEY, event_id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS deliveries_by_event ON deliveries (event_id);

@@ -146,6 +146,17 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 return Err(ConditionFailed.into());
             }
         }
+        Write::PutEndpointHealth(health) => {
+            let changed = tx.run(
+                "INSERT INTO endpoint_health (endpoint_id, version, body) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (endpoint_id) DO UPDATE SET version = excluded.version, body = excluded.body
+                 WHERE endpoint_health.version = excluded.version - 1",
+                params![health.endpoint_id.as_str(), health.version as i64, json(health)],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
         Write::PutSchedule(schedule) => {
             let due = schedule
                 .next_run_at
@@ -474,19 +485,18 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
     Ok(())
 }
 
-/// Keeps `failed_deliveries` to the failed deliveries awaiting a follow-up: listed when one
-/// fails, taken off when its follow-up is recorded; a pending or delivered one touches nothing.
+/// Keeps `failed_deliveries` to the deliveries awaiting a follow-up (failed and not followed
+/// up, or waiting for their disabled endpoint): listed when one fails or starts waiting, taken
+/// off when its follow-up is recorded or it is sent on (pending again). A delivered one
+/// touches nothing; a pending one's update deletes nothing but a waiting one's row.
 fn list_failed_delivery(tx: &Connection, d: &Delivery) -> Result<(), TxError> {
-    if d.status != DeliveryStatus::Failed {
-        return Ok(());
-    }
     let key = params![d.endpoint_id.as_str(), d.event_id.as_str(), d.id.as_str()];
-    if d.follow_up.is_none() {
+    if d.awaits_follow_up() {
         tx.run(
             "INSERT OR IGNORE INTO failed_deliveries (endpoint_id, event_id, delivery_id) VALUES (?1, ?2, ?3)",
             key,
         )?;
-    } else {
+    } else if d.status != DeliveryStatus::Delivered {
         tx.run(
             "DELETE FROM failed_deliveries WHERE endpoint_id = ?1 AND event_id = ?2 AND delivery_id = ?3",
             key,
