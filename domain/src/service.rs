@@ -39,6 +39,9 @@ pub struct Service {
     pub bus: Option<Arc<dyn EventBus>>,
     /// Requests per second each API key may make; none: unlimited.
     pub rate_limit: Option<RateLimit>,
+    /// Counts the deliveries to each webhook endpoint with a rate limit, across every
+    /// instance, a second at a time.
+    pub webhook_pace: Arc<dyn crate::ports::RateLimiter>,
     /// The cloud's schedule timer (EventBridge Scheduler); none in local mode, where the
     /// store's due index is the timer.
     pub timers: Option<Arc<dyn ScheduleTimers>>,

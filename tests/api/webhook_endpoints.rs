@@ -598,6 +598,7 @@ async fn endpoints_made_before_counts_were_kept_are_counted_by_the_next_change()
                 events: vec!["operation.created".into()],
                 retry_policy: Default::default(),
                 breaker: Default::default(),
+                rate_limit: None,
                 status: EndpointStatus::Enabled,
                 secrets: vec![],
                 created_at: time::OffsetDateTime::now_utc(),
@@ -694,4 +695,10 @@ async fn an_endpoint_that_keeps_failing_is_disabled_and_enabled_again_sends_what
         &app.clock,
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoints_rate_limit_spreads_its_deliveries_over_the_seconds() {
+    let app = spawn_app().await;
+    ops_tests::scenarios::an_endpoints_rate_limit_spreads_its_deliveries_over_the_seconds(&app, app.driver()).await;
 }

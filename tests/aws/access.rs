@@ -209,3 +209,9 @@ async fn an_endpoint_that_keeps_failing_is_disabled_and_enabled_again_sends_what
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoints_rate_limit_spreads_its_deliveries_over_the_seconds() {
+    let app = spawn_aws_app().await;
+    ops_tests::scenarios::an_endpoints_rate_limit_spreads_its_deliveries_over_the_seconds(&app.api, &app.driver).await;
+}

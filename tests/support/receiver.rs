@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex};
 pub struct Received {
     pub signature: String,
     pub body: Vec<u8>,
+    /// When it arrived, by the wall clock.
+    pub at: std::time::SystemTime,
 }
 
 impl Received {
@@ -80,6 +82,7 @@ async fn hook(State(inbox): State<Arc<Inbox>>, headers: HeaderMap, body: Bytes) 
     inbox.received.lock().unwrap().push(Received {
         signature,
         body: body.to_vec(),
+        at: std::time::SystemTime::now(),
     });
     StatusCode::OK
 }

@@ -15,8 +15,8 @@ use crate::service::Service;
 use serde::Deserialize;
 use time::Duration;
 
-/// How fast the deliveries that waited go once their endpoint is enabled again: a backlog
-/// after an outage does not flood the receiver.
+/// How fast the deliveries that waited go once their endpoint is enabled again, when it sets
+/// no rate limit of its own: a backlog after an outage does not flood the receiver.
 pub const RELEASED_PER_SECOND: i64 = 10;
 /// Waiting deliveries one release task sends on; it queues itself again for the rest.
 const RELEASE_BATCH: usize = 100;
@@ -244,7 +244,8 @@ impl Service {
             .take(RELEASE_BATCH)
             .collect();
         let now = self.now();
-        let pace = Duration::seconds(1) / RELEASED_PER_SECOND as f64;
+        let per_second = endpoint.rate_limit.map_or(RELEASED_PER_SECOND, i64::from);
+        let pace = Duration::seconds(1) / per_second as f64;
         let mut changesets = Vec::with_capacity(waiting.len());
         let mut released = Vec::with_capacity(waiting.len());
         for (place, mut delivery) in waiting.into_iter().enumerate() {

@@ -199,7 +199,26 @@ impl Service {
             .into_iter()
             .collect();
         let mut posts = Vec::with_capacity(due.len());
+        // Deliveries over their endpoint's rate limit this second wait, unattempted, a second
+        // or more each (so those refused together spread over the seconds to come).
+        let mut over_limit = vec![];
+        let mut refused: HashMap<WebhookEndpointId, u32> = HashMap::new();
         for (message, delivery, body) in due {
+            if let Ok(Signer {
+                endpoint: Some(endpoint),
+                ..
+            }) = &signers[&delivery.endpoint_id]
+            {
+                if let Some(limit) = endpoint.rate_limit {
+                    if !self.paced(&endpoint.id, limit, now).await {
+                        let place = refused.entry(endpoint.id.clone()).or_default();
+                        let wait = Duration::seconds(1 + i64::from(*place / limit));
+                        *place += 1;
+                        over_limit.push((message, Attempted::held_back(delivery, now, wait)));
+                        continue;
+                    }
+                }
+            }
             match &signers[&delivery.endpoint_id] {
                 Ok(signer) => posts.push(async move {
                     let attempted = self.attempt_webhook(&delivery, body, signer, now).await;
@@ -212,7 +231,7 @@ impl Service {
             }
         }
         let attempted: Vec<_> = stream::iter(posts).buffer_unordered(SENDS_IN_FLIGHT).collect().await;
-        let mut recorded = vec![];
+        let mut recorded = over_limit;
         for (message, delivery, attempt) in attempted {
             match attempt {
                 Ok(Ok(attempt)) => recorded.push((message, attempt)),
@@ -264,6 +283,26 @@ impl Service {
             }
         }
         BatchOutcome { failed }
+    }
+
+    /// Whether one more delivery to `endpoint_id` fits its `limit` this second (counted across
+    /// every sender). A count that cannot be made holds the delivery back, as over the limit.
+    async fn paced(&self, endpoint_id: &WebhookEndpointId, limit: u32, now: time::OffsetDateTime) -> bool {
+        let limits = crate::ports::Limits {
+            member: limit,
+            group: u32::MAX,
+        };
+        match self
+            .webhook_pace
+            .admit("webhook-endpoints", endpoint_id, now.unix_timestamp(), limits)
+            .await
+        {
+            Ok(admitted) => admitted,
+            Err(error) => {
+                tracing::warn!(endpoint = %endpoint_id, %error, "an endpoint's rate was not counted; its delivery waits");
+                false
+            }
+        }
     }
 
     /// The delivery if it is due now; `None` if there is nothing to send (done, or not due:

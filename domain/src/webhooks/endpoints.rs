@@ -29,6 +29,8 @@ pub struct CreateWebhookEndpoint {
     pub retry_policy: Option<RetryPolicy>,
     /// When failures disable it (twenty in a row over twelve hours when absent).
     pub breaker: Option<Breaker>,
+    /// The most deliveries a second it is sent (1 to 1000; no limit when absent).
+    pub rate_limit: Option<u32>,
     /// Platform keys only: the customer whose events it receives (omit for every customer).
     pub customer_id: Option<String>,
 }
@@ -46,6 +48,8 @@ pub struct UpdateWebhookEndpoint {
     pub retry_policy: Option<RetryPolicy>,
     /// A new breaker.
     pub breaker: Option<Breaker>,
+    /// A new rate limit, deliveries a second; 0 removes it.
+    pub rate_limit: Option<u32>,
 }
 
 /// Reads and commits an endpoint's create or delete may make while others change its owner's
@@ -80,6 +84,18 @@ fn endpoint_events(mut events: Vec<String>) -> Result<Vec<String>, DomainError> 
     let mut seen = std::collections::HashSet::new();
     events.retain(|event| seen.insert(event.clone()));
     Ok(events)
+}
+
+/// A rate limit as a request sets it: 1 to 1000 deliveries a second.
+fn checked_rate_limit(limit: u32) -> Result<u32, DomainError> {
+    match limit {
+        1..=1_000 => Ok(limit),
+        _ => Err(DomainError::invalid(
+            "rate_limit",
+            "invalid_rate_limit",
+            "rate_limit is from 1 to 1000 deliveries a second (0 on an update removes it).",
+        )),
+    }
 }
 
 /// An endpoint as it now is, with the audit entry of what was done to it.
@@ -176,6 +192,7 @@ impl Service {
         let retry_policy = command.retry_policy.unwrap_or_default();
         retry_policy.check()?;
         let breaker = Breaker::chosen(command.breaker)?;
+        let rate_limit = command.rate_limit.map(checked_rate_limit).transpose()?;
         let customer_id = match (&principal.key.customer_id, command.customer_id) {
             (Some(own), None) => Some(own.clone()),
             (Some(_), Some(_)) => {
@@ -210,8 +227,7 @@ impl Service {
                             &url,
                             description.clone(),
                             &events,
-                            retry_policy,
-                            breaker,
+                            (retry_policy, breaker, rate_limit),
                         )
                         .await?
                     }
@@ -252,8 +268,7 @@ impl Service {
         url: &str,
         description: Option<String>,
         events: &[String],
-        retry_policy: RetryPolicy,
-        breaker: Breaker,
+        (retry_policy, breaker, rate_limit): (RetryPolicy, Breaker, Option<u32>),
     ) -> Result<Issued<WebhookEndpoint>, DomainError> {
         let id = crate::ids::WebhookEndpointId::new(&*self.ids);
         let (secret, signing) = self.store_new_secret(&id).await?;
@@ -266,6 +281,7 @@ impl Service {
                 events: events.to_vec(),
                 retry_policy,
                 breaker,
+                rate_limit,
                 status: EndpointStatus::Enabled,
                 secrets: vec![signing],
                 created_at: self.now(),
@@ -373,11 +389,12 @@ impl Service {
             && command.events.is_none()
             && command.retry_policy.is_none()
             && command.breaker.is_none()
+            && command.rate_limit.is_none()
         {
             return Err(DomainError::invalid(
                 "url",
                 "parameter_missing",
-                "Give the endpoint's new url, description, events, retry_policy or breaker, or more than one.",
+                "Give the endpoint's new url, description, events, retry_policy, breaker or rate_limit, or more than one.",
             ));
         }
         let mut changed = vec![];
@@ -432,6 +449,21 @@ impl Service {
                     breaker.failures, breaker.over_hours, endpoint.breaker.failures, endpoint.breaker.over_hours
                 ));
                 endpoint.breaker = breaker;
+            }
+        }
+        if let Some(asked) = command.rate_limit {
+            let rate_limit = match asked {
+                0 => None,
+                limit => Some(checked_rate_limit(limit)?),
+            };
+            if rate_limit != endpoint.rate_limit {
+                let shown = |limit: Option<u32>| limit.map_or("none".to_owned(), |l| format!("{l} a second"));
+                changed.push(format!(
+                    "rate limit {} (was {})",
+                    shown(rate_limit),
+                    shown(endpoint.rate_limit)
+                ));
+                endpoint.rate_limit = rate_limit;
             }
         }
         if changed.is_empty() {

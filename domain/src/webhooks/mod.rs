@@ -118,6 +118,10 @@ pub struct WebhookEndpoint {
     /// When its failures disable it.
     #[serde(default)]
     pub breaker: Breaker,
+    /// The most deliveries it is sent a second, across every sender (none: as fast as they
+    /// come).
+    #[serde(default)]
+    pub rate_limit: Option<u32>,
     pub status: EndpointStatus,
     /// Where the signing secrets are kept (never shown: the API's wire shape leaves them out).
     #[serde(default)]
@@ -509,6 +513,7 @@ mod tests {
             events: vec!["transaction.confirmed".into()],
             retry_policy: Default::default(),
             breaker: Default::default(),
+            rate_limit: None,
             status: EndpointStatus::Enabled,
             secrets: vec![],
             created_at: OffsetDateTime::UNIX_EPOCH,

@@ -199,6 +199,7 @@ struct EndpointShown<'a> {
     events: &'a [String],
     retry_policy: &'a ops_domain::webhooks::RetryPolicy,
     breaker: &'a ops_domain::webhooks::Breaker,
+    rate_limit: Option<u32>,
     status: EndpointStatus,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
@@ -217,6 +218,7 @@ impl Wire for WebhookEndpoint {
             events: &self.events,
             retry_policy: &self.retry_policy,
             breaker: &self.breaker,
+            rate_limit: self.rate_limit,
             status: self.status,
             created_at: self.created_at,
             environment: self.environment,

@@ -67,6 +67,7 @@ pub fn service(adapters: Adapters, options: Options, clock: Arc<dyn Clock>) -> S
         webhook_targets: options.webhook_targets,
         rail_secret: options.rail_secret,
         bus: adapters.bus,
+        webhook_pace: adapters.rate_limiter.clone(),
         rate_limit: RateLimit::new(adapters.rate_limiter, adapters.read_rate_limiter, options.rate_limit),
         timers: adapters.timers,
         desk_sla: options.desk_sla,

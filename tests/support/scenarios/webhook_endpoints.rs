@@ -666,3 +666,52 @@ pub async fn an_endpoint_that_keeps_failing_is_disabled_and_enabled_again_sends_
         "{history}"
     );
 }
+
+/// An endpoint's rate limit, counted across every sender: six deliveries to an endpoint that
+/// takes two a second arrive once each over at least two seconds, never more than two in a
+/// second but for one a post's transit carries over a second's edge; the rest wait their turn
+/// unattempted.
+pub async fn an_endpoints_rate_limit_spreads_its_deliveries_over_the_seconds(app: &Api, driver: &Driver) {
+    let customer = app.create_customer().await;
+    let receiver = crate::receiver::Receiver::start(0).await;
+    let endpoint = |limit: u32| json!({"url": receiver.url, "events": ["operation.created"], "rate_limit": limit});
+    let refused = app.post("/v1/webhook_endpoints", &customer.key, endpoint(0)).await;
+    assert_eq!(refused.status, 400, "{}", refused.json());
+    assert_eq!(refused.json()["error"]["param"], "rate_limit");
+    let made = app.post("/v1/webhook_endpoints", &customer.key, endpoint(2)).await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    assert_eq!(made.json()["rate_limit"], 2);
+    for amount in 1..=6 {
+        let made = app
+            .post(
+                "/v1/operations",
+                &customer.key,
+                crate::payout(&customer.id, "two_step", &[amount]),
+            )
+            .await;
+        assert_eq!(made.status, 201, "{}", made.json());
+    }
+    let started = std::time::Instant::now();
+    while receiver.received().len() < 6 && started.elapsed() < std::time::Duration::from_secs(30) {
+        while driver.tick().await.expect("a round") > 0 {}
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let received = receiver.received();
+    assert_eq!(received.len(), 6, "each delivered");
+    let events: std::collections::BTreeSet<String> = received
+        .iter()
+        .map(|r| r.json()["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(events.len(), 6, "once each");
+    let seconds: Vec<u64> = received
+        .iter()
+        .map(|r| r.at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs())
+        .collect();
+    let (first, last) = (seconds.iter().min().unwrap(), seconds.iter().max().unwrap());
+    assert!(last - first >= 2, "six at two a second take three seconds: {seconds:?}");
+    for second in *first..=*last {
+        let in_it = seconds.iter().filter(|s| **s == second).count();
+        assert!(in_it <= 3, "{in_it} in one second: {seconds:?}");
+    }
+    assert_eq!(receiver.requests(), 6, "none posted over the limit");
+}

@@ -20,6 +20,7 @@ pub(super) async fn an_events_endpoints_are_its_customers_and_the_platforms_live
         events: vec!["*".into()],
         retry_policy: Default::default(),
         breaker: Default::default(),
+        rate_limit: None,
         status: EndpointStatus::Enabled,
         secrets: vec![],
         created_at: OffsetDateTime::UNIX_EPOCH,
