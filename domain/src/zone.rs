@@ -43,3 +43,9 @@ pub fn instant_of(wall: PrimitiveDateTime, zone: Tz) -> Option<OffsetDateTime> {
     let naive = chrono::DateTime::from_timestamp(wall.assume_utc().unix_timestamp(), 0)?.naive_utc();
     first_instant(zone, naive)
 }
+
+/// When the wall-clock time `wall` happens in `zone`, or, when it falls in a daylight-saving
+/// gap, the first minute after the gap: a time a rule asks for is never skipped.
+pub fn instant_at_or_after(wall: PrimitiveDateTime, zone: Tz) -> Option<OffsetDateTime> {
+    (0..=180).find_map(|minutes| instant_of(wall + time::Duration::minutes(minutes), zone))
+}

@@ -209,14 +209,11 @@ pub fn next_cutoff(
             if let Some(time) = open {
                 // A cut-off in a daylight-saving gap is at the first minute after the gap.
                 let wall = day.with_time(*time);
-                let cutoff_at = (0..=180)
-                    .find_map(|minutes| crate::zone::instant_of(wall + time::Duration::minutes(minutes), zone))?;
+                let cutoff_at = crate::zone::instant_at_or_after(wall, zone)?;
                 let waits = !same_day && after == AfterLastCutoff::Wait;
                 let waits_until = match waits {
                     // A midnight in a daylight-saving gap opens at the gap's end.
-                    true => Some((0..=180).find_map(|minutes| {
-                        crate::zone::instant_of(day.midnight() + time::Duration::minutes(minutes), zone)
-                    })?),
+                    true => Some(crate::zone::instant_at_or_after(day.midnight(), zone)?),
                     false => None,
                 };
                 return Some(Cutoff {

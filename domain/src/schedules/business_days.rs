@@ -7,7 +7,7 @@ use super::Schedule;
 use crate::calendars::{BusinessDay, Calendar};
 use crate::error::DomainError;
 use chrono_tz::Tz;
-use time::{Duration, OffsetDateTime};
+use time::OffsetDateTime;
 
 /// Occurrences passed over looking for one that runs late enough (a daily schedule moved to
 /// the end of a long closure passes over a few dozen).
@@ -51,9 +51,7 @@ impl<'a> Timing<'a> {
             Some(day) if day != wall.date() => {
                 let moved = day.with_time(wall.time());
                 // A time in a daylight-saving gap on the new day runs at the gap's end.
-                (0..=180)
-                    .find_map(|minutes| crate::zone::instant_of(moved + Duration::minutes(minutes), self.zone))
-                    .unwrap_or(key)
+                crate::zone::instant_at_or_after(moved, self.zone).unwrap_or(key)
             }
             _ => key,
         }

@@ -43,8 +43,10 @@ impl Service {
     /// firing for a paused, ended or deleted schedule, or for a time already recorded, does
     /// nothing. Returns how many occurrences it recorded.
     pub async fn fire_schedule(&self, fire: &FireSchedule) -> Result<usize, DomainError> {
-        let recorded = self.record_due(fire, None).await?;
-        self.set_timer_to_next_run(&fire.schedule_id).await?;
+        let (recorded, moves) = self.record_due(fire, None).await?;
+        if moves {
+            self.set_timer_to_next_run(&fire.schedule_id).await?;
+        }
         Ok(recorded)
     }
 
@@ -56,7 +58,7 @@ impl Service {
             return Ok(());
         };
         if let Some(schedule) = self.store.schedule(id).await? {
-            if schedule.moves_occurrences() && schedule.status == ScheduleStatus::Active {
+            if schedule.status == ScheduleStatus::Active {
                 timers.put(&schedule).await?;
             }
         }
@@ -68,20 +70,23 @@ impl Service {
     /// which opens its exceptions work item now rather than at the next occurrence. One that
     /// a later attempt recorded meanwhile is left as it is.
     pub async fn record_failed_firing(&self, fire: &FireSchedule, error: &str) -> Result<usize, DomainError> {
-        self.record_due(fire, Some(error)).await
+        Ok(self.record_due(fire, Some(error)).await?.0)
     }
 
     /// Records each occurrence `fire` is due for, in turn: made (`failed` none), or missed
     /// with the reason the firing failed. Reads the schedule again after each, and after a
-    /// race with another firing.
-    async fn record_due(&self, fire: &FireSchedule, failed: Option<&str>) -> Result<usize, DomainError> {
+    /// race with another firing. Answers how many it recorded, and whether the schedule's
+    /// occurrences move (its cloud timer is then set to each next run).
+    async fn record_due(&self, fire: &FireSchedule, failed: Option<&str>) -> Result<(usize, bool), DomainError> {
         let mut recorded = 0;
         let mut races = 0;
+        let mut moves = false;
         while recorded < CATCH_UP {
             let Some(schedule) = self.store.schedule(&fire.schedule_id).await? else {
                 tracing::warn!(schedule = %fire.schedule_id, "a firing for no schedule");
                 break;
             };
+            moves = schedule.moves_occurrences();
             let due = schedule.next_run_at.filter(|next| *next <= fire.scheduled_at);
             let (ScheduleStatus::Active, Some(runs_at)) = (schedule.status, due) else {
                 break;
@@ -110,7 +115,7 @@ impl Service {
                 }
             }
         }
-        Ok(recorded)
+        Ok((recorded, moves))
     }
 
     /// The embedded timer's round: fires every schedule due by now, found by the due index.

@@ -63,14 +63,9 @@ impl Service {
         health.version += 1;
         let mut changes = Changeset::default();
         match tripped {
-            Some(Tripped::Warning(reached)) => {
-                // Each level crossed is told, the lowest first, even when one batch crosses two.
-                let mut cause = None;
-                for level in WARNING_LEVELS
-                    .into_iter()
-                    .filter(|l| *l > warned_before && *l <= reached)
-                {
-                    let told = Cause::new(
+            Some(Tripped::Warning { from, to }) => {
+                let failing = |level: u8| {
+                    Cause::new(
                         "webhook_endpoint_failing",
                         format!(
                             "{} failed attempts in a row to {} (past {level} % of the {} that disable it)",
@@ -78,17 +73,19 @@ impl Service {
                         ),
                         Actor::system(),
                         now,
-                    );
+                    )
+                };
+                // Each level passed is told, the lowest first, even when one batch passes two.
+                for level in WARNING_LEVELS.into_iter().filter(|l| *l > from && *l <= to) {
                     changes.push(Write::Event(Event::of_endpoint_health(
                         EventId::new(&*self.ids),
                         "failing",
                         endpoint,
                         &health,
-                        &told,
+                        &failing(level),
                     )));
-                    cause = Some(told);
                 }
-                let cause = cause.expect("a warning crosses a level");
+                let cause = failing(to);
                 if !self.endpoint_exception_open(endpoint.id.as_str()).await? {
                     self.endpoint_exception(
                         &mut changes,

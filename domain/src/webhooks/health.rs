@@ -97,8 +97,9 @@ pub struct Outcome {
 /// What the attempts of a batch did to an endpoint's breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tripped {
-    /// A warning level newly reached.
-    Warning(u8),
+    /// Warning levels newly passed: those above `from` (the level warned before, or none
+    /// after a success in the batch) up to `to`.
+    Warning { from: u8, to: u8 },
     /// The endpoint is to be disabled: its failures went on long enough, or it said it is gone.
     Disable { gone: bool },
 }
@@ -163,8 +164,8 @@ impl EndpointHealth {
             .filter(|level| self.consecutive_failures >= breaker.warning_at(*level))
             .max()
             .filter(|level| *level > self.warned)?;
-        self.warned = reached;
-        Some(Tripped::Warning(reached))
+        let from = std::mem::replace(&mut self.warned, reached);
+        Some(Tripped::Warning { from, to: reached })
     }
 
     fn roll_window(&mut self, at: OffsetDateTime) {
@@ -216,11 +217,11 @@ mod tests {
                 None,
                 None,
                 None,
-                Some(Tripped::Warning(50)),
+                Some(Tripped::Warning { from: 0, to: 50 }),
                 None,
-                Some(Tripped::Warning(70)),
+                Some(Tripped::Warning { from: 50, to: 70 }),
                 None,
-                Some(Tripped::Warning(90)),
+                Some(Tripped::Warning { from: 70, to: 90 }),
                 // Ten in a row over 90 minutes: over the hour it needs.
                 Some(Tripped::Disable { gone: false }),
                 Some(Tripped::Disable { gone: false }),
@@ -254,7 +255,23 @@ mod tests {
         let start = datetime!(2026-12-01 00:00 UTC);
         let mut health = EndpointHealth::new("whe_1".into(), start);
         let burst: Vec<Outcome> = (0..10).map(|s| failed(start + Duration::seconds(s))).collect();
-        assert_eq!(health.record(&burst, &breaker), Some(Tripped::Warning(90)));
+        assert_eq!(
+            health.record(&burst, &breaker),
+            Some(Tripped::Warning { from: 0, to: 90 })
+        );
         assert_eq!(health.success_rate(), Some(0.0));
+        // A success, then five failures in one batch: the 50 % level is passed again, counted
+        // from none (not from the 90 % warned before the success).
+        let success = Outcome {
+            at: start + Duration::seconds(20),
+            delivered: true,
+            gone: false,
+        };
+        let mut batch = vec![success];
+        batch.extend((21..26).map(|s| failed(start + Duration::seconds(s))));
+        assert_eq!(
+            health.record(&batch, &breaker),
+            Some(Tripped::Warning { from: 0, to: 50 })
+        );
     }
 }
