@@ -148,6 +148,8 @@ pub enum Write {
     InsertOccurrence(Occurrence),
     /// Insert (version 1) or replace if the stored version is still `health.version - 1`.
     PutEndpointHealth(crate::webhooks::EndpointHealth),
+    /// Insert (version 1) or replace if the stored version is still `line.version - 1`.
+    PutDeliveryLine(crate::webhooks::DeliveryLine),
     /// A backfilled occurrence: inserted, or replacing a record of one that made nothing
     /// (`missed`, `skipped`); one already `created` fails the changeset.
     BackfillOccurrence(Occurrence),

@@ -256,6 +256,7 @@ async fn dynamo_reads_a_batch_of_sends_in_two_requests() {
             next_attempt_at: None,
             created_at: time::OffsetDateTime::UNIX_EPOCH,
             follow_up: None,
+            in_line_of: None,
             version: 1,
         };
         ids.push(delivery.id.clone());

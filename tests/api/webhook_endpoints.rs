@@ -599,6 +599,7 @@ async fn endpoints_made_before_counts_were_kept_are_counted_by_the_next_change()
                 retry_policy: Default::default(),
                 breaker: Default::default(),
                 rate_limit: None,
+                ordering: Default::default(),
                 status: EndpointStatus::Enabled,
                 secrets: vec![],
                 created_at: time::OffsetDateTime::now_utc(),
@@ -701,4 +702,16 @@ async fn an_endpoint_that_keeps_failing_is_disabled_and_enabled_again_sends_what
 async fn an_endpoints_rate_limit_spreads_its_deliveries_over_the_seconds() {
     let app = spawn_app().await;
     ops_tests::scenarios::an_endpoints_rate_limit_spreads_its_deliveries_over_the_seconds(&app, app.driver()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordered_endpoint_gets_each_operations_events_in_order() {
+    let app = spawn_app().await;
+    ops_tests::scenarios::an_ordered_endpoint_gets_each_operations_events_in_order(
+        &app,
+        app.driver(),
+        &app.clock,
+        |_| async {},
+    )
+    .await;
 }

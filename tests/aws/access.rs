@@ -215,3 +215,32 @@ async fn an_endpoints_rate_limit_spreads_its_deliveries_over_the_seconds() {
     let app = spawn_aws_app().await;
     ops_tests::scenarios::an_endpoints_rate_limit_spreads_its_deliveries_over_the_seconds(&app.api, &app.driver).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordered_endpoint_gets_each_operations_events_in_order() {
+    let app = spawn_aws_app().await;
+    let queue = app.parts.queue.clone();
+    ops_tests::scenarios::an_ordered_endpoint_gets_each_operations_events_in_order(
+        &app.api,
+        &app.driver,
+        &app.clock,
+        |id| {
+            let queue = queue.clone();
+            async move {
+                let task = ops_domain::ports::QueueTask::SendWebhook {
+                    delivery_id: id.as_str().into(),
+                };
+                ops_domain::ports::Queue::send(
+                    &*queue,
+                    ops_domain::ports::QueueName::Webhooks,
+                    "",
+                    task.to_body(),
+                    time::Duration::ZERO,
+                )
+                .await
+                .unwrap();
+            }
+        },
+    )
+    .await;
+}

@@ -9,7 +9,8 @@ use crate::ports::{
 };
 use crate::service::{jitter, Service};
 use crate::webhooks::{
-    health, signature, Attempt, Delivery, DeliveryStatus, EndpointStatus, HeldBack, Posted, WebhookEndpoint,
+    health, ordering, signature, Attempt, Delivery, DeliveryOrder, DeliveryStatus, EndpointStatus, HeldBack, Posted,
+    WebhookEndpoint,
 };
 use futures_util::future::join_all;
 use futures_util::stream::{self, StreamExt};
@@ -83,6 +84,10 @@ impl Service {
             // A disabled endpoint's delivery waits, listed by its endpoint, to be sent in order
             // when the endpoint is enabled again.
             let waits = endpoint.status == EndpointStatus::Disabled;
+            let in_line_of = match endpoint.ordering {
+                DeliveryOrder::PerOperation => ordering::operation_of(event),
+                DeliveryOrder::None => None,
+            };
             let delivery = Delivery {
                 id,
                 event_id: event.id.clone(),
@@ -97,6 +102,7 @@ impl Service {
                 next_attempt_at: (!waits).then_some(now),
                 created_at: now,
                 follow_up: None,
+                in_line_of,
                 version: 1,
             };
             let mut changes = Changeset::default();
@@ -105,7 +111,8 @@ impl Service {
                 Ok(()) | Err(StoreError::Conflict) => {}
                 Err(other) => return Err(other.into()),
             }
-            if waits {
+            // One behind an earlier event's delivery is queued when that one is done.
+            if !self.join_line(&delivery).await? || waits {
                 made.push(delivery);
                 continue;
             }
@@ -308,6 +315,12 @@ impl Service {
     /// The delivery if it is due now; `None` if there is nothing to send (done, or not due:
     /// then its message is queued again for when it is).
     async fn due_now(&self, delivery: Delivery) -> Result<Option<Delivery>, DomainError> {
+        if delivery.status.is_finished() {
+            // Its worker may have stopped before it left its line (a message comes again
+            // only when the work after the attempt was not done).
+            self.leave_line(&delivery).await?;
+            return Ok(None);
+        }
         if delivery.status != DeliveryStatus::Pending {
             return Ok(None);
         }
@@ -318,6 +331,10 @@ impl Service {
                 delivery_id: delivery.id.clone(),
             };
             self.enqueue(task, &delivery.endpoint_id, due - now).await?;
+            return Ok(None);
+        }
+        if !self.first_in_line(&delivery).await? {
+            // Behind an earlier event's delivery, which queues it once it is done.
             return Ok(None);
         }
         Ok(Some(delivery))
@@ -440,12 +457,16 @@ impl Service {
         Ok(Signer { endpoint, secrets })
     }
 
-    /// What follows a recorded attempt: the failure counted, or the next try queued.
+    /// What follows a recorded attempt: the failure counted, the next try queued, or the
+    /// delivery behind a finished one in its line queued.
     async fn after_attempt(&self, attempted: &Attempted) -> Result<(), DomainError> {
         let delivery = &attempted.delivery;
         if delivery.status == DeliveryStatus::Failed {
             self.metrics
                 .record(&[Signal::count(signals::WEBHOOK_DELIVERIES_FAILED, 1)]);
+        }
+        if delivery.status.is_finished() {
+            self.leave_line(delivery).await?;
         }
         if let Some(due) = delivery.next_attempt_at {
             let task = QueueTask::SendWebhook {

@@ -8,7 +8,7 @@ use crate::ids::{CustomerId, WebhookEndpointId};
 use crate::ports::{AuditEntry, Changeset, StoreError, Write};
 use crate::service::{customer_scope, Issued, Page, Service};
 use crate::validate::required_text;
-use crate::webhooks::{Breaker, EndpointRoster, EndpointStatus, RetryPolicy, WebhookEndpoint};
+use crate::webhooks::{Breaker, DeliveryOrder, EndpointRoster, EndpointStatus, RetryPolicy, WebhookEndpoint};
 use serde::Deserialize;
 
 /// The most webhook endpoints a customer (or the platform) keeps: every event's dispatch reads
@@ -31,6 +31,9 @@ pub struct CreateWebhookEndpoint {
     pub breaker: Option<Breaker>,
     /// The most deliveries a second it is sent (1 to 1000; no limit when absent).
     pub rate_limit: Option<u32>,
+    /// `per_operation`: each operation's events one after another, in order (`none` when
+    /// absent).
+    pub ordering: Option<DeliveryOrder>,
     /// Platform keys only: the customer whose events it receives (omit for every customer).
     pub customer_id: Option<String>,
 }
@@ -50,6 +53,8 @@ pub struct UpdateWebhookEndpoint {
     pub breaker: Option<Breaker>,
     /// A new rate limit, deliveries a second; 0 removes it.
     pub rate_limit: Option<u32>,
+    /// A new ordering, for deliveries made from now on.
+    pub ordering: Option<DeliveryOrder>,
 }
 
 /// Reads and commits an endpoint's create or delete may make while others change its owner's
@@ -193,6 +198,7 @@ impl Service {
         retry_policy.check()?;
         let breaker = Breaker::chosen(command.breaker)?;
         let rate_limit = command.rate_limit.map(checked_rate_limit).transpose()?;
+        let ordering = command.ordering.unwrap_or_default();
         let customer_id = match (&principal.key.customer_id, command.customer_id) {
             (Some(own), None) => Some(own.clone()),
             (Some(_), Some(_)) => {
@@ -227,7 +233,7 @@ impl Service {
                             &url,
                             description.clone(),
                             &events,
-                            (retry_policy, breaker, rate_limit),
+                            (retry_policy, breaker, rate_limit, ordering),
                         )
                         .await?
                     }
@@ -268,7 +274,7 @@ impl Service {
         url: &str,
         description: Option<String>,
         events: &[String],
-        (retry_policy, breaker, rate_limit): (RetryPolicy, Breaker, Option<u32>),
+        (retry_policy, breaker, rate_limit, ordering): (RetryPolicy, Breaker, Option<u32>, DeliveryOrder),
     ) -> Result<Issued<WebhookEndpoint>, DomainError> {
         let id = crate::ids::WebhookEndpointId::new(&*self.ids);
         let (secret, signing) = self.store_new_secret(&id).await?;
@@ -282,6 +288,7 @@ impl Service {
                 retry_policy,
                 breaker,
                 rate_limit,
+                ordering,
                 status: EndpointStatus::Enabled,
                 secrets: vec![signing],
                 created_at: self.now(),
@@ -390,11 +397,12 @@ impl Service {
             && command.retry_policy.is_none()
             && command.breaker.is_none()
             && command.rate_limit.is_none()
+            && command.ordering.is_none()
         {
             return Err(DomainError::invalid(
                 "url",
                 "parameter_missing",
-                "Give the endpoint's new url, description, events, retry_policy, breaker or rate_limit, or more than one.",
+                "Give the endpoint's new url, description, events, retry_policy, breaker, rate_limit or ordering, or more than one.",
             ));
         }
         let mut changed = vec![];
@@ -464,6 +472,16 @@ impl Service {
                     shown(endpoint.rate_limit)
                 ));
                 endpoint.rate_limit = rate_limit;
+            }
+        }
+        if let Some(ordering) = command.ordering {
+            if ordering != endpoint.ordering {
+                changed.push(format!(
+                    "ordering {} (was {})",
+                    ordering.as_str(),
+                    endpoint.ordering.as_str()
+                ));
+                endpoint.ordering = ordering;
             }
         }
         if changed.is_empty() {

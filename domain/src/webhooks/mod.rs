@@ -4,6 +4,7 @@ mod breaker;
 mod delivery;
 mod endpoints;
 pub mod health;
+mod ordering;
 mod resends;
 mod retry_policy;
 pub mod signature;
@@ -12,6 +13,7 @@ mod signing_secrets;
 pub use breaker::{EnableWebhookEndpoint, RELEASED_PER_SECOND};
 pub use endpoints::{CreateWebhookEndpoint, UpdateWebhookEndpoint};
 pub use health::{Breaker, EndpointHealth, Outcome, Tripped, WARNING_LEVELS};
+pub use ordering::{DeliveryLine, DeliveryOrder, InLine};
 pub use resends::{RecoverWebhookEndpoint, ResendEvent};
 pub use retry_policy::RetryPolicy;
 pub use signing_secrets::{RotateWebhookSecret, MAX_SIGNING_SECRETS};
@@ -122,6 +124,9 @@ pub struct WebhookEndpoint {
     /// come).
     #[serde(default)]
     pub rate_limit: Option<u32>,
+    /// Whether each operation's events are delivered one after another, in order.
+    #[serde(default)]
+    pub ordering: DeliveryOrder,
     pub status: EndpointStatus,
     /// Where the signing secrets are kept (never shown: the API's wire shape leaves them out).
     #[serde(default)]
@@ -182,6 +187,13 @@ pub enum DeliveryStatus {
     Waiting,
 }
 
+impl DeliveryStatus {
+    /// Delivered, or failed for good: nothing more is tried unless someone resends it.
+    pub fn is_finished(self) -> bool {
+        matches!(self, DeliveryStatus::Delivered | DeliveryStatus::Failed)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
     #[serde(with = "time::serde::rfc3339")]
@@ -215,6 +227,10 @@ pub struct Delivery {
     /// what recovering its endpoint resends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow_up: Option<FollowUp>,
+    /// The operation whose events its endpoint takes in order ([`DeliveryOrder::PerOperation`]):
+    /// it is sent once the deliveries of that operation's earlier events are done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_line_of: Option<crate::ids::OperationId>,
     pub version: u64,
 }
 
@@ -422,6 +438,12 @@ pub trait WebhookStore: Send + Sync {
         after: Option<&Delivery>,
         limit: usize,
     ) -> Result<Vec<Delivery>, crate::ports::StoreError>;
+    /// The line of an endpoint's deliveries of one operation's events, if it has one.
+    async fn delivery_line(
+        &self,
+        endpoint_id: &crate::ids::WebhookEndpointId,
+        operation_id: &crate::ids::OperationId,
+    ) -> Result<Option<DeliveryLine>, crate::ports::StoreError>;
     /// An endpoint's health, if an attempt was ever counted for it.
     async fn endpoint_health(
         &self,
@@ -514,6 +536,7 @@ mod tests {
             retry_policy: Default::default(),
             breaker: Default::default(),
             rate_limit: None,
+            ordering: Default::default(),
             status: EndpointStatus::Enabled,
             secrets: vec![],
             created_at: OffsetDateTime::UNIX_EPOCH,

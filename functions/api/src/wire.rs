@@ -200,6 +200,7 @@ struct EndpointShown<'a> {
     retry_policy: &'a ops_domain::webhooks::RetryPolicy,
     breaker: &'a ops_domain::webhooks::Breaker,
     rate_limit: Option<u32>,
+    ordering: ops_domain::webhooks::DeliveryOrder,
     status: EndpointStatus,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
@@ -219,6 +220,7 @@ impl Wire for WebhookEndpoint {
             retry_policy: &self.retry_policy,
             breaker: &self.breaker,
             rate_limit: self.rate_limit,
+            ordering: self.ordering,
             status: self.status,
             created_at: self.created_at,
             environment: self.environment,

@@ -105,6 +105,11 @@ pub fn endpoint_health(endpoint_id: &str) -> Primary {
     primary(format!("WHEHEALTH#{endpoint_id}"), "WHEHEALTH")
 }
 
+/// The line of an endpoint's deliveries of one operation's events.
+pub fn delivery_line(endpoint_id: &str, operation_id: &str) -> Primary {
+    primary(format!("WHLINE#{endpoint_id}#{operation_id}"), "WHLINE")
+}
+
 pub fn delivery(id: &str) -> Primary {
     primary(format!("WHD#{id}"), "WHD")
 }

@@ -103,6 +103,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     webhooks::an_events_endpoints_are_its_customers_and_the_platforms_live_ones(store.as_ref()).await;
     webhooks::an_owners_endpoint_count_moves_one_version_at_a_time(store.as_ref()).await;
     webhooks::an_endpoints_health_moves_one_version_at_a_time(store.as_ref()).await;
+    webhooks::a_delivery_line_moves_one_version_at_a_time(store.as_ref()).await;
     super::files::run_all(store.as_ref()).await;
     super::reconciliations::run_all(store.as_ref()).await;
     super::desk::run_all(store).await;

@@ -715,3 +715,115 @@ pub async fn an_endpoints_rate_limit_spreads_its_deliveries_over_the_seconds(app
     }
     assert_eq!(receiver.requests(), 6, "none posted over the limit");
 }
+
+/// An endpoint that takes each operation's events in order: while the first delivery of one
+/// operation waits for its retry, that operation's later events wait too, unsent, and other
+/// operations' events still arrive, each operation's in the order its events were made (the
+/// sends of a batch run side by side, several batches at once). Once the retry delivers, the
+/// waiting events follow, in order. `redeliver` queues a delivery's message at once where the
+/// queue's delays are real time.
+pub async fn an_ordered_endpoint_gets_each_operations_events_in_order<R, F>(
+    app: &Api,
+    driver: &Driver,
+    clock: &crate::TestClock,
+    redeliver: R,
+) where
+    R: Fn(String) -> F,
+    F: std::future::Future<Output = ()>,
+{
+    use ops_domain::ports::QueueName;
+    use ops_runtime::driver::Trigger;
+    let customer = app.create_customer().await;
+    let receiver = crate::receiver::Receiver::start(1).await;
+    let events = ["operation.created", "operation.pending_approval", "operation.cancelled"];
+    let endpoint = |ordering: &str| json!({"url": receiver.url, "events": events, "ordering": ordering});
+    let refused = app
+        .post("/v1/webhook_endpoints", &customer.key, endpoint("by_customer"))
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.json());
+    assert_eq!(refused.json()["error"]["param"], "ordering", "{}", refused.json());
+    let made = app
+        .post("/v1/webhook_endpoints", &customer.key, endpoint("per_operation"))
+        .await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    assert_eq!(made.json()["ordering"], "per_operation");
+    let mut operations = vec![];
+    for amount in 1..=3 {
+        let made = app
+            .post(
+                "/v1/operations",
+                &customer.key,
+                crate::payout(&customer.id, "two_step", &[amount]),
+            )
+            .await;
+        assert_eq!(made.status, 201, "{}", made.json());
+        operations.push(made.id());
+    }
+    let drain = || async {
+        loop {
+            // Several send rounds at once, as local mode's senders and Lambda's instances run.
+            let webhooks = Trigger::Queue(QueueName::Webhooks);
+            let (ticked, sent, more) = tokio::join!(driver.tick(), driver.round(webhooks), driver.round(webhooks));
+            if ticked.expect("a tick") + sent.expect("a round") + more.expect("a round") == 0 {
+                break;
+            }
+        }
+    };
+    drain().await;
+    for operation in &operations {
+        let cancelled = app
+            .post(&format!("/v1/operations/{operation}/cancel"), &customer.key, json!({}))
+            .await;
+        assert_eq!(cancelled.status, 200, "{}", cancelled.json());
+    }
+    drain().await;
+
+    // Each operation's events as made, oldest first.
+    let events = app.get("/v1/events?limit=100", &customer.key).await.json();
+    let made_of = |operation: &str| -> Vec<String> {
+        let mut ids: Vec<String> = events["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["data"]["operation_id"] == operation)
+            .map(|e| e["id"].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let received_of = |operation: &str| -> Vec<String> {
+        receiver
+            .received()
+            .iter()
+            .map(|r| r.json())
+            .filter(|e| e["data"]["operation_id"] == operation)
+            .map(|e| e["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(receiver.requests(), receiver.received().len() + 1, "one refused");
+    let held: Vec<&String> = operations.iter().filter(|op| received_of(op).is_empty()).collect();
+    assert_eq!(held.len(), 1, "only the refused delivery's operation waits");
+    for operation in operations.iter().filter(|op| !held.contains(op)) {
+        assert_eq!(made_of(operation).len(), 3, "created, pending approval, cancelled");
+        assert_eq!(received_of(operation), made_of(operation), "in the order made");
+    }
+
+    let held = held[0];
+    let first = made_of(held)[0].clone();
+    let deliveries = app
+        .get(&format!("/v1/events/{first}/deliveries"), &customer.key)
+        .await
+        .json();
+    let waiting = &deliveries["data"][0];
+    assert_eq!(waiting["status"], "pending", "{deliveries}");
+    assert_eq!(waiting["attempts"].as_array().unwrap().len(), 1, "{deliveries}");
+    clock.advance(time::Duration::minutes(2));
+    redeliver(waiting["id"].as_str().unwrap().to_owned()).await;
+    drain().await;
+    assert_eq!(
+        received_of(held),
+        made_of(held),
+        "the retry, then what waited behind it, in order"
+    );
+    assert_eq!(receiver.requests(), 10, "nine events, one of them twice");
+}

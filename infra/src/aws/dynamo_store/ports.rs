@@ -25,7 +25,9 @@ use ops_domain::ports::{AuditEntry, Limits, Listed, RateLimiter, StoreError};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationRules, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
-use ops_domain::webhooks::{Delivery, EndpointHealth, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore};
+use ops_domain::webhooks::{
+    Delivery, DeliveryLine, EndpointHealth, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore,
+};
 use std::sync::atomic::Ordering;
 use time::{Date, OffsetDateTime};
 
@@ -502,6 +504,14 @@ impl WebhookStore for DynamoStore {
 
     async fn endpoint_health(&self, endpoint_id: &WebhookEndpointId) -> Result<Option<EndpointHealth>, StoreError> {
         self.get(keys::endpoint_health(endpoint_id)).await
+    }
+
+    async fn delivery_line(
+        &self,
+        endpoint_id: &WebhookEndpointId,
+        operation_id: &OperationId,
+    ) -> Result<Option<DeliveryLine>, StoreError> {
+        self.get(keys::delivery_line(endpoint_id, operation_id)).await
     }
 
     async fn endpoint_roster(&self, owner: Option<&CustomerId>) -> Result<Option<EndpointRoster>, StoreError> {

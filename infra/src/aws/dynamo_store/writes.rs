@@ -425,6 +425,17 @@ impl DynamoStore {
                 );
                 vec![self.versioned(it, health.version)]
             }
+            Write::PutDeliveryLine(line) => {
+                let it = keyed(
+                    keys::delivery_line(&line.endpoint_id, &line.operation_id),
+                    vec![
+                        ("entity", s("delivery_line")),
+                        ("doc", doc(line)),
+                        ("version", n(line.version)),
+                    ],
+                );
+                vec![self.versioned(it, line.version)]
+            }
             Write::InsertDelivery(d) | Write::UpdateDelivery(d) => {
                 let mut attributes = vec![
                     ("entity", s("delivery")),

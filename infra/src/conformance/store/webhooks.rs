@@ -21,6 +21,7 @@ pub(super) async fn an_events_endpoints_are_its_customers_and_the_platforms_live
         retry_policy: Default::default(),
         breaker: Default::default(),
         rate_limit: None,
+        ordering: Default::default(),
         status: EndpointStatus::Enabled,
         secrets: vec![],
         created_at: OffsetDateTime::UNIX_EPOCH,
@@ -107,6 +108,7 @@ pub(super) async fn an_endpoints_failed_deliveries_are_those_awaiting_a_follow_u
         next_attempt_at: None,
         created_at: OffsetDateTime::UNIX_EPOCH,
         follow_up: None,
+        in_line_of: None,
         version: 1,
     };
     let endpoint = "whe_failing";
@@ -209,6 +211,44 @@ pub(super) async fn an_endpoints_health_moves_one_version_at_a_time(store: &dyn 
     assert_eq!(store.endpoint_health(&endpoint).await.unwrap(), Some(health));
 }
 
+/// A delivery line is kept per endpoint and operation, one version at a time.
+pub(super) async fn a_delivery_line_moves_one_version_at_a_time(store: &dyn Store) {
+    use ops_domain::webhooks::{DeliveryLine, InLine};
+    let (endpoint, operation, other) = ("whe_line".into(), "op_line".into(), "op_other".into());
+    assert_eq!(store.delivery_line(&endpoint, &operation).await.unwrap(), None);
+    let mut line = DeliveryLine {
+        endpoint_id: "whe_line".into(),
+        operation_id: "op_line".into(),
+        waiting: vec![InLine {
+            event_id: "evt_1".into(),
+            delivery_id: "whd_1".into(),
+        }],
+        version: 1,
+    };
+    store
+        .commit(changes(vec![Write::PutDeliveryLine(line.clone())]))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.delivery_line(&endpoint, &operation).await.unwrap(),
+        Some(line.clone())
+    );
+    assert_eq!(
+        store.delivery_line(&endpoint, &other).await.unwrap(),
+        None,
+        "one line an operation"
+    );
+    let again = store.commit(changes(vec![Write::PutDeliveryLine(line.clone())])).await;
+    assert!(matches!(again, Err(StoreError::Conflict)), "{again:?}");
+    line.version = 2;
+    line.waiting.clear();
+    store
+        .commit(changes(vec![Write::PutDeliveryLine(line.clone())]))
+        .await
+        .unwrap();
+    assert_eq!(store.delivery_line(&endpoint, &operation).await.unwrap(), Some(line));
+}
+
 pub(super) async fn events_are_listed_by_customer_and_type(store: &dyn Store) {
     let event = |id: &str, customer: &str, kind: &str| {
         let kind = kind.trim_start_matches("operation.");
@@ -273,6 +313,7 @@ pub(super) async fn events_are_listed_by_customer_and_type(store: &dyn Store) {
         next_attempt_at: None,
         created_at: OffsetDateTime::UNIX_EPOCH,
         follow_up: None,
+        in_line_of: None,
         version: 1,
     };
     let (sent, orphan) = (delivery("whd_e1", "evt_2"), delivery("whd_e2", "evt_9"));

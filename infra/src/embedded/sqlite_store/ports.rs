@@ -26,7 +26,9 @@ use ops_domain::ports::{AuditEntry, Changeset, Commit, Listed, StoreError};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationRules, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
-use ops_domain::webhooks::{Delivery, EndpointHealth, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore};
+use ops_domain::webhooks::{
+    Delivery, DeliveryLine, EndpointHealth, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore,
+};
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use time::format_description::well_known::Rfc3339;
 use time::{Date, OffsetDateTime};
@@ -587,6 +589,22 @@ impl WebhookStore for SqliteStore {
             endpoint_id.into(),
         )
         .await
+    }
+
+    async fn delivery_line(
+        &self,
+        endpoint_id: &WebhookEndpointId,
+        operation_id: &OperationId,
+    ) -> Result<Option<DeliveryLine>, StoreError> {
+        let keys = vec![endpoint_id.to_string(), operation_id.to_string()];
+        let found = self
+            .documents_of(
+                "SELECT body FROM delivery_lines WHERE endpoint_id = ?1 AND operation_id = ?2 LIMIT ?3",
+                keys,
+                1,
+            )
+            .await?;
+        Ok(found.into_iter().next())
     }
 
     async fn delivery(&self, id: &DeliveryId) -> Result<Option<Delivery>, StoreError> {

@@ -73,6 +73,10 @@ CREATE TABLE IF NOT EXISTS endpoint_rosters (
 -- Each endpoint's health (its attempts counted, its breaker's state), versioned.
 CREATE TABLE IF NOT EXISTS endpoint_health (
     endpoint_id TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
+-- The line of each ordered endpoint's deliveries of one operation's events, versioned.
+CREATE TABLE IF NOT EXISTS delivery_lines (
+    endpoint_id TEXT NOT NULL, operation_id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (endpoint_id, operation_id));
 CREATE TABLE IF NOT EXISTS deliveries (
     id TEXT PRIMARY KEY, event_id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS deliveries_by_event ON deliveries (event_id);

@@ -157,6 +157,22 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 return Err(ConditionFailed.into());
             }
         }
+        Write::PutDeliveryLine(line) => {
+            let changed = tx.run(
+                "INSERT INTO delivery_lines (endpoint_id, operation_id, version, body) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (endpoint_id, operation_id) DO UPDATE SET version = excluded.version, body = excluded.body
+                 WHERE delivery_lines.version = excluded.version - 1",
+                params![
+                    line.endpoint_id.as_str(),
+                    line.operation_id.as_str(),
+                    line.version as i64,
+                    json(line)
+                ],
+            )?;
+            if changed != 1 {
+                return Err(ConditionFailed.into());
+            }
+        }
         Write::PutSchedule(schedule) => {
             let due = schedule
                 .next_run_at

@@ -1,0 +1,259 @@
+//! Deliveries in order per operation, for an endpoint that asks for it: an event of an
+//! operation is sent only once the earlier events of that operation were delivered to the
+//! endpoint or finally failed. Other operations' deliveries are not held back.
+//!
+//! The order is the store's, not the queue's: each (endpoint, operation) has a line, one small
+//! versioned record listing its unfinished deliveries by event id (ids sort in the order
+//! events were made). A delivery is queued when it is first in its line; one behind is left
+//! alone, and the delivery before it, once finished, leaves the line and queues the next.
+//! Retries keep their place: a delivery waiting for its next try stays first, and those
+//! behind it wait with it.
+
+use crate::error::DomainError;
+use crate::event::Event;
+use crate::ids::{DeliveryId, EventId, OperationId, WebhookEndpointId};
+use crate::ports::{Changeset, QueueTask, StoreError, Write};
+use crate::service::Service;
+use crate::webhooks::{Delivery, DeliveryStatus};
+use serde::{Deserialize, Serialize};
+use time::Duration;
+
+/// Whether an endpoint's deliveries keep the order of each operation's events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryOrder {
+    /// Each delivery is sent as soon as it can be (the fastest).
+    #[default]
+    None,
+    /// An operation's events one after another, in the order they were made.
+    PerOperation,
+}
+
+impl DeliveryOrder {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryOrder::None => "none",
+            DeliveryOrder::PerOperation => "per_operation",
+        }
+    }
+}
+
+/// The unfinished deliveries of one operation's events to one endpoint, by event id: the
+/// first is the one that may be sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryLine {
+    pub endpoint_id: WebhookEndpointId,
+    pub operation_id: OperationId,
+    pub waiting: Vec<InLine>,
+    pub version: u64,
+}
+
+/// A delivery in a line, and the event whose place it keeps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InLine {
+    pub event_id: EventId,
+    pub delivery_id: DeliveryId,
+}
+
+impl DeliveryLine {
+    fn new(endpoint_id: &WebhookEndpointId, operation_id: &OperationId) -> DeliveryLine {
+        DeliveryLine {
+            endpoint_id: endpoint_id.clone(),
+            operation_id: operation_id.clone(),
+            waiting: vec![],
+            version: 0,
+        }
+    }
+
+    fn first(&self) -> Option<&DeliveryId> {
+        self.waiting.first().map(|first| &first.delivery_id)
+    }
+
+    /// Puts the delivery in its event's place; `false` if it already has one.
+    fn join(&mut self, delivery: &Delivery) -> bool {
+        if self.waiting.iter().any(|w| w.delivery_id == delivery.id) {
+            return false;
+        }
+        let place = self
+            .waiting
+            .partition_point(|w| (&w.event_id, &w.delivery_id) < (&delivery.event_id, &delivery.id));
+        self.waiting.insert(
+            place,
+            InLine {
+                event_id: delivery.event_id.clone(),
+                delivery_id: delivery.id.clone(),
+            },
+        );
+        true
+    }
+
+    fn leave(&mut self, delivery_id: &DeliveryId) -> bool {
+        let before = self.waiting.len();
+        self.waiting.retain(|w| &w.delivery_id != delivery_id);
+        self.waiting.len() != before
+    }
+}
+
+/// The operation an event is of, if any (an operation's and its transactions' events).
+pub(crate) fn operation_of(event: &Event) -> Option<OperationId> {
+    event.data.text("operation_id").and_then(|id| OperationId::parse(&id))
+}
+
+/// Reads and versioned writes one change of a line may take while others change it too.
+const LINE_ATTEMPTS: usize = 8;
+
+impl Service {
+    /// Puts a new delivery in its line; whether it is first (and so to be sent now).
+    pub(super) async fn join_line(&self, delivery: &Delivery) -> Result<bool, DomainError> {
+        let Some(operation_id) = &delivery.in_line_of else {
+            return Ok(true);
+        };
+        self.change_line(&delivery.endpoint_id, operation_id, |line| line.join(delivery))
+            .await
+            .map(|line| line.first() == Some(&delivery.id))
+    }
+
+    /// Whether a due delivery may be sent now: first in its line once the finished
+    /// deliveries before it (whose workers stopped before they left it) are taken out.
+    pub(super) async fn first_in_line(&self, delivery: &Delivery) -> Result<bool, DomainError> {
+        let Some(operation_id) = &delivery.in_line_of else {
+            return Ok(true);
+        };
+        let mut line = self.line(&delivery.endpoint_id, operation_id).await?;
+        if !line.waiting.iter().any(|w| w.delivery_id == delivery.id) {
+            line = self
+                .change_line(&delivery.endpoint_id, operation_id, |line| line.join(delivery))
+                .await?;
+        }
+        loop {
+            match line.first() {
+                Some(first) if first == &delivery.id => return Ok(true),
+                None => return Ok(true),
+                Some(first) => {
+                    let finished = match self.store.delivery(first).await? {
+                        Some(before) => before.status.is_finished(),
+                        None => true,
+                    };
+                    if !finished {
+                        return Ok(false);
+                    }
+                    let first = first.clone();
+                    line = self
+                        .change_line(&delivery.endpoint_id, operation_id, |line| line.leave(&first))
+                        .await?;
+                }
+            }
+        }
+    }
+
+    /// Takes a finished delivery out of its line and queues the one now first (a delivery
+    /// waiting for its disabled endpoint stays for the endpoint's release). Done after the
+    /// attempt is recorded; a worker that stops between the two leaves its message
+    /// unacknowledged, and the message's next receipt finds the delivery finished and does
+    /// this again.
+    pub(super) async fn leave_line(&self, delivery: &Delivery) -> Result<(), DomainError> {
+        let Some(operation_id) = &delivery.in_line_of else {
+            return Ok(());
+        };
+        let line = self
+            .change_line(&delivery.endpoint_id, operation_id, |line| line.leave(&delivery.id))
+            .await?;
+        let Some(next) = line.first() else {
+            return Ok(());
+        };
+        if let Some(next) = self.store.delivery(next).await? {
+            if next.status == DeliveryStatus::Pending {
+                let task = QueueTask::SendWebhook { delivery_id: next.id };
+                let due = next.next_attempt_at.map_or(Duration::ZERO, |at| at - self.now());
+                self.enqueue(task, &delivery.endpoint_id, due.max(Duration::ZERO))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn line(
+        &self,
+        endpoint_id: &WebhookEndpointId,
+        operation_id: &OperationId,
+    ) -> Result<DeliveryLine, DomainError> {
+        Ok(self
+            .store
+            .delivery_line(endpoint_id, operation_id)
+            .await?
+            .unwrap_or_else(|| DeliveryLine::new(endpoint_id, operation_id)))
+    }
+
+    /// Applies `change` to the line as stored, read again after each conflict; the line as
+    /// it then is (unwritten when `change` changed nothing).
+    async fn change_line(
+        &self,
+        endpoint_id: &WebhookEndpointId,
+        operation_id: &OperationId,
+        change: impl Fn(&mut DeliveryLine) -> bool,
+    ) -> Result<DeliveryLine, DomainError> {
+        for _ in 0..LINE_ATTEMPTS {
+            let mut line = self.line(endpoint_id, operation_id).await?;
+            if !change(&mut line) {
+                return Ok(line);
+            }
+            line.version += 1;
+            let mut changes = Changeset::default();
+            changes.push(Write::PutDeliveryLine(line.clone()));
+            match self.store.commit(changes).await {
+                Ok(()) => return Ok(line),
+                Err(StoreError::Conflict) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(StoreError::unavailable(format!(
+            "the delivery line of {operation_id} at {endpoint_id} kept changing"
+        ))
+        .into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delivery(event: &str, id: &str) -> Delivery {
+        let now = time::OffsetDateTime::UNIX_EPOCH;
+        Delivery {
+            id: id.into(),
+            event_id: event.into(),
+            endpoint_id: "whe_1".into(),
+            url: "https://example.com".into(),
+            status: DeliveryStatus::Pending,
+            attempts: vec![],
+            next_attempt_at: Some(now),
+            created_at: now,
+            follow_up: None,
+            in_line_of: Some("op_1".into()),
+            version: 1,
+        }
+    }
+
+    #[test]
+    fn a_line_keeps_event_order_whatever_order_deliveries_join_it() {
+        let mut line = DeliveryLine::new(&"whe_1".into(), &"op_1".into());
+        assert!(line.join(&delivery("evt_03", "whd_c")));
+        assert!(line.join(&delivery("evt_01", "whd_a")));
+        assert!(line.join(&delivery("evt_02", "whd_b")));
+        assert!(!line.join(&delivery("evt_02", "whd_b")), "joined once");
+        let order: Vec<&str> = line.waiting.iter().map(|w| w.delivery_id.as_str()).collect();
+        assert_eq!(order, ["whd_a", "whd_b", "whd_c"]);
+        assert!(line.leave(&"whd_a".into()));
+        assert!(!line.leave(&"whd_a".into()));
+        assert_eq!(line.first().map(|d| d.as_str()), Some("whd_b"));
+    }
+
+    #[test]
+    fn the_order_is_read_as_snake_case_and_none_by_default() {
+        assert_eq!(DeliveryOrder::default(), DeliveryOrder::None);
+        for order in [DeliveryOrder::None, DeliveryOrder::PerOperation] {
+            let read: DeliveryOrder = serde_json::from_str(&format!("\"{}\"", order.as_str())).unwrap();
+            assert_eq!(read, order);
+        }
+    }
+}
