@@ -715,3 +715,68 @@ async fn an_ordered_endpoint_gets_each_operations_events_in_order() {
     )
     .await;
 }
+
+/// An endpoint enabled again sends what waited however many failures come before it in its
+/// list: here 600 failed deliveries (written to the store directly, of events older than any
+/// the API makes) sit ahead of three that wait, and one release task looks through 500.
+#[tokio::test]
+async fn waiting_deliveries_behind_many_failures_are_sent_when_enabled() {
+    use ops_domain::ports::{Changeset, Commit, Write};
+    use ops_domain::webhooks::{Delivery, DeliveryStatus, EndpointStatus, WebhookStore};
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let receiver = Receiver::start(0).await;
+    let made = app
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": receiver.url, "events": ["operation.created"]}),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    let endpoint_id: ops_domain::ids::WebhookEndpointId = made.id().as_str().into();
+    let store = &app.embedded().store;
+    let mut endpoint = store.webhook_endpoint(&endpoint_id).await.unwrap().unwrap();
+    endpoint.status = EndpointStatus::Disabled;
+    endpoint.version += 1;
+    let now = time::OffsetDateTime::now_utc();
+    let mut writes = vec![Write::PutWebhookEndpoint(endpoint)];
+    writes.extend((0..600).map(|n| {
+        Write::InsertDelivery(Delivery {
+            id: format!("whd_{n:026}").as_str().into(),
+            event_id: format!("evt_{n:026}").as_str().into(),
+            endpoint_id: endpoint_id.clone(),
+            url: receiver.url.clone(),
+            status: DeliveryStatus::Failed,
+            attempts: vec![],
+            next_attempt_at: None,
+            created_at: now,
+            follow_up: None,
+            in_line_of: None,
+            version: 1,
+        })
+    }));
+    store.commit(Changeset { writes }).await.unwrap();
+    for amount in 1..=3 {
+        let made = app
+            .post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &[amount]),
+            )
+            .await;
+        assert_eq!(made.status, 201, "{}", made.json());
+    }
+    app.drain().await;
+    assert_eq!(receiver.requests(), 0, "the disabled endpoint's deliveries wait");
+    let enabled = app
+        .post(
+            &format!("/v1/webhook_endpoints/{endpoint_id}/enable"),
+            &customer.key,
+            json!({}),
+        )
+        .await;
+    assert_eq!(enabled.status, 200, "{}", enabled.json());
+    app.settle(time::Duration::seconds(1), 5).await;
+    assert_eq!(receiver.received().len(), 3, "each that waited, once");
+}

@@ -212,7 +212,7 @@ impl Service {
                 None => None,
             },
             QueueTask::SplitFile { file_id } => self.store.file(file_id).await?.map(|f| f.customer_id),
-            QueueTask::ReleaseWaiting { endpoint_id } => self.store.webhook_endpoint(endpoint_id).await?.map(|e| {
+            QueueTask::ReleaseWaiting { endpoint_id, .. } => self.store.webhook_endpoint(endpoint_id).await?.map(|e| {
                 e.customer_id
                     .unwrap_or_else(|| CustomerId::from(crate::event::PLATFORM))
             }),

@@ -17,7 +17,12 @@ pub enum QueueTask {
     /// Send on the deliveries that waited for this endpoint, now enabled again, a batch at a
     /// time, paced (the webhooks queue).
     #[serde(rename = "release_waiting.v1")]
-    ReleaseWaiting { endpoint_id: crate::ids::WebhookEndpointId },
+    ReleaseWaiting {
+        endpoint_id: crate::ids::WebhookEndpointId,
+        /// Where the endpoint's list was looked through up to (none: from its start).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<crate::ids::DeliveryId>,
+    },
     /// Make the operations of this file's chunks still missing (the files queue).
     #[serde(rename = "split_file.v1")]
     SplitFile { file_id: crate::ids::FileId },
@@ -97,6 +102,7 @@ mod queue_task_tests {
             },
             QueueTask::ReleaseWaiting {
                 endpoint_id: "whe_1".into(),
+                after: Some("whd_1".into()),
             },
             QueueTask::MakeTransactions {
                 operation_id: "op_1".into(),

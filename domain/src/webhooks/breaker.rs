@@ -9,7 +9,7 @@ use crate::access::{Principal, Scope};
 use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
 use crate::event::Event;
-use crate::ids::{EventId, WebhookEndpointId};
+use crate::ids::{DeliveryId, EventId, WebhookEndpointId};
 use crate::ports::{Changeset, QueueTask, StoreError, Write};
 use crate::service::Service;
 use serde::Deserialize;
@@ -219,27 +219,48 @@ impl Service {
         }
         let task = QueueTask::ReleaseWaiting {
             endpoint_id: endpoint.id.clone(),
+            after: None,
         };
         self.enqueue(task, &endpoint.id, Duration::ZERO).await?;
         Ok(endpoint)
     }
 
     /// The webhooks queue's release task: the next [`RELEASE_BATCH`] deliveries waiting for
-    /// an enabled endpoint go back to sending, each a tenth of a second after the one before,
-    /// and the task comes again for the rest once they have gone.
-    pub(super) async fn release_waiting(&self, endpoint_id: &WebhookEndpointId) -> Result<(), DomainError> {
+    /// an enabled endpoint, after `after` in its list, go back to sending, each a tenth of a
+    /// second after the one before, and the task comes again for the rest once they have gone.
+    /// A list whose first [`RELEASE_SCAN`] entries are failures (not waiting) is looked
+    /// through by the next task from where this one stopped, however many failures there are.
+    pub(super) async fn release_waiting(
+        &self,
+        endpoint_id: &WebhookEndpointId,
+        after: Option<&DeliveryId>,
+    ) -> Result<(), DomainError> {
         let Some(endpoint) = self.store.webhook_endpoint(endpoint_id).await? else {
             return Ok(());
         };
         if endpoint.status != EndpointStatus::Enabled {
             return Ok(());
         }
-        let listed = self.store.failed_deliveries_of(endpoint_id, None, RELEASE_SCAN).await?;
-        let waiting: Vec<_> = listed
-            .into_iter()
-            .filter(|d| d.status == DeliveryStatus::Waiting)
-            .take(RELEASE_BATCH)
-            .collect();
+        let after = match after {
+            Some(id) => self.store.delivery(id).await?,
+            None => None,
+        };
+        let listed = self
+            .store
+            .failed_deliveries_of(endpoint_id, after.as_ref(), RELEASE_SCAN)
+            .await?;
+        let scanned_all = listed.len() < RELEASE_SCAN;
+        let mut looked_through = None;
+        let mut waiting = Vec::with_capacity(RELEASE_BATCH);
+        for delivery in listed {
+            looked_through = Some(delivery.id.clone());
+            if delivery.status == DeliveryStatus::Waiting {
+                waiting.push(delivery);
+                if waiting.len() == RELEASE_BATCH {
+                    break;
+                }
+            }
+        }
         let now = self.now();
         let per_second = endpoint.rate_limit.map_or(RELEASED_PER_SECOND, i64::from);
         let pace = Duration::seconds(1) / per_second as f64;
@@ -270,11 +291,13 @@ impl Service {
                 Err(other) => return Err(other.into()),
             }
         }
-        if full {
+        if full || !scanned_all {
+            // On from the last entry looked through, once those released have gone.
             let task = QueueTask::ReleaseWaiting {
                 endpoint_id: endpoint_id.clone(),
+                after: looked_through,
             };
-            self.enqueue(task, endpoint_id, pace * RELEASE_BATCH as f64).await?;
+            self.enqueue(task, endpoint_id, pace * released.len() as f64).await?;
         }
         Ok(())
     }

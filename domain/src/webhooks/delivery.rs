@@ -145,8 +145,8 @@ impl Service {
                     sends.push((message, delivery_id))
                 }
                 Ok(QueueTask::SendWebhook { .. }) => {}
-                Ok(QueueTask::ReleaseWaiting { endpoint_id }) => {
-                    if let Err(error) = self.release_waiting(&endpoint_id).await {
+                Ok(QueueTask::ReleaseWaiting { endpoint_id, after }) => {
+                    if let Err(error) = self.release_waiting(&endpoint_id, after.as_ref()).await {
                         tracing::warn!(message = %message.id, %error, "releasing waiting deliveries failed; the message comes again");
                         failed.push(message.id.clone());
                     }
