@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 /// sender posting them signed with nothing read or recorded, and next to the least a durable
 /// delivery must do ([`least_durable_deliveries`]: the floor for any design that records each
 /// attempt, as `../shared/limits` is for creates).
+/// `WEBHOOK_ORDERING=per_operation` has the endpoint take each operation's events in order
+/// (each delivery then joins, checks and leaves its operation's line).
 /// `WEBHOOK_RECEIVER_MS` makes the receivers answer after that many milliseconds, as one
 /// across a network would (default 0: at once); `WEBHOOK_RECEIVER_VARIES=1` makes that the
 /// mean of waits spread evenly from none to twice it.
@@ -57,8 +59,16 @@ pub(crate) async fn webhook_deliveries() {
     let (server, api, _data) = local_server(false).await;
     let receiver = receiver_like_this().await;
     let customer = api.create_customer().await;
-    api.subscribe(&customer.key, &receiver.url, &["operation.created"])
+    let endpoint = api
+        .subscribe(&customer.key, &receiver.url, &["operation.created"])
         .await;
+    if let Ok(ordering) = std::env::var("WEBHOOK_ORDERING") {
+        let path = format!("/v1/webhook_endpoints/{}", endpoint["id"].as_str().expect("its id"));
+        let ordered = api
+            .post(&path, &customer.key, serde_json::json!({"ordering": ordering}))
+            .await;
+        assert_eq!(ordered.status, 200, "{}", ordered.json());
+    }
     crate::two_step_payouts(&api, &customer, count).await;
     let dispatch = Trigger::Stream(StreamConsumer::WebhookDispatch);
     while server.driver.round(dispatch).await.expect("dispatch round") > 0 {}

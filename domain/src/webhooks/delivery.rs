@@ -175,14 +175,20 @@ impl Service {
                 return BatchOutcome { failed };
             }
         };
-        let mut due = Vec::with_capacity(sends.len());
-        for (message, delivery_id) in &sends {
-            let Some((delivery, body)) = found.remove(delivery_id) else {
-                continue;
-            };
+        // Checked side by side: an ordered delivery's check reads its line.
+        let found: Vec<_> = sends
+            .iter()
+            .filter_map(|(message, delivery_id)| found.remove(delivery_id).map(|(d, body)| (*message, d, body)))
+            .collect();
+        let checked = join_all(found.into_iter().map(|(message, delivery, body)| async move {
             let event_id = delivery.event_id.clone();
-            match (self.due_now(delivery).await, body) {
-                (Ok(Some(delivery)), Some(body)) => due.push((*message, delivery, body.into_bytes())),
+            (message, event_id, self.due_now(delivery).await, body)
+        }))
+        .await;
+        let mut due = Vec::with_capacity(checked.len());
+        for (message, event_id, checked, body) in checked {
+            match (checked, body) {
+                (Ok(Some(delivery)), Some(body)) => due.push((message, delivery, body.into_bytes())),
                 (Ok(None), _) => {}
                 (Ok(Some(_)), None) => {
                     tracing::warn!(message = %message.id, event = %event_id, "webhook send failed, its event is missing; the message comes again");
@@ -277,6 +283,24 @@ impl Service {
                 self.record_health(endpoint, outcomes).await;
             }
         }
+        // Finished deliveries leave their operations' lines together (one store transaction
+        // locally); if that fails, their messages come again and leave them then.
+        let finished: Vec<&Delivery> = recorded
+            .iter()
+            .zip(&results)
+            .filter(|((_, attempt), result)| result.is_ok() && attempt.delivery.status.is_finished())
+            .map(|((_, attempt), _)| &attempt.delivery)
+            .collect();
+        if let Err(error) = self.leave_lines(&finished).await {
+            tracing::warn!(%error, "finished deliveries did not leave their lines; their messages come again");
+            let ids: std::collections::HashSet<&DeliveryId> = finished.iter().map(|d| &d.id).collect();
+            failed.extend(
+                recorded
+                    .iter()
+                    .filter(|(_, attempt)| ids.contains(&attempt.delivery.id))
+                    .map(|(message, _)| message.id.clone()),
+            );
+        }
         for ((message, attempt), result) in recorded.into_iter().zip(results) {
             let outcome = match result {
                 Ok(()) => self.after_attempt(&attempt).await,
@@ -318,7 +342,7 @@ impl Service {
         if delivery.status.is_finished() {
             // Its worker may have stopped before it left its line (a message comes again
             // only when the work after the attempt was not done).
-            self.leave_line(&delivery).await?;
+            self.leave_lines(&[&delivery]).await?;
             return Ok(None);
         }
         if delivery.status != DeliveryStatus::Pending {
@@ -457,17 +481,14 @@ impl Service {
         Ok(Signer { endpoint, secrets })
     }
 
-    /// What follows a recorded attempt: the failure counted, the next try queued, or the
-    /// delivery behind a finished one in its line queued.
+    /// What follows a recorded attempt: the failure counted, or the next try queued.
     async fn after_attempt(&self, attempted: &Attempted) -> Result<(), DomainError> {
         let delivery = &attempted.delivery;
         if delivery.status == DeliveryStatus::Failed {
             self.metrics
                 .record(&[Signal::count(signals::WEBHOOK_DELIVERIES_FAILED, 1)]);
         }
-        if delivery.status.is_finished() {
-            self.leave_line(delivery).await?;
-        }
+
         if let Some(due) = delivery.next_attempt_at {
             let task = QueueTask::SendWebhook {
                 delivery_id: delivery.id.clone(),

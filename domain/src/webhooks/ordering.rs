@@ -15,6 +15,7 @@ use crate::ids::{DeliveryId, EventId, OperationId, WebhookEndpointId};
 use crate::ports::{Changeset, QueueTask, StoreError, Write};
 use crate::service::Service;
 use crate::webhooks::{Delivery, DeliveryStatus};
+use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 use time::Duration;
 
@@ -146,27 +147,63 @@ impl Service {
         }
     }
 
-    /// Takes a finished delivery out of its line and queues the one now first (a delivery
-    /// waiting for its disabled endpoint stays for the endpoint's release). Done after the
-    /// attempt is recorded; a worker that stops between the two leaves its message
-    /// unacknowledged, and the message's next receipt finds the delivery finished and does
-    /// this again.
-    pub(super) async fn leave_line(&self, delivery: &Delivery) -> Result<(), DomainError> {
-        let Some(operation_id) = &delivery.in_line_of else {
+    /// Takes finished deliveries out of their lines and queues each one now first (a
+    /// delivery waiting for its disabled endpoint stays for the endpoint's release). A batch's
+    /// lines are read side by side and written together; one that changed meanwhile is read
+    /// and written again on its own. Done after the attempts are recorded; a worker that stops
+    /// between the two leaves its messages unacknowledged, and a message's next receipt finds
+    /// its delivery finished and does this again.
+    pub(super) async fn leave_lines(&self, finished: &[&Delivery]) -> Result<(), DomainError> {
+        let in_line: Vec<(&Delivery, &OperationId)> = finished
+            .iter()
+            .filter_map(|d| d.in_line_of.as_ref().map(|operation| (*d, operation)))
+            .collect();
+        if in_line.is_empty() {
             return Ok(());
-        };
-        let line = self
-            .change_line(&delivery.endpoint_id, operation_id, |line| line.leave(&delivery.id))
-            .await?;
-        let Some(next) = line.first() else {
-            return Ok(());
-        };
-        if let Some(next) = self.store.delivery(next).await? {
+        }
+        let read = join_all(
+            in_line
+                .iter()
+                .map(|(d, operation)| self.line(&d.endpoint_id, operation)),
+        )
+        .await;
+        let mut lines = Vec::with_capacity(in_line.len());
+        let mut changesets = vec![];
+        for ((delivery, _), line) in in_line.iter().zip(read) {
+            let mut line = line?;
+            let changed = line.leave(&delivery.id);
+            if changed {
+                line.version += 1;
+                let mut changes = Changeset::default();
+                changes.push(Write::PutDeliveryLine(line.clone()));
+                changesets.push(changes);
+            }
+            lines.push((line, changed));
+        }
+        let mut written = self.store.commit_each(changesets).await.into_iter();
+        let mut firsts = Vec::with_capacity(lines.len());
+        for ((delivery, operation), (line, changed)) in in_line.iter().zip(lines) {
+            let line = match changed.then(|| written.next()).flatten() {
+                None | Some(Ok(())) => line,
+                Some(Err(StoreError::Conflict)) => {
+                    self.change_line(&delivery.endpoint_id, operation, |line| line.leave(&delivery.id))
+                        .await?
+                }
+                Some(Err(other)) => return Err(other.into()),
+            };
+            if let Some(first) = line.first() {
+                firsts.push(first.clone());
+            }
+        }
+        let nexts = join_all(firsts.iter().map(|id| self.store.delivery(id))).await;
+        for next in nexts {
+            let Some(next) = next? else { continue };
             if next.status == DeliveryStatus::Pending {
-                let task = QueueTask::SendWebhook { delivery_id: next.id };
                 let due = next.next_attempt_at.map_or(Duration::ZERO, |at| at - self.now());
-                self.enqueue(task, &delivery.endpoint_id, due.max(Duration::ZERO))
-                    .await?;
+                let task = QueueTask::SendWebhook {
+                    delivery_id: next.id.clone(),
+                };
+                self.enqueue(task, &next.endpoint_id, due.max(Duration::ZERO)).await?;
             }
         }
         Ok(())
