@@ -780,3 +780,69 @@ async fn waiting_deliveries_behind_many_failures_are_sent_when_enabled() {
     app.settle(time::Duration::seconds(1), 5).await;
     assert_eq!(receiver.received().len(), 3, "each that waited, once");
 }
+
+/// A delivery that finished and then stood in its line again (a second dispatch of its event
+/// put it back) does not block the line: when the delivery before it finishes, the line is
+/// taken on past it and the next one is sent.
+#[tokio::test]
+async fn a_finished_delivery_back_in_its_line_does_not_hold_the_next() {
+    use ops_domain::ports::{Changeset, Commit, Write};
+    use ops_domain::webhooks::{Delivery, DeliveryStatus, InLine, WebhookStore};
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let receiver = Receiver::start(1).await;
+    let made = app
+        .post(
+            "/v1/webhook_endpoints",
+            &customer.key,
+            json!({"url": receiver.url, "events": ["operation.created", "operation.pending_approval"], "ordering": "per_operation"}),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    let endpoint_id: ops_domain::ids::WebhookEndpointId = made.id().as_str().into();
+    let operation = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "two_step", &[5]))
+        .await;
+    assert_eq!(operation.status, 201, "{}", operation.json());
+    let operation_id: ops_domain::ids::OperationId = operation.id().as_str().into();
+    app.drain().await;
+    assert_eq!(receiver.requests(), 1, "the first refused, the second behind it");
+    let store = &app.embedded().store;
+    let mut line = store.delivery_line(&endpoint_id, &operation_id).await.unwrap().unwrap();
+    assert_eq!(line.waiting.len(), 2, "{line:?}");
+    let (first, second) = (line.waiting[0].clone(), line.waiting[1].clone());
+    let back = Delivery {
+        id: format!("{}0", first.delivery_id).as_str().into(),
+        event_id: format!("{}0", first.event_id).as_str().into(),
+        endpoint_id: endpoint_id.clone(),
+        url: receiver.url.clone(),
+        status: DeliveryStatus::Delivered,
+        attempts: vec![],
+        next_attempt_at: None,
+        created_at: time::OffsetDateTime::now_utc(),
+        follow_up: None,
+        in_line_of: Some(operation_id.clone()),
+        version: 2,
+    };
+    line.waiting.insert(
+        1,
+        InLine {
+            event_id: back.event_id.clone(),
+            delivery_id: back.id.clone(),
+        },
+    );
+    line.version += 1;
+    let writes = vec![Write::InsertDelivery(back), Write::PutDeliveryLine(line)];
+    store.commit(Changeset { writes }).await.unwrap();
+    app.settle(Duration::minutes(2), 2).await;
+    let received: Vec<String> = receiver
+        .received()
+        .iter()
+        .map(|r| r.json()["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        received,
+        [first.event_id.to_string(), second.event_id.to_string()],
+        "the retry, then the one behind the finished one"
+    );
+}

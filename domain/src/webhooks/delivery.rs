@@ -108,7 +108,19 @@ impl Service {
             let mut changes = Changeset::default();
             changes.push(Write::InsertDelivery(delivery.clone()));
             match self.store.commit(changes).await {
-                Ok(()) | Err(StoreError::Conflict) => {}
+                Ok(()) => {}
+                Err(StoreError::Conflict) => {
+                    // Made by an earlier dispatch of the event: one finished since stays out
+                    // of its line, which it left.
+                    if delivery.in_line_of.is_some() {
+                        if let Some(stored) = self.store.delivery(&delivery.id).await? {
+                            if stored.status.is_finished() {
+                                made.push(stored);
+                                continue;
+                            }
+                        }
+                    }
+                }
                 Err(other) => return Err(other.into()),
             }
             // One behind an earlier event's delivery is queued when that one is done.

@@ -95,6 +95,14 @@ impl DeliveryLine {
     }
 }
 
+/// A delivery to take out of its line.
+#[derive(Clone)]
+struct Leaving {
+    endpoint_id: WebhookEndpointId,
+    operation_id: OperationId,
+    delivery_id: DeliveryId,
+}
+
 /// The operation an event is of, if any (an operation's and its transactions' events).
 pub(crate) fn operation_of(event: &Event) -> Option<OperationId> {
     event.data.text("operation_id").and_then(|id| OperationId::parse(&id))
@@ -154,24 +162,32 @@ impl Service {
     /// between the two leaves its messages unacknowledged, and a message's next receipt finds
     /// its delivery finished and does this again.
     pub(super) async fn leave_lines(&self, finished: &[&Delivery]) -> Result<(), DomainError> {
-        let in_line: Vec<(&Delivery, &OperationId)> = finished
+        let mut leaving: Vec<Leaving> = finished
             .iter()
-            .filter_map(|d| d.in_line_of.as_ref().map(|operation| (*d, operation)))
+            .filter_map(|d| {
+                d.in_line_of.as_ref().map(|operation_id| Leaving {
+                    endpoint_id: d.endpoint_id.clone(),
+                    operation_id: operation_id.clone(),
+                    delivery_id: d.id.clone(),
+                })
+            })
             .collect();
-        if in_line.is_empty() {
-            return Ok(());
+        // A line whose next delivery is finished too (one joined again by a second dispatch
+        // of its event) or gone is taken on past it: each round takes something out.
+        while !leaving.is_empty() {
+            leaving = self.leave_once(&leaving).await?;
         }
-        let read = join_all(
-            in_line
-                .iter()
-                .map(|(d, operation)| self.line(&d.endpoint_id, operation)),
-        )
-        .await;
-        let mut lines = Vec::with_capacity(in_line.len());
+        Ok(())
+    }
+
+    /// One round of [`Self::leave_lines`]: what is now first in a line and finished too.
+    async fn leave_once(&self, leaving: &[Leaving]) -> Result<Vec<Leaving>, DomainError> {
+        let read = join_all(leaving.iter().map(|l| self.line(&l.endpoint_id, &l.operation_id))).await;
+        let mut lines = Vec::with_capacity(leaving.len());
         let mut changesets = vec![];
-        for ((delivery, _), line) in in_line.iter().zip(read) {
+        for (left, line) in leaving.iter().zip(read) {
             let mut line = line?;
-            let changed = line.leave(&delivery.id);
+            let changed = line.leave(&left.delivery_id);
             if changed {
                 line.version += 1;
                 let mut changes = Changeset::default();
@@ -182,31 +198,39 @@ impl Service {
         }
         let mut written = self.store.commit_each(changesets).await.into_iter();
         let mut firsts = Vec::with_capacity(lines.len());
-        for ((delivery, operation), (line, changed)) in in_line.iter().zip(lines) {
+        for (left, (line, changed)) in leaving.iter().zip(lines) {
             let line = match changed.then(|| written.next()).flatten() {
                 None | Some(Ok(())) => line,
                 Some(Err(StoreError::Conflict)) => {
-                    self.change_line(&delivery.endpoint_id, operation, |line| line.leave(&delivery.id))
-                        .await?
+                    self.change_line(&left.endpoint_id, &left.operation_id, |line| {
+                        line.leave(&left.delivery_id)
+                    })
+                    .await?
                 }
                 Some(Err(other)) => return Err(other.into()),
             };
             if let Some(first) = line.first() {
-                firsts.push(first.clone());
+                firsts.push(Leaving {
+                    delivery_id: first.clone(),
+                    ..left.clone()
+                });
             }
         }
-        let nexts = join_all(firsts.iter().map(|id| self.store.delivery(id))).await;
-        for next in nexts {
-            let Some(next) = next? else { continue };
-            if next.status == DeliveryStatus::Pending {
-                let due = next.next_attempt_at.map_or(Duration::ZERO, |at| at - self.now());
-                let task = QueueTask::SendWebhook {
-                    delivery_id: next.id.clone(),
-                };
-                self.enqueue(task, &next.endpoint_id, due.max(Duration::ZERO)).await?;
+        let nexts = join_all(firsts.iter().map(|first| self.store.delivery(&first.delivery_id))).await;
+        let mut again = vec![];
+        for (first, next) in firsts.into_iter().zip(nexts) {
+            match next? {
+                Some(next) if next.status == DeliveryStatus::Pending => {
+                    let due = next.next_attempt_at.map_or(Duration::ZERO, |at| at - self.now());
+                    let task = QueueTask::SendWebhook { delivery_id: next.id };
+                    self.enqueue(task, &first.endpoint_id, due.max(Duration::ZERO)).await?;
+                }
+                // Waiting for its disabled endpoint: the endpoint's release sends it.
+                Some(next) if next.status == DeliveryStatus::Waiting => {}
+                Some(_) | None => again.push(first),
             }
         }
-        Ok(())
+        Ok(again)
     }
 
     async fn line(
