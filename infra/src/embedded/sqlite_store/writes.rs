@@ -10,6 +10,14 @@ use ops_domain::schedules::ScheduleStatus;
 use ops_domain::webhooks::{Delivery, DeliveryStatus};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
+/// A conditional write's outcome: it changed its one row, or its condition failed.
+fn one_row(changed: usize) -> Result<(), TxError> {
+    match changed {
+        1 => Ok(()),
+        _ => Err(ConditionFailed.into()),
+    }
+}
+
 fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
     match write {
         Write::InsertCustomer(c) => {
@@ -30,35 +38,26 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
         }
         Write::UpdateCustomer(c) => {
             // A customer stored before versions existed is version 1.
-            let changed = tx.run(
+            one_row(tx.run(
                 "UPDATE customers SET body = ?2 WHERE id = ?1 AND coalesce(json_extract(body, '$.version'), 1) = ?3",
                 params![c.id.as_str(), json(c), c.version as i64 - 1],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::UpdateUser(u) => {
             // A user stored before versions existed is version 1.
-            let changed = tx.run(
+            one_row(tx.run(
                 "UPDATE users SET body = ?2 WHERE id = ?1 AND coalesce(json_extract(body, '$.version'), 1) = ?3",
                 params![u.id.as_str(), json(u), u.version as i64 - 1],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::PutApiKey(k) => {
             // Version 1 is a new key; a key stored before versions existed is version 1.
-            let changed = tx.run(
+            one_row(tx.run(
                 "INSERT INTO api_keys (id, secret_hash, body) VALUES (?1, ?2, ?3)
                  ON CONFLICT (id) DO UPDATE SET body = excluded.body
                  WHERE coalesce(json_extract(api_keys.body, '$.version'), 1) = ?4 - 1",
                 params![k.id.as_str(), k.secret_hash, json(k), k.version as i64],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::InsertOperation(op) => {
             tx.run(
@@ -74,7 +73,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             )?;
         }
         Write::UpdateOperation(op) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "UPDATE operations SET status = ?2, version = ?3, body = ?4 WHERE id = ?1 AND version = ?5",
                 params![
                     op.id.as_str(),
@@ -83,21 +82,15 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                     json(op),
                     op.version as i64 - 1
                 ],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::PutWorkflow(w) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "INSERT INTO workflows (owner, name, version, body) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (owner, name) DO UPDATE SET version = excluded.version, body = excluded.body
                  WHERE workflows.version = excluded.version - 1",
                 params![owner_key(&w.owner), w.name, w.version as i64, json(w)],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::InsertTransaction(t) => {
             tx.run(
@@ -106,13 +99,10 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             )?;
         }
         Write::UpdateTransaction(t) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "UPDATE transactions SET status = ?2, next_poll_at = ?3, version = ?4, body = ?5 WHERE id = ?1 AND version = ?6",
                 params![t.id.as_str(), t.status.as_str(), t.next_poll_at.map(|at| at.unix_timestamp()), t.version as i64, json(t), t.version as i64 - 1],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::Event(e) => {
             tx.run(
@@ -121,18 +111,15 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             )?;
         }
         Write::PutWebhookEndpoint(w) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "INSERT INTO webhook_endpoints (id, customer_id, version, body) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body
                  WHERE webhook_endpoints.version = excluded.version - 1",
                 params![w.id.as_str(), w.customer_id.as_deref(), w.version as i64, json(w)],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::PutEndpointRoster(roster) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "INSERT INTO endpoint_rosters (owner, version, body) VALUES (?1, ?2, ?3)
                  ON CONFLICT (owner) DO UPDATE SET version = excluded.version, body = excluded.body
                  WHERE endpoint_rosters.version = excluded.version - 1",
@@ -141,24 +128,18 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                     roster.version as i64,
                     json(roster)
                 ],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::PutEndpointHealth(health) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "INSERT INTO endpoint_health (endpoint_id, version, body) VALUES (?1, ?2, ?3)
                  ON CONFLICT (endpoint_id) DO UPDATE SET version = excluded.version, body = excluded.body
                  WHERE endpoint_health.version = excluded.version - 1",
                 params![health.endpoint_id.as_str(), health.version as i64, json(health)],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::PutDeliveryLine(line) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "INSERT INTO delivery_lines (endpoint_id, operation_id, version, body) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (endpoint_id, operation_id) DO UPDATE SET version = excluded.version, body = excluded.body
                  WHERE delivery_lines.version = excluded.version - 1",
@@ -168,17 +149,14 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                     line.version as i64,
                     json(line)
                 ],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::PutSchedule(schedule) => {
             let due = schedule
                 .next_run_at
                 .filter(|_| schedule.status == ScheduleStatus::Active)
                 .map(|at| at.unix_timestamp());
-            let changed = tx.run(
+            one_row(tx.run(
                 "INSERT INTO schedules (id, customer_id, visible, due_at, version, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (id) DO UPDATE SET visible = excluded.visible, due_at = excluded.due_at,
                    version = excluded.version, body = excluded.body
@@ -191,10 +169,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                     schedule.version as i64,
                     json(schedule)
                 ],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::InsertOccurrence(occurrence) => {
             tx.run(
@@ -207,7 +182,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             )?;
         }
         Write::BackfillOccurrence(occurrence) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "INSERT INTO occurrences (schedule_id, scheduled_at, body) VALUES (?1, ?2, ?3)
                  ON CONFLICT (schedule_id, scheduled_at) DO UPDATE SET body = excluded.body
                  WHERE json_extract(occurrences.body, '$.status') <> 'created'",
@@ -216,10 +191,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                     occurrence.scheduled_at.unix_timestamp(),
                     json(occurrence)
                 ],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::InsertAccount(account) => {
             tx.run(
@@ -252,7 +224,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             count_on_board(tx, item.customer_id.as_str(), &queue_bucket(item.queue), "", 1, 0)?;
         }
         Write::UpdateWorkItem(item) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "UPDATE work_items SET status = ?2, assignee = ?3, version = ?4, body = ?5 WHERE id = ?1 AND version = ?6",
                 params![
                     item.id.as_str(),
@@ -262,10 +234,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                     json(item),
                     item.version as i64 - 1
                 ],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
             // Done is final: the one update that reaches it takes the item off the count.
             if item.status == WorkItemStatus::Done {
                 count_on_board(tx, item.customer_id.as_str(), &queue_bucket(item.queue), "", -1, 0)?;
@@ -289,9 +258,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                     ],
                 )?
             };
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            one_row(changed)?;
             let (customer, currency) = (entry.customer_id.as_str(), entry.currency.code());
             if let Some(from) = moved.from {
                 count_on_board(
@@ -346,18 +313,15 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             )?;
         }
         Write::PutCalendar(calendar) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "INSERT INTO calendars (id, version, body) VALUES (?1, ?2, ?3)
                  ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body
                  WHERE calendars.version = excluded.version - 1",
                 params![calendar.id.as_str(), calendar.version as i64, json(calendar)],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::PutRailCutoffs(cutoffs) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "INSERT INTO rail_cutoffs (environment, rail, version, body) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (environment, rail) DO UPDATE SET version = excluded.version, body = excluded.body
                  WHERE rail_cutoffs.version = excluded.version - 1",
@@ -367,13 +331,10 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                     cutoffs.version as i64,
                     json(cutoffs)
                 ],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::PutReconciliationRules(rules) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "INSERT INTO reconciliation_rules (environment, rail, version, body) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (environment, rail) DO UPDATE SET version = excluded.version, body = excluded.body
                  WHERE reconciliation_rules.version = excluded.version - 1",
@@ -383,10 +344,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                     rules.version as i64,
                     json(rules)
                 ],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::PutReturnSweep(sweep) => {
             tx.run(
@@ -396,7 +354,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             )?;
         }
         Write::UpdateFile(file) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "UPDATE files SET version = ?2, body = ?3 WHERE id = ?1 AND version = ?4",
                 params![
                     file.id.as_str(),
@@ -404,13 +362,10 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                     json(file),
                     file.version as i64 - 1
                 ],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::UpdateMovement(movement) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "UPDATE movements SET version = ?2, body = ?3 WHERE id = ?1 AND version = ?4",
                 params![
                     movement.id.as_str(),
@@ -418,14 +373,11 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                     json(movement),
                     movement.version as i64 - 1
                 ],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::ChangeBalances(account) => {
             let change = &account.change;
-            let changed = tx.run(
+            one_row(tx.run(
                 "UPDATE accounts SET posted = posted + ?2, pending_debits = pending_debits + ?3,
                    pending_credits = pending_credits + ?4,
                    body = json_set(body, '$.balances.posted', posted + ?2,
@@ -439,10 +391,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                     change.pending_credits,
                     account.guard_available
                 ],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
             if change.posted != 0 {
                 tx.run(
                     "INSERT INTO account_days (account_id, day, posted) VALUES (?1, ?2, ?3)
@@ -459,13 +408,10 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             list_failed_delivery(tx, d)?;
         }
         Write::UpdateDelivery(d) => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "UPDATE deliveries SET version = ?2, body = ?3 WHERE id = ?1 AND version = ?4",
                 params![d.id.as_str(), d.version as i64, json(d), d.version as i64 - 1],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
             list_failed_delivery(tx, d)?;
         }
         Write::Audit(entry) => {
@@ -476,26 +422,20 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
         }
         Write::TakeIdempotency { claim, response } => {
             let now = claim.now.unix_timestamp();
-            let changed = tx.run(
+            one_row(tx.run(
                 "INSERT INTO idempotency (scope, key, fingerprint, status, response, locked_until, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, status = excluded.status,
                      response = excluded.response, locked_until = excluded.locked_until, expires_at = excluded.expires_at
                  WHERE idempotency.expires_at <= ?6 OR (idempotency.status IS NULL AND idempotency.locked_until <= ?6)",
                 params![claim.scope, claim.key, claim.fingerprint, response.status, response.body, now, now + RETENTION.whole_seconds()],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
         Write::CompleteIdempotency { scope, key, response } => {
-            let changed = tx.run(
+            one_row(tx.run(
                 "UPDATE idempotency SET status = ?3, response = ?4 WHERE scope = ?1 AND key = ?2 AND status IS NULL",
                 params![scope, key, response.status, response.body],
-            )?;
-            if changed != 1 {
-                return Err(ConditionFailed.into());
-            }
+            )?)?;
         }
     }
     Ok(())
