@@ -601,6 +601,7 @@ fn well_formed(path: &str) -> String {
             "work_items" => "wi",
             "files" => "file",
             "reconciliations" => "rec",
+            "calendars" => "cal",
             _ => continue,
         };
         if segments[at].starts_with('{') {
@@ -674,4 +675,152 @@ async fn every_endpoint_refuses_a_query_parameter_it_does_not_document() {
         }
     }
     assert_eq!(refused, Endpoint::ALL.len());
+}
+
+/// A generated client groups operations by tag: each operation has one, from the document's
+/// list, and every listed tag is used.
+#[test]
+fn every_operation_has_one_declared_tag() {
+    let doc = document();
+    let declared: BTreeSet<&str> = doc["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tag| {
+            assert!(tag["description"].as_str().is_some_and(|d| d.len() >= 10), "{tag}");
+            tag["name"].as_str().unwrap()
+        })
+        .collect();
+    let mut used = BTreeSet::new();
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in methods.as_object().unwrap() {
+            let tags = operation["tags"].as_array().map(Vec::as_slice).unwrap_or_default();
+            assert_eq!(tags.len(), 1, "{method} {path}: {tags:?}");
+            let tag = tags[0].as_str().unwrap();
+            assert!(declared.contains(tag), "{method} {path}: {tag} is not declared");
+            used.insert(tag);
+        }
+    }
+    assert_eq!(used, declared, "declared tags no operation uses");
+}
+
+/// Amounts reach 999,999,999,999 minor units, past a 32-bit integer: a generator that is not
+/// told otherwise makes every integer 32 bits, so every integer of the document says int64.
+#[test]
+fn every_integer_is_declared_64_bits() {
+    fn walk(value: &Value, at: String, narrow: &mut Vec<String>) {
+        match value {
+            Value::Object(fields) => {
+                let integer = match &fields.get("type") {
+                    Some(Value::String(t)) => t == "integer",
+                    Some(Value::Array(types)) => types.iter().any(|t| t == "integer"),
+                    _ => false,
+                };
+                if integer && fields.get("format") != Some(&json!("int64")) {
+                    narrow.push(at.clone());
+                }
+                for (name, field) in fields {
+                    walk(field, format!("{at}/{name}"), narrow);
+                }
+            }
+            Value::Array(values) => {
+                for (n, field) in values.iter().enumerate() {
+                    walk(field, format!("{at}/{n}"), narrow);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut narrow = vec![];
+    walk(&document(), String::new(), &mut narrow);
+    assert!(narrow.is_empty(), "integers without format int64: {narrow:?}");
+    let amount = &document()["components"]["schemas"]["Operation"]["properties"]["total_amount"];
+    assert_eq!(amount["format"], "int64");
+}
+
+/// Every operation that reads the store can answer 500 (it did not answer), documented with
+/// the error's schema, as a client generated from the document needs to read it.
+#[test]
+fn every_operation_that_reads_the_store_documents_its_500() {
+    let doc = document();
+    let mut checked = 0;
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        if ["/health", "/board", "/v1/openapi.json"].contains(&path.as_str()) {
+            continue;
+        }
+        for (method, operation) in methods.as_object().unwrap() {
+            let answer = &operation["responses"]["500"];
+            assert_eq!(
+                answer["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Error",
+                "{method} {path}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, Endpoint::ALL.len() - 3);
+}
+
+/// A rail report is authenticated by the rail's signature, declared as a security scheme (a
+/// generated client then asks for it as it asks for a key), not as a plain header.
+#[test]
+fn the_rail_reports_signature_is_a_security_scheme() {
+    let doc = document();
+    let scheme = &doc["components"]["securitySchemes"]["railSignature"];
+    assert_eq!((&scheme["type"], &scheme["in"]), (&json!("apiKey"), &json!("header")));
+    assert_eq!(scheme["name"], "X-Service-Signature");
+    let report = &doc["paths"]["/v1/rail_reports"]["post"];
+    assert_eq!(report["security"], json!([{"railSignature": []}]));
+}
+
+/// Each id in a path is documented with the shape the service takes (its kind's prefix, then
+/// letters and digits), so a client checks it before sending: an id of that shape reaches the
+/// route (an unknown one is 404), one of another kind is refused as malformed, never a 5xx.
+#[tokio::test]
+async fn every_path_id_documents_the_shape_the_service_takes() {
+    let app = spawn_app().await;
+    let doc = document();
+    let mut checked = 0;
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        let Some(operation) = methods.get("get") else { continue };
+        let ids: Vec<&Value> = operation["parameters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["in"] == "path" && p["name"].as_str().unwrap().ends_with("id"))
+            .collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let well_formed_path = well_formed(path);
+        for (parameter, segment) in ids.iter().zip(
+            path.split('/')
+                .zip(well_formed_path.split('/'))
+                .filter(|(documented, _)| documented.starts_with('{'))
+                .filter(|(documented, _)| documented.ends_with("id}")),
+        ) {
+            let pattern = parameter["schema"]["pattern"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{path}: no pattern"));
+            let shape = regex_lite::Regex::new(pattern).unwrap();
+            assert!(
+                shape.is_match(segment.1),
+                "{path}: {} does not match {pattern}",
+                segment.1
+            );
+            let other_kind = segment.1.replacen('_', "x_", 1);
+            assert!(!shape.is_match(&other_kind), "{path}: {pattern} takes {other_kind}");
+        }
+        let known = app.get(&well_formed_path, ADMIN_KEY).await;
+        assert_eq!(known.status, 404, "GET {well_formed_path}: {}", known.json());
+        let malformed = well_formed_path.replacen("_0", "x_0", 1);
+        let refused = app.get(&malformed, ADMIN_KEY).await;
+        assert!(
+            refused.status.is_client_error(),
+            "GET {malformed}: {} {}",
+            refused.status,
+            refused.json()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 25, "{checked}");
 }
