@@ -35,7 +35,12 @@ pub enum DomainError {
     /// A key, its customer or a source made more requests this second than it may; nothing
     /// was done.
     #[error("{message}")]
-    RateLimited { code: &'static str, message: String },
+    RateLimited {
+        code: &'static str,
+        message: String,
+        /// The requests a second the caller was held to.
+        limit: u32,
+    },
     /// The store could not be reached or failed; nothing was written.
     #[error(transparent)]
     Store(#[from] StoreError),

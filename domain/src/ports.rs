@@ -429,8 +429,35 @@ pub struct BatchOutcome {
 pub trait RateLimiter: Send + Sync {
     /// Counts a request of `member` in `group` in the second `window` unless the member already
     /// made `member_limit` requests there or the group `group_limit`; says whether it was
-    /// counted (admitted). A refused request counts for neither.
-    async fn admit(&self, group: &str, member: &str, window: i64, limits: Limits) -> Result<bool, StoreError>;
+    /// counted (admitted) and what room is left. A refused request counts for neither.
+    async fn admit(&self, group: &str, member: &str, window: i64, limits: Limits) -> Result<Admission, StoreError>;
+}
+
+/// What counting one request said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    pub admitted: bool,
+    /// Requests the member may still make in the window, after this one: the tighter of its
+    /// own room and its group's (0 when refused).
+    pub remaining: u32,
+}
+
+impl Admission {
+    pub const REFUSED: Admission = Admission {
+        admitted: false,
+        remaining: 0,
+    };
+
+    /// Admitted, with the member's and the group's counts after this request.
+    pub fn counted(member_count: u32, group_count: u32, limits: Limits) -> Admission {
+        Admission {
+            admitted: true,
+            remaining: limits
+                .member
+                .saturating_sub(member_count)
+                .min(limits.group.saturating_sub(group_count)),
+        }
+    }
 }
 
 /// The most requests a member and its group may make in one window.

@@ -1,5 +1,5 @@
 use async_trait::async_trait;
-use ops_domain::ports::{Limits, RateLimiter, StoreError};
+use ops_domain::ports::{Admission, Limits, RateLimiter, StoreError};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -24,7 +24,7 @@ struct Window {
 
 #[async_trait]
 impl RateLimiter for InMemoryRateLimiter {
-    async fn admit(&self, group: &str, member: &str, window: i64, limits: Limits) -> Result<bool, StoreError> {
+    async fn admit(&self, group: &str, member: &str, window: i64, limits: Limits) -> Result<Admission, StoreError> {
         let mut windows = self.windows.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if windows.len() >= PRUNE_ABOVE {
             // Sources of failed authentications come and go: forget counts of seconds past.
@@ -39,10 +39,10 @@ impl RateLimiter for InMemoryRateLimiter {
         }
         let member_count = counts.members.get(member).copied().unwrap_or(0);
         if counts.total >= limits.group || member_count >= limits.member {
-            return Ok(false);
+            return Ok(Admission::REFUSED);
         }
         counts.total += 1;
         counts.members.insert(member.to_owned(), member_count + 1);
-        Ok(true)
+        Ok(Admission::counted(member_count + 1, counts.total, limits))
     }
 }

@@ -400,6 +400,12 @@ async fn a_key_over_its_rate_limit_is_refused_429_without_effect_and_other_keys_
             (Some("rate_limit_error"), Some("rate_limit_exceeded"))
         );
         assert_eq!(replies[i].headers["retry-after"], "1");
+        assert_eq!(rate_headers(&replies[i]), ["3", "0", "1"]);
+    }
+    for reply in replies.iter().filter(|reply| reply.status == 201) {
+        let [limit, remaining, reset] = rate_headers(reply);
+        assert_eq!((limit, reset), ("3", "1"));
+        assert!(["0", "1", "2"].contains(&remaining), "{remaining}");
     }
 
     // A refused request did nothing: its idempotency key is free, and retried after the
@@ -410,6 +416,44 @@ async fn a_key_over_its_rate_limit_is_refused_429_without_effect_and_other_keys_
     assert!(retried.headers.get("idempotent-replayed").is_none());
     let listed = app.get("/v1/operations?limit=100", &customer.key).await.json();
     assert_eq!(listed["data"].as_array().unwrap().len(), created + 1);
+}
+
+/// `RateLimit-Limit`, `-Remaining` and `-Reset` of an answer.
+fn rate_headers(reply: &Reply) -> [&str; 3] {
+    ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"].map(|name| {
+        reply
+            .headers
+            .get(name)
+            .map(|value| value.to_str().unwrap())
+            .unwrap_or_else(|| panic!("no {name}"))
+    })
+}
+
+/// Each answer tells its key the room it has left this second, so a client paces itself
+/// before it is refused; a service that limits nothing sends none.
+#[tokio::test]
+async fn each_answer_says_how_many_requests_the_key_has_left_this_second() {
+    let app = spawn_app_with(|config| config.rate_limit = 3).await;
+    let customer = app.create_customer().await;
+    // At the start of a wall-clock second, so the four reads fall in one window.
+    let into = time::OffsetDateTime::now_utc().nanosecond();
+    tokio::time::sleep(std::time::Duration::from_nanos(
+        u64::from(1_000_000_000 - into) + 20_000_000,
+    ))
+    .await;
+    let mut seen = vec![];
+    for _ in 0..4 {
+        let reply = app.get("/v1/operations", &customer.key).await;
+        seen.push((reply.status.as_u16(), rate_headers(&reply).map(str::to_owned)));
+    }
+    let told = |status: u16, remaining: &str| (status, ["3", remaining, "1"].map(str::to_owned));
+    assert_eq!(seen, [told(200, "2"), told(200, "1"), told(200, "0"), told(429, "0")]);
+
+    let unlimited = spawn_app_with(|config| config.rate_limit = 0).await;
+    let customer = unlimited.create_customer().await;
+    let reply = unlimited.get("/v1/operations", &customer.key).await;
+    assert_eq!(reply.status, 200);
+    assert!(reply.headers.get("ratelimit-limit").is_none());
 }
 
 #[tokio::test]

@@ -824,3 +824,38 @@ async fn every_path_id_documents_the_shape_the_service_takes() {
     }
     assert!(checked >= 25, "{checked}");
 }
+
+/// Every answer to an API key says the room it has left (`RateLimit-*`), as the document
+/// tells a client: on each success and on each 429, beside `Retry-After`.
+#[test]
+fn every_answer_to_a_key_documents_its_rate_limit_headers() {
+    let doc = document();
+    for name in ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"] {
+        assert_eq!(
+            doc["components"]["headers"][name]["schema"]["format"], "int64",
+            "{name}"
+        );
+    }
+    let mut checked = 0;
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in methods.as_object().unwrap() {
+            if operation.get("security").is_some() {
+                continue; // not answered to an API key
+            }
+            for (code, answer) in operation["responses"].as_object().unwrap() {
+                if !(code.starts_with('2') || code == "429") {
+                    continue;
+                }
+                for name in ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"] {
+                    assert_eq!(
+                        answer["headers"][name]["$ref"],
+                        format!("#/components/headers/{name}"),
+                        "{method} {path} {code}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 170, "{checked}");
+}

@@ -67,6 +67,23 @@ impl RateLimit {
 /// The id of the platform's first key, minted by [`Service::first_platform_key`].
 const FIRST_PLATFORM_KEY_ID: &str = "key_00000000000000000000000000";
 
+/// A request whose key was accepted: who made it, and the room its key has left this second
+/// (none when requests are not limited).
+#[derive(Debug)]
+pub struct Authenticated {
+    pub principal: Principal,
+    pub allowance: Option<Allowance>,
+}
+
+/// The requests a key may make each second and how many it has left in this one: what the
+/// `RateLimit-*` headers of an answer tell (windows are whole seconds, so one resets within a
+/// second).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allowance {
+    pub limit: u32,
+    pub remaining: u32,
+}
+
 /// What a request does, for the count it is held to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestKind {
@@ -81,6 +98,7 @@ fn too_many_failed_authentications() -> DomainError {
         message: format!(
             "Too many failed authentications from this address: at most {FAILED_AUTHENTICATIONS_PER_SECOND} per second. Retry in a second."
         ),
+        limit: FAILED_AUTHENTICATIONS_PER_SECOND,
     }
 }
 
@@ -193,7 +211,7 @@ impl Service {
         secret: Option<&str>,
         source: Option<IpAddr>,
         request: RequestKind,
-    ) -> Result<Principal, DomainError> {
+    ) -> Result<Authenticated, DomainError> {
         // Wall-clock seconds, not the service's clock: a request rate is real time even when
         // tests or replays move business time.
         let second = SystemClock.now().unix_timestamp();
@@ -212,7 +230,12 @@ impl Service {
                         member: FAILED_AUTHENTICATIONS_PER_SECOND,
                         group: FAILED_AUTHENTICATIONS_PER_SECOND,
                     };
-                    if !limit.counter(request).admit(&counter, "any", second, failures).await? {
+                    if !limit
+                        .counter(request)
+                        .admit(&counter, "any", second, failures)
+                        .await?
+                        .admitted
+                    {
                         limit.put_in_penalty_box(source, second);
                         return Err(too_many_failed_authentications());
                     }
@@ -221,6 +244,7 @@ impl Service {
             }
             Err(other) => return Err(other),
         };
+        let mut allowance = None;
         if let Some(limit) = limit {
             let customer_budget = limit.per_second.saturating_mul(CUSTOMER_RATE_KEYS);
             let limits = Limits {
@@ -228,15 +252,21 @@ impl Service {
                 group: customer_budget,
             };
             let customer = key.customer_id.as_deref().unwrap_or("platform");
-            if !limit.counter(request).admit(customer, &key.id, second, limits).await? {
+            let admission = limit.counter(request).admit(customer, &key.id, second, limits).await?;
+            if !admission.admitted {
                 return Err(DomainError::RateLimited {
                     code: "rate_limit_exceeded",
                     message: format!(
                         "Too many requests: at most {} per second with one API key, {customer_budget} for all of a customer's keys together. Retry in a second; nothing was done.",
                         limit.per_second
                     ),
+                    limit: limit.per_second,
                 });
             }
+            allowance = Some(Allowance {
+                limit: limit.per_second,
+                remaining: admission.remaining,
+            });
         }
         // The key's user and customer are read side by side: each can shut the key out.
         let user = async {
@@ -264,7 +294,10 @@ impl Service {
                 "This API key's customer is suspended; the platform can reactivate it.",
             ));
         }
-        Ok(Principal { key, user })
+        Ok(Authenticated {
+            principal: Principal { key, user },
+            allowance,
+        })
     }
 
     /// The live key a bearer secret stands for.

@@ -5,7 +5,8 @@ mod customers;
 mod manage;
 
 pub use authenticate::{
-    RateLimit, RequestKind, CUSTOMER_RATE_KEYS, DEFAULT_RATE_LIMIT, FAILED_AUTHENTICATIONS_PER_SECOND,
+    Allowance, Authenticated, RateLimit, RequestKind, CUSTOMER_RATE_KEYS, DEFAULT_RATE_LIMIT,
+    FAILED_AUTHENTICATIONS_PER_SECOND,
 };
 pub use customers::require_platform_admin;
 pub use manage::DEFAULT_ROTATION_OVERLAP;

@@ -340,7 +340,7 @@ impl Service {
             .admit("webhook-endpoints", endpoint_id, now.unix_timestamp(), limits)
             .await
         {
-            Ok(admitted) => admitted,
+            Ok(admission) => admission.admitted,
             Err(error) => {
                 tracing::warn!(endpoint = %endpoint_id, %error, "an endpoint's rate was not counted; its delivery waits");
                 false

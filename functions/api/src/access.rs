@@ -1,10 +1,10 @@
 //! The outermost layer of every router: each request's id, the line it leaves in the log, and
 //! the headers every answer carries.
 
-use crate::extract::ClientAddress;
+use crate::extract::{AllowanceSlot, ClientAddress};
 use axum::extract::Request;
 use axum::http::header::{CACHE_CONTROL, X_CONTENT_TYPE_OPTIONS};
-use axum::http::HeaderValue;
+use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
 use ops_domain::access::Principal;
@@ -43,13 +43,16 @@ pub(crate) fn record_caller(principal: &Principal) {
 /// its lines: the last, target `ops_api::access`, says what was answered and how long it took.
 /// Keeps every answer out of caches (`Cache-Control: no-store`: answers hold balances,
 /// customers' data and, once, new secrets) and from being read as anything but its declared
-/// type (`X-Content-Type-Options: nosniff`).
-pub async fn identify(request: Request, next: Next) -> Response {
+/// type (`X-Content-Type-Options: nosniff`). An answer to a key held to a rate says how much
+/// of it is left ([`rate_limit_headers`]).
+pub async fn identify(mut request: Request, next: Next) -> Response {
     let id = REQUEST_IDS.new_id(IdKind::Request);
     let started = Instant::now();
     let span = tracing::info_span!("request", id = %id, key = Empty, customer = Empty, user = Empty);
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
     let client = request.extensions().get::<ClientAddress>().map(|ClientAddress(ip)| *ip);
+    let allowance = AllowanceSlot::default();
+    request.extensions_mut().insert(allowance.clone());
     let mut response = REQUEST_ID
         .scope(id.clone(), next.run(request))
         .instrument(span.clone())
@@ -70,5 +73,17 @@ pub async fn identify(request: Request, next: Next) -> Response {
     }
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    if let Some(allowance) = allowance.0.get() {
+        rate_limit_headers(headers, allowance.limit, allowance.remaining);
+    }
     response
+}
+
+/// `RateLimit-Limit`, `-Remaining` and `-Reset` (the IETF httpapi draft's fields, as GitHub
+/// and Stripe-like APIs send them): the requests a second the key may make, how many are left
+/// in this second, and the seconds until the next, always 1 (windows are whole seconds).
+pub(crate) fn rate_limit_headers(headers: &mut HeaderMap, limit: u32, remaining: u32) {
+    headers.insert("ratelimit-limit", HeaderValue::from(limit));
+    headers.insert("ratelimit-remaining", HeaderValue::from(remaining));
+    headers.insert("ratelimit-reset", HeaderValue::from_static("1"));
 }

@@ -182,13 +182,17 @@ struct ErrorBody {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let held_to = match &self {
+            ApiError::Domain(DomainError::RateLimited { limit, .. }) => Some(*limit),
+            _ => None,
+        };
         let (status, error) = self.into_status_and_body();
         let mut response = (status, axum::Json(ErrorBody { error })).into_response();
-        if status == StatusCode::TOO_MANY_REQUESTS {
+        if let Some(limit) = held_to {
             // Windows are one second long: the next one admits the key again.
-            response
-                .headers_mut()
-                .insert("retry-after", HeaderValue::from_static("1"));
+            let headers = response.headers_mut();
+            headers.insert("retry-after", HeaderValue::from_static("1"));
+            crate::access::rate_limit_headers(headers, limit, 0);
         }
         response
     }

@@ -8,7 +8,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::request::Parts;
 use axum::http::Method;
-use ops_domain::access::{Principal, RequestKind};
+use ops_domain::access::{Allowance, Principal, RequestKind};
 use ops_domain::ids::TypedId;
 use ops_domain::DomainError;
 use serde::de::DeserializeOwned;
@@ -19,6 +19,11 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// API Gateway's `sourceIp` on Lambda): failed authentications are limited per address.
 #[derive(Debug, Clone)]
 pub struct ClientAddress(pub std::net::IpAddr);
+
+/// Where the caller's [`Allowance`] is left for the answer's `RateLimit-*` headers
+/// ([`crate::access::identify`] puts it in each request).
+#[derive(Clone, Default)]
+pub struct AllowanceSlot(pub std::sync::Arc<std::sync::OnceLock<Allowance>>);
 
 /// The authenticated caller.
 pub struct Caller(pub Principal);
@@ -45,9 +50,12 @@ impl FromRequestParts<App> for Caller {
             Method::GET | Method::HEAD => RequestKind::Read,
             _ => RequestKind::Change,
         };
-        let principal = app.service.authenticate(secret, source, request).await?;
-        crate::access::record_caller(&principal);
-        Ok(Caller(principal))
+        let authenticated = app.service.authenticate(secret, source, request).await?;
+        crate::access::record_caller(&authenticated.principal);
+        if let (Some(allowance), Some(AllowanceSlot(slot))) = (authenticated.allowance, parts.extensions.get()) {
+            let _ = slot.set(allowance);
+        }
+        Ok(Caller(authenticated.principal))
     }
 }
 

@@ -5,7 +5,7 @@ use super::*;
 use crate::page_start;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use ops_domain::access::Environment;
 use ops_domain::access::{AccessStore, ApiKey, Customer, CustomerStatus, User};
 use ops_domain::approvals::{Workflow, WorkflowOwner, WorkflowStore};
@@ -21,7 +21,7 @@ use ops_domain::ids::{
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationQuery, OperationStore};
-use ops_domain::ports::{AuditEntry, Limits, Listed, RateLimiter, StoreError};
+use ops_domain::ports::{Admission, AuditEntry, Limits, Listed, RateLimiter, StoreError};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationRules, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
@@ -635,7 +635,7 @@ impl HistoryStore for DynamoStore {
 /// count, so one conditional update checks and counts both.
 #[async_trait]
 impl RateLimiter for DynamoStore {
-    async fn admit(&self, group: &str, member: &str, window: i64, limits: Limits) -> Result<bool, StoreError> {
+    async fn admit(&self, group: &str, member: &str, window: i64, limits: Limits) -> Result<Admission, StoreError> {
         self.count_small_write("rate_limit");
         let counted = self
             .client
@@ -655,12 +655,27 @@ impl RateLimiter for DynamoStore {
             .expression_attribute_values(":member_limit", n(i64::from(limits.member)))
             .expression_attribute_values(":entity", s("rate_window"))
             .expression_attribute_values(":ttl", n(window + 60))
+            .return_values(ReturnValue::UpdatedNew)
             .send()
             .await;
         match counted {
-            Ok(_) => Ok(true),
+            Ok(output) => {
+                let counts = output.attributes.unwrap_or_default();
+                let count = |name: &str| {
+                    counts
+                        .get(name)
+                        .and_then(|value| value.as_n().ok())
+                        .and_then(|value| value.parse::<u32>().ok())
+                        .ok_or_else(|| unavailable(format!("the rate window's {name} was not returned")))
+                };
+                Ok(Admission::counted(
+                    count(&format!("member:{member}"))?,
+                    count("count")?,
+                    limits,
+                ))
+            }
             Err(error) => match error.into_service_error() {
-                UpdateItemError::ConditionalCheckFailedException(_) => Ok(false),
+                UpdateItemError::ConditionalCheckFailedException(_) => Ok(Admission::REFUSED),
                 other => Err(unavailable(other)),
             },
         }
