@@ -192,12 +192,45 @@ fn assert_has_required(schema_name: &str, value: &Value) {
             "{schema_name} lacks the required {field}: {value}"
         );
     }
-    for (field, _) in value.as_object().unwrap() {
+    for (field, value) in value.as_object().unwrap() {
         assert!(
             schema["properties"].get(field).is_some(),
             "{schema_name}.{field} is not documented"
         );
+        // An id has the shape the document gives it.
+        if let (Some(pattern), Some(id)) = (schema["properties"][field]["pattern"].as_str(), value.as_str()) {
+            if field == "id" || field.ends_with("_id") {
+                let shape = regex_lite::Regex::new(pattern).unwrap();
+                assert!(
+                    shape.is_match(id),
+                    "{schema_name}.{field} {id} does not match {pattern}"
+                );
+            }
+        }
     }
+}
+
+/// Every id an answer holds says its kind's prefix, so a generated client can type it; the
+/// two that are not the service's ids (a history entry names an entity of any kind, a
+/// statement line the bank's reference) are the only ones without.
+#[test]
+fn every_id_an_answer_holds_documents_its_kind() {
+    let doc = document();
+    let mut unshaped = vec![];
+    for (name, schema) in doc["components"]["schemas"].as_object().unwrap() {
+        if name.ends_with("Request") {
+            continue;
+        }
+        for (field, property) in schema["properties"].as_object().into_iter().flatten() {
+            if (field == "id" || field.ends_with("_id")) && property.get("pattern").is_none() {
+                unshaped.push(format!("{name}.{field}"));
+            }
+        }
+    }
+    assert_eq!(
+        unshaped,
+        ["HistoryEntry.entity_id", "ReconciliationLine.statement_transaction_id"]
+    );
 }
 
 #[tokio::test]
