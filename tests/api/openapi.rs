@@ -805,43 +805,43 @@ fn the_rail_reports_signature_is_a_security_scheme() {
     assert_eq!(report["security"], json!([{"railSignature": []}]));
 }
 
-/// Each id in a path is documented with the shape the service takes (its kind's prefix, then
-/// letters and digits), so a client checks it before sending: an id of that shape reaches the
-/// route (an unknown one is 404), one of another kind is refused as malformed, never a 5xx.
+/// Each id in a path, on every operation, is documented with the shape the service takes (its
+/// kind's prefix, then letters and digits), so a client checks it before sending. On each GET,
+/// an id of that shape reaches the route (an unknown one is 404) and one of another kind is
+/// refused as malformed, never a 5xx.
 #[tokio::test]
 async fn every_path_id_documents_the_shape_the_service_takes() {
     let app = spawn_app().await;
     let doc = document();
-    let mut checked = 0;
+    let (mut shapes, mut requests) = (0, 0);
     for (path, methods) in doc["paths"].as_object().unwrap() {
-        let Some(operation) = methods.get("get") else { continue };
-        let ids: Vec<&Value> = operation["parameters"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|p| p["in"] == "path" && p["name"].as_str().unwrap().ends_with("id"))
-            .collect();
-        if ids.is_empty() {
-            continue;
-        }
         let well_formed_path = well_formed(path);
-        for (parameter, segment) in ids.iter().zip(
-            path.split('/')
-                .zip(well_formed_path.split('/'))
-                .filter(|(documented, _)| documented.starts_with('{'))
-                .filter(|(documented, _)| documented.ends_with("id}")),
-        ) {
-            let pattern = parameter["schema"]["pattern"]
-                .as_str()
-                .unwrap_or_else(|| panic!("{path}: no pattern"));
-            let shape = regex_lite::Regex::new(pattern).unwrap();
-            assert!(
-                shape.is_match(segment.1),
-                "{path}: {} does not match {pattern}",
-                segment.1
-            );
-            let other_kind = segment.1.replacen('_', "x_", 1);
-            assert!(!shape.is_match(&other_kind), "{path}: {pattern} takes {other_kind}");
+        let segments: Vec<(&str, &str)> = path.split('/').zip(well_formed_path.split('/')).collect();
+        for (method, operation) in methods.as_object().unwrap() {
+            for parameter in operation["parameters"].as_array().into_iter().flatten() {
+                let name = parameter["name"].as_str().unwrap();
+                if parameter["in"] != "path" || !name.ends_with("id") {
+                    continue;
+                }
+                let (_, id) = segments
+                    .iter()
+                    .find(|(documented, _)| *documented == format!("{{{name}}}"))
+                    .unwrap_or_else(|| panic!("{path} has no {{{name}}}"));
+                let pattern = parameter["schema"]["pattern"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{method} {path}: {name} has no pattern"));
+                let shape = regex_lite::Regex::new(pattern).unwrap();
+                assert!(shape.is_match(id), "{method} {path}: {id} does not match {pattern}");
+                let other_kind = id.replacen('_', "x_", 1);
+                assert!(
+                    !shape.is_match(&other_kind),
+                    "{method} {path}: {pattern} takes {other_kind}"
+                );
+                shapes += 1;
+            }
+        }
+        if !(methods.get("get").is_some() && path.contains("id}")) {
+            continue;
         }
         let known = app.get(&well_formed_path, ADMIN_KEY).await;
         assert_eq!(known.status, 404, "GET {well_formed_path}: {}", known.json());
@@ -853,9 +853,9 @@ async fn every_path_id_documents_the_shape_the_service_takes() {
             refused.status,
             refused.json()
         );
-        checked += 1;
+        requests += 1;
     }
-    assert!(checked >= 25, "{checked}");
+    assert!(shapes >= 50 && requests >= 25, "{shapes} ids, {requests} requests");
 }
 
 /// Every answer to an API key says the room it has left (`RateLimit-*`), as the document
