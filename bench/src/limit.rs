@@ -1,4 +1,5 @@
-//! Local creates side by side with the limit (`../shared/limits`).
+//! Local creates side by side with the limit (the smallest durable create server, which
+//! `scripts/bench` builds from beside the repository).
 
 use crate::local_server;
 use crate::measure::Usage;
@@ -24,7 +25,7 @@ async fn loadgen(bin: &Path, url: &str, key: &str, customer: &str, clients: usiz
     (field("rps"), field("p50_ms"), field("p99_ms"))
 }
 
-/// Local creates side by side with the limit (`../shared/limits`, built and named by
+/// Local creates side by side with the limit (built by `scripts/bench` and named by
 /// `LIMITS_BIN` from `scripts/bench`): `limit-server` does the least a create must do, the
 /// service runs in local mode (pipeline running, rate limit off, `synchronous=FULL`); the same
 /// `loadgen` sends one-item `two_step` payouts to each at 1, 8 and 64 clients, alternating,
@@ -60,7 +61,7 @@ pub(crate) async fn creates_against_the_limit() {
         .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect());
     // First a warm-up run each, printed but not one of the rows the ratios are judged on: the
     // service's first run on an empty database is the slower of its pair, the limit's is not
-    // (a restart on a database already written to is not slower: BENCHMARKS.md).
+    // (a restart on a database already written to is not slower).
     let rows = [(0, 1_500), (1, 1_500), (8, 6_000), (64, 6_000)];
     for (row, creates) in rows
         .into_iter()

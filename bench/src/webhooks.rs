@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// same concurrency (four loops, each keeping ten posts open), next to the consumer's own
 /// sender posting them signed with nothing read or recorded, and next to the least a durable
 /// delivery must do ([`least_durable_deliveries`]: the floor for any design that records each
-/// attempt, as `../shared/limits` is for creates).
+/// attempt, as the limit is for creates).
 /// `WEBHOOK_ORDERING=per_operation` has the endpoint take each operation's events in order
 /// (each delivery then joins, checks and leaves its operation's line).
 /// `WEBHOOK_RECEIVER_MS` makes the receivers answer after that many milliseconds, as one
@@ -180,7 +180,7 @@ pub(crate) async fn webhook_deliveries() {
 }
 
 /// The least a durable webhook delivery must do around the plain loop's posts, as
-/// `../shared/limits` is the least a create must do: the consumer's eight senders and batches
+/// the limit is the least a create must do: the consumer's eight senders and batches
 /// of fifty, each batch's deliveries read from a SQLite file (WAL, `synchronous=FULL`) in one
 /// query, their bodies signed and posted with `open_posts` open at most in all, and each
 /// attempt appended to a narrow table in one commit a batch on the one writer. Nothing else:

@@ -1,5 +1,5 @@
 //! Deflates the OpenAPI document into the build: 330 KB of JSON that every API function's
-//! bootstrap would otherwise carry whole, about 16 KB deflated (BENCHMARKS.md).
+//! bootstrap would otherwise carry whole, about 16 KB deflated.
 //! `ops_api::openapi` inflates it at its first call.
 fn main() {
     println!("cargo::rerun-if-changed=openapi.json");

@@ -5,6 +5,7 @@ mod board_page;
 mod business_days;
 mod calendars;
 mod desk;
+mod documents;
 mod exceptions;
 mod fair_share;
 mod faults;

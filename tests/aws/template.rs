@@ -423,13 +423,13 @@ fn every_alarm_has_its_section_in_the_runbook() {
     }
 }
 
-/// The README's command that serves the API on a deployed stack sets every variable the
+/// The documented command that serves the API on a deployed stack sets every variable the
 /// settings require, each named by an output of the stack, and leaves the pipeline to the
 /// stack's functions.
 #[test]
-fn the_readmes_command_for_a_deployed_stack_sets_every_setting_from_the_outputs() {
-    let readme = std::fs::read_to_string(repository().join("README.md")).unwrap();
-    let command: String = readme
+fn the_documented_command_for_a_deployed_stack_sets_every_setting_from_the_outputs() {
+    let guide = std::fs::read_to_string(repository().join("docs/aws.md")).unwrap();
+    let command: String = guide
         .lines()
         .skip_while(|line| !line.starts_with("# against a deployed stack"))
         .take_while(|line| !line.starts_with("```"))
@@ -458,8 +458,8 @@ fn the_readmes_command_for_a_deployed_stack_sets_every_setting_from_the_outputs(
             "no {output} output for {name}"
         );
         assert!(
-            readme.contains(&format!("`{output}`")),
-            "the README does not name the {output} output"
+            guide.contains(&format!("`{output}`")),
+            "docs/aws.md does not name the {output} output"
         );
     }
 }

@@ -5,7 +5,7 @@
 //! Three REST calls (PutObject, GetObject, a presigned GetObject), signed by AWS's own SigV4
 //! signer (`aws-sigv4`) and sent with the service's HTTP client. The S3 SDK would add about a
 //! megabyte to every function's bootstrap for them: its client code, its endpoint rules and
-//! the CRC tables of its checksums (BENCHMARKS.md).
+//! the CRC tables of its checksums.
 
 use super::signed_calls::SignedCalls;
 use async_trait::async_trait;

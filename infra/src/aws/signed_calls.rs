@@ -2,7 +2,7 @@
 //! (`aws-sigv4`) and sent with the service's HTTP client, tried again after a server error,
 //! throttling or no answer. For services the functions make a handful of calls to (S3,
 //! EventBridge Scheduler), where the SDK's client would add its whole model to every
-//! function's bootstrap (BENCHMARKS.md).
+//! function's bootstrap.
 
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningInstructions, SigningSettings};

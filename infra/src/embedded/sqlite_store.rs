@@ -54,7 +54,8 @@ struct Readers {
 
 /// Read connections kept open when idle; more may be open while reads run side by side.
 const IDLE_READERS: usize = 16;
-/// A new file's page size: BENCHMARKS.md's local creates, one client (SQLite's default is 4096).
+/// A new file's page size: smaller pages made one client's creates quicker in `ops-bench limit`
+/// (SQLite's default is 4096).
 const PAGE_SIZE: i64 = 1024;
 /// The WAL's length at which a commit copies it into the file itself (a backstop: the
 /// checkpointer does it first; SQLite's default is 1,000 pages, inside whichever commit
@@ -64,7 +65,7 @@ const WAL_AUTOCHECKPOINT_PAGES: i64 = 20_000;
 /// hold, so that a WAL starting over writes into the blocks it has. Cut to less (it was
 /// 16 MiB), a WAL that grew past it again under a steady stream of commits had its file
 /// extended in a quarter of them at one client, and each such commit's sync wrote the file's
-/// inode as well (`ext4_write_inode` under `fdatasync`; BENCHMARKS.md, 2026-11-28 third).
+/// inode as well (`ext4_write_inode` under `fdatasync`, in a profile of one client's creates).
 const WAL_SIZE_LIMIT: i64 = 32 << 20;
 const _: () = assert!(WAL_AUTOCHECKPOINT_PAGES * (PAGE_SIZE + 24) < WAL_SIZE_LIMIT);
 /// Statements each connection keeps prepared: every write a changeset can hold and the
@@ -261,8 +262,7 @@ impl SqliteStore {
     ///
     /// The writer's connection is taken when it is free: its page cache holds the pages it
     /// committed, where a reader's cache is emptied by every commit it did not make, so a
-    /// request's first lookup after a commit reads its pages again (BENCHMARKS.md, 2026-11-28
-    /// fourth). When the writer is busy (a commit waiting for the disk), a reader does.
+    /// request's first lookup after a commit reads its pages again. When the writer is busy (a commit waiting for the disk), a reader does.
     fn look_up<T>(&self, work: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
         match self.connection.try_lock() {
             Ok(writer) => work(&writer),
