@@ -1,4 +1,5 @@
-//! API tests: every one starts the real local server (`spawn_app`) and speaks HTTP to it.
+//! API tests: nearly every one starts the real local server (`spawn_app`) and speaks HTTP to it;
+//! `in_process` calls the use cases on the service directly (`ops_tests::harness`).
 
 mod auth;
 mod board_page;
@@ -12,6 +13,7 @@ mod faults;
 mod files;
 mod four_eyes;
 mod idempotency;
+mod in_process;
 mod ledger;
 mod ledger_properties;
 mod openapi;

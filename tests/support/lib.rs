@@ -1,6 +1,8 @@
 //! `spawn_app()`: the real local server on a random port with a fresh data directory, and a
-//! small client for driving it over HTTP.
+//! small client for driving it over HTTP; `harness::Harness`: the service in process, for
+//! testing a use case without either.
 
+pub mod harness;
 pub mod receiver;
 pub mod requests;
 pub mod scenarios;
