@@ -152,6 +152,32 @@ impl Service {
         self.commit(changes).await
     }
 
+    /// Reads, decides and commits again while the commit loses a race with a concurrent
+    /// change, at most `attempts` times, then answers `busy()`. Each try reads afresh, so it
+    /// decides on what the winner wrote; a try that finds nothing to write answers at once.
+    pub(crate) async fn retry_on_conflict<T, Try>(
+        &self,
+        attempts: usize,
+        busy: impl FnOnce() -> Result<T, DomainError>,
+        mut attempt: impl FnMut() -> Try,
+    ) -> Result<T, DomainError>
+    where
+        Try: std::future::Future<Output = Result<(T, Changeset), DomainError>>,
+    {
+        for _ in 0..attempts {
+            let (value, changes) = attempt().await?;
+            if changes.writes.is_empty() {
+                return Ok(value);
+            }
+            match self.store.commit(changes).await {
+                Ok(()) => return Ok(value),
+                Err(StoreError::Conflict) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+        busy()
+    }
+
     /// Commits `changes`; a lost race with a concurrent change is a conflict to retry.
     pub(crate) async fn commit(&self, changes: Changeset) -> Result<(), DomainError> {
         self.store.commit(changes).await.map_err(|e| self.commit_error(e))

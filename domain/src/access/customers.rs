@@ -7,7 +7,7 @@ use crate::error::DomainError;
 use crate::event::Event;
 use crate::idempotency::Ticket;
 use crate::ids::{CustomerId, EventId};
-use crate::ports::{AuditEntry, Changeset, StoreError, Write};
+use crate::ports::{AuditEntry, Changeset, Write};
 use crate::service::{Page, Service};
 use crate::validate::{self, CreateCustomer};
 use std::collections::BTreeMap;
@@ -87,7 +87,14 @@ impl Service {
             collection_reserve,
             reason,
         } = command.validate()?;
-        for _ in 0..CUSTOMER_CHANGE_ATTEMPTS {
+        let (name, metadata, reason) = (&name, &metadata, &reason);
+        let busy = || {
+            Err(DomainError::invalid_state(
+                "conflict",
+                "The customer is changing too fast; retry.",
+            ))
+        };
+        self.retry_on_conflict(CUSTOMER_CHANGE_ATTEMPTS, busy, move || async move {
             let mut customer = self.visible_customer(principal, id, "id").await?;
             let mut changed = vec![];
             if let Some(name) = name.as_ref().filter(|name| **name != customer.name) {
@@ -120,7 +127,7 @@ impl Service {
                         CustomerStatus::Active => ("customer_reactivated", "reactivated"),
                     }
                 }
-                None if changed.is_empty() => return Ok(customer),
+                None if changed.is_empty() => return Ok((customer, Changeset::default())),
                 None => ("customer_updated", "updated"),
             };
             customer.version += 1;
@@ -147,16 +154,9 @@ impl Service {
             ));
             changes.push(Write::Event(event));
             changes.push(Write::UpdateCustomer(customer.clone()));
-            match self.store.commit(changes).await {
-                Ok(()) => return Ok(customer),
-                Err(StoreError::Conflict) => continue,
-                Err(other) => return Err(other.into()),
-            }
-        }
-        Err(DomainError::invalid_state(
-            "conflict",
-            "The customer is changing too fast; retry.",
-        ))
+            Ok((customer, changes))
+        })
+        .await
     }
 
     /// Who made a customer and renamed, suspended or reactivated it, when and why, oldest

@@ -267,18 +267,12 @@ impl Service {
     /// rotation does not outlive the leaked key. A rotation that lands first makes the changeset
     /// conflict; the chain is then read again, with the successor it planted.
     pub async fn revoke_api_key(&self, principal: &Principal, id: &ApiKeyId) -> Result<ApiKey, DomainError> {
-        for _ in 0..MAX_REVOKE_ATTEMPTS {
-            let (revoked, changes) = self.revocation(principal, id).await?;
-            if changes.writes.is_empty() {
-                return Ok(revoked);
-            }
-            match self.store.commit(changes).await {
-                Ok(()) => return Ok(revoked),
-                Err(StoreError::Conflict) => continue,
-                Err(other) => return Err(other.into()),
-            }
-        }
-        Err(self.commit_error(StoreError::Conflict))
+        self.retry_on_conflict(
+            MAX_REVOKE_ATTEMPTS,
+            || Err(self.commit_error(StoreError::Conflict)),
+            || self.revocation(principal, id),
+        )
+        .await
     }
 
     /// The key `id` as revoking it leaves it, and the changeset revoking it and its successors.

@@ -447,21 +447,22 @@ impl Service {
 
     /// Closes the open exceptions item about `subject_id`, if there is one.
     async fn close_exception(&self, subject_id: &str, cause: Cause) -> Result<(), DomainError> {
-        for _ in 0..CLOSE_ATTEMPTS {
-            let Some(mut item) = self.store.open_work_item(Queue::Exceptions, subject_id).await? else {
-                return Ok(());
-            };
-            item.apply(WorkItemTransition::Close(cause.clone()), self.now())?;
-            let mut changes = Changeset::default();
-            self.record_work_item(&mut changes, &item, "closed");
-            changes.push(Write::UpdateWorkItem(item));
-            match self.store.commit(changes).await {
-                Ok(()) => return Ok(()),
-                Err(StoreError::Conflict) => continue,
-                Err(other) => return Err(other.into()),
-            }
-        }
-        Err(StoreError::Conflict.into())
+        let cause = &cause;
+        self.retry_on_conflict(
+            CLOSE_ATTEMPTS,
+            || Err(StoreError::Conflict.into()),
+            move || async move {
+                let Some(mut item) = self.store.open_work_item(Queue::Exceptions, subject_id).await? else {
+                    return Ok(((), Changeset::default()));
+                };
+                item.apply(WorkItemTransition::Close(cause.clone()), self.now())?;
+                let mut changes = Changeset::default();
+                self.record_work_item(&mut changes, &item, "closed");
+                changes.push(Write::UpdateWorkItem(item));
+                Ok(((), changes))
+            },
+        )
+        .await
     }
 }
 

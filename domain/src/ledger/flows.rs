@@ -9,7 +9,7 @@ use crate::error::DomainError;
 use crate::ids::{AccountId, CustomerId, MovementId};
 use crate::money::Currency;
 use crate::operations::{Operation, OperationStatus, OperationTransition, OperationType};
-use crate::ports::{Changeset, StoreError};
+use crate::ports::Changeset;
 use crate::service::Service;
 use crate::transactions::{Transaction, TransactionStatus};
 use std::collections::HashMap;
@@ -411,15 +411,22 @@ impl Service {
     /// one read again decides.
     pub(crate) async fn release_collection_reserve(&self, collection: &Transaction) -> Result<(), DomainError> {
         let credit_id = MovementId::of_item(&collection.item_id);
-        for _ in 0..RESERVE_RELEASE_ATTEMPTS {
-            let credit = self.store.movement(&credit_id).await?;
+        let credit_id = &credit_id;
+        let busy = || {
+            Err(DomainError::invalid_state(
+                "conflict",
+                "The collection's credit is changing too fast; the next return check tries again.",
+            ))
+        };
+        self.retry_on_conflict(RESERVE_RELEASE_ATTEMPTS, busy, move || async move {
+            let credit = self.store.movement(credit_id).await?;
             let Some(mut credit) = credit.filter(|c| c.status == MovementStatus::Pending) else {
-                return Ok(());
+                return Ok(((), Changeset::default()));
             };
             // The check's own inquiry may have just recorded a return.
             let now_confirmed = self.store.transaction(&collection.id).await?;
             if now_confirmed.is_none_or(|t| t.status != TransactionStatus::Confirmed) {
-                return Ok(());
+                return Ok(((), Changeset::default()));
             }
             let cause = Cause::new(
                 "collection_reserve_released",
@@ -432,15 +439,9 @@ impl Service {
             posting.settle(credit);
             let mut changes = Changeset::default();
             posting.write_to(&mut changes, &*self.ids, self.environment);
-            match self.store.commit(changes).await {
-                Err(StoreError::Conflict) => continue,
-                done => return done.map_err(DomainError::from),
-            }
-        }
-        Err(DomainError::invalid_state(
-            "conflict",
-            "The collection's credit is changing too fast; the next return check tries again.",
-        ))
+            Ok(((), changes))
+        })
+        .await
     }
 }
 

@@ -9,7 +9,7 @@ use crate::event::Event;
 use crate::idempotency::Ticket;
 use crate::ids::{AccountId, CustomerId, EventId, MovementId};
 use crate::money::{Amount, Currency};
-use crate::ports::{AuditEntry, Changeset, StoreError, Write};
+use crate::ports::{AuditEntry, Changeset, Write};
 use crate::service::{customer_scope, Page, Service};
 use crate::validate;
 use serde::Deserialize;
@@ -184,23 +184,24 @@ impl Service {
         currency: &Currency,
     ) -> Result<Account, DomainError> {
         let holder = holder_key(kind, None, rail);
-        for _ in 0..2 {
-            if let Some(account) = self.store.account_of(&holder, currency).await? {
-                return Ok(account);
+        let holder = &holder;
+        let busy = || {
+            Err(DomainError::invalid_state(
+                "conflict",
+                "The platform account is being opened; retry.",
+            ))
+        };
+        // A conflict is a concurrent first use that opened it: the next try reads it.
+        self.retry_on_conflict(2, busy, move || async move {
+            if let Some(account) = self.store.account_of(holder, currency).await? {
+                return Ok((account, Changeset::default()));
             }
             let cause = Cause::new("account_opened", "Opened on first use", Actor::system(), self.now());
             let account = self.new_account(kind, None, rail.map(Into::into), currency.clone(), None);
-            match self.store.commit(self.account_opening(&account, cause)).await {
-                Ok(()) => return Ok(account),
-                // Opened by a concurrent first use: read it.
-                Err(StoreError::Conflict) => continue,
-                Err(other) => return Err(other.into()),
-            }
-        }
-        Err(DomainError::invalid_state(
-            "conflict",
-            "The platform account is being opened; retry.",
-        ))
+            let changes = self.account_opening(&account, cause);
+            Ok((account, changes))
+        })
+        .await
     }
 
     async fn visible_account(&self, principal: &Principal, id: &AccountId) -> Result<Account, DomainError> {

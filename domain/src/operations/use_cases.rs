@@ -423,7 +423,14 @@ impl Service {
     where
         F: Fn(&mut Operation, OffsetDateTime) -> Result<Option<StatusChange>, DomainError>,
     {
-        for _ in 0..MAX_ATTEMPTS {
+        let change = &change;
+        let busy = || {
+            Err(DomainError::invalid_state(
+                "conflict",
+                "The operation is changing too fast; retry.",
+            ))
+        };
+        self.retry_on_conflict(MAX_ATTEMPTS, busy, move || async move {
             let mut operation = self.visible_operation(principal, id).await?;
             let previous = operation.status;
             let now = self.now();
@@ -469,15 +476,8 @@ impl Service {
                 }
             }
             changes.push(Write::UpdateOperation(operation.clone()));
-            match self.store.commit(changes).await {
-                Ok(()) => return Ok(operation),
-                Err(StoreError::Conflict) => continue,
-                Err(other) => return Err(other.into()),
-            }
-        }
-        Err(DomainError::invalid_state(
-            "conflict",
-            "The operation is changing too fast; retry.",
-        ))
+            Ok((operation, changes))
+        })
+        .await
     }
 }

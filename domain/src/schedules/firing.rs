@@ -344,39 +344,40 @@ impl Service {
         let (Some(schedule_id), Some(occurrence_at)) = (&operation.schedule_id, operation.occurrence_at) else {
             return Ok(Handled::Done);
         };
-        for _ in 0..MAX_ATTEMPTS {
-            let Some(schedule) = self.store.schedule(schedule_id).await? else {
-                return Ok(Handled::Done);
-            };
-            if !schedule.pause_on_failure || schedule.status != ScheduleStatus::Active {
-                return Ok(Handled::Done);
-            }
-            let now = self.now();
-            let cause = Cause::new(
-                "paused_on_failure",
-                format!(
-                    "Operation {} of the occurrence of {} is {}",
-                    operation.id,
-                    rfc3339(occurrence_at),
-                    operation.status.as_str()
-                ),
-                schedule_actor(&schedule.id),
-                now,
-            );
-            let mut paused = schedule.clone();
-            paused.status = ScheduleStatus::Paused;
-            paused.next_run_at = None;
-            paused.next_occurrence_at = None;
-            let mut changes = Changeset::default();
-            self.occurrence_operation_failed(&mut changes, &schedule, occurrence_at, cause.clone());
-            self.record_schedule_change(&mut changes, &mut paused, schedule.status, "paused", cause, now);
-            match self.store.commit(changes).await {
-                Ok(()) => return Ok(Handled::Done),
-                Err(StoreError::Conflict) => continue,
-                Err(other) => return Err(other.into()),
-            }
-        }
-        Ok(Handled::Later)
+        let operation = &operation;
+        self.retry_on_conflict(
+            MAX_ATTEMPTS,
+            || Ok(Handled::Later),
+            move || async move {
+                let Some(schedule) = self.store.schedule(schedule_id).await? else {
+                    return Ok((Handled::Done, Changeset::default()));
+                };
+                if !schedule.pause_on_failure || schedule.status != ScheduleStatus::Active {
+                    return Ok((Handled::Done, Changeset::default()));
+                }
+                let now = self.now();
+                let cause = Cause::new(
+                    "paused_on_failure",
+                    format!(
+                        "Operation {} of the occurrence of {} is {}",
+                        operation.id,
+                        rfc3339(occurrence_at),
+                        operation.status.as_str()
+                    ),
+                    schedule_actor(&schedule.id),
+                    now,
+                );
+                let mut paused = schedule.clone();
+                paused.status = ScheduleStatus::Paused;
+                paused.next_run_at = None;
+                paused.next_occurrence_at = None;
+                let mut changes = Changeset::default();
+                self.occurrence_operation_failed(&mut changes, &schedule, occurrence_at, cause.clone());
+                self.record_schedule_change(&mut changes, &mut paused, schedule.status, "paused", cause, now);
+                Ok((Handled::Done, changes))
+            },
+        )
+        .await
     }
 
     // ---- the cloud's timer --------------------------------------------------------------

@@ -11,7 +11,7 @@ use crate::error::DomainError;
 use crate::event::Event;
 use crate::idempotency::Ticket;
 use crate::ids::{CustomerId, EventId, ScheduleId};
-use crate::ports::{AuditEntry, Changeset, StoreError, Write};
+use crate::ports::{AuditEntry, Changeset, Write};
 use crate::service::{customer_scope, Page, Service};
 use crate::validate::{self, CreateOperation};
 use serde::Deserialize;
@@ -454,23 +454,23 @@ impl Service {
         F: Fn(&mut Schedule, OffsetDateTime) -> Result<Cause, DomainError>,
     {
         principal.require(Scope::OperationsWrite)?;
-        for _ in 0..MAX_ATTEMPTS {
+        let apply = &apply;
+        let busy = || {
+            Err(DomainError::invalid_state(
+                "conflict",
+                "The schedule is changing too fast; retry.",
+            ))
+        };
+        self.retry_on_conflict(MAX_ATTEMPTS, busy, move || async move {
             let mut schedule = self.visible_schedule(principal, id).await?;
             let from = schedule.status;
             let now = self.now();
             let cause = apply(&mut schedule, now)?;
             let mut changes = Changeset::default();
             self.record_schedule_change(&mut changes, &mut schedule, from, change, cause, now);
-            match self.store.commit(changes).await {
-                Ok(()) => return Ok(schedule),
-                Err(StoreError::Conflict) => continue,
-                Err(other) => return Err(other.into()),
-            }
-        }
-        Err(DomainError::invalid_state(
-            "conflict",
-            "The schedule is changing too fast; retry.",
-        ))
+            Ok((schedule, changes))
+        })
+        .await
     }
 
     /// The calendar a schedule's business-day rule reads: refused by field when the rule

@@ -155,35 +155,35 @@ impl Service {
             OffsetDateTime,
         ) -> Result<Option<Option<(TransactionStatus, TransactionStatus, Cause)>>, DomainError>,
     {
-        for _ in 0..5 {
-            let mut transaction = match copy.take() {
-                Some(copy) => copy,
-                None => self
-                    .store
-                    .transaction(id)
-                    .await?
-                    .ok_or_else(|| DomainError::not_found("transaction", id))?,
-            };
-            let now = self.now();
-            let Some(status_change) = change(&mut transaction, now)? else {
-                return Ok(None);
-            };
-            transaction.version += 1;
-            transaction.updated_at = now;
-            match self
-                .store
-                .commit(self.transaction_changes(&transaction, status_change).await?)
-                .await
-            {
-                Ok(()) => return Ok(Some(transaction)),
-                Err(StoreError::Conflict) => continue,
-                Err(other) => return Err(other.into()),
+        let change = &change;
+        let busy = || {
+            Err(DomainError::invalid_state(
+                "conflict",
+                "The transaction is changing too fast; retry.",
+            ))
+        };
+        self.retry_on_conflict(5, busy, move || {
+            let copy = copy.take();
+            async move {
+                let mut transaction = match copy {
+                    Some(copy) => copy,
+                    None => self
+                        .store
+                        .transaction(id)
+                        .await?
+                        .ok_or_else(|| DomainError::not_found("transaction", id))?,
+                };
+                let now = self.now();
+                let Some(status_change) = change(&mut transaction, now)? else {
+                    return Ok((None, Changeset::default()));
+                };
+                transaction.version += 1;
+                transaction.updated_at = now;
+                let changes = self.transaction_changes(&transaction, status_change).await?;
+                Ok((Some(transaction), changes))
             }
-        }
-        Err(DomainError::invalid_state(
-            "conflict",
-            "The transaction is changing too fast; retry.",
-        ))
+        })
+        .await
     }
 
     // ---- stream → transition ------------------------------------------------------------

@@ -356,30 +356,30 @@ impl Service {
         principal: &Principal,
         id: &WebhookEndpointId,
     ) -> Result<WebhookEndpoint, DomainError> {
-        for _ in 0..ROSTER_ATTEMPTS {
-            let mut endpoint = self.visible_endpoint(principal, id).await?;
-            let roster = self.roster_of(endpoint.customer_id.as_ref()).await?;
-            endpoint.status = EndpointStatus::Deleted;
-            endpoint.version += 1;
-            let cause = Cause::new(
-                "webhook_endpoint_deleted",
-                "Webhook endpoint deleted",
-                principal.actor(),
-                self.now(),
-            );
-            let mut changes = endpoint_changes(&endpoint, "deleted", cause);
-            changes.push(Write::PutEndpointRoster(roster.moved_by(-1)));
-            match self.store.commit(changes).await {
-                Ok(()) => {
-                    // A deleted endpoint is sent nothing, so nothing signs with its secrets.
-                    self.forget_secrets(&endpoint.secrets).await;
-                    return Ok(endpoint);
-                }
-                Err(StoreError::Conflict) => continue,
-                Err(other) => return Err(self.commit_error(other)),
-            }
-        }
-        Err(roster_busy())
+        let deleted = self
+            .retry_on_conflict(
+                ROSTER_ATTEMPTS,
+                || Err(roster_busy()),
+                move || async move {
+                    let mut endpoint = self.visible_endpoint(principal, id).await?;
+                    let roster = self.roster_of(endpoint.customer_id.as_ref()).await?;
+                    endpoint.status = EndpointStatus::Deleted;
+                    endpoint.version += 1;
+                    let cause = Cause::new(
+                        "webhook_endpoint_deleted",
+                        "Webhook endpoint deleted",
+                        principal.actor(),
+                        self.now(),
+                    );
+                    let mut changes = endpoint_changes(&endpoint, "deleted", cause);
+                    changes.push(Write::PutEndpointRoster(roster.moved_by(-1)));
+                    Ok((endpoint, changes))
+                },
+            )
+            .await?;
+        // A deleted endpoint is sent nothing, so nothing signs with its secrets.
+        self.forget_secrets(&deleted.secrets).await;
+        Ok(deleted)
     }
 
     /// A new URL or event types for an endpoint, its secrets kept. Deliveries still to be

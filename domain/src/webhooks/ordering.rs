@@ -253,24 +253,24 @@ impl Service {
         operation_id: &OperationId,
         change: impl Fn(&mut DeliveryLine) -> bool,
     ) -> Result<DeliveryLine, DomainError> {
-        for _ in 0..LINE_ATTEMPTS {
+        let change = &change;
+        let busy = || {
+            Err(StoreError::unavailable(format!(
+                "the delivery line of {operation_id} at {endpoint_id} kept changing"
+            ))
+            .into())
+        };
+        self.retry_on_conflict(LINE_ATTEMPTS, busy, move || async move {
             let mut line = self.line(endpoint_id, operation_id).await?;
             if !change(&mut line) {
-                return Ok(line);
+                return Ok((line, Changeset::default()));
             }
             line.version += 1;
             let mut changes = Changeset::default();
             changes.push(Write::PutDeliveryLine(line.clone()));
-            match self.store.commit(changes).await {
-                Ok(()) => return Ok(line),
-                Err(StoreError::Conflict) => continue,
-                Err(other) => return Err(other.into()),
-            }
-        }
-        Err(StoreError::unavailable(format!(
-            "the delivery line of {operation_id} at {endpoint_id} kept changing"
-        ))
-        .into())
+            Ok((line, changes))
+        })
+        .await
     }
 }
 
