@@ -20,7 +20,7 @@ pub(crate) async fn aws_round_trips() -> ops_runtime::deployment::Settings {
         .expect("stack");
     let clock = Arc::new(ops_tests::TestClock::default());
     let (service, parts) = settings.service_with(&config, clock.clone()).await.expect("service");
-    parts.store.count_index_entries_exactly();
+    parts.store.meter().count_index_entries_exactly();
     let stack_settings = settings.clone();
     let service = Arc::new(service);
     service.bootstrap_admin_key(ADMIN_KEY).await.unwrap();
@@ -34,13 +34,13 @@ pub(crate) async fn aws_round_trips() -> ops_runtime::deployment::Settings {
     let mut setup = Steps::default();
     settle(&driver, &clock, &parts.store, &mut setup).await;
     let (requests, (transactions, items), puts, units, sqs) = (
-        parts.store.requests(),
-        parts.store.transactions(),
-        parts.store.single_writes(),
-        parts.store.write_units(),
+        parts.store.meter().requests(),
+        parts.store.meter().transactions(),
+        parts.store.meter().single_writes(),
+        parts.store.meter().write_units(),
         parts.queue.requests(),
     );
-    let units_by_kind = parts.store.write_units_by_kind();
+    let units_by_kind = parts.store.meter().write_units_by_kind();
     let lifecycles = 20u64;
     let mut steps = Steps::default();
     let mut ids = vec![];
@@ -65,13 +65,13 @@ pub(crate) async fn aws_round_trips() -> ops_runtime::deployment::Settings {
     }
     settle(&driver, &clock, &parts.store, &mut steps).await;
     let per = |n: u64| n as f64 / lifecycles as f64;
-    let dynamo = per(parts.store.requests() - requests - steps.schedule_queries);
+    let dynamo = per(parts.store.meter().requests() - requests - steps.schedule_queries);
     let (tx, written) = (
-        per(parts.store.transactions().0 - transactions),
-        per(parts.store.transactions().1 - items),
+        per(parts.store.meter().transactions().0 - transactions),
+        per(parts.store.meter().transactions().1 - items),
     );
-    let single = per(parts.store.single_writes() - puts);
-    let write_units = per(parts.store.write_units() - units);
+    let single = per(parts.store.meter().single_writes() - puts);
+    let write_units = per(parts.store.meter().write_units() - units);
     let queue = per(parts.queue.requests() - sqs);
     for id in &ids {
         assert_eq!(
@@ -101,7 +101,7 @@ pub(crate) async fn aws_round_trips() -> ops_runtime::deployment::Settings {
     println!();
     println!("| item written (its `entity`) | write units per payout lifecycle |");
     println!("|---|---|");
-    for (kind, total) in parts.store.write_units_by_kind() {
+    for (kind, total) in parts.store.meter().write_units_by_kind() {
         let spent = total - units_by_kind.get(&kind).copied().unwrap_or(0);
         if spent > 0 {
             println!("| {kind} | {:.1} |", per(spent));
@@ -150,23 +150,23 @@ pub(crate) async fn aws_round_trips() -> ops_runtime::deployment::Settings {
             join_all(chunk.iter().map(|_| create())).await;
         }
         stored = target;
-        let per_request = |before: u64| (parts.store.requests() - before) as f64 / 10.0;
-        let before = parts.store.requests();
+        let per_request = |before: u64| (parts.store.meter().requests() - before) as f64 / 10.0;
+        let before = parts.store.meter().requests();
         for _ in 0..10 {
             api.get(&format!("/v1/operations/{}", ids[0]), &customer.key).await;
         }
         let get = per_request(before);
-        let before = parts.store.requests();
+        let before = parts.store.meter().requests();
         for _ in 0..10 {
             api.get(LIST_ALL, &customer.key).await;
         }
         let list = per_request(before);
-        let before = parts.store.requests();
+        let before = parts.store.meter().requests();
         for _ in 0..10 {
             api.get(LIST_NONE, &customer.key).await;
         }
         let rare = per_request(before);
-        let before = parts.store.requests();
+        let before = parts.store.meter().requests();
         for _ in 0..10 {
             create().await;
         }
@@ -179,7 +179,7 @@ pub(crate) async fn aws_round_trips() -> ops_runtime::deployment::Settings {
             let desk = ops_runtime::driver::Trigger::Stream(ops_runtime::driver::StreamConsumer::Desk);
             while driver.round(desk).await.expect("desk round") > 0 {}
         }
-        let before = parts.store.requests();
+        let before = parts.store.meter().requests();
         for _ in 0..10 {
             let answer = api.get("/v1/board", &customer.key).await;
             assert!(answer.json()["pending_approval"]["count"].as_i64() >= Some(200));
@@ -306,16 +306,16 @@ async fn platform_board_by_customers(api: &Api, store: &ops_infra::aws::DynamoSt
             }
         }
         customers = target;
-        let (requests, bytes) = (store.requests(), store.queried_bytes());
+        let (requests, bytes) = (store.meter().requests(), store.meter().queried_bytes());
         for _ in 0..10 {
             let answer = api.get("/v1/board", ADMIN_KEY).await;
             assert!(answer.json()["pending_approval"]["count"].as_i64() >= Some(target as i64));
         }
         let per_read = |n: u64| n as f64 / 10.0;
-        let kb = per_read(store.queried_bytes() - bytes) / 1024.0;
+        let kb = per_read(store.meter().queried_bytes() - bytes) / 1024.0;
         println!(
             "| {target} | {:.1} | {kb:.1} | {:.1} |",
-            per_read(store.requests() - requests),
+            per_read(store.meter().requests() - requests),
             kb / 4.0 / 2.0
         );
     }

@@ -83,7 +83,7 @@ async fn ledger_requests() {
     settings.rate_limit = 0;
     let clock = Arc::new(ops_tests::TestClock::default());
     let (service, parts) = settings.service_with(&config, clock).await.expect("service");
-    parts.store.count_index_entries_exactly();
+    parts.store.meter().count_index_entries_exactly();
     let service = Arc::new(service);
     service.bootstrap_admin_key(ADMIN_KEY).await.unwrap();
     let api = crate::serve(service).await;
@@ -101,7 +101,7 @@ async fn ledger_requests() {
         // The first create of each opens nothing new; measure the next ten.
         api.post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[1_000]))
             .await;
-        let (requests, units) = (parts.store.requests(), parts.store.write_units());
+        let (requests, units) = (parts.store.meter().requests(), parts.store.meter().write_units());
         for _ in 0..10 {
             let made = api
                 .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[1_000]))
@@ -110,8 +110,8 @@ async fn ledger_requests() {
         }
         println!(
             "| {label} | {:.1} | {:.1} |",
-            (parts.store.requests() - requests) as f64 / 10.0,
-            (parts.store.write_units() - units) as f64 / 10.0
+            (parts.store.meter().requests() - requests) as f64 / 10.0,
+            (parts.store.meter().write_units() - units) as f64 / 10.0
         );
     }
 }

@@ -222,9 +222,9 @@ async fn dynamo_filtered_lists_read_a_bounded_stretch_a_page() {
     for (customer, partitions) in [(Some("cus_t"), 1), (None, u64::from(ops_infra::aws::SHARDS))] {
         let store = &store;
         conformance::store::page_through(|after| async move {
-            let before = store.requests();
+            let before = store.meter().requests();
             let page = conformance::store::collections_after(store, customer, after).await;
-            assert!(store.requests() - before <= partitions + 1, "{customer:?}");
+            assert!(store.meter().requests() - before <= partitions + 1, "{customer:?}");
             page
         })
         .await;
@@ -264,9 +264,9 @@ async fn dynamo_reads_a_batch_of_sends_in_two_requests() {
     }
     store.commit(Changeset { writes }).await.unwrap();
     ids.push(ids[0].clone());
-    let before = store.requests();
+    let before = store.meter().requests();
     let found = store.deliveries_to_send(&ids).await.unwrap();
-    assert_eq!(store.requests() - before, 2);
+    assert_eq!(store.meter().requests() - before, 2);
     assert_eq!(found.len(), 6);
     for (delivery, body) in found {
         let event = store.event(&delivery.event_id).await.unwrap().unwrap();
@@ -307,11 +307,11 @@ async fn dynamo_lists_read_only_what_they_return() {
     let listed = |query: OperationQuery| {
         let store = &store;
         async move {
-            let before = store.requests();
+            let before = store.meter().requests();
             let found = store.operations(&query).await.unwrap();
             (
                 found.items.into_iter().map(|o| o.id.to_string()).collect::<Vec<_>>(),
-                store.requests() - before,
+                store.meter().requests() - before,
             )
         }
     };
@@ -338,8 +338,15 @@ async fn dynamo_lists_read_only_what_they_return() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dynamo_writes_an_index_entry_only_where_a_write_changes_it() {
     let store = dynamo_store("index-entries").await;
-    store.count_index_entries_exactly();
-    let units = |store: &DynamoStore| store.write_units_by_kind().get("operation").copied().unwrap_or(0);
+    store.meter().count_index_entries_exactly();
+    let units = |store: &DynamoStore| {
+        store
+            .meter()
+            .write_units_by_kind()
+            .get("operation")
+            .copied()
+            .unwrap_or(0)
+    };
     let mut op = conformance::store::operation("op_ix", "cus_ix", OperationStatus::PendingApproval);
     let commit = |write: Write| {
         let store = &store;
@@ -381,14 +388,14 @@ async fn dynamo_writes_a_change_of_one_entity_with_its_events_outside_a_transact
     use ops_domain::ports::AuditEntry;
     use ops_domain::webhooks::WebhookStore;
     let store = dynamo_store("outbox").await;
-    store.count_index_entries_exactly();
+    store.meter().count_index_entries_exactly();
     let op = conformance::store::operation("op_ob", "cus_ob", OperationStatus::PendingApproval);
     let entry = AuditEntry::new("operation", &op.id, "created", op.cause.clone())
         .moving(None, op.status.as_str())
         .of_operation(&op.id);
     let event = Event::of_operation("evt_ob1".into(), "created", &op);
-    let (transactions, _) = store.transactions();
-    let units = store.write_units();
+    let (transactions, _) = store.meter().transactions();
+    let units = store.meter().write_units();
     let changes = Changeset {
         writes: vec![
             Write::Audit(entry.clone()),
@@ -397,9 +404,9 @@ async fn dynamo_writes_a_change_of_one_entity_with_its_events_outside_a_transact
         ],
     };
     store.commit(changes).await.unwrap();
-    assert_eq!(store.transactions().0, transactions, "no transaction");
+    assert_eq!(store.meter().transactions().0, transactions, "no transaction");
     assert_eq!(
-        store.write_units() - units,
+        store.meter().write_units() - units,
         (1 + 4) + (1 + 1) + 1,
         "the operation and its four index entries, the event (the platform's list) and its customer's entry, the audit entry: one unit each"
     );
@@ -420,7 +427,11 @@ async fn dynamo_writes_a_change_of_one_entity_with_its_events_outside_a_transact
         writes: vec![Write::Event(stale.clone()), Write::InsertOperation(other.clone())],
     };
     store.commit(changes).await.unwrap();
-    assert_eq!(store.transactions().0, transactions + 1, "one transaction, as before");
+    assert_eq!(
+        store.meter().transactions().0,
+        transactions + 1,
+        "one transaction, as before"
+    );
     assert_eq!(store.event(&stale.id).await.unwrap(), Some(stale));
 }
 
@@ -432,7 +443,7 @@ async fn dynamo_writes_a_change_of_one_entity_with_its_events_outside_a_transact
 async fn dynamo_commits_a_batchs_moves_in_one_transaction() {
     use ops_domain::desk::board::{BoardEntry, BoardMove, Column};
     let store = dynamo_store("merged").await;
-    store.count_index_entries_exactly();
+    store.meter().count_index_entries_exactly();
     let moves: Vec<Changeset> = (0..8u64)
         .map(|n| Changeset {
             writes: vec![Write::MoveOnBoard(BoardMove {
@@ -450,12 +461,12 @@ async fn dynamo_commits_a_batchs_moves_in_one_transaction() {
             })],
         })
         .collect();
-    let (transactions, items) = store.transactions();
-    let units = store.write_units();
+    let (transactions, items) = store.meter().transactions();
+    let units = store.meter().write_units();
     let outcomes = store.commit_derived_each(moves).await;
     assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
-    assert_eq!(store.transactions(), (transactions + 1, items + 10));
-    assert_eq!(store.write_units() - units, 2 * (8 + 2));
+    assert_eq!(store.meter().transactions(), (transactions + 1, items + 10));
+    assert_eq!(store.meter().write_units() - units, 2 * (8 + 2));
 }
 
 /// Keys and users stored before they had versions (no `version` attribute, none in their

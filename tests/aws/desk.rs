@@ -324,13 +324,13 @@ async fn a_desk_wave_that_fails_is_taken_again_and_every_change_counts_once() {
     };
     let desk = Trigger::Stream(StreamConsumer::Desk);
 
-    app.parts.store.fail_derived_commits_after(1);
+    app.parts.store.faults().fail_derived_commits_after(1);
     app.driver.round(desk).await.expect("the desk's round");
     // The first wave is in: the board shows both operations waiting for approval, not yet the
     // approval (an approvals item opens only for an operation still waiting when planned).
     assert_eq!(board_now().await, (Some(2), Some("3000".to_owned()), Some(1)));
 
-    app.parts.store.fail_derived_commits_after(usize::MAX);
+    app.parts.store.faults().fail_derived_commits_after(usize::MAX);
     while app.driver.round(desk).await.expect("the desk's round") > 0 {}
     assert_eq!(board_now().await, (Some(1), Some("2000".to_owned()), Some(1)));
     // Taken once more from the start, the stream changes nothing.

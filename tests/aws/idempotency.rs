@@ -27,7 +27,7 @@ async fn a_create_whose_writer_dies_after_its_key_holds_the_key_until_its_lock_p
     let customer = app.create_customer().await;
     let body = payout(&customer.id, "auto", &[2_500]);
 
-    app.parts.store.after_key_record(AfterKeyRecord::Die);
+    app.parts.store.faults().after_key_record(AfterKeyRecord::Die);
     let died = app
         .post_keyed("/v1/operations", &customer.key, "dies-midway", &body)
         .await;
@@ -39,7 +39,7 @@ async fn a_create_whose_writer_dies_after_its_key_holds_the_key_until_its_lock_p
         message.contains("Retry with the same Idempotency-Key") && message.contains("in use"),
         "{message}"
     );
-    app.parts.store.after_key_record(AfterKeyRecord::GoOn);
+    app.parts.store.faults().after_key_record(AfterKeyRecord::GoOn);
 
     let retried = app
         .post_keyed("/v1/operations", &customer.key, "dies-midway", &body)
@@ -90,16 +90,22 @@ async fn a_create_stalled_past_its_deadline_after_its_key_never_writes_its_opera
     let customer = app.create_customer().await;
     let body = payout(&customer.id, "auto", &[3_100]);
     let store = &app.parts.store;
-    store.shorten_entity_deadline(std::time::Duration::from_millis(1_500));
+    store
+        .faults()
+        .shorten_entity_deadline(std::time::Duration::from_millis(1_500));
 
-    store.after_key_record(AfterKeyRecord::Stall(std::time::Duration::from_millis(100)));
+    store
+        .faults()
+        .after_key_record(AfterKeyRecord::Stall(std::time::Duration::from_millis(100)));
     let slow = app.post_keyed("/v1/operations", &customer.key, "slow", &body).await;
     assert_eq!(slow.status.as_u16(), 201, "{}", slow.json());
 
-    store.after_key_record(AfterKeyRecord::Stall(std::time::Duration::from_millis(2_500)));
+    store
+        .faults()
+        .after_key_record(AfterKeyRecord::Stall(std::time::Duration::from_millis(2_500)));
     let stalled = app.post_keyed("/v1/operations", &customer.key, "stalled", &body).await;
     assert_eq!(stalled.error(500)["code"], "internal_error");
-    store.after_key_record(AfterKeyRecord::GoOn);
+    store.faults().after_key_record(AfterKeyRecord::GoOn);
     // Past the end of the stall: had the writer gone on, its operation would be there now.
     tokio::time::sleep(std::time::Duration::from_millis(2_000)).await;
     assert_eq!(operations_of(&app, &customer.key).await, [slow.id()]);

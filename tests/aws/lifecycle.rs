@@ -309,7 +309,7 @@ async fn a_payout_completes_when_every_writer_dies_after_its_entity() {
         let approver = app
             .add_member(&customer, &["approver"], &["operations:approve", "operations:read"])
             .await;
-        app.parts.store.crash_after_entity_writes(keep);
+        app.parts.store.faults().crash_after_entity_writes(keep);
         let id = app
             .post(
                 "/v1/operations",

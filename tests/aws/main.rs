@@ -93,7 +93,7 @@ pub async fn spawn_aws_app() -> AwsApp {
         .service_with(&config, clock.clone())
         .await
         .expect("service on AWS adapters");
-    parts.store.count_index_entries_exactly();
+    parts.store.meter().count_index_entries_exactly();
     let metrics = Written::default();
     service.metrics = Arc::new(ops_infra::aws::EmfMetrics::new("test", Box::new(metrics.clone())));
     let service = Arc::new(service);

@@ -48,7 +48,7 @@ async fn a_read_writes_nothing_and_is_limited_where_it_runs_while_changes_share_
 
     start_of_a_second().await;
     assert_eq!(admitted(&reader, &customer.key, RequestKind::Read, 5).await, 3);
-    assert_eq!(reader_parts.store.write_units(), 0, "a read wrote");
+    assert_eq!(reader_parts.store.meter().write_units(), 0, "a read wrote");
     assert_eq!(
         admitted(&other, &customer.key, RequestKind::Read, 2).await,
         2,
@@ -59,5 +59,5 @@ async fn a_read_writes_nothing_and_is_limited_where_it_runs_while_changes_share_
     let changes = admitted(&reader, &customer.key, RequestKind::Change, 2).await
         + admitted(&other, &customer.key, RequestKind::Change, 2).await;
     assert_eq!(changes, 3, "the functions' changes share one count");
-    assert!(reader_parts.store.write_units() > 0 && other_parts.store.write_units() > 0);
+    assert!(reader_parts.store.meter().write_units() > 0 && other_parts.store.meter().write_units() > 0);
 }

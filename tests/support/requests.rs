@@ -40,8 +40,8 @@ pub struct Counted {
 
 fn counted(store: &DynamoStore) -> Counted {
     Counted {
-        requests: store.requests() - store.poll_queries(),
-        writes: store.transactions().0 + store.single_writes(),
+        requests: store.meter().requests() - store.meter().poll_queries(),
+        writes: store.meter().transactions().0 + store.meter().single_writes(),
         rounds: 0,
     }
 }
@@ -62,10 +62,10 @@ impl Steps {
         store: &DynamoStore,
         work: impl std::future::Future<Output = T>,
     ) -> T {
-        let (before, polled) = (counted(store), store.poll_queries());
+        let (before, polled) = (counted(store), store.meter().poll_queries());
         let answer = work.await;
         let after = counted(store);
-        self.schedule_queries += store.poll_queries() - polled;
+        self.schedule_queries += store.meter().poll_queries() - polled;
         let entry = match self.counted.iter().position(|(name, _)| *name == step) {
             Some(at) => &mut self.counted[at].1,
             None => {
@@ -128,9 +128,9 @@ pub struct WriteUnitsSince {
 impl WriteUnitsSince {
     pub fn now(store: &DynamoStore) -> WriteUnitsSince {
         WriteUnitsSince {
-            units: store.write_units(),
-            conflicted: store.conflicted_write_units(),
-            by_kind: store.write_units_by_kind(),
+            units: store.meter().write_units(),
+            conflicted: store.meter().conflicted_write_units(),
+            by_kind: store.meter().write_units_by_kind(),
         }
     }
 
@@ -142,8 +142,9 @@ impl WriteUnitsSince {
         payouts: usize,
     ) -> (f64, f64, std::collections::BTreeMap<String, f64>) {
         let per = |n: u64| n as f64 / payouts as f64;
-        let conflicted = store.conflicted_write_units() - self.conflicted;
+        let conflicted = store.meter().conflicted_write_units() - self.conflicted;
         let by_kind = store
+            .meter()
             .write_units_by_kind()
             .into_iter()
             .map(|(kind, total)| {
@@ -153,7 +154,7 @@ impl WriteUnitsSince {
             .filter(|(_, units)| *units > 0.0)
             .collect();
         (
-            per(store.write_units() - self.units - conflicted),
+            per(store.meter().write_units() - self.units - conflicted),
             per(conflicted),
             by_kind,
         )

@@ -73,9 +73,11 @@
 //! domain's store ports on them, and [`units`] counts what writes cost for the benchmark.
 
 mod desk;
+mod faults;
 mod idempotency;
 mod key_first;
 mod merged;
+mod meter;
 mod outbox;
 mod ports;
 mod reads;
@@ -83,8 +85,10 @@ mod units;
 mod writes;
 
 use desk::{AMOUNT_PREFIX, COUNT_PREFIX};
+pub use faults::Faults;
 use idempotency::stored_response;
 pub use key_first::AfterKeyRecord;
+pub use meter::Meter;
 pub use outbox::OutboxRecord;
 use reads::{each_partition, Filter, Partition};
 use units::{attribute_bytes, kind_of};
@@ -106,7 +110,7 @@ use ops_domain::ports::{Changeset, Commit, StoreError, Write};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// DynamoDB takes at most 100 writes in one transaction.
@@ -119,37 +123,10 @@ pub struct DynamoStore {
     client: Client,
     table: String,
     sort_keys: Arc<UlidGenerator>,
-    /// Requests sent, for the benchmark's round-trip count.
-    requests: Arc<AtomicU64>,
-    /// Transactions sent and the items they wrote, and the other writes (lone puts,
-    /// idempotency claims and releases), for the benchmark's cost estimate.
-    transactions: Arc<AtomicU64>,
-    transaction_items: Arc<AtomicU64>,
-    single_writes: Arc<AtomicU64>,
-    /// Write units those writes take on demand, index entries included.
-    write_units: Arc<AtomicU64>,
-    conflicted_units: Arc<AtomicU64>,
-    /// The same units by the kind of item written (its `entity`), for the benchmark.
-    units_by_kind: Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>,
-    /// Queries of the poll schedule's shards (a fixed cost per round, not per payout).
-    poll_queries: Arc<AtomicU64>,
-    /// Bytes of the items queries answered, as DynamoDB sizes them (what their read units
-    /// are charged by), for the benchmark.
-    queried_bytes: Arc<AtomicU64>,
-    /// When the benchmark counts index entries exactly: what each item written so far put
-    /// in each index ([`IndexImages`]), so an update that leaves an entry alone costs nothing.
-    index_images: Arc<std::sync::Mutex<Option<IndexImages>>>,
-    /// How many of a changeset's events and audit entries its writer writes after the entity
-    /// ([`crash_after_entity_writes`](Self::crash_after_entity_writes)): all but in kill tests.
-    crash_after_entity: Arc<AtomicUsize>,
-    /// How many more calls of `commit_derived_each` may write before the rest fail, as a
-    /// throttled or unreachable table would ([`fail_derived_commits_after`](Self::fail_derived_commits_after)):
-    /// unbounded but in kill tests.
-    derived_commits_left: Arc<AtomicUsize>,
-    /// How a create written key first goes on after its key's record: its entity's deadline,
-    /// and in kill tests a death or a stall there ([`after_key_record`](Self::after_key_record),
-    /// [`shorten_entity_deadline`](Self::shorten_entity_deadline)).
-    key_first: Arc<std::sync::Mutex<key_first::KeyFirst>>,
+    /// What it counts of its own requests and writes, for the benchmark and the tests.
+    meter: Arc<Meter>,
+    /// Where the kill tests make it die, stall or fail part-way.
+    faults: Arc<Faults>,
     /// Entries a list filtered by a non-key attribute reads at most, per partition and request
     /// ([`FILTERED_READ_BUDGET`]; smaller in tests).
     filtered_read_budget: Arc<AtomicUsize>,
@@ -168,7 +145,7 @@ const ITEMS_READ_TO_KEEP: usize = 300;
 
 /// Per item (`PK`, `SK`), its entry in each index: the entry's keys and projected attributes,
 /// or `None` where the item has no keys for that index.
-type IndexImages = HashMap<(String, String), Vec<Option<String>>>;
+pub(super) type IndexImages = HashMap<(String, String), Vec<Option<String>>>;
 
 /// An item's key and its entries in the indexes, once its write succeeds.
 type IndexImage = ((String, String), Vec<Option<String>>);
@@ -293,27 +270,20 @@ impl DynamoStore {
             client,
             table: table.into(),
             sort_keys: Arc::new(UlidGenerator::default()),
-            requests: Arc::default(),
-            transactions: Arc::default(),
-            transaction_items: Arc::default(),
-            single_writes: Arc::default(),
-            write_units: Arc::default(),
-            conflicted_units: Arc::default(),
-            units_by_kind: Arc::default(),
-            poll_queries: Arc::default(),
-            queried_bytes: Arc::default(),
-            index_images: Arc::default(),
-            crash_after_entity: Arc::new(AtomicUsize::new(usize::MAX)),
-            derived_commits_left: Arc::new(AtomicUsize::new(usize::MAX)),
-            key_first: Arc::default(),
+            meter: Arc::default(),
+            faults: Arc::default(),
             filtered_read_budget: Arc::new(AtomicUsize::new(FILTERED_READ_BUDGET)),
         }
     }
 
-    /// For the kill tests: after `calls` more calls of `commit_derived_each` (a stream
-    /// consumer's waves), the next ones fail without writing (`usize::MAX`: never).
-    pub fn fail_derived_commits_after(&self, calls: usize) {
-        self.derived_commits_left.store(calls, Ordering::Relaxed);
+    /// What the store has counted of its requests and writes.
+    pub fn meter(&self) -> &Meter {
+        &self.meter
+    }
+
+    /// The kill tests' hooks.
+    pub fn faults(&self) -> &Faults {
+        &self.faults
     }
 
     /// Filtered lists read at most `entries` a partition and request (tests: a short history
@@ -322,76 +292,9 @@ impl DynamoStore {
         self.filtered_read_budget.store(entries.max(1), Ordering::Relaxed);
     }
 
-    /// Requests sent to DynamoDB so far.
-    pub fn requests(&self) -> u64 {
-        self.requests.load(Ordering::Relaxed)
-    }
-
-    /// Bytes of the items queries have answered so far.
-    pub fn queried_bytes(&self) -> u64 {
-        self.queried_bytes.load(Ordering::Relaxed)
-    }
-
-    /// `(transactions, items written by them)` so far; each item costs two write units.
-    pub fn transactions(&self) -> (u64, u64) {
-        (
-            self.transactions.load(Ordering::Relaxed),
-            self.transaction_items.load(Ordering::Relaxed),
-        )
-    }
-
-    /// Writes of one item outside a transaction: changesets of one put, sent as a `PutItem`,
-    /// and the idempotency records' claims and releases.
-    pub fn single_writes(&self) -> u64 {
-        self.single_writes.load(Ordering::Relaxed)
-    }
-
-    /// Counts a write of one small item of `kind` outside a transaction (one write unit).
-    fn count_small_write(&self, kind: &str) {
-        self.count();
-        self.single_writes.fetch_add(1, Ordering::Relaxed);
-        self.add_units(kind, 1);
-    }
-
-    fn add_units(&self, kind: &str, units: u64) {
-        self.write_units.fetch_add(units, Ordering::Relaxed);
-        let mut by_kind = self.units_by_kind.lock().unwrap_or_else(|e| e.into_inner());
-        *by_kind.entry(kind.to_owned()).or_default() += units;
-    }
-
-    /// Write units so far by the kind of item written (`operation`, `event`, `audit` …).
-    pub fn write_units_by_kind(&self) -> std::collections::BTreeMap<String, u64> {
-        self.units_by_kind.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Reads the poll schedule makes every round whatever the traffic (its shards' queries,
-    /// the return sweeps' positions and queries) so far.
-    pub fn poll_queries(&self) -> u64 {
-        self.poll_queries.load(Ordering::Relaxed)
-    }
-
-    /// From now on, remembers what each item written put in the indexes, so
-    /// [`write_units`](Self::write_units) counts an index entry only where a write changes it
-    /// (for the benchmark and the tests: the memory grows with the items written).
-    pub fn count_index_entries_exactly(&self) {
-        let mut images = self.index_images.lock().unwrap_or_else(|e| e.into_inner());
-        images.get_or_insert_with(HashMap::new);
-    }
-
-    /// Write units of every write so far, estimated from item sizes (see [`write_units_of`](Self::write_units_of)).
-    pub fn write_units(&self) -> u64 {
-        self.write_units.load(Ordering::Relaxed)
-    }
-
-    /// Of [`write_units`](Self::write_units), those of changesets refused by a condition or a
-    /// conflicting transaction (then drafted again): what a race cost, not the design.
-    pub fn conflicted_write_units(&self) -> u64 {
-        self.conflicted_units.load(Ordering::Relaxed)
-    }
-
     /// One conditional `PutItem`: as atomic as a transaction of one, at half the write units.
     async fn put_alone(&self, put: Put) -> Result<(), StoreError> {
-        self.single_writes.fetch_add(1, Ordering::Relaxed);
+        self.meter.single_write();
         let attempt = self
             .client
             .put_item()
@@ -407,10 +310,6 @@ impl DynamoStore {
             Err(PutItemError::ConditionalCheckFailedException(_)) => Err(StoreError::Conflict),
             Err(other) => Err(unavailable(other)),
         }
-    }
-
-    fn count(&self) {
-        self.requests.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Creates the table as `template.yaml` declares it (for local runs and tests).
@@ -525,10 +424,7 @@ impl Commit for DynamoStore {
     }
 
     async fn commit_derived_each(&self, changesets: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
-        let allowed = self
-            .derived_commits_left
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(1));
-        if allowed.is_err() {
+        if !self.faults.derived_commit_allowed() {
             let refused = unavailable("derived commits refused (a kill test)");
             return vec![Err(refused); changesets.len()];
         }
@@ -545,25 +441,25 @@ impl DynamoStore {
                 items.len()
             )));
         }
-        self.count();
+        self.meter.request();
         let transactional = items.len() > 1;
         let mut units = 0;
         let mut written = vec![];
         for item in &items {
             let (item_units, images) = self.write_units_of(item, transactional);
-            self.add_units(kind_of(item), item_units);
+            self.meter.units(kind_of(item), item_units);
             units += item_units;
             written.extend(images);
         }
         let outcome = self.send_changeset(items).await;
         match &outcome {
             Ok(()) => {
-                if let Some(images) = self.index_images.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                if let Some(images) = self.meter.index_images().as_mut() {
                     images.extend(written);
                 }
             }
             Err(StoreError::Conflict) => {
-                self.conflicted_units.fetch_add(units, Ordering::Relaxed);
+                self.meter.conflicted(units);
             }
             Err(_) => {}
         }
@@ -579,8 +475,7 @@ impl DynamoStore {
                 return self.put_alone(put).await;
             }
         }
-        self.transactions.fetch_add(1, Ordering::Relaxed);
-        self.transaction_items.fetch_add(items.len() as u64, Ordering::Relaxed);
+        self.meter.transaction(items.len());
         match self
             .client
             .transact_write_items()

@@ -19,7 +19,7 @@ impl DeskStore for DynamoStore {
     }
 
     async fn open_work_item(&self, queue: Queue, subject_id: &str) -> Result<Option<WorkItem>, StoreError> {
-        self.count();
+        self.meter.request();
         let found = self
             .client
             .get_item()

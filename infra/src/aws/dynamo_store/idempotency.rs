@@ -102,7 +102,7 @@ impl IdempotencyStore for DynamoStore {
     async fn claim_idempotency_key(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
         let now = claim.now.unix_timestamp();
         let item = idempotency_item(claim);
-        self.count_small_write("idempotency");
+        self.meter.small_write("idempotency");
         let attempt = self
             .client
             .put_item()
@@ -130,7 +130,7 @@ impl IdempotencyStore for DynamoStore {
     }
 
     async fn idempotency_record(&self, claim: &IdempotencyClaim) -> Result<ClaimOutcome, StoreError> {
-        self.count();
+        self.meter.request();
         let found = self
             .client
             .get_item()
@@ -165,7 +165,7 @@ impl IdempotencyStore for DynamoStore {
     }
 
     async fn release_idempotency_key(&self, scope: &str, key: &str) -> Result<(), StoreError> {
-        self.count_small_write("idempotency");
+        self.meter.small_write("idempotency");
         self.client
             .delete_item()
             .table_name(&self.table)

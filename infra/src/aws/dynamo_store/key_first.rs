@@ -42,8 +42,8 @@ pub enum AfterKeyRecord {
 /// How a create written key first goes on after its key's record.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct KeyFirst {
-    after_record: AfterKeyRecord,
-    entity_deadline: std::time::Duration,
+    pub(super) after_record: AfterKeyRecord,
+    pub(super) entity_deadline: std::time::Duration,
 }
 
 impl Default for KeyFirst {
@@ -72,7 +72,7 @@ impl DynamoStore {
         let KeyFirst {
             after_record,
             entity_deadline,
-        } = *self.key_first.lock().unwrap_or_else(|e| e.into_inner());
+        } = self.faults.key_first();
         self.commit_items(vec![self.take_idempotency(claim, response, awaits)])
             .await?;
         let entity_write = async {
@@ -117,7 +117,7 @@ impl DynamoStore {
             pk: pk.clone(),
             sk: sk.clone(),
         };
-        self.count();
+        self.meter.request();
         let found = self
             .client
             .get_item()
@@ -155,7 +155,7 @@ impl DynamoStore {
         entity: &keys::Primary,
         lock: Option<String>,
     ) -> Result<(), StoreError> {
-        self.count_small_write("idempotency");
+        self.meter.small_write("idempotency");
         let mut delete = self
             .client
             .delete_item()
@@ -176,17 +176,5 @@ impl DynamoStore {
                 other => Err(unavailable(other)),
             },
         }
-    }
-
-    /// For the kill tests: what a create written key first does from now on after its key's
-    /// record.
-    pub fn after_key_record(&self, what: AfterKeyRecord) {
-        self.key_first.lock().unwrap_or_else(|e| e.into_inner()).after_record = what;
-    }
-
-    /// For the kill tests: a deadline shorter than [`ENTITY_DEADLINE`], so that a stall can
-    /// outlast it in a test's time.
-    pub fn shorten_entity_deadline(&self, deadline: std::time::Duration) {
-        self.key_first.lock().unwrap_or_else(|e| e.into_inner()).entity_deadline = deadline;
     }
 }

@@ -31,7 +31,6 @@ use ops_domain::operations::Operation;
 use ops_domain::ports::{AuditEntry, Changeset, StoreError, Write};
 use ops_domain::transactions::Transaction;
 use serde::Serialize;
-use std::sync::atomic::Ordering;
 
 /// The most an outbox may take in its entity's item (deflated); past it, the changeset is one
 /// transaction as before. An outbox that names its events and entries takes a few dozen bytes.
@@ -282,7 +281,7 @@ impl DynamoStore {
         }
         items.extend(self.board_counters(&split.essential));
         self.commit_items(items).await?;
-        let keep = self.crash_after_entity.load(Ordering::Relaxed);
+        let keep = self.faults.derived_kept();
         let derived = match keep {
             usize::MAX => derived,
             keep => derived.into_iter().take(keep).collect(),
@@ -335,13 +334,6 @@ impl DynamoStore {
         Ok(written)
     }
 
-    /// For the kill tests: from now on a changeset written through an outbox stops after its
-    /// entity's write and the first `keep` of its events and audit entries, as if its writer
-    /// died there (`usize::MAX`, the default: nothing is skipped).
-    pub fn crash_after_entity_writes(&self, keep: usize) {
-        self.crash_after_entity.store(keep, Ordering::Relaxed);
-    }
-
     /// The item an outbox entry stands for. A record whose entity no longer rebuilds an event
     /// its outbox names (a damaged record: the two are written together) is an error for the
     /// batch to report, not a panic.
@@ -374,9 +366,9 @@ impl DynamoStore {
                 )
                 .build();
             let (units, image) = self.write_units_of(&write, false);
-            self.add_units(kind_of(&write), units);
-            self.single_writes.fetch_add(1, Ordering::Relaxed);
-            if let Some(images) = self.index_images.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            self.meter.units(kind_of(&write), units);
+            self.meter.single_write();
+            if let Some(images) = self.meter.index_images().as_mut() {
                 images.extend(image);
             }
         }
@@ -392,7 +384,7 @@ impl DynamoStore {
                 })
                 .collect();
             while !pending.is_empty() {
-                self.count();
+                self.meter.request();
                 let answer = self
                     .client
                     .batch_write_item()

@@ -28,7 +28,6 @@ use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
 use ops_domain::webhooks::{
     Delivery, DeliveryLine, EndpointHealth, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore,
 };
-use std::sync::atomic::Ordering;
 use time::{Date, OffsetDateTime};
 
 #[async_trait]
@@ -201,7 +200,7 @@ impl TransactionStore for DynamoStore {
     }
 
     async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError> {
-        self.poll_queries.fetch_add(u64::from(SHARDS), Ordering::Relaxed);
+        self.meter.polled(u64::from(SHARDS));
         self.due(keys::poll_partitions(), now, limit).await
     }
 
@@ -241,7 +240,7 @@ impl TransactionStore for DynamoStore {
         let until_sort = keys::confirmed_until(until);
         // A sweep's queries are the poll schedule's, made every round whatever the traffic;
         // reading the items it found is the found transactions'.
-        let before = self.requests();
+        let before = self.meter.requests();
         let mut found = vec![];
         let mut day = after.0.date();
         while day <= until.date() && found.len() < limit {
@@ -269,12 +268,12 @@ impl TransactionStore for DynamoStore {
             day = next;
         }
         found.truncate(limit);
-        self.poll_queries.fetch_add(self.requests() - before, Ordering::Relaxed);
+        self.meter.polled(self.meter.requests() - before);
         self.items_of(&found).await
     }
 
     async fn return_sweep(&self, rail: &str, check: usize) -> Result<Option<ReturnSweep>, StoreError> {
-        self.poll_queries.fetch_add(1, Ordering::Relaxed);
+        self.meter.polled(1);
         self.get(keys::return_sweep(rail, check)).await
     }
 }
@@ -315,7 +314,7 @@ impl LedgerStore for DynamoStore {
 
     /// One consistent read of the account's item: its `posted` and what each later day posted.
     async fn posted_at_end_of(&self, account: &AccountId, day: Date) -> Result<Option<i64>, StoreError> {
-        self.count();
+        self.meter.request();
         let found = self
             .client
             .get_item()
@@ -345,7 +344,7 @@ impl LedgerStore for DynamoStore {
     }
 
     async fn account_of(&self, holder: &str, currency: &Currency) -> Result<Option<Account>, StoreError> {
-        self.count();
+        self.meter.request();
         let found = self
             .client
             .get_item()
@@ -414,7 +413,7 @@ impl FileStore for DynamoStore {
     }
 
     async fn file_with_digest(&self, customer: &CustomerId, sha256: &str) -> Result<Option<FileId>, StoreError> {
-        self.count();
+        self.meter.request();
         let found = self
             .client
             .get_item()
@@ -636,7 +635,7 @@ impl HistoryStore for DynamoStore {
 #[async_trait]
 impl RateLimiter for DynamoStore {
     async fn admit(&self, group: &str, member: &str, window: i64, limits: Limits) -> Result<Admission, StoreError> {
-        self.count_small_write("rate_limit");
+        self.meter.small_write("rate_limit");
         let counted = self
             .client
             .update_item()

@@ -42,7 +42,7 @@ impl DynamoStore {
         for chunk in keys.chunks(100) {
             let mut pending: Vec<Item> = chunk.iter().map(|key| item(key_item((*key).clone()))).collect();
             while !pending.is_empty() {
-                self.count();
+                self.meter.request();
                 let asked = KeysAndAttributes::builder()
                     .set_keys(Some(std::mem::take(&mut pending)))
                     .consistent_read(consistent)
@@ -75,7 +75,7 @@ impl DynamoStore {
     }
 
     pub(super) async fn get_item(&self, key: keys::Primary) -> Result<Option<Item>, StoreError> {
-        self.count();
+        self.meter.request();
         let found = self
             .client
             .get_item()
@@ -291,9 +291,9 @@ impl DynamoStore {
         let sort_key = |entry: &Item| entry.get("GSI2SK").and_then(|k| k.as_s().ok()).cloned();
         due.sort_by_key(sort_key);
         due.truncate(limit);
-        let before = self.requests();
+        let before = self.meter.requests();
         let items = self.items_of(&due).await;
-        self.poll_queries.fetch_add(self.requests() - before, Ordering::Relaxed);
+        self.meter.polled(self.meter.requests() - before);
         items
     }
 
@@ -361,7 +361,7 @@ impl DynamoStore {
         let mut read = 0;
         let mut start: Option<Item> = None;
         loop {
-            self.count();
+            self.meter.request();
             let unread = budget.map_or(usize::MAX, |(budget, _)| budget.saturating_sub(read));
             let mut request = self
                 .client
@@ -385,7 +385,7 @@ impl DynamoStore {
             }
             let page = request.send().await.map_err(sdk_error)?;
             let bytes: usize = page.items().iter().flatten().map(|(n, v)| attribute_bytes(n, v)).sum();
-            self.queried_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+            self.meter.queried(bytes as u64);
             found.extend(page.items().iter().take(limit - found.len()).cloned());
             read += usize::try_from(page.scanned_count()).unwrap_or(0);
             if found.len() == limit {

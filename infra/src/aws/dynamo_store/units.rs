@@ -67,7 +67,7 @@ impl DynamoStore {
         let insert = put
             .condition_expression()
             .is_some_and(|c| c.starts_with("attribute_not_exists"));
-        let images = self.index_images.lock().unwrap_or_else(|e| e.into_inner());
+        let images = self.meter.index_images();
         let before: Option<Vec<Option<String>>> = match images.as_ref().and_then(|images| images.get(&key)) {
             Some(before) => Some(before.clone()),
             None if insert => Some(vec![None; INDEXES.len()]),
