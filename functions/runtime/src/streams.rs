@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, Record, ShardIteratorType};
 use ops_domain::event::Event;
-use ops_infra::aws::DynamoStore;
+use ops_infra::aws::{stream_images, DynamoStore};
 use ops_infra::embedded::SqliteStore;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -257,11 +257,7 @@ impl ChangeStream for DynamoStream {
 
 /// Whether the record passes `stream-outbox`'s filter: an item written with an outbox.
 pub(crate) fn carries_outbox(record: &Record) -> bool {
-    let outbox = record
-        .dynamodb()
-        .and_then(|d| d.new_image())
-        .and_then(|i| i.get("outbox"));
-    matches!(outbox, Some(AttributeValue::B(_)))
+    stream_images::carries_outbox(record.dynamodb().and_then(|d| d.new_image()))
 }
 
 /// A stream attribute as Lambda's JSON shows it (`{"S": …}`, binary in base64); only the
@@ -288,12 +284,8 @@ fn image_json(image: Option<&HashMap<String, AttributeValue>>) -> Value {
 
 /// Whether the record passes the event source mapping's filter: inserts of event items.
 pub(crate) fn is_new_event(record: &Record) -> bool {
-    let entity = record
-        .dynamodb()
-        .and_then(|d| d.new_image())
-        .and_then(|i| i.get("entity"))
-        .and_then(|v| v.as_s().ok());
-    record.event_name().map(|n| n.as_str()) == Some("INSERT") && entity.map(String::as_str) == Some("event")
+    record.event_name().map(|n| n.as_str()) == Some("INSERT")
+        && stream_images::is_event_item(record.dynamodb().and_then(|d| d.new_image()))
 }
 
 /// The Lambda payload for stream records.

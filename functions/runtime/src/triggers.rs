@@ -9,7 +9,7 @@ use ops_domain::event::Event;
 use ops_domain::ports::{BatchOutcome, QueueMessage, QueueName};
 use ops_domain::schedules::FireSchedule;
 use ops_domain::service::Service;
-use ops_infra::aws::{documents, DynamoStore, OutboxRecord};
+use ops_infra::aws::{stream_images, DynamoStore};
 
 /// The domain events carried by a stream batch, with the sequence number of each record.
 /// Records that are not events (the event source mapping's filter lets none through) are
@@ -17,23 +17,14 @@ use ops_infra::aws::{documents, DynamoStore, OutboxRecord};
 pub fn stream_events(batch: &StreamEvent) -> Result<Vec<(String, Event)>, String> {
     let mut events = vec![];
     for record in &batch.records {
-        let image = record.change.new_image.as_ref();
         let sequence = record.change.sequence_number.clone().unwrap_or_default();
-        let is_event = matches!(image.get("entity"), Some(serde_dynamo::AttributeValue::S(e)) if e == "event");
-        if record.event_name != "INSERT" || !is_event {
+        if record.event_name != "INSERT" {
             continue;
         }
-        let doc = match image.get("doc") {
-            Some(serde_dynamo::AttributeValue::S(text)) => Ok(std::borrow::Cow::Borrowed(text.as_str())),
-            Some(serde_dynamo::AttributeValue::B(deflated)) => {
-                documents::inflate(deflated).map(std::borrow::Cow::Owned)
-            }
-            _ => Err("no document".to_owned()),
-        };
-        let parsed = doc.and_then(|doc| serde_json::from_str::<Event>(&doc).map_err(|e| e.to_string()));
-        match parsed {
-            Ok(event) => events.push((sequence, event)),
-            Err(error) => {
+        match stream_images::event_of(&record.change.new_image) {
+            None => continue,
+            Some(Ok(event)) => events.push((sequence, event)),
+            Some(Err(error)) => {
                 tracing::error!(%sequence, %error, "unreadable event record");
                 return Err(sequence);
             }
@@ -42,34 +33,13 @@ pub fn stream_events(batch: &StreamEvent) -> Result<Vec<(String, Event)>, String
     Ok(events)
 }
 
-/// The record of an item carrying an outbox, read from a stream record's new image.
-fn outbox_record(image: &serde_dynamo::Item) -> Result<Option<OutboxRecord>, String> {
-    use serde_dynamo::AttributeValue;
-    let Some(AttributeValue::B(outbox)) = image.get("outbox") else {
-        return Ok(None);
-    };
-    let Some(AttributeValue::S(entity)) = image.get("entity") else {
-        return Err("an outbox on an item without an entity".into());
-    };
-    let doc = match image.get("doc") {
-        Some(AttributeValue::S(text)) => text.clone(),
-        Some(AttributeValue::B(deflated)) => documents::inflate(deflated)?,
-        _ => return Err("an outbox on an item without a document".into()),
-    };
-    Ok(Some(OutboxRecord {
-        entity: entity.clone(),
-        doc,
-        outbox: outbox.clone(),
-    }))
-}
-
 /// stream → `stream-outbox`: writes the events and audit entries an item's outbox holds
 /// and the table lacks (its writer died before it wrote them). Records are handled in order;
 /// the first that fails is reported, so it and those after it come again.
 pub async fn outbox(store: &DynamoStore, batch: &StreamEvent) -> DynamoDbEventResponse {
     for record in &batch.records {
         let sequence = record.change.sequence_number.clone().unwrap_or_default();
-        let outcome = match outbox_record(&record.change.new_image) {
+        let outcome = match stream_images::outbox_of(&record.change.new_image) {
             Ok(Some(found)) => store.complete_outbox(&found).await.map_err(|e| e.to_string()),
             Ok(None) => Ok(0),
             Err(error) => Err(error),

@@ -17,8 +17,11 @@ mod sandbox_ledger;
 mod secrets_manager;
 mod signed_calls;
 mod sqs_queue;
+pub mod stream_images;
 
-pub use dynamo_store::{AfterKeyRecord, DynamoStore, OutboxRecord, INDEXES, MAX_WRITES, PROJECTED, SHARDS};
+pub use dynamo_store::{
+    AfterKeyRecord, DynamoStore, Faults, Meter, OutboxRecord, INDEXES, MAX_WRITES, PROJECTED, SHARDS,
+};
 pub use emf_metrics::{emf_line, EmfMetrics, NAMESPACE};
 pub use event_bus::EventBridgeBus;
 pub use event_scheduler::{EventBridgeTimers, TimerTarget};
