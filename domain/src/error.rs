@@ -115,6 +115,11 @@ impl DomainError {
         }
     }
 
+    /// A change that kept losing races with others to the same thing (409 `conflict`).
+    pub fn conflict(message: impl Into<String>) -> Self {
+        DomainError::invalid_state("conflict", message)
+    }
+
     pub fn invalid_state(code: &'static str, message: impl Into<String>) -> Self {
         DomainError::InvalidState {
             code,

@@ -1,6 +1,7 @@
 //! Use cases called directly on the service in process (`ops_tests::harness`): no server, no
 //! HTTP, the pipeline turned by hand.
 
+use ops_domain::access::{Customer, Principal};
 use ops_domain::error::DomainError;
 use ops_domain::ids::OperationId;
 use ops_domain::operations::OperationStatus;
@@ -9,15 +10,22 @@ use ops_tests::payout;
 use serde_json::json;
 use time::Duration;
 
-#[tokio::test]
-async fn a_payout_made_by_the_use_cases_alone_runs_to_completed() {
+/// A harness, its platform's admin, and a customer the admin made.
+async fn acme() -> (Harness, Principal, Customer) {
     let harness = Harness::new().await;
     let platform = harness.platform().await;
-    let service = &harness.service;
-    let customer = service
+    let customer = harness
+        .service
         .create_customer(&platform, command(json!({"name": "Acme"})), None)
         .await
         .unwrap();
+    (harness, platform, customer)
+}
+
+#[tokio::test]
+async fn a_payout_made_by_the_use_cases_alone_runs_to_completed() {
+    let (harness, platform, customer) = acme().await;
+    let service = &harness.service;
     let made = service
         .create_operation(
             &platform,
@@ -38,13 +46,8 @@ async fn a_payout_made_by_the_use_cases_alone_runs_to_completed() {
 /// again and is refused by its state, so exactly one cancel is recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_cancels_at_once_record_one_and_refuse_the_other_by_state() {
-    let harness = Harness::new().await;
-    let platform = harness.platform().await;
+    let (harness, platform, customer) = acme().await;
     let service = &harness.service;
-    let customer = service
-        .create_customer(&platform, command(json!({"name": "Acme"})), None)
-        .await
-        .unwrap();
     for _ in 0..10 {
         let made = service
             .create_operation(

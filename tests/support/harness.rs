@@ -52,21 +52,12 @@ impl Harness {
 
     /// Runs the pipeline until it has nothing left to do now.
     pub async fn drain(&self) {
-        for _ in 0..1000 {
-            if self.local.driver.tick().await.expect("pipeline tick") == 0 {
-                return;
-            }
-        }
-        panic!("the pipeline never went idle");
+        crate::drain(&self.local.driver).await;
     }
 
     /// Runs the pipeline, moving the clock forward by `step` between rounds, `rounds` times.
     pub async fn settle(&self, step: Duration, rounds: usize) {
-        for _ in 0..rounds {
-            self.drain().await;
-            self.clock.advance(step);
-        }
-        self.drain().await;
+        crate::settle(&self.local.driver, &self.clock, step, rounds).await;
     }
 }
 

@@ -225,23 +225,33 @@ impl TestApp {
 
     /// Runs the pipeline until it has nothing left to do now.
     pub async fn drain(&self) {
-        for _ in 0..1000 {
-            if self.driver().tick().await.expect("pipeline tick") == 0 {
-                return;
-            }
-        }
-        panic!("the pipeline never went idle");
+        drain(self.driver()).await;
     }
 
     /// Runs the pipeline, moving the clock forward by `step` between rounds, `rounds` times:
     /// retries, polls and backoffs due within that span all happen.
     pub async fn settle(&self, step: Duration, rounds: usize) {
-        for _ in 0..rounds {
-            self.drain().await;
-            self.clock.advance(step);
-        }
-        self.drain().await;
+        settle(self.driver(), &self.clock, step, rounds).await;
     }
+}
+
+/// Runs `driver`'s pipeline until it has nothing left to do now.
+pub async fn drain(driver: &Driver) {
+    for _ in 0..1000 {
+        if driver.tick().await.expect("pipeline tick") == 0 {
+            return;
+        }
+    }
+    panic!("the pipeline never went idle");
+}
+
+/// Runs `driver`'s pipeline, moving `clock` forward by `step` between rounds, `rounds` times.
+pub async fn settle(driver: &Driver, clock: &TestClock, step: Duration, rounds: usize) {
+    for _ in 0..rounds {
+        drain(driver).await;
+        clock.advance(step);
+    }
+    drain(driver).await;
 }
 
 impl std::ops::Deref for TestApp {

@@ -88,12 +88,7 @@ impl Service {
             reason,
         } = command.validate()?;
         let (name, metadata, reason) = (&name, &metadata, &reason);
-        let busy = || {
-            Err(DomainError::invalid_state(
-                "conflict",
-                "The customer is changing too fast; retry.",
-            ))
-        };
+        let busy = || Err(DomainError::conflict("The customer is changing too fast; retry."));
         self.retry_on_conflict(CUSTOMER_CHANGE_ATTEMPTS, busy, move || async move {
             let mut customer = self.visible_customer(principal, id, "id").await?;
             let mut changed = vec![];

@@ -413,8 +413,7 @@ impl Service {
         let credit_id = MovementId::of_item(&collection.item_id);
         let credit_id = &credit_id;
         let busy = || {
-            Err(DomainError::invalid_state(
-                "conflict",
+            Err(DomainError::conflict(
                 "The collection's credit is changing too fast; the next return check tries again.",
             ))
         };

@@ -185,12 +185,7 @@ impl Service {
     ) -> Result<Account, DomainError> {
         let holder = holder_key(kind, None, rail);
         let holder = &holder;
-        let busy = || {
-            Err(DomainError::invalid_state(
-                "conflict",
-                "The platform account is being opened; retry.",
-            ))
-        };
+        let busy = || Err(DomainError::conflict("The platform account is being opened; retry."));
         // A conflict is a concurrent first use that opened it: the next try reads it.
         self.retry_on_conflict(2, busy, move || async move {
             if let Some(account) = self.store.account_of(holder, currency).await? {

@@ -424,12 +424,7 @@ impl Service {
         F: Fn(&mut Operation, OffsetDateTime) -> Result<Option<StatusChange>, DomainError>,
     {
         let change = &change;
-        let busy = || {
-            Err(DomainError::invalid_state(
-                "conflict",
-                "The operation is changing too fast; retry.",
-            ))
-        };
+        let busy = || Err(DomainError::conflict("The operation is changing too fast; retry."));
         self.retry_on_conflict(MAX_ATTEMPTS, busy, move || async move {
             let mut operation = self.visible_operation(principal, id).await?;
             let previous = operation.status;

@@ -455,12 +455,7 @@ impl Service {
     {
         principal.require(Scope::OperationsWrite)?;
         let apply = &apply;
-        let busy = || {
-            Err(DomainError::invalid_state(
-                "conflict",
-                "The schedule is changing too fast; retry.",
-            ))
-        };
+        let busy = || Err(DomainError::conflict("The schedule is changing too fast; retry."));
         self.retry_on_conflict(MAX_ATTEMPTS, busy, move || async move {
             let mut schedule = self.visible_schedule(principal, id).await?;
             let from = schedule.status;

@@ -156,12 +156,7 @@ impl Service {
         ) -> Result<Option<Option<(TransactionStatus, TransactionStatus, Cause)>>, DomainError>,
     {
         let change = &change;
-        let busy = || {
-            Err(DomainError::invalid_state(
-                "conflict",
-                "The transaction is changing too fast; retry.",
-            ))
-        };
+        let busy = || Err(DomainError::conflict("The transaction is changing too fast; retry."));
         self.retry_on_conflict(5, busy, move || {
             let copy = copy.take();
             async move {
