@@ -73,6 +73,31 @@ async fn a_reused_key_with_another_body_is_refused_and_creates_nothing() {
         )
         .await;
     assert_eq!(elsewhere.error(422)["code"], "idempotency_key_reused");
+    // So is the same key and body on one route for another resource: the path as routed,
+    // its ids included, is part of what the key stands for.
+    let user = json!({"name": "Ana", "email": "ana@acme.example", "roles": ["maker"]});
+    let users_of = |id: &str| format!("/v1/customers/{id}/users");
+    let other = app.create_customer().await;
+    let made = app
+        .send(
+            Method::POST,
+            &users_of(&customer.id),
+            Some(ADMIN_KEY),
+            Some("u-1"),
+            Some(&user),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.json());
+    let for_another = app
+        .send(
+            Method::POST,
+            &users_of(&other.id),
+            Some(ADMIN_KEY),
+            Some("u-1"),
+            Some(&user),
+        )
+        .await;
+    assert_eq!(for_another.error(422)["code"], "idempotency_key_reused");
     assert_eq!(
         app.get("/v1/operations", &customer.key).await.json()["data"]
             .as_array()

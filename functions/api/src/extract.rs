@@ -145,6 +145,25 @@ impl<S: Send + Sync, const LIMIT: usize> FromRequest<S> for JsonBody<LIMIT> {
     }
 }
 
+/// What a create reads besides its caller: its headers (the idempotency key among them), its
+/// path as routed (what the key stands for, with the body) and its JSON body.
+pub struct CreateBody<const LIMIT: usize = MAX_BODY_BYTES> {
+    pub headers: axum::http::HeaderMap,
+    pub path: String,
+    pub body: serde_json::Value,
+}
+
+impl<S: Send + Sync, const LIMIT: usize> FromRequest<S> for CreateBody<LIMIT> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let headers = request.headers().clone();
+        let path = request.uri().path().to_owned();
+        let JsonBody(body) = JsonBody::<LIMIT>::from_request(request, state).await?;
+        Ok(CreateBody { headers, path, body })
+    }
+}
+
 /// A body that repeats a key is refused with the key's path: which value would win is not
 /// something a client should have to guess.
 pub fn repeated_key(path: String) -> DomainError {

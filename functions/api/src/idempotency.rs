@@ -5,6 +5,7 @@
 //! [`Service::once`]: ops_domain::service::Service::once
 
 use crate::error::ApiError;
+use crate::extract::CreateBody;
 use crate::wire::{to_json, Stored};
 use crate::App;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -76,14 +77,13 @@ pub fn stored<T: Stored>(status: StatusCode) -> impl Fn(&T) -> StoredResponse + 
 
 /// Runs `create` at most once per idempotency key and request, answering 201 with what it
 /// made. `permission` (the caller's right to create) is settled before anything, a replay
-/// included: a stored response is no way around a permission.
-pub async fn create_once<T, F, Fut>(
+/// included: a stored response is no way around a permission. The request's path as routed
+/// and its body are what the key stands for.
+pub async fn create_once<T, F, Fut, const LIMIT: usize>(
     app: &App,
     principal: &Principal,
     permission: Result<(), DomainError>,
-    headers: &HeaderMap,
-    path: &str,
-    body: &serde_json::Value,
+    request: &CreateBody<LIMIT>,
     create: F,
 ) -> Result<Response, ApiError>
 where
@@ -91,12 +91,12 @@ where
     F: FnOnce(Option<Ticket<T>>) -> Fut,
     Fut: Future<Output = Result<T, DomainError>>,
 {
-    let fingerprint = idempotency::fingerprint("POST", path, body);
+    let fingerprint = idempotency::fingerprint("POST", &request.path, &request.body);
     run_once(
         app,
         principal,
         permission,
-        headers,
+        &request.headers,
         fingerprint,
         StatusCode::CREATED,
         create,

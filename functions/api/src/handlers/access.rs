@@ -1,33 +1,22 @@
 //! Customers, their users and API keys.
 
 use super::*;
-use crate::extract::{parse, Caller, JsonBody, PathId, PathParam, PathParams};
+use crate::extract::{parse, Caller, CreateBody, JsonBody, PathId, PathParam, PathParams};
 use crate::idempotency::{create_once, json_response};
 use crate::wire::to_json;
 use crate::App;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use ops_domain::access::require_platform_admin;
 use ops_domain::access::{CustomerStatus, Scope};
 use ops_domain::ids::{ApiKeyId, CustomerId, IdKind, UserId};
 use ops_domain::DomainError;
 
-pub async fn create_customer(
-    State(app): State<App>,
-    Caller(caller): Caller,
-    headers: HeaderMap,
-    JsonBody(body): JsonBody,
-) -> Answer {
-    let command = parse(&body)?;
-    create_once(
-        &app,
-        &caller,
-        require_platform_admin(&caller),
-        &headers,
-        "/v1/customers",
-        &body,
-        |ticket| app.service.create_customer(&caller, command, ticket),
-    )
+pub async fn create_customer(State(app): State<App>, Caller(caller): Caller, request: CreateBody) -> Answer {
+    let command = parse(&request.body)?;
+    create_once(&app, &caller, require_platform_admin(&caller), &request, |ticket| {
+        app.service.create_customer(&caller, command, ticket)
+    })
     .await
 }
 
@@ -35,20 +24,12 @@ pub async fn create_user(
     State(app): State<App>,
     Caller(caller): Caller,
     PathParam(customer_id): PathParam,
-    headers: HeaderMap,
-    JsonBody(body): JsonBody,
+    request: CreateBody,
 ) -> Answer {
-    let command = parse(&body)?;
-    let path = format!("/v1/customers/{customer_id}/users");
-    create_once(
-        &app,
-        &caller,
-        caller.require(Scope::UsersManage),
-        &headers,
-        &path,
-        &body,
-        |ticket| app.service.create_user(&caller, &customer_id, command, ticket),
-    )
+    let command = parse(&request.body)?;
+    create_once(&app, &caller, caller.require(Scope::UsersManage), &request, |ticket| {
+        app.service.create_user(&caller, &customer_id, command, ticket)
+    })
     .await
 }
 
@@ -124,22 +105,11 @@ pub async fn user_history(
     ok(app.service.user_history(&caller, &customer_id, &user_id).await?)
 }
 
-pub async fn create_api_key(
-    State(app): State<App>,
-    Caller(caller): Caller,
-    headers: HeaderMap,
-    JsonBody(body): JsonBody,
-) -> Answer {
-    let command = parse(&body)?;
-    create_once(
-        &app,
-        &caller,
-        caller.require(Scope::UsersManage),
-        &headers,
-        "/v1/api_keys",
-        &body,
-        |ticket| app.service.create_api_key(&caller, command, ticket),
-    )
+pub async fn create_api_key(State(app): State<App>, Caller(caller): Caller, request: CreateBody) -> Answer {
+    let command = parse(&request.body)?;
+    create_once(&app, &caller, caller.require(Scope::UsersManage), &request, |ticket| {
+        app.service.create_api_key(&caller, command, ticket)
+    })
     .await
 }
 
@@ -149,18 +119,16 @@ pub async fn rotate_api_key(
     State(app): State<App>,
     Caller(caller): Caller,
     PathId(id): PathId<ApiKeyId>,
-    headers: HeaderMap,
-    JsonBody(body): JsonBody,
+    request: CreateBody,
 ) -> Answer {
-    let command = parse(&body)?;
-    if headers.contains_key("idempotency-key") {
-        let path = format!("/v1/api_keys/{id}/rotate");
+    let command = parse(&request.body)?;
+    if request.headers.contains_key("idempotency-key") {
         // A key may rotate itself; rotating another takes users:manage, replays included.
         let permission = match caller.key.id == id {
             true => Ok(()),
             false => caller.require(Scope::UsersManage),
         };
-        return create_once(&app, &caller, permission, &headers, &path, &body, |ticket| {
+        return create_once(&app, &caller, permission, &request, |ticket| {
             app.service.rotate_api_key(&caller, &id, command, ticket)
         })
         .await;

@@ -1,30 +1,18 @@
 //! Banking calendars and rails' cut-offs.
 
 use super::*;
-use crate::extract::{parse, Caller, JsonBody, PathId, PathParam};
+use crate::extract::{parse, Caller, CreateBody, JsonBody, PathId, PathParam};
 use crate::idempotency::create_once;
 use axum::extract::RawQuery;
-use axum::http::HeaderMap;
 use ops_domain::access::require_platform_admin;
 use ops_domain::ids::CalendarId;
 
 /// `POST /v1/calendars {name, timezone, working_days?, holidays?: [{date, name}]}`.
-pub async fn create_calendar(
-    State(app): State<App>,
-    Caller(caller): Caller,
-    headers: HeaderMap,
-    JsonBody(body): JsonBody,
-) -> Answer {
-    let command = parse(&body)?;
-    create_once(
-        &app,
-        &caller,
-        require_platform_admin(&caller),
-        &headers,
-        "/v1/calendars",
-        &body,
-        |ticket| app.service.create_calendar(&caller, command, ticket),
-    )
+pub async fn create_calendar(State(app): State<App>, Caller(caller): Caller, request: CreateBody) -> Answer {
+    let command = parse(&request.body)?;
+    create_once(&app, &caller, require_platform_admin(&caller), &request, |ticket| {
+        app.service.create_calendar(&caller, command, ticket)
+    })
     .await
 }
 

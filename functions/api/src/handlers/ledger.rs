@@ -2,33 +2,21 @@
 
 use super::*;
 use crate::error::ApiError;
-use crate::extract::{parse, Caller, JsonBody, PathId};
+use crate::extract::{parse, Caller, CreateBody, PathId};
 use crate::idempotency::create_once;
 use crate::App;
 use axum::extract::{RawQuery, State};
-use axum::http::HeaderMap;
 use ops_domain::access::require_platform_admin;
 use ops_domain::ids::{AccountId, CustomerId, IdKind, MovementId};
 use ops_domain::ledger::AccountQuery;
 use ops_domain::money::Currency;
 use ops_domain::DomainError;
 
-pub async fn create_account(
-    State(app): State<App>,
-    Caller(caller): Caller,
-    headers: HeaderMap,
-    JsonBody(body): JsonBody,
-) -> Answer {
-    let command = parse(&body)?;
-    create_once(
-        &app,
-        &caller,
-        require_platform_admin(&caller),
-        &headers,
-        "/v1/accounts",
-        &body,
-        |ticket| app.service.create_account(&caller, command, ticket),
-    )
+pub async fn create_account(State(app): State<App>, Caller(caller): Caller, request: CreateBody) -> Answer {
+    let command = parse(&request.body)?;
+    create_once(&app, &caller, require_platform_admin(&caller), &request, |ticket| {
+        app.service.create_account(&caller, command, ticket)
+    })
     .await
 }
 
@@ -75,19 +63,11 @@ pub async fn adjust_account(
     State(app): State<App>,
     Caller(caller): Caller,
     PathId(id): PathId<AccountId>,
-    headers: HeaderMap,
-    JsonBody(body): JsonBody,
+    request: CreateBody,
 ) -> Answer {
-    let command = parse(&body)?;
-    let path = format!("/v1/accounts/{id}/adjustments");
-    create_once(
-        &app,
-        &caller,
-        require_platform_admin(&caller),
-        &headers,
-        &path,
-        &body,
-        |ticket| app.service.adjust_account(&caller, &id, command, ticket),
-    )
+    let command = parse(&request.body)?;
+    create_once(&app, &caller, require_platform_admin(&caller), &request, |ticket| {
+        app.service.adjust_account(&caller, &id, command, ticket)
+    })
     .await
 }

@@ -2,12 +2,11 @@
 
 use super::*;
 use crate::error::ApiError;
-use crate::extract::{parse, Caller, JsonBody, PathId};
+use crate::extract::{parse, Caller, CreateBody, JsonBody, PathId};
 use crate::idempotency::create_once;
 use crate::wire::Decided;
 use crate::App;
 use axum::extract::{RawQuery, State};
-use axum::http::HeaderMap;
 use ops_domain::access::Scope;
 use ops_domain::ids::{CustomerId, IdKind, OperationId};
 use ops_domain::operations::OperationQuery;
@@ -15,20 +14,13 @@ use ops_domain::operations::{Decision, OperationStatus, OperationType};
 use ops_domain::service::Page;
 use ops_domain::DomainError;
 
-pub async fn create_operation(
-    State(app): State<App>,
-    Caller(caller): Caller,
-    headers: HeaderMap,
-    JsonBody(body): JsonBody,
-) -> Answer {
-    let command = parse(&body)?;
+pub async fn create_operation(State(app): State<App>, Caller(caller): Caller, request: CreateBody) -> Answer {
+    let command = parse(&request.body)?;
     create_once(
         &app,
         &caller,
         caller.require(Scope::OperationsWrite),
-        &headers,
-        "/v1/operations",
-        &body,
+        &request,
         |ticket| app.service.create_operation(&caller, command, ticket),
     )
     .await

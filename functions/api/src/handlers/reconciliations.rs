@@ -2,11 +2,10 @@
 
 use super::*;
 use crate::error::ApiError;
-use crate::extract::{parse, query_pairs, Caller, JsonBody, PathId, PathParam, STATEMENT_BODY_BYTES};
+use crate::extract::{parse, query_pairs, Caller, CreateBody, JsonBody, PathId, PathParam, STATEMENT_BODY_BYTES};
 use crate::idempotency::create_once;
 use crate::App;
 use axum::extract::{RawQuery, State};
-use axum::http::HeaderMap;
 use ops_domain::access::require_platform_admin;
 use ops_domain::ids::ReconciliationId;
 use ops_domain::DomainError;
@@ -16,23 +15,16 @@ use ops_domain::DomainError;
 pub async fn import_statement(
     State(app): State<App>,
     Caller(caller): Caller,
-    headers: HeaderMap,
-    JsonBody(body): JsonBody<STATEMENT_BODY_BYTES>,
+    request: CreateBody<STATEMENT_BODY_BYTES>,
 ) -> Answer {
-    let command: ops_domain::reconciliations::ImportStatement = parse(&body)?;
+    let command: ops_domain::reconciliations::ImportStatement = parse(&request.body)?;
     if command.dry_run {
         // Changes nothing, so nothing to do once: no idempotency key is claimed.
         return ok(app.service.preview_statement(&caller, command).await?);
     }
-    create_once(
-        &app,
-        &caller,
-        require_platform_admin(&caller),
-        &headers,
-        "/v1/reconciliations",
-        &body,
-        |ticket| app.service.import_statement(&caller, command, ticket),
-    )
+    create_once(&app, &caller, require_platform_admin(&caller), &request, |ticket| {
+        app.service.import_statement(&caller, command, ticket)
+    })
     .await
 }
 

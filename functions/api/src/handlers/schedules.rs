@@ -1,29 +1,21 @@
 //! Recurring operations.
 
 use super::*;
-use crate::extract::{parse, query_pairs, Caller, JsonBody, PathId};
+use crate::extract::{parse, query_pairs, Caller, CreateBody, JsonBody, PathId};
 use crate::idempotency::create_once;
 use crate::App;
 use axum::extract::{RawQuery, State};
-use axum::http::HeaderMap;
 use ops_domain::access::Scope;
 use ops_domain::ids::{CustomerId, IdKind, ScheduleId};
 use ops_domain::schedules::{ScheduleQuery, MAX_UPCOMING};
 
-pub async fn create_schedule(
-    State(app): State<App>,
-    Caller(caller): Caller,
-    headers: HeaderMap,
-    JsonBody(body): JsonBody,
-) -> Answer {
-    let command = parse(&body)?;
+pub async fn create_schedule(State(app): State<App>, Caller(caller): Caller, request: CreateBody) -> Answer {
+    let command = parse(&request.body)?;
     create_once(
         &app,
         &caller,
         caller.require(Scope::OperationsWrite),
-        &headers,
-        "/v1/schedules",
-        &body,
+        &request,
         |ticket| app.service.create_schedule(&caller, command, ticket),
     )
     .await

@@ -1,11 +1,10 @@
 //! Events, their deliveries and webhook endpoints.
 
 use super::*;
-use crate::extract::{parse, Caller, CustomerQuery, JsonBody, PathId};
+use crate::extract::{parse, Caller, CreateBody, CustomerQuery, JsonBody, PathId};
 use crate::idempotency::create_once;
 use crate::App;
 use axum::extract::{RawQuery, State};
-use axum::http::HeaderMap;
 use ops_domain::access::Scope;
 use ops_domain::ids::{CustomerId, DeliveryId, EventId, IdKind, WebhookEndpointId};
 use ops_domain::webhooks::{EnableWebhookEndpoint, EventQuery, RecoverWebhookEndpoint};
@@ -70,20 +69,13 @@ pub async fn webhook_endpoint_failed_deliveries(
         .await?)
 }
 
-pub async fn create_webhook_endpoint(
-    State(app): State<App>,
-    Caller(caller): Caller,
-    headers: HeaderMap,
-    JsonBody(body): JsonBody,
-) -> Answer {
-    let command = parse(&body)?;
+pub async fn create_webhook_endpoint(State(app): State<App>, Caller(caller): Caller, request: CreateBody) -> Answer {
+    let command = parse(&request.body)?;
     create_once(
         &app,
         &caller,
         caller.require(Scope::WebhooksManage),
-        &headers,
-        "/v1/webhook_endpoints",
-        &body,
+        &request,
         |ticket| app.service.create_webhook_endpoint(&caller, command, ticket),
     )
     .await
