@@ -423,6 +423,23 @@ fn every_alarm_has_its_section_in_the_runbook() {
     }
 }
 
+/// The API's functions are what the endpoint list makes them: a function edited by hand, or an
+/// endpoint added without running the writer, fails here.
+#[test]
+fn the_api_functions_are_written_from_the_endpoint_list() {
+    let template = template();
+    let made = ops_lambda::template::with_api_functions(&template).unwrap();
+    assert!(
+        made == template,
+        "template.yaml's API functions differ from the endpoint list's: run `cargo run -p ops-lambda --example template`"
+    );
+    // A read given write access by hand is a difference.
+    let at = template.find(ops_lambda::template::BEGIN).unwrap();
+    let section = template[at..].replacen("TableReadAccess", "TableWriteAccess", 1);
+    let edited = format!("{}{section}", &template[..at]);
+    assert!(ops_lambda::template::with_api_functions(&edited).unwrap() != edited);
+}
+
 /// The documented command that serves the API on a deployed stack sets every variable the
 /// settings require, each named by an output of the stack, and leaves the pipeline to the
 /// stack's functions.

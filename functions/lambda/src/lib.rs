@@ -9,6 +9,8 @@
 //! endpoints' routes, or the stream and queue handlers), and one file holding all of it would
 //! be over the 8 MiB a function's file may take.
 
+pub mod template;
+
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{service_fn, LambdaEvent};
