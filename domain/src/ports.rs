@@ -285,7 +285,19 @@ port_error!(
     "the event bus is unavailable: {0}"
 );
 
-/// Commits a [`Changeset`]: every write, with its conditions, or none.
+/// Commits a [`Changeset`]. What is promised is what both stores keep:
+///
+/// - **The change is all or nothing.** Every write that decides it (the entity's versioned or
+///   conditional write, a balance's guard, a claim) lands with the others, or none does, and a
+///   lost condition is [`StoreError::Conflict`] with nothing written.
+/// - **What derives from it is never lost nor doubled.** Its events and audit entries, and a
+///   create's idempotency record, land with it in SQLite's one transaction. On DynamoDB a
+///   changeset of one entity may be written entity first, carrying its events and entries in
+///   its own `outbox` (written right after it, or by the stream's outbox consumer if its writer
+///   dies in between), and a create's completed idempotency record may go before its entity
+///   (a key whose entity never lands is in use until its lock passes, then free). So a reader
+///   may see an entity a moment before its events, never an event without its entity, and
+///   each event and entry is written once (its key is fixed before the first write).
 #[async_trait]
 pub trait Commit: Send + Sync {
     async fn commit(&self, changes: Changeset) -> Result<(), StoreError>;
