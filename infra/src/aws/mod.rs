@@ -5,7 +5,7 @@
 //! through `reqwest` ([`ReqwestHttpClient`]); S3 and the Scheduler are a few signed REST calls
 //! (`signed_calls`), not SDK clients.
 
-pub mod documents;
+mod documents;
 mod dynamo_store;
 mod emf_metrics;
 mod event_bus;
