@@ -67,10 +67,10 @@ pub(crate) async fn claims() {
     );
 }
 
-/// The live board's first render in Debian's Chromium (headless, through playwright-core in
+/// The operations console's first render in Debian's Chromium (headless, through playwright-core in
 /// tests/browser, which the test command installs): to its heading, and to the columns drawn
 /// from the API after the key is typed.
-pub(crate) async fn board_page_first_render() {
+pub(crate) async fn console_first_render() {
     let browser = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/browser");
     if !browser.join("node_modules/playwright-core").exists() {
         println!("\n(first render skipped: run ./scripts/test once to install playwright-core)");
@@ -90,7 +90,7 @@ pub(crate) async fn board_page_first_render() {
     );
     let figures: serde_json::Value = serde_json::from_slice(&measured.stdout).expect("figures");
     println!();
-    println!("### The live board in Chromium (headless, local mode, 10 loads)");
+    println!("### The operations console in Chromium (headless, local mode, 10 loads)");
     println!();
     println!("| to the heading p50 ms | to the columns drawn from the API p50 ms |");
     println!("|---:|---:|");

@@ -69,7 +69,7 @@ async fn main() {
     }
     if wanted("desk") {
         desk::claims().await;
-        desk::board_page_first_render().await;
+        desk::console_first_render().await;
     }
     if wanted("fairness") {
         fairness::fairness().await;

@@ -2,9 +2,9 @@
 //! `in_process` calls the use cases on the service directly (`ops_tests::harness`).
 
 mod auth;
-mod board_page;
 mod business_days;
 mod calendars;
+mod console_page;
 mod desk;
 mod documents;
 mod exceptions;

@@ -778,7 +778,7 @@ fn every_operation_that_reads_the_store_documents_its_500() {
     let doc = document();
     let mut checked = 0;
     for (path, methods) in doc["paths"].as_object().unwrap() {
-        if ["/health", "/board", "/v1/openapi.json"].contains(&path.as_str()) {
+        if ["/health", "/board", "/console", "/v1/openapi.json"].contains(&path.as_str()) {
             continue;
         }
         for (method, operation) in methods.as_object().unwrap() {
@@ -790,7 +790,7 @@ fn every_operation_that_reads_the_store_documents_its_500() {
             checked += 1;
         }
     }
-    assert_eq!(checked, Endpoint::ALL.len() - 3);
+    assert_eq!(checked, Endpoint::ALL.len() - 4);
 }
 
 /// A rail report is authenticated by the rail's signature, declared as a security scheme (a

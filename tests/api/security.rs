@@ -718,7 +718,7 @@ async fn no_answer_may_be_cached_or_sniffed() {
         app.get("/v1/customers", "sk_test_not_a_key_at_all_000000000000").await,
         app.get("/v1/nowhere", ADMIN_KEY).await,
         app.get("/v1/customers?stray=1", ADMIN_KEY).await,
-        app.get("/board", "").await,
+        app.get("/console", "").await,
         app.get("/v1/openapi.json", "").await,
     ];
     for answer in answers {

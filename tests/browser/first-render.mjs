@@ -1,18 +1,18 @@
-// The bench's measure of the live board in Debian's Chromium (headless): for each of N loads,
+// The bench's measure of the operations console in Debian's Chromium (headless): for each of N loads,
 // the time to its heading, and the time from "Show" to the columns drawn from the API. Prints
 // the medians as JSON. Called by the bench with: node first-render.mjs <base url> <key> <loads>
 import { launch } from "./chromium.mjs";
 
 const [base, key, loads] = process.argv.slice(2);
-const context = await launch("ops-board-bench");
+const context = await launch("ops-console-bench");
 const median = (values) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
 try {
   const [heading, columns] = [[], []];
   for (let i = 0; i < Number(loads); i++) {
     const page = await context.newPage();
     const started = Date.now();
-    await page.goto(base + "/board");
-    await page.getByRole("heading", { name: "Operations board" }).waitFor();
+    await page.goto(base + "/console");
+    await page.getByRole("heading", { name: "Operations console" }).waitFor();
     heading.push(Date.now() - started);
     await page.getByLabel("API key").fill(key);
     const shown = Date.now();

@@ -1,6 +1,7 @@
-// The live board served by the stack as SAM deploys it (`GET /board` through `sam local
-// start-api`), reading the stack's API in Debian's Chromium: an operator types the platform
-// key, finds the waiting payout, approves it from the page and sees it leave Pending approval.
+// The operations console served by the stack as SAM deploys it (`GET /board`, redirected to
+// `GET /console`, through `sam local start-api`), reading the stack's API in Debian's Chromium:
+// an operator types the platform key, finds the waiting payout, approves it from the page
+// (confirming what it moves) and sees it leave Pending approval.
 // Called by tests/stack/test_stack.py:
 //   node stack-board.mjs <base url> <platform key> <operation id> <output dir>
 import { join } from "node:path";
@@ -15,12 +16,13 @@ const fail = async (page, message) => {
 try {
   const page = await context.newPage();
   await page.goto(base + "/board");
-  await page.getByRole("heading", { name: "Operations board" }).waitFor();
+  await page.getByRole("heading", { name: "Operations console" }).waitFor();
   await page.getByLabel("API key").fill(key);
   await page.getByRole("button", { name: "Show" }).click();
   // Each function's first request starts its container: the stack is given a while.
   const waiting = page.locator(`#column-pending li[data-id="${operationId}"]`);
   await waiting.waitFor({ timeout: 60000 }).catch(() => fail(page, "the waiting operation is not in Pending approval"));
+  page.once("dialog", (dialog) => dialog.accept());
   await waiting.getByRole("button", { name: "Approve" }).click();
   await waiting.waitFor({ state: "detached", timeout: 60000 })
     .catch(() => fail(page, "the approved operation did not leave Pending approval"));

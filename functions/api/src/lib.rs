@@ -199,6 +199,7 @@ endpoints! {
     AdjustAccount => (Api, "POST", "/v1/accounts/{id}/adjustments", post(adjust_account)),
     Board => (Api, "GET", "/v1/board", get(board), query),
     BoardPage => (Api, "GET", "/board", get(board_page)),
+    ConsolePage => (Api, "GET", "/console", get(console_page)),
     ListWorkItems => (Api, "GET", "/v1/work_items", get(list_work_items), query),
     ClaimWorkItem => (Api, "POST", "/v1/work_items/claim", post(claim_work_item)),
     GetWorkItem => (Api, "GET", "/v1/work_items/{id}", get(get_work_item)),
@@ -233,8 +234,31 @@ impl Endpoint {
     }
 }
 
-/// The live operations board, as served at `GET /board`.
-pub const BOARD_PAGE: &str = include_str!("../board.html");
+/// The operations console, as served at `GET /console`.
+pub const CONSOLE_PAGE: &str = include_str!("../console.html");
+
+/// The console's Content-Security-Policy: its one script and its one style sheet allowed by
+/// their SHA-256, so no other script or style runs (no `'unsafe-inline'`, no `'unsafe-eval'`);
+/// nothing loaded from anywhere; the API its only connection.
+pub fn console_policy() -> &'static str {
+    use base64::Engine;
+    use sha2::{Digest, Sha256};
+    static POLICY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    POLICY.get_or_init(|| {
+        let digest = |element: &str| {
+            let (open, close) = (format!("<{element}>"), format!("</{element}>"));
+            let start = CONSOLE_PAGE.find(&open).expect("the page has the element") + open.len();
+            let end = start + CONSOLE_PAGE[start..].find(&close).expect("and closes it");
+            base64::engine::general_purpose::STANDARD.encode(Sha256::digest(&CONSOLE_PAGE[start..end]))
+        };
+        format!(
+            "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; connect-src 'self'; \
+             form-action 'none'; frame-ancestors 'none'; base-uri 'none'",
+            digest("script"),
+            digest("style")
+        )
+    })
+}
 
 /// The OpenAPI 3.1 document of this API (`openapi.json`), as served at `GET /v1/openapi.json`.
 /// The binary holds it deflated (`build.rs`); it is inflated at the first call.
@@ -324,11 +348,46 @@ mod tests {
         }
     }
 
+    /// The policy lets the page's own script and style run and nothing else: no element the
+    /// hashes do not cover, no inline handler or style attribute (both need `'unsafe-inline'`).
     #[test]
-    fn the_board_page_shows_amounts_by_the_services_own_minor_units() {
+    fn the_consoles_policy_covers_its_one_script_and_style_and_nothing_inline() {
+        for element in ["script", "style"] {
+            assert_eq!(CONSOLE_PAGE.matches(&format!("<{element}")).count(), 1, "{element}");
+            assert_eq!(CONSOLE_PAGE.matches(&format!("<{element}>")).count(), 1, "{element}");
+        }
+        let markup = &CONSOLE_PAGE[..CONSOLE_PAGE.find("<script>").unwrap()];
+        let attributes = attribute_names(markup);
+        assert!(
+            !attributes.iter().any(|a| a == "style" || a.starts_with("on")),
+            "{attributes:?}"
+        );
+        let policy = console_policy();
+        assert!(!policy.contains("unsafe"), "{policy}");
+        assert_eq!(policy.matches("'sha256-").count(), 2, "{policy}");
+    }
+
+    /// The attribute names of every tag in `markup`.
+    fn attribute_names(markup: &str) -> Vec<String> {
+        markup
+            .split('<')
+            .skip(1)
+            .filter_map(|tag| tag.split('>').next())
+            .flat_map(|tag| {
+                tag.split_whitespace()
+                    .skip(1)
+                    .filter_map(|part| part.split('=').next())
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_console_shows_amounts_by_the_services_own_minor_units() {
         use ops_domain::money::{NO_MINOR_UNIT, THREE_MINOR_DIGITS};
         for list in [NO_MINOR_UNIT, THREE_MINOR_DIGITS] {
-            assert!(BOARD_PAGE.contains(&format!("\"{list}\".split(\" \")")), "{list}");
+            assert!(CONSOLE_PAGE.contains(&format!("\"{list}\".split(\" \")")), "{list}");
         }
     }
 }

@@ -138,6 +138,7 @@ pub fn grants(endpoint: Endpoint) -> (&'static [Grant], Option<Sizing>) {
         ),
         Health
         | BoardPage
+        | ConsolePage
         | OpenApi
         | CreateCustomer
         | ListCustomers

@@ -102,20 +102,22 @@ pub async fn board(State(app): State<App>, Caller(caller): Caller, RawQuery(raw)
     ok(app.service.board(&caller, customer_id).await?)
 }
 
-/// The live board: one HTML page (its script reads the API with the key the operator types,
-/// kept in the tab's session only). The page needs no key; everything it shows does.
-pub async fn board_page() -> Response {
+/// The operations console: one HTML page (its script reads the API with the key the operator
+/// types, kept in the tab's session only). The page needs no key; everything it shows does.
+pub async fn console_page() -> Response {
     use axum::http::header;
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (
-                header::CONTENT_SECURITY_POLICY,
-                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'",
-            ),
+            (header::CONTENT_SECURITY_POLICY, crate::console_policy()),
             (header::REFERRER_POLICY, "no-referrer"),
         ],
-        crate::BOARD_PAGE,
+        crate::CONSOLE_PAGE,
     )
         .into_response()
+}
+
+/// The board's old address: the console, which holds the board, moved.
+pub async fn board_page() -> Response {
+    axum::response::Redirect::permanent("/console").into_response()
 }

@@ -1,5 +1,6 @@
-//! The live board in a real browser: Debian's Chromium, headless, driven by playwright-core
-//! (tests/browser, installed by the test command), while the pipeline runs beside it.
+//! The operations console in a real browser: Debian's Chromium, headless, driven by
+//! playwright-core (tests/browser, installed by the test command), while the pipeline runs
+//! beside it.
 
 use ops_tests::receiver::Receiver;
 use ops_tests::{payout, spawn_app, ADMIN_KEY};
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_operator_approves_from_the_live_board_and_the_operation_changes_column() {
+async fn an_operator_approves_from_the_console_and_the_operation_changes_column() {
     let app = spawn_app().await;
     let acme = app.create_customer().await;
     let approver = app
@@ -61,13 +62,26 @@ async fn an_operator_approves_from_the_live_board_and_the_operation_changes_colu
         .await;
     assert_eq!(saved.status, 200, "{}", saved.json());
 
-    let page = app.get("/board", "").await;
+    let page = app.get("/console", "").await;
     assert_eq!(page.status, 200);
     assert_eq!(page.headers["content-type"], "text/html; charset=utf-8");
-    assert!(page.headers["content-security-policy"]
-        .to_str()
+    let policy = page.headers["content-security-policy"].to_str().unwrap();
+    assert!(policy.contains("connect-src 'self'"), "{policy}");
+    assert!(
+        policy.contains("script-src 'sha256-") && !policy.contains("unsafe"),
+        "{policy}"
+    );
+    // The board's old address redirects, for the bookmarks operators have.
+    let moved = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
         .unwrap()
-        .contains("connect-src 'self'"));
+        .get(format!("{}/board", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(moved.status(), 308);
+    assert_eq!(moved.headers()["location"], "/console");
 
     let browser = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("browser");
     assert!(
@@ -78,7 +92,7 @@ async fn an_operator_approves_from_the_live_board_and_the_operation_changes_colu
     std::fs::create_dir_all(&output).unwrap();
     let node = tokio::process::Command::new("node")
         .current_dir(&browser)
-        .arg("board.mjs")
+        .arg("console.mjs")
         .arg(&app.base)
         .arg(&approver.key)
         .arg(&waiting)
@@ -86,6 +100,8 @@ async fn an_operator_approves_from_the_live_board_and_the_operation_changes_colu
         .arg(ADMIN_KEY)
         .arg(&failed_delivery)
         .arg(&globex)
+        // An idle tab is watched for a minute (`CONSOLE_IDLE_SECONDS` for a quicker run).
+        .arg(std::env::var("CONSOLE_IDLE_SECONDS").unwrap_or_else(|_| "60".into()))
         .output();
     tokio::pin!(node);
     // The pipeline runs as it would in the service: a round every 100 ms.

@@ -1,0 +1,192 @@
+// Drives the operations console in Debian's Chromium, headless, as an operator would: an idle
+// tab's requests counted for a minute; then types the key, sees an operation waiting, reads
+// what it moves, approves it from the page (confirming what it moves) and watches it change
+// column; sees an API refusal worded as the API words it; then, as the platform's operator,
+// resends a webhook delivery whose retries ran out from the exceptions list. The platform's
+// operator picks a customer by name, a suspended one marked. Throughout: no script or style
+// the page's policy refuses, axe-core finds no violation, nothing wider than a 360 px screen.
+// Called by tests/api/console_page.rs:
+//   node console.mjs <base url> <approver key> <operation id> <output dir> <platform key> <work item id> <suspended customer id> <idle seconds>
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { launch } from "./chromium.mjs";
+
+const [base, key, operationId, output, platformKey, exceptionId, suspendedId, idleSeconds] = process.argv.slice(2);
+const context = await launch("ops-console-chromium");
+const fail = async (page, message) => {
+  await page.screenshot({ path: join(output, "console-failure.png"), fullPage: true });
+  throw new Error(message);
+};
+// Anything the page's Content-Security-Policy refused, as Chromium reports it.
+const refusedByPolicy = [];
+const watch = (page) => page.on("console", (message) => {
+  if (message.type() === "error" && message.text().includes("Content Security Policy")) refusedByPolicy.push(message.text());
+});
+// axe-core, run in the page as it stands (evaluated through the DevTools protocol, which the
+// page's policy does not govern): every violation and every check it could not decide, by
+// rule and element.
+const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+const accessible = async (page, view) => {
+  await page.evaluate(axeSource);
+  const result = await page.evaluate(() => window.axe.run(document));
+  // Violations, and what axe could not decide either way (it leaves those to a person).
+  const found = [...result.violations, ...result.incomplete]
+    .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+  console.log(`axe-core on ${view}: ${result.passes.length} rules passed, ${found.length} not`);
+  if (found.length) await fail(page, `axe-core on ${view}: ${found.join("; ")}`);
+};
+const fitsOnAPhone = async (page, view) => {
+  const size = page.viewportSize();
+  await page.setViewportSize({ width: 360, height: 780 });
+  const width = await page.evaluate(() => document.documentElement.scrollWidth);
+  await page.setViewportSize(size);
+  if (width > 360) await fail(page, `${view} is ${width} px wide on a 360 px screen`);
+};
+try {
+  // An idle tab costs at most a request every two seconds: it reads the changes cursor (the
+  // newest event) and reads the rest only when that moved.
+  const idle = await context.newPage();
+  watch(idle);
+  await idle.goto(base + "/console");
+  await idle.evaluate((key) => sessionStorage.setItem("opsKey", key), key);
+  await idle.reload();
+  await idle.locator("#status", { hasText: "Updated" }).waitFor({ timeout: 5000 });
+  const requests = [];
+  idle.on("request", (request) => requests.push(new URL(request.url()).pathname));
+  await idle.waitForTimeout(Number(idleSeconds) * 1000);
+  const most = Math.ceil(Number(idleSeconds) / 2) + 1;
+  console.log(`an idle tab over ${idleSeconds} s: ${requests.length} requests (${[...new Set(requests)].join(", ")})`);
+  if (requests.length > most) await fail(idle, `an idle tab made ${requests.length} requests in ${idleSeconds} s`);
+  await idle.close();
+
+  const page = await context.newPage();
+  watch(page);
+  const started = Date.now();
+  // The board's old address takes the operator to the console.
+  await page.goto(base + "/board");
+  await page.getByRole("heading", { name: "Operations console" }).waitFor();
+  console.log(`first render: ${Date.now() - started} ms`);
+  if (new URL(page.url()).pathname !== "/console") await fail(page, `/board led to ${page.url()}`);
+
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Show" }).click();
+  // Test money says so where no one can miss it.
+  const badge = await page.locator("#environment").textContent();
+  if (badge !== "TEST") await fail(page, `the environment badge says "${badge}"`);
+  const waiting = page.locator(`#column-pending li[data-id="${operationId}"]`);
+  await waiting.waitFor({ timeout: 5000 }).catch(() => fail(page, "the waiting operation is not in Pending approval"));
+  await page.screenshot({ path: join(output, "console.png"), fullPage: true });
+
+  // Money is shown in the currency's major unit, as people read it: the API's 125000 CLP has
+  // no minor unit, 250000 USD cents are 2,500.00 dollars, a dinar has three digits.
+  const shown = await waiting.locator("span.muted").textContent();
+  // With its item count, its one item's reference and its age.
+  if (!/^payout 125,000 CLP · 1 item · salary 0 · \d+ (s|min) ago$/.test(shown)) await fail(page, `the waiting payout is shown as "${shown}"`);
+  // The board's sums come as decimal strings, past 2^53 and 2^64, and are shown to the unit.
+  const amounts = await page.evaluate(() => [amount(250000, "USD"), amount(5, "USD"), amount(1234567, "KWD"), amount(999999999999000, "CLP"),
+    amount("18446744073709551617", "CLP"), amount("-36893488147419103233", "USD")]);
+  const expected = ["2,500.00 USD", "0.05 USD", "1,234.567 KWD", "999,999,999,999,000 CLP",
+    "18,446,744,073,709,551,617 CLP", "-368,934,881,474,191,032.33 USD"];
+  if (amounts.join("|") !== expected.join("|")) await fail(page, `amounts are shown as ${amounts.join(", ")}`);
+
+  // Before signing, the approver reads what it moves: each item's amount, beneficiary, rail
+  // and account (masked to its last four characters) and reference, and the signatures needed.
+  await waiting.locator("button.open").click();
+  const item = page.locator("#items li").first();
+  await item.waitFor({ timeout: 3000 }).catch(() => fail(page, "the waiting operation's items were not shown"));
+  const itemText = await item.textContent();
+  if (itemText !== "125,000 CLP to RUT 7654321-0 at psp-local:sandbox ••••3450 · salary 0") {
+    await fail(page, `the item is shown as "${itemText}"`);
+  }
+  const summary = await page.locator("#detail-summary").textContent();
+  if (!summary.startsWith("payout 125,000 CLP for Acme") || !summary.includes(" · workflow two_step · approvals 0 of 1 (approver) · created by key_")) {
+    await fail(page, `the operation is summed up as "${summary}"`);
+  }
+
+  await accessible(page, "the board with an operation open");
+  await fitsOnAPhone(page, "the board with an operation open");
+
+  // An API refusal is shown as the API words it: a rejection without a reason. The question
+  // names what the operation moves.
+  let asked = "";
+  page.once("dialog", (dialog) => { asked = dialog.message(); dialog.dismiss(); });
+  await waiting.getByRole("button", { name: "Reject" }).click();
+  await page.locator("#error", { hasText: "reason" }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the API's refusal was not shown"));
+  if (!asked.includes("payout of 125,000 CLP in 1 item")) await fail(page, `the rejection asked "${asked}"`);
+
+  // Approving asks first, naming the amount and the items; a "no" changes nothing.
+  page.once("dialog", (dialog) => { asked = dialog.message(); dialog.dismiss(); });
+  await waiting.getByRole("button", { name: "Approve" }).click();
+  if (asked !== `Approve ${operationId}: payout of 125,000 CLP in 1 item?`) await fail(page, `the approval asked "${asked}"`);
+  await page.waitForTimeout(500);
+  if (!(await waiting.isVisible())) await fail(page, "a declined approval approved");
+
+  // Approve from the page: the columns show the change by themselves (the page reads the
+  // changes cursor every two seconds; the test allows 6 s, as its machine runs the rest of the
+  // suite meanwhile).
+  page.once("dialog", (dialog) => dialog.accept());
+  await waiting.getByRole("button", { name: "Approve" }).click();
+  const approvedAt = Date.now();
+  await page.mouse.move(0, 0);
+  await page.locator(`#column-progress li[data-id="${operationId}"]`).waitFor({ timeout: 6000 })
+    .catch(() => fail(page, "the approved operation did not move to In progress"));
+  await waiting.waitFor({ state: "detached", timeout: 6000 });
+  console.log(`moved column: ${Date.now() - approvedAt} ms after the approval`);
+
+  // Its history, with causes and actors, is one click away, and its transaction with the
+  // rail's reference once the rail took it.
+  await page.locator(`#column-progress li[data-id="${operationId}"] button.open`).click();
+  await page.locator("#history li", { hasText: "approved" }).first().waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the operation's history was not shown"));
+  await page.locator("#transactions li", { hasText: "psp-local:sandbox ref sbx_" }).waitFor({ timeout: 6000 })
+    .catch(() => fail(page, "the transaction's rail reference was not shown"));
+  await page.locator("#transactions li", { hasText: "settles 20" }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the transaction's settlement day was not shown"));
+  // Its history's times are the operator's, the UTC instant on hover.
+  const stamp = page.locator("#history li time").first();
+  const [shownAt, utc] = [await stamp.textContent(), await stamp.getAttribute("title")];
+  if (!/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/.test(shownAt) || !/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$/.test(utc)) {
+    await fail(page, `a history time is shown as "${shownAt}" (hover: "${utc}")`);
+  }
+  await page.screenshot({ path: join(output, "console-approved.png"), fullPage: true });
+
+  // The customer's user sees its exception but may not work it: the API's refusal is shown.
+  const exception = page.locator(`#exceptions li[data-id="${exceptionId}"]`);
+  await exception.waitFor({ timeout: 3000 }).catch(() => fail(page, "the failed delivery is not in Exceptions"));
+  page.once("dialog", (dialog) => dialog.accept());
+  await exception.getByRole("button", { name: "Resend" }).click();
+  await page.locator("#error", { hasText: "platform_only" }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the refusal to a customer's user was not shown"));
+  // The platform's operator resends it: the item leaves the list.
+  await page.getByLabel("API key").fill(platformKey);
+  await page.getByRole("button", { name: "Show" }).click();
+  page.once("dialog", (dialog) => { asked = dialog.message(); dialog.accept(); });
+  await exception.getByRole("button", { name: "Resend" }).click();
+  await exception.waitFor({ state: "detached", timeout: 4000 })
+    .catch(() => fail(page, "the resent delivery's exception did not close"));
+  if (!asked.startsWith("Resend delivery whd_")) await fail(page, `the resend asked "${asked}"`);
+  await page.screenshot({ path: join(output, "console-resent.png"), fullPage: true });
+
+  // The platform's key lists its customers for the filter, by name; a suspended one is marked.
+  // (A customer's key could not list them: its field takes an id as typed.)
+  const suspended = page.locator(`#customers option[value="${suspendedId}"]`);
+  await suspended.waitFor({ state: "attached", timeout: 3000 })
+    .catch(() => fail(page, "the suspended customer is not offered in the filter"));
+  if ((await suspended.textContent()) !== "Globex (suspended)") {
+    await fail(page, `the suspended customer is offered as "${await suspended.textContent()}"`);
+  }
+  await accessible(page, "the platform's board");
+  await fitsOnAPhone(page, "the platform's board");
+
+  // "Forget key" leaves nothing of it in the tab.
+  await page.getByRole("button", { name: "Forget key" }).click();
+  await page.getByRole("heading", { name: "Operations console" }).waitFor();
+  const left = await page.evaluate(() => [sessionStorage.getItem("opsKey"), document.getElementById("key").value]);
+  if (left[0] !== null || left[1] !== "") await fail(page, `the key was not forgotten: ${JSON.stringify(left)}`);
+  if (refusedByPolicy.length) await fail(page, `the page's policy refused: ${refusedByPolicy.join("; ")}`);
+  console.log(`screenshots: ${join(output, "console.png")}, ${join(output, "console-approved.png")}, ${join(output, "console-resent.png")}`);
+} finally {
+  await context.close();
+}
