@@ -3,7 +3,7 @@
 //! beside it.
 
 use ops_tests::receiver::Receiver;
-use ops_tests::{payout, spawn_app, ADMIN_KEY};
+use ops_tests::{payout, scheduled_payout, spawn_app, ADMIN_KEY};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -29,6 +29,17 @@ async fn an_operator_approves_from_the_console_and_the_operation_changes_column(
         .await
         .json();
     let failed_delivery = exceptions["data"][0]["id"].as_str().expect("an exception").to_owned();
+    // A schedule the platform's operator pauses and resumes from its view (starting in years:
+    // it makes nothing meanwhile).
+    let schedule = app
+        .post(
+            "/v1/schedules",
+            &acme.key,
+            json!({"expression": "rate(1 day)", "start_at": "2031-02-01T12:00:00Z",
+                   "operation": scheduled_payout("two_step", &[40_000])}),
+        )
+        .await;
+    assert_eq!(schedule.status, 201, "{}", schedule.json());
     let globex = app
         .post("/v1/customers", ADMIN_KEY, json!({"name": "Globex"}))
         .await
@@ -100,6 +111,7 @@ async fn an_operator_approves_from_the_console_and_the_operation_changes_column(
         .arg(ADMIN_KEY)
         .arg(&failed_delivery)
         .arg(&globex)
+        .arg(schedule.id())
         // An idle tab is watched for a minute (`CONSOLE_IDLE_SECONDS` for a quicker run).
         .arg(std::env::var("CONSOLE_IDLE_SECONDS").unwrap_or_else(|_| "60".into()))
         .output();
@@ -126,4 +138,11 @@ async fn an_operator_approves_from_the_console_and_the_operation_changes_column(
         "approved from the page"
     );
     assert_eq!(receiver.requests(), 10, "resent from the page, delivered once");
+    assert_eq!(
+        app.get(&format!("/v1/schedules/{}", schedule.id()), &acme.key)
+            .await
+            .json()["status"],
+        "active",
+        "paused and resumed from the page"
+    );
 }

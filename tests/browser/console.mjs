@@ -6,13 +6,13 @@
 // operator picks a customer by name, a suspended one marked. Throughout: no script or style
 // the page's policy refuses, axe-core finds no violation, nothing wider than a 360 px screen.
 // Called by tests/api/console_page.rs:
-//   node console.mjs <base url> <approver key> <operation id> <output dir> <platform key> <work item id> <suspended customer id> <idle seconds>
+//   node console.mjs <base url> <approver key> <operation id> <output dir> <platform key> <work item id> <suspended customer id> <schedule id> <idle seconds>
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { launch } from "./chromium.mjs";
 
-const [base, key, operationId, output, platformKey, exceptionId, suspendedId, idleSeconds] = process.argv.slice(2);
+const [base, key, operationId, output, platformKey, exceptionId, suspendedId, scheduleId, idleSeconds] = process.argv.slice(2);
 const context = await launch("ops-console-chromium");
 const fail = async (page, message) => {
   await page.screenshot({ path: join(output, "console-failure.png"), fullPage: true });
@@ -69,7 +69,7 @@ try {
   console.log(`first render: ${Date.now() - started} ms`);
   if (new URL(page.url()).pathname !== "/console") await fail(page, `/board led to ${page.url()}`);
 
-  await page.getByLabel("API key").fill(key);
+  await page.getByLabel("API key", { exact: true }).fill(key);
   await page.getByRole("button", { name: "Show" }).click();
   // Test money says so where no one can miss it.
   const badge = await page.locator("#environment").textContent();
@@ -81,8 +81,46 @@ try {
   // Money is shown in the currency's major unit, as people read it: the API's 125000 CLP has
   // no minor unit, 250000 USD cents are 2,500.00 dollars, a dinar has three digits.
   const shown = await waiting.locator("span.muted").textContent();
-  // With its item count, its one item's reference and its age.
-  if (!/^payout 125,000 CLP · 1 item · salary 0 · \d+ (s|min) ago$/.test(shown)) await fail(page, `the waiting payout is shown as "${shown}"`);
+  // The keyboard: "?" shows the shortcuts; "j" goes down the waiting operations, "a" asks to
+  // approve it (declined here), "o" opens it.
+  await page.keyboard.press("?");
+  await page.locator("#shortcuts", { hasText: "approve it (asks first)" }).waitFor({ timeout: 2000 })
+    .catch(() => fail(page, "? did not show the shortcuts"));
+  await accessible(page, "the board with its shortcuts shown");
+  await page.keyboard.press("?");
+  await page.locator("#shortcuts").waitFor({ state: "hidden", timeout: 2000 });
+  // (The schedule made a payout of its own: "j" goes down the column to the one waited for.)
+  const rows = await page.locator("#column-pending li[data-id]").evaluateAll((items) => items.map((i) => i.dataset.id));
+  let focused = null;
+  for (let presses = 0; presses <= rows.indexOf(operationId); presses++) {
+    await page.keyboard.press("j");
+    focused = await page.evaluate(() => document.activeElement.closest("li") && document.activeElement.closest("li").dataset.id);
+  }
+  if (focused !== operationId) await fail(page, `j went through ${rows.join(", ")} to ${focused}`);
+  let keyed = "";
+  page.once("dialog", (dialog) => { keyed = dialog.message(); dialog.dismiss(); });
+  await page.keyboard.press("a");
+  await page.waitForTimeout(300);
+  if (!keyed.startsWith(`Approve ${operationId}: `)) await fail(page, `a asked "${keyed}"`);
+  await page.keyboard.press("o");
+  await page.locator("#detail-title", { hasText: operationId }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "o did not open the operation"));
+
+  // The approvals queue lists the payout's item, open and (three days on, by the service's
+  // clock) past its SLA; "c" claims the next approval (the row then says who holds it and
+  // offers Release), and Release hands it back.
+  const approval = page.locator("#approvals li", { hasText: operationId });
+  await approval.filter({ hasText: " · open · past due since " }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the payout's approval is not listed open and past due in the approvals queue"));
+  await page.keyboard.press("c");
+  await approval.filter({ hasText: "held by usr_" }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the claimed approval does not say who holds it"));
+  await approval.getByRole("button", { name: "Release" }).click();
+  await approval.filter({ hasText: " · open · " }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the released approval is not open again"));
+
+  // With its item count, its one item's reference and its age by the service's clock (three days on).
+  if (!/^payout 125,000 CLP · 1 item · salary 0 · 3 d ago$/.test(shown)) await fail(page, `the waiting payout is shown as "${shown}"`);
   // The board's sums come as decimal strings, past 2^53 and 2^64, and are shown to the unit.
   const amounts = await page.evaluate(() => [amount(250000, "USD"), amount(5, "USD"), amount(1234567, "KWD"), amount(999999999999000, "CLP"),
     amount("18446744073709551617", "CLP"), amount("-36893488147419103233", "USD")]);
@@ -155,12 +193,14 @@ try {
   // The customer's user sees its exception but may not work it: the API's refusal is shown.
   const exception = page.locator(`#exceptions li[data-id="${exceptionId}"]`);
   await exception.waitFor({ timeout: 3000 }).catch(() => fail(page, "the failed delivery is not in Exceptions"));
+  // An hour past its SLA by the service's clock, it says so.
+  if (!(await exception.textContent()).includes("past due since")) await fail(page, "the late exception is not marked past due");
   page.once("dialog", (dialog) => dialog.accept());
   await exception.getByRole("button", { name: "Resend" }).click();
   await page.locator("#error", { hasText: "platform_only" }).waitFor({ timeout: 3000 })
     .catch(() => fail(page, "the refusal to a customer's user was not shown"));
   // The platform's operator resends it: the item leaves the list.
-  await page.getByLabel("API key").fill(platformKey);
+  await page.getByLabel("API key", { exact: true }).fill(platformKey);
   await page.getByRole("button", { name: "Show" }).click();
   page.once("dialog", (dialog) => { asked = dialog.message(); dialog.accept(); });
   await exception.getByRole("button", { name: "Resend" }).click();
@@ -179,6 +219,35 @@ try {
   }
   await accessible(page, "the platform's board");
   await fitsOnAPhone(page, "the platform's board");
+
+  // The other views, as the platform's operator looking at Acme (picked by name): webhook
+  // endpoints with their health, API keys, and schedules, one paused and resumed from the page.
+  const acme = await page.locator("#customers option", { hasText: "Acme Payroll" }).first().getAttribute("value");
+  await page.getByLabel("Customer").fill(acme);
+  await page.getByRole("button", { name: "Show" }).click();
+  await page.getByRole("button", { name: "Webhooks" }).click();
+  await page.locator("#webhooks li", { hasText: "% delivered" }).first().waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the webhook endpoint and its health are not listed"));
+  await accessible(page, "the webhooks view");
+  await fitsOnAPhone(page, "the webhooks view");
+  await page.getByRole("button", { name: "API keys" }).click();
+  await page.locator("#keys li", { hasText: "active" }).first().waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the API keys are not listed"));
+  await accessible(page, "the API keys view");
+  await page.getByRole("button", { name: "Schedules" }).click();
+  const schedule = page.locator(`#schedules li[data-id="${scheduleId}"]`);
+  await schedule.filter({ hasText: "payout of 40,000 CLP in 1 item" }).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the schedule is not listed with what it makes"));
+  await accessible(page, "the schedules view");
+  await schedule.getByRole("button", { name: "Pause" }).click();
+  await schedule.filter({ hasText: "paused" }).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the paused schedule does not say so"));
+  await schedule.getByRole("button", { name: "Resume" }).click();
+  await schedule.filter({ hasText: "active" }).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the resumed schedule does not say so"));
+  await page.screenshot({ path: join(output, "console-schedules.png"), fullPage: true });
+  await page.getByRole("button", { name: "Board" }).click();
+  await page.locator("#view-board").waitFor({ timeout: 2000 });
 
   // "Forget key" leaves nothing of it in the tab.
   await page.getByRole("button", { name: "Forget key" }).click();

@@ -14,7 +14,7 @@ try {
     await page.goto(base + "/console");
     await page.getByRole("heading", { name: "Operations console" }).waitFor();
     heading.push(Date.now() - started);
-    await page.getByLabel("API key").fill(key);
+    await page.getByLabel("API key", { exact: true }).fill(key);
     const shown = Date.now();
     await page.getByRole("button", { name: "Show" }).click();
     await page.locator("#status", { hasText: "Updated" }).waitFor();

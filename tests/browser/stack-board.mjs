@@ -17,7 +17,7 @@ try {
   const page = await context.newPage();
   await page.goto(base + "/board");
   await page.getByRole("heading", { name: "Operations console" }).waitFor();
-  await page.getByLabel("API key").fill(key);
+  await page.getByLabel("API key", { exact: true }).fill(key);
   await page.getByRole("button", { name: "Show" }).click();
   // Each function's first request starts its container: the stack is given a while.
   const waiting = page.locator(`#column-pending li[data-id="${operationId}"]`);
