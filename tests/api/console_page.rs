@@ -40,6 +40,59 @@ async fn an_operator_approves_from_the_console_and_the_operation_changes_column(
         )
         .await;
     assert_eq!(schedule.status, 201, "{}", schedule.json());
+    // Another customer with an account and a payroll file, and a statement with a line that
+    // answers to nothing, for the accounts, files and reconciliations views.
+    let initech = app
+        .post("/v1/customers", ADMIN_KEY, json!({"name": "Initech"}))
+        .await
+        .id();
+    let initech_key = app
+        .post(
+            "/v1/api_keys",
+            ADMIN_KEY,
+            json!({"customer_id": initech, "scopes": ops_tests::CUSTOMER_SCOPES}),
+        )
+        .await
+        .json()["secret"]
+        .as_str()
+        .expect("a key")
+        .to_owned();
+    let account = app
+        .post(
+            "/v1/accounts",
+            ADMIN_KEY,
+            json!({"customer_id": initech, "currency": "CLP", "name": "Initech payroll"}),
+        )
+        .await;
+    assert_eq!(account.status, 201, "{}", account.json());
+    let payroll = "beneficiary_id_type,beneficiary_id,rail,account,amount,currency,reference\n\
+                   rut,1-9,psp-local:sandbox,acct-1,5000,CLP,bonus\n\
+                   rut,2-7,psp-local:sandbox,acct-2,7000,CLP,bonus\n";
+    let file = app
+        .upload(
+            "/v1/files?workflow=two_step",
+            &initech_key,
+            "payroll-1",
+            "text/csv",
+            payroll.as_bytes().to_vec(),
+        )
+        .await;
+    assert!(file.status.is_success(), "{}", file.json());
+    let statement = format!(
+        "{}\nsbx_stranger,,12345,CLP,confirmed,{},debit",
+        ops_infra::rails::STATEMENT_HEADER,
+        time::OffsetDateTime::now_utc().date()
+    );
+    let imported = app
+        .send(
+            reqwest::Method::POST,
+            "/v1/reconciliations",
+            Some(ADMIN_KEY),
+            Some("statement-1"),
+            Some(&ops_tests::statement_body("csv", statement.as_bytes())),
+        )
+        .await;
+    assert_eq!(imported.status, 201, "{}", imported.json());
     let globex = app
         .post("/v1/customers", ADMIN_KEY, json!({"name": "Globex"}))
         .await

@@ -245,6 +245,31 @@ try {
   await schedule.getByRole("button", { name: "Resume" }).click();
   await schedule.filter({ hasText: "active" }).waitFor({ timeout: 4000 })
     .catch(() => fail(page, "the resumed schedule does not say so"));
+  // Initech's account and payroll file, and the platform's statement with its break.
+  const initech = await page.locator("#customers option", { hasText: "Initech" }).first().getAttribute("value");
+  await page.getByLabel("Customer").fill(initech);
+  await page.getByRole("button", { name: "Show" }).click();
+  await page.getByRole("button", { name: "Accounts" }).click();
+  const account = page.locator("#accounts li", { hasText: "Initech payroll" });
+  await account.filter({ hasText: "available 0 CLP" }).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the account and its balance are not listed"));
+  await account.getByRole("button", { name: "Movements" }).click();
+  await account.locator("li", { hasText: "No movements." }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the account's movements were not read"));
+  await accessible(page, "the accounts view");
+  await page.getByRole("button", { name: "Files" }).click();
+  await page.locator("#files li", { hasText: "2 lines · 12,000 CLP · workflow two_step" }).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the payroll file is not listed with its lines and total"));
+  await accessible(page, "the files view");
+  await page.getByRole("button", { name: "Reconciliations" }).click();
+  const statement = page.locator("#reconciliations li", { hasText: "psp-local:sandbox" }).first();
+  await statement.filter({ hasText: "unmatched 1" }).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the statement is not listed with its outcomes"));
+  await statement.getByRole("button", { name: "Lines not matched" }).click();
+  await statement.locator("li", { hasText: "unmatched · debit 12,345 CLP · ref sbx_stranger · work item wi_" }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the statement's break is not listed with its work item"));
+  await accessible(page, "the reconciliations view");
+  await fitsOnAPhone(page, "the reconciliations view");
   await page.screenshot({ path: join(output, "console-schedules.png"), fullPage: true });
   await page.getByRole("button", { name: "Board" }).click();
   await page.locator("#view-board").waitFor({ timeout: 2000 });
