@@ -40,8 +40,9 @@ async fn an_operator_approves_from_the_console_and_the_operation_changes_column(
         )
         .await;
     assert_eq!(schedule.status, 201, "{}", schedule.json());
-    // Another customer with an account and a payroll file, and a statement with a line that
-    // answers to nothing, for the accounts, files and reconciliations views.
+    // Another customer with an account, a payroll file and more payouts waiting than a column
+    // lists at once, and a statement with a line that answers to nothing, for the accounts,
+    // files and reconciliations views and the board's paging.
     let initech = app
         .post("/v1/customers", ADMIN_KEY, json!({"name": "Initech"}))
         .await
@@ -78,6 +79,13 @@ async fn an_operator_approves_from_the_console_and_the_operation_changes_column(
         )
         .await;
     assert!(file.status.is_success(), "{}", file.json());
+    // More waiting payouts than a column lists at once.
+    for _ in 0..51 {
+        let made = app
+            .post("/v1/operations", &initech_key, payout(&initech, "two_step", &[1_000]))
+            .await;
+        assert_eq!(made.status, 201, "{}", made.json());
+    }
     let statement = format!(
         "{}\nsbx_stranger,,12345,CLP,confirmed,{},debit",
         ops_infra::rails::STATEMENT_HEADER,

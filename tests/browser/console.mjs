@@ -70,7 +70,7 @@ try {
   if (new URL(page.url()).pathname !== "/console") await fail(page, `/board led to ${page.url()}`);
 
   await page.getByLabel("API key", { exact: true }).fill(key);
-  await page.getByRole("button", { name: "Show" }).click();
+  await page.getByRole("button", { name: "Show", exact: true }).click();
   // Test money says so where no one can miss it.
   const badge = await page.locator("#environment").textContent();
   if (badge !== "TEST") await fail(page, `the environment badge says "${badge}"`);
@@ -201,7 +201,7 @@ try {
     .catch(() => fail(page, "the refusal to a customer's user was not shown"));
   // The platform's operator resends it: the item leaves the list.
   await page.getByLabel("API key", { exact: true }).fill(platformKey);
-  await page.getByRole("button", { name: "Show" }).click();
+  await page.getByRole("button", { name: "Show", exact: true }).click();
   page.once("dialog", (dialog) => { asked = dialog.message(); dialog.accept(); });
   await exception.getByRole("button", { name: "Resend" }).click();
   await exception.waitFor({ state: "detached", timeout: 4000 })
@@ -224,7 +224,7 @@ try {
   // endpoints with their health, API keys, and schedules, one paused and resumed from the page.
   const acme = await page.locator("#customers option", { hasText: "Acme Payroll" }).first().getAttribute("value");
   await page.getByLabel("Customer").fill(acme);
-  await page.getByRole("button", { name: "Show" }).click();
+  await page.getByRole("button", { name: "Show", exact: true }).click();
   await page.getByRole("button", { name: "Webhooks" }).click();
   await page.locator("#webhooks li", { hasText: "% delivered" }).first().waitFor({ timeout: 4000 })
     .catch(() => fail(page, "the webhook endpoint and its health are not listed"));
@@ -248,7 +248,17 @@ try {
   // Initech's account and payroll file, and the platform's statement with its break.
   const initech = await page.locator("#customers option", { hasText: "Initech" }).first().getAttribute("value");
   await page.getByLabel("Customer").fill(initech);
-  await page.getByRole("button", { name: "Show" }).click();
+  await page.getByRole("button", { name: "Show", exact: true }).click();
+  // The board says how many of Initech's 52 waiting operations (51 payouts and its file's) it
+  // lists, and lists fifty more when asked.
+  await page.getByRole("button", { name: "Board" }).click();
+  const more = page.locator("#more-pending");
+  await more.filter({ hasText: "Showing 50 of 52." }).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the pending column does not say it lists 50 of 52"));
+  await more.getByRole("button", { name: "Show 50 more" }).click();
+  await page.locator("#column-pending li[data-id]").nth(51).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the next page of waiting operations was not listed"));
+  if ((await more.textContent()) !== "") await fail(page, `with every one listed, the column says "${await more.textContent()}"`);
   await page.getByRole("button", { name: "Accounts" }).click();
   const account = page.locator("#accounts li", { hasText: "Initech payroll" });
   await account.filter({ hasText: "available 0 CLP" }).waitFor({ timeout: 4000 })

@@ -16,7 +16,7 @@ try {
     heading.push(Date.now() - started);
     await page.getByLabel("API key", { exact: true }).fill(key);
     const shown = Date.now();
-    await page.getByRole("button", { name: "Show" }).click();
+    await page.getByRole("button", { name: "Show", exact: true }).click();
     await page.locator("#status", { hasText: "Updated" }).waitFor();
     columns.push(Date.now() - shown);
     await page.evaluate(() => sessionStorage.clear());

@@ -18,7 +18,7 @@ try {
   await page.goto(base + "/board");
   await page.getByRole("heading", { name: "Operations console" }).waitFor();
   await page.getByLabel("API key", { exact: true }).fill(key);
-  await page.getByRole("button", { name: "Show" }).click();
+  await page.getByRole("button", { name: "Show", exact: true }).click();
   // Each function's first request starts its container: the stack is given a while.
   const waiting = page.locator(`#column-pending li[data-id="${operationId}"]`);
   await waiting.waitFor({ timeout: 60000 }).catch(() => fail(page, "the waiting operation is not in Pending approval"));
