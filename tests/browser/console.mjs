@@ -220,6 +220,27 @@ try {
   await accessible(page, "the platform's board");
   await fitsOnAPhone(page, "the platform's board");
 
+  // The operations view, as the platform's operator: Acme's completed payouts by status and
+  // type; and the payout found again by its transaction's id.
+  await page.getByRole("button", { name: "Operations" }).click();
+  await page.getByLabel("Status").selectOption("completed");
+  await page.getByLabel("Type").selectOption("payout");
+  await page.getByRole("button", { name: "List" }).click();
+  await page.locator(`#operations li[data-id="${operationId}"]`, { hasText: "completed · payout 125,000 CLP" }).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the completed payout is not listed by status and type"));
+  await page.getByLabel("Status").selectOption("rejected");
+  await page.getByRole("button", { name: "List" }).click();
+  await page.locator("#operations li", { hasText: "No operation found." }).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "a status nothing has still lists something"));
+  await accessible(page, "the operations view");
+  await fitsOnAPhone(page, "the operations view");
+  const transactionId = await page.locator("#transactions li").first().getAttribute("data-id");
+  await page.evaluate(() => { document.getElementById("detail").hidden = true; });
+  await page.getByLabel("Id").fill(transactionId);
+  await page.getByRole("button", { name: "Open", exact: true }).click();
+  await page.locator("#detail-title", { hasText: operationId }).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the payout was not found by its transaction's id"));
+
   // The other views, as the platform's operator looking at Acme (picked by name): webhook
   // endpoints with their health, API keys, and schedules, one paused and resumed from the page.
   const acme = await page.locator("#customers option", { hasText: "Acme Payroll" }).first().getAttribute("value");
