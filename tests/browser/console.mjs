@@ -240,6 +240,11 @@ try {
   await page.getByRole("button", { name: "Open", exact: true }).click();
   await page.locator("#detail-title", { hasText: operationId }).waitFor({ timeout: 4000 })
     .catch(() => fail(page, "the payout was not found by its transaction's id"));
+  // The platform's key may list Acme's users: who signed, and who acted in the history, by name.
+  const signedBy = await page.locator("#detail-summary").textContent();
+  if (!signedBy.includes("approvals 1 of 1 (approver): Member (member-")) await fail(page, `the signer is shown as "${signedBy}"`);
+  await page.locator("#history li", { hasText: "user Member (member-" }).first().waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the history does not name the user who approved"));
 
   // The other views, as the platform's operator looking at Acme (picked by name): webhook
   // endpoints with their health, API keys, and schedules, one paused and resumed from the page.
