@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_operator_approves_from_the_console_and_the_operation_changes_column() {
+async fn an_operator_works_every_view_of_the_console_in_chromium() {
     let app = spawn_app().await;
     let acme = app.create_customer().await;
     let approver = app
@@ -43,21 +43,7 @@ async fn an_operator_approves_from_the_console_and_the_operation_changes_column(
     // Another customer with an account, a payroll file and more payouts waiting than a column
     // lists at once, and a statement with a line that answers to nothing, for the accounts,
     // files and reconciliations views and the board's paging.
-    let initech = app
-        .post("/v1/customers", ADMIN_KEY, json!({"name": "Initech"}))
-        .await
-        .id();
-    let initech_key = app
-        .post(
-            "/v1/api_keys",
-            ADMIN_KEY,
-            json!({"customer_id": initech, "scopes": ops_tests::CUSTOMER_SCOPES}),
-        )
-        .await
-        .json()["secret"]
-        .as_str()
-        .expect("a key")
-        .to_owned();
+    let (initech, initech_key) = customer_named(&app, "Initech").await;
     let account = app
         .post(
             "/v1/accounts",
@@ -86,6 +72,14 @@ async fn an_operator_approves_from_the_console_and_the_operation_changes_column(
             .await;
         assert_eq!(made.status, 201, "{}", made.json());
     }
+    // A payout the rail leaves needing an operator (a customer of its own, with no account to
+    // hold funds in): its transaction's item and its operation's.
+    let (hooli, hooli_key) = customer_named(&app, "Hooli").await;
+    let stuck = app
+        .post("/v1/operations", &hooli_key, payout(&hooli, "auto", &[20_008]))
+        .await;
+    assert_eq!(stuck.status, 201, "{}", stuck.json());
+    app.settle(time::Duration::seconds(30), 20).await;
     let statement = format!(
         "{}\nsbx_stranger,,12345,CLP,confirmed,{},debit",
         ops_infra::rails::STATEMENT_HEADER,
@@ -206,4 +200,21 @@ async fn an_operator_approves_from_the_console_and_the_operation_changes_column(
         "active",
         "paused and resumed from the page"
     );
+}
+
+/// A customer of that name and a key of its own, as `create_customer` makes them.
+async fn customer_named(app: &ops_tests::TestApp, name: &str) -> (String, String) {
+    let id = app.post("/v1/customers", ADMIN_KEY, json!({"name": name})).await.id();
+    let key = app
+        .post(
+            "/v1/api_keys",
+            ADMIN_KEY,
+            json!({"customer_id": id, "scopes": ops_tests::CUSTOMER_SCOPES}),
+        )
+        .await
+        .json()["secret"]
+        .as_str()
+        .expect("a key")
+        .to_owned();
+    (id, key)
 }

@@ -202,6 +202,12 @@ try {
   // The platform's operator resends it: the item leaves the list.
   await page.getByLabel("API key", { exact: true }).fill(platformKey);
   await page.getByRole("button", { name: "Show", exact: true }).click();
+  // Initech's rail failure is one row: its operation's item, its transaction's inside it.
+  await page.locator("#exceptions > li", { hasText: "operation needs attention" }).filter({ hasText: "transaction txn_" })
+    .waitFor({ timeout: 4000 }).catch(async () => fail(page, "the rail failure's transaction item is not inside its operation's row: " + await page.locator("#exceptions").innerText()));
+  const apart = await page.evaluate(() => [...document.querySelectorAll("#exceptions > li > strong")]
+    .filter((kind) => kind.textContent === "transaction needs attention").length);
+  if (apart) await fail(page, "the rail failure's transaction item is also a row of its own");
   page.once("dialog", (dialog) => { asked = dialog.message(); dialog.accept(); });
   await exception.getByRole("button", { name: "Resend" }).click();
   await exception.waitFor({ state: "detached", timeout: 4000 })
