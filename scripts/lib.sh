@@ -42,7 +42,7 @@ start_moto() {
   export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
 }
 
-# The console's browser test: Debian's Chromium (installed when missing), playwright-core and axe-core
+# The console's browser tests: Debian's Chromium (installed when missing), playwright-core, axe-core and Lighthouse
 # from the lock file (it never downloads a browser of its own).
 # apt_install COMMAND PACKAGE: installs Debian's PACKAGE when COMMAND is missing.
 apt_install() {

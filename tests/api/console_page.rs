@@ -218,3 +218,42 @@ async fn customer_named(app: &ops_tests::TestApp, name: &str) -> (String, String
         .to_owned();
     (id, key)
 }
+
+/// Lighthouse scores the console 100 for accessibility and for best practices, as loaded and as
+/// an approver works its board with an operation open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_scores_full_marks_in_lighthouse() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let approver = app
+        .add_member(&acme, &["approver"], &["operations:read", "operations:approve"])
+        .await;
+    let waiting = app
+        .post("/v1/operations", &acme.key, payout(&acme.id, "two_step", &[125_000]))
+        .await;
+    assert_eq!(waiting.status, 201, "{}", waiting.json());
+    app.drain().await;
+    let browser = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("browser");
+    assert!(
+        browser.join("node_modules/lighthouse").exists(),
+        "run the suite with ./scripts/test, which installs Lighthouse"
+    );
+    let audited = tokio::process::Command::new("node")
+        .current_dir(&browser)
+        .args(["lighthouse.mjs", &app.base, &approver.key])
+        .output()
+        .await
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&audited.stdout);
+    println!("{stdout}");
+    assert!(
+        audited.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&audited.stderr)
+    );
+    assert_eq!(
+        stdout.matches(" 100\n").count(),
+        4,
+        "two categories at two steps: {stdout}"
+    );
+}
