@@ -154,6 +154,14 @@ try {
     .catch(() => fail(page, "the API's refusal was not shown"));
   if (!asked.includes("payout of 125,000 CLP in 1 item")) await fail(page, `the rejection asked "${asked}"`);
 
+  // Approving the selected ones asks first too, naming how many, what they move and in how many
+  // items.
+  await waiting.locator("input[type=checkbox]").check();
+  page.once("dialog", (dialog) => { asked = dialog.message(); dialog.dismiss(); });
+  await page.getByRole("button", { name: "Approve selected" }).click();
+  if (asked !== "Approve 1 operation: 125,000 CLP in 1 item?") await fail(page, `the bulk approval asked "${asked}"`);
+  await waiting.locator("input[type=checkbox]").uncheck();
+
   // Approving asks first, naming the amount and the items; a "no" changes nothing.
   page.once("dialog", (dialog) => { asked = dialog.message(); dialog.dismiss(); });
   await waiting.getByRole("button", { name: "Approve" }).click();
