@@ -56,7 +56,7 @@ apt_install() {
 
 install_browser() {
   apt_install chromium chromium
-  (cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent)
+  (cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 }
 
 # start_docker: Docker's engine (Debian's docker.io, installed when missing), started when it
