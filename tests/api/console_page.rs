@@ -43,7 +43,10 @@ async fn an_operator_works_every_view_of_the_console_in_chromium() {
     // Another customer with an account, a payroll file and more payouts waiting than a column
     // lists at once, and a statement with a line that answers to nothing, for the accounts,
     // files and reconciliations views and the board's paging.
-    let (initech, initech_key) = customer_named(&app, "Initech").await;
+    let ops_tests::Customer {
+        id: initech,
+        key: initech_key,
+    } = app.create_customer_named("Initech").await;
     let account = app
         .post(
             "/v1/accounts",
@@ -74,9 +77,9 @@ async fn an_operator_works_every_view_of_the_console_in_chromium() {
     }
     // A payout the rail leaves needing an operator (a customer of its own, with no account to
     // hold funds in): its transaction's item and its operation's.
-    let (hooli, hooli_key) = customer_named(&app, "Hooli").await;
+    let hooli = app.create_customer_named("Hooli").await;
     let stuck = app
-        .post("/v1/operations", &hooli_key, payout(&hooli, "auto", &[20_008]))
+        .post("/v1/operations", &hooli.key, payout(&hooli.id, "auto", &[20_008]))
         .await;
     assert_eq!(stuck.status, 201, "{}", stuck.json());
     app.settle(time::Duration::seconds(30), 20).await;
@@ -178,13 +181,7 @@ async fn an_operator_works_every_view_of_the_console_in_chromium() {
             _ = tokio::time::sleep(Duration::from_millis(100)) => app.drain().await,
         }
     };
-    let stdout = String::from_utf8_lossy(&finished.stdout);
-    println!("{stdout}");
-    assert!(
-        finished.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&finished.stderr)
-    );
+    succeeded(finished);
     assert_eq!(
         app.get(&format!("/v1/operations/{waiting}"), &acme.key).await.json()["status"]
             .as_str()
@@ -200,23 +197,6 @@ async fn an_operator_works_every_view_of_the_console_in_chromium() {
         "active",
         "paused and resumed from the page"
     );
-}
-
-/// A customer of that name and a key of its own, as `create_customer` makes them.
-async fn customer_named(app: &ops_tests::TestApp, name: &str) -> (String, String) {
-    let id = app.post("/v1/customers", ADMIN_KEY, json!({"name": name})).await.id();
-    let key = app
-        .post(
-            "/v1/api_keys",
-            ADMIN_KEY,
-            json!({"customer_id": id, "scopes": ops_tests::CUSTOMER_SCOPES}),
-        )
-        .await
-        .json()["secret"]
-        .as_str()
-        .expect("a key")
-        .to_owned();
-    (id, key)
 }
 
 /// Lighthouse scores the console 100 for accessibility and for best practices, as loaded and as
@@ -244,16 +224,23 @@ async fn the_console_scores_full_marks_in_lighthouse() {
         .output()
         .await
         .expect("node runs");
-    let stdout = String::from_utf8_lossy(&audited.stdout);
-    println!("{stdout}");
-    assert!(
-        audited.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&audited.stderr)
-    );
+    let stdout = succeeded(audited);
     assert_eq!(
         stdout.matches(" 100\n").count(),
         4,
         "two categories at two steps: {stdout}"
     );
+}
+
+/// What a node script printed, once it has ended well (else its output, both streams, fails
+/// the test).
+fn succeeded(ran: std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&ran.stdout).into_owned();
+    println!("{stdout}");
+    assert!(
+        ran.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    stdout
 }

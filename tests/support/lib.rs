@@ -399,9 +399,12 @@ impl Api {
     }
 
     pub async fn create_customer(&self) -> Customer {
-        let customer = self
-            .post("/v1/customers", ADMIN_KEY, json!({"name": "Acme Payroll"}))
-            .await;
+        self.create_customer_named("Acme Payroll").await
+    }
+
+    /// A customer called `name` and a key of its own with [`CUSTOMER_SCOPES`].
+    pub async fn create_customer_named(&self, name: &str) -> Customer {
+        let customer = self.post("/v1/customers", ADMIN_KEY, json!({"name": name})).await;
         assert_eq!(customer.status, 201, "{}", customer.json());
         let id = customer.id();
         let key = self
