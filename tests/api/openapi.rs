@@ -589,6 +589,13 @@ async fn texts_documented_as_not_blank_are_refused_blank() {
     let reply = app.get("/v1/reconciliations?rail=%20%C2%A0%20", ADMIN_KEY).await;
     assert_eq!(reply.error(400)["param"], "rail");
     tested.insert("get /v1/reconciliations \"rail\"".into());
+    for lookup in ["rail_reference", "item_reference", "beneficiary_id"] {
+        let reply = app
+            .get(&format!("/v1/operations?{lookup}=%20%C2%A0%20"), ADMIN_KEY)
+            .await;
+        assert_eq!(reply.error(400)["param"], lookup);
+        tested.insert(format!("get /v1/operations \"{lookup}\""));
+    }
     assert_eq!(documented, tested);
 }
 

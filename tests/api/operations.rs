@@ -1,4 +1,4 @@
-use ops_tests::{payout, spawn_app, ADMIN_KEY};
+use ops_tests::{payout, spawn_app, Customer, ADMIN_KEY};
 use reqwest::Method;
 use serde_json::json;
 
@@ -360,6 +360,98 @@ async fn lists_are_newest_first_filtered_paged_and_scoped_to_the_customer() {
         .await
         .json();
     assert_eq!(theirs["data"].as_array().unwrap().len(), 1);
+}
+
+/// An operator with a rail's reference, an item's reference or a beneficiary's id finds the
+/// operations that carry it: the customer its own, the platform every customer's, a page at a
+/// time; a lookup mixed with a filter, or empty, is refused naming the parameter.
+#[tokio::test]
+async fn operations_are_found_by_rail_reference_item_reference_and_beneficiary() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let other = app.create_customer().await;
+    let made = |customer: &Customer, workflow: &'static str, reference: &'static str| {
+        let mut body = payout(&customer.id, workflow, &[100, 200]);
+        body["items"][0]["reference"] = reference.into();
+        body["items"][1]["beneficiary"]["id"] = "11111111-1".into();
+        (body, customer.key.clone())
+    };
+    let mut ids = vec![];
+    for (body, key) in [
+        made(&customer, "auto", "INV-7"),
+        made(&customer, "two_step", "INV-7"),
+        made(&other, "two_step", "INV-7"),
+    ] {
+        ids.push(app.post("/v1/operations", &key, body).await.id());
+    }
+    let found = |query: String, key: String| {
+        let app = &app;
+        async move {
+            let page = app.get(&format!("/v1/operations?{query}"), &key).await.json();
+            let ids: Vec<String> = page["data"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{page}"))
+                .iter()
+                .map(|o| o["id"].as_str().unwrap().to_owned())
+                .collect();
+            (ids, page["has_more"] == true)
+        }
+    };
+    let key = customer.key.clone();
+    let (mine, theirs) = (vec![ids[1].to_string(), ids[0].to_string()], ids[2].to_string());
+    assert_eq!(
+        found("item_reference=INV-7".into(), key.clone()).await,
+        (mine.clone(), false)
+    );
+    assert_eq!(
+        found("beneficiary_id=11111111-1".into(), key.clone()).await,
+        (mine.clone(), false)
+    );
+    // The pending one too: an item's values find it from the moment it is made.
+    assert_eq!(found("item_reference=salary%201".into(), key.clone()).await.0.len(), 2);
+    assert!(found("item_reference=INV-8".into(), key.clone()).await.0.is_empty());
+    // Another customer's key, or asking for another customer, finds only its own.
+    assert_eq!(
+        found("item_reference=INV-7".into(), other.key.clone()).await.0,
+        [theirs]
+    );
+    let asked = format!("item_reference=INV-7&customer_id={}", other.id);
+    assert!(found(asked, key.clone()).await.0.is_empty());
+    // The platform finds every customer's, grouped by customer, a page at a time.
+    let (first, more) = found("item_reference=INV-7&limit=2".into(), ADMIN_KEY.into()).await;
+    assert!(more);
+    let next = format!("item_reference=INV-7&limit=2&starting_after={}", first[1]);
+    let (rest, more) = found(next, ADMIN_KEY.into()).await;
+    let mut all = [first, rest].concat();
+    assert!(!more);
+    all.sort();
+    let mut every: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+    every.sort();
+    assert_eq!(all, every);
+
+    // The auto-approved one's transactions reach the rail: its references find it.
+    app.settle(time::Duration::seconds(30), 6).await;
+    let transactions = app
+        .get(&format!("/v1/transactions?operation_id={}", ids[0]), &key)
+        .await
+        .json();
+    assert_eq!(transactions["data"].as_array().unwrap().len(), 2, "{transactions}");
+    for transaction in transactions["data"].as_array().unwrap() {
+        let reference = transaction["rail_reference"].as_str().unwrap();
+        let query = format!("rail_reference={reference}");
+        assert_eq!(found(query, key.clone()).await.0, [ids[0].to_string()]);
+    }
+    assert!(found("rail_reference=nothing".into(), key.clone()).await.0.is_empty());
+
+    for (query, param) in [
+        ("item_reference=INV-7&status=completed", "status"),
+        ("rail_reference=a&beneficiary_id=b", "beneficiary_id"),
+        ("item_reference=", "item_reference"),
+    ] {
+        let refused = app.get(&format!("/v1/operations?{query}"), &key).await;
+        assert_eq!(refused.status, 400, "{query}");
+        assert_eq!(refused.json()["error"]["param"], param, "{query}");
+    }
 }
 
 #[tokio::test]

@@ -359,9 +359,34 @@ async fn a_payout_completes_when_every_writer_dies_after_its_entity() {
         // audit entry.
         assert_eq!(history_of().await.len(), keep, "keep {keep}");
         assert!(events_of().await.is_empty(), "keep {keep}");
+        let (app_ref, key) = (&app, &customer.key);
+        let found_by = move |lookup: String| async move {
+            let found = app_ref.get(&format!("/v1/operations?{lookup}"), key).await.json();
+            let ids: Vec<String> = found["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["id"].as_str().unwrap().to_owned())
+                .collect();
+            ids
+        };
+        assert!(
+            found_by("beneficiary_id=7654321-0".into()).await.is_empty(),
+            "keep {keep}: the lookup's entries went with the writer"
+        );
         // The outbox consumer writes the operation's events; the desk then opens the approvals
         // item and dies after it too: the item is there, its entry not (keep = 0), its event not.
         while app.driver.round(Trigger::Outbox).await.unwrap() > 0 {}
+        assert_eq!(
+            found_by("beneficiary_id=7654321-0".into()).await,
+            [id.to_string()],
+            "keep {keep}"
+        );
+        assert_eq!(
+            found_by("item_reference=salary%200".into()).await,
+            [id.to_string()],
+            "keep {keep}"
+        );
         while app.driver.round(Trigger::Stream(StreamConsumer::Desk)).await.unwrap() > 0 {}
         let open = app
             .get("/v1/work_items?queue=approvals&status=open", &customer.key)
@@ -437,6 +462,16 @@ async fn a_payout_completes_when_every_writer_dies_after_its_entity() {
         assert_eq!(listed, all, "each event stored once, keep {keep}");
         let history = history_of().await;
         assert_eq!(history.len(), expected.len() - 1, "one entry a change, keep {keep}");
+        let transactions = app
+            .get(&format!("/v1/transactions?operation_id={id}"), &customer.key)
+            .await
+            .json();
+        let rail_reference = transactions["data"][0]["rail_reference"].as_str().unwrap();
+        assert_eq!(
+            found_by(format!("rail_reference={rail_reference}")).await,
+            [id.to_string()],
+            "keep {keep}: the submission's entry, written by the outbox consumer"
+        );
 
         // The whole stream read again, as after a consumer's crash: nothing more is written.
         let again = app.parts.driver(&app.config, app.service.clone()).await.unwrap();

@@ -22,10 +22,15 @@ use serde_json::json;
 /// [`WRITE_UNITS_GOAL`]. Both were set before endpoints kept their health: its count is one
 /// write per endpoint a send batch (0.25 here, the four payouts' deliveries sent in one batch),
 /// added to each.
-const WRITE_UNITS_PER_LIFECYCLE: f64 = 58.25;
+/// Since operations are found by value, [`LOOKUP_WRITE_UNITS`] more.
+const WRITE_UNITS_PER_LIFECYCLE: f64 = 58.25 + LOOKUP_WRITE_UNITS;
 /// The cost round's goal for a one-item payout's lifecycle, counter updates included, and the
-/// endpoint's health written once a send batch.
-const WRITE_UNITS_GOAL: f64 = 60.25;
+/// endpoint's health written once a send batch; and the lookup's entries, which came after it.
+const WRITE_UNITS_GOAL: f64 = 60.25 + LOOKUP_WRITE_UNITS;
+/// The entries that find an operation by value: its item's reference and its beneficiary's id
+/// when it is made, its transaction's rail reference when the rail takes it; one plain put of
+/// one unit each, outside any transaction (in one, each would cost two).
+const LOOKUP_WRITE_UNITS: f64 = 3.0;
 /// The sweeps' positions, shared by the payouts a round checks (0.3 to 1.75 a payout here).
 const RETURN_SWEEP_UNITS: f64 = 2.0;
 /// An operation's four writes and its index entries: twelve, of which eight are its two status
@@ -86,6 +91,7 @@ async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
         "a lifecycle wrote {units} write units ({counters} of them for counters) and {sweeps} for sweeps, more than {WRITE_UNITS_PER_LIFECYCLE} besides counters, {WRITE_UNITS_GOAL} in all, or {RETURN_SWEEP_UNITS}: {by_kind:?}"
     );
     assert_eq!(by_kind.get("operation"), Some(&OPERATION_WRITE_UNITS), "{by_kind:?}");
+    assert_eq!(by_kind.get("finding"), Some(&LOOKUP_WRITE_UNITS), "{by_kind:?}");
     assert_eq!(
         by_kind.get("idempotency"),
         Some(&1.0),
@@ -168,8 +174,8 @@ async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
 /// wrote its idempotency key's record in a transaction with its operation, 84 while a transaction
 /// had an entry in its operation's list of them, 88 while approved
 /// operations had a status list of their own, 89 before documents were deflated against the
-/// dictionary).
-const WRITE_UNITS_WAITING_FOR_APPROVAL: f64 = 79.5;
+/// dictionary); and the lookup's entries since.
+const WRITE_UNITS_WAITING_FOR_APPROVAL: f64 = 79.5 + LOOKUP_WRITE_UNITS;
 
 /// A payout a person approves after the desk's round: the approvals item's opening and
 /// closing carry their `work_item.*` events and audit entries in the item's outbox, so those

@@ -263,6 +263,91 @@ pub struct OperationQuery {
     pub limit: usize,
 }
 
+/// What an exact lookup of operations goes by: a value their items or transactions carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FindBy {
+    /// What the rail calls a transaction, learned when it was submitted.
+    RailReference,
+    /// An item's `reference`, the customer's own.
+    ItemReference,
+    /// An item's `beneficiary.id`.
+    BeneficiaryId,
+}
+
+impl FindBy {
+    pub const ALL: [FindBy; 3] = [FindBy::RailReference, FindBy::ItemReference, FindBy::BeneficiaryId];
+
+    /// Its name as a query parameter and in stored keys.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindBy::RailReference => "rail_reference",
+            FindBy::ItemReference => "item_reference",
+            FindBy::BeneficiaryId => "beneficiary_id",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<FindBy> {
+        Self::ALL.into_iter().find(|by| by.as_str() == value)
+    }
+}
+
+/// One entry of the lookup the stores keep beside operations and transactions: `value` leads
+/// to `operation_id`. Made from the domain's own records ([`Operation::findings`],
+/// a transaction's `finding`), so both stores index the same values.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Finding {
+    pub by: FindBy,
+    pub value: String,
+    pub customer_id: crate::ids::CustomerId,
+    pub operation_id: crate::ids::OperationId,
+}
+
+/// The longest value the lookup keeps (longer ones are no item reference, beneficiary id or
+/// rail reference this service takes).
+pub const MAX_FINDING_VALUE: usize = 256;
+
+/// Whether the lookup keeps `value`.
+pub fn findable(value: &str) -> bool {
+    !value.is_empty() && value.len() <= MAX_FINDING_VALUE
+}
+
+impl Operation {
+    /// What finds this operation from the day it is made: each distinct item reference and
+    /// beneficiary id.
+    pub fn findings(&self) -> Vec<Finding> {
+        let mut found = std::collections::BTreeSet::new();
+        for item in &self.items {
+            if let Some(reference) = item.reference.as_deref().filter(|r| findable(r)) {
+                found.insert((FindBy::ItemReference, reference));
+            }
+            if let Some(beneficiary) = item.beneficiary.as_ref().filter(|b| findable(&b.id)) {
+                found.insert((FindBy::BeneficiaryId, beneficiary.id.as_str()));
+            }
+        }
+        found
+            .into_iter()
+            .map(|(by, value)| Finding {
+                by,
+                value: value.to_owned(),
+                customer_id: self.customer_id.clone(),
+                operation_id: self.id.clone(),
+            })
+            .collect()
+    }
+}
+
+/// An exact lookup: the operations that `value` leads to, of one customer or (a platform
+/// caller) every customer, grouped by customer (descending ids) and newest first within each.
+#[derive(Debug, Clone)]
+pub struct OperationFind {
+    pub by: FindBy,
+    pub value: String,
+    pub customer_id: Option<crate::ids::CustomerId>,
+    /// Only what sorts after this customer's operation: the last of the previous page.
+    pub after: Option<(crate::ids::CustomerId, crate::ids::OperationId)>,
+    pub limit: usize,
+}
+
 /// The reads of operations and their history (the store's port for this module).
 #[async_trait::async_trait]
 pub trait OperationStore: Send + Sync {
@@ -277,6 +362,9 @@ pub trait OperationStore: Send + Sync {
         &self,
         operation_id: &crate::ids::OperationId,
     ) -> Result<Vec<crate::ports::AuditEntry>, crate::ports::StoreError>;
+    /// The operations an exact lookup leads to, at most `find.limit`, in its order. Read by key:
+    /// what no operation carries reads nothing else.
+    async fn find_operations(&self, find: &OperationFind) -> Result<Vec<Operation>, crate::ports::StoreError>;
 }
 
 #[cfg(test)]

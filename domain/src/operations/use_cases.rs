@@ -2,7 +2,7 @@
 //! history.
 
 use super::record_decision;
-use super::OperationQuery;
+use super::{OperationFind, OperationQuery};
 use crate::access::{Principal, Scope};
 use crate::approvals::{self, Decider, Facts, Verdict};
 use crate::cause::{Actor, Cause};
@@ -281,6 +281,35 @@ impl Service {
             ..query
         };
         Ok(Page::of_listed(self.store.operations(&query).await?, limit))
+    }
+
+    /// The operations a rail reference, an item reference or a beneficiary id leads to, grouped
+    /// by customer and newest first within each; a page goes on after `starting_after`.
+    pub async fn find_operations(
+        &self,
+        principal: &Principal,
+        mut find: OperationFind,
+        starting_after: Option<OperationId>,
+    ) -> Result<Page<Operation>, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        let Some(customer_id) = customer_scope(principal, find.customer_id.take()) else {
+            return Ok(Page::empty());
+        };
+        find.customer_id = customer_id;
+        if let Some(id) = starting_after {
+            // A page starts after its predecessor's last operation, wherever that sorts.
+            let last = self.visible_operation(principal, &id).await.map_err(|_| {
+                DomainError::invalid(
+                    "starting_after",
+                    "invalid_id",
+                    format!("{id} is no operation this list holds."),
+                )
+            })?;
+            find.after = Some((last.customer_id, last.id));
+        }
+        let limit = find.limit;
+        find.limit = limit + 1;
+        Ok(Page::of(self.store.find_operations(&find).await?, limit))
     }
 
     pub async fn operation_history(

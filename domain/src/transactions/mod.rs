@@ -235,6 +235,24 @@ pub struct ReturnSweep {
     pub transaction_id: crate::ids::TransactionId,
 }
 
+impl Transaction {
+    /// What finds its operation by the rail's reference, on the write that records it: the
+    /// submission the rail accepted (its status polls, each a write, come after).
+    pub fn finding(&self) -> Option<crate::operations::Finding> {
+        let reference = self
+            .rail_reference
+            .as_deref()
+            .filter(|r| crate::operations::findable(r))?;
+        let just_submitted = self.status == TransactionStatus::Submitted && self.status_polls == 0;
+        just_submitted.then(|| crate::operations::Finding {
+            by: crate::operations::FindBy::RailReference,
+            value: reference.to_owned(),
+            customer_id: self.customer_id.clone(),
+            operation_id: self.operation_id.clone(),
+        })
+    }
+}
+
 /// The reads of transactions (the store's port for this module).
 #[async_trait::async_trait]
 pub trait TransactionStore: Send + Sync {

@@ -14,6 +14,7 @@
 //! | every operation, newest first (platform) | `GSI3PK = OPS#<shard>`, `GSI3SK = <op id>` |
 //! | … in one status (platform; approved in processing's) | `GSI4PK = OPSTATUS#<status>#<shard>`, `GSI4SK = <op id>` |
 //! | history of an operation | `PK = OP#<id>`, `SK begins_with AUDIT#` |
+//! | operations by rail reference, item reference or beneficiary id (of a customer) | `PK = FIND#<kind>#<value>`, `SK = <customer>#<op id>` (`begins_with <customer>#`), written after their operation or transaction |
 //! | transactions of an operation | by the ids its items name (`TXN#<id>`; `GSI1PK = OPTXNS#<op>` on those written earlier, read by nothing) |
 //! | transactions due a status poll | `GSI2PK = POLL#<shard>`, `GSI2SK = <due unix s, padded>#<id>` (sparse) |
 //! | transactions of a rail confirmed on a day, by time | `GSI3PK = RAILDAY#<rail>#<YYYY-MM-DD>`, `GSI3SK = <confirmed unix ms, padded>#<id>` (sparse) |
@@ -420,7 +421,8 @@ impl Commit for DynamoStore {
             };
         }
         let writes: Vec<&Write> = changes.writes.iter().collect();
-        self.commit_items(self.changeset_items(&writes)).await
+        self.commit_finding(self.changeset_items(&writes), finding_items(&writes))
+            .await
     }
 
     async fn commit_derived_each(&self, changesets: Vec<Changeset>) -> Vec<Result<(), StoreError>> {
@@ -432,7 +434,36 @@ impl Commit for DynamoStore {
     }
 }
 
+/// The entries of the operations' lookup that `writes` make: each names a value an operation's
+/// items or a transaction's rail reference carries.
+pub(super) fn finding_items(writes: &[&Write]) -> Vec<Item> {
+    let findings = writes.iter().flat_map(|write| match write {
+        Write::InsertOperation(op) => op.findings(),
+        Write::InsertTransaction(t) | Write::UpdateTransaction(t) => t.finding().into_iter().collect(),
+        _ => vec![],
+    });
+    findings.map(|f| writes::finding_item(&f)).collect()
+}
+
 impl DynamoStore {
+    /// Writes `items` together with the lookup's entries they make: in their transaction when
+    /// they fit it, else right after it (a lookup entry is an index, not a condition).
+    pub(super) async fn commit_finding(
+        &self,
+        mut items: Vec<TransactWriteItem>,
+        findings: Vec<Item>,
+    ) -> Result<(), StoreError> {
+        if findings.is_empty() {
+            return self.commit_items(items).await;
+        }
+        if items.len() + findings.len() <= MAX_WRITES {
+            items.extend(findings.into_iter().map(|finding| self.put(finding, None, vec![])));
+            return self.commit_items(items).await;
+        }
+        self.commit_items(items).await?;
+        self.put_all(findings).await
+    }
+
     /// Writes `items` together: one conditional write alone, or a transaction.
     async fn commit_items(&self, items: Vec<TransactWriteItem>) -> Result<(), StoreError> {
         if items.len() > MAX_WRITES {

@@ -213,6 +213,26 @@ pub fn entity_history(entity_id: &str) -> (String, &'static str) {
     (audit(None, entity_id, "").pk, AUDIT)
 }
 
+/// An entry of the operations' lookup by value: one partition per value, its customers' operations
+/// sorted by customer, then id ([`finding_order`]).
+pub fn finding(by: &str, value: &str, customer: &str, operation: &str) -> Primary {
+    Primary {
+        pk: findings_of(by, value),
+        sk: finding_order(customer, operation),
+    }
+}
+
+/// The lookup's partition of one value.
+pub fn findings_of(by: &str, value: &str) -> String {
+    format!("FIND#{by}#{value}")
+}
+
+/// Where an operation sorts in its value's partition; a customer's are those beginning
+/// `<customer>#`.
+pub fn finding_order(customer: &str, operation: &str) -> String {
+    format!("{customer}#{operation}")
+}
+
 /// An operation's history: its partition and the sort-key prefix of its audit entries.
 pub fn operation_history(operation_id: &str) -> (String, &'static str) {
     (operation(operation_id).pk, AUDIT)

@@ -24,7 +24,7 @@ mod schema;
 mod secrets;
 mod writes;
 
-use schema::{add_missing_columns, move_board_counts, SCHEMA};
+use schema::{add_missing_columns, has_table, index_findings, move_board_counts, SCHEMA};
 use writes::{commit_on, commit_together};
 
 #[derive(Clone)]
@@ -209,7 +209,11 @@ impl SqliteStore {
                 "PRAGMA page_size = {PAGE_SIZE}; PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;"
             ))
             .map_err(unavailable)?;
+        let findings_kept = has_table(&connection, "operation_finds")?;
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
+        if !findings_kept {
+            index_findings(&connection)?;
+        }
         add_missing_columns(&connection)?;
         move_board_counts(&connection)?;
         connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);

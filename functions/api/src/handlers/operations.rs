@@ -9,8 +9,8 @@ use crate::App;
 use axum::extract::{RawQuery, State};
 use ops_domain::access::Scope;
 use ops_domain::ids::{CustomerId, IdKind, OperationId};
-use ops_domain::operations::OperationQuery;
 use ops_domain::operations::{Decision, OperationStatus, OperationType};
+use ops_domain::operations::{FindBy, OperationFind, OperationQuery, MAX_FINDING_VALUE};
 use ops_domain::service::Page;
 use ops_domain::DomainError;
 
@@ -31,7 +31,33 @@ pub async fn get_operation(State(app): State<App>, Caller(caller): Caller, PathI
 }
 
 pub async fn list_operations(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
-    let params = list_params(raw.as_deref(), IdKind::Operation, &["status", "type"])?;
+    let params = list_params(
+        raw.as_deref(),
+        IdKind::Operation,
+        &["status", "type", "rail_reference", "item_reference", "beneficiary_id"],
+    )?;
+    let mut finds = params.filters.iter().filter(|(name, _)| FindBy::parse(name).is_some());
+    if let Some((name, value)) = finds.next() {
+        if let Some((other, _)) = params.filters.iter().find(|(other, _)| other != name) {
+            return Err(DomainError::invalid(
+                other.clone(),
+                "invalid_filter",
+                format!("{name} is an exact lookup: it takes no other filter than customer_id."),
+            )
+            .into());
+        }
+        let by = FindBy::parse(name).expect("a lookup's name");
+        let value = ops_domain::text::required_text(Some(value.clone()), name, MAX_FINDING_VALUE)?;
+        let find = OperationFind {
+            by,
+            value,
+            customer_id: params.customer_id.map(CustomerId::from),
+            after: None,
+            limit: params.limit,
+        };
+        let starting_after = params.starting_after.map(OperationId::from);
+        return ok(app.service.find_operations(&caller, find, starting_after).await?);
+    }
     let mut query = OperationQuery {
         customer_id: params.customer_id.map(CustomerId::from),
         limit: params.limit,

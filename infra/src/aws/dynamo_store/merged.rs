@@ -62,7 +62,7 @@ impl DynamoStore {
             let writes: Vec<&Write> = members.iter().flat_map(|(changes, _)| &changes.writes).collect();
             let mut merged: Vec<TransactWriteItem> = members.iter().flat_map(|(_, items)| items.clone()).collect();
             merged.extend(self.board_counters(&writes));
-            match self.commit_items(merged).await {
+            match self.commit_finding(merged, finding_items(&writes)).await {
                 Ok(()) => return members.iter().map(|_| Ok(())).collect(),
                 Err(error) => tracing::debug!(%error, "a merged commit was refused; its changesets go one by one"),
             }
@@ -71,7 +71,7 @@ impl DynamoStore {
         for (changes, mut items) in members {
             let writes: Vec<&Write> = changes.writes.iter().collect();
             items.extend(self.board_counters(&writes));
-            outcomes.push(self.commit_items(items).await);
+            outcomes.push(self.commit_finding(items, finding_items(&writes)).await);
         }
         outcomes
     }

@@ -61,6 +61,8 @@ enum Entry {
         sequence: String,
         entry: AuditEntry,
     },
+    /// The entries of the operations' lookup the entity makes, rebuilt from it.
+    Findings,
 }
 
 /// The entity an outbox rides on.
@@ -107,6 +109,17 @@ impl Carrier<'_> {
 }
 
 impl Carrier<'_> {
+    /// The lookup's entries this entity makes, when its write makes any
+    /// ([`super::finding_items`]: a new operation, a submitted transaction).
+    fn findings(&self) -> Vec<Item> {
+        let findings = match self {
+            Carrier::Operation(op) => op.findings(),
+            Carrier::Transaction(t) => t.finding().into_iter().collect(),
+            Carrier::WorkItem(_) => vec![],
+        };
+        findings.iter().map(super::writes::finding_item).collect()
+    }
+
     /// The outbox's entry for `entry`: by its action and the status it left alone if this
     /// entity rebuilds it exactly.
     fn audit_entry_for(&self, entry: &AuditEntry, sequence: String) -> Entry {
@@ -261,13 +274,18 @@ impl DynamoStore {
                 _ => unreachable!("only events and audit entries are derived"),
             }
         }
+        // A new operation's values, or a submission's rail reference: not every write of them.
+        let findings = super::finding_items(&split.essential);
+        if !findings.is_empty() {
+            entries.push(Entry::Findings);
+        }
         let outbox = encode(&entries);
         if outbox.as_b().map_or(0, |b| b.as_ref().len()) > OUTBOX_LIMIT {
             // Events the entity does not rebuild (a create that failed for want of funds, say,
             // whose earlier events show it before) would grow the entity's item by their
             // documents, up to past DynamoDB's 400 KB: written in the transaction instead.
             let all: Vec<&Write> = split.essential.iter().chain(&split.derived).copied().collect();
-            return self.commit_items(self.changeset_items(&all)).await;
+            return self.commit_finding(self.changeset_items(&all), findings).await;
         }
         let mut outbox = Some(outbox);
         let mut items = vec![];
@@ -281,6 +299,7 @@ impl DynamoStore {
         }
         items.extend(self.board_counters(&split.essential));
         self.commit_items(items).await?;
+        derived.extend(findings);
         let keep = self.faults.derived_kept();
         let derived = match keep {
             usize::MAX => derived,
@@ -315,10 +334,10 @@ impl DynamoStore {
             }
             other => return Err(unavailable(format!("an outbox on an item of {other}"))),
         };
-        let items = entries
-            .iter()
-            .map(|e| self.entry_item(e, &carrier))
-            .collect::<Result<Vec<Item>, _>>()?;
+        let mut items = vec![];
+        for entry in &entries {
+            items.extend(self.entry_items(entry, &carrier)?);
+        }
         let keys: Vec<keys::Primary> = items.iter().filter_map(primary_of).collect();
         // An eventually consistent read is enough: one that misses what the writer wrote a
         // moment ago writes the same item again, which changes nothing, and the event
@@ -334,11 +353,11 @@ impl DynamoStore {
         Ok(written)
     }
 
-    /// The item an outbox entry stands for. A record whose entity no longer rebuilds an event
+    /// The items an outbox entry stands for. A record whose entity no longer rebuilds an event
     /// its outbox names (a damaged record: the two are written together) is an error for the
     /// batch to report, not a panic.
-    fn entry_item(&self, entry: &Entry, carrier: &Carrier) -> Result<Item, StoreError> {
-        Ok(match entry {
+    fn entry_items(&self, entry: &Entry, carrier: &Carrier) -> Result<Vec<Item>, StoreError> {
+        Ok(vec![match entry {
             Entry::Rebuilt { id, suffix } => {
                 let event = rebuild(carrier, id, suffix)
                     .ok_or_else(|| unavailable(format!("the outbox's event {id} is not the entity's {suffix}")))?;
@@ -349,12 +368,13 @@ impl DynamoStore {
                 Self::audit_item_at(&rebuild_audit(carrier, action, from.as_deref()), sequence)
             }
             Entry::Audit { sequence, entry } => Self::audit_item_at(entry, sequence),
-        })
+            Entry::Findings => return Ok(carrier.findings()),
+        }])
     }
 
     /// Plain puts of whole items (`BatchWriteItem`, 25 a request), each asked again while
     /// DynamoDB leaves it unprocessed.
-    async fn put_all(&self, items: Vec<Item>) -> Result<(), StoreError> {
+    pub(super) async fn put_all(&self, items: Vec<Item>) -> Result<(), StoreError> {
         for item in &items {
             let write = TransactWriteItem::builder()
                 .put(

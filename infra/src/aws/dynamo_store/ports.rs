@@ -20,7 +20,7 @@ use ops_domain::ids::{
 };
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
-use ops_domain::operations::{Operation, OperationQuery, OperationStore};
+use ops_domain::operations::{Operation, OperationFind, OperationQuery, OperationStore};
 use ops_domain::ports::{Admission, AuditEntry, Limits, Listed, RateLimiter, StoreError};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationRules, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
@@ -123,6 +123,43 @@ impl OperationStore for DynamoStore {
                     .await
             }
         }
+    }
+
+    async fn find_operations(&self, find: &OperationFind) -> Result<Vec<Operation>, StoreError> {
+        let partition = s(keys::findings_of(find.by.as_str(), &find.value));
+        let (condition, mut values) = match (&find.customer_id, &find.after) {
+            (None, None) => ("PK = :pk", vec![]),
+            (Some(customer), None) => (
+                "PK = :pk AND begins_with(SK, :customer)",
+                vec![(":customer", s(keys::finding_order(customer, "")))],
+            ),
+            (None, Some((customer, operation))) => (
+                "PK = :pk AND SK < :before",
+                vec![(":before", s(keys::finding_order(customer, operation)))],
+            ),
+            // Within the customer's stretch, short of the page's start (left out below).
+            (Some(customer), Some((_, operation))) => (
+                "PK = :pk AND SK BETWEEN :customer AND :before",
+                vec![
+                    (":customer", s(keys::finding_order(customer, ""))),
+                    (":before", s(keys::finding_order(customer, operation))),
+                ],
+            ),
+        };
+        values.push((":pk", partition));
+        let entries = self
+            .query_entries(None, condition, values, None, true, find.limit + 1)
+            .await?;
+        let start = find.after.as_ref().map(|(_, operation)| operation.as_str());
+        let keys: Vec<keys::Primary> = entries
+            .iter()
+            .filter_map(|entry| entry.get("operation_id").and_then(|id| id.as_s().ok()))
+            .filter(|id| Some(id.as_str()) != start)
+            .take(find.limit)
+            .map(|id| keys::operation(id))
+            .collect();
+        let found = self.items_by_key(&keys).await?;
+        keys.iter().filter_map(|key| found.get(key)).map(read_doc).collect()
     }
 
     async fn operation_history(&self, operation_id: &OperationId) -> Result<Vec<AuditEntry>, StoreError> {

@@ -668,3 +668,16 @@ impl DynamoStore {
 
 /// A change of one board counter: customer, currency, bucket, count, amount.
 pub(super) type BoardChange<'a> = (&'a str, &'a str, String, i64, i128);
+
+/// An entry of the operations' lookup: its key and the operation it leads to.
+pub(super) fn finding_item(finding: &ops_domain::operations::Finding) -> Item {
+    keyed(
+        keys::finding(
+            finding.by.as_str(),
+            &finding.value,
+            &finding.customer_id,
+            &finding.operation_id,
+        ),
+        vec![("entity", s("finding")), ("operation_id", s(&finding.operation_id))],
+    )
+}

@@ -321,3 +321,113 @@ pub(super) async fn an_owners_workflows_are_listed_by_name(store: &dyn Store) {
         assert!(found.iter().all(|w| w.owner == owner));
     }
 }
+
+/// Operations found by an item reference, a beneficiary id or a rail reference: a customer's
+/// newest first, the platform's grouped by customer, page after page, whichever way their
+/// operation or transaction was written (alone, with its events, or in a transaction).
+pub(super) async fn operations_are_found_by_the_values_they_carry(store: &dyn Store) {
+    use ops_domain::operations::{FindBy, OperationFind};
+    use ops_domain::transactions::TransactionStatus;
+    let item = |reference: &str, beneficiary: &str| Item {
+        id: format!("itm_{reference}_{beneficiary}").into(),
+        beneficiary: Some(Beneficiary {
+            id_type: "RUT".into(),
+            id: beneficiary.into(),
+        }),
+        destination: Destination {
+            rail: "psp-local:sandbox".into(),
+            account: "1".into(),
+            account_id: None,
+        },
+        amount: Amount::new(100).unwrap(),
+        reference: Some(reference.into()),
+        transaction_id: None,
+    };
+    let mut first = operation("op_f1", "cus_f1", OperationStatus::Processing);
+    first.items = vec![item("INV-1", "B1"), item("INV-2", "B1")];
+    let mut second = operation("op_f2", "cus_f1", OperationStatus::PendingApproval);
+    second.items = vec![item("INV-1", "B2")];
+    let mut other = operation("op_f3", "cus_f2", OperationStatus::PendingApproval);
+    other.items = vec![item("INV-1", "B1")];
+    store
+        .commit(changes(vec![Write::InsertOperation(first)]))
+        .await
+        .unwrap();
+    store
+        .commit(changes(vec![
+            Write::InsertOperation(second.clone()),
+            Write::Event(Event::of_operation("evt_f2".into(), "created", &second)),
+            super::audit("op_f2", "pending_approval"),
+        ]))
+        .await
+        .unwrap();
+    store
+        .commit(changes(vec![Write::InsertOperation(other)]))
+        .await
+        .unwrap();
+    let mut transaction = crate::conformance::reconciliations::transaction("txn_f1", "psp-local:sandbox", None);
+    (transaction.operation_id, transaction.customer_id) = ("op_f1".into(), "cus_f1".into());
+    (transaction.status, transaction.rail_reference, transaction.status_polls) = (TransactionStatus::Pending, None, 0);
+    store
+        .commit(changes(vec![Write::InsertTransaction(transaction.clone())]))
+        .await
+        .unwrap();
+    transaction.status = TransactionStatus::Submitted;
+    transaction.rail_reference = Some("RAIL-1".into());
+    transaction.version = 2;
+    store
+        .commit(changes(vec![
+            Write::UpdateTransaction(transaction.clone()),
+            Write::Event(Event::of_transaction("evt_f1".into(), &transaction)),
+        ]))
+        .await
+        .unwrap();
+
+    let found = |by: FindBy, value: &str, customer: Option<&str>, after: Option<(&str, &str)>, limit: usize| {
+        let find = OperationFind {
+            by,
+            value: value.into(),
+            customer_id: customer.map(Into::into),
+            after: after.map(|(customer, op)| (customer.into(), op.into())),
+            limit,
+        };
+        async move {
+            let found = store.find_operations(&find).await.unwrap();
+            found.into_iter().map(|o| o.id.to_string()).collect::<Vec<_>>()
+        }
+    };
+    use FindBy::*;
+    assert_eq!(
+        found(ItemReference, "INV-1", Some("cus_f1"), None, 10).await,
+        ["op_f2", "op_f1"]
+    );
+    assert_eq!(
+        found(ItemReference, "INV-1", None, None, 10).await,
+        ["op_f3", "op_f2", "op_f1"]
+    );
+    assert_eq!(found(ItemReference, "INV-1", None, None, 2).await, ["op_f3", "op_f2"]);
+    assert_eq!(
+        found(ItemReference, "INV-1", None, Some(("cus_f1", "op_f2")), 2).await,
+        ["op_f1"]
+    );
+    assert_eq!(
+        found(ItemReference, "INV-1", Some("cus_f1"), Some(("cus_f1", "op_f2")), 2).await,
+        ["op_f1"]
+    );
+    assert_eq!(found(ItemReference, "INV-2", None, None, 10).await, ["op_f1"]);
+    assert_eq!(
+        found(BeneficiaryId, "B1", Some("cus_f1"), None, 10).await,
+        ["op_f1"],
+        "two items of one operation paid B1: it is found once"
+    );
+    assert_eq!(found(BeneficiaryId, "B1", None, None, 10).await, ["op_f3", "op_f1"]);
+    assert_eq!(found(RailReference, "RAIL-1", None, None, 10).await, ["op_f1"]);
+    assert!(found(RailReference, "RAIL-1", Some("cus_f2"), None, 10)
+        .await
+        .is_empty());
+    assert!(
+        found(ItemReference, "B1", None, None, 10).await.is_empty(),
+        "each kind its own values"
+    );
+    assert!(found(ItemReference, "INV-9", None, None, 10).await.is_empty());
+}

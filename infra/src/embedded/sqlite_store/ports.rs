@@ -21,7 +21,7 @@ use ops_domain::ids::{
 };
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
-use ops_domain::operations::{Operation, OperationQuery, OperationStore};
+use ops_domain::operations::{Operation, OperationFind, OperationQuery, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, Listed, StoreError};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationRules, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
@@ -188,6 +188,32 @@ impl OperationStore for SqliteStore {
                 .run(c)
         })
         .await
+    }
+
+    async fn find_operations(&self, find: &OperationFind) -> Result<Vec<Operation>, StoreError> {
+        // One statement per shape, so each seeks the lookup's key (`kind, value, customer_id`).
+        macro_rules! finds {
+            ($filter:literal) => {
+                concat!(
+                    "SELECT o.body FROM operation_finds f JOIN operations o ON o.id = f.operation_id
+                     WHERE f.kind = ? AND f.value = ?",
+                    $filter,
+                    " ORDER BY f.customer_id DESC, f.operation_id DESC LIMIT ?"
+                )
+            };
+        }
+        let mut keys = vec![find.by.as_str().to_owned(), find.value.clone()];
+        let sql: &'static str = match (&find.customer_id, &find.after) {
+            (None, None) => finds!(""),
+            (Some(_), None) => finds!(" AND f.customer_id = ?"),
+            (None, Some(_)) => finds!(" AND (f.customer_id, f.operation_id) < (?, ?)"),
+            (Some(_), Some(_)) => finds!(" AND f.customer_id = ? AND (f.customer_id, f.operation_id) < (?, ?)"),
+        };
+        keys.extend(find.customer_id.iter().map(String::from));
+        if let Some((customer_id, operation_id)) = &find.after {
+            keys.extend([customer_id.to_string(), operation_id.to_string()]);
+        }
+        self.documents_of(sql, keys, find.limit).await
     }
 
     async fn operation_history(&self, operation_id: &OperationId) -> Result<Vec<AuditEntry>, StoreError> {

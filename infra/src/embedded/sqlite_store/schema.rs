@@ -62,6 +62,11 @@ CREATE TABLE IF NOT EXISTS events (
     type TEXT NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS events_by_customer ON events (customer_id, seq);
 CREATE TABLE IF NOT EXISTS stream_checkpoints (subscription TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+-- What finds an operation by value (OperationStore::find_operations): its items' references
+-- and beneficiary ids, its transactions' rail references. Keyed in the lookup's order.
+CREATE TABLE IF NOT EXISTS operation_finds (
+    kind TEXT NOT NULL, value TEXT NOT NULL, customer_id TEXT NOT NULL, operation_id TEXT NOT NULL,
+    PRIMARY KEY (kind, value, customer_id, operation_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS webhook_endpoints (
     id TEXT PRIMARY KEY, customer_id TEXT, version INTEGER NOT NULL, body TEXT NOT NULL);
 -- The live endpoints by owner ('' for the platform): what every event's dispatch reads.
@@ -167,6 +172,39 @@ CREATE INDEX IF NOT EXISTS transactions_confirmed_time ON transactions (
 CREATE TABLE IF NOT EXISTS return_sweeps (
     rail TEXT NOT NULL, check_index INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (rail, check_index));
 ";
+
+/// Whether the file has `table` yet (asked before [`SCHEMA`] makes what is missing).
+pub(super) fn has_table(connection: &Connection, table: &str) -> Result<bool, StoreError> {
+    connection
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [table],
+            |row| row.get::<_, i64>(0),
+        )
+        .map(|found| found > 0)
+        .map_err(unavailable)
+}
+
+/// Fills the operations' lookup of a file made before it, once, from what its operations
+/// and transactions hold.
+pub(super) fn index_findings(connection: &Connection) -> Result<(), StoreError> {
+    connection
+        .execute_batch(
+            "INSERT OR IGNORE INTO operation_finds (kind, value, customer_id, operation_id)
+                 SELECT 'item_reference', json_extract(item.value, '$.reference'), o.customer_id, o.id
+                 FROM operations o, json_each(o.body, '$.items') item
+                 WHERE coalesce(json_extract(item.value, '$.reference'), '') <> '';
+             INSERT OR IGNORE INTO operation_finds (kind, value, customer_id, operation_id)
+                 SELECT 'beneficiary_id', json_extract(item.value, '$.beneficiary.id'), o.customer_id, o.id
+                 FROM operations o, json_each(o.body, '$.items') item
+                 WHERE coalesce(json_extract(item.value, '$.beneficiary.id'), '') <> '';
+             INSERT OR IGNORE INTO operation_finds (kind, value, customer_id, operation_id)
+                 SELECT 'rail_reference', json_extract(body, '$.rail_reference'),
+                        json_extract(body, '$.customer_id'), operation_id
+                 FROM transactions WHERE coalesce(json_extract(body, '$.rail_reference'), '') <> '';",
+        )
+        .map_err(unavailable)
+}
 
 /// Columns added to tables after files were made without them: `CREATE TABLE IF NOT EXISTS`
 /// leaves an existing table as it was.

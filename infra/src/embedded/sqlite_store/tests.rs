@@ -582,3 +582,63 @@ fn every_filtered_list_seeks_an_index() {
         }
     }
 }
+
+/// A file made before operations could be found by value gains the lookup when it opens,
+/// filled from its operations' items and its transactions' rail references.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_file_finds_its_operations_by_value_once_opened() {
+    use ops_domain::operations::{
+        Beneficiary, Destination, FindBy, Item, OperationFind, OperationStatus, OperationStore,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("older.sqlite");
+    let store = SqliteStore::open(&path).unwrap();
+    let mut op = crate::conformance::store::operation("op_old", "cus_old", OperationStatus::Processing);
+    op.items = vec![Item {
+        id: "itm_old".into(),
+        beneficiary: Some(Beneficiary {
+            id_type: "RUT".into(),
+            id: "B-OLD".into(),
+        }),
+        destination: Destination {
+            rail: "psp-local:sandbox".into(),
+            account: "1".into(),
+            account_id: None,
+        },
+        amount: ops_domain::money::Amount::new(100).unwrap(),
+        reference: Some("REF-OLD".into()),
+        transaction_id: None,
+    }];
+    let mut transaction = crate::conformance::reconciliations::transaction("txn_old", "psp-local:sandbox", None);
+    transaction.operation_id = "op_old".into();
+    let mut changes = Changeset::default();
+    changes.push(Write::InsertOperation(op));
+    changes.push(Write::InsertTransaction(transaction));
+    store.commit(changes).await.unwrap();
+    drop(store);
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("DROP TABLE operation_finds;")
+        .unwrap();
+
+    let store = SqliteStore::open(&path).unwrap();
+    for (by, value) in [
+        (FindBy::ItemReference, "REF-OLD"),
+        (FindBy::BeneficiaryId, "B-OLD"),
+        (FindBy::RailReference, "ref-txn_old"),
+    ] {
+        let find = OperationFind {
+            by,
+            value: value.into(),
+            customer_id: None,
+            after: None,
+            limit: 10,
+        };
+        let found = store.find_operations(&find).await.unwrap();
+        assert_eq!(
+            found.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(),
+            ["op_old"],
+            "{value}"
+        );
+    }
+}

@@ -5,6 +5,7 @@ use super::*;
 use ops_domain::desk::board::{column_bucket, queue_bucket};
 use ops_domain::desk::WorkItemStatus;
 use ops_domain::idempotency::RETENTION;
+use ops_domain::operations::Finding;
 use ops_domain::ports::{Changeset, StoreError, Write};
 use ops_domain::schedules::ScheduleStatus;
 use ops_domain::webhooks::{Delivery, DeliveryStatus};
@@ -16,6 +17,20 @@ fn one_row(changed: usize) -> Result<(), TxError> {
         1 => Ok(()),
         _ => Err(ConditionFailed.into()),
     }
+}
+
+/// An entry of the operations' lookup: written once, whichever write names it first.
+fn insert_finding(tx: &Connection, finding: &Finding) -> Result<(), TxError> {
+    tx.run(
+        "INSERT OR IGNORE INTO operation_finds (kind, value, customer_id, operation_id) VALUES (?1, ?2, ?3, ?4)",
+        params![
+            finding.by.as_str(),
+            finding.value,
+            finding.customer_id.as_str(),
+            finding.operation_id.as_str()
+        ],
+    )?;
+    Ok(())
 }
 
 fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
@@ -71,6 +86,9 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                     json(op)
                 ],
             )?;
+            for finding in op.findings() {
+                insert_finding(tx, &finding)?;
+            }
         }
         Write::UpdateOperation(op) => {
             one_row(tx.run(
@@ -97,12 +115,18 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 "INSERT INTO transactions (id, operation_id, status, next_poll_at, version, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![t.id.as_str(), t.operation_id.as_str(), t.status.as_str(), t.next_poll_at.map(|at| at.unix_timestamp()), t.version as i64, json(t)],
             )?;
+            if let Some(finding) = t.finding() {
+                insert_finding(tx, &finding)?;
+            }
         }
         Write::UpdateTransaction(t) => {
             one_row(tx.run(
                 "UPDATE transactions SET status = ?2, next_poll_at = ?3, version = ?4, body = ?5 WHERE id = ?1 AND version = ?6",
                 params![t.id.as_str(), t.status.as_str(), t.next_poll_at.map(|at| at.unix_timestamp()), t.version as i64, json(t), t.version as i64 - 1],
             )?)?;
+            if let Some(finding) = t.finding() {
+                insert_finding(tx, &finding)?;
+            }
         }
         Write::Event(e) => {
             tx.run(
