@@ -134,7 +134,7 @@ try {
   const item = page.locator("#items li").first();
   await item.waitFor({ timeout: 3000 }).catch(() => fail(page, "the waiting operation's items were not shown"));
   const itemText = await item.textContent();
-  if (itemText !== "125,000 CLP to RUT 7654321-0 at psp-local:sandbox ••••3450 · salary 0") {
+  if (itemText !== "125,000 CLP to RUT 12345678-5 at psp-local:sandbox ••••3450 · salary 0") {
     await fail(page, `the item is shown as "${itemText}"`);
   }
   const summary = await page.locator("#detail-summary").textContent();
@@ -254,6 +254,21 @@ try {
   await page.getByRole("button", { name: "Open", exact: true }).click();
   await page.locator("#detail-title", { hasText: operationId }).waitFor({ timeout: 4000 })
     .catch(() => fail(page, "the payout was not found by its transaction's id"));
+  // Found again by its transaction's rail reference, and among those paying its beneficiary.
+  const railReference = (await page.locator(`#transactions li[data-id="${transactionId}"]`).textContent()).match(/ ref (\S+)/)[1];
+  await page.getByLabel("Find by").selectOption("rail_reference");
+  await page.getByLabel("Value", { exact: true }).fill(railReference);
+  await page.getByRole("button", { name: "Find", exact: true }).click();
+  await page.locator(`#operations li[data-id="${operationId}"]`).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the payout is not found by its rail reference"));
+  const byReference = await page.locator("#operations li[data-id]").evaluateAll((rows) => rows.map((r) => r.dataset.id));
+  if (byReference.join() !== operationId) await fail(page, `the rail reference finds ${byReference}`);
+  await page.getByLabel("Find by").selectOption("beneficiary_id");
+  await page.getByLabel("Value", { exact: true }).fill("12345678-5");
+  await page.getByRole("button", { name: "Find", exact: true }).click();
+  await page.locator(`#operations li[data-id="${operationId}"]`, { hasText: "completed · payout 125,000 CLP" }).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the payout is not found by its beneficiary's id"));
+  await accessible(page, "the operations view, found by value");
   // The platform's key may list Acme's users: who signed, and who acted in the history, by name.
   const signedBy = await page.locator("#detail-summary").textContent();
   if (!signedBy.includes("approvals 1 of 1 (approver): Member (member-")) await fail(page, `the signer is shown as "${signedBy}"`);
