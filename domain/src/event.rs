@@ -55,6 +55,13 @@ impl Event {
         }
     }
 
+    /// The operation the event is of, if any (an operation's and its transactions' events).
+    pub fn operation_id(&self) -> Option<crate::ids::OperationId> {
+        self.data
+            .text("operation_id")
+            .and_then(|id| crate::ids::OperationId::parse(&id))
+    }
+
     /// `operation.created` and the event of the status an operation was created in: the same
     /// document, written once.
     pub fn of_new_operation(created: EventId, in_status: EventId, operation: &Operation) -> [Event; 2] {

@@ -257,6 +257,7 @@ async fn dynamo_reads_a_batch_of_sends_in_two_requests() {
             created_at: time::OffsetDateTime::UNIX_EPOCH,
             follow_up: None,
             in_line_of: None,
+            operation_id: None,
             version: 1,
         };
         ids.push(delivery.id.clone());

@@ -753,6 +753,7 @@ async fn waiting_deliveries_behind_many_failures_are_sent_when_enabled() {
             created_at: now,
             follow_up: None,
             in_line_of: None,
+            operation_id: None,
             version: 1,
         })
     }));
@@ -822,6 +823,7 @@ async fn a_finished_delivery_back_in_its_line_does_not_hold_the_next() {
         created_at: time::OffsetDateTime::now_utc(),
         follow_up: None,
         in_line_of: Some(operation_id.clone()),
+        operation_id: Some(operation_id.clone()),
         version: 2,
     };
     line.waiting.insert(
@@ -844,5 +846,85 @@ async fn a_finished_delivery_back_in_its_line_does_not_hold_the_next() {
         received,
         [first.event_id.to_string(), second.event_id.to_string()],
         "the retry, then the one behind the finished one"
+    );
+}
+
+/// An operation's page lists the webhook deliveries of its events and its transactions':
+/// oldest event first, a page at a time; a customer sees those to its own endpoints, the
+/// platform every endpoint's; another customer's key finds no such operation.
+#[tokio::test]
+async fn an_operations_deliveries_are_listed_with_it() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let other = app.create_customer().await;
+    let receiver = Receiver::start(0).await;
+    app.subscribe(&customer.key, &receiver.url, &["*"]).await;
+    app.subscribe(ADMIN_KEY, &receiver.url, &["operation.completed"]).await;
+    let id = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[1_000]))
+        .await
+        .id();
+    app.settle(Duration::seconds(30), 6).await;
+    assert_eq!(
+        app.get(&format!("/v1/operations/{id}"), &customer.key).await.json()["status"],
+        "completed"
+    );
+
+    let listed = |key: String, query: String| {
+        let (app, id) = (&app, id.clone());
+        async move {
+            let page = app.get(&format!("/v1/operations/{id}/deliveries?{query}"), &key).await;
+            assert_eq!(page.status, 200, "{}", page.json());
+            page.json()
+        }
+    };
+    let mine = listed(customer.key.clone(), "limit=100".into()).await;
+    let deliveries = mine["data"].as_array().unwrap();
+    let events: Vec<String> = deliveries
+        .iter()
+        .map(|d| d["event_id"].as_str().unwrap().to_owned())
+        .collect();
+    let mut sorted = events.clone();
+    sorted.sort();
+    assert_eq!(events, sorted, "oldest event first");
+    let kinds: Vec<String> = {
+        let mut kinds = vec![];
+        for event in &events {
+            let event = app.get(&format!("/v1/events/{event}"), &customer.key).await.json();
+            kinds.push(event["type"].as_str().unwrap().to_owned());
+        }
+        kinds
+    };
+    for kind in [
+        "operation.created",
+        "operation.completed",
+        "transaction.submitted",
+        "transaction.confirmed",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
+    }
+    assert!(deliveries
+        .iter()
+        .all(|d| d["operation_id"] == id.as_str() && d["status"] == "delivered"));
+    // The platform sees its own endpoint's delivery too.
+    let all = listed(ADMIN_KEY.into(), "limit=100".into()).await;
+    assert_eq!(all["data"].as_array().unwrap().len(), deliveries.len() + 1, "{all}");
+    // A page at a time.
+    let first = listed(customer.key.clone(), "limit=2".into()).await;
+    assert_eq!(first["has_more"], true);
+    let after = first["data"][1]["id"].as_str().unwrap();
+    let next = listed(customer.key.clone(), format!("limit=100&starting_after={after}")).await;
+    let paged: Vec<&Value> = first["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(next["data"].as_array().unwrap())
+        .collect();
+    assert_eq!(paged.len(), deliveries.len());
+    assert_eq!(
+        app.get(&format!("/v1/operations/{id}/deliveries"), &other.key)
+            .await
+            .status,
+        404
     );
 }

@@ -254,6 +254,10 @@ try {
   await page.getByRole("button", { name: "Open", exact: true }).click();
   await page.locator("#detail-title", { hasText: operationId }).waitFor({ timeout: 4000 })
     .catch(() => fail(page, "the payout was not found by its transaction's id"));
+  // Its webhook deliveries: the creation its receiver refused, failed, to be resent from here.
+  await page.locator("#deliveries li", { hasText: " to http" }).filter({ hasText: "· failed ·" })
+    .getByRole("button", { name: "Resend" }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the operation's failed delivery is not shown with a resend"));
   // Found again by its transaction's rail reference, and among those paying its beneficiary.
   const railReference = (await page.locator(`#transactions li[data-id="${transactionId}"]`).textContent()).match(/ ref (\S+)/)[1];
   await page.getByLabel("Find by").selectOption("rail_reference");

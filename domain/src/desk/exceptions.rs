@@ -396,7 +396,11 @@ impl Service {
         actor: Actor,
         reason: Option<&str>,
     ) -> Result<(), DomainError> {
-        for failed in self.store.deliveries_of_event(&event.id).await? {
+        for failed in self
+            .store
+            .deliveries_of_event(&event.id, event.operation_id().as_ref())
+            .await?
+        {
             if failed.status != DeliveryStatus::Failed {
                 continue;
             }

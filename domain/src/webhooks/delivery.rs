@@ -9,7 +9,7 @@ use crate::ports::{
 };
 use crate::service::{jitter, Service};
 use crate::webhooks::{
-    health, ordering, signature, Attempt, Delivery, DeliveryOrder, DeliveryStatus, EndpointStatus, HeldBack, Posted,
+    health, signature, Attempt, Delivery, DeliveryOrder, DeliveryStatus, EndpointStatus, HeldBack, Posted,
     WebhookEndpoint,
 };
 use futures_util::future::join_all;
@@ -84,8 +84,9 @@ impl Service {
             // A disabled endpoint's delivery waits, listed by its endpoint, to be sent in order
             // when the endpoint is enabled again.
             let waits = endpoint.status == EndpointStatus::Disabled;
+            let operation_id = event.operation_id();
             let in_line_of = match endpoint.ordering {
-                DeliveryOrder::PerOperation => ordering::operation_of(event),
+                DeliveryOrder::PerOperation => operation_id.clone(),
                 DeliveryOrder::None => None,
             };
             let delivery = Delivery {
@@ -103,6 +104,7 @@ impl Service {
                 created_at: now,
                 follow_up: None,
                 in_line_of,
+                operation_id,
                 version: 1,
             };
             let mut changes = Changeset::default();

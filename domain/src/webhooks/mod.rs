@@ -231,6 +231,11 @@ pub struct Delivery {
     /// it is sent once the deliveries of that operation's earlier events are done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_line_of: Option<crate::ids::OperationId>,
+    /// The operation whose event it carries (an operation's or a transaction's): that
+    /// operation's deliveries list it. None for other events, and on deliveries made before
+    /// it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<crate::ids::OperationId>,
     pub version: u64,
 }
 
@@ -424,9 +429,21 @@ pub trait WebhookStore: Send + Sync {
         &self,
         ids: &[crate::ids::DeliveryId],
     ) -> Result<Vec<(Delivery, Option<String>)>, crate::ports::StoreError>;
+    /// An event's deliveries; `operation_id` is the operation it is of, if any (where a store
+    /// may keep them).
     async fn deliveries_of_event(
         &self,
         event_id: &crate::ids::EventId,
+        operation_id: Option<&crate::ids::OperationId>,
+    ) -> Result<Vec<Delivery>, crate::ports::StoreError>;
+    /// The deliveries of an operation's events ([`Delivery::operation_id`]), by event id (the
+    /// order its events were made), then delivery id, after `after`'s place when given, at
+    /// most `limit`.
+    async fn deliveries_of_operation(
+        &self,
+        operation_id: &crate::ids::OperationId,
+        after: Option<&Delivery>,
+        limit: usize,
     ) -> Result<Vec<Delivery>, crate::ports::StoreError>;
     /// An endpoint's failed deliveries that await a follow-up ([`Delivery::awaits_follow_up`]),
     /// by event id (the order their events were made), then delivery id, after `after`'s

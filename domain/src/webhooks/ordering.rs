@@ -10,7 +10,6 @@
 //! behind it wait with it.
 
 use crate::error::DomainError;
-use crate::event::Event;
 use crate::ids::{DeliveryId, EventId, OperationId, WebhookEndpointId};
 use crate::ports::{Changeset, QueueTask, StoreError, Write};
 use crate::service::Service;
@@ -101,11 +100,6 @@ struct Leaving {
     endpoint_id: WebhookEndpointId,
     operation_id: OperationId,
     delivery_id: DeliveryId,
-}
-
-/// The operation an event is of, if any (an operation's and its transactions' events).
-pub(crate) fn operation_of(event: &Event) -> Option<OperationId> {
-    event.data.text("operation_id").and_then(|id| OperationId::parse(&id))
 }
 
 /// Reads and versioned writes one change of a line may take while others change it too.
@@ -291,6 +285,7 @@ mod tests {
             created_at: now,
             follow_up: None,
             in_line_of: Some("op_1".into()),
+            operation_id: Some("op_1".into()),
             version: 1,
         }
     }

@@ -5,7 +5,7 @@ use crate::access::{Principal, Scope};
 use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
 use crate::event::Event;
-use crate::ids::{DeliveryId, EventId, WebhookEndpointId};
+use crate::ids::{DeliveryId, EventId, OperationId, WebhookEndpointId};
 use crate::service::{customer_scope, Page, Service};
 use crate::webhooks::{Delivery, EventQuery, WebhookEndpoint};
 use futures_util::stream::{self, StreamExt, TryStreamExt};
@@ -72,7 +72,10 @@ impl Service {
 
     pub async fn event_deliveries(&self, principal: &Principal, id: &EventId) -> Result<Page<Delivery>, DomainError> {
         let event = self.get_event(principal, id).await?;
-        let mut data = self.store.deliveries_of_event(&event.id).await?;
+        let mut data = self
+            .store
+            .deliveries_of_event(&event.id, event.operation_id().as_ref())
+            .await?;
         if let Some(own) = &principal.key.customer_id {
             let mut visible = vec![];
             for delivery in data {
@@ -84,6 +87,69 @@ impl Service {
             data = visible;
         }
         Ok(Page::all(data))
+    }
+
+    /// The deliveries of an operation's events, oldest event first, a page at a time: to the
+    /// caller's endpoints (every endpoint's for the platform).
+    pub async fn operation_deliveries(
+        &self,
+        principal: &Principal,
+        id: &OperationId,
+        starting_after: Option<DeliveryId>,
+        limit: usize,
+    ) -> Result<Page<Delivery>, DomainError> {
+        let operation = self.get_operation(principal, id).await?;
+        let after = match starting_after {
+            Some(after) => Some(
+                self.store
+                    .delivery(&after)
+                    .await?
+                    .filter(|d| d.operation_id.as_ref() == Some(&operation.id))
+                    .ok_or_else(|| {
+                        DomainError::invalid(
+                            "starting_after",
+                            "invalid_id",
+                            format!("{after} is no delivery of {}.", operation.id),
+                        )
+                    })?,
+            ),
+            None => None,
+        };
+        let read = self
+            .store
+            .deliveries_of_operation(&operation.id, after.as_ref(), limit + 1)
+            .await?;
+        let has_more = read.len() > limit;
+        let read: Vec<Delivery> = read.into_iter().take(limit).collect();
+        let last = read.last().map(|d| d.id.to_string());
+        let mut data = read;
+        if let Some(own) = &principal.key.customer_id {
+            // Each endpoint read once: an operation's deliveries go to a few.
+            let mut owned = std::collections::HashMap::new();
+            let mut visible = vec![];
+            for delivery in data {
+                let mine = match owned.get(&delivery.endpoint_id) {
+                    Some(mine) => *mine,
+                    None => {
+                        let endpoint = self.store.webhook_endpoint(&delivery.endpoint_id).await?;
+                        let mine = endpoint.is_some_and(|e| e.customer_id.as_deref() == Some(own));
+                        owned.insert(delivery.endpoint_id.clone(), mine);
+                        mine
+                    }
+                };
+                if mine {
+                    visible.push(delivery);
+                }
+            }
+            data = visible;
+        }
+        // The platform's deliveries left out may leave a page short: it says where the next starts.
+        let next_starting_after = has_more.then_some(last).flatten();
+        Ok(Page {
+            data,
+            has_more,
+            next_starting_after,
+        })
     }
 
     pub async fn resend_event(

@@ -164,6 +164,7 @@ endpoints! {
     RejectOperation => (Api, "POST", "/v1/operations/{id}/reject", post(reject_operation)),
     CancelOperation => (Api, "POST", "/v1/operations/{id}/cancel", post(cancel_operation)),
     OperationHistory => (Api, "GET", "/v1/operations/{id}/history", get(operation_history)),
+    OperationDeliveries => (Api, "GET", "/v1/operations/{id}/deliveries", get(operation_deliveries), query),
     ListTransactions => (Api, "GET", "/v1/transactions", get(list_transactions), query),
     GetTransaction => (Api, "GET", "/v1/transactions/{id}", get(get_transaction)),
     RetryTransaction => (Api, "POST", "/v1/transactions/{id}/retry", post(retry_transaction)),

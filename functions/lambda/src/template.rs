@@ -168,6 +168,7 @@ pub fn grants(endpoint: Endpoint) -> (&'static [Grant], Option<Sizing>) {
         | RejectOperation
         | CancelOperation
         | OperationHistory
+        | OperationDeliveries
         | ListTransactions
         | GetTransaction
         | RetryTransaction

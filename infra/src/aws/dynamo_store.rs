@@ -25,7 +25,8 @@
 //! | webhook endpoints of a customer (or the platform's) | `GSI1PK = CUSWHE#<customer or PLATFORM>` |
 //! | every customer, newest first (in one status) | `GSI1PK = CUSTOMERS` (`GSI2PK = CUSTOMERS#<status>`) |
 //! | how many live endpoints a customer (or the platform) keeps | `PK = WHEROSTER#<customer or PLATFORM>` (versioned; the list is an index, which may lag its writes) |
-//! | deliveries of an event | `GSI1PK = EVTWHD#<event>` |
+//! | deliveries of an operation's events, by event | `GSI1PK = OPWHD#<operation>`, `GSI1SK = <event id>#<delivery id>` |
+//! | deliveries of an event | its operation's, `begins_with <event id>#`; of no operation (or made before deliveries were kept by operation) `GSI1PK = EVTWHD#<event>` |
 //! | schedules of a customer (every schedule), newest first, deleted ones left out | `GSI1PK = CUSSCH#<customer>` (`GSI3PK = SCHS#<shard>`) |
 //! | active schedules due a run | `GSI2PK = SCHDUE#<shard>`, `GSI2SK = <due unix s, padded>#<id>` (sparse) |
 //! | occurrences of a schedule | `PK = SCH#<id>`, `SK = OCC#<unix s, padded>` |

@@ -594,9 +594,15 @@ pub fn endpoints_of(customer: Option<&str>) -> String {
     format!("CUSWHE#{}", owner(customer))
 }
 
-/// An event's deliveries (GSI1).
+/// An event's deliveries (GSI1), where the event is of no operation or the delivery was made
+/// before deliveries were kept by operation.
 pub fn deliveries_of(event_id: &str) -> String {
     format!("EVTWHD#{event_id}")
+}
+
+/// An operation's deliveries (GSI1), sorted as [`failed_delivery_order`]: by event, then id.
+pub fn deliveries_of_operation(operation_id: &str) -> String {
+    format!("OPWHD#{operation_id}")
 }
 
 /// An endpoint's failed deliveries awaiting a follow-up (GSI2, sparse).

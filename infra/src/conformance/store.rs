@@ -105,6 +105,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     webhooks::an_owners_endpoint_count_moves_one_version_at_a_time(store.as_ref()).await;
     webhooks::an_endpoints_health_moves_one_version_at_a_time(store.as_ref()).await;
     webhooks::a_delivery_line_moves_one_version_at_a_time(store.as_ref()).await;
+    webhooks::an_operations_deliveries_are_listed_by_event(store.as_ref()).await;
     super::files::run_all(store.as_ref()).await;
     super::reconciliations::run_all(store.as_ref()).await;
     super::desk::run_all(store).await;

@@ -6,7 +6,7 @@ use crate::idempotency::create_once;
 use crate::App;
 use axum::extract::{RawQuery, State};
 use ops_domain::access::Scope;
-use ops_domain::ids::{CustomerId, DeliveryId, EventId, IdKind, WebhookEndpointId};
+use ops_domain::ids::{CustomerId, DeliveryId, EventId, IdKind, OperationId, WebhookEndpointId};
 use ops_domain::webhooks::{EnableWebhookEndpoint, EventQuery, RecoverWebhookEndpoint};
 use ops_domain::DomainError;
 
@@ -66,6 +66,20 @@ pub async fn webhook_endpoint_failed_deliveries(
     ok(app
         .service
         .failed_deliveries(&caller, &id, starting_after, limit)
+        .await?)
+}
+
+/// `GET /v1/operations/{id}/deliveries[?starting_after=<delivery>][&limit=]`.
+pub async fn operation_deliveries(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<OperationId>,
+    RawQuery(raw): RawQuery,
+) -> Answer {
+    let (starting_after, limit) = page_of::<DeliveryId>(raw.as_deref())?;
+    ok(app
+        .service
+        .operation_deliveries(&caller, &id, starting_after, limit)
         .await?)
 }
 

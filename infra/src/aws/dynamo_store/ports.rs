@@ -617,16 +617,56 @@ impl WebhookStore for DynamoStore {
         Ok(found)
     }
 
-    async fn deliveries_of_event(&self, event_id: &EventId) -> Result<Vec<Delivery>, StoreError> {
-        self.query(
+    async fn deliveries_of_event(
+        &self,
+        event_id: &EventId,
+        operation_id: Option<&OperationId>,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        let alone = self.query(
             Some("GSI1"),
             "GSI1PK = :pk",
             vec![(":pk", s(keys::deliveries_of(event_id)))],
             None,
             false,
             1000,
-        )
-        .await
+        );
+        let Some(operation_id) = operation_id else {
+            return alone.await;
+        };
+        // In its operation's list; or, made before deliveries were kept by operation, alone.
+        let in_list = self.query(
+            Some("GSI1"),
+            "GSI1PK = :pk AND begins_with(GSI1SK, :event)",
+            vec![
+                (":pk", s(keys::deliveries_of_operation(operation_id))),
+                (":event", s(keys::failed_delivery_order(event_id, ""))),
+            ],
+            None,
+            false,
+            1000,
+        );
+        let (alone, in_list): (Vec<Delivery>, Vec<Delivery>) = tokio::try_join!(alone, in_list)?;
+        let mut all: Vec<Delivery> = alone.into_iter().chain(in_list).collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all.dedup_by(|a, b| a.id == b.id);
+        Ok(all)
+    }
+
+    async fn deliveries_of_operation(
+        &self,
+        operation_id: &OperationId,
+        after: Option<&Delivery>,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        let mut values = vec![(":pk", s(keys::deliveries_of_operation(operation_id)))];
+        let condition = match after {
+            Some(after) => {
+                values.push((":after", s(keys::failed_delivery_order(&after.event_id, &after.id))));
+                "GSI1PK = :pk AND GSI1SK > :after"
+            }
+            None => "GSI1PK = :pk",
+        };
+        self.query(Some("GSI1"), condition, values, None, false, limit).await
     }
 
     async fn failed_deliveries_of(

@@ -437,12 +437,20 @@ impl DynamoStore {
                 vec![self.versioned(it, line.version)]
             }
             Write::InsertDelivery(d) | Write::UpdateDelivery(d) => {
+                // Its operation's list holds its event's deliveries too (by the event's prefix).
+                let (list, order) = match &d.operation_id {
+                    Some(operation) => (
+                        keys::deliveries_of_operation(operation),
+                        keys::failed_delivery_order(&d.event_id, &d.id),
+                    ),
+                    None => (keys::deliveries_of(&d.event_id), d.id.to_string()),
+                };
                 let mut attributes = vec![
                     ("entity", s("delivery")),
                     ("doc", doc(d)),
                     ("version", n(d.version)),
-                    ("GSI1PK", s(keys::deliveries_of(&d.event_id))),
-                    ("GSI1SK", s(&d.id)),
+                    ("GSI1PK", s(list)),
+                    ("GSI1SK", s(order)),
                 ];
                 // Sparse: only a failure awaiting its follow-up is indexed, so a delivered
                 // webhook writes no second index entry.

@@ -109,6 +109,7 @@ pub(super) async fn an_endpoints_failed_deliveries_are_those_awaiting_a_follow_u
         created_at: OffsetDateTime::UNIX_EPOCH,
         follow_up: None,
         in_line_of: None,
+        operation_id: None,
         version: 1,
     };
     let endpoint = "whe_failing";
@@ -314,6 +315,7 @@ pub(super) async fn events_are_listed_by_customer_and_type(store: &dyn Store) {
         created_at: OffsetDateTime::UNIX_EPOCH,
         follow_up: None,
         in_line_of: None,
+        operation_id: None,
         version: 1,
     };
     let (sent, orphan) = (delivery("whd_e1", "evt_2"), delivery("whd_e2", "evt_9"));
@@ -328,4 +330,70 @@ pub(super) async fn events_are_listed_by_customer_and_type(store: &dyn Store) {
     let mut found = store.deliveries_to_send(&ids).await.unwrap();
     found.sort_by(|a, b| a.0.id.cmp(&b.0.id));
     assert_eq!(found, [(sent, Some(json)), (orphan, None)]);
+}
+
+/// An operation's deliveries are listed by event, then id, a page at a time, and each event's
+/// are found from it, whether kept by operation or (made before that) by event alone.
+pub(super) async fn an_operations_deliveries_are_listed_by_event(store: &dyn Store) {
+    use ops_domain::webhooks::{Delivery, DeliveryStatus};
+    let delivery = |id: &str, event: &str, operation: Option<&str>| Delivery {
+        id: id.into(),
+        event_id: event.into(),
+        endpoint_id: "whe_ops".into(),
+        url: "https://receiver.example/hook".into(),
+        status: DeliveryStatus::Pending,
+        attempts: vec![],
+        next_attempt_at: None,
+        created_at: OffsetDateTime::UNIX_EPOCH,
+        follow_up: None,
+        in_line_of: None,
+        operation_id: operation.map(Into::into),
+        version: 1,
+    };
+    let mut writes = vec![];
+    for (id, event, operation) in [
+        ("whd_o3", "evt_o2", Some("op_od")),
+        ("whd_o1", "evt_o1", Some("op_od")),
+        ("whd_o2", "evt_o1", Some("op_od")),
+        ("whd_o4", "evt_o3", Some("op_other")),
+        ("whd_o0", "evt_o1", None),
+    ] {
+        writes.push(Write::InsertDelivery(delivery(id, event, operation)));
+    }
+    store.commit(changes(writes)).await.unwrap();
+    let ids = |found: Vec<Delivery>| found.into_iter().map(|d| d.id.to_string()).collect::<Vec<_>>();
+    let operation = "op_od".into();
+    let all = store.deliveries_of_operation(&operation, None, 10).await.unwrap();
+    assert_eq!(ids(all.clone()), ["whd_o1", "whd_o2", "whd_o3"]);
+    let first = store.deliveries_of_operation(&operation, None, 2).await.unwrap();
+    assert_eq!(ids(first.clone()), ["whd_o1", "whd_o2"]);
+    let rest = store
+        .deliveries_of_operation(&operation, first.last(), 2)
+        .await
+        .unwrap();
+    assert_eq!(ids(rest), ["whd_o3"]);
+    assert!(store
+        .deliveries_of_operation(&"op_none".into(), None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // An event's, found with its operation: those kept by operation and the older one alone.
+    let of_event = store
+        .deliveries_of_event(&"evt_o1".into(), Some(&operation))
+        .await
+        .unwrap();
+    assert_eq!(ids(of_event), ["whd_o0", "whd_o1", "whd_o2"]);
+    let other = store
+        .deliveries_of_event(&"evt_o3".into(), Some(&"op_other".into()))
+        .await
+        .unwrap();
+    assert_eq!(ids(other), ["whd_o4"]);
+    // And once updated, a delivery stays where it is listed.
+    let mut moved = all[0].clone();
+    moved.status = DeliveryStatus::Delivered;
+    moved.version = 2;
+    store.commit(changes(vec![Write::UpdateDelivery(moved)])).await.unwrap();
+    let again = store.deliveries_of_operation(&operation, None, 10).await.unwrap();
+    assert_eq!(ids(again), ["whd_o1", "whd_o2", "whd_o3"]);
 }

@@ -65,6 +65,10 @@ pub(super) const FAILED_DELIVERIES: &str =
      WHERE f.endpoint_id = ?1 AND (f.event_id, f.delivery_id) > (?2, ?3)
      ORDER BY f.event_id, f.delivery_id LIMIT ?4";
 
+pub(super) const OPERATION_DELIVERIES: &str = "SELECT body FROM deliveries
+     WHERE json_extract(body, '$.operation_id') = ?1 AND (event_id, id) > (?2, ?3)
+     ORDER BY event_id, id LIMIT ?4";
+
 /// A rail's transactions confirmed in a window, from a sweep's position (a time and an id),
 /// oldest first. The scalar window bounds are what let SQLite seek the index at the sweep's
 /// position (a row-value bound alone leaves it reading from the rail's first confirmation).
@@ -665,7 +669,11 @@ impl WebhookStore for SqliteStore {
         .await
     }
 
-    async fn deliveries_of_event(&self, event_id: &EventId) -> Result<Vec<Delivery>, StoreError> {
+    async fn deliveries_of_event(
+        &self,
+        event_id: &EventId,
+        _operation_id: Option<&OperationId>,
+    ) -> Result<Vec<Delivery>, StoreError> {
         self.documents(
             "SELECT body FROM deliveries WHERE event_id = ?1 ORDER BY id",
             event_id.into(),
@@ -683,6 +691,18 @@ impl WebhookStore for SqliteStore {
             after.map_or_else(Default::default, |d| (d.event_id.to_string(), d.id.to_string()));
         let keys = vec![endpoint_id.to_string(), event_id, delivery_id];
         self.documents_of(FAILED_DELIVERIES, keys, limit).await
+    }
+
+    async fn deliveries_of_operation(
+        &self,
+        operation_id: &OperationId,
+        after: Option<&Delivery>,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        let (event_id, delivery_id) =
+            after.map_or_else(Default::default, |d| (d.event_id.to_string(), d.id.to_string()));
+        let keys = vec![operation_id.to_string(), event_id, delivery_id];
+        self.documents_of(OPERATION_DELIVERIES, keys, limit).await
     }
 }
 

@@ -85,6 +85,11 @@ CREATE TABLE IF NOT EXISTS delivery_lines (
 CREATE TABLE IF NOT EXISTS deliveries (
     id TEXT PRIMARY KEY, event_id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS deliveries_by_event ON deliveries (event_id);
+-- An operation's deliveries (Delivery::operation_id), on the document so older files need no
+-- migration; those made before it was kept have none and are not in it.
+CREATE INDEX IF NOT EXISTS deliveries_by_operation
+    ON deliveries (json_extract(body, '$.operation_id'), event_id, id)
+    WHERE json_extract(body, '$.operation_id') IS NOT NULL;
 -- Failed deliveries awaiting a follow-up, by endpoint: a row is written when a delivery fails
 -- and deleted when its follow-up is, so a delivered webhook's writes touch nothing here.
 CREATE TABLE IF NOT EXISTS failed_deliveries (
