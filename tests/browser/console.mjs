@@ -293,11 +293,13 @@ try {
   await page.locator("#keys li", { hasText: "active" }).first().waitFor({ timeout: 4000 })
     .catch(() => fail(page, "the API keys are not listed"));
   await accessible(page, "the API keys view");
+  await fitsOnAPhone(page, "the API keys view");
   await page.getByRole("button", { name: "Schedules" }).click();
   const schedule = page.locator(`#schedules li[data-id="${scheduleId}"]`);
   await schedule.filter({ hasText: "payout of 40,000 CLP in 1 item" }).waitFor({ timeout: 4000 })
     .catch(() => fail(page, "the schedule is not listed with what it makes"));
   await accessible(page, "the schedules view");
+  await fitsOnAPhone(page, "the schedules view");
   await schedule.getByRole("button", { name: "Pause" }).click();
   await schedule.filter({ hasText: "paused" }).waitFor({ timeout: 4000 })
     .catch(() => fail(page, "the paused schedule does not say so"));
@@ -326,10 +328,12 @@ try {
   await account.locator("li", { hasText: "No movements." }).waitFor({ timeout: 3000 })
     .catch(() => fail(page, "the account's movements were not read"));
   await accessible(page, "the accounts view");
+  await fitsOnAPhone(page, "the accounts view");
   await page.getByRole("button", { name: "Files" }).click();
   await page.locator("#files li", { hasText: "2 lines · 12,000 CLP · workflow two_step" }).waitFor({ timeout: 4000 })
     .catch(() => fail(page, "the payroll file is not listed with its lines and total"));
   await accessible(page, "the files view");
+  await fitsOnAPhone(page, "the files view");
   await page.getByRole("button", { name: "Reconciliations" }).click();
   const statement = page.locator("#reconciliations li", { hasText: "psp-local:sandbox" }).first();
   await statement.filter({ hasText: "unmatched 1" }).waitFor({ timeout: 4000 })
