@@ -1,5 +1,5 @@
 // Lighthouse's accessibility and best-practices audits of the operations console as an operator
-// sees it (the key typed in, the board drawn from the API), in Debian's Chromium through the
+// sees it (the key typed in, the board drawn from the API, then each view), in Debian's Chromium through the
 // puppeteer-core Lighthouse ships with; prints each category's score and every audit that did
 // not pass, and fails below 100. Called by tests/api/console_page.rs:
 //   node lighthouse.mjs <base url> <key>
@@ -28,11 +28,20 @@ try {
   await page.click("#column-pending button.open");
   await page.waitForFunction(() => !document.getElementById("detail").hidden);
   await flow.snapshot();
+  // Every other view, as drawn from the API (its list filled: rows, or the line saying none).
+  for (const view of ["operations", "webhooks", "keys", "schedules", "accounts", "files", "reconciliations"]) {
+    await page.click("#nav-" + view);
+    await page.waitForFunction((view) => {
+      const section = document.getElementById("view-" + view);
+      return !section.hidden && section.querySelector("ul li") !== null;
+    }, {}, view);
+    await flow.snapshot({ name: view });
+  }
   let short = false;
   for (const [step, result] of (await flow.createFlowResult()).steps.entries()) {
     const lhr = result.lhr;
     for (const category of Object.values(lhr.categories)) {
-      console.log(`step ${step + 1} (${lhr.gatherMode}): ${category.id} ${Math.round(category.score * 100)}`);
+      console.log(`step ${step + 1} (${lhr.gatherMode}${result.name ? " " + result.name : ""}): ${category.id} ${Math.round(category.score * 100)}`);
       if (category.score < 1) short = true;
     }
     for (const audit of Object.values(lhr.audits)) {
