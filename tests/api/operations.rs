@@ -515,3 +515,54 @@ async fn a_restarted_server_keeps_everything_it_acknowledged() {
         .await;
     assert_eq!(approved_after.json()["status"], "approved");
 }
+
+/// The transactions an operator watches are listed across operations: one whose outcome the
+/// rail lost (unknown) is listed by status, its customer's key sees its own, and it leaves the
+/// list once the rail answers; other statuses and mixed filters are refused by name.
+#[tokio::test]
+async fn unknown_transactions_are_listed_across_operations() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let other = app.create_customer().await;
+    // The sandbox rail times out on an amount ending in 04, and has it when asked.
+    let id = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[10_004]))
+        .await
+        .id();
+    app.drain().await;
+    let listed = |query: &'static str, key: String| {
+        let app = &app;
+        async move {
+            let page = app.get(&format!("/v1/transactions?{query}"), &key).await;
+            assert_eq!(page.status, 200, "{}", page.json());
+            let ids: Vec<String> = page.json()["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["operation_id"].as_str().unwrap().to_owned())
+                .collect();
+            ids
+        }
+    };
+    assert_eq!(listed("status=unknown", customer.key.clone()).await, [id.as_str()]);
+    assert_eq!(listed("status=unknown", ADMIN_KEY.into()).await, [id.as_str()]);
+    assert!(listed("status=unknown", other.key.clone()).await.is_empty());
+    assert!(listed("status=needs_attention", customer.key.clone()).await.is_empty());
+
+    // The status poll asks the rail, which has it: confirmed, it leaves the list.
+    app.settle(time::Duration::minutes(5), 6).await;
+    assert!(listed("status=unknown", customer.key.clone()).await.is_empty());
+
+    for (query, param) in [
+        ("status=confirmed", "status"),
+        ("status=unknown&operation_id=op_01h0000000000000000000000", "status"),
+        (
+            "operation_id=op_01h0000000000000000000000&customer_id=cus_1",
+            "customer_id",
+        ),
+    ] {
+        let refused = app.get(&format!("/v1/transactions?{query}"), &customer.key).await;
+        assert_eq!(refused.status, 400, "{query}");
+        assert_eq!(refused.json()["error"]["param"], param, "{query}");
+    }
+}

@@ -44,6 +44,21 @@ const fitsOnAPhone = async (page, view) => {
   if (width > 360) await fail(page, `${view} is ${width} px wide on a 360 px screen`);
 };
 try {
+  // First, while the service still asks the rail about it: the transaction whose outcome the
+  // rail lost, watched on the platform's board, its operation opened from there.
+  const watching = await context.newPage();
+  watch(watching);
+  await watching.goto(base + "/console");
+  await watching.evaluate((key) => sessionStorage.setItem("opsKey", key), platformKey);
+  await watching.reload();
+  const lost = watching.locator("#unknown li", { hasText: "10,008 CLP at psp-local:sandbox" });
+  await lost.waitFor({ timeout: 5000 })
+    .catch(async () => fail(watching, `the unknown transaction is not on the board: ${await watching.locator("#unknown").textContent()}`));
+  await lost.getByRole("button", { name: "Open" }).click();
+  await watching.locator("#detail-title", { hasText: "processing" }).waitFor({ timeout: 3000 })
+    .catch(() => fail(watching, "the unknown transaction's operation does not open"));
+  await watching.close();
+
   // An idle tab costs at most a request every two seconds: it reads the changes cursor (the
   // newest event) and reads the rest only when that moved.
   const idle = await context.newPage();
@@ -210,8 +225,9 @@ try {
   // The platform's operator resends it: the item leaves the list.
   await page.getByLabel("API key", { exact: true }).fill(platformKey);
   await page.getByRole("button", { name: "Show", exact: true }).click();
-  // Initech's rail failure is one row: its operation's item, its transaction's inside it.
-  await page.locator("#exceptions > li", { hasText: "operation needs attention" }).filter({ hasText: "transaction txn_" })
+  // A rail failure is one row: its operation's item, its transaction's inside it. (Hooli's, and
+  // once the service gives up asking, the lost one's.)
+  await page.locator("#exceptions > li", { hasText: "operation needs attention" }).filter({ hasText: "transaction txn_" }).first()
     .waitFor({ timeout: 4000 }).catch(async () => fail(page, "the rail failure's transaction item is not inside its operation's row: " + await page.locator("#exceptions").innerText()));
   const apart = await page.evaluate(() => [...document.querySelectorAll("#exceptions > li > strong")]
     .filter((kind) => kind.textContent === "transaction needs attention").length);

@@ -57,6 +57,19 @@ impl TransactionStatus {
         }
     }
 
+    /// The statuses an operator watches across operations, each listed by the stores
+    /// ([`TransactionStore::transactions_in`]): a lost outcome being asked, and one that needs
+    /// a person. Transactions pass through them rarely, so their lists cost little.
+    pub const WATCHED: [TransactionStatus; 2] = [TransactionStatus::Unknown, TransactionStatus::NeedsAttention];
+
+    pub fn is_watched(self) -> bool {
+        Self::WATCHED.contains(&self)
+    }
+
+    pub fn parse(value: &str) -> Option<TransactionStatus> {
+        Self::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+
     /// Whether the transaction has ended; `confirmed` may still be `returned` later.
     pub fn is_final(self) -> bool {
         matches!(
@@ -266,6 +279,15 @@ pub trait TransactionStore: Send + Sync {
     async fn transactions_of_operation(
         &self,
         operation: &crate::operations::Operation,
+    ) -> Result<Vec<Transaction>, crate::ports::StoreError>;
+    /// The transactions in a [`TransactionStatus::WATCHED`] status, of one customer or every
+    /// one, newest first, older than `starting_after` when given, at most `limit`.
+    async fn transactions_in(
+        &self,
+        status: TransactionStatus,
+        customer_id: Option<&crate::ids::CustomerId>,
+        starting_after: Option<&crate::ids::TransactionId>,
+        limit: usize,
     ) -> Result<Vec<Transaction>, crate::ports::StoreError>;
     /// Transactions whose `next_poll_at` has come, oldest first.
     async fn transactions_due(

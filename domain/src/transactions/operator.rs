@@ -3,8 +3,8 @@
 use crate::access::{Principal, Scope};
 use crate::cause::{Actor, ActorType, Cause};
 use crate::error::DomainError;
-use crate::ids::{OperationId, TransactionId};
-use crate::service::{Page, Service};
+use crate::ids::{CustomerId, OperationId, TransactionId};
+use crate::service::{customer_scope, Page, Service};
 use crate::transactions::{Transaction, TransactionStatus, TransactionTransition};
 use crate::validate::{optional_reason, required_text};
 use serde::Deserialize;
@@ -55,6 +55,34 @@ impl Service {
         let operation = self.get_operation(principal, operation_id).await?;
         let data = self.store.transactions_of_operation(&operation).await?;
         Ok(Page::all(data))
+    }
+
+    /// Operator: the transactions whose outcome is unknown (being asked of the rail) or that
+    /// need a person, across operations, newest first.
+    pub async fn watched_transactions(
+        &self,
+        principal: &Principal,
+        status: TransactionStatus,
+        customer_id: Option<CustomerId>,
+        starting_after: Option<TransactionId>,
+        limit: usize,
+    ) -> Result<Page<Transaction>, DomainError> {
+        principal.require(Scope::OperationsRead)?;
+        if !status.is_watched() {
+            return Err(DomainError::invalid(
+                "status",
+                "invalid_status",
+                "Across operations, transactions are listed by status unknown or needs_attention; give operation_id for the rest.",
+            ));
+        }
+        let Some(customer_id) = customer_scope(principal, customer_id) else {
+            return Ok(Page::empty());
+        };
+        let read = self
+            .store
+            .transactions_in(status, customer_id.as_ref(), starting_after.as_ref(), limit + 1)
+            .await?;
+        Ok(Page::of(read, limit))
     }
 
     /// Operator: sends a transaction that needs attention back to be submitted — only if the

@@ -335,6 +335,24 @@ pub fn operations_in(status: OperationStatus) -> Vec<String> {
         .collect()
 }
 
+/// A customer's transactions in a watched status (GSI1, sparse: only while in it).
+pub fn transactions_of_in(customer: &str, status: &str) -> String {
+    format!("CUSTXNST#{customer}#{status}")
+}
+
+fn transactions_in_prefix(status: &str) -> String {
+    format!("TXNST#{status}")
+}
+
+/// Every transaction in a watched status (GSI4, sparse), the partition of one.
+pub fn transactions_in_shard(status: &str, transaction_id: &str) -> String {
+    sharded(&transactions_in_prefix(status), transaction_id)
+}
+
+pub fn transactions_in(status: &str) -> Vec<String> {
+    shards(&transactions_in_prefix(status))
+}
+
 const POLL: &str = "POLL";
 
 /// The status-poll schedule (GSI2, sparse): the partition of a transaction due a poll.

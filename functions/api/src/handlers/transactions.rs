@@ -3,25 +3,59 @@
 use super::*;
 use crate::duplicates::{read_json, BodyJson};
 use crate::error::ApiError;
-use crate::extract::{parse, query_pairs, Caller, JsonBody, PathId, RawBody};
+use crate::extract::{parse, Caller, JsonBody, PathId, RawBody};
 use crate::idempotency::{json_response, replayed, stored};
 use crate::wire::to_json;
 use crate::App;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use ops_domain::idempotency::Once;
-use ops_domain::ids::{OperationId, TransactionId};
+use ops_domain::ids::{CustomerId, IdKind, OperationId, TransactionId};
+use ops_domain::transactions::TransactionStatus;
 use ops_domain::DomainError;
 
+/// `GET /v1/transactions?operation_id=<op>`: an operation's; or, across operations,
+/// `?status=unknown|needs_attention[&customer_id=][&limit=][&starting_after=]`.
 pub async fn list_transactions(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
-    let pairs = query_pairs(raw.as_deref(), &["operation_id"])?;
-    let raw = pairs
-        .into_iter()
-        .map(|(_, value)| value)
-        .next()
-        .ok_or_else(|| DomainError::missing("operation_id"))?;
-    let operation_id = OperationId::parse(&raw).ok_or_else(|| DomainError::not_found("operation", raw))?;
-    ok(app.service.list_transactions(&caller, &operation_id).await?)
+    let params = list_params(raw.as_deref(), IdKind::Transaction, &["operation_id", "status"])?;
+    let operation = params.filters.iter().find(|(name, _)| name == "operation_id");
+    let status = params.filters.iter().find(|(name, _)| name == "status");
+    match (operation, status) {
+        (Some((_, raw)), None) => {
+            let paged = params.starting_after.is_some() || params.customer_id.is_some();
+            if paged {
+                let param = if params.customer_id.is_some() {
+                    "customer_id"
+                } else {
+                    "starting_after"
+                };
+                let message = "An operation's transactions come in one page, with no other parameter.";
+                return Err(DomainError::invalid(param, "invalid_filter", message).into());
+            }
+            let operation_id =
+                OperationId::parse(raw).ok_or_else(|| DomainError::not_found("operation", raw.clone()))?;
+            ok(app.service.list_transactions(&caller, &operation_id).await?)
+        }
+        (None, Some((_, raw))) => {
+            let status = TransactionStatus::parse(raw)
+                .ok_or_else(|| DomainError::invalid("status", "invalid_status", format!("Unknown status '{raw}'.")))?;
+            let page = app
+                .service
+                .watched_transactions(
+                    &caller,
+                    status,
+                    params.customer_id.map(CustomerId::from),
+                    params.starting_after.map(TransactionId::from),
+                    params.limit,
+                )
+                .await?;
+            ok(page)
+        }
+        (Some(_), Some(_)) => {
+            Err(DomainError::invalid("status", "invalid_filter", "Give operation_id or status, not both.").into())
+        }
+        (None, None) => Err(DomainError::missing("operation_id").into()),
+    }
 }
 
 pub async fn get_transaction(

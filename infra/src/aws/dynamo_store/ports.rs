@@ -24,7 +24,7 @@ use ops_domain::operations::{Operation, OperationFind, OperationQuery, Operation
 use ops_domain::ports::{Admission, AuditEntry, Limits, Listed, RateLimiter, StoreError};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationRules, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
-use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
+use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStatus, TransactionStore};
 use ops_domain::webhooks::{
     Delivery, DeliveryLine, EndpointHealth, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore,
 };
@@ -234,6 +234,30 @@ impl TransactionStore for DynamoStore {
             .filter_map(|key| found.remove(key))
             .map(|item| read_doc(&item))
             .collect()
+    }
+
+    async fn transactions_in(
+        &self,
+        status: TransactionStatus,
+        customer_id: Option<&CustomerId>,
+        starting_after: Option<&TransactionId>,
+        limit: usize,
+    ) -> Result<Vec<Transaction>, StoreError> {
+        let after = page_start(starting_after.map(|id| id.as_str()));
+        let (index, partition) = match customer_id {
+            Some(customer) => (
+                "GSI1",
+                Partition::One(keys::transactions_of_in(customer, status.as_str())),
+            ),
+            None => ("GSI4", Partition::Sharded(keys::transactions_in(status.as_str()))),
+        };
+        let listed = self.newest_first_listed(index, partition, after, None, limit).await?;
+        // An entry the index still held as the transaction moved on is left out.
+        Ok(listed
+            .items
+            .into_iter()
+            .filter(|t: &Transaction| t.status == status)
+            .collect())
     }
 
     async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError> {
@@ -645,7 +669,7 @@ impl WebhookStore for DynamoStore {
             false,
             1000,
         );
-        let (alone, in_list): (Vec<Delivery>, Vec<Delivery>) = tokio::try_join!(alone, in_list)?;
+        let (alone, in_list): (Vec<Delivery>, Vec<Delivery>) = futures_util::try_join!(alone, in_list)?;
         let mut all: Vec<Delivery> = alone.into_iter().chain(in_list).collect();
         all.sort_by(|a, b| a.id.cmp(&b.id));
         all.dedup_by(|a, b| a.id == b.id);

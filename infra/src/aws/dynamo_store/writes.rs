@@ -111,6 +111,15 @@ impl DynamoStore {
             item.insert("GSI3PK".into(), s(keys::confirmed_on(&t.rail, confirmed.date())));
             item.insert("GSI3SK".into(), s(keys::confirmed_sort(confirmed, &t.id)));
         }
+        // Sparse: listed only while its status is watched, so a payout that runs well writes
+        // no entry here.
+        if t.status.is_watched() {
+            let status = t.status.as_str();
+            item.insert("GSI1PK".into(), s(keys::transactions_of_in(&t.customer_id, status)));
+            item.insert("GSI1SK".into(), s(&t.id));
+            item.insert("GSI4PK".into(), s(keys::transactions_in_shard(status, &t.id)));
+            item.insert("GSI4SK".into(), s(&t.id));
+        }
         item
     }
 

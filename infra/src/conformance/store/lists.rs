@@ -431,3 +431,50 @@ pub(super) async fn operations_are_found_by_the_values_they_carry(store: &dyn St
     );
     assert!(found(ItemReference, "INV-9", None, None, 10).await.is_empty());
 }
+
+/// Transactions in a watched status are listed across operations, newest first, by customer
+/// or for the platform, a page at a time; one that moves on leaves the list.
+pub(super) async fn watched_transactions_are_listed_by_status(store: &dyn Store) {
+    use ops_domain::transactions::TransactionStatus::{self, *};
+    let transaction = |id: &str, customer: &str, status: TransactionStatus| {
+        let mut t = crate::conformance::reconciliations::transaction(id, "psp-local:sandbox", None);
+        (t.customer_id, t.operation_id, t.status) = (customer.into(), "op_w".into(), status);
+        t
+    };
+    let mut writes = vec![];
+    for (id, customer, status) in [
+        ("txn_w1", "cus_w1", Unknown),
+        ("txn_w2", "cus_w2", Unknown),
+        ("txn_w3", "cus_w1", NeedsAttention),
+        ("txn_w4", "cus_w1", Unknown),
+        ("txn_w5", "cus_w1", Submitted),
+    ] {
+        writes.push(Write::InsertTransaction(transaction(id, customer, status)));
+    }
+    store.commit(changes(writes)).await.unwrap();
+    let listed = |status: TransactionStatus, customer: Option<&str>, after: Option<&str>, limit: usize| {
+        let (customer, after) = (customer.map(Into::into), after.map(Into::into));
+        async move {
+            let found = store
+                .transactions_in(status, customer.as_ref(), after.as_ref(), limit)
+                .await
+                .unwrap();
+            found.into_iter().map(|t| t.id.to_string()).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(listed(Unknown, Some("cus_w1"), None, 10).await, ["txn_w4", "txn_w1"]);
+    assert_eq!(listed(Unknown, None, None, 10).await, ["txn_w4", "txn_w2", "txn_w1"]);
+    assert_eq!(listed(Unknown, None, None, 2).await, ["txn_w4", "txn_w2"]);
+    assert_eq!(listed(Unknown, None, Some("txn_w2"), 2).await, ["txn_w1"]);
+    assert_eq!(listed(NeedsAttention, None, None, 10).await, ["txn_w3"]);
+    assert!(listed(NeedsAttention, Some("cus_w2"), None, 10).await.is_empty());
+
+    // Asked and answered: it leaves the list.
+    let mut settled = transaction("txn_w4", "cus_w1", Confirmed);
+    settled.version = 2;
+    store
+        .commit(changes(vec![Write::UpdateTransaction(settled)]))
+        .await
+        .unwrap();
+    assert_eq!(listed(Unknown, Some("cus_w1"), None, 10).await, ["txn_w1"]);
+}

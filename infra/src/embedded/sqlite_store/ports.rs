@@ -25,7 +25,7 @@ use ops_domain::operations::{Operation, OperationFind, OperationQuery, Operation
 use ops_domain::ports::{AuditEntry, Changeset, Commit, Listed, StoreError};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationRules, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
-use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStore};
+use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStatus, TransactionStore};
 use ops_domain::webhooks::{
     Delivery, DeliveryLine, EndpointHealth, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore,
 };
@@ -273,6 +273,36 @@ impl TransactionStore for SqliteStore {
             operation.id.as_str().into(),
         )
         .await
+    }
+
+    async fn transactions_in(
+        &self,
+        status: TransactionStatus,
+        customer_id: Option<&CustomerId>,
+        starting_after: Option<&TransactionId>,
+        limit: usize,
+    ) -> Result<Vec<Transaction>, StoreError> {
+        // The status spelled out, so SQLite sees the statement stays within the partial index.
+        macro_rules! watched {
+            ($status:literal) => {
+                concat!(
+                    "SELECT body FROM transactions WHERE status = '",
+                    $status,
+                    "' AND (?1 = '' OR json_extract(body, '$.customer_id') = ?1) AND id < ?2
+                     ORDER BY id DESC LIMIT ?3"
+                )
+            };
+        }
+        let sql = match status {
+            TransactionStatus::Unknown => watched!("unknown"),
+            TransactionStatus::NeedsAttention => watched!("needs_attention"),
+            _ => return Ok(vec![]),
+        };
+        let keys = vec![
+            customer_id.map(String::from).unwrap_or_default(),
+            page_start(starting_after.map(|id| id.as_str())),
+        ];
+        self.documents_of(sql, keys, limit).await
     }
 
     async fn transactions_due(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Transaction>, StoreError> {

@@ -56,6 +56,9 @@ CREATE TABLE IF NOT EXISTS transactions (
     version INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS transactions_by_operation ON transactions (operation_id, id);
 CREATE INDEX IF NOT EXISTS transactions_due ON transactions (next_poll_at) WHERE next_poll_at IS NOT NULL;
+-- The transactions in a watched status (TransactionStatus::WATCHED), which few are at a time.
+CREATE INDEX IF NOT EXISTS transactions_watched ON transactions (status, id)
+    WHERE status IN ('unknown', 'needs_attention');
 -- The event log is also the change stream: consumers read it in seq order from a checkpoint.
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, customer_id TEXT NOT NULL,
