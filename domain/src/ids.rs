@@ -61,6 +61,14 @@ impl IdKind {
     /// page may start after such an id even if it names nothing, since ids sort by time; a
     /// cursor of any other shape sorts at one end of the list and would silently restart or
     /// empty it, so lists refuse it.
+    /// The smallest id of this kind made at or after `at`: ids sort in the order they were
+    /// made, so those made before it sort below it.
+    pub fn first_made_at(self, at: time::OffsetDateTime) -> String {
+        let ms = u64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
+        let ulid = ulid::Ulid::from_parts(ms, 0);
+        format!("{}_{}", self.prefix(), ulid.to_string().to_ascii_lowercase())
+    }
+
     pub fn could_have_made(self, id: &str) -> bool {
         id.strip_prefix(self.prefix())
             .and_then(|rest| rest.strip_prefix('_'))

@@ -566,3 +566,77 @@ async fn unknown_transactions_are_listed_across_operations() {
         assert_eq!(refused.json()["error"]["param"], param, "{query}");
     }
 }
+
+/// Operations are listed within a creation window and an amount range (total, in minor
+/// units), with the other filters; a bad bound is refused naming it.
+#[tokio::test]
+async fn operations_are_listed_by_creation_window_and_amount_range() {
+    let app = spawn_app().await;
+    let customer = app.create_customer().await;
+    let made = |amount: i64| {
+        let (app, customer) = (&app, &customer);
+        async move {
+            app.post(
+                "/v1/operations",
+                &customer.key,
+                payout(&customer.id, "two_step", &[amount]),
+            )
+            .await
+            .id()
+        }
+    };
+    let first = made(100).await;
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let between = time::OffsetDateTime::now_utc();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let (second, third) = (made(200).await, made(300).await);
+    let at = between
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+        .replace('+', "%2B");
+    let listed = |query: String| {
+        let app = &app;
+        let key = customer.key.clone();
+        async move {
+            let page = app.get(&format!("/v1/operations?{query}"), &key).await;
+            assert_eq!(page.status, 200, "{query}: {}", page.json());
+            page.json()["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["id"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        listed(format!("created_from={at}")).await,
+        [third.as_str(), second.as_str()]
+    );
+    assert_eq!(listed(format!("created_to={at}")).await, [first.as_str()]);
+    assert_eq!(listed("amount_min=150&amount_max=250".into()).await, [second.as_str()]);
+    assert_eq!(
+        listed(format!("created_from={at}&amount_max=250&status=pending_approval")).await,
+        [second.as_str()]
+    );
+    assert_eq!(
+        listed(format!("created_from={at}&limit=1&starting_after={third}")).await,
+        [second]
+    );
+    assert_eq!(listed("amount_min=300".into()).await, [third]);
+
+    for (query, param) in [
+        ("created_from=yesterday", "created_from"),
+        ("created_to=2026-13-01T00:00:00Z", "created_to"),
+        (
+            "created_from=2026-12-02T00:00:00Z&created_to=2026-12-01T00:00:00Z",
+            "created_to",
+        ),
+        ("amount_min=-1", "amount_min"),
+        ("amount_max=1.5", "amount_max"),
+        ("amount_min=300&amount_max=200", "amount_max"),
+    ] {
+        let refused = app.get(&format!("/v1/operations?{query}"), &customer.key).await;
+        assert_eq!(refused.status, 400, "{query}");
+        assert_eq!(refused.json()["error"]["param"], param, "{query}");
+    }
+}

@@ -258,6 +258,21 @@ try {
   await page.getByRole("button", { name: "List" }).click();
   await page.locator(`#operations li[data-id="${operationId}"]`, { hasText: "completed · payout 125,000 CLP" }).waitFor({ timeout: 4000 })
     .catch(() => fail(page, "the completed payout is not listed by status and type"));
+  // Narrowed to today and to its total, it is still there; past its total, nothing is.
+  const today = await page.evaluate(() => { const d = new Date(); return d.getFullYear() + "-" + String(d.getMonth() + 1).padStart(2, "0") + "-" + String(d.getDate()).padStart(2, "0"); });
+  await page.getByLabel("Made from").fill(today);
+  await page.getByLabel("through").fill(today);
+  await page.getByLabel("Total at least").fill("125000");
+  await page.getByLabel("at most").fill("125000");
+  await page.getByRole("button", { name: "List" }).click();
+  await page.locator(`#operations li[data-id="${operationId}"]`).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the completed payout is not listed within today and its total"));
+  await page.getByLabel("Total at least").fill("125001");
+  await page.getByLabel("at most").fill("");
+  await page.getByRole("button", { name: "List" }).click();
+  await page.locator("#operations li", { hasText: "No operation found." }).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "a total above every payout's still lists something"));
+  await page.getByLabel("Total at least").fill("");
   await page.getByLabel("Status").selectOption("rejected");
   await page.getByRole("button", { name: "List" }).click();
   await page.locator("#operations li", { hasText: "No operation found." }).waitFor({ timeout: 4000 })

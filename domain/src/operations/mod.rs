@@ -260,7 +260,26 @@ pub struct OperationQuery {
     pub kind: Option<OperationType>,
     /// Only operations with a smaller (older) id.
     pub starting_after: Option<crate::ids::OperationId>,
+    /// Only operations with this id or a greater one (made then or later:
+    /// [`crate::ids::IdKind::first_made_at`]).
+    pub created_from: Option<crate::ids::OperationId>,
+    /// Only operations whose `total_amount` is at least / at most this (minor units).
+    pub min_amount: Option<i64>,
+    pub max_amount: Option<i64>,
     pub limit: usize,
+}
+
+impl OperationQuery {
+    /// Whether a filter no store keys (the type, the amount) is asked for.
+    pub fn filters_unkeyed(&self) -> bool {
+        self.kind.is_some() || self.min_amount.is_some() || self.max_amount.is_some()
+    }
+
+    /// Whether `operation` is within the amount range asked for.
+    pub fn amount_fits(&self, operation: &Operation) -> bool {
+        self.min_amount.is_none_or(|min| operation.total_amount >= min)
+            && self.max_amount.is_none_or(|max| operation.total_amount <= max)
+    }
 }
 
 /// What an exact lookup of operations goes by: a value their items or transactions carry.

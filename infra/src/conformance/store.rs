@@ -89,6 +89,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     lists::an_operations_transactions_are_found_from_it(store.as_ref()).await;
     lists::operations_are_found_by_the_values_they_carry(store.as_ref()).await;
     lists::watched_transactions_are_listed_by_status(store.as_ref()).await;
+    lists::operations_are_listed_within_a_window_and_an_amount_range(store.as_ref()).await;
     access::api_keys_are_listed_by_owner(store.as_ref()).await;
     access::users_are_listed_by_customer_and_changed_in_place(store.as_ref()).await;
     access::a_customers_users_hold_distinct_emails(store.as_ref()).await;

@@ -472,8 +472,9 @@ struct List {
 }
 
 struct Unkeyed {
-    column: &'static str,
-    value: String,
+    /// Each with one `?`, all to hold.
+    conditions: Vec<String>,
+    values: Vec<Value>,
     budget: usize,
 }
 
@@ -500,8 +501,22 @@ impl List {
 
     /// Keeps the rows whose `column` is `value`, when it is given, reading at most `budget`
     /// rows: a page that found fewer than its limit by then says where it read up to.
-    fn filter_unkeyed(mut self, column: &'static str, value: Option<String>, budget: usize) -> Self {
-        self.unkeyed = value.map(|value| Unkeyed { column, value, budget });
+    fn filter_unkeyed(self, column: &'static str, value: Option<String>, budget: usize) -> Self {
+        self.filter_unkeyed_by(&format!("{column} = ?"), value.map(Value::Text), budget)
+    }
+
+    /// Keeps the rows `condition` (with one `?`) holds for, when `value` is given; bounded as
+    /// [`Self::filter_unkeyed`], with which it combines.
+    fn filter_unkeyed_by(mut self, condition: &str, value: Option<Value>, budget: usize) -> Self {
+        if let Some(value) = value {
+            let unkeyed = self.unkeyed.get_or_insert_with(|| Unkeyed {
+                conditions: vec![],
+                values: vec![],
+                budget,
+            });
+            unkeyed.conditions.push(condition.to_owned());
+            unkeyed.values.push(value);
+        }
         self
     }
 
@@ -517,8 +532,9 @@ impl List {
         let mut sql = match &self.unkeyed {
             None => format!("SELECT body FROM {}", self.table),
             Some(unkeyed) => format!(
-                "SELECT id, CASE WHEN {} = ? THEN body END FROM {}",
-                unkeyed.column, self.table
+                "SELECT id, CASE WHEN {} THEN body END FROM {}",
+                unkeyed.conditions.join(" AND "),
+                self.table
             ),
         };
         if !self.clauses.is_empty() {
@@ -529,10 +545,9 @@ impl List {
 
     /// The statement's values, in the order of its `?`s.
     fn parameters(&self) -> Vec<Value> {
-        let first = self.unkeyed.as_ref().map(|u| Value::Text(u.value.clone()));
+        let first = self.unkeyed.iter().flat_map(|u| u.values.iter().cloned());
         let rows = self.unkeyed.as_ref().map_or(self.limit, |u| u.budget);
         first
-            .into_iter()
             .chain(self.values.iter().cloned())
             .chain([Value::Integer(rows as i64)])
             .collect()

@@ -34,7 +34,17 @@ pub async fn list_operations(State(app): State<App>, Caller(caller): Caller, Raw
     let params = list_params(
         raw.as_deref(),
         IdKind::Operation,
-        &["status", "type", "rail_reference", "item_reference", "beneficiary_id"],
+        &[
+            "status",
+            "type",
+            "created_from",
+            "created_to",
+            "amount_min",
+            "amount_max",
+            "rail_reference",
+            "item_reference",
+            "beneficiary_id",
+        ],
     )?;
     let mut finds = params.filters.iter().filter(|(name, _)| FindBy::parse(name).is_some());
     if let Some((name, value)) = finds.next() {
@@ -64,17 +74,59 @@ pub async fn list_operations(State(app): State<App>, Caller(caller): Caller, Raw
         starting_after: params.starting_after.map(OperationId::from),
         ..Default::default()
     };
+    let mut created_to = None;
     for (name, value) in params.filters {
         let bad = |code, message: String| ApiError::from(DomainError::invalid(name.clone(), code, message));
-        if name == "status" {
-            let status = OperationStatus::parse(&value)
-                .ok_or_else(|| bad("invalid_status", format!("Unknown status '{value}'.")))?;
-            query.status = Some(status);
-        } else {
-            let kind =
-                OperationType::parse(&value).ok_or_else(|| bad("invalid_type", format!("Unknown type '{value}'.")))?;
-            query.kind = Some(kind);
+        let instant = || {
+            time::OffsetDateTime::parse(&value, &time::format_description::well_known::Rfc3339).map_err(|_| {
+                bad(
+                    "invalid_time",
+                    format!("{name} is an RFC 3339 time, like 2026-12-07T00:00:00Z."),
+                )
+            })
+        };
+        let minor_units = || {
+            value.parse::<i64>().ok().filter(|amount| *amount >= 0).ok_or_else(|| {
+                bad(
+                    "invalid_amount",
+                    format!("{name} is a whole number of minor units, 0 or more."),
+                )
+            })
+        };
+        match name.as_str() {
+            "status" => {
+                let status = OperationStatus::parse(&value)
+                    .ok_or_else(|| bad("invalid_status", format!("Unknown status '{value}'.")))?;
+                query.status = Some(status);
+            }
+            "created_from" => query.created_from = Some(IdKind::Operation.first_made_at(instant()?).into()),
+            "created_to" => created_to = Some(instant()?),
+            "amount_min" => query.min_amount = Some(minor_units()?),
+            "amount_max" => query.max_amount = Some(minor_units()?),
+            _ => {
+                let kind = OperationType::parse(&value)
+                    .ok_or_else(|| bad("invalid_type", format!("Unknown type '{value}'.")))?;
+                query.kind = Some(kind);
+            }
         }
+    }
+    if let (Some(min), Some(max)) = (query.min_amount, query.max_amount) {
+        if min > max {
+            let message = "amount_max is below amount_min: no operation is in that range.";
+            return Err(DomainError::invalid("amount_max", "invalid_amount", message).into());
+        }
+    }
+    // Made before `created_to`: below the first id made then, as a page is below its start.
+    if let Some(to) = created_to {
+        let bound = OperationId::from(IdKind::Operation.first_made_at(to));
+        if query.created_from.as_ref().is_some_and(|from| *from >= bound) {
+            let message = "created_to is not after created_from: no operation is in that window.";
+            return Err(DomainError::invalid("created_to", "invalid_time", message).into());
+        }
+        query.starting_after = Some(match query.starting_after.take() {
+            Some(after) if after < bound => after,
+            _ => bound,
+        });
     }
     ok(app.service.list_operations(&caller, query).await?)
 }

@@ -111,18 +111,19 @@ impl OperationStore for DynamoStore {
         let filter = Filter::default()
             .with("ty", "type", query.kind.map(|k| k.as_str()))
             .into_option();
-        match query.status {
-            Some(status) if keys::shares_its_list(status) => {
-                self.newest_first_kept(index, partition, after, filter, query.limit, |op: &Operation| {
-                    op.status == status
-                })
-                .await
-            }
-            _ => {
-                self.newest_first_listed(index, partition, after, filter, query.limit)
-                    .await
-            }
+        let from = query.created_from.as_ref().map(|id| id.to_string());
+        let shared = query.status.filter(|status| keys::shares_its_list(*status));
+        // The amount is in the document only: an amount range is kept from the items read, as
+        // a shared status list's own status is.
+        let amount_range = query.min_amount.is_some() || query.max_amount.is_some();
+        if shared.is_some() || amount_range {
+            let keep = |op: &Operation| shared.is_none_or(|status| op.status == status) && query.amount_fits(op);
+            return self
+                .newest_first_kept(index, partition, after, from, filter, query.limit, keep)
+                .await;
         }
+        self.newest_first_listed_from(index, partition, after, from, filter, query.limit)
+            .await
     }
 
     async fn find_operations(&self, find: &OperationFind) -> Result<Vec<Operation>, StoreError> {

@@ -139,18 +139,40 @@ impl DynamoStore {
         filter: Option<Filter>,
         limit: usize,
     ) -> Result<(Vec<(String, Item, Option<&'static str>)>, Option<String>), StoreError> {
+        self.newest_entries_from(sources, after, None, filter, limit).await
+    }
+
+    /// [`Self::newest_entries`] down to `from` (a sort key, included) when given.
+    pub(super) async fn newest_entries_from(
+        &self,
+        sources: Vec<(Option<&'static str>, String)>,
+        after: &str,
+        from: Option<&str>,
+        filter: Option<Filter>,
+        limit: usize,
+    ) -> Result<(Vec<(String, Item, Option<&'static str>)>, Option<String>), StoreError> {
         let budget = filter
             .as_ref()
             .map(|_| self.filtered_read_budget.load(Ordering::Relaxed));
         let filter = &filter;
         let read = futures_util::future::try_join_all(sources.into_iter().map(|(index, partition)| async move {
             let sort_key = format!("{}SK", index.unwrap_or(""));
-            let condition = format!("{}PK = :pk AND {sort_key} < :after", index.unwrap_or(""));
+            let pk = format!("{}PK = :pk", index.unwrap_or(""));
+            let mut values = vec![(":pk", s(partition)), (":after", s(after))];
+            // A key condition takes one test of the sort key: a range's is BETWEEN, which
+            // includes `after`, left out below.
+            let condition = match from {
+                Some(from) => {
+                    values.push((":from", s(from)));
+                    format!("{pk} AND {sort_key} BETWEEN :from AND :after")
+                }
+                None => format!("{pk} AND {sort_key} < :after"),
+            };
             let (entries, stopped_at) = self
                 .query_entries_within(
                     index,
                     &condition,
-                    vec![(":pk", s(partition)), (":after", s(after))],
+                    values,
                     filter.clone(),
                     true,
                     limit,
@@ -166,7 +188,7 @@ impl DynamoStore {
             .flat_map(|(index, sort_key, entries, _)| {
                 entries.into_iter().filter_map(move |entry| {
                     let key = entry.get(&sort_key).and_then(|k| k.as_s().ok()).cloned()?;
-                    Some((key, entry, index))
+                    (key.as_str() != after).then_some((key, entry, index))
                 })
             })
             // Past where every partition has been read, a partition that read on may hold
@@ -189,8 +211,24 @@ impl DynamoStore {
         filter: Option<Filter>,
         limit: usize,
     ) -> Result<Listed<T>, StoreError> {
+        self.newest_first_listed_from(index, partition, after, None, filter, limit)
+            .await
+    }
+
+    /// [`Self::newest_first_listed`] down to `from` (a sort key, included) when given.
+    pub(super) async fn newest_first_listed_from<T: DeserializeOwned>(
+        &self,
+        index: &'static str,
+        partition: Partition,
+        after: String,
+        from: Option<String>,
+        filter: Option<Filter>,
+        limit: usize,
+    ) -> Result<Listed<T>, StoreError> {
         let sources = partition.keys().into_iter().map(|key| (Some(index), key)).collect();
-        let (found, read_up_to) = self.newest_entries(sources, &after, filter, limit).await?;
+        let (found, read_up_to) = self
+            .newest_entries_from(sources, &after, from.as_deref(), filter, limit)
+            .await?;
         let entries: Vec<Item> = found.into_iter().map(|(_, entry, _)| entry).collect();
         Ok(Listed {
             items: self.items_of(&entries).await?,
@@ -200,14 +238,17 @@ impl DynamoStore {
 
     /// [`Self::newest_first_listed`] for a list kept with another's entries (approved and
     /// processing operations share theirs, [`keys::status_list`]): reads entries newest first,
-    /// in rounds, and keeps the items `keep` takes, until `limit` are kept, the
-    /// partitions end, or [`ITEMS_READ_TO_KEEP`] items were read; then says where it read up
-    /// to, so the next page goes on from there.
+    /// in rounds (down to `from`, a sort key, when given), and keeps the items `keep` takes
+    /// (a filter on what only the document holds, such as an amount), until `limit` are kept,
+    /// the partitions end, or [`ITEMS_READ_TO_KEEP`] items were read; then says where it read
+    /// up to, so the next page goes on from there.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn newest_first_kept<T: DeserializeOwned>(
         &self,
         index: &'static str,
         partition: Partition,
         mut after: String,
+        from: Option<String>,
         filter: Option<Filter>,
         limit: usize,
         keep: impl Fn(&T) -> bool,
@@ -220,7 +261,9 @@ impl DynamoStore {
         let (mut kept, mut read) = (Vec::new(), 0);
         loop {
             let sources = partitions.iter().map(|key| (Some(index), key.clone())).collect();
-            let (found, stopped_at) = self.newest_entries(sources, &after, filter.clone(), round).await?;
+            let (found, stopped_at) = self
+                .newest_entries_from(sources, &after, from.as_deref(), filter.clone(), round)
+                .await?;
             let exhausted = found.len() < round && stopped_at.is_none();
             read += found.len();
             let last = found.last().map(|(key, _, _)| key.clone());

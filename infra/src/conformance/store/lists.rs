@@ -478,3 +478,66 @@ pub(super) async fn watched_transactions_are_listed_by_status(store: &dyn Store)
         .unwrap();
     assert_eq!(listed(Unknown, Some("cus_w1"), None, 10).await, ["txn_w1"]);
 }
+
+/// An operations list narrowed to a window of ids (a creation time's first id on) and a range
+/// of amounts, alone or with a status, page after page.
+pub(super) async fn operations_are_listed_within_a_window_and_an_amount_range(store: &dyn Store) {
+    let mut writes = vec![];
+    for i in 1..=5i64 {
+        let status = if i == 3 {
+            OperationStatus::Approved
+        } else {
+            OperationStatus::PendingApproval
+        };
+        let mut op = operation(&format!("op_r{i}"), "cus_r", status);
+        op.total_amount = 100 * i;
+        writes.push(Write::InsertOperation(op));
+    }
+    store.commit(changes(writes)).await.unwrap();
+    let listed = |query: OperationQuery| async move {
+        let found = store.operations(&query).await.unwrap();
+        found.items.into_iter().map(|o| o.id.to_string()).collect::<Vec<_>>()
+    };
+    let of_customer = OperationQuery {
+        customer_id: Some("cus_r".into()),
+        limit: 10,
+        ..Default::default()
+    };
+    let from = |id: &str| OperationQuery {
+        created_from: Some(id.into()),
+        ..of_customer.clone()
+    };
+    assert_eq!(listed(from("op_r2")).await, ["op_r5", "op_r4", "op_r3", "op_r2"]);
+    let paged = OperationQuery {
+        starting_after: Some("op_r4".into()),
+        ..from("op_r2")
+    };
+    assert_eq!(listed(paged).await, ["op_r3", "op_r2"]);
+    let ranged = OperationQuery {
+        min_amount: Some(200),
+        max_amount: Some(400),
+        ..of_customer.clone()
+    };
+    assert_eq!(listed(ranged.clone()).await, ["op_r4", "op_r3", "op_r2"]);
+    let both = OperationQuery {
+        min_amount: Some(300),
+        ..from("op_r4")
+    };
+    assert_eq!(listed(both).await, ["op_r5", "op_r4"]);
+    let approved = OperationQuery {
+        status: Some(OperationStatus::Approved),
+        ..ranged.clone()
+    };
+    assert_eq!(listed(approved).await, ["op_r3"]);
+    let pending = OperationQuery {
+        status: Some(OperationStatus::PendingApproval),
+        limit: 1,
+        ..ranged
+    };
+    assert_eq!(listed(pending.clone()).await, ["op_r4"]);
+    let next = OperationQuery {
+        starting_after: Some("op_r4".into()),
+        ..pending
+    };
+    assert_eq!(listed(next).await, ["op_r2"]);
+}

@@ -188,7 +188,18 @@ impl OperationStore for SqliteStore {
                 .filter("customer_id = ?", query.customer_id.clone().map(String::from))
                 .filter("status = ?", query.status.map(|s| s.as_str().to_owned()))
                 .filter("id < ?", query.starting_after.clone().map(String::from))
+                .filter("id >= ?", query.created_from.clone().map(String::from))
                 .filter_unkeyed("type", query.kind.map(|k| k.as_str().to_owned()), budget)
+                .filter_unkeyed_by(
+                    "json_extract(body, '$.total_amount') >= ?",
+                    query.min_amount.map(Value::Integer),
+                    budget,
+                )
+                .filter_unkeyed_by(
+                    "json_extract(body, '$.total_amount') <= ?",
+                    query.max_amount.map(Value::Integer),
+                    budget,
+                )
                 .run(c)
         })
         .await
