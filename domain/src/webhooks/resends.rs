@@ -72,21 +72,40 @@ impl Service {
 
     pub async fn event_deliveries(&self, principal: &Principal, id: &EventId) -> Result<Page<Delivery>, DomainError> {
         let event = self.get_event(principal, id).await?;
-        let mut data = self
+        let data = self
             .store
             .deliveries_of_event(&event.id, event.operation_id().as_ref())
             .await?;
-        if let Some(own) = &principal.key.customer_id {
-            let mut visible = vec![];
-            for delivery in data {
-                let endpoint = self.store.webhook_endpoint(&delivery.endpoint_id).await?;
-                if endpoint.is_some_and(|e| e.customer_id.as_deref() == Some(own)) {
-                    visible.push(delivery);
+        Ok(Page::all(self.visible_deliveries(principal, data).await?))
+    }
+
+    /// The deliveries among `deliveries` the caller may see: a customer's key those to its own
+    /// endpoints (each endpoint read once), the platform's all.
+    async fn visible_deliveries(
+        &self,
+        principal: &Principal,
+        deliveries: Vec<Delivery>,
+    ) -> Result<Vec<Delivery>, DomainError> {
+        let Some(own) = &principal.key.customer_id else {
+            return Ok(deliveries);
+        };
+        let mut owned = std::collections::HashMap::new();
+        let mut visible = vec![];
+        for delivery in deliveries {
+            let mine = match owned.get(&delivery.endpoint_id) {
+                Some(mine) => *mine,
+                None => {
+                    let endpoint = self.store.webhook_endpoint(&delivery.endpoint_id).await?;
+                    let mine = endpoint.is_some_and(|e| e.customer_id.as_deref() == Some(own));
+                    owned.insert(delivery.endpoint_id.clone(), mine);
+                    mine
                 }
+            };
+            if mine {
+                visible.push(delivery);
             }
-            data = visible;
         }
-        Ok(Page::all(data))
+        Ok(visible)
     }
 
     /// The deliveries of an operation's events, oldest event first, a page at a time: to the
@@ -122,27 +141,7 @@ impl Service {
         let has_more = read.len() > limit;
         let read: Vec<Delivery> = read.into_iter().take(limit).collect();
         let last = read.last().map(|d| d.id.to_string());
-        let mut data = read;
-        if let Some(own) = &principal.key.customer_id {
-            // Each endpoint read once: an operation's deliveries go to a few.
-            let mut owned = std::collections::HashMap::new();
-            let mut visible = vec![];
-            for delivery in data {
-                let mine = match owned.get(&delivery.endpoint_id) {
-                    Some(mine) => *mine,
-                    None => {
-                        let endpoint = self.store.webhook_endpoint(&delivery.endpoint_id).await?;
-                        let mine = endpoint.is_some_and(|e| e.customer_id.as_deref() == Some(own));
-                        owned.insert(delivery.endpoint_id.clone(), mine);
-                        mine
-                    }
-                };
-                if mine {
-                    visible.push(delivery);
-                }
-            }
-            data = visible;
-        }
+        let data = self.visible_deliveries(principal, read).await?;
         // The platform's deliveries left out may leave a page short: it says where the next starts.
         let next_starting_after = has_more.then_some(last).flatten();
         Ok(Page {

@@ -46,8 +46,11 @@ pub async fn list_operations(State(app): State<App>, Caller(caller): Caller, Raw
             "beneficiary_id",
         ],
     )?;
-    let mut finds = params.filters.iter().filter(|(name, _)| FindBy::parse(name).is_some());
-    if let Some((name, value)) = finds.next() {
+    let lookup = params
+        .filters
+        .iter()
+        .find_map(|(name, value)| FindBy::parse(name).map(|by| (by, name, value)));
+    if let Some((by, name, value)) = lookup {
         if let Some((other, _)) = params.filters.iter().find(|(other, _)| other != name) {
             return Err(DomainError::invalid(
                 other.clone(),
@@ -56,7 +59,6 @@ pub async fn list_operations(State(app): State<App>, Caller(caller): Caller, Raw
             )
             .into());
         }
-        let by = FindBy::parse(name).expect("a lookup's name");
         let value = ops_domain::text::required_text(Some(value.clone()), name, MAX_FINDING_VALUE)?;
         let find = OperationFind {
             by,
