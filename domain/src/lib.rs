@@ -44,6 +44,7 @@ pub mod reconciliations;
 pub mod reports;
 pub mod schedules;
 pub mod service;
+pub mod tallies;
 pub mod text;
 pub mod transactions;
 pub mod validate;

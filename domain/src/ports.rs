@@ -192,6 +192,8 @@ pub enum Write {
     PutRailCutoffs(crate::calendars::RailCutoffs),
     /// How far a return check's sweep got (the last wins: one beside it only asks again).
     PutReturnSweep(crate::transactions::ReturnSweep),
+    /// Adds a count to its period's counter (created at zero).
+    Tally(crate::tallies::Tally),
     /// Completes a claimed idempotency key with the response the client was sent.
     CompleteIdempotency {
         scope: String,
@@ -215,8 +217,27 @@ pub struct Changeset {
 
 impl Changeset {
     pub fn push(&mut self, write: Write) -> &mut Self {
+        // One count a counter: a store may not update one item twice in one transaction.
+        if let Write::Tally(tally) = &write {
+            let same = self.writes.iter_mut().find_map(|w| match w {
+                Write::Tally(same) if same.counts_with(tally) => Some(same),
+                _ => None,
+            });
+            if let Some(same) = same {
+                same.count += tally.count;
+                return self;
+            }
+        }
         self.writes.push(write);
         self
+    }
+}
+
+impl Extend<Write> for Changeset {
+    fn extend<T: IntoIterator<Item = Write>>(&mut self, writes: T) {
+        for write in writes {
+            self.push(write);
+        }
     }
 }
 
@@ -348,6 +369,7 @@ pub trait Store:
     + FileStore
     + ReconciliationStore
     + crate::calendars::CalendarStore
+    + crate::tallies::TallyStore
     + HistoryStore
 {
 }
@@ -366,6 +388,7 @@ impl<T> Store for T where
         + FileStore
         + ReconciliationStore
         + crate::calendars::CalendarStore
+        + crate::tallies::TallyStore
         + HistoryStore
 {
 }

@@ -22,11 +22,20 @@ use serde_json::json;
 /// [`WRITE_UNITS_GOAL`]. Both were set before endpoints kept their health: its count is one
 /// write per endpoint a send batch (0.25 here, the four payouts' deliveries sent in one batch),
 /// added to each.
-/// Since operations are found by value, [`LOOKUP_WRITE_UNITS`] more.
-const WRITE_UNITS_PER_LIFECYCLE: f64 = 58.25 + LOOKUP_WRITE_UNITS;
+/// Since operations are found by value, [`LOOKUP_WRITE_UNITS`] more; since the board has
+/// charts, [`TALLY_WRITE_UNITS`] more.
+const WRITE_UNITS_PER_LIFECYCLE: f64 = 58.25 + LOOKUP_WRITE_UNITS + TALLY_WRITE_UNITS;
 /// The cost round's goal for a one-item payout's lifecycle, counter updates included, and the
-/// endpoint's health written once a send batch; and the lookup's entries, which came after it.
-const WRITE_UNITS_GOAL: f64 = 60.25 + LOOKUP_WRITE_UNITS;
+/// endpoint's health written once a send batch; and the lookup's entries and the charts'
+/// counts, which came after it.
+const WRITE_UNITS_GOAL: f64 = 60.25 + LOOKUP_WRITE_UNITS + TALLY_WRITE_UNITS;
+/// What the charts' hourly counts cost a payout: its transaction's making and its confirmation
+/// each add to an hour's counter in their own changeset (two units each, in a transaction:
+/// [`TALLY_COUNTER_UNITS`]), and each of those changesets, the transaction's document written
+/// alone before (its events and audit entries through its outbox), is now a transaction of two:
+/// one unit more for each document.
+const TALLY_WRITE_UNITS: f64 = TALLY_COUNTER_UNITS + 2.0;
+const TALLY_COUNTER_UNITS: f64 = 4.0;
 /// The entries that find an operation by value: its item's reference and its beneficiary's id
 /// when it is made, its transaction's rail reference when the rail takes it; one plain put of
 /// one unit each, outside any transaction (in one, each would cost two).
@@ -104,8 +113,13 @@ async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
     );
     assert_eq!(
         by_kind.get("transaction"),
-        Some(&7.0),
-        "four writes (made, claimed, submitted, confirmed) and three index entries (into the poll schedule and out, into the confirmations), none in a list of its operation's: {by_kind:?}"
+        Some(&9.0),
+        "four writes (made, claimed, submitted, confirmed; the first and the last in a transaction with their hour's count) and three index entries (into the poll schedule and out, into the confirmations), none in a list of its operation's: {by_kind:?}"
+    );
+    assert_eq!(
+        by_kind.get("tally"),
+        Some(&TALLY_COUNTER_UNITS),
+        "the hour's count of payouts made and of payouts confirmed, a submission not counted: {by_kind:?}"
     );
     for (step, counted) in &steps.counted {
         let (minimum, _) = requests::minimum(step);
@@ -174,8 +188,8 @@ async fn each_lifecycle_step_makes_no_more_requests_than_the_design_needs() {
 /// wrote its idempotency key's record in a transaction with its operation, 84 while a transaction
 /// had an entry in its operation's list of them, 88 while approved
 /// operations had a status list of their own, 89 before documents were deflated against the
-/// dictionary); and the lookup's entries since.
-const WRITE_UNITS_WAITING_FOR_APPROVAL: f64 = 79.5 + LOOKUP_WRITE_UNITS;
+/// dictionary); and the lookup's entries and the charts' counts since.
+const WRITE_UNITS_WAITING_FOR_APPROVAL: f64 = 79.5 + LOOKUP_WRITE_UNITS + TALLY_WRITE_UNITS;
 
 /// A payout a person approves after the desk's round: the approvals item's opening and
 /// closing carry their `work_item.*` events and audit entries in the item's outbox, so those

@@ -11,6 +11,7 @@ use crate::event::Event;
 use crate::ids::{CustomerId, OperationId, UserId, WorkItemId};
 use crate::ports::{signals, AuditEntry, Changeset, Signal, SignalUnit, StoreError, Write};
 use crate::service::{customer_scope, Page, Service};
+use crate::tallies::{Period, Series, Tally};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use time::Duration;
@@ -88,6 +89,27 @@ impl Service {
             crate::ids::EventId::new(&*self.ids),
             change,
             item,
+        )));
+        // The day's count of exceptions opened or closed (done is final: reached once). Other
+        // queues are not charted, and their items' counters would only cost writes.
+        if item.queue != Queue::Exceptions {
+            return;
+        }
+        let opened = match (change, item.status) {
+            ("opened", _) => true,
+            (_, WorkItemStatus::Done) => false,
+            _ => return,
+        };
+        let series = Series::WorkItems {
+            queue: item.queue.as_str().into(),
+            opened,
+        };
+        changes.push(Write::Tally(Tally::new(
+            &item.customer_id,
+            Period::Day,
+            self.now(),
+            series,
+            &item.id,
         )));
     }
 

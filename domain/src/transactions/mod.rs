@@ -264,6 +264,29 @@ impl Transaction {
             operation_id: self.operation_id.clone(),
         })
     }
+
+    /// The hour's count of transactions reaching `status`, for the change that brings this
+    /// one there at `at`. A submission is not counted: every transaction passes through it on
+    /// its way to an outcome, and on DynamoDB its counter would turn the one write a submission
+    /// is into a transaction of two (two units more a payout, for a line that says little).
+    pub fn tally(&self, status: TransactionStatus, at: OffsetDateTime) -> Option<crate::tallies::Tally> {
+        if status == TransactionStatus::Submitted {
+            return None;
+        }
+        let series = crate::tallies::Series::Transactions {
+            direction: self.direction.as_str().into(),
+            rail: self.rail.clone(),
+            status: status.as_str().into(),
+        };
+        let period = crate::tallies::Period::Hour;
+        Some(crate::tallies::Tally::new(
+            &self.customer_id,
+            period,
+            at,
+            series,
+            &self.id,
+        ))
+    }
 }
 
 /// The reads of transactions (the store's port for this module).

@@ -133,6 +133,9 @@ impl Service {
                 crate::ids::EventId::new(&*self.ids),
                 transaction,
             )));
+            if let Some(tally) = transaction.tally(to, self.now()) {
+                changes.push(Write::Tally(tally));
+            }
         }
         changes.push(Write::UpdateTransaction(transaction.clone()));
         Ok(changes)
@@ -344,6 +347,7 @@ impl Service {
                     crate::ids::EventId::new(&*self.ids),
                     &transaction,
                 )));
+                changes.extend(transaction.tally(TransactionStatus::Pending, now).map(Write::Tally));
                 changes.push(Write::InsertTransaction(transaction));
             }
             match self.store.commit(changes).await {

@@ -83,6 +83,7 @@ mod meter;
 mod outbox;
 mod ports;
 mod reads;
+mod tallies;
 mod units;
 mod writes;
 

@@ -465,6 +465,32 @@ fn unix_millis(at: OffsetDateTime) -> i128 {
     (at.unix_timestamp_nanos() / 1_000_000).max(0)
 }
 
+/// A tally's counter ([`ops_domain::tallies::Period::key`] names its period): an hour's
+/// counters partitioned by their day, a day's by their month, so a chart's window is one or
+/// two partitions read by a range of sort keys; a series spread over [`SHARDS`] counters by
+/// what it counts, so concurrent changes rarely update one item.
+pub fn tally(period: &str, customer: &str, series: &str, spread_by: &str) -> Primary {
+    primary(
+        tally_partition(period),
+        &format!("{period}#{customer}#{series}#{}", shard(spread_by)),
+    )
+}
+
+/// The partition holding the counters of `period`.
+pub fn tally_partition(period: &str) -> String {
+    // `h2026-12-07T13` → its day, `d2026-12-07` → its month.
+    let container = match period.split_once('T') {
+        Some((day, _)) => day,
+        None => period.get(..8).unwrap_or(period),
+    };
+    format!("TALLY#{container}")
+}
+
+/// The sort keys of the counters of the periods from `first` to `last`, both included.
+pub fn tallies_from_to(first: &str, last: &str) -> (String, String) {
+    (first.to_owned(), format!("{last}#~"))
+}
+
 /// How far a rail's sweep for one return check has got.
 pub fn return_sweep(rail: &str, check: usize) -> Primary {
     primary(format!("RETSWEEP#{rail}#{check}"), "RETSWEEP")

@@ -22,6 +22,7 @@ mod desk;
 mod ports;
 mod schema;
 mod secrets;
+mod tallies;
 mod writes;
 
 use schema::{add_missing_columns, has_table, index_findings, move_board_counts, SCHEMA};

@@ -103,9 +103,16 @@ pub(super) fn kind_of(write: &TransactWriteItem) -> &str {
         .put()
         .and_then(|put| put.item().get("entity"))
         .and_then(|e| e.as_s().ok());
+    // A tally's counter is told apart from the board's (both are updates).
+    let tally = write
+        .update()
+        .and_then(|update| update.expression_attribute_values())
+        .and_then(|values| values.get(":entity"))
+        .is_some_and(|entity| entity.as_s().is_ok_and(|entity| entity == "tally"));
     match entity {
         Some(entity) => entity,
         None if write.delete().is_some() => "delete",
+        None if tally => "tally",
         None => "update",
     }
 }

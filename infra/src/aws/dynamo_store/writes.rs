@@ -547,6 +547,7 @@ impl DynamoStore {
                 );
                 vec![self.versioned(it, rules.version)]
             }
+            Write::Tally(tally) => vec![self.tally_update(tally)],
             Write::PutReturnSweep(sweep) => {
                 let it = keyed(
                     keys::return_sweep(&sweep.rail, sweep.check),

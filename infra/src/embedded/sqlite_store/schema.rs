@@ -179,6 +179,10 @@ CREATE INDEX IF NOT EXISTS transactions_confirmed_time ON transactions (
     WHERE json_extract(body, '$.confirmed_at') IS NOT NULL;
 CREATE TABLE IF NOT EXISTS return_sweeps (
     rail TEXT NOT NULL, check_index INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (rail, check_index));
+-- Counts by the period (Period::key), so a chart reads the rows of its window.
+CREATE TABLE IF NOT EXISTS tallies (
+    period TEXT NOT NULL, customer_id TEXT NOT NULL, series TEXT NOT NULL, count INTEGER NOT NULL,
+    PRIMARY KEY (period, customer_id, series)) WITHOUT ROWID;
 ";
 
 /// Whether the file has `table` yet (asked before [`SCHEMA`] makes what is missing).

@@ -370,6 +370,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 ],
             )?)?;
         }
+        Write::Tally(tally) => super::tallies::add(tx, tally)?,
         Write::PutReturnSweep(sweep) => {
             tx.run(
                 "INSERT INTO return_sweeps (rail, check_index, body) VALUES (?1, ?2, ?3)
