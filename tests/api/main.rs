@@ -4,6 +4,7 @@
 mod auth;
 mod business_days;
 mod calendars;
+mod charts;
 mod console_page;
 mod desk;
 mod documents;

@@ -4,6 +4,7 @@
 //! operators.
 
 pub mod board;
+pub mod charts;
 mod consumer;
 mod exceptions;
 mod use_cases;

@@ -199,6 +199,7 @@ endpoints! {
     AccountMovements => (Api, "GET", "/v1/accounts/{id}/movements", get(account_movements), query),
     AdjustAccount => (Api, "POST", "/v1/accounts/{id}/adjustments", post(adjust_account)),
     Board => (Api, "GET", "/v1/board", get(board), query),
+    Charts => (Api, "GET", "/v1/charts", get(charts), query),
     BoardPage => (Api, "GET", "/board", get(board_page)),
     ConsolePage => (Api, "GET", "/console", get(console_page)),
     ListWorkItems => (Api, "GET", "/v1/work_items", get(list_work_items), query),

@@ -8,6 +8,7 @@ use ops_domain::approvals::{ApprovalFloor, Workflow};
 use ops_domain::calendars::{Calendar, NextCutoff, RailCutoffs};
 use ops_domain::cause::Cause;
 use ops_domain::desk::board::Board;
+use ops_domain::desk::charts::Charts;
 use ops_domain::desk::WorkItem;
 use ops_domain::event::Event;
 use ops_domain::files::File;
@@ -67,6 +68,7 @@ named! {
     Movement => "movement",
     WorkItem => "work_item",
     Board => "board",
+    Charts => "charts",
     File => "file",
     Reconciliation => "reconciliation",
     ReconciliationLine => "reconciliation_line",

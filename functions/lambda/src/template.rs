@@ -196,6 +196,7 @@ pub fn grants(endpoint: Endpoint) -> (&'static [Grant], Option<Sizing>) {
         | AccountMovements
         | AdjustAccount
         | Board
+        | Charts
         | ListWorkItems
         | ClaimWorkItem
         | GetWorkItem

@@ -92,14 +92,24 @@ pub async fn resolve_work_item(
 
 /// The operations board: a customer's (`customer_id`, or the caller's own), or the platform's.
 pub async fn board(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    ok(app.service.board(&caller, customer_of(raw.as_deref())?).await?)
+}
+
+/// The `customer_id` a query names, if any.
+fn customer_of(raw: Option<&str>) -> Result<Option<CustomerId>, ApiError> {
     let mut customer_id = None;
-    for (name, value) in query_pairs(raw.as_deref(), &["customer_id"])? {
+    for (name, value) in query_pairs(raw, &["customer_id"])? {
         if !IdKind::Customer.matches(&value) {
             return Err(DomainError::invalid(name, "invalid_id", format!("'{value}' is not a customer id.")).into());
         }
         customer_id = Some(CustomerId::from(value));
     }
-    ok(app.service.board(&caller, customer_id).await?)
+    Ok(customer_id)
+}
+
+/// The board's charts: a customer's (`customer_id`, or the caller's own), or the platform's.
+pub async fn charts(State(app): State<App>, Caller(caller): Caller, RawQuery(raw): RawQuery) -> Answer {
+    ok(app.service.charts(&caller, customer_of(raw.as_deref())?).await?)
 }
 
 /// The operations console: one HTML page (its script reads the API with the key the operator
