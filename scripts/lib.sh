@@ -57,6 +57,20 @@ apt_install() {
 install_browser() {
   apt_install chromium chromium
   (cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+  check_console_vendor
+}
+
+# The files the console embeds (functions/api/console/vendor) must be those its lock pins: npm
+# installs the lock, and each file is compared byte for byte.
+check_console_vendor() {
+  local console=functions/api/console
+  (cd "$console" && npm ci --no-audit --no-fund --loglevel=error)
+  for file in uPlot.iife.min.js uPlot.min.css; do
+    cmp "$console/node_modules/uplot/dist/$file" "$console/vendor/$file" \
+      || { echo "$console/vendor/$file is not the locked uplot's dist/$file" >&2; return 1; }
+  done
+  cmp "$console/node_modules/uplot/LICENSE" "$console/vendor/uPlot.LICENSE" \
+    || { echo "$console/vendor/uPlot.LICENSE is not the locked uplot's" >&2; return 1; }
 }
 
 # start_docker: Docker's engine (Debian's docker.io, installed when missing), started when it

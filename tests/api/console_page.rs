@@ -234,8 +234,8 @@ async fn the_console_scores_full_marks_in_lighthouse() {
     let stdout = succeeded(audited);
     assert_eq!(
         stdout.matches(" 100\n").count(),
-        2 * 9,
-        "two categories at nine steps (the page loaded, the board, seven views): {stdout}"
+        2 * 10,
+        "two categories at ten steps (the page loaded, the board, eight views): {stdout}"
     );
 }
 

@@ -375,6 +375,44 @@ try {
   await accessible(page, "the reconciliations view");
   await fitsOnAPhone(page, "the reconciliations view");
   await page.screenshot({ path: join(output, "console-schedules.png"), fullPage: true });
+
+  // Acme's charts, drawn by uPlot from /v1/charts: each figure a canvas, and in words the
+  // numbers the API gives (its payouts by status, its approvals by SLA used, its exceptions).
+  await page.getByLabel("Customer").fill(acme);
+  await page.getByRole("button", { name: "Show", exact: true }).click();
+  await page.getByRole("button", { name: "Charts" }).click();
+  for (const chart of ["hourly", "ageing", "exceptions"]) {
+    await page.locator(`#chart-${chart} canvas`).waitFor({ timeout: 4000 })
+      .catch(() => fail(page, `the ${chart} chart was not drawn`));
+  }
+  const charts = await page.evaluate(async (acme) => {
+    const reply = await fetch("/v1/charts?customer_id=" + acme, { headers: { Authorization: "Bearer " + sessionStorage.getItem("opsKey") } });
+    return reply.json();
+  }, acme);
+  const reached = {};
+  for (const line of charts.transactions_per_hour.series.filter((line) => line.direction === "credit")) {
+    reached[line.status] = (reached[line.status] || 0) + line.counts.reduce((a, b) => a + b, 0);
+  }
+  if (!(reached.confirmed > 0)) await fail(page, `Acme's chart has no confirmed payout: ${JSON.stringify(charts)}`);
+  const hourly = await page.locator("#words-hourly").textContent();
+  for (const [status, count] of Object.entries(reached)) {
+    if (!hourly.includes(`${count.toLocaleString("en-US")} ${status.replaceAll("_", " ")}`)) await fail(page, `"${hourly}" lacks ${count} ${status}`);
+  }
+  const ageing = charts.approvals_ageing;
+  const ageingWords = await page.locator("#words-ageing").textContent();
+  if (!ageingWords.startsWith(`${ageing.open} open of a ${ageing.sla_minutes}-minute SLA: ${ageing.under_half} under half`)) {
+    await fail(page, `the ageing says "${ageingWords}" for ${JSON.stringify(ageing)}`);
+  }
+  const opened = charts.exceptions_per_day.opened.reduce((a, b) => a + b, 0);
+  if (!(await page.locator("#words-exceptions").textContent()).startsWith(`The last 14 days: ${opened} opened`)) {
+    await fail(page, `the exceptions chart does not say ${opened} opened`);
+  }
+  await page.getByLabel("Rail", { exact: true }).selectOption("psp-local:sandbox");
+  await page.locator("#words-hourly", { hasText: "psp-local:sandbox, the last 24 hours: " }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "choosing a rail does not redraw the chart for it"));
+  await accessible(page, "the charts view");
+  await fitsOnAPhone(page, "the charts view");
+  await page.screenshot({ path: join(output, "console-charts.png"), fullPage: true });
   await page.getByRole("button", { name: "Board" }).click();
   await page.locator("#view-board").waitFor({ timeout: 2000 });
 
@@ -384,7 +422,7 @@ try {
   const left = await page.evaluate(() => [sessionStorage.getItem("opsKey"), document.getElementById("key").value]);
   if (left[0] !== null || left[1] !== "") await fail(page, `the key was not forgotten: ${JSON.stringify(left)}`);
   if (refusedByPolicy.length) await fail(page, `the page's policy refused: ${refusedByPolicy.join("; ")}`);
-  console.log(`screenshots: ${join(output, "console.png")}, ${join(output, "console-approved.png")}, ${join(output, "console-resent.png")}`);
+  console.log(`screenshots: ${join(output, "console.png")}, ${join(output, "console-approved.png")}, ${join(output, "console-resent.png")}, ${join(output, "console-charts.png")}`);
 } finally {
   await context.close();
 }

@@ -29,7 +29,7 @@ try {
   await page.waitForFunction(() => !document.getElementById("detail").hidden);
   await flow.snapshot();
   // Every other view, as drawn from the API (its list filled: rows, or the line saying none).
-  for (const view of ["operations", "webhooks", "keys", "schedules", "accounts", "files", "reconciliations"]) {
+  for (const view of ["operations", "webhooks", "keys", "schedules", "accounts", "files", "reconciliations", "charts"]) {
     await page.click("#nav-" + view);
     await page.waitForFunction((view) => {
       const section = document.getElementById("view-" + view);

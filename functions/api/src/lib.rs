@@ -236,28 +236,36 @@ impl Endpoint {
     }
 }
 
-/// The operations console, as served at `GET /console`.
-pub const CONSOLE_PAGE: &str = include_str!("../console.html");
+/// The operations console, as served at `GET /console`: `console/console.html` with uPlot's
+/// script and style sheet written in (`build.rs`).
+pub const CONSOLE_PAGE: &str = include_str!(concat!(env!("OUT_DIR"), "/console.html"));
 
-/// The console's Content-Security-Policy: its one script and its one style sheet allowed by
-/// their SHA-256, so no other script or style runs (no `'unsafe-inline'`, no `'unsafe-eval'`);
-/// nothing loaded from anywhere; the API its only connection.
+/// The console's Content-Security-Policy: its scripts and style sheets (its own and uPlot's)
+/// allowed by their SHA-256, so no other script or style runs (no `'unsafe-inline'`, no
+/// `'unsafe-eval'`); nothing loaded from anywhere; the API its only connection.
 pub fn console_policy() -> &'static str {
     use base64::Engine;
     use sha2::{Digest, Sha256};
     static POLICY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     POLICY.get_or_init(|| {
-        let digest = |element: &str| {
+        let digests = |element: &str| {
             let (open, close) = (format!("<{element}>"), format!("</{element}>"));
-            let start = CONSOLE_PAGE.find(&open).expect("the page has the element") + open.len();
-            let end = start + CONSOLE_PAGE[start..].find(&close).expect("and closes it");
-            base64::engine::general_purpose::STANDARD.encode(Sha256::digest(&CONSOLE_PAGE[start..end]))
+            let mut sources = vec![];
+            let mut rest = CONSOLE_PAGE;
+            while let Some(at) = rest.find(&open) {
+                let body = &rest[at + open.len()..];
+                let end = body.find(&close).expect("each element closes");
+                let digest = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(&body[..end]));
+                sources.push(format!("'sha256-{digest}'"));
+                rest = &body[end..];
+            }
+            sources.join(" ")
         };
         format!(
-            "default-src 'none'; script-src 'sha256-{}'; style-src 'sha256-{}'; connect-src 'self'; \
+            "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; \
              form-action 'none'; frame-ancestors 'none'; base-uri 'none'",
-            digest("script"),
-            digest("style")
+            digests("script"),
+            digests("style")
         )
     })
 }
@@ -350,14 +358,16 @@ mod tests {
         }
     }
 
-    /// The policy lets the page's own script and style run and nothing else: no element the
-    /// hashes do not cover, no inline handler or style attribute (both need `'unsafe-inline'`).
+    /// The policy lets the page's own script and style and uPlot's run and nothing else: no
+    /// element the hashes do not cover, no inline handler or style attribute (both need
+    /// `'unsafe-inline'`).
     #[test]
-    fn the_consoles_policy_covers_its_one_script_and_style_and_nothing_inline() {
+    fn the_consoles_policy_covers_its_scripts_and_styles_and_nothing_inline() {
         for element in ["script", "style"] {
-            assert_eq!(CONSOLE_PAGE.matches(&format!("<{element}")).count(), 1, "{element}");
-            assert_eq!(CONSOLE_PAGE.matches(&format!("<{element}>")).count(), 1, "{element}");
+            assert_eq!(CONSOLE_PAGE.matches(&format!("<{element}")).count(), 2, "{element}");
+            assert_eq!(CONSOLE_PAGE.matches(&format!("<{element}>")).count(), 2, "{element}");
         }
+        assert!(CONSOLE_PAGE.contains("https://github.com/leeoniya/uPlot (v1.6.32)"));
         let markup = &CONSOLE_PAGE[..CONSOLE_PAGE.find("<script>").unwrap()];
         let attributes = attribute_names(markup);
         assert!(
@@ -366,7 +376,7 @@ mod tests {
         );
         let policy = console_policy();
         assert!(!policy.contains("unsafe"), "{policy}");
-        assert_eq!(policy.matches("'sha256-").count(), 2, "{policy}");
+        assert_eq!(policy.matches("'sha256-").count(), 4, "{policy}");
     }
 
     /// The attribute names of every tag in `markup`.
