@@ -5,10 +5,10 @@
 
 use super::board::queue_bucket;
 use super::Queue;
-use crate::access::{Principal, Scope};
+use crate::access::Principal;
 use crate::error::DomainError;
 use crate::ids::CustomerId;
-use crate::service::{customer_scope, Service};
+use crate::service::Service;
 use crate::tallies::{Period, Series};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -99,13 +99,7 @@ fn periods(period: Period, now: OffsetDateTime, shown: i64) -> Vec<OffsetDateTim
 impl Service {
     /// `GET /v1/charts`: a customer's (theirs only), or the platform's over every customer.
     pub async fn charts(&self, principal: &Principal, customer_id: Option<CustomerId>) -> Result<Charts, DomainError> {
-        principal.require(Scope::OperationsRead)?;
-        let Some(customer_id) = customer_scope(principal, customer_id) else {
-            return Err(DomainError::missing_reference(
-                "customer_id",
-                "No such customer.".to_string(),
-            ));
-        };
+        let customer_id = super::use_cases::board_scope(principal, customer_id)?;
         let now = self.now();
         let scope = customer_id.as_ref();
         let hours = periods(Period::Hour, now, HOURS_SHOWN);

@@ -472,14 +472,7 @@ impl Service {
 
     /// `GET /v1/board`: a customer's board (theirs only), or the platform's over every customer.
     pub async fn board(&self, principal: &Principal, customer_id: Option<CustomerId>) -> Result<Board, DomainError> {
-        principal.require(Scope::OperationsRead)?;
-        let Some(customer_id) = customer_scope(principal, customer_id) else {
-            return Err(DomainError::missing_reference(
-                "customer_id",
-                "No such customer.".to_string(),
-            ));
-        };
-        self.board_of(customer_id).await
+        self.board_of(board_scope(principal, customer_id)?).await
     }
 
     /// The schedule's report of the platform's levels (once a minute on AWS): what needs an
@@ -552,4 +545,15 @@ impl Service {
             as_of: now,
         })
     }
+}
+
+/// Whose board (or charts) `principal` reads: the customer it names, its own, or (none) every
+/// customer's for the platform; another customer's is no such customer.
+pub(super) fn board_scope(
+    principal: &Principal,
+    customer_id: Option<CustomerId>,
+) -> Result<Option<CustomerId>, DomainError> {
+    principal.require(Scope::OperationsRead)?;
+    customer_scope(principal, customer_id)
+        .ok_or_else(|| DomainError::missing_reference("customer_id", "No such customer.".to_string()))
 }
