@@ -205,6 +205,22 @@ async fn an_operator_works_every_view_of_the_console_in_chromium() {
         "active",
         "paused and resumed from the page"
     );
+    let done = app
+        .get("/v1/work_items?queue=exceptions&status=done&limit=100", ADMIN_KEY)
+        .await
+        .json();
+    let settled = done["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["subject"]["type"] == "statement_line")
+        .unwrap_or_else(|| panic!("the statement's break was settled from the page: {done:#}"));
+    assert!(
+        settled["cause"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Booked by hand: a stranger's debit")),
+        "{settled:#}"
+    );
 }
 
 /// Lighthouse scores the console 100 for accessibility and for best practices, as loaded, as

@@ -331,6 +331,11 @@ try {
     .catch(() => fail(page, "the schedule is not listed with what it makes"));
   await accessible(page, "the schedules view");
   await fitsOnAPhone(page, "the schedules view");
+  // Its occurrences: the next ones it will make, and (none yet) those it made.
+  await schedule.getByRole("button", { name: "Occurrences" }).click();
+  await schedule.locator("li", { hasText: "upcoming · " }).nth(4).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the schedule's next five occurrences are not listed"));
+  await schedule.getByRole("button", { name: "Occurrences" }).click();
   await schedule.getByRole("button", { name: "Pause" }).click();
   await schedule.filter({ hasText: "paused" }).waitFor({ timeout: 4000 })
     .catch(() => fail(page, "the paused schedule does not say so"));
@@ -370,8 +375,17 @@ try {
   await statement.filter({ hasText: "unmatched 1" }).waitFor({ timeout: 4000 })
     .catch(() => fail(page, "the statement is not listed with its outcomes"));
   await statement.getByRole("button", { name: "Lines not matched" }).click();
-  await statement.locator("li", { hasText: "unmatched · debit 12,345 CLP · ref sbx_stranger · work item wi_" }).waitFor({ timeout: 3000 })
-    .catch(() => fail(page, "the statement's break is not listed with its work item"));
+  const stranger = statement.locator("li", { hasText: "unmatched · debit 12,345 CLP · ref sbx_stranger · work item wi_" });
+  await stranger.filter({ hasText: " open" }).waitFor({ timeout: 3000 })
+    .catch(() => fail(page, "the statement's break is not listed with its open work item"));
+  // Settled from the page with the operator's reason: its work item is done.
+  let settleAsked = "";
+  page.once("dialog", (dialog) => { settleAsked = dialog.message(); dialog.accept("Booked by hand: a stranger's debit"); });
+  await stranger.getByRole("button", { name: "Settle" }).click();
+  await stranger.filter({ hasText: " done" }).waitFor({ timeout: 4000 })
+    .catch(() => fail(page, "the break's work item was not settled from the page"));
+  if (!settleAsked.includes("settled?")) await fail(page, `settling asked "${settleAsked}"`);
+  if (await stranger.getByRole("button", { name: "Settle" }).count()) await fail(page, "a settled break still offers Settle");
   await accessible(page, "the reconciliations view");
   await fitsOnAPhone(page, "the reconciliations view");
   await page.screenshot({ path: join(output, "console-schedules.png"), fullPage: true });
