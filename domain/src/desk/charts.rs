@@ -104,13 +104,14 @@ impl Service {
         let scope = customer_id.as_ref();
         let hours = periods(Period::Hour, now, HOURS_SHOWN);
         let days = periods(Period::Day, now, DAYS_SHOWN);
-        let tallies = |period: Period, from| async move {
-            let to = now + period.length();
-            Ok::<_, DomainError>(self.store.tallies(scope, period, from, to).await?)
+        // The periods shown, the current one's end the window's: none after it is asked for.
+        let tallies = |period: Period, shown: &[OffsetDateTime]| {
+            let (from, to) = (shown[0], shown[shown.len() - 1] + period.length());
+            async move { Ok::<_, DomainError>(self.store.tallies(scope, period, from, to).await?) }
         };
         let (hourly, daily, approvals_ageing) = futures_util::future::try_join3(
-            tallies(Period::Hour, hours[0]),
-            tallies(Period::Day, days[0]),
+            tallies(Period::Hour, &hours),
+            tallies(Period::Day, &days),
             self.approvals_ageing(scope, now),
         )
         .await?;

@@ -133,7 +133,7 @@ impl Service {
                 crate::ids::EventId::new(&*self.ids),
                 transaction,
             )));
-            if let Some(tally) = transaction.tally(to, self.now()) {
+            if let Some(tally) = transaction.tally(to, transaction.updated_at) {
                 changes.push(Write::Tally(tally));
             }
         }
