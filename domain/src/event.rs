@@ -35,7 +35,7 @@ pub struct Event {
 }
 
 impl Event {
-    fn new(
+    pub(crate) fn new(
         id: EventId,
         kind: String,
         customer_id: &CustomerId,
@@ -122,6 +122,8 @@ impl Event {
             cause: &'a Cause,
             item_id: &'a crate::ids::ItemId,
             customer_id: &'a CustomerId,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            end_to_end_id: &'a Option<String>,
         }
         let data = EventData::of(&Data {
             transaction_id: &transaction.id,
@@ -134,6 +136,7 @@ impl Event {
             cause: &transaction.cause,
             item_id: &transaction.item_id,
             customer_id: &transaction.customer_id,
+            end_to_end_id: &transaction.end_to_end_id,
         });
         let kind = format!("transaction.{}", transaction.status.as_str());
         Event::new(
@@ -507,6 +510,7 @@ pub fn event_types() -> impl Iterator<Item = String> {
     let files = crate::files::FileStatus::ALL
         .iter()
         .map(|status| format!("file.{}", status.as_str()));
+    let files = files.chain(std::iter::once("file.status_report".to_owned()));
     let reconciliations = std::iter::once("reconciliation.completed".to_owned());
     let customers = CUSTOMER_EVENTS.iter().map(|change| format!("customer.{change}"));
     let endpoints = WEBHOOK_ENDPOINT_EVENTS

@@ -50,6 +50,10 @@ pub struct Instruction {
     pub beneficiary: Beneficiary,
     pub account: String,
     pub reference: Option<String>,
+    /// The customer's end-to-end id (ISO 20022 `EndToEndId`), for the rail to carry with the
+    /// payment beside ours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_to_end_id: Option<String>,
     pub environment: Environment,
     #[serde(default)]
     pub direction: RailDirection,

@@ -136,6 +136,13 @@ impl Service {
             change.to.as_str(),
             operation,
         )));
+        if operation.metadata.contains_key(crate::files::STATUS_REPORTED) {
+            if let Some(event) =
+                crate::files::pain002::status_report_event(crate::ids::EventId::new(&*self.ids), operation)
+            {
+                changes.push(Write::Event(event));
+            }
+        }
     }
 
     /// Commits `changes`, completing `ticket` (if any) with what was `made` in the same

@@ -1,6 +1,5 @@
-//! Commands as clients send them, and their validation into domain values. Type errors and
-//! unknown fields are caught while parsing (with the field's path); everything else here,
-//! always naming the offending `param`.
+//! Commands as clients send them, validated into domain values. Type errors and unknown fields
+//! are caught while parsing (with the field's path); everything else here, naming the `param`.
 
 use crate::access::{Role, Scope};
 use crate::error::DomainError;
@@ -15,9 +14,8 @@ pub use crate::text::{
 
 pub const MAX_ITEMS: usize = 1000;
 pub const MAX_METADATA_KEYS: usize = 50;
-/// An operation is stored as one document (one DynamoDB item: at most 400 KB) and rides whole
-/// in its events, so its stored form is held well below that, leaving room for what it gains
-/// later (transaction ids, approvals, causes).
+/// An operation is stored as one document (one DynamoDB item: at most 400 KB) and rides whole in
+/// its events: held well below that, with room for what it gains (transaction ids, approvals).
 pub const MAX_OPERATION_BYTES: usize = 320 * 1024;
 /// Room kept per item for the transaction id it gains on approval.
 const TRANSACTION_ID_ROOM: usize = 64;
@@ -63,6 +61,9 @@ pub struct ItemInput {
     pub destination: Option<DestinationInput>,
     pub amount: Option<i64>,
     pub reference: Option<String>,
+    /// The customer's ISO 20022 `EndToEndId` (sent on to the rail) and `InstrId`.
+    pub end_to_end_id: Option<String>,
+    pub instruction_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -104,6 +105,8 @@ pub struct ValidItem {
     pub destination: Destination,
     pub amount: Amount,
     pub reference: Option<String>,
+    pub end_to_end_id: Option<String>,
+    pub instruction_id: Option<String>,
 }
 
 /// The `workflow` a create names: present, and a workflow's name.
@@ -224,6 +227,8 @@ impl ItemInput {
             destination,
             amount,
             reference,
+            end_to_end_id: optional_text(self.end_to_end_id, &format!("{at}.end_to_end_id"), 35)?,
+            instruction_id: optional_text(self.instruction_id, &format!("{at}.instruction_id"), 35)?,
         })
     }
 }

@@ -19,6 +19,7 @@ mod ledger;
 mod ledger_properties;
 mod openapi;
 mod operations;
+mod pain001;
 mod pipeline;
 mod rails;
 mod reconciliations;

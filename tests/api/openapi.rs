@@ -210,9 +210,10 @@ fn assert_has_required(schema_name: &str, value: &Value) {
     }
 }
 
-/// Every id an answer holds says its kind's prefix, so a generated client can type it; the
-/// two that are not the service's ids (a history entry names an entity of any kind, a
-/// statement line the bank's reference) are the only ones without.
+/// Every id an answer holds says its kind's prefix, so a generated client can type it; those
+/// that are not the service's ids (a history entry names an entity of any kind, a statement
+/// line the bank's reference, a transaction its customer's end-to-end id) are the only ones
+/// without.
 #[test]
 fn every_id_an_answer_holds_documents_its_kind() {
     let doc = document();
@@ -229,7 +230,12 @@ fn every_id_an_answer_holds_documents_its_kind() {
     }
     assert_eq!(
         unshaped,
-        ["HistoryEntry.entity_id", "ReconciliationLine.statement_transaction_id"]
+        [
+            "HistoryEntry.entity_id",
+            "ReconciliationLine.statement_transaction_id",
+            "Transaction.end_to_end_id",
+            "TransactionEventData.end_to_end_id"
+        ]
     );
 }
 

@@ -25,6 +25,8 @@ struct Layer {
     accepted: Mutex<BTreeMap<String, String>>,
     unanswerable: Mutex<std::collections::BTreeSet<String>>,
     bad_signatures: Mutex<u32>,
+    /// The customer's end-to-end id each instruction carried beside ours.
+    end_to_end_ids: Mutex<BTreeMap<String, Value>>,
 }
 
 fn signed(layer: &Layer, headers: &HeaderMap, body: &[u8]) -> bool {
@@ -45,6 +47,11 @@ async fn submit(State(layer): State<Arc<Layer>>, headers: HeaderMap, body: Bytes
     }
     let instruction: Value = serde_json::from_slice(&body).unwrap();
     let id = instruction["transaction_id"].as_str().unwrap().to_owned();
+    layer
+        .end_to_end_ids
+        .lock()
+        .unwrap()
+        .insert(id.clone(), instruction["end_to_end_id"].clone());
     let calls = {
         let mut submits = layer.submits.lock().unwrap();
         let calls = submits.entry(id.clone()).or_default();
@@ -160,11 +167,13 @@ async fn served_by(base: &str, timeout_ms: Option<u64>) -> TestApp {
     .await
 }
 
-/// An auto-approved payout of `amounts`, every item to `psp-local:spei`; answers its id.
+/// An auto-approved payout of `amounts`, every item to `psp-local:spei` with the customer's
+/// end-to-end id `E2E-<amount>`; answers its id.
 async fn spei_payout(app: &TestApp, customer: &Customer, amounts: &[i64]) -> String {
     let mut body = payout(&customer.id, "auto", amounts);
     for item in body["items"].as_array_mut().unwrap() {
         item["destination"]["rail"] = json!("psp-local:spei");
+        item["end_to_end_id"] = json!(format!("E2E-{}", item["amount"]));
     }
     app.post("/v1/operations", &customer.key, body).await.id()
 }
@@ -266,6 +275,10 @@ async fn a_rail_served_over_http_is_signed_retried_on_503_and_asked_after_a_time
     );
     // The slow answer timed out: the transaction became unknown and was asked about, not resent.
     assert_eq!(submits[slow["id"].as_str().unwrap()], 1);
+    // Each instruction carried its customer's end-to-end id beside ours.
+    let carried = layer.end_to_end_ids.lock().unwrap().clone();
+    assert_eq!(carried[retried["id"].as_str().unwrap()], "E2E-70000");
+    assert_eq!(retried["end_to_end_id"], "E2E-70000");
     let slow_path = app.path_of(&customer.key, &id, slow["id"].as_str().unwrap()).await;
     assert_eq!(slow_path, ["pending", "unknown", "confirmed"]);
     assert_eq!(

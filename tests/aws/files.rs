@@ -4,7 +4,6 @@
 
 use crate::spawn_aws_app;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use ops_domain::files::File;
 use ops_domain::ports::{QueueName, QueueTask};
 use ops_infra::QueueConsumer;
 use ops_runtime::driver::{StreamConsumer, Trigger};
@@ -33,7 +32,7 @@ async fn a_file_is_kept_in_s3_and_split_once_however_often_its_message_comes() {
     let file_id = uploaded.id();
 
     // The bytes are in the stack's bucket, as uploaded.
-    let stored = app.stored_object(&File::blob_key(&file_id.as_str().into())).await;
+    let stored = app.stored_object(&format!("files/{file_id}.csv")).await;
     assert_eq!(stored, bytes);
 
     // The transition function queues the split; SQS delivers it twice at once.
@@ -100,4 +99,52 @@ async fn a_file_is_kept_in_s3_and_split_once_however_often_its_message_comes() {
     assert_eq!(again.error(409)["code"], "duplicate_file");
     let listed = app.get("/v1/files", &customer.key).await.json();
     assert_eq!(listed["data"].as_array().unwrap().len(), 1);
+}
+
+/// A pain.001 on AWS: its MsgId held unique by the same conditional item as a CSV's digest,
+/// its payment informations split into operations, and its pain.002 read from S3's bytes and
+/// DynamoDB's operations and transactions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pain001_is_one_message_once_and_its_status_report_follows_its_transactions() {
+    let app = spawn_aws_app().await;
+    let customer = app.create_customer().await;
+    let query = "/v1/files?workflow=auto&rail=psp-local:sandbox";
+    let blocks: [ops_tests::PaymentInformation; 2] = [
+        ("SALARIES", &[("E-1", "150000", "CLP"), ("E-2", "2501", "CLP")]),
+        ("SUPPLIERS", &[("E-3", "12.50", "EUR")]),
+    ];
+    let uploaded = app
+        .upload(
+            query,
+            &customer.key,
+            "pain",
+            "application/xml",
+            ops_tests::pain001("MSG-AWS-1", &blocks),
+        )
+        .await;
+    assert_eq!(uploaded.status, 202, "{}", uploaded.json());
+    let file_id = uploaded.id();
+    let stored = app.stored_object(&format!("files/{file_id}.xml")).await;
+    assert!(stored.starts_with(b"<?xml"));
+    let again = ops_tests::pain001("MSG-AWS-1", &[("OTHER", &[("E-9", "1", "CLP")])]);
+    let refused = app
+        .upload(query, &customer.key, "pain-again", "application/xml", again)
+        .await;
+    assert_eq!(refused.error(409)["code"], "duplicate_file");
+
+    app.settle(time::Duration::minutes(5), 6).await;
+    let file = app.get(&format!("/v1/files/{file_id}"), &customer.key).await.json();
+    assert_eq!(file["status"], "completed", "{file}");
+    let report = app
+        .get(&format!("/v1/files/{file_id}/status_report"), &customer.key)
+        .await;
+    assert_eq!(report.status, 200);
+    let text = String::from_utf8(report.bytes.to_vec()).unwrap();
+    let statuses: Vec<&str> = text
+        .split("<TxSts>")
+        .skip(1)
+        .map(|rest| rest.split('<').next().unwrap())
+        .collect();
+    assert_eq!(statuses, ["ACSC", "RJCT", "ACSC"], "{text}");
+    assert!(text.contains("<GrpSts>PART</GrpSts>"), "{text}");
 }

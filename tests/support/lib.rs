@@ -531,6 +531,53 @@ pub fn payroll_csv(lines: &[(i64, &str)]) -> Vec<u8> {
     csv.into_bytes()
 }
 
+/// A pain.001's payment information: its id and transactions, each `(end-to-end id, amount as
+/// written, currency)`.
+pub type PaymentInformation<'a> = (&'a str, &'a [(&'a str, &'a str, &'a str)]);
+
+/// A pain.001.001.03 with `message_id` and a payment information per block, each transaction
+/// `(end-to-end id, amount as written, currency)`, its sums declared as they add up. Each
+/// beneficiary is a person identified by a RUT; its account is the transaction's position.
+pub fn pain001(message_id: &str, blocks: &[PaymentInformation]) -> Vec<u8> {
+    // Sums kept exact, in 10⁻⁵ units (the most decimals an amount has), written as decimals.
+    let units = |amount: &str| -> i64 {
+        let (whole, fraction) = amount.split_once('.').unwrap_or((amount, ""));
+        format!("{whole}{fraction:0<5}").parse::<i64>().unwrap()
+    };
+    let decimal = |units: i64| format!("{}.{:05}", units / 100_000, units % 100_000);
+    let units_of = |transactions: &[(&str, &str, &str)]| -> i64 { transactions.iter().map(|(_, a, _)| units(a)).sum() };
+    let sum = |transactions: &[(&str, &str, &str)]| decimal(units_of(transactions));
+    let count: usize = blocks.iter().map(|(_, t)| t.len()).sum();
+    let total = decimal(blocks.iter().map(|(_, t)| units_of(t)).sum());
+    let mut xml = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Document xmlns=\"urn:iso:std:iso:20022:tech:xsd:pain.001.001.03\">\n\
+         <CstmrCdtTrfInitn>\n<GrpHdr><MsgId>{message_id}</MsgId><CreDtTm>2026-12-07T09:30:00</CreDtTm>\
+         <NbOfTxs>{count}</NbOfTxs><CtrlSum>{total}</CtrlSum><InitgPty><Nm>ACME</Nm></InitgPty></GrpHdr>\n"
+    );
+    let mut position = 0;
+    for (id, transactions) in blocks {
+        xml += &format!(
+            "<PmtInf><PmtInfId>{id}</PmtInfId><PmtMtd>TRF</PmtMtd><NbOfTxs>{}</NbOfTxs><CtrlSum>{}</CtrlSum>\
+             <ReqdExctnDt>2026-12-10</ReqdExctnDt><Dbtr><Nm>ACME</Nm></Dbtr>\
+             <DbtrAcct><Id><Othr><Id>ACME-1</Id></Othr></Id></DbtrAcct><DbtrAgt><FinInstnId><BIC>BCHICLRM</BIC></FinInstnId></DbtrAgt>\n",
+            transactions.len(),
+            sum(transactions)
+        );
+        for (end_to_end_id, amount, currency) in transactions.iter() {
+            position += 1;
+            xml += &format!(
+                "<CdtTrfTxInf><PmtId><InstrId>I-{position}</InstrId><EndToEndId>{end_to_end_id}</EndToEndId></PmtId>\
+                 <Amt><InstdAmt Ccy=\"{currency}\">{amount}</InstdAmt></Amt>\
+                 <Cdtr><Nm>Payee {position}</Nm><Id><PrvtId><Othr><Id>{position}-K</Id><SchmeNm><Prtry>RUT</Prtry></SchmeNm></Othr></PrvtId></Id></Cdtr>\
+                 <CdtrAcct><Id><Othr><Id>{position:08}</Id></Othr></Id></CdtrAcct><RmtInf><Ustrd>Payment {position}</Ustrd></RmtInf></CdtTrfTxInf>\n"
+            );
+        }
+        xml += "</PmtInf>\n";
+    }
+    xml += "</CstmrCdtTrfInitn>\n</Document>\n";
+    xml.into_bytes()
+}
+
 /// The RFC 3339 time `after` past `at` (an RFC 3339 string in a response), written as the
 /// service writes times.
 pub fn rfc3339_after(at: &Value, after: time::Duration) -> String {

@@ -21,31 +21,48 @@ pub const COLUMNS: [&str; 7] = [
 /// The most errors one answer lists; the count says how many there were.
 pub const MAX_REPORTED_ERRORS: usize = 1000;
 
-/// One thing wrong with a file: where (line 1 is the header), and what.
+/// One thing wrong with a file: where (line 1 is a CSV's header), and what. An XML file's
+/// error also names the element's path and the payment information and transaction it is in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LineError {
     pub line: usize,
     pub column: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The `PmtInfId` of the payment information the element is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_information: Option<String>,
+    /// The `EndToEndId` of the transaction the element is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_to_end_id: Option<String>,
     pub code: String,
     pub message: String,
 }
 
 impl LineError {
-    fn new(line: usize, column: Option<&str>, code: &str, message: impl Into<String>) -> LineError {
+    pub(super) fn new(line: usize, column: Option<&str>, code: &str, message: impl Into<String>) -> LineError {
         LineError {
             line,
             column: column.map(Into::into),
+            path: None,
+            payment_information: None,
+            end_to_end_id: None,
             code: code.into(),
             message: message.into(),
         }
     }
 }
 
-/// A valid line of a payroll file: one payout item.
+/// A valid line of a payroll file (or transaction of a pain.001): one payout item.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PayrollLine {
     /// Its line in the file (the header is line 1).
     pub line: usize,
+    /// Lines are chunked within their group: a pain.001's payment information (by its index),
+    /// a CSV's one group.
+    pub group: usize,
+    pub end_to_end_id: Option<String>,
+    pub instruction_id: Option<String>,
     pub beneficiary: Beneficiary,
     pub destination: Destination,
     pub amount: Amount,
@@ -68,6 +85,8 @@ impl PayrollLine {
             }),
             amount: Some(self.amount.minor_units()),
             reference: self.reference.clone(),
+            end_to_end_id: self.end_to_end_id.clone(),
+            instruction_id: self.instruction_id.clone(),
         }
     }
 }
@@ -205,20 +224,20 @@ impl<'t> LineCounter<'t> {
 
 /// Errors as they are found: the first [`MAX_REPORTED_ERRORS`] kept, all counted.
 #[derive(Default)]
-struct Errors {
+pub(super) struct Errors {
     kept: Vec<LineError>,
     total: usize,
 }
 
 impl Errors {
-    fn push(&mut self, error: LineError) {
+    pub(super) fn push(&mut self, error: LineError) {
         self.total += 1;
         if self.kept.len() < MAX_REPORTED_ERRORS {
             self.kept.push(error);
         }
     }
 
-    fn finish(self) -> (Vec<LineError>, usize) {
+    pub(super) fn finish(self) -> (Vec<LineError>, usize) {
         (self.kept, self.total)
     }
 }
@@ -313,6 +332,9 @@ fn read_line<'c>(
         {
             Ok(PayrollLine {
                 line,
+                group: 0,
+                end_to_end_id: None,
+                instruction_id: None,
                 beneficiary: Beneficiary { id_type, id },
                 destination: Destination {
                     rail,

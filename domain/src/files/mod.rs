@@ -1,14 +1,21 @@
-//! Files: payroll CSVs that become operations. A file is validated whole when it
-//! is uploaded (an invalid one creates nothing) and planned into chunks of at most
-//! [`CHUNK_ITEMS`] lines of one currency; a worker then makes one operation per chunk. Each
+//! Files: payroll CSVs and ISO 20022 pain.001 initiations that become operations. A file is
+//! validated whole when it is uploaded (an invalid one creates nothing) and planned into
+//! chunks of at most [`CHUNK_ITEMS`] lines of one currency (and one payment information, for a
+//! pain.001); a worker then makes one operation per chunk. A pain.001's status report
+//! (pain.002) is read from its operations and transactions. Each
 //! chunk's operation is committed together with the file's record of it, under the file's
 //! version, so a worker that dies or runs twice never loses or doubles a chunk.
 
 pub mod csv_lines;
+mod iso_xml;
+pub mod pain001;
+mod pain001_document;
+pub mod pain002;
 mod use_cases;
 
 pub use csv_lines::{LineError, PayrollLine, COLUMNS};
-pub use use_cases::UploadFile;
+pub use pain001::Initiation;
+pub use use_cases::{UploadFile, STATUS_REPORTED};
 
 use crate::access::Environment;
 use crate::cause::Cause;
@@ -50,6 +57,26 @@ impl FileStatus {
     }
 }
 
+/// What a file is written in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileFormat {
+    /// A payroll CSV (`text/csv`).
+    #[default]
+    Csv,
+    /// An ISO 20022 customer credit transfer initiation (`application/xml`).
+    Pain001,
+}
+
+impl FileFormat {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            FileFormat::Csv => "text/csv",
+            FileFormat::Pain001 => "application/xml",
+        }
+    }
+}
+
 /// The lines of one currency, counted and summed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CurrencyTotal {
@@ -63,6 +90,12 @@ pub struct CurrencyTotal {
 pub struct Chunk {
     /// 1-based, in the order the worker makes them.
     pub number: usize,
+    /// The lines' group: a pain.001's payment information, by its index.
+    #[serde(default, skip_serializing_if = "is_first")]
+    pub group: usize,
+    /// That payment information's `PmtInfId`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_information: Option<String>,
     pub currency: Currency,
     /// Which of the currency's lines: `lines` of them from the `offset`-th (0-based).
     pub offset: usize,
@@ -86,6 +119,14 @@ pub struct File {
     /// The workflow every chunk's operation goes through.
     pub workflow: String,
     pub status: FileStatus,
+    #[serde(default)]
+    pub format: FileFormat,
+    /// A pain.001's group header and payment informations, for its status report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initiation: Option<Initiation>,
+    /// The rail a pain.001's payouts go to (a CSV names one on each line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rail: Option<String>,
     /// SHA-256 of the bytes (hex): the same bytes again are a duplicate.
     pub sha256: String,
     pub size: usize,
@@ -104,11 +145,33 @@ pub struct File {
     pub version: u64,
 }
 
+fn is_first(group: &usize) -> bool {
+    *group == 0
+}
+
 impl File {
     /// Where the bytes are kept (an S3 key, a path under the data directory).
-    pub fn blob_key(id: &FileId) -> String {
-        format!("files/{id}.csv")
+    pub fn blob_key(&self) -> String {
+        match self.format {
+            FileFormat::Csv => format!("files/{}.csv", self.id),
+            FileFormat::Pain001 => format!("files/{}.xml", self.id),
+        }
     }
+
+    /// What makes a second upload of this file a duplicate: a CSV's bytes (their SHA-256), a
+    /// pain.001's `MsgId` (ISO 20022 keeps it unique per sender), as a digest of the same form.
+    pub fn duplicate_key(&self) -> String {
+        match &self.initiation {
+            Some(initiation) => message_id_key(&initiation.message_id),
+            None => self.sha256.clone(),
+        }
+    }
+}
+
+/// The duplicate key of a pain.001 with this `MsgId`.
+pub fn message_id_key(message_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(format!("pain.001 MsgId {message_id}")))
 }
 
 /// What a chunk's items may take in its operation's stored document: the operation's limit
@@ -124,13 +187,15 @@ fn stored_item_bytes(line: &PayrollLine) -> usize {
         destination: line.destination.clone(),
         amount: line.amount,
         reference: line.reference.clone(),
+        end_to_end_id: line.end_to_end_id.clone(),
+        instruction_id: line.instruction_id.clone(),
         transaction_id: None,
     };
     serde_json::to_vec(&item).map_or(usize::MAX / 2, |doc| doc.len() + 1) + 64
 }
 
-/// Plans `lines` into chunks: per currency in the order each first appears, runs in file
-/// order of at most [`CHUNK_ITEMS`] lines whose items fit one stored operation (long
+/// Plans `lines` into chunks: per group (in order) and currency (in the order each first
+/// appears in it), runs in file order of at most [`CHUNK_ITEMS`] lines whose items fit one stored operation (long
 /// references make smaller chunks). The worker reads the same plan back from the bytes.
 pub fn plan(lines: &[PayrollLine]) -> (Vec<CurrencyTotal>, Vec<Chunk>) {
     let mut totals: Vec<CurrencyTotal> = vec![];
@@ -147,15 +212,22 @@ pub fn plan(lines: &[PayrollLine]) -> (Vec<CurrencyTotal>, Vec<Chunk>) {
             }),
         }
     }
+    let mut groups: Vec<(usize, &Currency)> = vec![];
+    for line in lines {
+        if !groups.contains(&(line.group, &line.currency)) {
+            groups.push((line.group, &line.currency));
+        }
+    }
+    groups.sort_by_key(|(group, _)| *group);
     let mut chunks: Vec<Chunk> = vec![];
-    for total in &totals {
+    for (group, currency) in groups {
         let mut bytes = 0;
-        let of_currency = lines.iter().filter(|l| l.currency == total.currency);
-        for (position, line) in of_currency.enumerate() {
+        let of_group = lines.iter().filter(|l| l.group == group && &l.currency == currency);
+        for (position, line) in of_group.enumerate() {
             let size = stored_item_bytes(line);
-            let open = chunks
-                .last_mut()
-                .filter(|c| c.currency == total.currency && c.lines < CHUNK_ITEMS && bytes + size <= CHUNK_ITEM_BYTES);
+            let open = chunks.last_mut().filter(|c| {
+                c.group == group && &c.currency == currency && c.lines < CHUNK_ITEMS && bytes + size <= CHUNK_ITEM_BYTES
+            });
             match open {
                 Some(chunk) => {
                     chunk.lines += 1;
@@ -165,7 +237,9 @@ pub fn plan(lines: &[PayrollLine]) -> (Vec<CurrencyTotal>, Vec<Chunk>) {
                 None => {
                     chunks.push(Chunk {
                         number: chunks.len() + 1,
-                        currency: total.currency.clone(),
+                        group,
+                        payment_information: None,
+                        currency: currency.clone(),
                         offset: position,
                         lines: 1,
                         amount: line.amount.minor_units(),
@@ -184,7 +258,7 @@ pub fn plan(lines: &[PayrollLine]) -> (Vec<CurrencyTotal>, Vec<Chunk>) {
 pub fn chunk_lines<'a>(lines: &'a [PayrollLine], chunk: &Chunk) -> Vec<&'a PayrollLine> {
     lines
         .iter()
-        .filter(|l| l.currency == chunk.currency)
+        .filter(|l| l.group == chunk.group && l.currency == chunk.currency)
         .skip(chunk.offset)
         .take(chunk.lines)
         .collect()
@@ -204,7 +278,8 @@ pub trait FileStore: Send + Sync {
     async fn file(&self, id: &FileId) -> Result<Option<File>, StoreError>;
     /// Files, newest first.
     async fn files(&self, query: &FileQuery) -> Result<Vec<File>, StoreError>;
-    /// The file of `customer` whose bytes have this SHA-256, if one was uploaded.
+    /// The file of `customer` with this [`File::duplicate_key`] (its bytes' SHA-256, or its
+    /// `MsgId`'s digest), if one was uploaded.
     async fn file_with_digest(&self, customer: &CustomerId, sha256: &str) -> Result<Option<FileId>, StoreError>;
 }
 

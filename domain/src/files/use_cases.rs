@@ -1,7 +1,10 @@
 //! Uploading a payroll file, reading it back, and the worker that makes its chunks'
 //! operations.
 
-use super::{chunk_lines, csv_lines, plan, File, FileQuery, FileStatus, MAX_FILE_BYTES};
+use super::pain002::{self, PaymentStatus, ReportedTransaction};
+use super::{
+    chunk_lines, csv_lines, pain001, plan, File, FileFormat, FileQuery, FileStatus, PayrollLine, MAX_FILE_BYTES,
+};
 use crate::access::{Principal, Scope};
 use crate::cause::{Actor, ActorType, Cause};
 use crate::error::DomainError;
@@ -15,14 +18,47 @@ use crate::validate::{self, CreateOperation};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
-/// A payroll file as uploaded: its bytes and the query's parameters.
+/// A file as uploaded: its bytes, what they are written in, and the query's parameters.
 #[derive(Debug, Clone, Default)]
 pub struct UploadFile {
     pub customer_id: Option<String>,
     pub workflow: Option<String>,
     pub allow_duplicate: bool,
+    pub format: FileFormat,
+    /// The rail a pain.001's payouts go to (a CSV's lines each name theirs).
+    pub rail: Option<String>,
     pub bytes: Vec<u8>,
 }
+
+/// A file's lines as its format reads them, with what a pain.001 says of itself.
+struct ReadFile {
+    lines: Vec<PayrollLine>,
+    initiation: Option<pain001::Initiation>,
+}
+
+/// Reads a file's bytes by its format: every line, or every error (and how many there were).
+fn read_file(
+    format: FileFormat,
+    bytes: &[u8],
+    rail: Option<&str>,
+    known_rail: &dyn Fn(&str) -> bool,
+) -> Result<ReadFile, DomainError> {
+    let read = match format {
+        FileFormat::Csv => csv_lines::parse(bytes, known_rail).map(|lines| ReadFile {
+            lines,
+            initiation: None,
+        }),
+        FileFormat::Pain001 => pain001::parse(bytes, rail.unwrap_or_default()).map(|read| ReadFile {
+            lines: read.lines,
+            initiation: Some(read.initiation),
+        }),
+    };
+    read.map_err(|(errors, total)| DomainError::InvalidFile { errors, total })
+}
+
+/// The metadata key of a pain.001 chunk's operation naming its payment information: its
+/// status changes are the file's status report changing.
+pub const STATUS_REPORTED: &str = "file_payment_information";
 
 /// Refusals of a chunk's operation that will not change by trying again: the chunk is
 /// recorded with the reason instead.
@@ -68,17 +104,37 @@ impl Service {
                 format!("A file is at most {MAX_FILE_BYTES} bytes."),
             ));
         }
-        let lines = csv_lines::parse(&command.bytes, &|rail| self.rails.contains(rail))
-            .map_err(|(errors, total)| DomainError::InvalidFile { errors, total })?;
+        let known_rail = |rail: &str| self.rails.contains(rail);
+        let rail = match (command.format, command.rail) {
+            (FileFormat::Pain001, rail) => Some(validate::item_field::rail(rail, "rail", &known_rail)?),
+            (FileFormat::Csv, None) => None,
+            (FileFormat::Csv, Some(_)) => {
+                return Err(DomainError::invalid(
+                    "rail",
+                    "parameter_unknown",
+                    "A payroll CSV names the rail on each line; rail is a pain.001's.",
+                ))
+            }
+        };
+        let ReadFile { lines, initiation } = read_file(command.format, &command.bytes, rail.as_deref(), &known_rail)?;
         let sha256 = hex::encode(Sha256::digest(&command.bytes));
+        let duplicate_key = match &initiation {
+            Some(initiation) => super::message_id_key(&initiation.message_id),
+            None => sha256.clone(),
+        };
         if !command.allow_duplicate {
-            if let Some(earlier) = self.store.file_with_digest(&customer_id, &sha256).await? {
-                return Err(duplicate(&earlier));
+            if let Some(earlier) = self.store.file_with_digest(&customer_id, &duplicate_key).await? {
+                return Err(duplicate(&earlier, initiation.as_ref()));
             }
         }
         let now = self.now();
         let id = FileId::new(&*self.ids);
-        let (totals, chunks) = plan(&lines);
+        let (totals, mut chunks) = plan(&lines);
+        if let Some(initiation) = &initiation {
+            for chunk in &mut chunks {
+                chunk.payment_information = initiation.payment_informations.get(chunk.group).map(|p| p.id.clone());
+            }
+        }
         let cause = Cause::new(
             "file_accepted",
             format!("{} line(s) valid, in {} chunk(s)", lines.len(), chunks.len()),
@@ -90,6 +146,9 @@ impl Service {
             customer_id,
             workflow,
             status: FileStatus::Accepted,
+            format: command.format,
+            initiation,
+            rail,
             sha256,
             size: command.bytes.len(),
             line_count: lines.len(),
@@ -105,7 +164,9 @@ impl Service {
         };
         // The bytes first: a file stored without them could never be split. Bytes without a
         // file (this request failed after) are never read.
-        self.blobs.put(&File::blob_key(&id), "text/csv", command.bytes).await?;
+        self.blobs
+            .put(&file.blob_key(), command.format.content_type(), command.bytes)
+            .await?;
         let mut changes = Changeset::default();
         changes.push(Write::Audit(
             AuditEntry::new("file", &id, "created", cause).moving(None, FileStatus::Accepted.as_str()),
@@ -122,8 +183,12 @@ impl Service {
             Ok(()) => Ok(file),
             // The same bytes, uploaded by a concurrent request.
             Err(StoreError::Conflict) if !command.allow_duplicate => {
-                match self.store.file_with_digest(&file.customer_id, &file.sha256).await? {
-                    Some(earlier) => Err(duplicate(&earlier)),
+                match self
+                    .store
+                    .file_with_digest(&file.customer_id, &file.duplicate_key())
+                    .await?
+                {
+                    Some(earlier) => Err(duplicate(&earlier, file.initiation.as_ref())),
                     None => Err(self.commit_error(StoreError::Conflict)),
                 }
             }
@@ -194,16 +259,7 @@ impl Service {
         if file.status == FileStatus::Completed {
             return Ok(Handled::Done);
         }
-        let bytes =
-            self.blobs.get(&File::blob_key(id)).await?.ok_or_else(|| {
-                DomainError::invalid_state("file_bytes_missing", format!("The bytes of {id} are gone."))
-            })?;
-        let lines = csv_lines::parse(&bytes, &|rail| self.rails.contains(rail)).map_err(|(errors, _)| {
-            DomainError::invalid_state(
-                "file_unreadable",
-                format!("The stored bytes of {id} no longer validate: {errors:?}"),
-            )
-        })?;
+        let lines = self.stored_lines(&file).await?;
         let mut made = 0;
         let mut races = 0;
         while made < super::CHUNKS_PER_RUN {
@@ -227,10 +283,16 @@ impl Service {
                         currency: Some(chunk.currency.code().into()),
                         items: Some(chunk_lines(&lines, &chunk).iter().map(|l| l.item()).collect()),
                         workflow: Some(file.workflow.clone()),
-                        metadata: Some(BTreeMap::from([
-                            ("file_id".to_string(), file.id.to_string()),
-                            ("file_chunk".to_string(), chunk.number.to_string()),
-                        ])),
+                        metadata: Some(
+                            [
+                                ("file_id".to_string(), Some(file.id.to_string())),
+                                ("file_chunk".to_string(), Some(chunk.number.to_string())),
+                                (STATUS_REPORTED.to_string(), chunk.payment_information.clone()),
+                            ]
+                            .into_iter()
+                            .filter_map(|(key, value)| Some((key, value?)))
+                            .collect::<BTreeMap<_, _>>(),
+                        ),
                         source_account_id: None,
                         destination_account_id: None,
                         file_id: Some(file.id.clone()),
@@ -329,9 +391,94 @@ impl Service {
     }
 }
 
-fn duplicate(earlier: &FileId) -> DomainError {
+impl Service {
+    /// The lines of a stored file, read from its bytes again.
+    async fn stored_lines(&self, file: &File) -> Result<Vec<PayrollLine>, DomainError> {
+        let id = &file.id;
+        let bytes =
+            self.blobs.get(&file.blob_key()).await?.ok_or_else(|| {
+                DomainError::invalid_state("file_bytes_missing", format!("The bytes of {id} are gone."))
+            })?;
+        let read = read_file(file.format, &bytes, file.rail.as_deref(), &|rail| {
+            self.rails.contains(rail)
+        });
+        read.map(|read| read.lines).map_err(|error| {
+            DomainError::invalid_state(
+                "file_unreadable",
+                format!("The stored bytes of {id} no longer validate: {error:?}"),
+            )
+        })
+    }
+
+    /// A pain.001's status report (pain.002): each of its transactions' status as its
+    /// operations and transactions now stand.
+    pub async fn file_status_report(
+        &self,
+        principal: &Principal,
+        id: &FileId,
+        format: Option<&str>,
+    ) -> Result<String, DomainError> {
+        match format {
+            None | Some("pain.002") => {}
+            Some(_) => return Err(DomainError::invalid("format", "invalid_format", "format is pain.002.")),
+        }
+        let file = self.get_file(principal, id).await?;
+        let Some(initiation) = &file.initiation else {
+            return Err(DomainError::invalid_state(
+                "no_status_report",
+                format!("{id} is a payroll CSV; a status report (pain.002) answers a pain.001."),
+            ));
+        };
+        let lines = self.stored_lines(&file).await?;
+        let mut reported = vec![];
+        for chunk in &file.chunks {
+            let of_chunk = chunk_lines(&lines, chunk);
+            let operation = match &chunk.operation_id {
+                Some(operation_id) => self.store.operation(operation_id).await?,
+                None => None,
+            };
+            let transactions = match &operation {
+                Some(operation) => self.store.transactions_of_operation(operation).await?,
+                None => vec![],
+            };
+            for (position, line) in of_chunk.into_iter().enumerate() {
+                // A chunk's operation holds its lines as items, in order.
+                let status = match (&operation, &chunk.refused) {
+                    (Some(operation), _) => {
+                        let item = operation.items.get(position);
+                        let transaction = item
+                            .and_then(|i| i.transaction_id.as_ref())
+                            .and_then(|t| transactions.iter().find(|found| &found.id == t));
+                        PaymentStatus::of(operation, transaction)
+                    }
+                    (None, Some(why)) => PaymentStatus::refused(why),
+                    (None, None) => PaymentStatus::Validated,
+                };
+                reported.push((
+                    line.line,
+                    ReportedTransaction {
+                        group: line.group,
+                        end_to_end_id: line.end_to_end_id.clone(),
+                        instruction_id: line.instruction_id.clone(),
+                        status,
+                    },
+                ));
+            }
+        }
+        // In the order the file lists them.
+        reported.sort_by_key(|(line, _)| *line);
+        let reported: Vec<ReportedTransaction> = reported.into_iter().map(|(_, t)| t).collect();
+        Ok(pain002::write(initiation, &reported, self.now()))
+    }
+}
+
+fn duplicate(earlier: &FileId, initiation: Option<&pain001::Initiation>) -> DomainError {
+    let what = match initiation {
+        Some(initiation) => format!("A pain.001 with MsgId {} was uploaded before", initiation.message_id),
+        None => "These bytes were uploaded before".to_owned(),
+    };
     DomainError::invalid_state(
         "duplicate_file",
-        format!("These bytes were uploaded before as {earlier}; send allow_duplicate=true to upload them again."),
+        format!("{what} as {earlier}; send allow_duplicate=true to upload it again."),
     )
 }

@@ -159,6 +159,11 @@ pub struct Item {
     pub destination: Destination,
     pub amount: Amount,
     pub reference: Option<String>,
+    /// The customer's ISO 20022 ids for this payment (a pain.001's `EndToEndId` and `InstrId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_to_end_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruction_id: Option<String>,
     /// Set when the operation is approved and its transactions are made.
     pub transaction_id: Option<crate::ids::TransactionId>,
 }

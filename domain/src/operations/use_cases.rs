@@ -206,6 +206,8 @@ impl Service {
                     destination: i.destination,
                     amount: i.amount,
                     reference: i.reference,
+                    end_to_end_id: i.end_to_end_id,
+                    instruction_id: i.instruction_id,
                     transaction_id: None,
                 })
                 .collect(),

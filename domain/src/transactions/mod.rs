@@ -137,6 +137,9 @@ pub struct Transaction {
     pub beneficiary: Beneficiary,
     pub account: String,
     pub reference: Option<String>,
+    /// The customer's end-to-end id for the payment, when it gave one: sent on to the rail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_to_end_id: Option<String>,
     pub status: TransactionStatus,
     pub cause: Cause,
     /// Submit calls made so far (transient refusals included).
@@ -468,6 +471,7 @@ pub(crate) mod tests {
     pub fn transaction() -> Transaction {
         let at = OffsetDateTime::UNIX_EPOCH;
         Transaction {
+            end_to_end_id: None,
             id: "txn_1".into(),
             operation_id: "op_1".into(),
             customer_id: "cus_1".into(),

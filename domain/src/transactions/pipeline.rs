@@ -314,6 +314,7 @@ impl Service {
                     beneficiary: item.beneficiary.clone().unwrap_or_default(),
                     account: item.destination.account.clone(),
                     reference: item.reference.clone(),
+                    end_to_end_id: item.end_to_end_id.clone(),
                     status: TransactionStatus::Pending,
                     cause: cause.clone(),
                     submit_attempts: 0,
@@ -440,6 +441,8 @@ mod tests {
     fn item() -> crate::operations::Item {
         let txn = transaction();
         crate::operations::Item {
+            end_to_end_id: None,
+            instruction_id: None,
             id: "itm_1".into(),
             beneficiary: Some(txn.beneficiary),
             destination: crate::operations::Destination {

@@ -137,6 +137,7 @@ impl Service {
             beneficiary: transaction.beneficiary.clone(),
             account: transaction.account.clone(),
             reference: transaction.reference.clone(),
+            end_to_end_id: transaction.end_to_end_id.clone(),
             environment: transaction.environment,
             direction: transaction.direction,
         };

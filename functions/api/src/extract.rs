@@ -184,19 +184,33 @@ fn content_type_is(request: &Request, media_type: &str) -> Option<bool> {
     })
 }
 
-/// A CSV body (`Content-Type: text/csv`, required) of at most [`MAX_FILE_BYTES`].
+/// A file's body, at most [`MAX_FILE_BYTES`]: a payroll CSV (`Content-Type: text/csv`) or a
+/// pain.001 (`application/xml` or `text/xml`); any other type is refused.
 ///
 /// [`MAX_FILE_BYTES`]: ops_domain::files::MAX_FILE_BYTES
-pub struct CsvBody(pub axum::body::Bytes);
+pub struct FileBody(pub ops_domain::files::FileFormat, pub axum::body::Bytes);
 
-impl<S: Send + Sync> FromRequest<S> for CsvBody {
+impl<S: Send + Sync> FromRequest<S> for FileBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
-        if content_type_is(&request, "text/csv") != Some(true) {
-            return Err(ApiError::UnsupportedMediaType { expected: "text/csv" });
-        }
-        Ok(CsvBody(read_body(request, ops_domain::files::MAX_FILE_BYTES).await?))
+        use ops_domain::files::FileFormat;
+        let format = if content_type_is(&request, "text/csv") == Some(true) {
+            FileFormat::Csv
+        } else if ["application/xml", "text/xml"]
+            .iter()
+            .any(|xml| content_type_is(&request, xml) == Some(true))
+        {
+            FileFormat::Pain001
+        } else {
+            return Err(ApiError::UnsupportedMediaType {
+                expected: "text/csv' (a payroll CSV) or 'application/xml' (a pain.001",
+            });
+        };
+        Ok(FileBody(
+            format,
+            read_body(request, ops_domain::files::MAX_FILE_BYTES).await?,
+        ))
     }
 }
 

@@ -211,6 +211,7 @@ endpoints! {
     UploadFile => (Api, "POST", "/v1/files", post(upload_file), query),
     ListFiles => (Api, "GET", "/v1/files", get(list_files), query),
     GetFile => (Api, "GET", "/v1/files/{id}", get(get_file)),
+    FileStatusReport => (Api, "GET", "/v1/files/{id}/status_report", get(file_status_report), query),
     ImportStatement => (Api, "POST", "/v1/reconciliations", post(import_statement)),
     ListReconciliations => (Api, "GET", "/v1/reconciliations", get(list_reconciliations), query),
     GetReconciliation => (Api, "GET", "/v1/reconciliations/{id}", get(get_reconciliation)),

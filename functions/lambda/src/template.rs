@@ -28,6 +28,8 @@ pub enum Grant {
     Redrive,
     /// Keeps an uploaded file's bytes.
     PutFiles,
+    /// Reads an uploaded file's bytes back.
+    GetFiles,
     /// Keeps a statement's bytes.
     PutStatements,
     /// Reads a statement's bytes back.
@@ -56,6 +58,7 @@ impl Grant {
                 format!("{why}{queues}")
             }
             Grant::PutFiles => statement("s3:PutObject", BUCKET_FILES),
+            Grant::GetFiles => statement("s3:GetObject", BUCKET_FILES),
             Grant::PutStatements => statement("s3:PutObject", BUCKET_STATEMENTS),
             Grant::GetStatements => statement("s3:GetObject", BUCKET_STATEMENTS),
         }
@@ -120,6 +123,12 @@ pub fn grants(endpoint: Endpoint) -> (&'static [Grant], Option<Sizing>) {
         DeleteWebhookEndpoint => (&[Grant::DeleteSigningSecrets], None),
         ResolveWorkItem => (&[Grant::Redrive], None),
         UploadFile => (&[Grant::PutFiles], None),
+        FileStatusReport => (
+            &[Grant::GetFiles],
+            Some(report(
+                "A pain.001's transactions read again, with each of its operations' transactions.",
+            )),
+        ),
         ImportStatement => (
             &[Grant::PutStatements],
             Some(Sizing {

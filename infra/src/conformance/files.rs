@@ -9,6 +9,9 @@ use time::OffsetDateTime;
 
 fn file(id: &str, customer: &str, sha256: &str) -> File {
     File {
+        format: Default::default(),
+        initiation: None,
+        rail: None,
         id: id.into(),
         customer_id: customer.into(),
         workflow: "auto".into(),

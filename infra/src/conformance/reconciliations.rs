@@ -19,6 +19,7 @@ use time::OffsetDateTime;
 pub fn transaction(id: &str, rail: &str, confirmed_at: Option<OffsetDateTime>) -> Transaction {
     let at = datetime!(2026-11-20 08:00 UTC);
     Transaction {
+        end_to_end_id: None,
         id: id.into(),
         operation_id: "op_rec".into(),
         customer_id: "cus_rec".into(),

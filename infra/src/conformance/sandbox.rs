@@ -20,6 +20,7 @@ fn instruction(amount: i64) -> Instruction {
 pub fn instruction_for(transaction_id: &str, amount: i64) -> Instruction {
     let ids = UlidGenerator::default();
     Instruction {
+        end_to_end_id: None,
         transaction_id: TransactionId::from(transaction_id),
         operation_id: ids.new_id(IdKind::Operation).as_str().into(),
         customer_id: ids.new_id(IdKind::Customer).as_str().into(),

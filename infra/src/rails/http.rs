@@ -4,7 +4,7 @@
 //!
 //! | call | request body | answer |
 //! |---|---|---|
-//! | `POST {base}/submit` | the instruction (its `transaction_id` is the payment's end-to-end id, which the rail carries and its statements give back) | `{"result":"accepted","rail_reference"}` or `{"result":"rejected","code","reason"}` |
+//! | `POST {base}/submit` | the instruction (its `transaction_id` is the payment's end-to-end id, which the rail carries and its statements give back; `end_to_end_id`, when there, is the customer's own, to carry beside it) | `{"result":"accepted","rail_reference"}` or `{"result":"rejected","code","reason"}` |
 //! | `POST {base}/status` | `{"transaction_id","rail_reference"}` | `{"state":"pending"}`, `{"state":"confirmed","rail_reference"}`, `{"state":"failed"\|"returned","code","reason"}` or `{"state":"not_found"}` |
 //! | `POST {base}/statements?format=csv\|camt053\|camt052\|camt054` | the statement file's bytes (`text/csv` or `application/xml`) | `{"period":{"from","to"}?,"lines":[{"rail_reference"?,"transaction_id"?,"amount","currency","status","direction","reversal"?,"booked_on"?}]}` (`direction`: `debit` for money that left the service's account, `credit` for money that arrived); a 4xx if it cannot be read |
 //!

@@ -488,7 +488,7 @@ impl DynamoStore {
             Write::Audit(entry) => vec![self.put(self.audit_item(entry), Some("attribute_not_exists(PK)"), vec![])],
             Write::InsertFile { file, unique_bytes } => {
                 let digest = keyed(
-                    keys::file_digest(&file.customer_id, &file.sha256),
+                    keys::file_digest(&file.customer_id, &file.duplicate_key()),
                     vec![("entity", s("file_digest")), ("file_id", s(&file.id))],
                 );
                 let digest_condition = unique_bytes.then_some("attribute_not_exists(PK)");

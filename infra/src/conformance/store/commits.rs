@@ -227,6 +227,8 @@ pub(super) async fn concurrent_changesets_each_get_their_own_outcome(store: Arc<
 pub(super) async fn the_largest_operation_the_api_accepts_is_stored(store: &dyn Store) {
     let mut op = operation("op_big", "cus_big", OperationStatus::Approved);
     let item = |n: usize| Item {
+        end_to_end_id: None,
+        instruction_id: None,
         id: format!("itm_{n:026}").into(),
         beneficiary: Some(Beneficiary {
             id_type: "RUT".into(),

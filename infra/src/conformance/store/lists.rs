@@ -246,6 +246,8 @@ pub(super) async fn an_operations_transactions_are_found_from_it(store: &dyn Sto
     op.items = ["itm_txs_b", "itm_txs_a", "itm_txs_c"]
         .into_iter()
         .map(|id| Item {
+            end_to_end_id: None,
+            instruction_id: None,
             id: id.into(),
             beneficiary: Some(Beneficiary {
                 id_type: "RUT".into(),
@@ -329,6 +331,8 @@ pub(super) async fn operations_are_found_by_the_values_they_carry(store: &dyn St
     use ops_domain::operations::{FindBy, OperationFind};
     use ops_domain::transactions::TransactionStatus;
     let item = |reference: &str, beneficiary: &str| Item {
+        end_to_end_id: None,
+        instruction_id: None,
         id: format!("itm_{reference}_{beneficiary}").into(),
         beneficiary: Some(Beneficiary {
             id_type: "RUT".into(),

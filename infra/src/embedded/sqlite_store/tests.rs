@@ -595,6 +595,8 @@ async fn an_older_file_finds_its_operations_by_value_once_opened() {
     let store = SqliteStore::open(&path).unwrap();
     let mut op = crate::conformance::store::operation("op_old", "cus_old", OperationStatus::Processing);
     op.items = vec![Item {
+        end_to_end_id: None,
+        instruction_id: None,
         id: "itm_old".into(),
         beneficiary: Some(Beneficiary {
             id_type: "RUT".into(),

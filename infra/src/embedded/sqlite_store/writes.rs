@@ -327,7 +327,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
             };
             tx.run(
                 digest,
-                params![file.customer_id.as_str(), file.sha256, file.id.as_str()],
+                params![file.customer_id.as_str(), file.duplicate_key(), file.id.as_str()],
             )?;
         }
         Write::InsertReconciliation(reconciliation) => {
