@@ -70,7 +70,85 @@ pub(crate) async fn files() {
         ten.len(),
         t.elapsed(),
     );
+    pain001_files(&api).await;
     report_of_many(&server, &api).await;
+}
+
+/// A 10,000-transaction pain.001 (ten payment informations of 1,000): a plain parse of it
+/// (quick-xml's events, every element read and nothing checked, the yardstick), the service's
+/// reading and checking of it, and the upload split into its ten operations.
+async fn pain001_files(api: &Api) {
+    let amounts: Vec<String> = (0..1_000).map(|i| (1_000 + i).to_string()).collect();
+    let ids: Vec<Vec<String>> = (0..10)
+        .map(|p| (0..1_000).map(|i| format!("E2E-{p}-{i}")).collect())
+        .collect();
+    let transactions: Vec<Vec<(&str, &str, &str)>> = ids
+        .iter()
+        .map(|of_block| {
+            of_block
+                .iter()
+                .zip(&amounts)
+                .map(|(id, amount)| (id.as_str(), amount.as_str(), "CLP"))
+                .collect()
+        })
+        .collect();
+    let names: Vec<String> = (0..10).map(|p| format!("BLOCK-{p}")).collect();
+    let blocks: Vec<ops_tests::PaymentInformation> = names
+        .iter()
+        .zip(&transactions)
+        .map(|(name, t)| (name.as_str(), t.as_slice()))
+        .collect();
+    let xml = ops_tests::pain001("BENCH-10K", &blocks);
+    let row = |what: &str, took: Duration| {
+        println!(
+            "| pain.001: {what} | 10000 | {} | {} | {:.0} |",
+            xml.len(),
+            ms(took),
+            10_000.0 / took.as_secs_f64()
+        );
+    };
+    let t = Instant::now();
+    let mut reader = quick_xml::Reader::from_reader(xml.as_slice());
+    let mut buffer = vec![];
+    let mut transactions_seen = 0;
+    loop {
+        match reader.read_event_into(&mut buffer).expect("well formed") {
+            quick_xml::events::Event::Start(e) if e.local_name().into_inner() == "CdtTrfTxInf" => transactions_seen += 1,
+            quick_xml::events::Event::Eof => break,
+            _ => {}
+        }
+        buffer.clear();
+    }
+    assert_eq!(transactions_seen, 10_000);
+    row("plain parse (quick-xml events, yardstick)", t.elapsed());
+    let t = Instant::now();
+    let read = ops_domain::files::pain001::parse(&xml, "psp-local:sandbox").expect("valid");
+    assert_eq!(read.lines.len(), 10_000);
+    row("read and checked (domain)", t.elapsed());
+    let customer = api.create_customer().await;
+    let t = Instant::now();
+    let uploaded = api
+        .upload(
+            "/v1/files?workflow=two_step&rail=psp-local:sandbox",
+            &customer.key,
+            "bench-pain001",
+            "application/xml",
+            xml.clone(),
+        )
+        .await;
+    assert_eq!(uploaded.status, 202, "{}", uploaded.json());
+    row("upload answered 202 (HTTP)", t.elapsed());
+    loop {
+        let file = api
+            .get(&format!("/v1/files/{}", uploaded.id()), &customer.key)
+            .await
+            .json();
+        if file["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    row("10 operations made (upload to completed)", t.elapsed());
 }
 
 /// A 100,000-row CSV report streamed over HTTP, read a chunk at a time, with the process's
