@@ -113,7 +113,9 @@ async fn pain001_files(api: &Api) {
     let mut transactions_seen = 0;
     loop {
         match reader.read_event_into(&mut buffer).expect("well formed") {
-            quick_xml::events::Event::Start(e) if e.local_name().into_inner() == "CdtTrfTxInf" => transactions_seen += 1,
+            quick_xml::events::Event::Start(e) if e.local_name().into_inner() == "CdtTrfTxInf" => {
+                transactions_seen += 1
+            }
             quick_xml::events::Event::Eof => break,
             _ => {}
         }

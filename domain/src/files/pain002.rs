@@ -273,6 +273,36 @@ mod tests {
     }
 
     #[test]
+    fn each_stage_of_an_operation_and_its_transaction_has_its_status() {
+        use crate::operations::tests::operation_in;
+        use OperationStatus as Op;
+        let mut transaction = crate::transactions::tests::transaction();
+        let of =
+            |operation: Op, transaction: Option<&Transaction>| PaymentStatus::of(&operation_in(operation), transaction);
+        assert_eq!(of(Op::PendingApproval, None).code(), "PDNG");
+        assert!(matches!(of(Op::Rejected, None), PaymentStatus::Rejected { reason, .. } if reason == "MS02"));
+        assert!(matches!(of(Op::Cancelled, None), PaymentStatus::Rejected { reason, .. } if reason == "DS02"));
+        assert_eq!(of(Op::Approved, None).code(), "ACCP");
+        assert!(matches!(of(Op::Failed, None), PaymentStatus::Rejected { reason, .. } if reason == "NARR"));
+        for (status, code) in [
+            (TransactionStatus::Pending, "ACCP"),
+            (TransactionStatus::Submitted, "ACSP"),
+            (TransactionStatus::Unknown, "ACSP"),
+            (TransactionStatus::Confirmed, "ACSC"),
+            (TransactionStatus::Failed, "RJCT"),
+            (TransactionStatus::Returned, "RJCT"),
+        ] {
+            transaction.status = status;
+            assert_eq!(of(Op::Processing, Some(&transaction)).code(), code, "{status:?}");
+        }
+        transaction.cause.code = "rail_rejected_AC04".into();
+        transaction.status = TransactionStatus::Failed;
+        assert!(
+            matches!(of(Op::Processing, Some(&transaction)), PaymentStatus::Rejected { reason, .. } if reason == "AC04")
+        );
+    }
+
+    #[test]
     fn a_rails_four_character_reason_is_kept_anything_else_is_narrative() {
         assert_eq!(reason_of("rail_rejected_AC04"), "AC04");
         assert_eq!(reason_of("rail_rejected_closed_account"), "NARR");
