@@ -263,3 +263,40 @@ fn a_file_that_is_no_pain001_or_is_hostile_is_refused_whole_at_its_line() {
     assert_eq!(refused(""), (1, "empty_file".into()));
     assert_eq!(refused("a,b\n1,2\n"), (1, "wrong_message".into()));
 }
+
+#[test]
+fn a_message_of_more_payment_informations_than_a_file_keeps_is_refused_at_the_first_too_many() {
+    let block = |n: usize| {
+        format!(
+            "<PmtInf><PmtInfId>P-{n}</PmtInfId><PmtMtd>TRF</PmtMtd><CdtTrfTxInf><PmtId><EndToEndId>E-{n}</EndToEndId></PmtId>\
+             <Amt><InstdAmt Ccy=\"CLP\">10</InstdAmt></Amt><CdtrAcct><Id><Othr><Id>A-{n}</Id></Othr></Id></CdtrAcct></CdtTrfTxInf></PmtInf>\n"
+        )
+    };
+    let count = ops_domain::files::pain001::MAX_PAYMENT_INFORMATIONS + 1;
+    let xml = format!(
+        "<Document xmlns=\"urn:iso:std:iso:20022:tech:xsd:pain.001.001.03\"><CstmrCdtTrfInitn>\n\
+         <GrpHdr><MsgId>M</MsgId><CreDtTm>2026-12-07T09:30:00</CreDtTm><NbOfTxs>{count}</NbOfTxs></GrpHdr>\n{}</CstmrCdtTrfInitn></Document>",
+        (1..=count).map(block).collect::<String>()
+    );
+    let found = errors(&xml);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(
+        (found[0].code.as_str(), found[0].path.as_deref(), found[0].line),
+        (
+            "too_many_payment_informations",
+            Some("/Document/CstmrCdtTrfInitn/PmtInf[101]"),
+            count + 2
+        )
+    );
+    let fewer = xml
+        .replace(&block(count), "")
+        .replace(&format!("<NbOfTxs>{count}"), &format!("<NbOfTxs>{}", count - 1));
+    assert_eq!(
+        parse(fewer.as_bytes(), RAIL)
+            .unwrap()
+            .initiation
+            .payment_informations
+            .len(),
+        count - 1
+    );
+}

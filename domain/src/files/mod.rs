@@ -161,17 +161,17 @@ impl File {
     /// What makes a second upload of this file a duplicate: a CSV's bytes (their SHA-256), a
     /// pain.001's `MsgId` (ISO 20022 keeps it unique per sender), as a digest of the same form.
     pub fn duplicate_key(&self) -> String {
-        match &self.initiation {
-            Some(initiation) => message_id_key(&initiation.message_id),
-            None => self.sha256.clone(),
-        }
+        duplicate_key(self.initiation.as_ref(), &self.sha256)
     }
 }
 
-/// The duplicate key of a pain.001 with this `MsgId`.
-pub fn message_id_key(message_id: &str) -> String {
+/// The [`File::duplicate_key`] of a file with these bytes' digest and this initiation.
+pub fn duplicate_key(initiation: Option<&Initiation>, sha256: &str) -> String {
     use sha2::{Digest, Sha256};
-    hex::encode(Sha256::digest(format!("pain.001 MsgId {message_id}")))
+    match initiation {
+        Some(initiation) => hex::encode(Sha256::digest(format!("pain.001 MsgId {}", initiation.message_id))),
+        None => sha256.to_owned(),
+    }
 }
 
 /// What a chunk's items may take in its operation's stored document: the operation's limit

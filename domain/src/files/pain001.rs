@@ -22,6 +22,9 @@ use serde::{Deserialize, Serialize};
 const NAMESPACE: &str = "urn:iso:std:iso:20022:tech:xsd:pain.001.001.";
 /// The versions read (the number after `pain.001.001.`).
 pub const VERSIONS: std::ops::RangeInclusive<u8> = 3..=11;
+/// The most payment informations a message may hold: each is chunked apart, and a file keeps
+/// its chunks and payment informations in its one stored document.
+pub const MAX_PAYMENT_INFORMATIONS: usize = 100;
 const ROOT: &str = "/Document/CstmrCdtTrfInitn";
 
 /// What a pain.001 says about itself beside its transactions, kept with the file for its
@@ -160,6 +163,20 @@ pub fn parse(bytes: &[u8], rail: &str) -> Result<Pain001, (Vec<LineError>, usize
     };
     let declared_count = header.and_then(|h| h.nb_of_txs.as_deref()).map(str::trim);
     let declared_sum = header.and_then(|h| h.ctrl_sum.as_deref()).map(str::trim);
+    if initn.pmt_inf.len() > MAX_PAYMENT_INFORMATIONS {
+        let place = Place {
+            path: format!("{ROOT}/PmtInf[{}]", MAX_PAYMENT_INFORMATIONS + 1),
+            ..Place::default()
+        };
+        errors.push(place.error(
+            "",
+            "too_many_payment_informations",
+            format!(
+                "The message has {} payment informations; at most {MAX_PAYMENT_INFORMATIONS} are taken in one file. Group its transactions into fewer (one per debtor account and execution date), or send several files.",
+                initn.pmt_inf.len()
+            ),
+        ));
+    }
     if initn.pmt_inf.is_empty() {
         errors.push(
             Place {

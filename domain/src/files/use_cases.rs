@@ -1,5 +1,5 @@
-//! Uploading a payroll file, reading it back, and the worker that makes its chunks'
-//! operations.
+//! Uploading a file (a payroll CSV or a pain.001), reading it back, the worker that makes its
+//! chunks' operations, and a pain.001's status report.
 
 use super::pain002::{self, PaymentStatus, ReportedTransaction};
 use super::{
@@ -118,10 +118,7 @@ impl Service {
         };
         let ReadFile { lines, initiation } = read_file(command.format, &command.bytes, rail.as_deref(), &known_rail)?;
         let sha256 = hex::encode(Sha256::digest(&command.bytes));
-        let duplicate_key = match &initiation {
-            Some(initiation) => super::message_id_key(&initiation.message_id),
-            None => sha256.clone(),
-        };
+        let duplicate_key = super::duplicate_key(initiation.as_ref(), &sha256);
         if !command.allow_duplicate {
             if let Some(earlier) = self.store.file_with_digest(&customer_id, &duplicate_key).await? {
                 return Err(duplicate(&earlier, initiation.as_ref()));
