@@ -300,3 +300,24 @@ fn a_message_of_more_payment_informations_than_a_file_keeps_is_refused_at_the_fi
         count - 1
     );
 }
+
+#[test]
+fn amounts_too_large_for_any_currency_are_refused_however_many_add_up() {
+    let huge = "999999999999999999.99999999999999999";
+    let transactions: String = (1..=2_000)
+        .map(|n| {
+            format!(
+                "<CdtTrfTxInf><PmtId><EndToEndId>E-{n}</EndToEndId></PmtId><Amt><InstdAmt Ccy=\"EUR\">{huge}</InstdAmt></Amt>\
+                 <CdtrAcct><Id><Othr><Id>A</Id></Othr></Id></CdtrAcct></CdtTrfTxInf>"
+            )
+        })
+        .collect();
+    let xml = format!(
+        "<Document xmlns=\"urn:iso:std:iso:20022:tech:xsd:pain.001.001.03\"><CstmrCdtTrfInitn>\
+         <GrpHdr><MsgId>M</MsgId><CreDtTm>2026-12-07T09:30:00</CreDtTm><NbOfTxs>2000</NbOfTxs><CtrlSum>{huge}</CtrlSum></GrpHdr>\
+         <PmtInf><PmtInfId>P</PmtInfId><PmtMtd>TRF</PmtMtd>{transactions}</PmtInf></CstmrCdtTrfInitn></Document>"
+    );
+    let (reported, total) = parse(xml.as_bytes(), RAIL).unwrap_err();
+    assert_eq!(total, 2_001, "each amount, and the control sum they do not add up to");
+    assert!(reported.iter().take(1_000).all(|e| e.code == "invalid_amount"));
+}

@@ -125,6 +125,7 @@ pub(super) fn place(text: &str, errors: &mut [LineError]) {
         lines.insert(path.to_owned(), None);
     }
     let mut reader = quick_xml::Reader::from_str(text);
+    let (mut counted_to, mut newlines) = (0, 0);
     let mut path = String::new();
     // For each open element: where its path ends, and how many of each child it has seen.
     let mut open: Vec<(usize, HashMap<String, usize>)> = vec![(0, HashMap::new())];
@@ -153,8 +154,15 @@ pub(super) fn place(text: &str, errors: &mut [LineError]) {
         if matches!(name.as_str(), "PmtInf" | "CdtTrfTxInf") {
             path.push_str(&format!("[{seen}]"));
         }
+        // Lines counted as the reader moves on, each byte once: a file of many errors is
+        // placed in one pass, not one count from the start per error.
+        newlines += text.as_bytes()[counted_to..position]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count();
+        counted_to = position;
         if let Some(line @ None) = lines.get_mut(&path) {
-            *line = Some(line_of(text, position));
+            *line = Some(1 + newlines);
         }
         if empty {
             path.truncate(length);

@@ -309,7 +309,8 @@ pub fn parse(bytes: &[u8], rail: &str) -> Result<Pain001, (Vec<LineError>, usize
                 }
             });
             let value = money.and_then(|m| m.value.as_deref()).map(str::trim).unwrap_or("");
-            block_sum += decimal(value).unwrap_or(0);
+            // Saturating: amounts of 18 digits each could otherwise overflow it in a large file.
+            block_sum = block_sum.saturating_add(decimal(value).unwrap_or(0));
             let amount = currency.as_ref().and_then(|currency| {
                 let units = currency.units_of(value).filter(|u| *u > 0 && *u <= MAX_ITEM_AMOUNT);
                 if units.is_none() {
@@ -378,7 +379,7 @@ pub fn parse(bytes: &[u8], rail: &str) -> Result<Pain001, (Vec<LineError>, usize
             }
         }
         count += block.cdt_trf_tx_inf.len();
-        sum += block_sum;
+        sum = sum.saturating_add(block_sum);
         check_totals(
             &place,
             block.nb_of_txs.as_deref(),
