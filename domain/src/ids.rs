@@ -23,6 +23,7 @@ pub enum IdKind {
     Reconciliation,
     Request,
     Calendar,
+    BankFile,
 }
 
 impl IdKind {
@@ -45,6 +46,7 @@ impl IdKind {
             IdKind::Reconciliation => "rec",
             IdKind::Request => "req",
             IdKind::Calendar => "cal",
+            IdKind::BankFile => "bf",
         }
     }
 
@@ -209,6 +211,7 @@ typed_ids! {
     FileId => File, "file",
     ReconciliationId => Reconciliation, "reconciliation",
     CalendarId => Calendar, "calendar",
+    BankFileId => BankFile, "bank_file",
 }
 
 impl MovementId {

@@ -187,6 +187,8 @@ pub enum Write {
     /// Insert (version 1) or replace a calendar if the stored version is still
     /// `calendar.version - 1`.
     PutCalendar(crate::calendars::Calendar),
+    /// Versioned: a file rail's bank file (version 1 creates it).
+    PutBankFile(crate::transactions::BankFile),
     /// Insert (version 1) or replace a rail's cut-offs if the stored version is still
     /// `cutoffs.version - 1`.
     PutRailCutoffs(crate::calendars::RailCutoffs),
@@ -369,6 +371,7 @@ pub trait Store:
     + FileStore
     + ReconciliationStore
     + crate::calendars::CalendarStore
+    + crate::transactions::BankFileStore
     + crate::tallies::TallyStore
     + HistoryStore
 {
@@ -388,6 +391,7 @@ impl<T> Store for T where
         + FileStore
         + ReconciliationStore
         + crate::calendars::CalendarStore
+        + crate::transactions::BankFileStore
         + crate::tallies::TallyStore
         + HistoryStore
 {

@@ -230,6 +230,10 @@ pub struct Statement {
     pub lines: Vec<StatementLine>,
     #[serde(default)]
     pub balances: Vec<StatementBalance>,
+    /// It speaks only of the payments it lists (a bank's status report on one file), not of
+    /// every booking of its period: nothing confirmed here is `missing` from it.
+    #[serde(default)]
+    pub partial: bool,
 }
 
 /// Which of a statement's booked balances.
@@ -271,6 +275,8 @@ pub enum StatementFormat {
     Mt940,
     /// BAI2 (Bank Administration Institute) cash-management file.
     Bai2,
+    /// ISO 20022 customer payment status report, a bank's answer to a file it was sent.
+    Pain002,
 }
 
 impl StatementFormat {
@@ -282,6 +288,7 @@ impl StatementFormat {
             "camt054" => Some(StatementFormat::Camt054),
             "mt940" => Some(StatementFormat::Mt940),
             "bai2" => Some(StatementFormat::Bai2),
+            "pain002" => Some(StatementFormat::Pain002),
             _ => None,
         }
     }
@@ -294,6 +301,7 @@ impl StatementFormat {
             StatementFormat::Camt054 => "camt054",
             StatementFormat::Mt940 => "mt940",
             StatementFormat::Bai2 => "bai2",
+            StatementFormat::Pain002 => "pain002",
         }
     }
 
@@ -301,17 +309,62 @@ impl StatementFormat {
         match self {
             StatementFormat::Csv => "text/csv",
             StatementFormat::Mt940 | StatementFormat::Bai2 => "text/plain",
-            StatementFormat::Camt053 | StatementFormat::Camt052 | StatementFormat::Camt054 => "application/xml",
+            StatementFormat::Camt053
+            | StatementFormat::Camt052
+            | StatementFormat::Camt054
+            | StatementFormat::Pain002 => "application/xml",
         }
     }
 }
 
 time::serde::format_description!(iso_date, Date, "[year]-[month]-[day]");
 
+/// How a rail takes payments: each instruction as it comes, or all those of a cut-off in one
+/// file handed over at the cut-off (a bank that takes payouts only as files).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RailKind {
+    #[default]
+    Instructions,
+    Files,
+}
+
+/// A bank file handed to a file rail: its pain.001, and what identifies it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileHandover<'a> {
+    /// The file's id, which is also its `MsgId`: the connectivity layer's idempotency key.
+    pub file_id: &'a str,
+    pub cutoff_at: time::OffsetDateTime,
+    pub transactions: usize,
+    /// The same bytes at every handover of the file.
+    pub pain001: &'a [u8],
+}
+
 #[async_trait]
 pub trait RailAdapter: Send + Sync {
     /// `psp-local:<rail_name>`.
     fn id(&self) -> &str;
+    /// Whether the rail takes instructions or files.
+    fn kind(&self) -> RailKind {
+        RailKind::Instructions
+    }
+    /// Hands a cut-off's file to a file rail's connectivity layer, which takes a file it
+    /// already has (by its id) as the same file again.
+    async fn hand_over_file(&self, file: &FileHandover<'_>) -> Result<Ack, RailError> {
+        Err(RailError::Permanent(format!(
+            "{} takes instructions, not the file {}",
+            self.id(),
+            file.file_id
+        )))
+    }
+    /// Whether the connectivity layer has the file, when a handover's outcome was lost: its
+    /// reference for it if it has.
+    async fn file_received(&self, file_id: &str) -> Result<Option<String>, RailError> {
+        Err(RailError::Permanent(format!(
+            "{} takes instructions, not the file {file_id}",
+            self.id()
+        )))
+    }
     /// Hands the instruction to the rail, which keeps its `transaction_id` as the payment's
     /// end-to-end id.
     async fn submit(&self, instruction: &Instruction) -> Result<Ack, RailError>;

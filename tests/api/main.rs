@@ -11,6 +11,7 @@ mod documents;
 mod exceptions;
 mod fair_share;
 mod faults;
+mod file_rail;
 mod files;
 mod four_eyes;
 mod idempotency;

@@ -648,6 +648,7 @@ fn well_formed(path: &str) -> String {
             "files" => "file",
             "reconciliations" => "rec",
             "calendars" => "cal",
+            "bank_files" => "bf",
             _ => continue,
         };
         if segments[at].starts_with('{') {

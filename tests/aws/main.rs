@@ -7,6 +7,7 @@
 mod access;
 mod desk;
 mod fair_share;
+mod file_rail;
 mod files;
 mod idempotency;
 mod ledger;
@@ -78,6 +79,11 @@ impl std::ops::Deref for AwsApp {
 /// A fresh stack on the emulator (its own table, queues, bus and secrets), the API on a random
 /// port, and the trigger driver standing in for Lambda's event source mappings.
 pub async fn spawn_aws_app() -> AwsApp {
+    spawn_aws_app_with(|_| {}).await
+}
+
+/// [`spawn_aws_app`] with its settings changed by `customize` before the service is built.
+pub async fn spawn_aws_app_with(customize: impl FnOnce(&mut ops_runtime::deployment::Settings)) -> AwsApp {
     assert!(
         std::env::var("AWS_ENDPOINT_URL").is_ok(),
         "AWS_ENDPOINT_URL is not set: run the suite with ./scripts/test, which starts the emulator"
@@ -85,9 +91,10 @@ pub async fn spawn_aws_app() -> AwsApp {
     static STACKS: AtomicUsize = AtomicUsize::new(0);
     let name = format!("ops-{}-{}", std::process::id(), STACKS.fetch_add(1, Ordering::SeqCst));
     let config = ops_infra::aws::load_config().await;
-    let settings = ops_runtime::provision::provision(&config, &name, Environment::Test, Some(RAIL_SECRET))
+    let mut settings = ops_runtime::provision::provision(&config, &name, Environment::Test, Some(RAIL_SECRET))
         .await
         .expect("stack provisioned");
+    customize(&mut settings);
     let clock = Arc::new(TestClock::default());
     let (mut service, parts) = settings
         .service_with(&config, clock.clone())

@@ -82,9 +82,16 @@ def test_queues_streams_buckets_and_buses_are_granted_by_name(service):
             assert resource != "*", f"{name} holds {service} on every resource"
             if service == "s3":
                 # Objects under one prefix, never the bucket itself.
-                assert any(f"/{p}/*" in str(resource) for p in ("files", "answers", "reconciliations")), (
+                assert any(f"/{p}/*" in str(resource) for p in ("files", "answers", "reconciliations", "bank_files")), (
                     f"{name}: {resource}"
                 )
+
+
+def test_bank_files_are_written_by_the_submitter_and_read_where_they_are_sent_or_shown():
+    # The submissions worker writes a file rail's pain.001 at the cut-off and reads it back to
+    # hand it over again; an operator reads it through GET /v1/bank_files/{id}.
+    assert holders("s3:PutObject", "/bank_files/") == ["queue-rail-submit"]
+    assert holders("s3:GetObject", "/bank_files/") == ["api-get-bank-file", "queue-rail-submit"]
 
 
 def test_stream_and_queue_consumers_read_only_their_own_source():

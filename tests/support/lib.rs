@@ -2,6 +2,7 @@
 //! small client for driving it over HTTP; `harness::Harness`: the service in process, for
 //! testing a use case without either.
 
+pub mod bank;
 pub mod harness;
 pub mod receiver;
 pub mod requests;

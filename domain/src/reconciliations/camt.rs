@@ -195,6 +195,7 @@ fn money_of(money: &Money) -> Result<(Amount, Currency), (&'static str, String)>
 #[serde(rename_all = "PascalCase")]
 struct References {
     acct_svcr_ref: Option<String>,
+    instr_id: Option<String>,
     end_to_end_id: Option<String>,
 }
 
@@ -358,9 +359,11 @@ pub fn parse(format: StatementFormat, xml: &[u8]) -> Result<Statement, String> {
                     .map(str::trim)
                     .filter(|r| !r.is_empty())
                     .map(str::to_owned);
-                let transaction_id = references
-                    .and_then(|r| r.end_to_end_id.as_deref())
-                    .and_then(|id| TransactionId::parse(id.trim()));
+                // A file rail's files carry the transaction's id as `InstrId` and the
+                // customer's end-to-end id beside it; an instruction's as `EndToEndId`.
+                let ours = |id: Option<&String>| id.and_then(|id| TransactionId::parse(id.trim()));
+                let transaction_id =
+                    references.and_then(|r| ours(r.instr_id.as_ref()).or_else(|| ours(r.end_to_end_id.as_ref())));
                 statement.lines.push(StatementLine {
                     rail_reference,
                     transaction_id,

@@ -8,6 +8,7 @@ mod balances;
 pub mod camt;
 mod matching;
 pub mod mt940;
+pub mod pain002;
 mod rules;
 mod statement_file;
 mod use_cases;
@@ -27,6 +28,7 @@ pub fn read_bank_statement(format: StatementFormat, bytes: &[u8]) -> Result<crat
     match format {
         StatementFormat::Mt940 => mt940::parse(bytes),
         StatementFormat::Bai2 => bai2::parse(bytes),
+        StatementFormat::Pain002 => pain002::parse(bytes),
         StatementFormat::Csv => Err("a CSV statement is the rail's own, read by its adapter".into()),
         xml => camt::parse(xml, bytes),
     }

@@ -14,7 +14,8 @@ use serde::Deserialize;
 pub struct ImportStatement {
     pub rail: Option<String>,
     pub statement: Option<String>,
-    /// `csv` (the rail's own, the default), `camt053`, `camt052`, `camt054`, `mt940` or `bai2`.
+    /// `csv` (the rail's own, the default), `camt053`, `camt052`, `camt054`, `mt940`, `bai2` or
+    /// `pain002` (a bank's status report on a file it was sent).
     pub format: Option<String>,
     /// The days the statement covers, when it does not say (or says otherwise).
     pub period: Option<PeriodParam>,
@@ -107,7 +108,7 @@ pub(super) fn checked_statement(
             DomainError::invalid(
                 "format",
                 "invalid_format",
-                "format is csv, camt053, camt052, camt054, mt940 or bai2.",
+                "format is csv, camt053, camt052, camt054, mt940, bai2 or pain002.",
             )
         })?,
     };

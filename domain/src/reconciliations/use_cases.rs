@@ -235,6 +235,10 @@ impl Service {
             .transactions_spoken_of(&file.rail, &statement, period, &rules.rules)
             .await?;
         let mut lines = match_statement(&statement.lines, &known, period, &rules.rules);
+        if statement.partial {
+            // Missing lines come last, after every line of the statement.
+            lines.retain(|line| line.outcome != LineOutcome::Missing);
+        }
         self.name_batch_payers(&mut lines, &known).await?;
         let balances = self.check_balances(&file.rail, &statement.balances).await?;
         super::balances::mismatch_lines(&balances, &mut lines);

@@ -1,11 +1,17 @@
 //! Transactions and their state machine. Transactions are made from approved
 //! operations, one per item; `unknown` is left only by asking the rail, never by resubmitting.
 
+mod bank_file;
+mod file_rail;
 mod operator;
 mod pipeline;
 mod rail_reports;
 mod submission;
 
+pub use bank_file::{
+    write_pain001, BankFile, BankFileStatus, BankFileStore, MAX_BANK_FILE_PARTS, MAX_BANK_FILE_TRANSACTIONS,
+};
+pub use file_rail::CancelTransaction;
 pub use operator::{ResolveTransaction, RetryTransaction};
 pub(crate) use pipeline::transaction_id_of;
 pub use pipeline::{
@@ -181,6 +187,9 @@ pub struct Transaction {
     /// submitted when its settlement day's window opens, not before.
     #[serde(default, with = "time::serde::rfc3339::option")]
     pub submit_after: Option<OffsetDateTime>,
+    /// The bank file of a file rail it is in (waits in, until the file's cut-off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bank_file: Option<crate::ids::BankFileId>,
     pub version: u64,
 }
 
@@ -503,6 +512,7 @@ pub(crate) mod tests {
             cutoff_at: None,
             settlement_day: None,
             submit_after: None,
+            bank_file: None,
             version: 1,
         }
     }

@@ -118,7 +118,7 @@ fn transition_tasks(events: &[Event]) -> Vec<(&str, QueueTask)> {
 impl Service {
     /// Writes a transaction's change with its audit entry, its event and what it does to
     /// its hold in one changeset.
-    async fn transaction_changes(
+    pub(super) async fn transaction_changes(
         &self,
         transaction: &Transaction,
         change: Option<(TransactionStatus, TransactionStatus, Cause)>,
@@ -338,6 +338,7 @@ impl Service {
                     cutoff_at: None,
                     settlement_day: None,
                     submit_after: None,
+                    bank_file: None,
                     version: 1,
                 };
                 let entry = AuditEntry::new("transaction", &transaction.id, "created", cause)

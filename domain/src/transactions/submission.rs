@@ -9,7 +9,7 @@ use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::ids::TransactionId;
 use crate::ports::{BatchOutcome, Changeset, QueueMessage, QueueTask, Write};
-use crate::rail::{Ack, Instruction, RailError, RailState};
+use crate::rail::{Ack, Instruction, RailError, RailKind, RailState};
 use crate::service::{Handled, Service};
 use crate::transactions::{ReturnSweep, Transaction, TransactionStatus, TransactionTransition};
 use futures_util::StreamExt;
@@ -55,6 +55,9 @@ impl Service {
             .transaction(transaction_id)
             .await?
             .ok_or_else(|| DomainError::not_found("transaction", transaction_id))?;
+        if let Some(adapter) = self.rails.get(&found.rail).filter(|a| a.kind() == RailKind::Files) {
+            return self.submit_to_file_rail(found, adapter.clone()).await;
+        }
         let cutoff = match found.status == TransactionStatus::Pending && found.submitting_since.is_none() {
             true => self.rail_cutoff(&found.rail, self.now()).await?,
             false => None,

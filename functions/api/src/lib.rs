@@ -169,6 +169,8 @@ endpoints! {
     GetTransaction => (Api, "GET", "/v1/transactions/{id}", get(get_transaction)),
     RetryTransaction => (Api, "POST", "/v1/transactions/{id}/retry", post(retry_transaction)),
     ResolveTransaction => (Api, "POST", "/v1/transactions/{id}/resolve", post(resolve_transaction)),
+    CancelTransaction => (Api, "POST", "/v1/transactions/{id}/cancel", post(cancel_transaction)),
+    GetBankFile => (Api, "GET", "/v1/bank_files/{id}", get(get_bank_file), query),
     ListEvents => (Api, "GET", "/v1/events", get(list_events), query),
     GetEvent => (Api, "GET", "/v1/events/{id}", get(get_event)),
     EventDeliveries => (Api, "GET", "/v1/events/{id}/deliveries", get(event_deliveries)),

@@ -20,7 +20,7 @@ use ops_domain::ports::AuditEntry;
 use ops_domain::reconciliations::{Reconciliation, ReconciliationLine, ReconciliationRules, StatementPreview};
 use ops_domain::schedules::{Backfilled, Occurrence, Schedule, UpcomingOccurrence};
 use ops_domain::service::{Issued, Page};
-use ops_domain::transactions::Transaction;
+use ops_domain::transactions::{BankFile, Transaction};
 use ops_domain::webhooks::{Delivery, EndpointStatus, WebhookEndpoint};
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -76,6 +76,7 @@ named! {
     Calendar => "calendar",
     RailCutoffs => "rail_cutoffs",
     NextCutoff => "next_cutoff",
+    BankFile => "bank_file",
 }
 
 /// A dry run's answer: what the statement would do, each line as its list shows it.

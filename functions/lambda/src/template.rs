@@ -34,6 +34,8 @@ pub enum Grant {
     PutStatements,
     /// Reads a statement's bytes back.
     GetStatements,
+    /// Reads a file rail's bank files back.
+    GetBankFiles,
 }
 
 impl Grant {
@@ -61,6 +63,7 @@ impl Grant {
             Grant::GetFiles => statement("s3:GetObject", BUCKET_FILES),
             Grant::PutStatements => statement("s3:PutObject", BUCKET_STATEMENTS),
             Grant::GetStatements => statement("s3:GetObject", BUCKET_STATEMENTS),
+            Grant::GetBankFiles => statement("s3:GetObject", BUCKET_BANK_FILES),
         }
     }
 }
@@ -68,6 +71,7 @@ impl Grant {
 const BUCKET_ANSWERS: &str = "!Sub \"${FilesBucket.Arn}/answers/*\"";
 const BUCKET_FILES: &str = "!Sub \"${FilesBucket.Arn}/files/*\"";
 const BUCKET_STATEMENTS: &str = "!Sub \"${FilesBucket.Arn}/reconciliations/*\"";
+const BUCKET_BANK_FILES: &str = "!Sub \"${FilesBucket.Arn}/bank_files/*\"";
 /// This environment's webhook signing secrets (a stack's own, not another environment's).
 const SIGNING_SECRETS: &str =
     "!Sub \"arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:ops/${Environment}/webhook/*\"";
@@ -123,6 +127,7 @@ pub fn grants(endpoint: Endpoint) -> (&'static [Grant], Option<Sizing>) {
         DeleteWebhookEndpoint => (&[Grant::DeleteSigningSecrets], None),
         ResolveWorkItem => (&[Grant::Redrive], None),
         UploadFile => (&[Grant::PutFiles], None),
+        GetBankFile => (&[Grant::GetBankFiles], None),
         FileStatusReport => (
             &[Grant::GetFiles],
             Some(report(
@@ -182,6 +187,7 @@ pub fn grants(endpoint: Endpoint) -> (&'static [Grant], Option<Sizing>) {
         | GetTransaction
         | RetryTransaction
         | ResolveTransaction
+        | CancelTransaction
         | GetEvent
         | EventDeliveries
         | WebhookEndpointHealth

@@ -7,7 +7,7 @@ use ops_domain::desk::DeskSla;
 use ops_domain::files::Blobs;
 use ops_domain::ids::UlidGenerator;
 use ops_domain::ports::{Clock, EventBus, Metrics, Queue, RateLimiter, Secrets, Store};
-use ops_domain::rail::Rails;
+use ops_domain::rail::{RailKind, Rails};
 use ops_domain::schedules::ScheduleTimers;
 use ops_domain::service::Service;
 use ops_domain::transactions::RailSecret;
@@ -77,10 +77,12 @@ pub fn service(adapters: Adapters, options: Options, clock: Arc<dyn Clock>) -> S
 }
 
 /// A rail served by the PSP's connectivity layer over HTTP (`OPS_HTTP_RAILS` entries:
-/// `rail_id=http(s)://base_url`).
+/// `rail_id=http(s)://base_url`, or `rail_id=file+http(s)://base_url` for a rail that takes
+/// a file at each cut-off).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpRailSpec {
     pub id: String,
+    pub kind: RailKind,
     pub base_url: String,
 }
 
@@ -89,20 +91,26 @@ impl FromStr for HttpRailSpec {
 
     fn from_str(spec: &str) -> Result<HttpRailSpec, String> {
         spec.split_once('=')
-            .filter(|(id, url)| {
+            .map(|(id, url)| match url.strip_prefix("file+") {
+                Some(url) => (id, RailKind::Files, url),
+                None => (id, RailKind::Instructions, url),
+            })
+            .filter(|(id, _, url)| {
                 ops_domain::validate::valid_rail_id(id) && (url.starts_with("http://") || url.starts_with("https://"))
             })
-            .map(|(id, url)| HttpRailSpec {
+            .map(|(id, kind, url)| HttpRailSpec {
                 id: id.to_owned(),
+                kind,
                 base_url: url.to_owned(),
             })
-            .ok_or_else(|| format!("'{spec}' is not rail_id=http(s)://base_url"))
+            .ok_or_else(|| format!("'{spec}' is not rail_id=http(s)://base_url or rail_id=file+http(s)://base_url"))
     }
 }
 
 impl std::fmt::Display for HttpRailSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}={}", self.id, self.base_url)
+        let files = if self.kind == RailKind::Files { "file+" } else { "" };
+        write!(f, "{}={files}{}", self.id, self.base_url)
     }
 }
 
@@ -123,7 +131,13 @@ pub fn rails(
     }
     let secret = rail_secret.ok_or("OPS_HTTP_RAILS needs the rail secret (OPS_RAIL_SECRET) to sign requests")?;
     for rail in http_rails {
-        rails = rails.with(Arc::new(HttpRail::new(&rail.id, &rail.base_url, secret, timeout)));
+        rails = rails.with(Arc::new(HttpRail::new(
+            &rail.id,
+            rail.kind,
+            &rail.base_url,
+            secret,
+            timeout,
+        )));
     }
     Ok(rails)
 }
@@ -135,8 +149,17 @@ mod tests {
     #[test]
     fn http_rails_are_read_and_a_bad_entry_is_refused() {
         let spec: HttpRailSpec = "psp-local:spei=https://connect.example/spei".parse().unwrap();
-        assert_eq!(spec.id, "psp-local:spei");
+        assert_eq!(
+            (spec.id.as_str(), spec.kind),
+            ("psp-local:spei", RailKind::Instructions)
+        );
         assert_eq!(spec.to_string().parse::<HttpRailSpec>(), Ok(spec));
+        let files: HttpRailSpec = "psp-local:bank=file+https://connect.example/bank".parse().unwrap();
+        assert_eq!(
+            (files.kind, files.base_url.as_str()),
+            (RailKind::Files, "https://connect.example/bank")
+        );
+        assert_eq!(files.to_string().parse::<HttpRailSpec>(), Ok(files));
         for bad in ["psp-local:spei", "psp-local:spei=ftp://x", "bad id=https://x"] {
             assert!(bad.parse::<HttpRailSpec>().unwrap_err().contains(bad));
         }

@@ -511,6 +511,11 @@ pub fn calendar(id: &str) -> Primary {
     primary(format!("CAL#{id}"), "CAL")
 }
 
+/// A file rail's bank file.
+pub fn bank_file(id: &str) -> Primary {
+    primary(format!("BANKFILE#{id}"), "BANKFILE")
+}
+
 /// A rail's cut-offs in one environment.
 pub fn rail_cutoffs(rail: &str, environment: &str) -> Primary {
     primary(format!("RAILCUT#{environment}#{rail}"), "RAILCUT")

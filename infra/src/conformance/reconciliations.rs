@@ -54,6 +54,7 @@ pub fn transaction(id: &str, rail: &str, confirmed_at: Option<OffsetDateTime>) -
         cutoff_at: None,
         settlement_day: None,
         submit_after: None,
+        bank_file: None,
         version: 1,
     }
 }

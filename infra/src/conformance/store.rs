@@ -99,6 +99,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     ledger::accounts_keep_their_balances_and_movements(store.as_ref()).await;
     ledger::an_accounts_balance_at_the_end_of_a_day_is_read_back(store.as_ref()).await;
     calendars::calendars_and_cutoffs_are_kept_version_by_version(store.as_ref()).await;
+    calendars::a_transaction_joins_a_bank_file_together_with_it_or_not_at_all(store.as_ref()).await;
     tallies::tallies_count_what_committed_within_the_window(store.as_ref()).await;
     ledger::a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 8).await;
     ledger::a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 64).await;

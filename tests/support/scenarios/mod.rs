@@ -4,10 +4,12 @@
 
 mod access;
 mod customers;
+mod file_rail;
 mod reconciliations;
 mod webhook_endpoints;
 
 pub use access::*;
 pub use customers::*;
+pub use file_rail::*;
 pub use reconciliations::*;
 pub use webhook_endpoints::*;

@@ -10,7 +10,7 @@ use crate::App;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use ops_domain::idempotency::Once;
-use ops_domain::ids::{CustomerId, IdKind, OperationId, TransactionId};
+use ops_domain::ids::{BankFileId, CustomerId, IdKind, OperationId, TransactionId};
 use ops_domain::transactions::TransactionStatus;
 use ops_domain::DomainError;
 
@@ -64,6 +64,44 @@ pub async fn get_transaction(
     PathId(id): PathId<TransactionId>,
 ) -> Answer {
     ok(app.service.get_transaction(&caller, &id).await?)
+}
+
+/// `POST /v1/transactions/{id}/cancel`: takes a transaction out of its file rail's file before
+/// the cut-off.
+pub async fn cancel_transaction(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<TransactionId>,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app.service.cancel_transaction(&caller, &id, parse(&body)?).await?)
+}
+
+/// `GET /v1/bank_files/{id}[?format=pain.001]`: a file rail's file, or the pain.001 it is.
+pub async fn get_bank_file(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<BankFileId>,
+    RawQuery(raw): RawQuery,
+) -> Answer {
+    let pairs = query_pairs(raw.as_deref(), &["format"])?;
+    match pairs.first().map(|(_, value)| value.as_str()) {
+        None => ok(app.service.get_bank_file(&caller, &id).await?),
+        Some("pain.001") => {
+            let pain001 = app.service.bank_file_content(&caller, &id).await?;
+            Ok((
+                [(axum::http::header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+                pain001,
+            )
+                .into_response())
+        }
+        Some(other) => Err(DomainError::invalid(
+            "format",
+            "invalid_format",
+            format!("A bank file is JSON, or its pain.001 with format=pain.001; not '{other}'."),
+        )
+        .into()),
+    }
 }
 
 pub async fn retry_transaction(

@@ -13,17 +13,18 @@ use ops_domain::calendars::{Calendar, CalendarStore, RailCutoffs};
 use ops_domain::event::Event;
 use ops_domain::files::{File, FileQuery, FileStore};
 use ops_domain::history::{HistoryStore, MAX_ENTITY_HISTORY};
-use ops_domain::ids::CalendarId;
 use ops_domain::ids::{AccountId, FileId, MovementId, ReconciliationId};
 use ops_domain::ids::{
     ApiKeyId, CustomerId, DeliveryId, EventId, OperationId, ScheduleId, TransactionId, UserId, WebhookEndpointId,
 };
+use ops_domain::ids::{BankFileId, CalendarId};
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationFind, OperationQuery, OperationStore};
 use ops_domain::ports::{Admission, AuditEntry, Limits, Listed, RateLimiter, StoreError};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationRules, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
+use ops_domain::transactions::{BankFile, BankFileStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStatus, TransactionStore};
 use ops_domain::webhooks::{
     Delivery, DeliveryLine, EndpointHealth, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore,
@@ -780,6 +781,13 @@ impl RateLimiter for DynamoStore {
                 other => Err(unavailable(other)),
             },
         }
+    }
+}
+
+#[async_trait]
+impl BankFileStore for DynamoStore {
+    async fn bank_file(&self, id: &BankFileId) -> Result<Option<BankFile>, StoreError> {
+        self.get(keys::bank_file(id)).await
     }
 }
 

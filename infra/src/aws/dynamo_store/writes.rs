@@ -525,6 +525,17 @@ impl DynamoStore {
                 );
                 vec![self.versioned(it, calendar.version)]
             }
+            Write::PutBankFile(file) => {
+                let it = keyed(
+                    keys::bank_file(&file.id),
+                    vec![
+                        ("entity", s("bank_file")),
+                        ("doc", doc(file)),
+                        ("version", n(file.version)),
+                    ],
+                );
+                vec![self.versioned(it, file.version)]
+            }
             Write::PutRailCutoffs(cutoffs) => {
                 let it = keyed(
                     keys::rail_cutoffs(&cutoffs.rail, cutoffs.environment.as_str()),

@@ -14,17 +14,18 @@ use ops_domain::history::{HistoryStore, MAX_ENTITY_HISTORY};
 use ops_domain::idempotency::{
     ClaimOutcome, IdempotencyClaim, IdempotencyStore, StoredResponse, CLAIM_TIMEOUT, RETENTION,
 };
-use ops_domain::ids::CalendarId;
 use ops_domain::ids::{AccountId, FileId, MovementId, ReconciliationId};
 use ops_domain::ids::{
     ApiKeyId, CustomerId, DeliveryId, EventId, OperationId, ScheduleId, TransactionId, UserId, WebhookEndpointId,
 };
+use ops_domain::ids::{BankFileId, CalendarId};
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
 use ops_domain::operations::{Operation, OperationFind, OperationQuery, OperationStore};
 use ops_domain::ports::{AuditEntry, Changeset, Commit, Listed, StoreError};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationRules, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
+use ops_domain::transactions::{BankFile, BankFileStore};
 use ops_domain::transactions::{ReturnSweep, Transaction, TransactionStatus, TransactionStore};
 use ops_domain::webhooks::{
     Delivery, DeliveryLine, EndpointHealth, EndpointRoster, EventQuery, WebhookEndpoint, WebhookStore,
@@ -834,6 +835,14 @@ fn claim_outcome(record: Option<(String, Option<u16>, Option<Vec<u8>>)>, fingerp
         Some((stored, _, _)) if stored != fingerprint => ClaimOutcome::Mismatch,
         Some((_, Some(status), Some(body))) => ClaimOutcome::Replay(StoredResponse { status, body }),
         Some(_) => ClaimOutcome::InFlight,
+    }
+}
+
+#[async_trait]
+impl BankFileStore for SqliteStore {
+    async fn bank_file(&self, id: &BankFileId) -> Result<Option<BankFile>, StoreError> {
+        self.document("SELECT body FROM bank_files WHERE id = ?1", id.into())
+            .await
     }
 }
 

@@ -160,6 +160,7 @@ CREATE INDEX IF NOT EXISTS transactions_confirmed ON transactions (
     WHERE json_extract(body, '$.confirmed_at') IS NOT NULL;
 CREATE TABLE IF NOT EXISTS reconciliations (id TEXT PRIMARY KEY, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS calendars (id TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS bank_files (id TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rail_cutoffs (
     environment TEXT NOT NULL, rail TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL,
     PRIMARY KEY (environment, rail));

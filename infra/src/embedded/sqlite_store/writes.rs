@@ -344,6 +344,14 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 params![calendar.id.as_str(), calendar.version as i64, json(calendar)],
             )?)?;
         }
+        Write::PutBankFile(file) => {
+            one_row(tx.run(
+                "INSERT INTO bank_files (id, version, body) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body
+                 WHERE bank_files.version = excluded.version - 1",
+                params![file.id.as_str(), file.version as i64, json(file)],
+            )?)?;
+        }
         Write::PutRailCutoffs(cutoffs) => {
             one_row(tx.run(
                 "INSERT INTO rail_cutoffs (environment, rail, version, body) VALUES (?1, ?2, ?3, ?4)
