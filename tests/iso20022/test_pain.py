@@ -168,3 +168,24 @@ def test_a_generated_pain001_is_taken_and_each_report_is_valid_as_it_moves(serve
     status, _, body = server.call("POST", "/v1/files?workflow=auto&rail=psp-local:sandbox", customer_key, xml,
                                   content_type="application/xml")
     assert status == 409 and json.loads(body)["error"]["code"] == "duplicate_file", body
+
+
+def test_every_pain001_a_file_rail_sent_its_bank_is_valid_against_the_published_schema():
+    """The file rail's scenarios (tests/support/scenarios/file_rail.rs) keep each pain.001 the
+    service handed to their bank in OPS_BANK_FILES; each is held to ISO 20022's published
+    pain.001.001.09 schema (as sepaxml ships it) and read back for what it must carry."""
+    folder = os.environ.get("OPS_BANK_FILES")
+    if not folder:
+        pytest.skip("OPS_BANK_FILES is set by scripts/test when the whole suite runs")
+    files = sorted(pathlib.Path(folder).glob("*.xml"))
+    assert files, f"no pain.001 in {folder}: the file rail's scenarios did not run"
+    schema = xmlschema.XMLSchema(str(SCHEMAS / "pain.001.001.09.xsd"))
+    for path in files:
+        xml = path.read_text()
+        schema.validate(xml)
+        document = schema.to_dict(xml)
+        initiation = document["CstmrCdtTrfInitn"]
+        assert initiation["GrpHdr"]["MsgId"] == path.stem
+        transactions = [tx for information in initiation["PmtInf"] for tx in information["CdtTrfTxInf"]]
+        assert int(initiation["GrpHdr"]["NbOfTxs"]) == len(transactions)
+        assert all(tx["PmtId"]["InstrId"].startswith("txn_") for tx in transactions)
