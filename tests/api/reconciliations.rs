@@ -791,11 +791,11 @@ async fn a_batch_booking_is_matched_detail_by_detail_and_its_total_checked() {
 }
 
 /// A bank that notifies each booking as it happens (camt.054) is reconciled as a statement
-/// is, entry by entry.
+/// is, entry by entry; a payout of the same day it does not notify is not missing from it.
 #[tokio::test]
 async fn a_camt054_notification_is_reconciled_as_a_statement_is() {
     let app = spawn_app().await;
-    let lines = confirmed_payouts(&app, &[41_000]).await;
+    let lines = confirmed_payouts(&app, &[41_000, 42_000]).await;
     let (today, payout) = (lines[&41_000][5].clone(), lines[&41_000][1].clone());
     let camt = format!(
         r#"<?xml version="1.0" encoding="UTF-8"?>

@@ -17,7 +17,8 @@
 //! outcome and are left out. The statements' (reports', notifications') `FrToDt` give the
 //! period, and their opening and closing booked balances (`Bal` of type `OPBD`, `PRCD` or
 //! `CLBD`) are read for the ledger's check. Versions .001.02 to .001.13 share these elements; anything else in the document is
-//! ignored.
+//! ignored. A camt.054 notifies the bookings it lists, not every booking of its days, so no
+//! transaction is `missing` from it.
 
 use crate::ids::TransactionId;
 use crate::money::{Amount, Currency};
@@ -259,7 +260,11 @@ pub fn parse(format: StatementFormat, xml: &[u8]) -> Result<Statement, String> {
         _ => document.bk_to_cstmr_stmt.map(|s| s.stmt),
     };
     let parts = parts.ok_or_else(|| format!("not a {name} document: no /Document/{root}"))?;
-    let mut statement = Statement::default();
+    let mut statement = Statement {
+        // A notification tells of the bookings it notifies, not of every booking of its days.
+        partial: format == StatementFormat::Camt054,
+        ..Statement::default()
+    };
     let mut entries = 0u32;
     for (s, stmt) in parts.iter().enumerate() {
         if let Some(period) = &stmt.fr_to_dt {

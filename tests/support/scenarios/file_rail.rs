@@ -86,11 +86,11 @@ async fn transaction(api: &Api, key: &str, id: &str) -> Value {
     api.get(&format!("/v1/transactions/{id}"), key).await.json()
 }
 
-/// Three payouts wait in one bank file; one is cancelled before the cut-off; at the cut-off
-/// (the poll firing twice at once) the bank gets one pain.001 of the other two, which are
+/// Four payouts wait in one bank file; one is cancelled before the cut-off; at the cut-off
+/// (the poll firing twice at once) the bank gets one pain.001 of the other three, which are
 /// `submitted` under the file's id; a cancel after it is refused naming the cut-off; the
-/// bank's pain.002 confirms one and fails the other, and the same report again changes
-/// nothing.
+/// bank's pain.002 confirms one and fails another, the same report again changes nothing,
+/// and its camt.054 confirms the third.
 pub async fn a_file_rails_payouts_go_to_the_bank_in_one_file_at_its_cutoff(
     api: &Api,
     driver: &Driver,
@@ -100,7 +100,7 @@ pub async fn a_file_rails_payouts_go_to_the_bank_in_one_file_at_its_cutoff(
     bank_with_a_cutoff(api, clock).await;
     let customer = api.create_customer().await;
     let mut waiting = vec![];
-    for amount in [150_000, 250_000, 350_000] {
+    for amount in [150_000, 250_000, 350_000, 450_000] {
         waiting.push(bank_payout(api, &customer, amount, driver).await);
     }
     let file_id = waiting[0]["bank_file"].as_str().expect("in a bank file").to_owned();
@@ -119,7 +119,7 @@ pub async fn a_file_rails_payouts_go_to_the_bank_in_one_file_at_its_cutoff(
         (open["object"].as_str(), open["status"].as_str()),
         (Some("bank_file"), Some("open"))
     );
-    assert_eq!(open["transaction_ids"].as_array().map(Vec::len), Some(3), "{open}");
+    assert_eq!(open["transaction_ids"].as_array().map(Vec::len), Some(4), "{open}");
     let early = api
         .get(&format!("/v1/bank_files/{file_id}?format=pain.001"), ADMIN_KEY)
         .await;
@@ -130,7 +130,7 @@ pub async fn a_file_rails_payouts_go_to_the_bank_in_one_file_at_its_cutoff(
     let hidden = api.get(&format!("/v1/bank_files/{file_id}"), &customer.key).await;
     assert_eq!(hidden.status, 404, "a customer does not see the rail's files");
 
-    let cancelled_id = waiting[2]["id"].as_str().unwrap();
+    let cancelled_id = waiting[3]["id"].as_str().unwrap();
     let cancelled = api
         .post(
             &format!("/v1/transactions/{cancelled_id}/cancel"),
@@ -143,7 +143,7 @@ pub async fn a_file_rails_payouts_go_to_the_bank_in_one_file_at_its_cutoff(
     assert_eq!(cancelled["status"], "failed", "{cancelled}");
     assert_eq!(cancelled["cause"]["code"], "cancelled_before_cutoff", "{cancelled}");
     let open = api.get(&format!("/v1/bank_files/{file_id}"), ADMIN_KEY).await.json();
-    assert_eq!(open["transaction_ids"].as_array().map(Vec::len), Some(2), "{open}");
+    assert_eq!(open["transaction_ids"].as_array().map(Vec::len), Some(3), "{open}");
     crate::settle(driver, clock, Duration::minutes(30), 3).await;
     assert!(bank.handovers().is_empty(), "nothing goes before the cut-off");
 
@@ -154,14 +154,14 @@ pub async fn a_file_rails_payouts_go_to_the_bank_in_one_file_at_its_cutoff(
     second.unwrap();
     crate::settle(driver, clock, Duration::minutes(1), 3).await;
     let files = bank.files();
-    let sent: Vec<String> = waiting[..2]
+    let sent: Vec<String> = waiting[..3]
         .iter()
         .map(|t| t["id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(
         files,
         BTreeMap::from([(file_id.clone(), sent.clone())]),
-        "one file of the two"
+        "one file of the three"
     );
     assert_eq!(bank.handovers().len(), 1, "handed over once");
     assert_eq!(bank.misuse(), (0, 0), "no instruction one by one, every request signed");
@@ -169,7 +169,7 @@ pub async fn a_file_rails_payouts_go_to_the_bank_in_one_file_at_its_cutoff(
     keep_for_the_schema_check(&file_id, &pain001);
     assert!(pain001.contains(&format!("<MsgId>{file_id}</MsgId>")), "{pain001}");
     assert!(pain001.contains("<EndToEndId>E2E-150000</EndToEndId>"), "{pain001}");
-    assert!(pain001.contains("<CtrlSum>400000</CtrlSum>"), "{pain001}");
+    assert!(pain001.contains("<CtrlSum>750000</CtrlSum>"), "{pain001}");
     for id in &sent {
         let submitted = transaction(api, &customer.key, id).await;
         assert_eq!(submitted["status"], "submitted", "{submitted}");
@@ -204,16 +204,23 @@ pub async fn a_file_rails_payouts_go_to_the_bank_in_one_file_at_its_cutoff(
     );
 
     let report = pain002(&file_id, &[(&sent[0], "ACSC", 150_000), (&sent[1], "RJCT", 250_000)]);
-    let imported = import_pain002(api, &report).await;
+    let imported = import_statement(api, "pain002", &report).await;
     assert_eq!(imported["transitions_applied"], 2, "{imported}");
     assert_eq!(transaction(api, &customer.key, &sent[0]).await["status"], "confirmed");
     assert_eq!(transaction(api, &customer.key, &sent[1]).await["status"], "failed");
-    let again = import_pain002(api, &report).await;
+    let again = import_statement(api, "pain002", &report).await;
     assert_eq!(
         again["id"], imported["id"],
         "the same report is the same reconciliation"
     );
     assert_eq!(transaction(api, &customer.key, &sent[0]).await["status"], "confirmed");
+    // The bank's debit notification names the third by its InstrId, beside the customer's
+    // end-to-end id; the others, confirmed the same day, are not missing from it.
+    let notification = camt054(&sent[2], "E2E-350000", 350_000, clock.now().date());
+    let notified = import_statement(api, "camt054", &notification).await;
+    assert_eq!(notified["transitions_applied"], 1, "{notified}");
+    assert_eq!(notified["outcomes"]["missing"], 0, "{notified}");
+    assert_eq!(transaction(api, &customer.key, &sent[2]).await["status"], "confirmed");
     assert_eq!(bank.handovers().len(), 1);
 }
 
@@ -248,12 +255,26 @@ pub fn pain002(file_id: &str, transactions: &[(&str, &str, i64)]) -> String {
     )
 }
 
-async fn import_pain002(api: &Api, report: &str) -> Value {
+/// A bank's camt.054 debit notification of one booking of `amount` CLP on `day`, naming the
+/// payment by `InstrId` and `EndToEndId`.
+pub fn camt054(instruction_id: &str, end_to_end_id: &str, amount: i64, day: time::Date) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+         <Document xmlns=\"urn:iso:std:iso:20022:tech:xsd:camt.054.001.08\"><BkToCstmrDbtCdtNtfctn>\
+         <GrpHdr><MsgId>BANK-N-{instruction_id}</MsgId><CreDtTm>{day}T18:00:00</CreDtTm></GrpHdr>\
+         <Ntfctn><Id>N1</Id><Ntry><Amt Ccy=\"CLP\">{amount}</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts><Cd>BOOK</Cd></Sts>\
+         <BookgDt><Dt>{day}</Dt></BookgDt><NtryDtls><TxDtls><Refs><InstrId>{instruction_id}</InstrId>\
+         <EndToEndId>{end_to_end_id}</EndToEndId></Refs></TxDtls></NtryDtls></Ntry></Ntfctn>\
+         </BkToCstmrDbtCdtNtfctn></Document>"
+    )
+}
+
+async fn import_statement(api: &Api, format: &str, statement: &str) -> Value {
     use base64::Engine;
     let body = json!({
         "rail": BANK_RAIL,
-        "format": "pain002",
-        "statement": base64::engine::general_purpose::STANDARD.encode(report),
+        "format": format,
+        "statement": base64::engine::general_purpose::STANDARD.encode(statement),
     });
     let imported = api.post("/v1/reconciliations", ADMIN_KEY, body).await;
     assert!(imported.status.is_success(), "{}", imported.json());
