@@ -204,6 +204,10 @@ pub struct StatementLine {
     /// The day the rail booked it, when the statement says.
     #[serde(default, with = "iso_date::option")]
     pub booked_on: Option<Date>,
+    /// The end-to-end id the statement gives when it is not one of ours: the customer's own
+    /// (ISO 20022 `EndToEndId`), which finds its transaction when nothing else names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_to_end_id: Option<String>,
 }
 
 /// The days a statement covers, both included.

@@ -212,8 +212,8 @@ fn assert_has_required(schema_name: &str, value: &Value) {
 
 /// Every id an answer holds says its kind's prefix, so a generated client can type it; those
 /// that are not the service's ids (a history entry names an entity of any kind, a statement
-/// line the bank's reference, a transaction its customer's end-to-end id) are the only ones
-/// without.
+/// line the bank's reference, a line or a transaction its customer's end-to-end id) are the
+/// only ones without.
 #[test]
 fn every_id_an_answer_holds_documents_its_kind() {
     let doc = document();
@@ -232,6 +232,7 @@ fn every_id_an_answer_holds_documents_its_kind() {
         unshaped,
         [
             "HistoryEntry.entity_id",
+            "ReconciliationLine.end_to_end_id",
             "ReconciliationLine.statement_transaction_id",
             "Transaction.end_to_end_id",
             "TransactionEventData.end_to_end_id"

@@ -184,6 +184,7 @@ fn detail(fields: &[Field], currency: &Currency, day: Date) -> Result<StatementL
         reversal: false,
         batch: None,
         booked_on: Some(day),
+        end_to_end_id: None,
     })
 }
 

@@ -96,6 +96,7 @@ pub(super) fn mismatch_lines(checks: &[BalanceCheck], lines: &mut Vec<Reconcilia
             outcome: LineOutcome::BalanceMismatch,
             rail_reference: None,
             statement_transaction_id: None,
+            end_to_end_id: None,
             amount: None,
             currency: Some(check.currency.clone()),
             status: None,

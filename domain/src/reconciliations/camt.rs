@@ -1,26 +1,24 @@
 //! ISO 20022 bank-to-customer cash management messages, read into statement lines: `camt.053`
 //! (the end-of-day statement, `BkToCstmrStmt/Stmt`), `camt.052` (the intraday account report,
 //! `BkToCstmrAcctRpt/Rpt`) and `camt.054` (debit and credit notifications, entry by entry,
-//! `BkToCstmrDbtCdtNtfctn/Ntfctn`). The three share their entries (`Ntry`), so one reading
-//! serves them.
+//! `BkToCstmrDbtCdtNtfctn/Ntfctn`, which tell of the bookings they list only, so no transaction
+//! is `missing` from one). The three share their entries (`Ntry`), so one reading serves them.
 //!
 //! Each booked entry (`Ntry` with status `BOOK`) becomes a line: its amount and currency
 //! (`Amt@Ccy`), its direction (`CdtDbtInd`), its booking day (`BookgDt`), the rail's reference
-//! (`AcctSvcrRef` of the entry or of its transaction details, else `NtryRef`; all optional) and
-//! our transaction id when the end-to-end id carries one. A reversal (`RvslInd`) is the
-//! booking it reverses coming back: `returned`, with that booking's direction (the indicator
-//! flipped); return information (`RtrInf`) makes it `returned`; status `RJCT` `failed`. An
-//! entry that books several payments as one (a batch: transaction details each with its own
-//! amount, `TxDtls/Amt` or `TxDtls/AmtDtls/TxAmt/Amt`) is a line per detail, each with its
-//! own amount, direction and references and the entry it belongs to (its number among the
-//! document's `Ntry`) with the entry's amount. Pending and information-only entries tell no
-//! outcome and are left out. The statements' (reports', notifications') `FrToDt` give the
-//! period, and their opening and closing booked balances (`Bal` of type `OPBD`, `PRCD` or
-//! `CLBD`) are read for the ledger's check. Versions .001.02 to .001.13 share these elements; anything else in the document is
-//! ignored. A camt.054 notifies the bookings it lists, not every booking of its days, so no
-//! transaction is `missing` from it.
+//! (`AcctSvcrRef` of the entry or of its transaction details, else `NtryRef`; all optional),
+//! our transaction id when `InstrId` or the end-to-end id carries one, and the customer's
+//! end-to-end id. A reversal (`RvslInd`) is the booking it reverses coming back: `returned`,
+//! with that booking's direction (the indicator flipped); return information (`RtrInf`) makes
+//! it `returned`; status `RJCT` `failed`. An entry that books several payments as one (a
+//! batch: transaction details each with its own amount, `TxDtls/Amt` or
+//! `TxDtls/AmtDtls/TxAmt/Amt`) is a line per detail, each with its own amount, direction and
+//! references and the entry it belongs to (its number among the document's `Ntry`) with the
+//! entry's amount. Pending and information-only entries tell no outcome and are left out. The
+//! statements' (reports', notifications') `FrToDt` give the period, and their opening and
+//! closing booked balances (`Bal` of type `OPBD`, `PRCD` or `CLBD`) are read for the ledger's
+//! check. Versions .001.02 to .001.13 share these elements; anything else is ignored.
 
-use crate::ids::TransactionId;
 use crate::money::{Amount, Currency};
 use crate::rail::{
     BalanceKind, BatchDetail, EntryDirection, Period, Statement, StatementBalance, StatementFormat, StatementLine,
@@ -364,11 +362,10 @@ pub fn parse(format: StatementFormat, xml: &[u8]) -> Result<Statement, String> {
                     .map(str::trim)
                     .filter(|r| !r.is_empty())
                     .map(str::to_owned);
-                // A file rail's files carry the transaction's id as `InstrId` and the
-                // customer's end-to-end id beside it; an instruction's as `EndToEndId`.
-                let ours = |id: Option<&String>| id.and_then(|id| TransactionId::parse(id.trim()));
-                let transaction_id =
-                    references.and_then(|r| ours(r.instr_id.as_ref()).or_else(|| ours(r.end_to_end_id.as_ref())));
+                let (transaction_id, end_to_end_id) = super::named_by(
+                    references.and_then(|r| r.instr_id.as_deref()),
+                    references.and_then(|r| r.end_to_end_id.as_deref()),
+                );
                 statement.lines.push(StatementLine {
                     rail_reference,
                     transaction_id,
@@ -383,6 +380,7 @@ pub fn parse(format: StatementFormat, xml: &[u8]) -> Result<Statement, String> {
                         entry_amount,
                     }),
                     booked_on,
+                    end_to_end_id,
                 });
             }
         }

@@ -1,5 +1,6 @@
 //! Matching a statement's lines to transactions, as the rail's rules say: by the rail's
-//! reference, by our transaction id (the end-to-end id the rail was given), by amount,
+//! reference, by our transaction id (the end-to-end id the rail was given, or the customer's
+//! when that is all the line gives and one transaction alone carries it), by amount,
 //! currency, direction and day, in the rules' order; then, if the rules allow, a line nothing
 //! matched against a group of transactions that add up to it. Pure: the use case reads the
 //! transactions, this decides.
@@ -36,6 +37,9 @@ struct Known<'a> {
     all: &'a [Transaction],
     by_reference: HashMap<&'a str, usize>,
     by_id: HashMap<&'a str, usize>,
+    /// By the customer's end-to-end id, where one transaction alone carries it (customers'
+    /// ids are unique per customer, not across them).
+    by_end_to_end_id: HashMap<&'a str, Option<usize>>,
     by_value: HashMap<(&'a str, EntryDirection), BTreeMap<i64, Vec<usize>>>,
 }
 
@@ -60,6 +64,13 @@ impl<'a> Known<'a> {
                 .filter_map(|(i, t)| t.rail_reference.as_deref().map(|r| (r, i)))
                 .collect(),
             by_id: all.iter().enumerate().map(|(i, t)| (t.id.as_str(), i)).collect(),
+            by_end_to_end_id: all.iter().enumerate().fold(HashMap::new(), |mut found, (i, t)| {
+                if let Some(id) = t.end_to_end_id.as_deref() {
+                    // A second transaction with the id makes it name neither.
+                    found.entry(id).and_modify(|one| *one = None).or_insert(Some(i));
+                }
+                found
+            }),
             by_value,
         }
     }
@@ -112,10 +123,11 @@ pub fn match_statement(
                     .rail_reference
                     .as_deref()
                     .and_then(|reference| index.by_reference.get(reference).copied()),
-                MatchedBy::TransactionId => line
-                    .transaction_id
-                    .as_ref()
-                    .and_then(|id| index.by_id.get(id.as_str()).copied()),
+                MatchedBy::TransactionId => match (&line.transaction_id, &line.end_to_end_id) {
+                    (Some(id), _) => index.by_id.get(id.as_str()).copied(),
+                    (None, Some(id)) => index.by_end_to_end_id.get(id.as_str()).copied().flatten(),
+                    (None, None) => None,
+                },
                 MatchedBy::AmountAndDate => index.by_value(line, &claimed, period, rules),
                 MatchedBy::Group => None,
             };
@@ -126,6 +138,7 @@ pub fn match_statement(
             outcome: LineOutcome::Unmatched,
             rail_reference: line.rail_reference.clone(),
             statement_transaction_id: line.transaction_id.clone(),
+            end_to_end_id: line.end_to_end_id.clone(),
             amount: Some(line.amount),
             currency: Some(line.currency.clone()),
             status: Some(line.status),
@@ -155,6 +168,9 @@ pub fn match_statement(
         if let Some((i, how)) = found {
             let transaction = &known[i];
             reconciled_line.transaction_id = Some(transaction.id.clone());
+            if reconciled_line.end_to_end_id.is_none() {
+                reconciled_line.end_to_end_id = transaction.end_to_end_id.clone();
+            }
             reconciled_line.matched_by = Some(how);
             reconciled_line.transaction_amount = Some(transaction.amount);
             reconciled_line.transaction_currency = Some(transaction.currency.clone());
@@ -218,6 +234,7 @@ pub fn match_statement(
             outcome: LineOutcome::Missing,
             rail_reference: transaction.rail_reference.clone(),
             statement_transaction_id: None,
+            end_to_end_id: transaction.end_to_end_id.clone(),
             amount: None,
             currency: None,
             status: None,
@@ -269,6 +286,7 @@ fn add_up_batches(reconciled: &mut Vec<ReconciliationLine>) {
                 outcome: LineOutcome::Mismatched,
                 rail_reference: None,
                 statement_transaction_id: None,
+                end_to_end_id: None,
                 amount: Some(entry_amount),
                 transaction_id: None,
                 matched_by: None,
@@ -332,6 +350,7 @@ pub(super) mod tests {
             reversal: false,
             batch: None,
             booked_on: Some(date!(2026 - 11 - 24)),
+            end_to_end_id: None,
         }
     }
 
@@ -484,5 +503,64 @@ pub(super) mod tests {
             (result[0].outcome, result[0].matched_by),
             (LineOutcome::Matched, Some(MatchedBy::AmountAndDate))
         );
+    }
+
+    /// A bank that gives back only the customer's end-to-end id finds the one transaction
+    /// that carries it, ahead of another of the same amount and day; an id two transactions
+    /// carry names neither, and the line is matched by value. Every line shows the id.
+    #[test]
+    fn a_line_naming_only_the_customers_end_to_end_id_finds_its_transaction() {
+        let on = datetime!(2026-11-24 10:00 UTC);
+        let carrying = |id: &str, end_to_end_id: &str| Transaction {
+            end_to_end_id: Some(end_to_end_id.into()),
+            rail_reference: None,
+            ..confirmed(id, "", 100, on)
+        };
+        let known = vec![
+            carrying("txn_a", "INV-1"),
+            carrying("txn_b", "INV-2"),
+            carrying("txn_c", "PAYROLL"),
+            carrying("txn_d", "PAYROLL"),
+        ];
+        let period = Period {
+            from: on.date(),
+            to: on.date(),
+        };
+        let naming = |end_to_end_id: &str| StatementLine {
+            rail_reference: None,
+            end_to_end_id: Some(end_to_end_id.into()),
+            ..line("", None, 100, StatementStatus::Confirmed)
+        };
+        let result = match_statement(
+            &[naming("INV-2"), naming("PAYROLL")],
+            &known,
+            period,
+            &MatchingRules::default(),
+        );
+        let seen: Vec<_> = result
+            .iter()
+            .take(2)
+            .map(|l| {
+                (
+                    l.transaction_id.as_ref().map(|t| t.to_string()),
+                    l.matched_by,
+                    l.end_to_end_id.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen[0],
+            (
+                Some("txn_b".into()),
+                Some(MatchedBy::TransactionId),
+                Some("INV-2".into())
+            )
+        );
+        assert_eq!(
+            (seen[1].1, seen[1].2.as_deref()),
+            (Some(MatchedBy::AmountAndDate), Some("PAYROLL"))
+        );
+        let missing: Vec<_> = result[2..].iter().map(|l| l.end_to_end_id.clone()).collect();
+        assert!(missing.iter().all(Option::is_some), "{missing:?}");
     }
 }

@@ -34,6 +34,18 @@ pub fn read_bank_statement(format: StatementFormat, bytes: &[u8]) -> Result<crat
     }
 }
 
+/// What a payment's references name: our transaction (its `InstrId`, which a file rail's
+/// files set to the transaction's id, else its `EndToEndId`, which an instruction's is), and
+/// the customer's end-to-end id when that is not one of ours.
+fn named_by(instruction_id: Option<&str>, end_to_end_id: Option<&str>) -> (Option<TransactionId>, Option<String>) {
+    let ours = |id: Option<&str>| id.and_then(|id| TransactionId::parse(id.trim()));
+    let customers = end_to_end_id
+        .map(str::trim)
+        .filter(|id| !id.is_empty() && *id != "NOTPROVIDED" && TransactionId::parse(id).is_none())
+        .map(str::to_owned);
+    (ours(instruction_id).or_else(|| ours(end_to_end_id)), customers)
+}
+
 use crate::access::Environment;
 use crate::cause::Cause;
 use crate::ids::{ReconciliationId, TransactionId, WorkItemId};
@@ -98,7 +110,8 @@ impl LineOutcome {
 #[serde(rename_all = "snake_case")]
 pub enum MatchedBy {
     RailReference,
-    /// The transaction id, which is the end-to-end id the rail was given.
+    /// The transaction id, which is the end-to-end id the rail was given; or, when the
+    /// statement gives only the customer's end-to-end id, the one transaction carrying it.
     TransactionId,
     /// Same currency and direction, the amount within the rules' tolerance, booked within
     /// their date window of its confirmation.
@@ -156,6 +169,9 @@ pub struct ReconciliationLine {
     pub rail_reference: Option<String>,
     /// The transaction id the statement gives, if any.
     pub statement_transaction_id: Option<TransactionId>,
+    /// The customer's end-to-end id: the statement's, else its transaction's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_to_end_id: Option<String>,
     pub amount: Option<Amount>,
     pub currency: Option<Currency>,
     pub status: Option<StatementStatus>,
@@ -405,6 +421,7 @@ mod tests {
             outcome,
             rail_reference: Some("sbx_1".into()),
             statement_transaction_id: None,
+            end_to_end_id: None,
             amount: Amount::new(150),
             currency: Currency::parse("USD"),
             status: Some(StatementStatus::Returned),

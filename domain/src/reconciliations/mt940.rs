@@ -206,6 +206,7 @@ fn line_of(field: &Field, currency: &Currency, message: usize) -> Result<Stateme
         reversal,
         batch: None,
         booked_on: Some(booked_on),
+        end_to_end_id: None,
     })
 }
 

@@ -7,7 +7,6 @@
 //! lists, so no other transaction is `missing` from it.
 //! Versions .001.03 to .001.12 share these elements.
 
-use crate::ids::TransactionId;
 use crate::money::Currency;
 use crate::rail::{EntryDirection, Statement, StatementLine, StatementStatus};
 use serde::Deserialize;
@@ -127,7 +126,10 @@ pub fn parse(xml: &[u8]) -> Result<Statement, String> {
                     &format!("bad amount {:?} for {currency}", money.value),
                 )
             })?;
-            let ours = |id: &Option<String>| id.as_deref().and_then(|id| TransactionId::parse(id.trim()));
+            let (transaction_id, end_to_end_id) = super::named_by(
+                transaction.orgnl_instr_id.as_deref(),
+                transaction.orgnl_end_to_end_id.as_deref(),
+            );
             statement.lines.push(StatementLine {
                 rail_reference: transaction
                     .acct_svcr_ref
@@ -135,7 +137,7 @@ pub fn parse(xml: &[u8]) -> Result<Statement, String> {
                     .map(str::trim)
                     .filter(|r| !r.is_empty())
                     .map(str::to_owned),
-                transaction_id: ours(&transaction.orgnl_instr_id).or_else(|| ours(&transaction.orgnl_end_to_end_id)),
+                transaction_id,
                 amount,
                 currency,
                 status,
@@ -144,6 +146,7 @@ pub fn parse(xml: &[u8]) -> Result<Statement, String> {
                 reversal: false,
                 batch: None,
                 booked_on: None,
+                end_to_end_id,
             });
         }
     }

@@ -243,6 +243,7 @@ pub fn parse_csv(statement: &[u8]) -> Result<Statement, RailError> {
                             .map_err(|_| bad("booked_on", "a date (YYYY-MM-DD) or empty", booked))?,
                     ),
                 },
+                end_to_end_id: None,
             })
         })
         .collect::<Result<_, _>>()?;

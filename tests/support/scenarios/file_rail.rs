@@ -220,6 +220,18 @@ pub async fn a_file_rails_payouts_go_to_the_bank_in_one_file_at_its_cutoff(
     let notified = import_statement(api, "camt054", &notification).await;
     assert_eq!(notified["transitions_applied"], 1, "{notified}");
     assert_eq!(notified["outcomes"]["missing"], 0, "{notified}");
+    let lines = api
+        .get(
+            &format!("/v1/reconciliations/{}/lines", notified["id"].as_str().unwrap()),
+            ADMIN_KEY,
+        )
+        .await
+        .json();
+    assert_eq!(lines["data"][0]["transaction_id"], sent[2].as_str(), "{lines}");
+    assert_eq!(
+        lines["data"][0]["end_to_end_id"], "E2E-350000",
+        "the customer's id is shown: {lines}"
+    );
     assert_eq!(transaction(api, &customer.key, &sent[2]).await["status"], "confirmed");
     assert_eq!(bank.handovers().len(), 1);
 }
