@@ -49,6 +49,7 @@ pub mod text;
 pub mod transactions;
 pub mod validate;
 pub mod webhooks;
+mod xml_writer;
 pub mod zone;
 
 pub use error::DomainError;

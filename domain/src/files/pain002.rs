@@ -26,6 +26,7 @@ use crate::event_data::EventData;
 use crate::ids::{CustomerId, EventId};
 use crate::operations::{Operation, OperationStatus};
 use crate::transactions::{Transaction, TransactionStatus};
+use crate::xml_writer::Xml;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
@@ -233,25 +234,6 @@ pub fn status_report_event(id: EventId, operation: &Operation) -> Option<Event> 
         operation.updated_at,
         data,
     ))
-}
-
-/// XML written element by element, one per line, text escaped.
-#[derive(Default)]
-struct Xml(String);
-
-impl Xml {
-    fn open(&mut self, name: &str) {
-        self.0.push_str(&format!("<{name}>\n"));
-    }
-
-    fn close(&mut self, name: &str) {
-        self.0.push_str(&format!("</{name}>\n"));
-    }
-
-    fn text(&mut self, name: &str, value: &str) {
-        self.0
-            .push_str(&format!("<{name}>{}</{name}>\n", quick_xml::escape::escape(value)));
-    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use crate::ids::{BankFileId, TransactionId};
 use crate::money::Currency;
 use crate::ports::StoreError;
 use crate::transactions::Transaction;
+use crate::xml_writer::Xml;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -275,25 +276,6 @@ fn decimal(minor_units: i128, currency: &Currency) -> String {
         minor_units % scale,
         width = digits as usize
     )
-}
-
-/// XML written element by element, one per line, text escaped.
-#[derive(Default)]
-struct Xml(String);
-
-impl Xml {
-    fn open(&mut self, name: &str) {
-        self.0.push_str(&format!("<{name}>\n"));
-    }
-
-    fn close(&mut self, name: &str) {
-        self.0.push_str(&format!("</{name}>\n"));
-    }
-
-    fn text(&mut self, name: &str, value: &str) {
-        self.0
-            .push_str(&format!("<{name}>{}</{name}>\n", quick_xml::escape::escape(value)));
-    }
 }
 
 #[cfg(test)]
