@@ -516,7 +516,9 @@ pub fn event_types() -> impl Iterator<Item = String> {
     let endpoints = WEBHOOK_ENDPOINT_EVENTS
         .iter()
         .map(|change| format!("webhook_endpoint.{change}"));
+    let limits = std::iter::once(crate::limits::WARNING_EVENT.to_owned());
     operations
+        .chain(limits)
         .chain(transactions)
         .chain(schedules)
         .chain(ledger)

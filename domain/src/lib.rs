@@ -35,6 +35,7 @@ pub mod history;
 pub mod idempotency;
 pub mod ids;
 pub mod ledger;
+pub mod limits;
 pub mod money;
 pub mod operation_type;
 pub mod operations;

@@ -172,6 +172,11 @@ pub enum Write {
     /// still one less) and moves its count and amount from the column it leaves to the one it
     /// enters, on its customer's board and the platform's.
     MoveOnBoard(crate::desk::board::BoardMove),
+    /// Insert (version 1) or replace if the stored version is still `limits.version - 1`.
+    PutPayoutLimits(crate::limits::PayoutLimits),
+    /// Sets a limit's counter to `after` if it still holds `before` (a counter never written
+    /// holds 0); otherwise a conflict.
+    UseLimit(crate::limits::LimitUse),
     /// Insert; with `unique_bytes`, a file of the same customer and bytes is a conflict.
     InsertFile {
         file: File,
@@ -373,6 +378,7 @@ pub trait Store:
     + crate::calendars::CalendarStore
     + crate::transactions::BankFileStore
     + crate::tallies::TallyStore
+    + crate::limits::LimitStore
     + HistoryStore
 {
 }
@@ -393,6 +399,7 @@ impl<T> Store for T where
         + crate::calendars::CalendarStore
         + crate::transactions::BankFileStore
         + crate::tallies::TallyStore
+        + crate::limits::LimitStore
         + HistoryStore
 {
 }

@@ -44,6 +44,9 @@ pub(super) struct DeskFacts {
     cause: Option<serde_json::Value>,
     /// An operation event's snapshot of the operation: where it stands on the board.
     pub(super) object: Option<BoardFacts>,
+    /// A payout limit's warning: its counter and the share of the limit reached.
+    counter: Option<String>,
+    percent: Option<u8>,
 }
 
 /// What the board reads of an operation's snapshot (absent fields: the board does not move).
@@ -80,6 +83,8 @@ impl DeskFacts {
             SubjectType::Operation
         } else if event.kind.starts_with("transaction.") {
             SubjectType::Transaction
+        } else if event.kind == crate::limits::WARNING_EVENT {
+            SubjectType::PayoutLimit
         } else {
             return DeskFacts::default();
         };
@@ -97,6 +102,11 @@ impl DeskFacts {
             _ => None,
         }
     }
+}
+
+/// The cause an event carries, if it reads as one.
+fn event_cause(facts: &DeskFacts) -> Option<Cause> {
+    facts.cause.as_ref().and_then(|cause| Cause::deserialize(cause).ok())
 }
 
 impl Service {
@@ -199,7 +209,7 @@ impl Service {
         let mut changesets = vec![];
         // Events come in order, so the one that moves a subject out of a state closes its item
         // with that transition's own cause, even if the subject has moved on since.
-        let event_cause = facts.cause.as_ref().and_then(|cause| Cause::deserialize(cause).ok());
+        let event_cause = event_cause(facts);
         for mut wanted in self.wanted_items(event, facts).await? {
             if let Some(cause) = &event_cause {
                 wanted.cause = cause.clone();
@@ -294,6 +304,27 @@ impl Service {
                 subject_created_by: (queue == Queue::Approvals).then_some(operation.created_by),
                 open: true,
                 cause: operation.cause,
+            }]);
+        }
+        if facts.subject_type == Some(SubjectType::PayoutLimit) {
+            // A warning stays on the desk until someone acknowledges it.
+            let (Some(counter), Some(percent), Some(cause)) = (&facts.counter, facts.percent, &event_cause(facts))
+            else {
+                return Ok(vec![]);
+            };
+            return Ok(vec![Wanted {
+                queue: Queue::Exceptions,
+                kind: "payout_limit_warning",
+                subject: Subject {
+                    kind: SubjectType::PayoutLimit,
+                    id: format!("{counter}:{percent}"),
+                },
+                customer_id: event.customer_id.clone(),
+                required_role: None,
+                subject_created_by: None,
+                subject_decided_by: vec![],
+                open: true,
+                cause: cause.clone(),
             }]);
         }
         if facts.subject_type == Some(SubjectType::Transaction) {

@@ -354,6 +354,10 @@ impl Service {
                 let cause = acknowledged("reason_required", "The occurrence made nothing.")?;
                 self.close_and_show(principal, &item, cause).await
             }
+            SubjectType::PayoutLimit => {
+                let cause = acknowledged("reason_required", "A limit's warning is read, not redone.")?;
+                self.close_and_show(principal, &item, cause).await
+            }
             SubjectType::WebhookEndpoint => {
                 let why = "The endpoint's item closes when it answers again or is enabled again.";
                 let cause = acknowledged("reason_required", why)?;

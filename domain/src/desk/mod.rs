@@ -137,6 +137,8 @@ pub enum SubjectType {
     StatementLine,
     /// A webhook endpoint failing (its id) or disabled (`<endpoint id>:disabled`).
     WebhookEndpoint,
+    /// A share of a customer's payout limit reached (`<counter>:<percent>`).
+    PayoutLimit,
 }
 
 /// What an item is about: it closes when this is resolved.

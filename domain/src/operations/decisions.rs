@@ -2,8 +2,9 @@
 
 use super::{Approval, Decision, Operation, OperationStatus, OperationTransition, StatusChange};
 use crate::access::Principal;
-use crate::cause::Cause;
+use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
+use crate::limits::{LimitCheck, LimitHold, OverLimit};
 use time::OffsetDateTime;
 
 /// Refuses a caller who speaks for `creator`, an operation's `created_by`: the creator's user
@@ -29,13 +30,16 @@ pub fn not_the_creator(principal: &Principal, creator: &str) -> Result<(), Domai
 
 /// The four-eyes rules: a decision is signed by a user holding the required role, never the
 /// operation's creator, at most once per user; one rejection rejects; enough distinct
-/// approvals approve.
+/// approvals approve. Then a payout's limits have their say (`limits`: what approving it would
+/// do to them): one it would pass rejects it or holds it for one more approval, by the role the
+/// limit names, which then approves it over the limit.
 pub fn record_decision(
     operation: &mut Operation,
     principal: &Principal,
     decision: Decision,
     comment: Option<String>,
     now: OffsetDateTime,
+    limits: Option<&LimitCheck>,
 ) -> Result<Option<StatusChange>, DomainError> {
     if operation.status != OperationStatus::PendingApproval {
         return Err(DomainError::invalid_state(
@@ -54,17 +58,37 @@ pub fn record_decision(
         )
     })?;
     not_the_creator(principal, &operation.created_by)?;
-    let requirement = operation
-        .approval_requirement
-        .ok_or_else(|| DomainError::invalid_state("no_approval_required", "This operation needs no approval."))?;
-    if !requirement.held_by(&user.roles) {
-        return Err(DomainError::forbidden(
-            "role_required",
-            format!(
-                "Deciding on this operation needs the role '{}'.",
-                requirement.roles_label()
-            ),
-        ));
+    let needed = operation.approval_requirement.map_or(0, |r| usize::from(r.count));
+    let given = operation
+        .approvals
+        .iter()
+        .filter(|a| a.decision == Decision::Approved && !a.for_limit)
+        .count();
+    // The workflow's approvals come first; the limit's, if one holds the operation, after.
+    let for_limit = given >= needed;
+    let no_approval = || DomainError::invalid_state("no_approval_required", "This operation needs no approval.");
+    match (for_limit, &operation.approval_requirement, &operation.limit_hold) {
+        (true, _, None) => return Err(no_approval()),
+        (true, _, Some(hold)) if !user.roles.contains(&hold.role) => {
+            return Err(DomainError::forbidden(
+                "role_required",
+                format!(
+                    "This operation is held over a payout limit; deciding on it needs the role '{}'.",
+                    hold.role.name()
+                ),
+            ))
+        }
+        (false, Some(requirement), _) if !requirement.held_by(&user.roles) => {
+            return Err(DomainError::forbidden(
+                "role_required",
+                format!(
+                    "Deciding on this operation needs the role '{}'.",
+                    requirement.roles_label()
+                ),
+            ))
+        }
+        (false, None, _) => return Err(no_approval()),
+        _ => {}
     }
     if operation.approvals.iter().any(|a| a.user_id == user.id) {
         return Err(DomainError::invalid_state(
@@ -77,39 +101,84 @@ pub fn record_decision(
         decision,
         comment: comment.clone(),
         at: now,
+        for_limit: for_limit && decision == Decision::Approved,
     });
     let actor = principal.actor();
-    match decision {
-        Decision::Rejected => {
-            let reason = comment.unwrap_or_default();
-            let cause = Cause::new(
-                "rejected_by_approver",
-                format!("Rejected by {}: {reason}", user.id),
-                actor,
-                now,
-            );
-            operation.apply(OperationTransition::Reject(cause)).map(Some)
-        }
-        Decision::Approved => {
-            let approvals = operation
-                .approvals
-                .iter()
-                .filter(|a| a.decision == Decision::Approved)
-                .count();
-            if approvals < requirement.count as usize {
-                return Ok(None);
+    if decision == Decision::Rejected {
+        let reason = comment.unwrap_or_default();
+        let cause = Cause::new(
+            "rejected_by_approver",
+            format!("Rejected by {}: {reason}", user.id),
+            actor,
+            now,
+        );
+        return operation.apply(OperationTransition::Reject(cause)).map(Some);
+    }
+    if let (true, Some(hold)) = (for_limit, &operation.limit_hold) {
+        let cause = Cause::new(
+            "payout_limit_approved",
+            format!(
+                "Approved over its payout limit by {} ({}): {}",
+                user.id,
+                hold.role.name(),
+                hold.reason
+            ),
+            actor,
+            now,
+        );
+        return operation.apply(OperationTransition::Approve(cause)).map(Some);
+    }
+    if given + 1 < needed {
+        return Ok(None);
+    }
+    if let Some(check) = limits.filter(|check| !check.within()) {
+        return match over_limit(check, now) {
+            (_, cause, None) => operation.apply(OperationTransition::Reject(cause)).map(Some),
+            (_, _, hold) => {
+                operation.limit_hold = hold;
+                Ok(None)
             }
-            let cause = Cause::new(
-                "approved_by_approver",
-                format!(
-                    "Approved by {} ({approvals} of {} approval(s))",
-                    user.id, requirement.count
-                ),
-                actor,
-                now,
-            );
-            operation.apply(OperationTransition::Approve(cause)).map(Some)
-        }
+        };
+    }
+    let cause = Cause::new(
+        "approved_by_approver",
+        format!("Approved by {} ({} of {needed} approval(s))", user.id, given + 1),
+        actor,
+        now,
+    );
+    operation.apply(OperationTransition::Approve(cause)).map(Some)
+}
+
+/// What a payout over a limit becomes: rejected, or held for one more approval by the role
+/// the limit names.
+pub(crate) fn over_limit(check: &LimitCheck, at: OffsetDateTime) -> (OperationStatus, Cause, Option<LimitHold>) {
+    let breach = &check.breaches[0];
+    let reason = breach.message(&check.currency);
+    match check.over_limit {
+        OverLimit::Refuse => (
+            OperationStatus::Rejected,
+            Cause::new(
+                "payout_limit_exceeded",
+                format!("Refused: {reason}"),
+                Actor::system(),
+                at,
+            ),
+            None,
+        ),
+        OverLimit::Escalate { role } => (
+            OperationStatus::PendingApproval,
+            Cause::new(
+                "payout_limit_escalated",
+                format!("Held for one more approval, by role {}: {reason}", role.name()),
+                Actor::system(),
+                at,
+            ),
+            Some(LimitHold {
+                limit: breach.limit,
+                role,
+                reason,
+            }),
+        ),
     }
 }
 
@@ -121,7 +190,7 @@ mod four_eyes_tests {
     use crate::approvals::ApprovalRequirement;
     use crate::operations::tests::operation_in;
 
-    fn principal(user_id: &str, roles: &[Role]) -> Principal {
+    pub(super) fn principal(user_id: &str, roles: &[Role]) -> Principal {
         let at = OffsetDateTime::UNIX_EPOCH;
         Principal {
             key: ApiKey {
@@ -153,7 +222,7 @@ mod four_eyes_tests {
         }
     }
 
-    fn pending(count: u8) -> Operation {
+    pub(super) fn pending(count: u8) -> Operation {
         let mut op = operation_in(OperationStatus::PendingApproval);
         op.created_by = "usr_maker".into();
         op.approval_requirement = Some(ApprovalRequirement {
@@ -183,7 +252,8 @@ mod four_eyes_tests {
                 &maker_with_approver_role,
                 Decision::Approved,
                 None,
-                NOW
+                NOW,
+                None
             )),
             "self_approval_forbidden"
         );
@@ -199,7 +269,8 @@ mod four_eyes_tests {
                 &principal("usr_viewer", &[Role::Viewer]),
                 Decision::Approved,
                 None,
-                NOW
+                NOW,
+                None
             )),
             "role_required"
         );
@@ -211,7 +282,7 @@ mod four_eyes_tests {
         let mut keyonly = principal("usr_x", &[Role::Approver]);
         keyonly.user = None;
         assert_eq!(
-            code(record_decision(&mut op, &keyonly, Decision::Approved, None, NOW)),
+            code(record_decision(&mut op, &keyonly, Decision::Approved, None, NOW, None)),
             "user_required"
         );
     }
@@ -225,6 +296,7 @@ mod four_eyes_tests {
             Decision::Approved,
             Some("ok".into()),
             NOW,
+            None,
         )
         .unwrap()
         .unwrap();
@@ -238,16 +310,23 @@ mod four_eyes_tests {
         let mut op = pending(2);
         let a = principal("usr_a", &[Role::Approver]);
         assert_eq!(
-            record_decision(&mut op, &a, Decision::Approved, None, NOW).unwrap(),
+            record_decision(&mut op, &a, Decision::Approved, None, NOW, None).unwrap(),
             None
         );
         assert_eq!(op.status, OperationStatus::PendingApproval);
         assert_eq!(
-            code(record_decision(&mut op, &a, Decision::Approved, None, NOW)),
+            code(record_decision(&mut op, &a, Decision::Approved, None, NOW, None)),
             "already_decided"
         );
         assert_eq!(
-            code(record_decision(&mut op, &a, Decision::Rejected, Some("no".into()), NOW)),
+            code(record_decision(
+                &mut op,
+                &a,
+                Decision::Rejected,
+                Some("no".into()),
+                NOW,
+                None
+            )),
             "already_decided"
         );
         let change = record_decision(
@@ -256,6 +335,7 @@ mod four_eyes_tests {
             Decision::Approved,
             None,
             NOW,
+            None,
         )
         .unwrap()
         .unwrap();
@@ -271,6 +351,7 @@ mod four_eyes_tests {
             Decision::Approved,
             None,
             NOW,
+            None,
         )
         .unwrap();
         let change = record_decision(
@@ -279,6 +360,7 @@ mod four_eyes_tests {
             Decision::Rejected,
             Some("wrong account".into()),
             NOW,
+            None,
         )
         .unwrap()
         .unwrap();
@@ -290,9 +372,124 @@ mod four_eyes_tests {
                 &principal("usr_c", &[Role::Approver]),
                 Decision::Approved,
                 None,
-                NOW
+                NOW,
+                None
             )),
             "operation_not_pending_approval"
         );
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+    use crate::access::Role;
+    use crate::limits::{Breach, LimitKind};
+
+    fn check(over_limit: OverLimit, breached: bool) -> LimitCheck {
+        LimitCheck {
+            currency: crate::money::Currency::try_from("CLP".to_string()).unwrap(),
+            over_limit,
+            breaches: breached
+                .then_some(Breach {
+                    limit: LimitKind::Daily,
+                    ceiling: 1_000,
+                    used: 900,
+                    requested: 200,
+                })
+                .into_iter()
+                .collect(),
+            uses: vec![],
+            warnings: vec![],
+        }
+    }
+
+    fn decide(
+        op: &mut Operation,
+        user: &str,
+        roles: &[Role],
+        limits: &LimitCheck,
+    ) -> Result<Option<StatusChange>, DomainError> {
+        let principal = super::four_eyes_tests::principal(user, roles);
+        record_decision(
+            op,
+            &principal,
+            Decision::Approved,
+            None,
+            OffsetDateTime::UNIX_EPOCH,
+            Some(limits),
+        )
+    }
+
+    #[test]
+    fn over_a_limit_that_escalates_the_last_approval_holds_it_for_the_role_the_limit_names() {
+        let escalate = check(OverLimit::Escalate { role: Role::Admin }, true);
+        let mut op = super::four_eyes_tests::pending(1);
+        assert_eq!(decide(&mut op, "usr_a", &[Role::Approver], &escalate).unwrap(), None);
+        assert_eq!(op.status, OperationStatus::PendingApproval);
+        let hold = op.limit_hold.clone().expect("held over the limit");
+        assert_eq!((hold.limit, hold.role), (LimitKind::Daily, Role::Admin));
+        assert_eq!(
+            hold.reason,
+            "200 CLP more, after 900 approved, passes the daily limit of 1000"
+        );
+        // An approver without the role cannot give the limit's approval; the admin can.
+        let refused = decide(&mut op, "usr_b", &[Role::Approver], &escalate).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                DomainError::Forbidden {
+                    code: "role_required",
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+        let change = decide(&mut op, "usr_c", &[Role::Admin], &escalate).unwrap().unwrap();
+        assert_eq!(change.to, OperationStatus::Approved);
+        assert_eq!(change.cause.code, "payout_limit_approved");
+        assert_eq!(
+            op.approvals.iter().map(|a| a.for_limit).collect::<Vec<_>>(),
+            [false, true]
+        );
+    }
+
+    #[test]
+    fn over_a_limit_that_refuses_the_last_approval_rejects_it_and_within_it_approves() {
+        let mut op = super::four_eyes_tests::pending(1);
+        let change = decide(&mut op, "usr_a", &[Role::Approver], &check(OverLimit::Refuse, true))
+            .unwrap()
+            .unwrap();
+        assert_eq!(change.to, OperationStatus::Rejected);
+        assert_eq!(change.cause.code, "payout_limit_exceeded");
+        let mut op = super::four_eyes_tests::pending(1);
+        let change = decide(&mut op, "usr_a", &[Role::Approver], &check(OverLimit::Refuse, false))
+            .unwrap()
+            .unwrap();
+        assert_eq!(change.to, OperationStatus::Approved);
+        assert_eq!(op.limit_hold, None);
+    }
+
+    #[test]
+    fn the_creator_cannot_give_the_limits_approval_either() {
+        let escalate = check(OverLimit::Escalate { role: Role::Admin }, true);
+        let mut op = super::four_eyes_tests::pending(1);
+        decide(&mut op, "usr_a", &[Role::Approver], &escalate).unwrap();
+        let refused = decide(&mut op, "usr_maker", &[Role::Admin], &escalate).unwrap_err();
+        assert!(matches!(
+            refused,
+            DomainError::Forbidden {
+                code: "self_approval_forbidden",
+                ..
+            }
+        ));
+        let again = decide(&mut op, "usr_a", &[Role::Admin, Role::Approver], &escalate).unwrap_err();
+        assert!(matches!(
+            again,
+            DomainError::InvalidState {
+                code: "already_decided",
+                ..
+            }
+        ));
     }
 }

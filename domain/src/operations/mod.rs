@@ -182,6 +182,9 @@ pub struct Approval {
     pub comment: Option<String>,
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
+    /// The approval a payout limit held the operation for (see [`Operation::limit_hold`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub for_limit: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -200,6 +203,10 @@ pub struct Operation {
     /// not move it.
     pub approval_requirement: Option<ApprovalRequirement>,
     pub approvals: Vec<Approval>,
+    /// A payout limit the operation would pass, holding it for one more approval after the
+    /// workflow's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_hold: Option<crate::limits::LimitHold>,
     pub created_by: String,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
@@ -230,7 +237,31 @@ pub struct Operation {
     pub version: u64,
 }
 
+/// Who an item pays, as a payout limit counts them: its beneficiary (`<id type>:<id>`), or,
+/// without one, its destination account.
+pub fn payee(beneficiary: Option<&Beneficiary>, destination: &Destination) -> String {
+    match beneficiary {
+        Some(b) => format!("{}:{}", b.id_type, b.id),
+        None => format!("account:{}:{}", destination.rail, destination.account),
+    }
+}
+
 impl Operation {
+    /// What approving the operation at `at` asks of its customer's payout limits: payouts only.
+    pub fn payout_facts(&self, at: OffsetDateTime) -> Option<crate::limits::PayoutFacts<'_>> {
+        (self.kind == OperationType::Payout).then(|| crate::limits::PayoutFacts {
+            customer_id: &self.customer_id,
+            currency: &self.currency,
+            total_amount: self.total_amount,
+            beneficiaries: self
+                .items
+                .iter()
+                .map(|i| payee(i.beneficiary.as_ref(), &i.destination))
+                .collect(),
+            at,
+        })
+    }
+
     /// Moves the operation to the transition's target if the state machine allows it.
     pub fn apply(&mut self, transition: OperationTransition) -> Result<StatusChange, DomainError> {
         let to = transition.target();
@@ -437,6 +468,7 @@ pub(crate) mod tests {
             file_id: None,
             schedule_id: None,
             occurrence_at: None,
+            limit_hold: None,
             version: 0,
         }
     }

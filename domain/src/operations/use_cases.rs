@@ -1,6 +1,7 @@
 //! The operations API's four functions (create, query, approve, cancel) and an operation's
 //! history.
 
+use super::decisions::over_limit;
 use super::record_decision;
 use super::{OperationFind, OperationQuery};
 use crate::access::{Principal, Scope};
@@ -10,8 +11,10 @@ use crate::error::DomainError;
 use crate::event::Event;
 use crate::idempotency::Ticket;
 use crate::ids::OperationId;
+use crate::limits::{LimitCheck, PayoutFacts};
 use crate::money;
-use crate::operations::{Decision, Item, Operation, OperationStatus, OperationTransition, StatusChange};
+use crate::operation_type::OperationType;
+use crate::operations::{payee, Decision, Item, Operation, OperationStatus, OperationTransition, StatusChange};
 use crate::ports::{AuditEntry, Changeset, StoreError, Write};
 use crate::service::{customer_scope, Page, Service};
 use crate::validate::{self, CreateOperation};
@@ -54,7 +57,12 @@ impl Service {
             }
             match self.store.commit(changes).await {
                 Ok(()) => return Ok(operation),
-                Err(StoreError::Conflict) if operation.source_account_id.is_some() => continue,
+                // Or a payout's limit counted by another approval since it was read.
+                Err(StoreError::Conflict)
+                    if operation.source_account_id.is_some() || operation.kind == OperationType::Payout =>
+                {
+                    continue
+                }
                 Err(other) => return Err(self.commit_error(other)),
             }
         }
@@ -192,6 +200,37 @@ impl Service {
             },
             None => cause,
         };
+        // A payout the workflow approves at once is checked against its customer's limits here;
+        // one that waits for approvals is checked when the last one comes.
+        let mut limit_hold = None;
+        let mut counted = None;
+        let (status, cause, approval_requirement) = match status {
+            OperationStatus::Approved if valid.kind == OperationType::Payout => {
+                let facts = PayoutFacts {
+                    customer_id: &customer_id,
+                    currency: &valid.currency,
+                    total_amount,
+                    beneficiaries: valid
+                        .items
+                        .iter()
+                        .map(|i| payee(i.beneficiary.as_ref(), &i.destination))
+                        .collect(),
+                    at: now,
+                };
+                match self.payout_limit_check(&facts).await? {
+                    Some(check) if !check.within() => {
+                        let (status, cause, hold) = over_limit(&check, now);
+                        limit_hold = hold;
+                        (status, cause, None)
+                    }
+                    check => {
+                        counted = check;
+                        (status, cause, approval_requirement)
+                    }
+                }
+            }
+            _ => (status, cause, approval_requirement),
+        };
         let operation = Operation {
             id: crate::ids::OperationId::new(&*self.ids),
             customer_id,
@@ -227,6 +266,7 @@ impl Service {
             file_id: valid.file_id,
             schedule_id: made_by.map(|instruction| instruction.schedule_id.clone()),
             occurrence_at: made_by.map(|instruction| instruction.occurrence_at),
+            limit_hold,
             version: 1,
         };
         // The stored document must fit a store item.
@@ -249,6 +289,9 @@ impl Service {
         if status == OperationStatus::Approved {
             let approval = operation.cause.clone();
             self.hold_funds(&mut changes, &mut operation, &approval).await?;
+        }
+        if let Some(check) = counted.filter(|_| operation.status == OperationStatus::Approved) {
+            self.count_against_limits(&mut changes, &check, &operation.customer_id);
         }
         changes.push(Write::InsertOperation(operation.clone()));
         Ok((operation, changes))
@@ -419,7 +462,7 @@ impl Service {
     ) -> Result<Operation, DomainError> {
         principal.require(Scope::OperationsWrite)?;
         let reason = validate::optional_reason(command.reason, "reason", 500)?;
-        self.change_operation(principal, id, |operation, now| {
+        self.change_operation(principal, id, |operation, now, _| {
             let message = reason.clone().unwrap_or_else(|| "Cancelled on request".into());
             let cause = Cause::new("cancelled_on_request", message, principal.actor(), now);
             let change = operation.apply(OperationTransition::Cancel(cause))?;
@@ -436,8 +479,8 @@ impl Service {
         comment: Option<String>,
     ) -> Result<Operation, DomainError> {
         principal.require(Scope::OperationsApprove)?;
-        self.change_operation(principal, id, |operation, now| {
-            record_decision(operation, principal, decision, comment.clone(), now)
+        self.change_operation(principal, id, |operation, now, limits| {
+            record_decision(operation, principal, decision, comment.clone(), now, limits)
         })
         .await
     }
@@ -452,7 +495,7 @@ impl Service {
         change: F,
     ) -> Result<Operation, DomainError>
     where
-        F: Fn(&mut Operation, OffsetDateTime) -> Result<Option<StatusChange>, DomainError>,
+        F: Fn(&mut Operation, OffsetDateTime, Option<&LimitCheck>) -> Result<Option<StatusChange>, DomainError>,
     {
         let change = &change;
         let busy = || Err(DomainError::conflict("The operation is changing too fast; retry."));
@@ -460,7 +503,14 @@ impl Service {
             let mut operation = self.visible_operation(principal, id).await?;
             let previous = operation.status;
             let now = self.now();
-            let status_change = change(&mut operation, now)?;
+            // What approving it would do to its payout limits, read before the decision and
+            // counted only with the version of the counters read here.
+            let limits = match operation.payout_facts(now) {
+                Some(facts) if previous == OperationStatus::PendingApproval => self.payout_limit_check(&facts).await?,
+                _ => None,
+            };
+            let held_before = operation.limit_hold.is_some();
+            let status_change = change(&mut operation, now, limits.as_ref())?;
             operation.version += 1;
             operation.updated_at = now;
             let mut changes = Changeset::default();
@@ -470,7 +520,15 @@ impl Service {
                     let to = change.to;
                     self.record_operation_change(&mut changes, &operation, change);
                     match (previous, to) {
-                        (_, OperationStatus::Approved) => self.hold_funds(&mut changes, &mut operation, &cause).await?,
+                        (_, OperationStatus::Approved) => {
+                            self.hold_funds(&mut changes, &mut operation, &cause).await?;
+                            if let Some(check) = limits
+                                .as_ref()
+                                .filter(|_| operation.status == OperationStatus::Approved)
+                            {
+                                self.count_against_limits(&mut changes, check, &operation.customer_id);
+                            }
+                        }
                         (OperationStatus::Approved, OperationStatus::Cancelled) => {
                             self.release_holds(&mut changes, &operation, &cause).await?
                         }
@@ -499,6 +557,21 @@ impl Service {
                     let entry = AuditEntry::new("operation", &operation.id, "approval_recorded", cause)
                         .moving(Some(previous.as_str()), previous.as_str());
                     changes.push(Write::Audit(entry.of_operation(&operation.id)));
+                    if let Some(hold) = operation.limit_hold.as_ref().filter(|_| !held_before) {
+                        let cause = Cause::new(
+                            "payout_limit_escalated",
+                            format!(
+                                "Held for one more approval, by role {}: {}",
+                                hold.role.name(),
+                                hold.reason
+                            ),
+                            Actor::system(),
+                            now,
+                        );
+                        let entry = AuditEntry::new("operation", &operation.id, "payout_limit_escalated", cause)
+                            .moving(Some(previous.as_str()), previous.as_str());
+                        changes.push(Write::Audit(entry.of_operation(&operation.id)));
+                    }
                 }
             }
             changes.push(Write::UpdateOperation(operation.clone()));

@@ -78,6 +78,7 @@ mod desk;
 mod faults;
 mod idempotency;
 mod key_first;
+mod limits;
 mod merged;
 mod meter;
 mod outbox;

@@ -511,6 +511,16 @@ pub fn calendar(id: &str) -> Primary {
     primary(format!("CAL#{id}"), "CAL")
 }
 
+/// A customer's payout limits.
+pub fn payout_limits(customer_id: &str) -> Primary {
+    primary(format!("LIMITS#{customer_id}"), "LIMITS")
+}
+
+/// A payout limit's counter (`LimitUse::key`): what was approved against it.
+pub fn limit_counter(counter: &str) -> Primary {
+    primary(format!("LIMITUSE#{counter}"), "LIMITUSE")
+}
+
 /// A file rail's bank file.
 pub fn bank_file(id: &str) -> Primary {
     primary(format!("BANKFILE#{id}"), "BANKFILE")

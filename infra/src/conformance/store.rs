@@ -5,6 +5,7 @@ mod calendars;
 mod commits;
 mod idempotency;
 mod ledger;
+mod limits;
 mod lists;
 mod schedules;
 mod tallies;
@@ -47,6 +48,7 @@ pub fn operation(id: &str, customer: &str, status: OperationStatus) -> Operation
         file_id: None,
         schedule_id: None,
         occurrence_at: None,
+        limit_hold: None,
         version: 1,
     }
 }
@@ -101,6 +103,8 @@ pub async fn run_all(store: Arc<dyn Store>) {
     calendars::calendars_and_cutoffs_are_kept_version_by_version(store.as_ref()).await;
     calendars::a_transaction_joins_a_bank_file_together_with_it_or_not_at_all(store.as_ref()).await;
     tallies::tallies_count_what_committed_within_the_window(store.as_ref()).await;
+    limits::payout_limits_are_kept_version_by_version(store.as_ref()).await;
+    limits::a_limit_counter_moves_only_from_what_its_writer_read(store.clone()).await;
     ledger::a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 8).await;
     ledger::a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 64).await;
     commits::changesets_committed_together_stay_whole_each(store.as_ref()).await;

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use time::OffsetDateTime;
 
 mod desk;
+mod limits;
 mod ports;
 mod schema;
 mod secrets;
@@ -26,7 +27,7 @@ mod tallies;
 mod writes;
 
 use schema::{add_missing_columns, has_table, index_findings, move_board_counts, SCHEMA};
-use writes::{commit_on, commit_together};
+use writes::{commit_on, commit_together, one_row};
 
 #[derive(Clone)]
 pub struct SqliteStore {
@@ -212,6 +213,7 @@ impl SqliteStore {
             .map_err(unavailable)?;
         let findings_kept = has_table(&connection, "operation_finds")?;
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
+        connection.execute_batch(limits::SCHEMA).map_err(unavailable)?;
         if !findings_kept {
             index_findings(&connection)?;
         }

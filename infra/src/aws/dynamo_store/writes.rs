@@ -514,6 +514,8 @@ impl DynamoStore {
                 );
                 vec![self.put(it, Some("attribute_not_exists(PK)"), vec![])]
             }
+            Write::PutPayoutLimits(limits) => vec![self.put_limits(limits)],
+            Write::UseLimit(used) => vec![self.use_limit(used)],
             Write::PutCalendar(calendar) => {
                 let it = keyed(
                     keys::calendar(&calendar.id),

@@ -12,7 +12,7 @@ use ops_domain::webhooks::{Delivery, DeliveryStatus};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 /// A conditional write's outcome: it changed its one row, or its condition failed.
-fn one_row(changed: usize) -> Result<(), TxError> {
+pub(super) fn one_row(changed: usize) -> Result<(), TxError> {
     match changed {
         1 => Ok(()),
         _ => Err(ConditionFailed.into()),
@@ -336,6 +336,8 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
                 params![reconciliation.id.as_str(), json(reconciliation)],
             )?;
         }
+        Write::PutPayoutLimits(limits) => super::limits::put_limits(tx, limits)?,
+        Write::UseLimit(used) => super::limits::use_limit(tx, used)?,
         Write::PutCalendar(calendar) => {
             one_row(tx.run(
                 "INSERT INTO calendars (id, version, body) VALUES (?1, ?2, ?3)
