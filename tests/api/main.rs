@@ -18,6 +18,7 @@ mod idempotency;
 mod in_process;
 mod ledger;
 mod ledger_properties;
+mod limits;
 mod openapi;
 mod operations;
 mod pain001;

@@ -12,6 +12,7 @@ mod files;
 mod idempotency;
 mod ledger;
 mod lifecycle;
+mod limits;
 mod local_mode;
 mod logs;
 mod rate_limit;

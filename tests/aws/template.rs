@@ -195,7 +195,7 @@ fn read_endpoints_write_nothing() {
         assert!(block.contains("Method: GET\n"), "{block}");
         readers += 1;
     }
-    assert_eq!(readers, 55, "the GET endpoints");
+    assert_eq!(readers, 56, "the GET endpoints");
 }
 
 #[test]

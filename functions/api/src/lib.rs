@@ -151,6 +151,8 @@ endpoints! {
     GetApprovalFloor => (Api, "GET", "/v1/customers/{id}/approval_floors/{type}", get(get_approval_floor)),
     PutApprovalFloor => (Api, "PUT", "/v1/customers/{id}/approval_floors/{type}", put(put_approval_floor)),
     ApprovalFloorHistory => (Api, "GET", "/v1/customers/{id}/approval_floors/{type}/history", get(approval_floor_history)),
+    GetPayoutLimits => (Api, "GET", "/v1/customers/{id}/payout_limits", get(get_payout_limits)),
+    PutPayoutLimits => (Api, "PUT", "/v1/customers/{id}/payout_limits", put(put_payout_limits)),
     ListWorkflows => (Api, "GET", "/v1/workflows", get(list_workflows), query),
     GetWorkflow => (Api, "GET", "/v1/workflows/{name}", get(get_workflow), query),
     PutWorkflow => (Api, "PUT", "/v1/workflows/{name}", put(put_workflow), query),

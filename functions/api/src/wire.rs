@@ -15,6 +15,7 @@ use ops_domain::files::File;
 use ops_domain::idempotency::KeyHold;
 use ops_domain::ids::{ApiKeyId, CustomerId, OperationId, UserId};
 use ops_domain::ledger::{Account, Movement};
+use ops_domain::limits::PayoutLimitsView;
 use ops_domain::operations::Operation;
 use ops_domain::ports::AuditEntry;
 use ops_domain::reconciliations::{Reconciliation, ReconciliationLine, ReconciliationRules, StatementPreview};
@@ -77,6 +78,7 @@ named! {
     RailCutoffs => "rail_cutoffs",
     NextCutoff => "next_cutoff",
     BankFile => "bank_file",
+    PayoutLimitsView => "payout_limits",
 }
 
 /// A dry run's answer: what the statement would do, each line as its list shows it.

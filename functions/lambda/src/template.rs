@@ -169,6 +169,8 @@ pub fn grants(endpoint: Endpoint) -> (&'static [Grant], Option<Sizing>) {
         | GetApprovalFloor
         | ApprovalFloorHistory
         | PutApprovalFloor
+        | GetPayoutLimits
+        | PutPayoutLimits
         | RevokeApiKey
         | RotateApiKey
         | ApiKeyHistory

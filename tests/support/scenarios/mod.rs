@@ -5,11 +5,13 @@
 mod access;
 mod customers;
 mod file_rail;
+mod limits;
 mod reconciliations;
 mod webhook_endpoints;
 
 pub use access::*;
 pub use customers::*;
 pub use file_rail::*;
+pub use limits::*;
 pub use reconciliations::*;
 pub use webhook_endpoints::*;

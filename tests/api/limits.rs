@@ -1,0 +1,15 @@
+//! Payout limits on the embedded store.
+
+use ops_tests::{spawn_app, spawn_app_with};
+
+#[tokio::test]
+async fn payout_limits_refuse_or_escalate_what_would_pass_them() {
+    ops_tests::scenarios::payout_limits_refuse_or_escalate_what_would_pass_them(&spawn_app().await.api).await;
+}
+
+#[tokio::test]
+async fn approvals_racing_on_one_day_never_pass_its_limit() {
+    // As many requests a second as the machine makes: every approval is checked.
+    let app = spawn_app_with(|config| config.rate_limit = 0).await;
+    ops_tests::scenarios::approvals_racing_on_one_day_never_pass_its_limit(&app, app.driver(), 24).await;
+}
