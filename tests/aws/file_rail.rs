@@ -21,13 +21,13 @@ async fn a_file_rails_payouts_go_to_the_bank_in_one_file_at_its_cutoff() {
     assert_eq!(kept, sent, "the file sent is kept in the stack's bucket");
 }
 
-/// The round dies after each of its first polls in turn (every fourth past the tenth: each
-/// round against the emulator takes a while).
+/// The round dies after each of its first polls in turn, then at every twelfth: each round
+/// against the emulator takes a while, and the embedded store's run dies at every poll.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_is_in_one_file_the_bank_gets_however_the_worker_dies() {
     let bank = Bank::start().await;
     let app = served_by(&bank).await;
-    let points = (1..10).chain((10..400).step_by(4));
+    let points = (1..10).chain((10..400).step_by(12));
     scenarios::a_transaction_is_in_one_file_the_bank_gets_however_the_worker_dies(
         &app.api,
         &app.driver,
