@@ -177,6 +177,8 @@ pub enum Write {
     /// Sets a limit's counter to `after` if it still holds `before` (a counter never written
     /// holds 0); otherwise a conflict.
     UseLimit(crate::limits::LimitUse),
+    /// Insert or replace: where a customer paid a beneficiary last.
+    RememberPayee(crate::limits::KnownPayee),
     /// Insert; with `unique_bytes`, a file of the same customer and bytes is a conflict.
     InsertFile {
         file: File,

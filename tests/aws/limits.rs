@@ -13,3 +13,9 @@ async fn approvals_racing_on_one_day_never_pass_its_limit() {
     let app = spawn_aws_app_with(|settings| settings.rate_limit = 0).await;
     ops_tests::scenarios::approvals_racing_on_one_day_never_pass_its_limit(&app.api, &app.driver, 6).await;
 }
+
+#[tokio::test]
+async fn a_new_payee_or_a_changed_account_waits_for_one_more_approval() {
+    ops_tests::scenarios::a_new_payee_or_a_changed_account_waits_for_one_more_approval(&spawn_aws_app().await.api)
+        .await;
+}

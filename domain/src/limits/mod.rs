@@ -7,8 +7,10 @@
 //! Days and months are UTC. What an approved payout used stays used if it later fails or is
 //! cancelled: a limit bounds what was let through, as a bank's daily limit does.
 
+mod payees;
 mod use_cases;
 
+pub use payees::{KnownPayee, PayeeFinding, PayeeReview};
 pub use use_cases::{LimitUsage, PayoutLimitsView, SetPayoutLimits, WARNING_EVENT};
 
 use crate::access::Role;
@@ -50,11 +52,28 @@ pub struct PayoutLimit {
     pub over_limit: OverLimit,
 }
 
+impl PayoutLimit {
+    /// No limit in `currency`: what a payout is checked against when only its payees are.
+    pub fn none(currency: &Currency) -> PayoutLimit {
+        PayoutLimit {
+            currency: currency.clone(),
+            daily: None,
+            monthly: None,
+            per_operation: None,
+            per_beneficiary_daily_count: None,
+            over_limit: OverLimit::Refuse,
+        }
+    }
+}
+
 /// A customer's payout limits, one per currency.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PayoutLimits {
     pub customer_id: CustomerId,
     pub limits: Vec<PayoutLimit>,
+    /// Whether payouts to new payees and changed accounts wait for one more approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payee_review: Option<PayeeReview>,
     #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
     /// 1 when first set, one more each change.
@@ -75,6 +94,10 @@ pub enum LimitKind {
     Daily,
     Monthly,
     PerBeneficiaryDailyCount,
+    /// Not a limit: a beneficiary paid for the first time (see [`PayeeReview`]).
+    NewPayee,
+    /// Not a limit: a beneficiary paid at another account than last time.
+    ChangedAccount,
 }
 
 impl LimitKind {
@@ -84,6 +107,8 @@ impl LimitKind {
             LimitKind::Daily => "daily",
             LimitKind::Monthly => "monthly",
             LimitKind::PerBeneficiaryDailyCount => "per_beneficiary_daily_count",
+            LimitKind::NewPayee => "new_payee",
+            LimitKind::ChangedAccount => "changed_account",
         }
     }
 }
@@ -147,8 +172,8 @@ pub struct PayoutFacts<'a> {
     pub customer_id: &'a CustomerId,
     pub currency: &'a Currency,
     pub total_amount: i64,
-    /// One per item: who it pays (`<id type>:<id>`).
-    pub beneficiaries: Vec<String>,
+    /// One per item: who it pays (`<id type>:<id>`) and where (`<rail>:<account>`).
+    pub payees: Vec<(String, String)>,
     pub at: OffsetDateTime,
 }
 
@@ -165,7 +190,7 @@ impl PayoutFacts<'_> {
         }
         if limit.per_beneficiary_daily_count.is_some() {
             let mut per_beneficiary: BTreeMap<&str, i64> = BTreeMap::new();
-            for beneficiary in &self.beneficiaries {
+            for (beneficiary, _) in &self.payees {
                 *per_beneficiary.entry(beneficiary).or_default() += 1;
             }
             for (beneficiary, count) in per_beneficiary {
@@ -240,6 +265,11 @@ pub struct LimitCheck {
     /// The counts to write if it is approved.
     pub uses: Vec<LimitUse>,
     pub warnings: Vec<Warning>,
+    /// The customer's payee review, if on; what it found; and the payees to remember if the
+    /// payout is approved.
+    pub payee_review: Option<PayeeReview>,
+    pub payee_findings: Vec<PayeeFinding>,
+    pub payees: Vec<KnownPayee>,
 }
 
 impl LimitCheck {
@@ -295,16 +325,34 @@ impl LimitCheck {
             breaches,
             uses,
             warnings,
+            payee_review: None,
+            payee_findings: vec![],
+            payees: vec![],
         }
     }
 
+    /// Within its limits, and nothing its payee review asks more for.
     pub fn within(&self) -> bool {
-        self.breaches.is_empty()
+        self.breaches.is_empty() && self.payee_findings.is_empty()
     }
 
-    /// Why the payout is over (its first breach), or nothing if it is within its limits.
-    pub fn reason(&self) -> Option<String> {
-        self.breaches.first().map(|breach| breach.message(&self.currency))
+    /// What the payout needs if it is not within: what to do, what decided it, and why (every
+    /// limit it passes and every payee finding).
+    pub fn verdict(&self) -> Option<(OverLimit, LimitKind, String)> {
+        let reasons: Vec<String> = self
+            .breaches
+            .iter()
+            .map(|breach| breach.message(&self.currency))
+            .chain(self.payee_findings.iter().map(|finding| finding.message.clone()))
+            .collect();
+        let reason = reasons.join("; ");
+        match (self.breaches.first(), self.payee_findings.first(), self.payee_review) {
+            (Some(breach), _, _) => Some((self.over_limit, breach.limit, reason)),
+            (None, Some(finding), Some(review)) => {
+                Some((OverLimit::Escalate { role: review.role }, finding.kind, reason))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -315,6 +363,37 @@ pub struct LimitHold {
     /// Who may give the approval it waits for.
     pub role: Role,
     pub reason: String,
+}
+
+/// The most beneficiaries one payout may pay while they are counted one by one (a
+/// per-beneficiary count) or reviewed: each is a write in the store transaction that approves
+/// it (DynamoDB takes 100 writes, the payout's holds among them).
+pub const MAX_REVIEWED_PAYEES: usize = 20;
+
+impl PayoutLimits {
+    /// Refuses a payout paying more beneficiaries than its customer's limits can count or
+    /// review in the transaction that approves it.
+    pub fn check_payee_count(&self, facts: &PayoutFacts<'_>) -> Result<(), DomainError> {
+        let counted = self
+            .of(facts.currency)
+            .is_some_and(|limit| limit.per_beneficiary_daily_count.is_some());
+        if !counted && self.payee_review.is_none() {
+            return Ok(());
+        }
+        let distinct: std::collections::BTreeSet<&str> = facts.payees.iter().map(|(payee, _)| payee.as_str()).collect();
+        if distinct.len() > MAX_REVIEWED_PAYEES {
+            return Err(DomainError::invalid(
+                "items",
+                "too_many_beneficiaries",
+                format!(
+                    "This customer's payouts in {} are counted or reviewed per beneficiary: one operation pays at most {MAX_REVIEWED_PAYEES} beneficiaries ({} here).",
+                    facts.currency.code(),
+                    distinct.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The largest limit: a thousand times the largest item, so a month's sum never overflows.
@@ -375,6 +454,12 @@ pub trait LimitStore: Send + Sync {
     async fn payout_limits(&self, customer_id: &CustomerId) -> Result<Option<PayoutLimits>, StoreError>;
     /// Each counter's value, 0 for one never written, in the order asked.
     async fn limit_counters(&self, keys: &[String]) -> Result<Vec<i64>, StoreError>;
+    /// What the customer knows of each payee, in the order asked.
+    async fn known_payees(
+        &self,
+        customer_id: &CustomerId,
+        payees: &[String],
+    ) -> Result<Vec<Option<KnownPayee>>, StoreError>;
 }
 
 #[cfg(test)]

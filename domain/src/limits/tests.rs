@@ -21,7 +21,10 @@ fn facts<'a>(customer: &'a CustomerId, currency: &'a Currency, total: i64, benef
         customer_id: customer,
         currency,
         total_amount: total,
-        beneficiaries: beneficiaries.iter().map(|b| b.to_string()).collect(),
+        payees: beneficiaries
+            .iter()
+            .map(|b| (b.to_string(), "sbx:1".to_string()))
+            .collect(),
         at: datetime!(2026-12-07 23:59:59 -03:00),
     }
 }
@@ -89,7 +92,12 @@ fn each_limit_passed_is_a_breach_and_exactly_reaching_one_is_not() {
             LimitKind::PerBeneficiaryDailyCount
         ]
     );
-    assert_eq!(over.reason().unwrap(), "601 CLP is over the per-operation limit of 600");
+    let (_, first, reason) = over.verdict().unwrap();
+    assert_eq!(first, LimitKind::PerOperation);
+    assert!(
+        reason.starts_with("601 CLP is over the per-operation limit of 600; "),
+        "{reason}"
+    );
     assert_eq!(
         over.breaches[1].message(&currency),
         "601 CLP more, after 400 approved, passes the daily limit of 1000"

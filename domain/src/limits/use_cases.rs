@@ -1,8 +1,9 @@
 //! Payout limits set by the platform, read by the customer with what they have used, and
 //! checked and counted when a payout is approved.
 
+use super::payees::{self, KnownPayee, PayeeReview};
 use super::{validate, Counters, LimitCheck, LimitKind, PayoutFacts, PayoutLimit, PayoutLimits, Warning};
-use crate::access::{require_platform_admin, Principal};
+use crate::access::{require_platform_admin, Principal, Role};
 use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
 use crate::event::{Event, EventData};
@@ -18,6 +19,8 @@ use std::collections::BTreeMap;
 #[serde(deny_unknown_fields)]
 pub struct SetPayoutLimits {
     pub limits: Option<Vec<PayoutLimit>>,
+    /// Absent: payees are not reviewed.
+    pub payee_review: Option<PayeeReview>,
     pub reason: Option<String>,
 }
 
@@ -37,6 +40,8 @@ pub struct LimitUsage {
 pub struct PayoutLimitsView {
     pub customer_id: CustomerId,
     pub limits: Vec<LimitUsage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payee_review: Option<PayeeReview>,
     /// 0 while none were ever set.
     pub version: u64,
 }
@@ -57,6 +62,18 @@ impl Service {
         require_platform_admin(principal)?;
         let limits = command.limits.ok_or_else(|| DomainError::missing("limits"))?;
         validate(&limits)?;
+        let payee_review = command.payee_review;
+        if let Some(PayeeReview {
+            role: Role::Viewer | Role::Maker,
+            ..
+        }) = payee_review
+        {
+            return Err(DomainError::invalid(
+                "payee_review.role",
+                "role_cannot_approve",
+                "A payee review's approval is given by a role that approves: approver or admin.",
+            ));
+        }
         let reason = crate::validate::optional_reason(command.reason, "reason", 500)?;
         let customer = self.get_customer(principal, customer_id).await?;
         let (limits, reason) = (&limits, &reason);
@@ -68,6 +85,7 @@ impl Service {
             let saved = PayoutLimits {
                 customer_id: customer.id.clone(),
                 limits: limits.clone(),
+                payee_review,
                 updated_at: self.now(),
                 version,
             };
@@ -79,7 +97,7 @@ impl Service {
             let mut changes = Changeset::default();
             changes.push(Write::Audit(
                 AuditEntry::new("customer", &customer.id, "payout_limits_set", cause)
-                    .with_details(serde_json::to_value(&saved.limits).unwrap_or_default()),
+                    .with_details(serde_json::json!({"limits": saved.limits, "payee_review": saved.payee_review})),
             ));
             changes.push(Write::PutPayoutLimits(saved.clone()));
             Ok((saved, changes))
@@ -115,6 +133,7 @@ impl Service {
         Ok(PayoutLimitsView {
             customer_id: customer.id,
             limits,
+            payee_review: saved.as_ref().and_then(|saved| saved.payee_review),
             version: saved.map_or(0, |saved| saved.version),
         })
     }
@@ -122,16 +141,57 @@ impl Service {
     /// What approving the payout `facts` describes would do to its customer's limits; nothing
     /// if its currency has none.
     pub(crate) async fn payout_limit_check(&self, facts: &PayoutFacts<'_>) -> Result<Option<LimitCheck>, DomainError> {
-        let Some(saved) = self.store.payout_limits(facts.customer_id).await? else {
+        let saved = self.store.payout_limits(facts.customer_id).await?;
+        self.payout_limit_check_of(saved.as_ref(), facts).await
+    }
+
+    /// [`Self::payout_limit_check`] against the customer's limits as already read.
+    pub(crate) async fn payout_limit_check_of(
+        &self,
+        saved: Option<&PayoutLimits>,
+        facts: &PayoutFacts<'_>,
+    ) -> Result<Option<LimitCheck>, DomainError> {
+        let Some(saved) = saved else {
             return Ok(None);
         };
-        let Some(limit) = saved.of(facts.currency) else {
-            return Ok(None);
+        let limit = match (saved.of(facts.currency), saved.payee_review) {
+            (Some(limit), _) => limit.clone(),
+            // Payees reviewed in a currency without limits.
+            (None, Some(_)) => PayoutLimit::none(facts.currency),
+            (None, None) => return Ok(None),
         };
-        let keys: Vec<String> = facts.counted(limit).into_iter().map(|(key, _, _)| key).collect();
-        let values = self.store.limit_counters(&keys).await?;
+        let keys: Vec<String> = facts.counted(&limit).into_iter().map(|(key, _, _)| key).collect();
+        let values = match keys.is_empty() {
+            true => vec![],
+            false => self.store.limit_counters(&keys).await?,
+        };
         let used: BTreeMap<String, i64> = keys.into_iter().zip(values).collect();
-        Ok(Some(LimitCheck::of(limit, facts, &used)))
+        let mut check = LimitCheck::of(&limit, facts, &used);
+        if let Some(review) = saved.payee_review {
+            let mut paid: Vec<(String, String)> = vec![];
+            for (payee, destination) in &facts.payees {
+                match paid.iter_mut().find(|(known, _)| known == payee) {
+                    Some(seen) => seen.1 = destination.clone(),
+                    None => paid.push((payee.clone(), destination.clone())),
+                }
+            }
+            let names: Vec<String> = paid.iter().map(|(payee, _)| payee.clone()).collect();
+            let known = self.store.known_payees(facts.customer_id, &names).await?;
+            check.payee_findings = payees::review(&review, &paid, &known);
+            check.payee_review = Some(review);
+            check.payees = paid
+                .into_iter()
+                .zip(known)
+                .map(|((payee, destination), known)| KnownPayee {
+                    customer_id: facts.customer_id.clone(),
+                    payee,
+                    destination,
+                    first_paid_at: known.map_or(facts.at, |known| known.first_paid_at),
+                    last_paid_at: facts.at,
+                })
+                .collect();
+        }
+        Ok(Some(check))
     }
 
     /// Counts an approved payout against its limits in `changes` (each counter written only if
@@ -142,6 +202,9 @@ impl Service {
         }
         for warning in &check.warnings {
             changes.push(Write::Event(self.limit_warning(warning, &check.currency, customer_id)));
+        }
+        for payee in &check.payees {
+            changes.push(Write::RememberPayee(payee.clone()));
         }
     }
 

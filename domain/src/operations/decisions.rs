@@ -149,12 +149,11 @@ pub fn record_decision(
     operation.apply(OperationTransition::Approve(cause)).map(Some)
 }
 
-/// What a payout over a limit becomes: rejected, or held for one more approval by the role
-/// the limit names.
+/// What a payout over a limit (or one its payee review asks more for) becomes: rejected, or
+/// held for one more approval by the role the limit or the review names.
 pub(crate) fn over_limit(check: &LimitCheck, at: OffsetDateTime) -> (OperationStatus, Cause, Option<LimitHold>) {
-    let breach = &check.breaches[0];
-    let reason = breach.message(&check.currency);
-    match check.over_limit {
+    let (action, limit, reason) = check.verdict().expect("a check that is not within has a verdict");
+    match action {
         OverLimit::Refuse => (
             OperationStatus::Rejected,
             Cause::new(
@@ -173,11 +172,7 @@ pub(crate) fn over_limit(check: &LimitCheck, at: OffsetDateTime) -> (OperationSt
                 Actor::system(),
                 at,
             ),
-            Some(LimitHold {
-                limit: breach.limit,
-                role,
-                reason,
-            }),
+            Some(LimitHold { limit, role, reason }),
         ),
     }
 }
@@ -401,6 +396,9 @@ mod limit_tests {
                 .collect(),
             uses: vec![],
             warnings: vec![],
+            payee_review: None,
+            payee_findings: vec![],
+            payees: vec![],
         }
     }
 

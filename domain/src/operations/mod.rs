@@ -237,12 +237,14 @@ pub struct Operation {
     pub version: u64,
 }
 
-/// Who an item pays, as a payout limit counts them: its beneficiary (`<id type>:<id>`), or,
+/// Who an item pays, as payout limits count them and the payee review knows them: its beneficiary (`<id type>:<id>`), or,
 /// without one, its destination account.
-pub fn payee(beneficiary: Option<&Beneficiary>, destination: &Destination) -> String {
+/// With where it pays them (`<rail>:<account>`).
+pub fn payee(beneficiary: Option<&Beneficiary>, destination: &Destination) -> (String, String) {
+    let to = format!("{}:{}", destination.rail, destination.account);
     match beneficiary {
-        Some(b) => format!("{}:{}", b.id_type, b.id),
-        None => format!("account:{}:{}", destination.rail, destination.account),
+        Some(b) => (format!("{}:{}", b.id_type, b.id), to),
+        None => (format!("account:{to}"), to),
     }
 }
 
@@ -253,7 +255,7 @@ impl Operation {
             customer_id: &self.customer_id,
             currency: &self.currency,
             total_amount: self.total_amount,
-            beneficiaries: self
+            payees: self
                 .items
                 .iter()
                 .map(|i| payee(i.beneficiary.as_ref(), &i.destination))

@@ -204,20 +204,28 @@ impl Service {
         // one that waits for approvals is checked when the last one comes.
         let mut limit_hold = None;
         let mut counted = None;
-        let (status, cause, approval_requirement) = match status {
-            OperationStatus::Approved if valid.kind == OperationType::Payout => {
+        let (status, cause, approval_requirement) = match valid.kind {
+            OperationType::Payout => {
                 let facts = PayoutFacts {
                     customer_id: &customer_id,
                     currency: &valid.currency,
                     total_amount,
-                    beneficiaries: valid
+                    payees: valid
                         .items
                         .iter()
                         .map(|i| payee(i.beneficiary.as_ref(), &i.destination))
                         .collect(),
                     at: now,
                 };
-                match self.payout_limit_check(&facts).await? {
+                let saved = self.store.payout_limits(&customer_id).await?;
+                if let Some(saved) = &saved {
+                    saved.check_payee_count(&facts)?;
+                }
+                let check = match status {
+                    OperationStatus::Approved => self.payout_limit_check_of(saved.as_ref(), &facts).await?,
+                    _ => None,
+                };
+                match check {
                     Some(check) if !check.within() => {
                         let (status, cause, hold) = over_limit(&check, now);
                         limit_hold = hold;

@@ -521,6 +521,11 @@ pub fn limit_counter(counter: &str) -> Primary {
     primary(format!("LIMITUSE#{counter}"), "LIMITUSE")
 }
 
+/// Where a customer paid a beneficiary last.
+pub fn known_payee(customer_id: &str, payee: &str) -> Primary {
+    primary(format!("PAYEE#{customer_id}#{payee}"), "PAYEE")
+}
+
 /// A file rail's bank file.
 pub fn bank_file(id: &str) -> Primary {
     primary(format!("BANKFILE#{id}"), "BANKFILE")

@@ -105,6 +105,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     tallies::tallies_count_what_committed_within_the_window(store.as_ref()).await;
     limits::payout_limits_are_kept_version_by_version(store.as_ref()).await;
     limits::a_limit_counter_moves_only_from_what_its_writer_read(store.clone()).await;
+    limits::a_known_payee_is_where_it_was_paid_last(store.as_ref()).await;
     ledger::a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 8).await;
     ledger::a_hot_account_is_never_overdrawn_by_concurrent_holds(store.clone(), 64).await;
     commits::changesets_committed_together_stay_whole_each(store.as_ref()).await;

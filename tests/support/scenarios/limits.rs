@@ -312,3 +312,79 @@ pub async fn approvals_racing_on_one_day_never_pass_its_limit(app: &Api, driver:
         closed.json()
     );
 }
+
+/// While a customer's payee review is on, a payout to a beneficiary it never paid, or paid
+/// last at another account, waits for one more approval by the role the review names; one to
+/// a beneficiary paid there before goes through. A payout paying more beneficiaries than one
+/// approval can review is refused when it is made.
+pub async fn a_new_payee_or_a_changed_account_waits_for_one_more_approval(app: &Api) {
+    let customer = app.create_customer().await;
+    let path = format!("/v1/customers/{}/payout_limits", customer.id);
+    let body = json!({"limits": [], "payee_review": {"role": "admin"}});
+    let set = app.send(Method::PUT, &path, Some(ADMIN_KEY), None, Some(&body)).await;
+    assert_eq!(set.status, 200, "{}", set.json());
+    assert_eq!(
+        set.json()["payee_review"],
+        json!({"new_payee": true, "changed_account": true, "role": "admin"})
+    );
+    let admin = app.add_member(&customer, &["admin"], &["operations:approve"]).await;
+
+    let first = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[1_000]))
+        .await;
+    let held = first.json();
+    assert_eq!(
+        (
+            &held["status"],
+            &held["limit_hold"]["limit"],
+            &held["limit_hold"]["reason"]
+        ),
+        (
+            &json!("pending_approval"),
+            &json!("new_payee"),
+            &json!("RUT:7654321-0 is paid for the first time")
+        ),
+        "{held}"
+    );
+    assert_eq!(approve(app, &admin, &first.id()).await["status"], "approved");
+
+    let again = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[2_000]))
+        .await;
+    assert_eq!(
+        again.json()["status"],
+        "approved",
+        "paid there before: {}",
+        again.json()
+    );
+
+    let mut moved = payout(&customer.id, "two_step", &[3_000]);
+    moved["items"][0]["destination"]["account"] = json!("999999999");
+    let moved = app.post("/v1/operations", &customer.key, moved).await;
+    let approver = app.add_member(&customer, &["approver"], &["operations:approve"]).await;
+    let signed = approve(app, &approver, &moved.id()).await;
+    assert_eq!(
+        (
+            &signed["status"],
+            &signed["limit_hold"]["limit"],
+            &signed["limit_hold"]["reason"]
+        ),
+        (
+            &json!("pending_approval"),
+            &json!("changed_account"),
+            &json!("RUT:7654321-0 is paid at psp-local:sandbox:999999999, last at psp-local:sandbox:000123450")
+        ),
+        "the workflow's approval given, the review asks one more: {signed}"
+    );
+    let approved = approve(app, &admin, &moved.id()).await;
+    assert_eq!(approved["cause"]["code"], "payout_limit_approved", "{approved}");
+
+    let many = app
+        .post("/v1/operations", &customer.key, payout(&customer.id, "auto", &[1; 21]))
+        .await;
+    let refused = many.error(400);
+    assert_eq!(
+        (&refused["param"], &refused["code"]),
+        (&json!("items"), &json!("too_many_beneficiaries"))
+    );
+}

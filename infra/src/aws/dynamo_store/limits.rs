@@ -5,7 +5,7 @@ use super::*;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use ops_domain::ids::CustomerId;
-use ops_domain::limits::{LimitStore, LimitUse, PayoutLimits};
+use ops_domain::limits::{KnownPayee, LimitStore, LimitUse, PayoutLimits};
 
 impl DynamoStore {
     pub(super) fn put_limits(&self, limits: &PayoutLimits) -> TransactWriteItem {
@@ -43,6 +43,16 @@ impl DynamoStore {
     }
 }
 
+impl DynamoStore {
+    pub(super) fn remember_payee(&self, payee: &KnownPayee) -> TransactWriteItem {
+        let item = keyed(
+            keys::known_payee(payee.customer_id.as_str(), &payee.payee),
+            vec![("entity", s("known_payee")), ("doc", doc(payee))],
+        );
+        self.put(item, None, vec![])
+    }
+}
+
 #[async_trait]
 impl LimitStore for DynamoStore {
     async fn payout_limits(&self, customer_id: &CustomerId) -> Result<Option<PayoutLimits>, StoreError> {
@@ -59,5 +69,21 @@ impl LimitStore for DynamoStore {
                 _ => 0,
             })
             .collect())
+    }
+
+    async fn known_payees(
+        &self,
+        customer_id: &CustomerId,
+        payees: &[String],
+    ) -> Result<Vec<Option<KnownPayee>>, StoreError> {
+        let wanted: Vec<keys::Primary> = payees
+            .iter()
+            .map(|payee| keys::known_payee(customer_id.as_str(), payee))
+            .collect();
+        let found = self.items_by_key(&wanted).await?;
+        wanted
+            .iter()
+            .map(|key| found.get(key).map(read_doc).transpose())
+            .collect()
     }
 }

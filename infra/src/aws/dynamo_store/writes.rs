@@ -516,6 +516,7 @@ impl DynamoStore {
             }
             Write::PutPayoutLimits(limits) => vec![self.put_limits(limits)],
             Write::UseLimit(used) => vec![self.use_limit(used)],
+            Write::RememberPayee(payee) => vec![self.remember_payee(payee)],
             Write::PutCalendar(calendar) => {
                 let it = keyed(
                     keys::calendar(&calendar.id),

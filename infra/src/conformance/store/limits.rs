@@ -2,7 +2,8 @@
 //! of two approvals racing on one limit exactly one counts, with everything in its changeset.
 
 use super::operation;
-use ops_domain::limits::{LimitUse, OverLimit, PayoutLimit, PayoutLimits};
+use ops_domain::access::Role;
+use ops_domain::limits::{KnownPayee, LimitUse, OverLimit, PayeeReview, PayoutLimit, PayoutLimits};
 use ops_domain::money::Currency;
 use ops_domain::operations::OperationStatus;
 use ops_domain::ports::{Changeset, Store, StoreError, Write};
@@ -21,6 +22,11 @@ pub(super) async fn payout_limits_are_kept_version_by_version(store: &dyn Store)
             per_beneficiary_daily_count: Some(3),
             over_limit: OverLimit::Refuse,
         }],
+        payee_review: Some(PayeeReview {
+            new_payee: true,
+            changed_account: false,
+            role: Role::Admin,
+        }),
         updated_at: OffsetDateTime::UNIX_EPOCH,
         version: 1,
     };
@@ -93,4 +99,31 @@ pub(super) async fn a_limit_counter_moves_only_from_what_its_writer_read(store: 
     assert!(matches!(commit(counted(value + 1, 1)).await, Err(StoreError::Conflict)));
     commit(counted(value, value + 50)).await.unwrap();
     assert_eq!(read(vec![other, counter]).await, [0, value + 50]);
+}
+
+pub(super) async fn a_known_payee_is_where_it_was_paid_last(store: &dyn Store) {
+    let customer = "cus_payees_conformance".into();
+    let payees = ["RUT:1-9".to_string(), "account:sbx:001".to_string()];
+    assert_eq!(store.known_payees(&customer, &payees).await.unwrap(), [None, None]);
+    let mut paid = KnownPayee {
+        customer_id: customer.clone(),
+        payee: payees[0].clone(),
+        destination: "sbx:001".into(),
+        first_paid_at: OffsetDateTime::UNIX_EPOCH,
+        last_paid_at: OffsetDateTime::UNIX_EPOCH,
+    };
+    let remember = |payee: KnownPayee| Changeset {
+        writes: vec![Write::RememberPayee(payee)],
+    };
+    store.commit(remember(paid.clone())).await.unwrap();
+    paid.destination = "sbx:002".into();
+    paid.last_paid_at = OffsetDateTime::UNIX_EPOCH + time::Duration::days(1);
+    store.commit(remember(paid.clone())).await.unwrap();
+    assert_eq!(
+        store.known_payees(&customer, &payees).await.unwrap(),
+        [Some(paid.clone()), None]
+    );
+    // Another customer's memory is its own.
+    let other = "cus_payees_conformance_2".into();
+    assert_eq!(store.known_payees(&other, &payees[..1]).await.unwrap(), [None]);
 }

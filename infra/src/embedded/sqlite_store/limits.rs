@@ -3,13 +3,16 @@
 use super::*;
 use async_trait::async_trait;
 use ops_domain::ids::CustomerId;
-use ops_domain::limits::{LimitStore, LimitUse, PayoutLimits};
+use ops_domain::limits::{KnownPayee, LimitStore, LimitUse, PayoutLimits};
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS payout_limits (customer_id TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);
 -- What was approved against a limit, by counter (LimitUse::key): a day's or a month's sum, a
 -- beneficiary's day's count.
 CREATE TABLE IF NOT EXISTS limit_counters (key TEXT PRIMARY KEY, used INTEGER NOT NULL) WITHOUT ROWID;
+-- Where each customer paid each beneficiary last (the payee review's memory).
+CREATE TABLE IF NOT EXISTS known_payees (
+    customer_id TEXT NOT NULL, payee TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (customer_id, payee)) WITHOUT ROWID;
 ";
 
 pub(super) fn put_limits(tx: &Connection, limits: &PayoutLimits) -> Result<(), TxError> {
@@ -39,6 +42,15 @@ pub(super) fn use_limit(tx: &Connection, used: &LimitUse) -> Result<(), TxError>
     one_row(changed)
 }
 
+pub(super) fn remember_payee(tx: &Connection, payee: &KnownPayee) -> Result<(), TxError> {
+    tx.run(
+        "INSERT INTO known_payees (customer_id, payee, body) VALUES (?1, ?2, ?3)
+         ON CONFLICT (customer_id, payee) DO UPDATE SET body = excluded.body",
+        params![payee.customer_id.as_str(), payee.payee, json(payee)],
+    )?;
+    Ok(())
+}
+
 #[async_trait]
 impl LimitStore for SqliteStore {
     async fn payout_limits(&self, customer_id: &CustomerId) -> Result<Option<PayoutLimits>, StoreError> {
@@ -61,6 +73,29 @@ impl LimitStore for SqliteStore {
                         .optional()
                         .map(|used| used.unwrap_or(0))
                         .map_err(unavailable)
+                })
+                .collect()
+        })
+    }
+
+    async fn known_payees(
+        &self,
+        customer_id: &CustomerId,
+        payees: &[String],
+    ) -> Result<Vec<Option<KnownPayee>>, StoreError> {
+        self.look_up(|c| {
+            let mut statement = c
+                .prepare_cached("SELECT body FROM known_payees WHERE customer_id = ?1 AND payee = ?2")
+                .map_err(unavailable)?;
+            payees
+                .iter()
+                .map(|payee| {
+                    let body: Option<String> = statement
+                        .query_row(params![customer_id.as_str(), payee], |row| row.get(0))
+                        .optional()
+                        .map_err(unavailable)?;
+                    body.map(|body| serde_json::from_str(&body).map_err(unavailable))
+                        .transpose()
                 })
                 .collect()
         })

@@ -338,6 +338,7 @@ fn apply(tx: &Connection, write: &Write) -> Result<(), TxError> {
         }
         Write::PutPayoutLimits(limits) => super::limits::put_limits(tx, limits)?,
         Write::UseLimit(used) => super::limits::use_limit(tx, used)?,
+        Write::RememberPayee(payee) => super::limits::remember_payee(tx, payee)?,
         Write::PutCalendar(calendar) => {
             one_row(tx.run(
                 "INSERT INTO calendars (id, version, body) VALUES (?1, ?2, ?3)
