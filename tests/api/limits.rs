@@ -4,7 +4,8 @@ use ops_tests::{spawn_app, spawn_app_with};
 
 #[tokio::test]
 async fn payout_limits_refuse_or_escalate_what_would_pass_them() {
-    ops_tests::scenarios::payout_limits_refuse_or_escalate_what_would_pass_them(&spawn_app().await.api).await;
+    let app = spawn_app().await;
+    ops_tests::scenarios::payout_limits_refuse_or_escalate_what_would_pass_them(&app, app.driver()).await;
 }
 
 #[tokio::test]

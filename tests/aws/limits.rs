@@ -5,7 +5,8 @@ use crate::{spawn_aws_app, spawn_aws_app_with};
 
 #[tokio::test]
 async fn payout_limits_refuse_or_escalate_what_would_pass_them() {
-    ops_tests::scenarios::payout_limits_refuse_or_escalate_what_would_pass_them(&spawn_aws_app().await.api).await;
+    let app = spawn_aws_app().await;
+    ops_tests::scenarios::payout_limits_refuse_or_escalate_what_would_pass_them(&app.api, &app.driver).await;
 }
 
 #[tokio::test]

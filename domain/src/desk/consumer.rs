@@ -294,8 +294,12 @@ impl Service {
                 kind,
                 subject,
                 customer_id: operation.customer_id,
+                // A payout its limits hold at once needs the limit's role alone.
                 required_role: (queue == Queue::Approvals)
-                    .then(|| operation.approval_requirement.as_ref().map(|r| r.role))
+                    .then(|| {
+                        let workflow = operation.approval_requirement.as_ref().map(|r| r.role);
+                        workflow.or(operation.limit_hold.as_ref().map(|hold| hold.role))
+                    })
                     .flatten(),
                 subject_decided_by: match queue {
                     Queue::Approvals => operation.approvals.iter().map(|a| a.user_id.to_string()).collect(),

@@ -75,7 +75,7 @@ fn reached(used: i64, ceiling: i64) -> Vec<u64> {
 /// customer with what it used; over a per-operation limit that refuses, a payout the workflow
 /// approves at once is rejected with the limit as its cause; over a per-beneficiary count that
 /// escalates, it waits for an admin, whom its creator's approvers cannot stand in for.
-pub async fn payout_limits_refuse_or_escalate_what_would_pass_them(app: &Api) {
+pub async fn payout_limits_refuse_or_escalate_what_would_pass_them(app: &Api, driver: &Driver) {
     let customer = app.create_customer().await;
     let own_key = app
         .send(
@@ -176,6 +176,19 @@ pub async fn payout_limits_refuse_or_escalate_what_would_pass_them(app: &Api) {
         ),
         "{held}"
     );
+    // Its approvals item asks for the role the limit names.
+    crate::drain(driver).await;
+    let items = app
+        .get("/v1/work_items?queue=approvals&status=open&limit=100", &customer.key)
+        .await
+        .json();
+    let item = items["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{items}"))
+        .iter()
+        .find(|item| item["subject"]["id"] == third.id())
+        .unwrap_or_else(|| panic!("no approvals item: {items}"));
+    assert_eq!(item["required_role"], "admin", "{item}");
     let approver = app.add_member(&customer, &["approver"], &["operations:approve"]).await;
     let refused = app
         .post(
