@@ -497,3 +497,45 @@ async fn the_platform_defines_a_customers_workflow_by_naming_the_customer() {
         1
     );
 }
+
+/// A rule on metadata tiers payouts of one amount apart: a customer's tagged payroll waits for
+/// two approvers while the same amount untagged goes through; a metadata condition with nothing
+/// in it is refused where it is.
+#[tokio::test]
+async fn a_rule_on_metadata_tiers_payouts_of_one_amount_apart() {
+    let app = spawn_app().await;
+    let acme = app.create_customer().await;
+    let saved = put(&app, "tagged", &acme.key, json!({"rules": [
+        {"when": {"metadata": {"run": "payroll"}}, "then": {"action": "require_approvals", "count": 2, "role": "approver"}},
+        {"when": {}, "then": {"action": "approve"}},
+    ]}))
+    .await;
+    assert_eq!(saved.status, 200, "{}", saved.json());
+    let mut payroll = payout(&acme.id, "tagged", &[50_000]);
+    payroll["metadata"] = json!({"run": "payroll", "month": "2026-12"});
+    let tagged = app.post("/v1/operations", &acme.key, payroll).await.json();
+    assert_eq!(
+        (&tagged["status"], &tagged["approval_requirement"]["count"]),
+        (&json!("pending_approval"), &json!(2)),
+        "{tagged}"
+    );
+    let mut other = payout(&acme.id, "tagged", &[50_000]);
+    other["metadata"] = json!({"run": "bonus"});
+    let untagged = app.post("/v1/operations", &acme.key, other).await.json();
+    assert_eq!(untagged["status"], "approved", "{untagged}");
+
+    let empty = put(
+        &app,
+        "tagged",
+        &acme.key,
+        json!({"rules": [
+            {"when": {"metadata": {}}, "then": {"action": "approve"}},
+        ]}),
+    )
+    .await;
+    let refused = empty.error(400);
+    assert_eq!(
+        (&refused["param"], &refused["code"]),
+        (&json!("rules[0].when.metadata"), &json!("invalid_metadata"))
+    );
+}

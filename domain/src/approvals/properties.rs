@@ -44,7 +44,7 @@ proptest! {
     fn the_first_rule_that_holds_decides(rules in proptest::collection::vec(rule(), 1..8), amounts in proptest::collection::vec(1i64..1_000, 1..5), on_b in any::<bool>()) {
         let currency = Currency::parse("CLP").unwrap();
         let rail = if on_b { "psp-local:b" } else { "psp-local:a" };
-        let facts = Facts { kind: OperationType::Payout, currency: &currency, total_amount: amounts.iter().sum(), items: amounts.iter().map(|a| (*a, rail, "RUT")).collect() };
+        let facts = Facts { kind: OperationType::Payout, currency: &currency, total_amount: amounts.iter().sum(), items: amounts.iter().map(|a| (*a, rail, "RUT")).collect(), metadata: &super::tests::NO_METADATA };
         let definition = WorkflowDefinition { description: None, rules: rules.clone() };
         let verdict = definition.evaluate(&facts);
         let first = rules.iter().position(|r| r.when.hold_for(&facts));

@@ -106,6 +106,7 @@ impl Service {
                     )
                 })
                 .collect(),
+            metadata: &valid.metadata,
         };
         let (verdict, decider) = approvals::stricter(
             workflow.definition.evaluate(&facts),
