@@ -146,6 +146,17 @@ pub enum Verdict {
     },
 }
 
+impl Verdict {
+    /// The rule that gave it, if one did (a floor no rule of which matched gave none).
+    pub fn rule(&self) -> Option<usize> {
+        match self {
+            Verdict::Approve { rule } | Verdict::RequireApprovals { rule, .. } => Some(*rule),
+            Verdict::Reject { rule, .. } => *rule,
+        }
+        .filter(|rule| *rule != usize::MAX)
+    }
+}
+
 impl Conditions {
     fn hold_for(&self, facts: &Facts) -> bool {
         let in_list =

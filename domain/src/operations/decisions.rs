@@ -177,6 +177,57 @@ pub(crate) fn over_limit(check: &LimitCheck, at: OffsetDateTime) -> (OperationSt
     }
 }
 
+/// What a new operation's customer's limits make of it: its status, cause and requirement,
+/// the hold if one holds it, and the check to count if it is approved at once.
+pub(super) struct AtCreate {
+    pub decided: (OperationStatus, Cause, Option<crate::approvals::ApprovalRequirement>),
+    pub hold: Option<LimitHold>,
+    pub counted: Option<LimitCheck>,
+}
+
+impl crate::service::Service {
+    /// A payout the workflow approves at once is checked against its customer's limits here;
+    /// one that waits for approvals is checked when the last one comes. Either way it may pay
+    /// no more beneficiaries than its limits can count or review in one approval.
+    pub(super) async fn limits_at_create(
+        &self,
+        kind: crate::operation_type::OperationType,
+        facts: &crate::limits::PayoutFacts<'_>,
+        decided: (OperationStatus, Cause, Option<crate::approvals::ApprovalRequirement>),
+    ) -> Result<AtCreate, DomainError> {
+        let unchanged = |decided| AtCreate {
+            decided,
+            hold: None,
+            counted: None,
+        };
+        if kind != crate::operation_type::OperationType::Payout {
+            return Ok(unchanged(decided));
+        }
+        let saved = self.store.payout_limits(facts.customer_id).await?;
+        if let Some(saved) = &saved {
+            saved.check_payee_count(facts)?;
+        }
+        if decided.0 != OperationStatus::Approved {
+            return Ok(unchanged(decided));
+        }
+        match self.payout_limit_check_of(saved.as_ref(), facts).await? {
+            Some(check) if !check.within() => {
+                let (status, cause, hold) = over_limit(&check, facts.at);
+                Ok(AtCreate {
+                    decided: (status, cause, None),
+                    hold,
+                    counted: None,
+                })
+            }
+            counted => Ok(AtCreate {
+                decided,
+                hold: None,
+                counted,
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod four_eyes_tests {
     use super::*;

@@ -203,6 +203,9 @@ pub struct Operation {
     /// not move it.
     pub approval_requirement: Option<ApprovalRequirement>,
     pub approvals: Vec<Approval>,
+    /// The rule that decided how the operation is approved when it was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by_rule: Option<DecidingRule>,
     /// A payout limit the operation would pass, holding it for one more approval after the
     /// workflow's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -237,6 +240,27 @@ pub struct Operation {
     pub version: u64,
 }
 
+/// A workflow's or an approval floor's rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecidingRule {
+    /// `workflow:<name>`, or `approval_floor:<type>` when the customer's floor decided.
+    pub by: String,
+    /// Its place among the definition's rules, from 0.
+    pub rule: usize,
+}
+
+/// An approval an operation still waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NeededApproval {
+    pub count: u8,
+    pub role: crate::access::Role,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub also_role: Option<crate::access::Role>,
+    /// `workflow`, or the limit (or payee finding) that holds the operation.
+    #[serde(rename = "for")]
+    pub reason: &'static str,
+}
+
 /// Who an item pays, as payout limits count them and the payee review knows them: its beneficiary (`<id type>:<id>`), or,
 /// without one, its destination account.
 /// With where it pays them (`<rail>:<account>`).
@@ -262,6 +286,40 @@ impl Operation {
                 .collect(),
             at,
         })
+    }
+
+    /// Who must still approve it, in order: the workflow's approvers left, then the one a
+    /// limit holds it for. Nobody once it is no longer pending approval.
+    pub fn approvals_needed(&self) -> Vec<NeededApproval> {
+        if self.status != OperationStatus::PendingApproval {
+            return vec![];
+        }
+        let given = self
+            .approvals
+            .iter()
+            .filter(|a| a.decision == Decision::Approved && !a.for_limit)
+            .count();
+        let mut needed = vec![];
+        if let Some(requirement) = self.approval_requirement {
+            let left = usize::from(requirement.count).saturating_sub(given);
+            if left > 0 {
+                needed.push(NeededApproval {
+                    count: left as u8,
+                    role: requirement.role,
+                    also_role: requirement.also_role,
+                    reason: "workflow",
+                });
+            }
+        }
+        if let Some(hold) = &self.limit_hold {
+            needed.push(NeededApproval {
+                count: 1,
+                role: hold.role,
+                also_role: None,
+                reason: hold.limit.as_str(),
+            });
+        }
+        needed
     }
 
     /// Moves the operation to the transition's target if the state machine allows it.
@@ -470,6 +528,7 @@ pub(crate) mod tests {
             file_id: None,
             schedule_id: None,
             occurrence_at: None,
+            decided_by_rule: None,
             limit_hold: None,
             version: 0,
         }

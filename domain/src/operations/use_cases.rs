@@ -1,7 +1,6 @@
 //! The operations API's four functions (create, query, approve, cancel) and an operation's
 //! history.
 
-use super::decisions::over_limit;
 use super::record_decision;
 use super::{OperationFind, OperationQuery};
 use crate::access::{Principal, Scope};
@@ -148,6 +147,10 @@ impl Service {
             kind: crate::cause::ActorType::System,
             id: decided_by,
         };
+        let decided_by_rule = verdict.rule().map(|rule| super::DecidingRule {
+            by: decided_by.id.clone(),
+            rule,
+        });
         let rule_name = |rule: Option<usize>| rule.map_or("no rule".to_string(), |r| format!("rule {r}"));
         let (status, cause, approval_requirement) = match verdict {
             Verdict::Approve { rule } => (
@@ -201,45 +204,26 @@ impl Service {
             },
             None => cause,
         };
-        // A payout the workflow approves at once is checked against its customer's limits here;
-        // one that waits for approvals is checked when the last one comes.
-        let mut limit_hold = None;
-        let mut counted = None;
-        let (status, cause, approval_requirement) = match valid.kind {
-            OperationType::Payout => {
-                let facts = PayoutFacts {
-                    customer_id: &customer_id,
-                    currency: &valid.currency,
-                    total_amount,
-                    payees: valid
-                        .items
-                        .iter()
-                        .map(|i| payee(i.beneficiary.as_ref(), &i.destination))
-                        .collect(),
-                    at: now,
-                };
-                let saved = self.store.payout_limits(&customer_id).await?;
-                if let Some(saved) = &saved {
-                    saved.check_payee_count(&facts)?;
-                }
-                let check = match status {
-                    OperationStatus::Approved => self.payout_limit_check_of(saved.as_ref(), &facts).await?,
-                    _ => None,
-                };
-                match check {
-                    Some(check) if !check.within() => {
-                        let (status, cause, hold) = over_limit(&check, now);
-                        limit_hold = hold;
-                        (status, cause, None)
-                    }
-                    check => {
-                        counted = check;
-                        (status, cause, approval_requirement)
-                    }
-                }
-            }
-            _ => (status, cause, approval_requirement),
+        let payees: Vec<(String, String)> = match valid.kind {
+            OperationType::Payout => valid
+                .items
+                .iter()
+                .map(|i| payee(i.beneficiary.as_ref(), &i.destination))
+                .collect(),
+            _ => vec![],
         };
+        let facts = PayoutFacts {
+            customer_id: &customer_id,
+            currency: &valid.currency,
+            total_amount,
+            payees,
+            at: now,
+        };
+        let at_create = self
+            .limits_at_create(valid.kind, &facts, (status, cause, approval_requirement))
+            .await?;
+        let (status, cause, approval_requirement) = at_create.decided;
+        let (limit_hold, counted) = (at_create.hold, at_create.counted);
         let operation = Operation {
             id: crate::ids::OperationId::new(&*self.ids),
             customer_id,
@@ -275,6 +259,7 @@ impl Service {
             file_id: valid.file_id,
             schedule_id: made_by.map(|instruction| instruction.schedule_id.clone()),
             occurrence_at: made_by.map(|instruction| instruction.occurrence_at),
+            decided_by_rule,
             limit_hold,
             version: 1,
         };

@@ -56,7 +56,6 @@ macro_rules! named {
 named! {
     Customer => "customer",
     User => "user",
-    Operation => "operation",
     Transaction => "transaction",
     Workflow => "workflow",
     ApprovalFloor => "approval_floor",
@@ -79,6 +78,29 @@ named! {
     NextCutoff => "next_cutoff",
     BankFile => "bank_file",
     PayoutLimitsView => "payout_limits",
+}
+
+/// An operation, with who must still approve it, in order.
+#[derive(Serialize)]
+struct ShownOperation<'a> {
+    object: &'static str,
+    #[serde(flatten)]
+    fields: &'a Operation,
+    approvals_needed: Vec<ops_domain::operations::NeededApproval>,
+}
+
+fn shown(operation: &Operation) -> ShownOperation<'_> {
+    ShownOperation {
+        object: "operation",
+        fields: operation,
+        approvals_needed: operation.approvals_needed(),
+    }
+}
+
+impl Wire for Operation {
+    fn wire(&self) -> impl Serialize + '_ {
+        shown(self)
+    }
 }
 
 /// A dry run's answer: what the statement would do, each line as its list shows it.
@@ -301,7 +323,7 @@ struct DecidedWire<'a> {
     id: &'a OperationId,
     status: u16,
     #[serde(skip_serializing_if = "Option::is_none")]
-    operation: Option<Named<'a, Operation>>,
+    operation: Option<ShownOperation<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a crate::error::ErrorObject>,
 }
@@ -311,7 +333,7 @@ impl Wire for Decided {
         DecidedWire {
             id: &self.id,
             status: self.answer.as_ref().map_or_else(|(status, _)| *status, |_| 200),
-            operation: self.answer.as_ref().ok().map(|operation| named("operation", operation)),
+            operation: self.answer.as_ref().ok().map(shown),
             error: self.answer.as_ref().err().map(|(_, error)| error),
         }
     }

@@ -48,6 +48,7 @@ pub fn operation(id: &str, customer: &str, status: OperationStatus) -> Operation
         file_id: None,
         schedule_id: None,
         occurrence_at: None,
+        decided_by_rule: None,
         limit_hold: None,
         version: 1,
     }

@@ -162,6 +162,11 @@ pub async fn payout_limits_refuse_or_escalate_what_would_pass_them(app: &Api, dr
     let third = app.post("/v1/operations", &customer.key, in_usd(&[300])).await;
     let held = third.json();
     assert_eq!(
+        held["approvals_needed"],
+        json!([{"count": 1, "role": "admin", "for": "per_beneficiary_daily_count"}]),
+        "{held}"
+    );
+    assert_eq!(
         (
             &held["status"],
             &held["cause"]["code"],
@@ -374,8 +379,22 @@ pub async fn a_new_payee_or_a_changed_account_waits_for_one_more_approval(app: &
     let mut moved = payout(&customer.id, "two_step", &[3_000]);
     moved["items"][0]["destination"]["account"] = json!("999999999");
     let moved = app.post("/v1/operations", &customer.key, moved).await;
+    assert_eq!(
+        (&moved.json()["decided_by_rule"], &moved.json()["approvals_needed"]),
+        (
+            &json!({"by": "workflow:two_step", "rule": 0}),
+            &json!([{"count": 1, "role": "approver", "for": "workflow"}])
+        ),
+        "{}",
+        moved.json()
+    );
     let approver = app.add_member(&customer, &["approver"], &["operations:approve"]).await;
     let signed = approve(app, &approver, &moved.id()).await;
+    assert_eq!(
+        signed["approvals_needed"],
+        json!([{"count": 1, "role": "admin", "for": "changed_account"}]),
+        "the workflow's approver given, the review's left: {signed}"
+    );
     assert_eq!(
         (
             &signed["status"],
