@@ -142,6 +142,15 @@ try {
   const expected = ["2,500.00 USD", "0.05 USD", "1,234.567 KWD", "999,999,999,999,000 CLP",
     "18,446,744,073,709,551,617 CLP", "-368,934,881,474,191,032.33 USD"];
   if (amounts.join("|") !== expected.join("|")) await fail(page, `amounts are shown as ${amounts.join(", ")}`);
+  // A payout its payee review holds after the workflow's approval says whom it waits for, and
+  // why; the limit's approval is not counted among the workflow's.
+  const held = await page.evaluate(() => describeApprovals({
+    workflow: "two_step", approval_requirement: { count: 1, role: "approver" },
+    approvals: [{ user_id: "usr_signer", decision: "approved" }, { user_id: "usr_other", decision: "approved", for_limit: true }],
+    limit_hold: { limit: "changed_account", role: "admin", reason: "RUT:1-9 is paid at sbx:2, last at sbx:1" },
+  }));
+  const heldExpected = "workflow two_step · approvals 1 of 1 (approver): usr_signer · then one approval (admin) for changed account: RUT:1-9 is paid at sbx:2, last at sbx:1";
+  if (held !== heldExpected) await fail(page, `a held payout's approvals read "${held}"`);
 
   // Before signing, the approver reads what it moves: each item's amount, beneficiary, rail
   // and account (masked to its last four characters) and reference, and the signatures needed.
