@@ -399,8 +399,24 @@ impl PayoutLimits {
 /// The largest limit: a thousand times the largest item, so a month's sum never overflows.
 pub const MAX_LIMIT: i64 = 999_999_999_999_999;
 
-/// Validates a customer's limits as set: one per currency, each limit positive, at least one.
-pub fn validate(limits: &[PayoutLimit]) -> Result<(), DomainError> {
+/// Refuses an escalation or review to a role that cannot approve.
+fn approving(role: Role, param: String) -> Result<(), DomainError> {
+    match role {
+        Role::Approver | Role::Admin => Ok(()),
+        Role::Viewer | Role::Maker => Err(DomainError::invalid(
+            param,
+            "role_cannot_approve",
+            "The approval goes to a role that approves: approver or admin.",
+        )),
+    }
+}
+
+/// Validates a customer's limits as set: one per currency, each limit positive, at least one;
+/// escalations and the payee review to roles that approve.
+pub fn validate(limits: &[PayoutLimit], payee_review: Option<&PayeeReview>) -> Result<(), DomainError> {
+    if let Some(review) = payee_review {
+        approving(review.role, "payee_review.role".into())?;
+    }
     if limits.len() > 50 {
         return Err(DomainError::invalid("limits", "too_many", "At most 50 currencies."));
     }
@@ -434,15 +450,8 @@ pub fn validate(limits: &[PayoutLimit]) -> Result<(), DomainError> {
                 ));
             }
         }
-        if let OverLimit::Escalate {
-            role: Role::Viewer | Role::Maker,
-        } = limit.over_limit
-        {
-            return Err(DomainError::invalid(
-                format!("limits[{at}].over_limit.role"),
-                "role_cannot_approve",
-                "An escalation goes to a role that approves: approver or admin.",
-            ));
+        if let OverLimit::Escalate { role } = limit.over_limit {
+            approving(role, format!("limits[{at}].over_limit.role"))?;
         }
     }
     Ok(())

@@ -130,12 +130,15 @@ fn limits_as_set_are_refused_with_the_field_that_is_wrong() {
         other => panic!("{other:?}"),
     };
     assert_eq!(
-        param(validate(&twice)),
+        param(validate(&twice, None)),
         ("limits[1].currency".into(), "duplicate_currency")
     );
     twice.pop();
     twice[0].daily = Some(0);
-    assert_eq!(param(validate(&twice)), ("limits[0].daily".into(), "out_of_range"));
+    assert_eq!(
+        param(validate(&twice, None)),
+        ("limits[0].daily".into(), "out_of_range")
+    );
     let empty = PayoutLimit {
         daily: None,
         monthly: None,
@@ -143,14 +146,23 @@ fn limits_as_set_are_refused_with_the_field_that_is_wrong() {
         per_beneficiary_daily_count: None,
         ..limit()
     };
-    assert_eq!(param(validate(&[empty])), ("limits[0]".into(), "no_limit"));
+    assert_eq!(param(validate(&[empty], None)), ("limits[0]".into(), "no_limit"));
     let to_maker = PayoutLimit {
         over_limit: OverLimit::Escalate { role: Role::Maker },
         ..limit()
     };
     assert_eq!(
-        param(validate(&[to_maker])),
+        param(validate(&[to_maker], None)),
         ("limits[0].over_limit.role".into(), "role_cannot_approve")
     );
-    assert!(validate(&[limit()]).is_ok());
+    let review = PayeeReview {
+        new_payee: true,
+        changed_account: true,
+        role: Role::Viewer,
+    };
+    assert_eq!(
+        param(validate(&[limit()], Some(&review))),
+        ("payee_review.role".into(), "role_cannot_approve")
+    );
+    assert!(validate(&[limit()], None).is_ok());
 }

@@ -3,7 +3,7 @@
 
 use super::payees::{self, KnownPayee, PayeeReview};
 use super::{validate, Counters, LimitCheck, LimitKind, PayoutFacts, PayoutLimit, PayoutLimits, Warning};
-use crate::access::{require_platform_admin, Principal, Role};
+use crate::access::{require_platform_admin, Principal};
 use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
 use crate::event::{Event, EventData};
@@ -61,49 +61,39 @@ impl Service {
     ) -> Result<PayoutLimitsView, DomainError> {
         require_platform_admin(principal)?;
         let limits = command.limits.ok_or_else(|| DomainError::missing("limits"))?;
-        validate(&limits)?;
         let payee_review = command.payee_review;
-        if let Some(PayeeReview {
-            role: Role::Viewer | Role::Maker,
-            ..
-        }) = payee_review
-        {
-            return Err(DomainError::invalid(
-                "payee_review.role",
-                "role_cannot_approve",
-                "A payee review's approval is given by a role that approves: approver or admin.",
-            ));
-        }
+        validate(&limits, payee_review.as_ref())?;
         let reason = crate::validate::optional_reason(command.reason, "reason", 500)?;
         let customer = self.get_customer(principal, customer_id).await?;
         let (limits, reason) = (&limits, &reason);
         let customer = &customer;
         let busy = || Err(DomainError::conflict("The limits are changing too fast; retry."));
-        self.retry_on_conflict(SET_ATTEMPTS, busy, move || async move {
-            let current = self.store.payout_limits(&customer.id).await?;
-            let version = current.as_ref().map_or(0, |c| c.version) + 1;
-            let saved = PayoutLimits {
-                customer_id: customer.id.clone(),
-                limits: limits.clone(),
-                payee_review,
-                updated_at: self.now(),
-                version,
-            };
-            let mut message = format!("Payout limits of {} set as version {version}", customer.id);
-            if let Some(reason) = reason {
-                message = format!("{message}. Reason: {reason}");
-            }
-            let cause = Cause::new("payout_limits_set", message, principal.actor(), saved.updated_at);
-            let mut changes = Changeset::default();
-            changes.push(Write::Audit(
-                AuditEntry::new("customer", &customer.id, "payout_limits_set", cause)
-                    .with_details(serde_json::json!({"limits": saved.limits, "payee_review": saved.payee_review})),
-            ));
-            changes.push(Write::PutPayoutLimits(saved.clone()));
-            Ok((saved, changes))
-        })
-        .await?;
-        self.payout_limits(principal, customer_id).await
+        let saved = self
+            .retry_on_conflict(SET_ATTEMPTS, busy, move || async move {
+                let current = self.store.payout_limits(&customer.id).await?;
+                let version = current.as_ref().map_or(0, |c| c.version) + 1;
+                let saved = PayoutLimits {
+                    customer_id: customer.id.clone(),
+                    limits: limits.clone(),
+                    payee_review,
+                    updated_at: self.now(),
+                    version,
+                };
+                let mut message = format!("Payout limits of {} set as version {version}", customer.id);
+                if let Some(reason) = reason {
+                    message = format!("{message}. Reason: {reason}");
+                }
+                let cause = Cause::new("payout_limits_set", message, principal.actor(), saved.updated_at);
+                let mut changes = Changeset::default();
+                changes.push(Write::Audit(
+                    AuditEntry::new("customer", &customer.id, "payout_limits_set", cause)
+                        .with_details(serde_json::json!({"limits": saved.limits, "payee_review": saved.payee_review})),
+                ));
+                changes.push(Write::PutPayoutLimits(saved.clone()));
+                Ok((saved, changes))
+            })
+            .await?;
+        self.limits_view(customer.id.clone(), Some(saved)).await
     }
 
     /// A customer's limits and their use, to the platform or the customer's own keys.
@@ -114,27 +104,46 @@ impl Service {
     ) -> Result<PayoutLimitsView, DomainError> {
         let customer = self.get_customer(principal, customer_id).await?;
         let saved = self.store.payout_limits(&customer.id).await?;
+        self.limits_view(customer.id, saved).await
+    }
+
+    /// The limits as saved, each with today's and this month's counters (read in one batch).
+    async fn limits_view(
+        &self,
+        customer_id: CustomerId,
+        saved: Option<PayoutLimits>,
+    ) -> Result<PayoutLimitsView, DomainError> {
         let now = self.now();
-        let mut limits = vec![];
-        for limit in saved.as_ref().map(|saved| saved.limits.clone()).unwrap_or_default() {
-            let counters = Counters::at(&customer.id, &limit.currency, now);
-            let used = self
-                .store
-                .limit_counters(&[counters.daily(), counters.monthly()])
-                .await?;
-            limits.push(LimitUsage {
+        let (limits, payee_review, version) = match saved {
+            Some(saved) => (saved.limits, saved.payee_review, saved.version),
+            None => (vec![], None, 0),
+        };
+        let counters: Vec<Counters> = limits
+            .iter()
+            .map(|limit| Counters::at(&customer_id, &limit.currency, now))
+            .collect();
+        let keys: Vec<String> = counters.iter().flat_map(|c| [c.daily(), c.monthly()]).collect();
+        let used = match keys.is_empty() {
+            true => vec![],
+            false => self.store.limit_counters(&keys).await?,
+        };
+        let shown = limits
+            .iter()
+            .zip(&counters)
+            .zip(used.chunks(2))
+            .map(|((limit, counters), used)| LimitUsage {
                 day: counters.day().to_owned(),
                 daily_used: used[0],
                 month: counters.month().to_owned(),
                 monthly_used: used[1],
-                limit,
-            });
-        }
+                limit: limit.clone(),
+            })
+            .collect();
         Ok(PayoutLimitsView {
-            customer_id: customer.id,
-            limits,
-            payee_review: saved.as_ref().and_then(|saved| saved.payee_review),
-            version: saved.map_or(0, |saved| saved.version),
+            customer_id,
+            limits: shown,
+            payee_review,
+            version,
         })
     }
 
