@@ -59,11 +59,7 @@ pub fn record_decision(
     })?;
     not_the_creator(principal, &operation.created_by)?;
     let needed = operation.approval_requirement.map_or(0, |r| usize::from(r.count));
-    let given = operation
-        .approvals
-        .iter()
-        .filter(|a| a.decision == Decision::Approved && !a.for_limit)
-        .count();
+    let given = operation.workflow_approvals_given();
     // The workflow's approvals come first; the limit's, if one holds the operation, after.
     let for_limit = given >= needed;
     let no_approval = || DomainError::invalid_state("no_approval_required", "This operation needs no approval.");

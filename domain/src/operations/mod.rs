@@ -288,17 +288,21 @@ impl Operation {
         })
     }
 
+    /// The approvals given towards its workflow's requirement (a limit's is not one).
+    pub fn workflow_approvals_given(&self) -> usize {
+        self.approvals
+            .iter()
+            .filter(|a| a.decision == Decision::Approved && !a.for_limit)
+            .count()
+    }
+
     /// Who must still approve it, in order: the workflow's approvers left, then the one a
     /// limit holds it for. Nobody once it is no longer pending approval.
     pub fn approvals_needed(&self) -> Vec<NeededApproval> {
         if self.status != OperationStatus::PendingApproval {
             return vec![];
         }
-        let given = self
-            .approvals
-            .iter()
-            .filter(|a| a.decision == Decision::Approved && !a.for_limit)
-            .count();
+        let given = self.workflow_approvals_given();
         let mut needed = vec![];
         if let Some(requirement) = self.approval_requirement {
             let left = usize::from(requirement.count).saturating_sub(given);

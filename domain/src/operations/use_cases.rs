@@ -456,7 +456,7 @@ impl Service {
     ) -> Result<Operation, DomainError> {
         principal.require(Scope::OperationsWrite)?;
         let reason = validate::optional_reason(command.reason, "reason", 500)?;
-        self.change_operation(principal, id, |operation, now, _| {
+        self.change_operation(principal, id, false, |operation, now, _| {
             let message = reason.clone().unwrap_or_else(|| "Cancelled on request".into());
             let cause = Cause::new("cancelled_on_request", message, principal.actor(), now);
             let change = operation.apply(OperationTransition::Cancel(cause))?;
@@ -473,7 +473,9 @@ impl Service {
         comment: Option<String>,
     ) -> Result<Operation, DomainError> {
         principal.require(Scope::OperationsApprove)?;
-        self.change_operation(principal, id, |operation, now, limits| {
+        // Only an approval can let money through: a rejection reads no limits.
+        let approving = decision == Decision::Approved;
+        self.change_operation(principal, id, approving, |operation, now, limits| {
             record_decision(operation, principal, decision, comment.clone(), now, limits)
         })
         .await
@@ -481,11 +483,13 @@ impl Service {
 
     /// Loads, changes and stores an operation with its audit entry, retrying when a
     /// concurrent change won the race (the retry sees the winner's state, so a losing
-    /// approve-versus-cancel gets its 409 from the state machine).
+    /// approve-versus-cancel gets its 409 from the state machine). `checks_limits`: the change
+    /// may approve a payout, so its limits are read for it.
     async fn change_operation<F>(
         &self,
         principal: &Principal,
         id: &OperationId,
+        checks_limits: bool,
         change: F,
     ) -> Result<Operation, DomainError>
     where
@@ -500,7 +504,9 @@ impl Service {
             // What approving it would do to its payout limits, read before the decision and
             // counted only with the version of the counters read here.
             let limits = match operation.payout_facts(now) {
-                Some(facts) if previous == OperationStatus::PendingApproval => self.payout_limit_check(&facts).await?,
+                Some(facts) if checks_limits && previous == OperationStatus::PendingApproval => {
+                    self.payout_limit_check(&facts).await?
+                }
                 _ => None,
             };
             let held_before = operation.limit_hold.is_some();
