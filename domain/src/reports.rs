@@ -131,7 +131,10 @@ impl Service {
         for operation in operations.data.iter().filter(|op| {
             !matches!(
                 op.status,
-                OperationStatus::PendingApproval | OperationStatus::Rejected | OperationStatus::Cancelled
+                OperationStatus::PendingApproval
+                    | OperationStatus::Rejected
+                    | OperationStatus::Cancelled
+                    | OperationStatus::Expired
             )
         }) {
             // In the order of their ids, as the store gives them.

@@ -539,3 +539,15 @@ async fn a_rule_on_metadata_tiers_payouts_of_one_amount_apart() {
         (&json!("rules[0].when.metadata"), &json!("invalid_metadata"))
     );
 }
+
+#[tokio::test]
+async fn a_tiered_chain_is_signed_in_order_by_the_roles_and_users_it_names() {
+    let app = ops_tests::spawn_app().await;
+    ops_tests::scenarios::a_tiered_chain_is_signed_in_order_by_the_roles_and_users_it_names(&app, app.driver()).await;
+}
+
+#[tokio::test]
+async fn approvals_not_given_in_time_expire() {
+    let app = ops_tests::spawn_app().await;
+    ops_tests::scenarios::approvals_not_given_in_time_expire(&app, app.driver(), &app.clock).await;
+}

@@ -5,6 +5,7 @@
 //! Lambda binaries, which an integration test of their own package would).
 
 mod access;
+mod approvals;
 mod desk;
 mod fair_share;
 mod file_rail;

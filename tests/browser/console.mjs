@@ -145,12 +145,19 @@ try {
   // A payout its payee review holds after the workflow's approval says whom it waits for, and
   // why; the limit's approval is not counted among the workflow's.
   const held = await page.evaluate(() => describeApprovals({
-    workflow: "two_step", approval_requirement: { count: 1, role: "approver" },
+    workflow: "two_step", approval_chain: [{ count: 1, role: "approver" }],
     approvals: [{ user_id: "usr_signer", decision: "approved" }, { user_id: "usr_other", decision: "approved", for_limit: true }],
     limit_hold: { limit: "changed_account", role: "admin", reason: "RUT:1-9 is paid at sbx:2, last at sbx:1" },
   }));
   const heldExpected = "workflow two_step · approvals 1 of 1 (approver): usr_signer · then one approval (admin) for changed account: RUT:1-9 is paid at sbx:2, last at sbx:1";
   if (held !== heldExpected) await fail(page, `a held payout's approvals read "${held}"`);
+  // A chain says its steps in the order they are signed.
+  const chained = await page.evaluate(() => describeApprovals({
+    workflow: "tiers", approval_chain: [{ count: 1, role: "approver" }, { count: 2, role: "treasury", users: ["usr_t1", "usr_t2", "usr_t3"] }],
+    approvals: [{ user_id: "usr_signer", decision: "approved" }],
+  }));
+  const chainedExpected = "workflow tiers · approvals 1 of 3 (1 approver, then 2 treasury among usr_t1, usr_t2, usr_t3): usr_signer";
+  if (chained !== chainedExpected) await fail(page, `a chain's approvals read "${chained}"`);
 
   // Before signing, the approver reads what it moves: each item's amount, beneficiary, rail
   // and account (masked to its last four characters) and reference, and the signatures needed.

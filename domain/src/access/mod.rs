@@ -96,6 +96,8 @@ pub enum Role {
     Approver,
     Admin,
     Viewer,
+    /// A treasury signer: a chain's step for large amounts names it.
+    Treasury,
 }
 
 impl Role {
@@ -105,6 +107,7 @@ impl Role {
             Role::Approver => "approver",
             Role::Admin => "admin",
             Role::Viewer => "viewer",
+            Role::Treasury => "treasury",
         }
     }
 }

@@ -10,7 +10,7 @@ pub use use_cases::ApprovalFloor;
 
 use crate::access::Role;
 use crate::error::DomainError;
-use crate::ids::CustomerId;
+use crate::ids::{CustomerId, UserId};
 use crate::money::Currency;
 use crate::operation_type::OperationType;
 use crate::validate::check_text;
@@ -58,7 +58,8 @@ pub struct Conditions {
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// One step of an approval chain: `count` approvals by distinct users holding `role`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalRequirement {
     pub count: u8,
@@ -67,11 +68,53 @@ pub struct ApprovalRequirement {
     /// named workflow ask for different roles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub also_role: Option<Role>,
+    /// When given, only these users (holding the role as well) may sign this step: "two of
+    /// three named treasurers".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<UserId>,
 }
 
+/// A chain as a cause says it: `1 approval(s) by role approver, then 1 by role treasury`.
+pub fn chain_label(chain: &[ApprovalRequirement]) -> String {
+    chain
+        .iter()
+        .enumerate()
+        .map(|(i, step)| {
+            let what = if i == 0 { " approval(s)" } else { "" };
+            let among = match step.users.is_empty() {
+                true => String::new(),
+                false => format!(
+                    " among {}",
+                    step.users.iter().map(|u| u.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            };
+            format!("{}{what} by role {}{among}", step.count, step.roles_label())
+        })
+        .collect::<Vec<_>>()
+        .join(", then ")
+}
+
+/// The most steps a chain has, and the most approvals it asks for in all.
+pub const MAX_STEPS: usize = 5;
+pub const MAX_APPROVALS: usize = 10;
+
 impl ApprovalRequirement {
+    pub fn new(count: u8, role: Role) -> ApprovalRequirement {
+        ApprovalRequirement {
+            count,
+            role,
+            also_role: None,
+            users: vec![],
+        }
+    }
+
     pub fn held_by(&self, roles: &[Role]) -> bool {
         roles.contains(&self.role) && self.also_role.is_none_or(|r| roles.contains(&r))
+    }
+
+    /// Whether this user may sign this step: the roles, and the name when the step names users.
+    pub fn signable_by(&self, user: &UserId, roles: &[Role]) -> bool {
+        self.held_by(roles) && (self.users.is_empty() || self.users.contains(user))
     }
 
     /// Role names as a message shows them: `approver` or `approver and admin`.
@@ -91,12 +134,54 @@ pub struct Rule {
     pub then: Action,
 }
 
+/// Which of the rules that match an operation decides it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Matching {
+    /// The first, in order: rules read as "if … else if …".
+    #[default]
+    First,
+    /// The strictest: a rejection over any approvals, more approvals over fewer, approvals over
+    /// none; of equals, the first. Tiers can then be written in any order.
+    Strictest,
+}
+
+impl Matching {
+    fn is_first(&self) -> bool {
+        *self == Matching::First
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkflowDefinition {
     #[serde(default)]
     pub description: Option<String>,
+    #[serde(default, rename = "match", skip_serializing_if = "Matching::is_first")]
+    pub matching: Matching,
     pub rules: Vec<Rule>,
+    /// Seconds an operation waits for its approvals before it expires; none: it waits until
+    /// decided or cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_ttl: Option<u32>,
+}
+
+/// The shortest and longest `approval_ttl`: five minutes and thirty days.
+pub const APPROVAL_TTL: std::ops::RangeInclusive<u32> = 300..=2_592_000;
+
+/// When an operation made at `at` and waiting for approvals expires: the shorter of its
+/// workflow's and its floor's `approval_ttl`, whole seconds (none if neither has one).
+pub fn approval_expiry(
+    at: time::OffsetDateTime,
+    workflow: &WorkflowDefinition,
+    floor: &WorkflowDefinition,
+) -> Option<time::OffsetDateTime> {
+    let ttl = [workflow.approval_ttl, floor.approval_ttl]
+        .into_iter()
+        .flatten()
+        .min()?;
+    let at = at.replace_nanosecond(0).expect("0 is a valid nanosecond");
+    Some(at + time::Duration::seconds(i64::from(ttl)))
 }
 
 /// Who a stored definition belongs to; a customer's overrides the platform's of the same name,
@@ -142,7 +227,7 @@ pub enum Verdict {
     },
     RequireApprovals {
         rule: usize,
-        requirement: ApprovalRequirement,
+        chain: Vec<ApprovalRequirement>,
     },
 }
 
@@ -179,22 +264,25 @@ impl Conditions {
 }
 
 impl WorkflowDefinition {
-    /// First matching rule wins. No match rejects: money never moves on a rule nobody wrote.
+    /// The first matching rule decides, or the strictest (see [`Matching`]). No match rejects:
+    /// money never moves on a rule nobody wrote.
     pub fn evaluate(&self, facts: &Facts) -> Verdict {
-        match self.rules.iter().enumerate().find(|(_, r)| r.when.hold_for(facts)) {
+        let mut matching = self.rules.iter().enumerate().filter(|(_, r)| r.when.hold_for(facts));
+        let decider = match self.matching {
+            Matching::First => matching.next(),
+            // `max_by_key` keeps the last of equals; reversed, that is the first.
+            Matching::Strictest => matching.rev().max_by_key(|(_, r)| r.then.strictness()),
+        };
+        match decider {
             Some((rule, r)) => match &r.then {
                 Action::Approve => Verdict::Approve { rule },
                 Action::Reject { reason } => Verdict::Reject {
                     rule: Some(rule),
                     reason: reason.clone(),
                 },
-                Action::RequireApprovals { count, role } => Verdict::RequireApprovals {
+                Action::RequireApprovals { steps } => Verdict::RequireApprovals {
                     rule,
-                    requirement: ApprovalRequirement {
-                        count: *count,
-                        role: *role,
-                        also_role: None,
-                    },
+                    chain: steps.clone(),
                 },
             },
             None => Verdict::Reject {
@@ -225,6 +313,17 @@ impl WorkflowDefinition {
         }
         if let Some(description) = &self.description {
             check_text(description, "description", 500)?;
+        }
+        if self.approval_ttl.is_some_and(|ttl| !APPROVAL_TTL.contains(&ttl)) {
+            return Err(DomainError::invalid(
+                "approval_ttl",
+                "out_of_range",
+                format!(
+                    "approval_ttl is a number of seconds from {} to {} (thirty days).",
+                    APPROVAL_TTL.start(),
+                    APPROVAL_TTL.end()
+                ),
+            ));
         }
         for (i, rule) in self.rules.iter().enumerate() {
             let when = &rule.when;
@@ -290,13 +389,7 @@ impl WorkflowDefinition {
                 })?;
             }
             match &rule.then {
-                Action::RequireApprovals { count, .. } if !(1..=10).contains(count) => {
-                    return Err(DomainError::invalid(
-                        format!("rules[{i}].then.count"),
-                        "invalid_count",
-                        "count must be between 1 and 10.",
-                    ));
-                }
+                Action::RequireApprovals { steps } => validate_chain(steps, &format!("rules[{i}].then"))?,
                 Action::Reject { reason } if reason.trim().is_empty() => {
                     return Err(DomainError::invalid(
                         format!("rules[{i}].then.reason"),
@@ -305,10 +398,79 @@ impl WorkflowDefinition {
                     ));
                 }
                 Action::Reject { reason } => check_text(reason, &format!("rules[{i}].then.reason"), 500)?,
-                _ => {}
+                Action::Approve => {}
             }
         }
         Ok(())
+    }
+}
+
+/// A chain's steps, each refused at its own path (`rules[0].then.steps[1].users[2]`); a
+/// one-step chain is written flat, so its fields are `then`'s own.
+fn validate_chain(steps: &[ApprovalRequirement], at: &str) -> Result<(), DomainError> {
+    if steps.is_empty() || steps.len() > MAX_STEPS {
+        return Err(DomainError::invalid(
+            format!("{at}.steps"),
+            "invalid_steps",
+            format!("A chain has 1 to {MAX_STEPS} steps."),
+        ));
+    }
+    let flat = steps.len() == 1;
+    let total: usize = steps.iter().map(|s| usize::from(s.count)).sum();
+    for (j, step) in steps.iter().enumerate() {
+        let at = if flat {
+            at.to_string()
+        } else {
+            format!("{at}.steps[{j}]")
+        };
+        if !(1..=MAX_APPROVALS as u8).contains(&step.count) {
+            return Err(DomainError::invalid(
+                format!("{at}.count"),
+                "invalid_count",
+                format!("count must be between 1 and {MAX_APPROVALS}."),
+            ));
+        }
+        if step.users.is_empty() {
+            continue;
+        }
+        for (k, user) in step.users.iter().enumerate() {
+            if UserId::parse(user.as_str()).is_none() || step.users[..k].contains(user) {
+                return Err(DomainError::invalid(
+                    format!("{at}.users[{k}]"),
+                    "invalid_user",
+                    "Name each user once, by its id (usr_…).",
+                ));
+            }
+        }
+        if step.users.len() > MAX_APPROVALS || usize::from(step.count) > step.users.len() {
+            return Err(DomainError::invalid(
+                format!("{at}.users"),
+                "invalid_users",
+                format!(
+                    "Name at least count users and at most {MAX_APPROVALS}: the step could never be signed otherwise."
+                ),
+            ));
+        }
+    }
+    if total > MAX_APPROVALS {
+        return Err(DomainError::invalid(
+            format!("{at}.steps"),
+            "too_many_approvals",
+            format!("A chain asks for at most {MAX_APPROVALS} approvals in all."),
+        ));
+    }
+    Ok(())
+}
+
+impl Action {
+    /// How strict it is, to compare rules by: a rejection over any approvals, more approvals
+    /// over fewer (then more steps over fewer), approvals over none.
+    fn strictness(&self) -> (u8, usize, usize) {
+        match self {
+            Action::Approve => (0, 0, 0),
+            Action::RequireApprovals { steps } => (1, steps.iter().map(|s| usize::from(s.count)).sum(), steps.len()),
+            Action::Reject { .. } => (2, 0, 0),
+        }
     }
 }
 
@@ -320,13 +482,12 @@ pub const BUILTIN: [&str; 2] = ["auto", "two_step"];
 pub fn builtin(name: &str) -> Option<WorkflowDefinition> {
     let then = match name {
         "auto" => Action::Approve,
-        "two_step" => Action::RequireApprovals {
-            count: 1,
-            role: Role::Approver,
-        },
+        "two_step" => Action::approvals(1, Role::Approver),
         _ => return None,
     };
     Some(WorkflowDefinition {
+        matching: Matching::First,
+        approval_ttl: None,
         description: Some(match name {
             "auto" => "Approves every valid operation.".into(),
             _ => "One approval by a user with role approver, other than the creator.".into(),

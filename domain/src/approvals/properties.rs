@@ -20,10 +20,7 @@ fn rule() -> impl Strategy<Value = Rule> {
     let action = prop_oneof![
         Just(Action::Approve),
         Just(Action::Reject { reason: "no".into() }),
-        (1u8..4).prop_map(|count| Action::RequireApprovals {
-            count,
-            role: Role::Approver
-        }),
+        (1u8..4).prop_map(|count| Action::approvals(count, Role::Approver)),
     ];
     (conditions, action).prop_map(|((total_amount, item_amount, item_count, rails), then)| Rule {
         when: Conditions {
@@ -45,7 +42,8 @@ proptest! {
         let currency = Currency::parse("CLP").unwrap();
         let rail = if on_b { "psp-local:b" } else { "psp-local:a" };
         let facts = Facts { kind: OperationType::Payout, currency: &currency, total_amount: amounts.iter().sum(), items: amounts.iter().map(|a| (*a, rail, "RUT")).collect(), metadata: &super::tests::NO_METADATA };
-        let definition = WorkflowDefinition { description: None, rules: rules.clone() };
+        let definition = WorkflowDefinition { description: None, matching: Matching::First,
+        approval_ttl: None, rules: rules.clone() };
         let verdict = definition.evaluate(&facts);
         let first = rules.iter().position(|r| r.when.hold_for(&facts));
         match (&verdict, first) {
@@ -54,7 +52,8 @@ proptest! {
             (other, None) => prop_assert!(false, "{:?} without a matching rule", other),
         }
         if let Some(i) = first {
-            let truncated = WorkflowDefinition { description: None, rules: rules[..=i].to_vec() };
+            let truncated = WorkflowDefinition { description: None, matching: Matching::First,
+        approval_ttl: None, rules: rules[..=i].to_vec() };
             prop_assert_eq!(truncated.evaluate(&facts), verdict);
         }
     }

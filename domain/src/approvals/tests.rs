@@ -26,6 +26,8 @@ pub(crate) fn rule(when: serde_json::Value, then: Action) -> Rule {
 fn first_rule_matches(when: serde_json::Value, facts: &Facts) -> bool {
     let definition = WorkflowDefinition {
         description: None,
+        matching: Matching::First,
+        approval_ttl: None,
         rules: vec![rule(when, Action::Approve)],
     };
     matches!(definition.evaluate(facts), Verdict::Approve { rule: 0 })
@@ -70,6 +72,8 @@ fn first_matching_rule_wins_and_each_action_gives_its_verdict() {
     let clp = clp();
     let definition = WorkflowDefinition {
         description: None,
+        matching: Matching::First,
+        approval_ttl: None,
         rules: vec![
             rule(
                 serde_json::json!({"total_amount": {"gte": 1_000_000}}),
@@ -79,10 +83,7 @@ fn first_matching_rule_wins_and_each_action_gives_its_verdict() {
             ),
             rule(
                 serde_json::json!({"total_amount": {"gte": 10_000}}),
-                Action::RequireApprovals {
-                    count: 2,
-                    role: Role::Approver,
-                },
+                Action::approvals(2, Role::Approver),
             ),
             rule(serde_json::json!({}), Action::Approve),
         ],
@@ -98,11 +99,7 @@ fn first_matching_rule_wins_and_each_action_gives_its_verdict() {
         definition.evaluate(&facts(&clp, vec![(20_000, "r", "x")])),
         Verdict::RequireApprovals {
             rule: 1,
-            requirement: ApprovalRequirement {
-                count: 2,
-                role: Role::Approver,
-                also_role: None
-            }
+            chain: vec![ApprovalRequirement::new(2, Role::Approver)]
         }
     );
     assert_eq!(
@@ -116,6 +113,8 @@ fn no_matching_rule_rejects() {
     let clp = clp();
     let definition = WorkflowDefinition {
         description: None,
+        matching: Matching::First,
+        approval_ttl: None,
         rules: vec![rule(serde_json::json!({"currency": ["USD"]}), Action::Approve)],
     };
     assert!(matches!(
@@ -133,11 +132,7 @@ fn builtins_approve_or_ask_for_one_approver() {
         builtin("two_step").unwrap().evaluate(&f),
         Verdict::RequireApprovals {
             rule: 0,
-            requirement: ApprovalRequirement {
-                count: 1,
-                role: Role::Approver,
-                also_role: None
-            }
+            chain: vec![ApprovalRequirement::new(1, Role::Approver)]
         }
     );
     assert!(builtin("three_step").is_none());
@@ -216,13 +211,12 @@ fn a_metadata_condition_holds_when_each_key_has_its_value() {
     let currency = clp();
     let definition = WorkflowDefinition {
         description: None,
+        matching: Matching::First,
+        approval_ttl: None,
         rules: vec![
             rule(
                 serde_json::json!({"metadata": {"run": "payroll", "entity": "cl"}}),
-                Action::RequireApprovals {
-                    count: 2,
-                    role: Role::Approver,
-                },
+                Action::approvals(2, Role::Approver),
             ),
             rule(serde_json::json!({}), Action::Approve),
         ],
@@ -243,6 +237,8 @@ fn a_metadata_condition_holds_when_each_key_has_its_value() {
     assert_eq!(definition.evaluate(&untagged), Verdict::Approve { rule: 1 });
     let empty = WorkflowDefinition {
         description: None,
+        matching: Matching::First,
+        approval_ttl: None,
         rules: vec![rule(serde_json::json!({"metadata": {}}), Action::Approve)],
     };
     match empty.validate(&|_| true).unwrap_err() {
@@ -254,4 +250,159 @@ fn a_metadata_condition_holds_when_each_key_has_its_value() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+fn tiers(matching: Matching) -> WorkflowDefinition {
+    serde_json::from_value(serde_json::json!({
+        "match": matching,
+        "rules": [
+            {"when": {}, "then": {"action": "require_approvals", "count": 1, "role": "approver"}},
+            {"when": {"total_amount": {"gte": 1_000_001}}, "then": {"action": "require_approvals", "steps": [
+                {"count": 1, "role": "approver"}, {"count": 1, "role": "treasury"}]}},
+            {"when": {"total_amount": {"gte": 50_000_001}}, "then": {"action": "require_approvals", "count": 2,
+                "role": "treasury", "users": ["usr_01aaaaaaaaaaaaaaaaaaaaaaaa", "usr_01bbbbbbbbbbbbbbbbbbbbbbbb",
+                "usr_01cccccccccccccccccccccccc"]}},
+            {"when": {"currency": ["USD"]}, "then": {"action": "reject", "reason": "no dollars here"}},
+        ]
+    }))
+    .unwrap()
+}
+
+#[test]
+fn the_strictest_matching_rule_decides_whatever_its_place() {
+    let clp = clp();
+    let strictest = tiers(Matching::Strictest);
+    strictest.validate(&|_| true).unwrap();
+    let chain_of = |amount: i64| match strictest.evaluate(&facts(&clp, vec![(amount, "r", "x")])) {
+        Verdict::RequireApprovals { rule, chain } => {
+            (rule, chain.iter().map(|s| (s.count, s.role)).collect::<Vec<_>>())
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(chain_of(1_000_000), (0, vec![(1, Role::Approver)]));
+    assert_eq!(chain_of(1_000_001), (1, vec![(1, Role::Approver), (1, Role::Treasury)]));
+    // Two approvals in two steps are stricter than two in one (a signer more to pass).
+    assert_eq!(
+        chain_of(60_000_000),
+        (1, vec![(1, Role::Approver), (1, Role::Treasury)])
+    );
+    let usd = Currency::parse("USD").unwrap();
+    assert!(matches!(
+        strictest.evaluate(&facts(&usd, vec![(5, "r", "x")])),
+        Verdict::Reject { rule: Some(3), .. }
+    ));
+    // Read first-match, the catch-all at the top decides everything.
+    let first = tiers(Matching::First);
+    assert!(matches!(
+        first.evaluate(&facts(&usd, vec![(60_000_000, "r", "x")])),
+        Verdict::RequireApprovals { rule: 0, .. }
+    ));
+}
+
+#[test]
+fn more_approvals_are_stricter_than_fewer_steps() {
+    let clp = clp();
+    let mut three = ApprovalRequirement::new(3, Role::Treasury);
+    three.users = vec![
+        "usr_01aaaaaaaaaaaaaaaaaaaaaaaa".into(),
+        "usr_01bbbbbbbbbbbbbbbbbbbbbbbb".into(),
+        "usr_01cccccccccccccccccccccccc".into(),
+    ];
+    let definition = WorkflowDefinition {
+        description: None,
+        matching: Matching::Strictest,
+        approval_ttl: None,
+        rules: vec![
+            rule(
+                serde_json::json!({}),
+                Action::RequireApprovals {
+                    steps: vec![
+                        ApprovalRequirement::new(1, Role::Approver),
+                        ApprovalRequirement::new(1, Role::Treasury),
+                    ],
+                },
+            ),
+            rule(serde_json::json!({}), Action::Approve),
+            rule(
+                serde_json::json!({}),
+                Action::RequireApprovals {
+                    steps: vec![three.clone()],
+                },
+            ),
+        ],
+    };
+    assert_eq!(
+        definition.evaluate(&facts(&clp, vec![(5, "r", "x")])),
+        Verdict::RequireApprovals {
+            rule: 2,
+            chain: vec![three]
+        }
+    );
+}
+
+#[test]
+fn an_action_reads_flat_or_as_steps_and_writes_back_the_same() {
+    for written in [
+        serde_json::json!({"action": "require_approvals", "count": 2, "role": "approver"}),
+        serde_json::json!({"action": "require_approvals", "count": 1, "role": "treasury",
+            "users": ["usr_01aaaaaaaaaaaaaaaaaaaaaaaa"]}),
+        serde_json::json!({"action": "require_approvals", "steps": [
+            {"count": 1, "role": "approver"}, {"count": 1, "role": "treasury", "also_role": "admin"}]}),
+        serde_json::json!({"action": "reject", "reason": "no"}),
+        serde_json::json!({"action": "approve"}),
+    ] {
+        let action: Action = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&action).unwrap(), written);
+    }
+    for refused in [
+        serde_json::json!({"action": "require_approvals", "count": 1, "role": "approver", "steps": []}),
+        serde_json::json!({"action": "approve", "users": []}),
+        serde_json::json!({"action": "require_approvals", "steps": [{"count": 1}]}),
+        serde_json::json!({"action": "require_approvals", "steps": [{"count": 1, "role": "approver", "who": 1}]}),
+    ] {
+        assert!(serde_json::from_value::<Action>(refused.clone()).is_err(), "{refused}");
+    }
+}
+
+#[test]
+fn a_chain_that_could_never_be_signed_is_refused_at_its_path() {
+    let refused = |then: serde_json::Value| {
+        let definition: WorkflowDefinition =
+            serde_json::from_value(serde_json::json!({"rules": [{"when": {}, "then": then}]})).unwrap();
+        match definition.validate(&|_| true).unwrap_err() {
+            DomainError::InvalidRequest { param, code, .. } => (param.unwrap(), code),
+            other => panic!("{other:?}"),
+        }
+    };
+    let step = |count: u8| serde_json::json!({"count": count, "role": "approver"});
+    assert_eq!(
+        refused(serde_json::json!({"action": "require_approvals", "steps": []})),
+        ("rules[0].then.steps".to_string(), "invalid_steps")
+    );
+    assert_eq!(
+        refused(serde_json::json!({"action": "require_approvals", "steps": [step(1), step(0)]})),
+        ("rules[0].then.steps[1].count".to_string(), "invalid_count")
+    );
+    assert_eq!(
+        refused(serde_json::json!({"action": "require_approvals", "count": 11, "role": "approver"})),
+        ("rules[0].then.count".to_string(), "invalid_count")
+    );
+    assert_eq!(
+        refused(serde_json::json!({"action": "require_approvals", "steps": [step(6), step(5)]})),
+        ("rules[0].then.steps".to_string(), "too_many_approvals")
+    );
+    assert_eq!(
+        refused(
+            serde_json::json!({"action": "require_approvals", "count": 2, "role": "approver",
+            "users": ["usr_01aaaaaaaaaaaaaaaaaaaaaaaa"]})
+        ),
+        ("rules[0].then.users".to_string(), "invalid_users")
+    );
+    assert_eq!(
+        refused(
+            serde_json::json!({"action": "require_approvals", "steps": [step(1), {"count": 1,
+            "role": "approver", "users": ["usr_01aaaaaaaaaaaaaaaaaaaaaaaa", "bob"]}]})
+        ),
+        ("rules[0].then.steps[1].users[1]".to_string(), "invalid_user")
+    );
 }

@@ -273,7 +273,7 @@ impl Service {
                 id: id.to_string(),
             };
             let (queue, kind) = match status {
-                "approved" | "rejected" | "cancelled" => {
+                "approved" | "rejected" | "cancelled" | "expired" => {
                     return Ok(vec![closing(Queue::Approvals, "approval", subject)])
                 }
                 "processing" | "completed" | "partially_completed" | "failed" => {
@@ -289,18 +289,17 @@ impl Service {
             if operation.status.as_str() != status {
                 return Ok(vec![]);
             }
+            // The role of the first approval it waits for: its chain's first step, or the
+            // limit's when its limits hold it at once.
+            let required_role = (queue == Queue::Approvals)
+                .then(|| operation.approvals_needed().first().map(|needed| needed.role))
+                .flatten();
             return Ok(vec![Wanted {
                 queue,
                 kind,
                 subject,
                 customer_id: operation.customer_id,
-                // A payout its limits hold at once needs the limit's role alone.
-                required_role: (queue == Queue::Approvals)
-                    .then(|| {
-                        let workflow = operation.approval_requirement.as_ref().map(|r| r.role);
-                        workflow.or(operation.limit_hold.as_ref().map(|hold| hold.role))
-                    })
-                    .flatten(),
+                required_role,
                 subject_decided_by: match queue {
                     Queue::Approvals => operation.approvals.iter().map(|a| a.user_id.to_string()).collect(),
                     Queue::Exceptions => vec![],

@@ -4,7 +4,7 @@
 use super::board::{column_bucket, queue_bucket, Board, BoardEntry, BoardMove, Column, ColumnView, QueueView};
 use super::consumer::DeskFacts;
 use super::{Assignee, Queue, Subject, SubjectType, WorkItem, WorkItemQuery, WorkItemStatus, WorkItemTransition};
-use crate::access::{Principal, Scope, User, UserStatus};
+use crate::access::{Principal, Role, Scope, User, UserStatus};
 use crate::cause::Cause;
 use crate::error::DomainError;
 use crate::event::Event;
@@ -348,6 +348,7 @@ impl Service {
         changes: &mut Changeset,
         operation_id: &OperationId,
         user_id: &str,
+        next_role: Option<Role>,
         cause: &Cause,
     ) -> Result<(), DomainError> {
         let Some(mut item) = self
@@ -357,6 +358,9 @@ impl Service {
         else {
             return Ok(());
         };
+        // The approval it waits for next may be another step's, or a limit's: its role now
+        // says who may claim the item.
+        item.required_role = next_role.or(item.required_role);
         if item.record_decider(user_id, cause.clone(), self.now()) {
             self.record_work_item(changes, &item, "released");
         }

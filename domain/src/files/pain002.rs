@@ -73,6 +73,8 @@ impl PaymentStatus {
             OperationStatus::PendingApproval => return PaymentStatus::Pending,
             OperationStatus::Rejected => return PaymentStatus::rejected("MS02", cause),
             OperationStatus::Cancelled => return PaymentStatus::rejected("DS02", cause),
+            // No code says "its approvals did not come in time": the cause says it.
+            OperationStatus::Expired => return PaymentStatus::rejected("NARR", cause),
             _ => {}
         }
         let Some(transaction) = transaction else {

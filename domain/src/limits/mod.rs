@@ -402,7 +402,7 @@ pub const MAX_LIMIT: i64 = 999_999_999_999_999;
 /// Refuses an escalation or review to a role that cannot approve.
 fn approving(role: Role, param: String) -> Result<(), DomainError> {
     match role {
-        Role::Approver | Role::Admin => Ok(()),
+        Role::Approver | Role::Admin | Role::Treasury => Ok(()),
         Role::Viewer | Role::Maker => Err(DomainError::invalid(
             param,
             "role_cannot_approve",

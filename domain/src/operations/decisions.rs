@@ -58,14 +58,20 @@ pub fn record_decision(
         )
     })?;
     not_the_creator(principal, &operation.created_by)?;
-    let needed = operation.approval_requirement.map_or(0, |r| usize::from(r.count));
+    let needed = operation.workflow_approvals_required();
     let given = operation.workflow_approvals_given();
-    // The workflow's approvals come first; the limit's, if one holds the operation, after.
-    let for_limit = given >= needed;
-    let no_approval = || DomainError::invalid_state("no_approval_required", "This operation needs no approval.");
-    match (for_limit, &operation.approval_requirement, &operation.limit_hold) {
-        (true, _, None) => return Err(no_approval()),
-        (true, _, Some(hold)) if !user.roles.contains(&hold.role) => {
+    // The workflow's chain comes first, step by step; the limit's approval, if one holds the
+    // operation, after.
+    let step = operation.steps_left().first().map(|(step, _)| (*step).clone());
+    let for_limit = step.is_none();
+    match (&step, &operation.limit_hold) {
+        (None, None) => {
+            return Err(DomainError::invalid_state(
+                "no_approval_required",
+                "This operation needs no approval.",
+            ))
+        }
+        (None, Some(hold)) if !user.roles.contains(&hold.role) => {
             return Err(DomainError::forbidden(
                 "role_required",
                 format!(
@@ -74,16 +80,24 @@ pub fn record_decision(
                 ),
             ))
         }
-        (false, Some(requirement), _) if !requirement.held_by(&user.roles) => {
+        (Some(step), _) if !step.held_by(&user.roles) => {
             return Err(DomainError::forbidden(
                 "role_required",
                 format!(
-                    "Deciding on this operation needs the role '{}'.",
-                    requirement.roles_label()
+                    "Deciding on this operation (at this step of its chain) needs the role '{}'.",
+                    step.roles_label()
                 ),
             ))
         }
-        (false, None, _) => return Err(no_approval()),
+        (Some(step), _) if !step.signable_by(&user.id, &user.roles) => {
+            return Err(DomainError::forbidden(
+                "named_signer_required",
+                format!(
+                    "This step of the operation's chain is signed by named users only: {}.",
+                    step.users.iter().map(|u| u.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            ))
+        }
         _ => {}
     }
     if operation.approvals.iter().any(|a| a.user_id == user.id) {
@@ -176,7 +190,7 @@ pub(crate) fn over_limit(check: &LimitCheck, at: OffsetDateTime) -> (OperationSt
 /// What a new operation's customer's limits make of it: its status, cause and requirement,
 /// the hold if one holds it, and the check to count if it is approved at once.
 pub(super) struct AtCreate {
-    pub decided: (OperationStatus, Cause, Option<crate::approvals::ApprovalRequirement>),
+    pub decided: (OperationStatus, Cause, Vec<crate::approvals::ApprovalRequirement>),
     pub hold: Option<LimitHold>,
     pub counted: Option<LimitCheck>,
 }
@@ -189,7 +203,7 @@ impl crate::service::Service {
         &self,
         kind: crate::operation_type::OperationType,
         facts: &crate::limits::PayoutFacts<'_>,
-        decided: (OperationStatus, Cause, Option<crate::approvals::ApprovalRequirement>),
+        decided: (OperationStatus, Cause, Vec<crate::approvals::ApprovalRequirement>),
     ) -> Result<AtCreate, DomainError> {
         let unchanged = |decided| AtCreate {
             decided,
@@ -210,7 +224,7 @@ impl crate::service::Service {
             Some(check) if !check.within() => {
                 let (status, cause, hold) = over_limit(&check, facts.at);
                 Ok(AtCreate {
-                    decided: (status, cause, None),
+                    decided: (status, cause, vec![]),
                     hold,
                     counted: None,
                 })
@@ -225,14 +239,14 @@ impl crate::service::Service {
 }
 
 #[cfg(test)]
-mod four_eyes_tests {
+pub(crate) mod four_eyes_tests {
     use super::*;
     use crate::access::Role;
     use crate::access::{ApiKey, Environment, Scope, User, UserStatus};
     use crate::approvals::ApprovalRequirement;
     use crate::operations::tests::operation_in;
 
-    pub(super) fn principal(user_id: &str, roles: &[Role]) -> Principal {
+    pub(crate) fn principal(user_id: &str, roles: &[Role]) -> Principal {
         let at = OffsetDateTime::UNIX_EPOCH;
         Principal {
             key: ApiKey {
@@ -264,14 +278,10 @@ mod four_eyes_tests {
         }
     }
 
-    pub(super) fn pending(count: u8) -> Operation {
+    pub(crate) fn pending(count: u8) -> Operation {
         let mut op = operation_in(OperationStatus::PendingApproval);
         op.created_by = "usr_maker".into();
-        op.approval_requirement = Some(ApprovalRequirement {
-            count,
-            role: Role::Approver,
-            also_role: None,
-        });
+        op.approval_chain = vec![ApprovalRequirement::new(count, Role::Approver)];
         op
     }
 

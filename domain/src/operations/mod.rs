@@ -1,6 +1,7 @@
 //! Operations, their items, and the operation state machine.
 
 mod decisions;
+mod expiry;
 mod use_cases;
 
 pub(crate) use use_cases::StandingInstruction;
@@ -29,10 +30,12 @@ pub enum OperationStatus {
     PartiallyCompleted,
     Failed,
     NeedsAttention,
+    /// Its approvals did not all come within its workflow's `approval_ttl`.
+    Expired,
 }
 
 impl OperationStatus {
-    pub const ALL: [OperationStatus; 9] = [
+    pub const ALL: [OperationStatus; 10] = [
         OperationStatus::PendingApproval,
         OperationStatus::Approved,
         OperationStatus::Rejected,
@@ -42,6 +45,7 @@ impl OperationStatus {
         OperationStatus::PartiallyCompleted,
         OperationStatus::Failed,
         OperationStatus::NeedsAttention,
+        OperationStatus::Expired,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,6 +59,7 @@ impl OperationStatus {
             OperationStatus::PartiallyCompleted => "partially_completed",
             OperationStatus::Failed => "failed",
             OperationStatus::NeedsAttention => "needs_attention",
+            OperationStatus::Expired => "expired",
         }
     }
 
@@ -64,7 +69,16 @@ impl OperationStatus {
 
     pub fn is_final(self) -> bool {
         use OperationStatus::*;
-        matches!(self, Completed | PartiallyCompleted | Failed | Rejected | Cancelled)
+        matches!(
+            self,
+            Completed | PartiallyCompleted | Failed | Rejected | Cancelled | Expired
+        )
+    }
+
+    /// The statuses only an operation pending approval moves to: it waits no longer.
+    pub fn left_pending_approval(self) -> bool {
+        use OperationStatus::*;
+        matches!(self, Approved | Rejected | Cancelled | Expired)
     }
 
     /// The whole operation state machine in one table.
@@ -72,7 +86,7 @@ impl OperationStatus {
         use OperationStatus::*;
         matches!(
             (self, to),
-            (PendingApproval, Approved | Rejected | Cancelled)
+            (PendingApproval, Approved | Rejected | Cancelled | Expired)
                 // Failed: the approved operation's account lacks the funds.
                 | (Approved, Processing | Cancelled | Failed)
                 | (Processing, Completed | PartiallyCompleted | Failed | NeedsAttention)
@@ -93,6 +107,7 @@ pub enum OperationTransition {
     CompletePartially(Cause),
     Fail(Cause),
     FlagForAttention(Cause),
+    Expire(Cause),
 }
 
 impl OperationTransition {
@@ -107,6 +122,7 @@ impl OperationTransition {
             OperationTransition::CompletePartially(_) => PartiallyCompleted,
             OperationTransition::Fail(_) => Failed,
             OperationTransition::FlagForAttention(_) => NeedsAttention,
+            OperationTransition::Expire(_) => Expired,
         }
     }
 
@@ -119,7 +135,8 @@ impl OperationTransition {
             | OperationTransition::Complete(c)
             | OperationTransition::CompletePartially(c)
             | OperationTransition::Fail(c)
-            | OperationTransition::FlagForAttention(c) => c,
+            | OperationTransition::FlagForAttention(c)
+            | OperationTransition::Expire(c) => c,
         }
     }
 }
@@ -199,10 +216,18 @@ pub struct Operation {
     pub status: OperationStatus,
     pub cause: Cause,
     pub total_amount: i64,
-    /// What the workflow asked for when the operation was created; later workflow edits do
-    /// not move it.
-    pub approval_requirement: Option<ApprovalRequirement>,
+    /// The approvals the workflow asked for when the operation was created, step by step,
+    /// signed in order (empty: none); later workflow edits do not move it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approval_chain: Vec<ApprovalRequirement>,
     pub approvals: Vec<Approval>,
+    /// When it expires if its approvals have not all come (its workflow's `approval_ttl`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub approval_expires_at: Option<OffsetDateTime>,
     /// The rule that decided how the operation is approved when it was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by_rule: Option<DecidingRule>,
@@ -256,6 +281,9 @@ pub struct NeededApproval {
     pub role: crate::access::Role,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub also_role: Option<crate::access::Role>,
+    /// The users who may sign it, when its step names them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<crate::ids::UserId>,
     /// `workflow`, or the limit (or payee finding) that holds the operation.
     #[serde(rename = "for")]
     pub reason: &'static str,
@@ -296,30 +324,49 @@ impl Operation {
             .count()
     }
 
-    /// Who must still approve it, in order: the workflow's approvers left, then the one a
-    /// limit holds it for. Nobody once it is no longer pending approval.
+    /// All the approvals its workflow's chain asks for.
+    pub fn workflow_approvals_required(&self) -> usize {
+        self.approval_chain.iter().map(|step| usize::from(step.count)).sum()
+    }
+
+    /// The steps of its chain not yet signed, each with the approvals it still needs; the
+    /// first is the one the next workflow approval signs.
+    pub fn steps_left(&self) -> Vec<(&ApprovalRequirement, usize)> {
+        let mut given = self.workflow_approvals_given();
+        let mut left = vec![];
+        for step in &self.approval_chain {
+            let count = usize::from(step.count);
+            if given < count {
+                left.push((step, count - given));
+            }
+            given = given.saturating_sub(count);
+        }
+        left
+    }
+
+    /// Who must still approve it, in order: the workflow's steps left, then the one a limit
+    /// holds it for. Nobody once it is no longer pending approval.
     pub fn approvals_needed(&self) -> Vec<NeededApproval> {
         if self.status != OperationStatus::PendingApproval {
             return vec![];
         }
-        let given = self.workflow_approvals_given();
-        let mut needed = vec![];
-        if let Some(requirement) = self.approval_requirement {
-            let left = usize::from(requirement.count).saturating_sub(given);
-            if left > 0 {
-                needed.push(NeededApproval {
-                    count: left as u8,
-                    role: requirement.role,
-                    also_role: requirement.also_role,
-                    reason: "workflow",
-                });
-            }
-        }
+        let mut needed: Vec<NeededApproval> = self
+            .steps_left()
+            .into_iter()
+            .map(|(step, left)| NeededApproval {
+                count: left as u8,
+                role: step.role,
+                also_role: step.also_role,
+                users: step.users.clone(),
+                reason: "workflow",
+            })
+            .collect();
         if let Some(hold) = &self.limit_hold {
             needed.push(NeededApproval {
                 count: 1,
                 role: hold.role,
                 also_role: None,
+                users: vec![],
                 reason: hold.limit.as_str(),
             });
         }
@@ -484,115 +531,14 @@ pub trait OperationStore: Send + Sync {
     /// The operations an exact lookup leads to, at most `find.limit`, in its order. Read by key:
     /// what no operation carries reads nothing else.
     async fn find_operations(&self, find: &OperationFind) -> Result<Vec<Operation>, crate::ports::StoreError>;
+    /// Operations pending approval whose `approval_expires_at` is at or before `now`, soonest
+    /// first, at most `limit`.
+    async fn approvals_expiring(
+        &self,
+        now: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<Operation>, crate::ports::StoreError>;
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::cause::Actor;
-
-    pub fn cause(code: &str) -> Cause {
-        Cause::new(code, code, Actor::system(), OffsetDateTime::UNIX_EPOCH)
-    }
-
-    fn all_transitions() -> Vec<OperationTransition> {
-        use OperationTransition::*;
-        vec![
-            Approve(cause("a")),
-            Reject(cause("r")),
-            Cancel(cause("c")),
-            StartProcessing(cause("p")),
-            Complete(cause("d")),
-            CompletePartially(cause("pc")),
-            Fail(cause("f")),
-            FlagForAttention(cause("n")),
-        ]
-    }
-
-    pub fn operation_in(status: OperationStatus) -> Operation {
-        Operation {
-            id: "op_1".into(),
-            customer_id: "cus_1".into(),
-            kind: OperationType::Payout,
-            currency: Currency::parse("CLP").unwrap(),
-            items: vec![],
-            workflow: "auto".into(),
-            status,
-            cause: cause("created"),
-            total_amount: 0,
-            approval_requirement: None,
-            approvals: vec![],
-            created_by: "usr_1".into(),
-            created_at: OffsetDateTime::UNIX_EPOCH,
-            updated_at: OffsetDateTime::UNIX_EPOCH,
-            metadata: BTreeMap::new(),
-            environment: crate::access::Environment::Test,
-            source_account_id: None,
-            destination_account_id: None,
-            file_id: None,
-            schedule_id: None,
-            occurrence_at: None,
-            decided_by_rule: None,
-            limit_hold: None,
-            version: 0,
-        }
-    }
-
-    #[test]
-    fn every_allowed_and_refused_transition() {
-        use OperationStatus::*;
-        let allowed: &[(OperationStatus, OperationStatus)] = &[
-            (PendingApproval, Approved),
-            (PendingApproval, Rejected),
-            (PendingApproval, Cancelled),
-            (Approved, Processing),
-            (Approved, Cancelled),
-            (Approved, Failed),
-            (Processing, Completed),
-            (Processing, PartiallyCompleted),
-            (Processing, Failed),
-            (Processing, NeedsAttention),
-            (NeedsAttention, Processing),
-            (NeedsAttention, Completed),
-            (NeedsAttention, PartiallyCompleted),
-            (NeedsAttention, Failed),
-        ];
-        let mut checked = 0;
-        for from in OperationStatus::ALL {
-            for transition in all_transitions() {
-                let to = transition.target();
-                let code = transition.clone().into_cause().code;
-                let mut op = operation_in(from);
-                let result = op.apply(transition);
-                if allowed.contains(&(from, to)) {
-                    let change = result.unwrap_or_else(|e| panic!("{from:?} -> {to:?}: {e}"));
-                    assert_eq!((change.from, change.to), (Some(from), to));
-                    assert_eq!(op.status, to);
-                    assert_eq!(op.cause.code, code, "the cause is recorded on the operation");
-                } else {
-                    let err = result.expect_err(&format!("{from:?} -> {to:?} must be refused"));
-                    assert!(matches!(err, DomainError::InvalidState { .. }));
-                    assert_eq!(op.status, from, "a refused transition changes nothing");
-                }
-                checked += 1;
-            }
-        }
-        assert_eq!(checked, 9 * 8);
-    }
-
-    #[test]
-    fn final_states_have_no_way_out() {
-        for from in OperationStatus::ALL.into_iter().filter(|s| s.is_final()) {
-            assert!(OperationStatus::ALL.iter().all(|to| !from.can_become(*to)), "{from:?}");
-        }
-    }
-
-    #[test]
-    fn statuses_round_trip_through_their_names() {
-        for status in OperationStatus::ALL {
-            assert_eq!(OperationStatus::parse(status.as_str()), Some(status));
-            let json = serde_json::to_string(&status).unwrap();
-            assert_eq!(json, format!("\"{}\"", status.as_str()));
-        }
-    }
-}
+pub(crate) mod tests;

@@ -152,7 +152,7 @@ impl Service {
             rule,
         });
         let rule_name = |rule: Option<usize>| rule.map_or("no rule".to_string(), |r| format!("rule {r}"));
-        let (status, cause, approval_requirement) = match verdict {
+        let (status, cause, approval_chain) = match verdict {
             Verdict::Approve { rule } => (
                 OperationStatus::Approved,
                 Cause::new(
@@ -161,7 +161,7 @@ impl Service {
                     decided_by,
                     now,
                 ),
-                None,
+                vec![],
             ),
             Verdict::Reject { rule, reason } => (
                 OperationStatus::Rejected,
@@ -175,22 +175,21 @@ impl Service {
                     decided_by,
                     now,
                 ),
-                None,
+                vec![],
             ),
-            Verdict::RequireApprovals { rule, requirement } => (
+            Verdict::RequireApprovals { rule, chain } => (
                 OperationStatus::PendingApproval,
                 Cause::new(
                     "approval_required",
                     format!(
-                        "Required by {source} ({}): {} approval(s) by role {}",
+                        "Required by {source} ({}): {}",
                         rule_name(Some(rule)),
-                        requirement.count,
-                        requirement.roles_label()
+                        crate::approvals::chain_label(&chain)
                     ),
                     decided_by,
                     now,
                 ),
-                Some(requirement),
+                chain,
             ),
         };
         let cause = match made_by {
@@ -220,9 +219,15 @@ impl Service {
             at: now,
         };
         let at_create = self
-            .limits_at_create(valid.kind, &facts, (status, cause, approval_requirement))
+            .limits_at_create(valid.kind, &facts, (status, cause, approval_chain))
             .await?;
-        let (status, cause, approval_requirement) = at_create.decided;
+        let (status, cause, approval_chain) = at_create.decided;
+        let approval_expires_at = match status {
+            OperationStatus::PendingApproval => {
+                approvals::approval_expiry(now, &workflow.definition, &floor.definition)
+            }
+            _ => None,
+        };
         let (limit_hold, counted) = (at_create.hold, at_create.counted);
         let operation = Operation {
             id: crate::ids::OperationId::new(&*self.ids),
@@ -247,7 +252,8 @@ impl Service {
             status,
             cause: cause.clone(),
             total_amount,
-            approval_requirement,
+            approval_chain,
+            approval_expires_at,
             approvals: vec![],
             created_by: made_by.map_or_else(|| principal.actor().id, |instruction| instruction.set_up_by.clone()),
             created_at: now,
@@ -546,13 +552,14 @@ impl Service {
                             "Approved by {} ({} of {} approval(s))",
                             approval.user_id,
                             operation.approvals.len(),
-                            operation.approval_requirement.map_or(1, |r| r.count)
+                            operation.workflow_approvals_required()
                         ),
                         principal.actor(),
                         approval.at,
                     );
                     let decider = approval.user_id.to_string();
-                    self.record_decider_on_item(&mut changes, &operation.id, &decider, &cause)
+                    let next_role = operation.approvals_needed().first().map(|needed| needed.role);
+                    self.record_decider_on_item(&mut changes, &operation.id, &decider, next_role, &cause)
                         .await?;
                     let entry = AuditEntry::new("operation", &operation.id, "approval_recorded", cause)
                         .moving(Some(previous.as_str()), previous.as_str());

@@ -86,6 +86,8 @@ struct ShownOperation<'a> {
     object: &'static str,
     #[serde(flatten)]
     fields: &'a Operation,
+    /// The chain's first step, as before chains had more than one.
+    approval_requirement: Option<&'a ops_domain::approvals::ApprovalRequirement>,
     approvals_needed: Vec<ops_domain::operations::NeededApproval>,
 }
 
@@ -93,6 +95,7 @@ fn shown(operation: &Operation) -> ShownOperation<'_> {
     ShownOperation {
         object: "operation",
         fields: operation,
+        approval_requirement: operation.approval_chain.first(),
         approvals_needed: operation.approvals_needed(),
     }
 }

@@ -186,7 +186,8 @@ pub async fn serve_dead_letters() -> Result<(), lambda_runtime::Error> {
     .await
 }
 
-/// EventBridge (every minute) → ask the rails about transactions whose poll is due.
+/// EventBridge (every minute) → expire the approvals past their ttl, and ask the rails about
+/// transactions whose poll is due.
 pub async fn serve_status_poll() -> Result<(), lambda_runtime::Error> {
     run_trigger(|service, _: serde_json::Value| async move { Ok(ops_runtime::triggers::status_poll(&service).await?) })
         .await

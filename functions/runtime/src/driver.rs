@@ -244,7 +244,7 @@ impl Driver {
         match trigger {
             Trigger::Stream(consumer) => self.stream_round(consumer).await,
             Trigger::Queue(queue) => self.queue_round(queue).await,
-            Trigger::StatusPoll => Ok(self.service.poll_rails().await?),
+            Trigger::StatusPoll => Ok(self.service.poll_rails().await? + self.service.expire_approvals().await?),
             Trigger::ScheduleTimer => Ok(self.service.fire_due_schedules().await?),
             Trigger::DeadLetters => self.dead_letter_round().await,
             Trigger::Outbox => self.stream.complete_outboxes().await,

@@ -133,13 +133,15 @@ pub async fn secret_sweep(service: &Service) -> Result<serde_json::Value, String
     Ok(serde_json::json!({ "deleted": deleted }))
 }
 
-/// schedule → status poll: reports the operator levels, then asks the rails about every
-/// transaction whose poll is due, round after round, until none is or the budget is spent.
+/// schedule → status poll: reports the operator levels, expires the approvals past their
+/// time, then asks the rails about every transaction whose poll is due, round after round,
+/// until none is or the budget is spent.
 pub async fn status_poll(service: &Service) -> Result<serde_json::Value, String> {
     // The minute's operator levels first: a poll that runs long still reports them.
     if let Err(error) = service.record_operator_levels().await {
         tracing::warn!(%error, "the operator levels were not recorded");
     }
+    let expired = service.expire_approvals().await.map_err(|e| e.to_string())?;
     let started = std::time::Instant::now();
     let mut polled = 0;
     loop {
@@ -149,7 +151,7 @@ pub async fn status_poll(service: &Service) -> Result<serde_json::Value, String>
             break;
         }
     }
-    Ok(serde_json::json!({ "polled": polled }))
+    Ok(serde_json::json!({ "polled": polled, "expired": expired }))
 }
 
 /// EventBridge Scheduler → schedule fire: records the occurrence the Scheduler names (and

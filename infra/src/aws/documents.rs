@@ -163,7 +163,7 @@ mod tests {
             r#""amount":2499900,"reference":"Factura 8812","transaction_id":null}],"workflow":"auto_approve","#,
             r#""status":"processing","cause":{"code":"operation_approved","message":"Approved by workflow auto_approve","#,
             r#""actor":{"type":"system","id":"workflow:auto_approve"},"at":"2027-02-03T04:05:06.789012345Z"},"#,
-            r#""total_amount":2499900,"approval_requirement":null,"approvals":[],"created_by":"key_01q7zw9h8j3k5m7n9p2r4s6t8v","#,
+            r#""total_amount":2499900,"approvals":[],"created_by":"key_01q7zw9h8j3k5m7n9p2r4s6t8v","#,
             r#""created_at":"2027-02-03T04:05:06.123456789Z","updated_at":"2027-02-03T04:05:06.789012345Z","#,
             r#""metadata":{"invoice":"8812"},"environment":"production","source_account_id":null,"#,
             r#""destination_account_id":null,"version":2}"#

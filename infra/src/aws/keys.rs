@@ -374,6 +374,22 @@ pub fn poll_due_until(now: OffsetDateTime) -> String {
     format!("{:012}#~", now.unix_timestamp().max(0))
 }
 
+const APPROVALS_DUE: &str = "APPRDUE";
+
+/// The marker of an operation waiting for approvals that expire: its own item, listed in the
+/// expiry timer's index (GSI2, sparse) by its expiry, sorted as the poll schedule is.
+pub fn approval_expiry(operation_id: &str) -> Primary {
+    primary(format!("{APPROVALS_DUE}#{operation_id}"), APPROVALS_DUE)
+}
+
+pub fn approval_expiry_shard(operation_id: &str) -> String {
+    sharded(APPROVALS_DUE, operation_id)
+}
+
+pub fn approval_expiry_partitions() -> Vec<String> {
+    shards(APPROVALS_DUE)
+}
+
 // ---- the desk ----------------------------------------------------------------------------
 
 pub fn work_item(id: &str) -> Primary {

@@ -36,7 +36,8 @@ pub fn operation(id: &str, customer: &str, status: OperationStatus) -> Operation
         status,
         cause: cause("created"),
         total_amount: 1,
-        approval_requirement: None,
+        approval_chain: vec![],
+        approval_expires_at: None,
         approvals: vec![],
         created_by: "usr_1".into(),
         created_at: OffsetDateTime::UNIX_EPOCH,
@@ -94,6 +95,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     lists::operations_are_found_by_the_values_they_carry(store.as_ref()).await;
     lists::watched_transactions_are_listed_by_status(store.as_ref()).await;
     lists::operations_are_listed_within_a_window_and_an_amount_range(store.as_ref()).await;
+    lists::operations_pending_approval_are_found_by_their_expiry(store.as_ref()).await;
     access::api_keys_are_listed_by_owner(store.as_ref()).await;
     access::users_are_listed_by_customer_and_changed_in_place(store.as_ref()).await;
     access::a_customers_users_hold_distinct_emails(store.as_ref()).await;

@@ -3,6 +3,7 @@
 //! API; each scenario is called by name from both suites.
 
 mod access;
+mod approval_chains;
 mod customers;
 mod file_rail;
 mod limits;
@@ -10,6 +11,7 @@ mod reconciliations;
 mod webhook_endpoints;
 
 pub use access::*;
+pub use approval_chains::*;
 pub use customers::*;
 pub use file_rail::*;
 pub use limits::*;

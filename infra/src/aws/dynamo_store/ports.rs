@@ -20,7 +20,7 @@ use ops_domain::ids::{
 use ops_domain::ids::{BankFileId, CalendarId};
 use ops_domain::ledger::{Account, AccountQuery, LedgerStore, Movement};
 use ops_domain::money::Currency;
-use ops_domain::operations::{Operation, OperationFind, OperationQuery, OperationStore};
+use ops_domain::operations::{Operation, OperationFind, OperationQuery, OperationStatus, OperationStore};
 use ops_domain::ports::{Admission, AuditEntry, Limits, Listed, RateLimiter, StoreError};
 use ops_domain::reconciliations::{Reconciliation, ReconciliationQuery, ReconciliationRules, ReconciliationStore};
 use ops_domain::schedules::{Occurrence, Schedule, ScheduleQuery, ScheduleStore};
@@ -125,6 +125,43 @@ impl OperationStore for DynamoStore {
         }
         self.newest_first_listed_from(index, partition, after, from, filter, query.limit)
             .await
+    }
+
+    async fn approvals_expiring(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Operation>, StoreError> {
+        // The timer's queries of its shards, a constant each round, as the poll's are.
+        self.meter.polled(u64::from(SHARDS));
+        let until = keys::poll_due_until(now);
+        let mut due = each_partition(keys::approval_expiry_partitions(), |key| {
+            self.query_entries(
+                Some("GSI2"),
+                "GSI2PK = :pk AND GSI2SK <= :until",
+                vec![(":pk", s(key)), (":until", s(until.clone()))],
+                None,
+                false,
+                limit,
+            )
+        })
+        .await?;
+        // `<due>#<operation id>`: the soonest across the shards first, then their operations
+        // in one read. One its marker outlived (a write that failed after) is left out.
+        let sort_key = |entry: &Item| entry.get("GSI2SK").and_then(|k| k.as_s().ok()).cloned();
+        due.sort_by_key(sort_key);
+        due.truncate(limit);
+        let ids: Vec<OperationId> = due
+            .iter()
+            .filter_map(|entry| sort_key(entry)?.split_once('#').map(|(_, id)| OperationId::from(id)))
+            .collect();
+        let keys: Vec<keys::Primary> = ids.iter().map(|id| keys::operation(id)).collect();
+        let found = self.items_by_key(&keys).await?;
+        let operations: Vec<Operation> = keys
+            .iter()
+            .filter_map(|key| found.get(key))
+            .map(read_doc)
+            .collect::<Result<_, _>>()?;
+        Ok(operations
+            .into_iter()
+            .filter(|op| op.status == OperationStatus::PendingApproval)
+            .collect())
     }
 
     async fn find_operations(&self, find: &OperationFind) -> Result<Vec<Operation>, StoreError> {

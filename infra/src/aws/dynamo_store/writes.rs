@@ -10,7 +10,7 @@ use ops_domain::event::Event;
 use ops_domain::files::File;
 use ops_domain::ids::{IdGenerator, IdKind};
 use ops_domain::ledger::Movement;
-use ops_domain::operations::Operation;
+use ops_domain::operations::{Operation, OperationStatus};
 use ops_domain::ports::{AuditEntry, Write};
 use ops_domain::schedules::{Occurrence, OccurrenceStatus, Schedule, ScheduleStatus};
 use ops_domain::transactions::Transaction;
@@ -379,9 +379,34 @@ impl DynamoStore {
                 vec![self.versioned_since_unversioned(by_id, k.version), unique]
             }
             Write::InsertOperation(op) => {
-                vec![self.put(Self::operation_item(op), Some("attribute_not_exists(PK)"), vec![])]
+                let mut writes = vec![self.put(Self::operation_item(op), Some("attribute_not_exists(PK)"), vec![])];
+                if let (OperationStatus::PendingApproval, Some(expires_at)) = (op.status, op.approval_expires_at) {
+                    let marker = keyed(
+                        keys::approval_expiry(&op.id),
+                        vec![
+                            ("entity", s("approval_expiry")),
+                            ("GSI2PK", s(keys::approval_expiry_shard(&op.id))),
+                            ("GSI2SK", s(keys::poll_sort(expires_at, &op.id))),
+                        ],
+                    );
+                    writes.push(self.put(marker, None, vec![]));
+                }
+                writes
             }
-            Write::UpdateOperation(op) => vec![self.versioned(Self::operation_item(op), op.version)],
+            Write::UpdateOperation(op) => {
+                let mut writes = vec![self.versioned(Self::operation_item(op), op.version)];
+                // Decided, cancelled or expired: no longer waiting, so off the expiry timer's
+                // list. (Later changes find no marker to delete, and delete nothing.)
+                if op.approval_expires_at.is_some() && op.status.left_pending_approval() {
+                    let delete = Delete::builder()
+                        .table_name(&self.table)
+                        .set_key(Some(item(key_item(keys::approval_expiry(&op.id)))))
+                        .build()
+                        .expect("table and key set");
+                    writes.push(TransactWriteItem::builder().delete(delete).build());
+                }
+                writes
+            }
             Write::PutWorkflow(w) => {
                 let it = keyed(
                     keys::workflow(&w.owner, &w.name),

@@ -1,11 +1,11 @@
 //! Lists: newest first, filtered, paged, within a read budget a page.
 
-use super::{changes, operation};
+use super::{audit, changes, operation};
 use ops_domain::approvals::{Action, Conditions, Rule, Workflow, WorkflowDefinition, WorkflowOwner};
 use ops_domain::event::Event;
 use ops_domain::money::Amount;
 use ops_domain::operations::OperationQuery;
-use ops_domain::operations::{Beneficiary, Destination, Item, OperationStatus, OperationType};
+use ops_domain::operations::{Beneficiary, Destination, Item, Operation, OperationStatus, OperationType};
 use ops_domain::ports::{Store, Write};
 use ops_domain::webhooks::EventQuery;
 
@@ -295,6 +295,8 @@ pub(super) async fn an_owners_workflows_are_listed_by_name(store: &dyn Store) {
             owner: owner.clone(),
             definition: WorkflowDefinition {
                 description: None,
+                matching: Default::default(),
+                approval_ttl: None,
                 rules: vec![Rule {
                     when: Conditions::default(),
                     then: Action::Approve,
@@ -544,4 +546,71 @@ pub(super) async fn operations_are_listed_within_a_window_and_an_amount_range(st
         ..pending
     };
     assert_eq!(listed(next).await, ["op_r2"]);
+}
+
+/// The expiry timer's list: operations still pending approval past their expiry, soonest
+/// first; one decided since (or without a ttl, or not yet due) is not on it.
+pub async fn operations_pending_approval_are_found_by_their_expiry(store: &dyn Store) {
+    let at = time::OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+    let pending = |id: &str, expires_in: Option<i64>| {
+        let mut op = operation(id, "cus_expiry", OperationStatus::PendingApproval);
+        op.approval_expires_at = expires_in.map(|seconds| at + time::Duration::seconds(seconds));
+        op
+    };
+    let (later, sooner, waits, approved) = (
+        pending("op_expiry_later", Some(60)),
+        pending("op_expiry_sooner", Some(30)),
+        pending("op_expiry_waits", None),
+        pending("op_expiry_approved", Some(10)),
+    );
+    let inserts = [&later, &sooner, &waits, &approved]
+        .into_iter()
+        .flat_map(|op| {
+            [
+                Write::InsertOperation(op.clone()),
+                audit(op.id.as_str(), "pending_approval"),
+            ]
+        })
+        .collect();
+    store.commit(changes(inserts)).await.unwrap();
+    let mut decided = approved.clone();
+    (decided.status, decided.version) = (OperationStatus::Approved, 2);
+    store
+        .commit(changes(vec![
+            Write::UpdateOperation(decided),
+            audit("op_expiry_approved", "approved"),
+        ]))
+        .await
+        .unwrap();
+    let ids = |ops: Vec<Operation>| ops.into_iter().map(|op| op.id.to_string()).collect::<Vec<_>>();
+    assert!(ids(store.approvals_expiring(at, 10).await.unwrap()).is_empty());
+    assert_eq!(
+        ids(store
+            .approvals_expiring(at + time::Duration::seconds(30), 10)
+            .await
+            .unwrap()),
+        ["op_expiry_sooner"]
+    );
+    let all = at + time::Duration::days(1);
+    assert_eq!(
+        ids(store.approvals_expiring(all, 10).await.unwrap()),
+        ["op_expiry_sooner", "op_expiry_later"]
+    );
+    assert_eq!(
+        ids(store.approvals_expiring(all, 1).await.unwrap()),
+        ["op_expiry_sooner"]
+    );
+    let mut expired = sooner.clone();
+    (expired.status, expired.version) = (OperationStatus::Expired, 2);
+    store
+        .commit(changes(vec![
+            Write::UpdateOperation(expired),
+            audit("op_expiry_sooner", "expired"),
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(store.approvals_expiring(all, 10).await.unwrap()),
+        ["op_expiry_later"]
+    );
 }

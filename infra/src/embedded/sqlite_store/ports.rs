@@ -232,6 +232,20 @@ impl OperationStore for SqliteStore {
         self.documents_of(sql, keys, find.limit).await
     }
 
+    async fn approvals_expiring(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Operation>, StoreError> {
+        // Expiries are whole seconds in UTC, so their text sorts as their time does.
+        let until = now
+            .replace_nanosecond(0)
+            .expect("0 is a valid nanosecond")
+            .format(&time::format_description::well_known::Rfc3339)
+            .map_err(unavailable)?;
+        let sql = "SELECT body FROM operations WHERE status = 'pending_approval'
+                   AND json_extract(body, '$.approval_expires_at') IS NOT NULL
+                   AND json_extract(body, '$.approval_expires_at') <= ?
+                   ORDER BY json_extract(body, '$.approval_expires_at') LIMIT ?";
+        self.documents_of(sql, vec![until], limit).await
+    }
+
     async fn operation_history(&self, operation_id: &OperationId) -> Result<Vec<AuditEntry>, StoreError> {
         let operation_id = operation_id.to_owned();
         self.read(move |c| {

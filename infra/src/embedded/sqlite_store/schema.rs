@@ -32,6 +32,9 @@ DROP INDEX IF EXISTS events_by_type;
 CREATE INDEX IF NOT EXISTS operations_by_customer ON operations (customer_id, id);
 CREATE INDEX IF NOT EXISTS operations_by_customer_status ON operations (customer_id, status, id);
 CREATE INDEX IF NOT EXISTS operations_by_status ON operations (status, id);
+-- Only operations waiting for approvals with a ttl: the expiry timer's index, small.
+CREATE INDEX IF NOT EXISTS operations_expiring ON operations (json_extract(body, '$.approval_expires_at'))
+    WHERE status = 'pending_approval' AND json_extract(body, '$.approval_expires_at') IS NOT NULL;
 -- Neither audit entries nor events are ever deleted, so a new row's seq is always past every
 -- one before it without AUTOINCREMENT, whose counter row was one more page each create wrote
 -- (files made before keep it).

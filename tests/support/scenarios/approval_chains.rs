@@ -1,0 +1,288 @@
+//! Approval chains: a workflow's tiers by amount, the strictest that matches deciding, each
+//! tier's steps signed in order, a step that names its signers taking only them.
+
+use crate::{payout, Api, Customer, Member};
+use ops_runtime::driver::Driver;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+async fn approve(app: &Api, member: &Member, id: &str) -> crate::Reply {
+    app.post(&format!("/v1/operations/{id}/approve"), &member.key, json!({}))
+        .await
+}
+
+/// The role the open approvals item of `id` asks of whoever claims it.
+async fn item_role(app: &Api, customer: &Customer, id: &str) -> Value {
+    let items = app
+        .get("/v1/work_items?queue=approvals&status=open&limit=100", &customer.key)
+        .await
+        .json();
+    let item = items["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{items}"))
+        .iter()
+        .find(|item| item["subject"]["id"] == id)
+        .unwrap_or_else(|| panic!("no approvals item for {id}: {items}"));
+    item["required_role"].clone()
+}
+
+/// `(count, role)` of each approval the operation still waits for, in order.
+fn needed(operation: &Value) -> Vec<(u64, String)> {
+    operation["approvals_needed"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{operation}"))
+        .iter()
+        .map(|n| (n["count"].as_u64().unwrap(), n["role"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+pub async fn a_tiered_chain_is_signed_in_order_by_the_roles_and_users_it_names(app: &Api, driver: &Driver) {
+    let customer = app.create_customer().await;
+    let approver = app.add_member(&customer, &["approver"], &["operations:approve"]).await;
+    let treasurer = app.add_member(&customer, &["treasury"], &["operations:approve"]).await;
+    let mut named = vec![];
+    for _ in 0..3 {
+        named.push(app.add_member(&customer, &["treasury"], &["operations:approve"]).await);
+    }
+    let named_ids: Vec<&str> = named.iter().map(|m| m.user_id.as_str()).collect();
+
+    // Tiers written in any order: the strictest that matches decides.
+    let tiers = json!({"match": "strictest", "rules": [
+        {"when": {"total_amount": {"gte": 50_000_001}}, "then": {"action": "require_approvals", "steps": [
+            {"count": 1, "role": "approver"},
+            {"count": 2, "role": "treasury", "users": named_ids}]}},
+        {"when": {}, "then": {"action": "require_approvals", "count": 1, "role": "approver"}},
+        {"when": {"total_amount": {"gte": 1_000_001}}, "then": {"action": "require_approvals", "steps": [
+            {"count": 1, "role": "approver"}, {"count": 1, "role": "treasury"}]}},
+    ]});
+    let put = app
+        .send(
+            Method::PUT,
+            "/v1/workflows/tiers",
+            Some(&customer.key),
+            None,
+            Some(&tiers),
+        )
+        .await;
+    assert_eq!(put.status, 200, "{}", put.json());
+    assert_eq!(put.json()["match"], "strictest");
+
+    let small = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "tiers", &[500_000]),
+        )
+        .await
+        .json();
+    assert_eq!(needed(&small), [(1, "approver".to_owned())], "{small}");
+    assert_eq!(small["decided_by_rule"], json!({"by": "workflow:tiers", "rule": 1}));
+
+    // Above 1,000,000: an approver, then treasury, in that order.
+    let large = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "tiers", &[2_000_000]),
+        )
+        .await
+        .json();
+    let id = large["id"].as_str().unwrap();
+    assert_eq!(
+        needed(&large),
+        [(1, "approver".to_owned()), (1, "treasury".to_owned())],
+        "{large}"
+    );
+    assert_eq!(large["decided_by_rule"]["rule"], 2);
+    assert_eq!(large["approval_requirement"], json!({"count": 1, "role": "approver"}));
+    assert!(large["cause"]["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("1 approval(s) by role approver, then 1 by role treasury"));
+    crate::drain(driver).await;
+    assert_eq!(item_role(app, &customer, id).await, "approver");
+    let early = approve(app, &treasurer, id).await;
+    assert_eq!(early.error(403)["code"], "role_required");
+    let first = approve(app, &approver, id).await;
+    assert_eq!(first.status, 200, "{}", first.json());
+    assert_eq!(first.json()["status"], "pending_approval");
+    assert_eq!(needed(&first.json()), [(1, "treasury".to_owned())]);
+    // Whoever claims the item next must hold the next step's role.
+    assert_eq!(item_role(app, &customer, id).await, "treasury");
+    let done = approve(app, &treasurer, id).await.json();
+    assert_eq!(
+        (&done["status"], &done["cause"]["code"]),
+        (&json!("approved"), &json!("approved_by_approver"))
+    );
+
+    // Above 50,000,000: an approver, then two of three named treasurers.
+    let huge = app
+        .post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "tiers", &[60_000_000]),
+        )
+        .await
+        .json();
+    let id = huge["id"].as_str().unwrap();
+    assert_eq!(huge["approvals_needed"][1]["users"], json!(named_ids), "{huge}");
+    assert_eq!(approve(app, &approver, id).await.status, 200);
+    let unnamed = approve(app, &treasurer, id).await;
+    assert_eq!(unnamed.error(403)["code"], "named_signer_required");
+    let second = approve(app, &named[2], id).await.json();
+    assert_eq!(needed(&second), [(1, "treasury".to_owned())]);
+    let third = approve(app, &named[0], id).await.json();
+    assert_eq!(third["status"], "approved", "{third}");
+    let signers: Vec<&str> = third["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["user_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(signers, [approver.user_id.as_str(), named_ids[2], named_ids[0]]);
+
+    // A step that could never be signed is refused where it is written.
+    let never = json!({"rules": [{"when": {}, "then": {"action": "require_approvals", "steps": [
+        {"count": 1, "role": "approver"}, {"count": 3, "role": "treasury", "users": &named_ids[..2]}]}}]});
+    let refused = app
+        .send(
+            Method::PUT,
+            "/v1/workflows/never",
+            Some(&customer.key),
+            None,
+            Some(&never),
+        )
+        .await;
+    assert_eq!(
+        (&refused.error(400)["param"], &refused.error(400)["code"]),
+        (&json!("rules[0].then.steps[1].users"), &json!("invalid_users"))
+    );
+}
+
+/// A workflow's `approval_ttl`: an operation whose approvals have not all come by then is
+/// `expired` at the timer's next round, with its cause, its event and its approvals item
+/// closed; one approved in time stays approved, and a late approval is refused.
+pub async fn approvals_not_given_in_time_expire(app: &Api, driver: &Driver, clock: &crate::TestClock) {
+    use ops_runtime::driver::Trigger;
+    let customer = app.create_customer().await;
+    let approvers = [
+        app.add_member(&customer, &["approver"], &["operations:approve"]).await,
+        app.add_member(&customer, &["approver"], &["operations:approve"]).await,
+    ];
+    let definition = json!({"approval_ttl": 3600, "rules": [
+        {"when": {}, "then": {"action": "require_approvals", "count": 2, "role": "approver"}}]});
+    let put = app
+        .send(
+            Method::PUT,
+            "/v1/workflows/hourly",
+            Some(&customer.key),
+            None,
+            Some(&definition),
+        )
+        .await;
+    assert_eq!(put.status, 200, "{}", put.json());
+    assert_eq!(put.json()["approval_ttl"], 3600);
+    let too_short = json!({"approval_ttl": 60, "rules": [{"when": {}, "then": {"action": "approve"}}]});
+    let refused = app
+        .send(
+            Method::PUT,
+            "/v1/workflows/hasty",
+            Some(&customer.key),
+            None,
+            Some(&too_short),
+        )
+        .await;
+    assert_eq!(
+        (&refused.error(400)["param"], &refused.error(400)["code"]),
+        (&json!("approval_ttl"), &json!("out_of_range"))
+    );
+
+    let create = || {
+        app.post(
+            "/v1/operations",
+            &customer.key,
+            payout(&customer.id, "hourly", &[10_000]),
+        )
+    };
+    let (late, in_time) = (create().await.json(), create().await.json());
+    let expires_at = time::OffsetDateTime::parse(
+        late["approval_expires_at"].as_str().unwrap_or_else(|| panic!("{late}")),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let created_at = time::OffsetDateTime::parse(
+        late["created_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert_eq!(expires_at.unix_timestamp() - created_at.unix_timestamp(), 3600);
+    let (late_id, in_time_id) = (late["id"].as_str().unwrap(), in_time["id"].as_str().unwrap());
+    for approver in &approvers {
+        assert_eq!(approve(app, approver, in_time_id).await.status, 200);
+    }
+    assert_eq!(approve(app, &approvers[0], late_id).await.status, 200);
+    crate::drain(driver).await;
+
+    // Not yet: a round a minute before changes nothing.
+    clock.advance(time::Duration::minutes(59));
+    driver.round(Trigger::StatusPoll).await.unwrap();
+    let waiting = app
+        .get(&format!("/v1/operations/{late_id}"), &customer.key)
+        .await
+        .json();
+    assert_eq!(waiting["status"], "pending_approval");
+    clock.advance(time::Duration::minutes(2));
+    driver.round(Trigger::StatusPoll).await.unwrap();
+    let expired = app
+        .get(&format!("/v1/operations/{late_id}"), &customer.key)
+        .await
+        .json();
+    assert_eq!(
+        (
+            &expired["status"],
+            &expired["cause"]["code"],
+            &expired["cause"]["actor"]["type"]
+        ),
+        (&json!("expired"), &json!("approval_expired"), &json!("system")),
+        "{expired}"
+    );
+    assert!(expired["cause"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("1 of 2 approval(s)"));
+    assert_eq!(expired["approvals_needed"], json!([]));
+    let refused = approve(app, &approvers[1], late_id).await;
+    assert_eq!(refused.error(409)["code"], "operation_not_pending_approval");
+    let kept = app
+        .get(&format!("/v1/operations/{in_time_id}"), &customer.key)
+        .await
+        .json();
+    assert_ne!(kept["status"], "expired", "{kept}");
+    // Another round finds nothing more to expire.
+    driver.round(Trigger::StatusPoll).await.unwrap();
+    let history = app.history(&format!("/v1/operations/{late_id}"), &customer.key).await;
+    assert_eq!(
+        history.iter().filter(|entry| entry["to"] == "expired").count(),
+        1,
+        "{history:?}"
+    );
+
+    // Its event is sent and its approvals item closes with the expiry's cause.
+    crate::drain(driver).await;
+    let events = app
+        .get("/v1/events?type=operation.expired&limit=10", &customer.key)
+        .await
+        .json();
+    assert_eq!(events["data"][0]["data"]["operation_id"], late_id, "{events}");
+    let items = app
+        .get("/v1/work_items?queue=approvals&limit=100", &customer.key)
+        .await
+        .json();
+    let item = items["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["subject"]["id"] == late_id)
+        .unwrap_or_else(|| panic!("{items}"));
+    assert_eq!(item["status"], "done", "{item}");
+}
