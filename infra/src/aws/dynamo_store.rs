@@ -17,6 +17,7 @@
 //! | operations by rail reference, item reference or beneficiary id (of a customer) | `PK = FIND#<kind>#<value>`, `SK = <customer>#<op id>` (`begins_with <customer>#`), written after their operation or transaction |
 //! | transactions of an operation | by the ids its items name (`TXN#<id>`; `GSI1PK = OPTXNS#<op>` on those written earlier, read by nothing) |
 //! | transactions due a status poll | `GSI2PK = POLL#<shard>`, `GSI2SK = <due unix s, padded>#<id>` (sparse) |
+//! | operations pending approval with a ttl, by expiry | marker `PK = APPRDUE#<op id>`, `SK = APPRDUE`; `GSI2PK = APPRDUE#<shard>`, `GSI2SK = <expiry unix s, padded>#<op id>` (deleted when it leaves pending approval) |
 //! | transactions of a rail confirmed on a day, by time | `GSI3PK = RAILDAY#<rail>#<YYYY-MM-DD>`, `GSI3SK = <confirmed unix ms, padded>#<id>` (sparse) |
 //! | how far a rail's sweep for a return check got | `PK = RETSWEEP#<rail>#<check>` |
 //! | reconciliation by id (fixed by its statement) | `PK = REC#<id>` (its lines are a blob) |
