@@ -551,3 +551,8 @@ async fn approvals_not_given_in_time_expire() {
     let app = ops_tests::spawn_app().await;
     ops_tests::scenarios::approvals_not_given_in_time_expire(&app, app.driver(), &app.clock).await;
 }
+
+#[tokio::test]
+async fn a_named_signer_delegates_their_place_for_a_period() {
+    ops_tests::scenarios::a_named_signer_delegates_their_place_for_a_period(&ops_tests::spawn_app().await.api).await;
+}

@@ -38,6 +38,7 @@ impl Service {
             status: UserStatus::Active,
             created_at: now,
             version: 1,
+            delegation: None,
         };
         let cause = Cause::new("user_created", "User created", principal.actor(), now);
         let mut changes = Changeset::default();

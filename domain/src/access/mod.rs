@@ -2,6 +2,7 @@
 
 mod authenticate;
 mod customers;
+mod delegation;
 mod manage;
 
 pub use authenticate::{
@@ -9,6 +10,7 @@ pub use authenticate::{
     FAILED_AUTHENTICATIONS_PER_SECOND,
 };
 pub use customers::require_platform_admin;
+pub use delegation::{DelegateApprovals, Delegation};
 pub use manage::DEFAULT_ROTATION_OVERLAP;
 
 use crate::error::DomainError;
@@ -200,6 +202,9 @@ pub struct User {
     /// over the first (a role change must not bring back a user just deactivated).
     #[serde(default = "first_version")]
     pub version: u64,
+    /// Who signs in this user's named approval places for a while.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<delegation::Delegation>,
 }
 
 impl User {

@@ -4,6 +4,7 @@ use super::{Approval, Decision, Operation, OperationStatus, OperationTransition,
 use crate::access::Principal;
 use crate::cause::{Actor, Cause};
 use crate::error::DomainError;
+use crate::ids::UserId;
 use crate::limits::{LimitCheck, LimitHold, OverLimit};
 use time::OffsetDateTime;
 
@@ -40,6 +41,7 @@ pub fn record_decision(
     comment: Option<String>,
     now: OffsetDateTime,
     limits: Option<&LimitCheck>,
+    acting_for: Option<&UserId>,
 ) -> Result<Option<StatusChange>, DomainError> {
     if operation.status != OperationStatus::PendingApproval {
         return Err(DomainError::invalid_state(
@@ -89,7 +91,8 @@ pub fn record_decision(
                 ),
             ))
         }
-        (Some(step), _) if !step.signable_by(&user.id, &user.roles) => {
+        // A named signer's delegate signs in their place.
+        (Some(step), _) if !step.signable_by(acting_for.unwrap_or(&user.id), &user.roles) => {
             return Err(DomainError::forbidden(
                 "named_signer_required",
                 format!(
@@ -100,14 +103,23 @@ pub fn record_decision(
         }
         _ => {}
     }
-    if operation.approvals.iter().any(|a| a.user_id == user.id) {
+    // One decision per person, and per named place: a delegate's counts as the delegator's.
+    let places = [Some(&user.id), acting_for];
+    if operation
+        .approvals
+        .iter()
+        .any(|a| a.user_id == user.id || places.contains(&Some(a.signer())))
+    {
         return Err(DomainError::invalid_state(
             "already_decided",
-            "This user has already decided on this operation.",
+            "This user (or the user whose place they take) has already decided on this operation.",
         ));
     }
+    // The delegation is used only where it is needed: in a step that names its signers.
+    let on_behalf_of = acting_for.filter(|_| step.as_ref().is_some_and(|s| !s.users.is_empty()));
     operation.approvals.push(Approval {
         user_id: user.id.clone(),
+        on_behalf_of: on_behalf_of.cloned(),
         decision,
         comment: comment.clone(),
         at: now,
@@ -274,6 +286,7 @@ pub(crate) mod four_eyes_tests {
                 status: UserStatus::Active,
                 created_at: at,
                 version: 1,
+                delegation: None,
             }),
         }
     }
@@ -305,6 +318,7 @@ pub(crate) mod four_eyes_tests {
                 Decision::Approved,
                 None,
                 NOW,
+                None,
                 None
             )),
             "self_approval_forbidden"
@@ -322,6 +336,7 @@ pub(crate) mod four_eyes_tests {
                 Decision::Approved,
                 None,
                 NOW,
+                None,
                 None
             )),
             "role_required"
@@ -334,7 +349,15 @@ pub(crate) mod four_eyes_tests {
         let mut keyonly = principal("usr_x", &[Role::Approver]);
         keyonly.user = None;
         assert_eq!(
-            code(record_decision(&mut op, &keyonly, Decision::Approved, None, NOW, None)),
+            code(record_decision(
+                &mut op,
+                &keyonly,
+                Decision::Approved,
+                None,
+                NOW,
+                None,
+                None
+            )),
             "user_required"
         );
     }
@@ -349,6 +372,7 @@ pub(crate) mod four_eyes_tests {
             Some("ok".into()),
             NOW,
             None,
+            None,
         )
         .unwrap()
         .unwrap();
@@ -362,12 +386,12 @@ pub(crate) mod four_eyes_tests {
         let mut op = pending(2);
         let a = principal("usr_a", &[Role::Approver]);
         assert_eq!(
-            record_decision(&mut op, &a, Decision::Approved, None, NOW, None).unwrap(),
+            record_decision(&mut op, &a, Decision::Approved, None, NOW, None, None).unwrap(),
             None
         );
         assert_eq!(op.status, OperationStatus::PendingApproval);
         assert_eq!(
-            code(record_decision(&mut op, &a, Decision::Approved, None, NOW, None)),
+            code(record_decision(&mut op, &a, Decision::Approved, None, NOW, None, None)),
             "already_decided"
         );
         assert_eq!(
@@ -377,6 +401,7 @@ pub(crate) mod four_eyes_tests {
                 Decision::Rejected,
                 Some("no".into()),
                 NOW,
+                None,
                 None
             )),
             "already_decided"
@@ -387,6 +412,7 @@ pub(crate) mod four_eyes_tests {
             Decision::Approved,
             None,
             NOW,
+            None,
             None,
         )
         .unwrap()
@@ -404,6 +430,7 @@ pub(crate) mod four_eyes_tests {
             None,
             NOW,
             None,
+            None,
         )
         .unwrap();
         let change = record_decision(
@@ -412,6 +439,7 @@ pub(crate) mod four_eyes_tests {
             Decision::Rejected,
             Some("wrong account".into()),
             NOW,
+            None,
             None,
         )
         .unwrap()
@@ -425,6 +453,7 @@ pub(crate) mod four_eyes_tests {
                 Decision::Approved,
                 None,
                 NOW,
+                None,
                 None
             )),
             "operation_not_pending_approval"
@@ -473,6 +502,7 @@ mod limit_tests {
             None,
             OffsetDateTime::UNIX_EPOCH,
             Some(limits),
+            None,
         )
     }
 

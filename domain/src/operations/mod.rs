@@ -195,6 +195,9 @@ pub enum Decision {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Approval {
     pub user_id: crate::ids::UserId,
+    /// The named signer whose place `user_id` took, by that signer's delegation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_behalf_of: Option<crate::ids::UserId>,
     pub decision: Decision,
     pub comment: Option<String>,
     #[serde(with = "time::serde::rfc3339")]
@@ -202,6 +205,13 @@ pub struct Approval {
     /// The approval a payout limit held the operation for (see [`Operation::limit_hold`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub for_limit: bool,
+}
+
+impl Approval {
+    /// Whose place the decision took: the named signer a delegate signed for, else its user's.
+    pub fn signer(&self) -> &crate::ids::UserId {
+        self.on_behalf_of.as_ref().unwrap_or(&self.user_id)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

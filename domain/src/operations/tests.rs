@@ -125,7 +125,7 @@ mod chains {
     }
 
     fn approve(op: &mut Operation, user: &str, roles: &[Role]) -> Result<Option<StatusChange>, DomainError> {
-        record_decision(op, &principal(user, roles), Decision::Approved, None, NOW, None)
+        record_decision(op, &principal(user, roles), Decision::Approved, None, NOW, None, None)
     }
 
     fn refusal(result: Result<Option<StatusChange>, DomainError>) -> &'static str {
@@ -202,6 +202,7 @@ mod chains {
             Decision::Rejected,
             Some("too much".into()),
             NOW,
+            None,
             None,
         )
         .unwrap()

@@ -462,7 +462,7 @@ impl Service {
     ) -> Result<Operation, DomainError> {
         principal.require(Scope::OperationsWrite)?;
         let reason = validate::optional_reason(command.reason, "reason", 500)?;
-        self.change_operation(principal, id, false, |operation, now, _| {
+        self.change_operation(principal, id, None, |operation, now, _, _| {
             let message = reason.clone().unwrap_or_else(|| "Cancelled on request".into());
             let cause = Cause::new("cancelled_on_request", message, principal.actor(), now);
             let change = operation.apply(OperationTransition::Cancel(cause))?;
@@ -479,27 +479,30 @@ impl Service {
         comment: Option<String>,
     ) -> Result<Operation, DomainError> {
         principal.require(Scope::OperationsApprove)?;
-        // Only an approval can let money through: a rejection reads no limits.
-        let approving = decision == Decision::Approved;
-        self.change_operation(principal, id, approving, |operation, now, limits| {
-            record_decision(operation, principal, decision, comment.clone(), now, limits)
+        self.change_operation(principal, id, Some(decision), |operation, now, limits, acting_for| {
+            record_decision(operation, principal, decision, comment.clone(), now, limits, acting_for)
         })
         .await
     }
 
     /// Loads, changes and stores an operation with its audit entry, retrying when a
     /// concurrent change won the race (the retry sees the winner's state, so a losing
-    /// approve-versus-cancel gets its 409 from the state machine). `checks_limits`: the change
-    /// may approve a payout, so its limits are read for it.
+    /// approve-versus-cancel gets its 409 from the state machine). A `decision` reads what it
+    /// needs: a payout's limits to approve it; in a step naming signers, whose place it takes.
     async fn change_operation<F>(
         &self,
         principal: &Principal,
         id: &OperationId,
-        checks_limits: bool,
+        decision: Option<Decision>,
         change: F,
     ) -> Result<Operation, DomainError>
     where
-        F: Fn(&mut Operation, OffsetDateTime, Option<&LimitCheck>) -> Result<Option<StatusChange>, DomainError>,
+        F: Fn(
+            &mut Operation,
+            OffsetDateTime,
+            Option<&LimitCheck>,
+            Option<&crate::ids::UserId>,
+        ) -> Result<Option<StatusChange>, DomainError>,
     {
         let change = &change;
         let busy = || Err(DomainError::conflict("The operation is changing too fast; retry."));
@@ -509,14 +512,22 @@ impl Service {
             let now = self.now();
             // What approving it would do to its payout limits, read before the decision and
             // counted only with the version of the counters read here.
+            let pending = previous == OperationStatus::PendingApproval;
             let limits = match operation.payout_facts(now) {
-                Some(facts) if checks_limits && previous == OperationStatus::PendingApproval => {
+                Some(facts) if decision == Some(Decision::Approved) && pending => {
                     self.payout_limit_check(&facts).await?
                 }
                 _ => None,
             };
+            let acting_for = match operation.steps_left().first() {
+                Some((step, _)) if decision.is_some() && pending && !step.users.is_empty() => {
+                    let signed: Vec<_> = operation.approvals.iter().map(|a| a.signer().clone()).collect();
+                    self.acting_for(principal, &step.users, &signed, now).await?
+                }
+                _ => None,
+            };
             let held_before = operation.limit_hold.is_some();
-            let status_change = change(&mut operation, now, limits.as_ref())?;
+            let status_change = change(&mut operation, now, limits.as_ref(), acting_for.as_ref())?;
             operation.version += 1;
             operation.updated_at = now;
             let mut changes = Changeset::default();

@@ -143,6 +143,8 @@ endpoints! {
     GetUser => (Api, "GET", "/v1/customers/{id}/users/{user_id}", get(get_user)),
     UpdateUser => (Api, "POST", "/v1/customers/{id}/users/{user_id}", post(update_user)),
     UserHistory => (Api, "GET", "/v1/customers/{id}/users/{user_id}/history", get(user_history)),
+    DelegateApprovals => (Api, "PUT", "/v1/customers/{id}/users/{user_id}/delegation", put(delegate_approvals)),
+    EndDelegation => (Api, "DELETE", "/v1/customers/{id}/users/{user_id}/delegation", delete(end_delegation)),
     CreateApiKey => (Api, "POST", "/v1/api_keys", post(create_api_key)),
     ListApiKeys => (Api, "GET", "/v1/api_keys", get(list_api_keys), query),
     RevokeApiKey => (Api, "DELETE", "/v1/api_keys/{id}", delete(revoke_api_key)),

@@ -164,6 +164,8 @@ pub fn grants(endpoint: Endpoint) -> (&'static [Grant], Option<Sizing>) {
         | GetUser
         | UpdateUser
         | UserHistory
+        | DelegateApprovals
+        | EndDelegation
         | CreateApiKey
         | ListApiKeys
         | GetApprovalFloor

@@ -286,3 +286,149 @@ pub async fn approvals_not_given_in_time_expire(app: &Api, driver: &Driver, cloc
         .unwrap_or_else(|| panic!("{items}"));
     assert_eq!(item["status"], "done", "{item}");
 }
+
+/// A named signer hands their place to a colleague of their role for a period: the delegate
+/// signs for them (`on_behalf_of`), once per place, never their own operation, only while the
+/// delegation lasts, and each delegation and its end is on the delegator's history.
+pub async fn a_named_signer_delegates_their_place_for_a_period(app: &Api) {
+    let customer = app.create_customer().await;
+    let mut named = vec![];
+    for _ in 0..3 {
+        named.push(app.add_member(&customer, &["treasury"], &["operations:approve"]).await);
+    }
+    let delegate = app
+        .add_member(&customer, &["treasury"], &["operations:approve", "operations:write"])
+        .await;
+    let outsider = app.add_member(&customer, &["treasury"], &["operations:approve"]).await;
+    let viewer = app.add_member(&customer, &["viewer"], &["operations:read"]).await;
+    let named_ids: Vec<&str> = named.iter().map(|m| m.user_id.as_str()).collect();
+    let definition = json!({"rules": [{"when": {}, "then": {"action": "require_approvals", "count": 2,
+        "role": "treasury", "users": named_ids}}]});
+    let put = app
+        .send(
+            Method::PUT,
+            "/v1/workflows/named",
+            Some(&customer.key),
+            None,
+            Some(&definition),
+        )
+        .await;
+    assert_eq!(put.status, 200, "{}", put.json());
+    let create = |key: String| {
+        let body = payout(&customer.id, "named", &[70_000]);
+        async move { app.post("/v1/operations", &key, body).await }
+    };
+    let first = create(customer.key.clone()).await.json();
+    let now = time::OffsetDateTime::parse(
+        first["created_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let at = |offset: time::Duration| {
+        (now + offset)
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    let path = format!("/v1/customers/{}/users/{}/delegation", customer.id, named[0].user_id);
+    let delegate_to = |to: &str, mut body: Value| {
+        body["to_user_id"] = json!(to);
+        let (path, key) = (path.clone(), named[0].key.clone());
+        async move { app.send(Method::PUT, &path, Some(&key), None, Some(&body)).await }
+    };
+    let a_day = json!({"ends_at": at(time::Duration::days(1)), "reason": "holiday"});
+    for (to, body, code) in [
+        (named[0].user_id.as_str(), a_day.clone(), "invalid_delegate"),
+        (viewer.user_id.as_str(), a_day.clone(), "delegate_role_missing"),
+        (
+            delegate.user_id.as_str(),
+            json!({"ends_at": at(-time::Duration::hours(1))}),
+            "invalid_period",
+        ),
+        (
+            delegate.user_id.as_str(),
+            json!({"ends_at": at(time::Duration::days(91))}),
+            "invalid_period",
+        ),
+    ] {
+        let refused = delegate_to(to, body).await;
+        assert_eq!(refused.error(400)["code"], code, "{}", refused.json());
+    }
+    // Another signer cannot set it for them; whoever manages the customer's users can.
+    let by_peer = app
+        .send(
+            Method::PUT,
+            &path,
+            Some(&named[1].key),
+            None,
+            Some(&json!({"to_user_id": delegate.user_id, "ends_at": at(time::Duration::days(1))})),
+        )
+        .await;
+    assert_eq!(by_peer.error(403)["code"], "missing_scope");
+    // Not yet: a delegation that starts in an hour lets nobody sign now.
+    let later = delegate_to(
+        &delegate.user_id,
+        json!({"starts_at": at(time::Duration::hours(1)), "ends_at": at(time::Duration::days(1))}),
+    )
+    .await;
+    assert_eq!(later.status, 200, "{}", later.json());
+    let id = first["id"].as_str().unwrap();
+    assert_eq!(
+        approve(app, &delegate, id).await.error(403)["code"],
+        "named_signer_required"
+    );
+
+    let given = delegate_to(&delegate.user_id, a_day.clone()).await;
+    assert_eq!(given.status, 200, "{}", given.json());
+    assert_eq!(given.json()["delegation"]["to_user_id"], delegate.user_id.as_str());
+    assert_eq!(
+        approve(app, &outsider, id).await.error(403)["code"],
+        "named_signer_required"
+    );
+    let signed = approve(app, &delegate, id).await;
+    assert_eq!(signed.status, 200, "{}", signed.json());
+    assert_eq!(
+        (
+            &signed.json()["approvals"][0]["user_id"],
+            &signed.json()["approvals"][0]["on_behalf_of"]
+        ),
+        (&json!(delegate.user_id), &json!(named[0].user_id))
+    );
+    // The place is taken: the delegator cannot sign it again.
+    assert_eq!(approve(app, &named[0], id).await.error(409)["code"], "already_decided");
+    let done = approve(app, &named[1], id).await.json();
+    assert_eq!(done["status"], "approved", "{done}");
+
+    // Never the delegate's own operation.
+    let own = create(delegate.key.clone()).await.json();
+    let own_id = own["id"].as_str().unwrap();
+    assert_eq!(
+        approve(app, &delegate, own_id).await.error(403)["code"],
+        "self_approval_forbidden"
+    );
+
+    // Ended: the delegate signs for nobody.
+    let ended = app.send(Method::DELETE, &path, Some(&named[0].key), None, None).await;
+    assert_eq!(ended.status, 200, "{}", ended.json());
+    assert!(ended.json().get("delegation").is_none(), "{}", ended.json());
+    let again = app.send(Method::DELETE, &path, Some(&named[0].key), None, None).await;
+    assert_eq!(again.error(409)["code"], "no_delegation");
+    let next = create(customer.key.clone()).await.json();
+    let next_id = next["id"].as_str().unwrap();
+    assert_eq!(
+        approve(app, &delegate, next_id).await.error(403)["code"],
+        "named_signer_required"
+    );
+
+    let history = app
+        .history(
+            &format!("/v1/customers/{}/users/{}", customer.id, named[0].user_id),
+            &customer.key,
+        )
+        .await;
+    let actions: Vec<&str> = history.iter().map(|e| e["action"].as_str().unwrap()).collect();
+    assert_eq!(
+        actions,
+        ["created", "delegated", "delegated", "delegation_ended"],
+        "{history:?}"
+    );
+}

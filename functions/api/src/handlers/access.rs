@@ -97,6 +97,27 @@ pub async fn update_user(
         .await?)
 }
 
+/// Hands the user's named approval places to a colleague for a period.
+pub async fn delegate_approvals(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParams(customer_id, user_id): PathParams,
+    JsonBody(body): JsonBody,
+) -> Answer {
+    ok(app
+        .service
+        .delegate_approvals(&caller, &customer_id, &user_id, parse(&body)?)
+        .await?)
+}
+
+pub async fn end_delegation(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathParams(customer_id, user_id): PathParams,
+) -> Answer {
+    ok(app.service.end_delegation(&caller, &customer_id, &user_id).await?)
+}
+
 pub async fn user_history(
     State(app): State<App>,
     Caller(caller): Caller,

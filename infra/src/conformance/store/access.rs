@@ -34,6 +34,7 @@ fn user(id: &str, customer: &str) -> User {
         status: UserStatus::Active,
         created_at: OffsetDateTime::UNIX_EPOCH,
         version: 1,
+        delegation: None,
     }
 }
 
