@@ -49,6 +49,8 @@ pub struct CreateOperation {
     pub metadata: Option<BTreeMap<String, String>>,
     pub source_account_id: Option<String>,
     pub destination_account_id: Option<String>,
+    /// Seconds the funds held for it may wait for the rail before it is given up.
+    pub hold_ttl: Option<i64>,
     /// Set by a file's worker, never by a client's body.
     #[serde(skip)]
     pub file_id: Option<crate::ids::FileId>,
@@ -94,8 +96,12 @@ pub struct ValidOperation {
     pub metadata: BTreeMap<String, String>,
     pub source_account_id: Option<crate::ids::AccountId>,
     pub destination_account_id: Option<crate::ids::AccountId>,
+    pub hold_ttl: Option<u32>,
     pub file_id: Option<crate::ids::FileId>,
 }
+
+/// The shortest and longest `hold_ttl`: a minute and thirty days.
+pub const HOLD_TTL: std::ops::RangeInclusive<i64> = 60..=2_592_000;
 
 #[derive(Debug)]
 pub struct ValidItem {
@@ -183,6 +189,13 @@ impl CreateOperation {
         };
         let source_account_id = account_id(self.source_account_id, "source_account_id")?;
         let destination_account_id = account_id(self.destination_account_id, "destination_account_id")?;
+        let hold_ttl = match self.hold_ttl {
+            Some(ttl) if !HOLD_TTL.contains(&ttl) => {
+                let message = "hold_ttl is a number of seconds from 60 to 2592000 (thirty days).";
+                return Err(DomainError::invalid("hold_ttl", "out_of_range", message));
+            }
+            ttl => ttl.map(|ttl| ttl as u32),
+        };
         Ok(ValidOperation {
             customer_id,
             kind,
@@ -192,6 +205,7 @@ impl CreateOperation {
             metadata,
             source_account_id,
             destination_account_id,
+            hold_ttl,
             file_id: self.file_id,
         })
     }
@@ -469,132 +483,5 @@ pub struct Cancel {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn rails(rail: &str) -> bool {
-        rail == "psp-local:sandbox"
-    }
-
-    fn param_of(body: serde_json::Value) -> String {
-        let command: CreateOperation = serde_json::from_value(body).unwrap();
-        match command.validate(&rails).unwrap_err() {
-            DomainError::InvalidRequest { param, .. } => param.unwrap(),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_time_is_kept_in_utc_whatever_its_offset_and_one_rfc_3339_cannot_write_is_refused() {
-        let utc = |text: &str| {
-            rfc3339_time(text, "at").map(|at| at.format(&time::format_description::well_known::Rfc3339).unwrap())
-        };
-        assert_eq!(utc("2030-01-01T09:00:00-03:00").unwrap(), "2030-01-01T12:00:00Z");
-        assert_eq!(utc("2030-01-01T00:30:00+01:00").unwrap(), "2029-12-31T23:30:00Z");
-        assert_eq!(utc("9999-12-31T23:59:59Z").unwrap(), "9999-12-31T23:59:59Z");
-        for text in ["9999-12-31T23:00:00-05:00", "0000-01-01T00:00:00+00:01", "tomorrow"] {
-            match rfc3339_time(text, "at") {
-                Err(DomainError::InvalidRequest { param, code, .. }) => {
-                    assert_eq!((param.as_deref(), code), (Some("at"), "invalid_time"), "{text}")
-                }
-                other => panic!("{text}: {other:?}"),
-            }
-        }
-    }
-
-    fn valid() -> serde_json::Value {
-        json!({"customer_id": "cus_1", "type": "payout", "currency": "CLP", "workflow": "auto",
-               "items": [{"beneficiary": {"id_type": "RUT", "id": "1-9"},
-                          "destination": {"rail": "psp-local:sandbox", "account": "123"},
-                          "amount": 1000, "reference": "r"}]})
-    }
-
-    fn with(path: &[&str], value: serde_json::Value) -> serde_json::Value {
-        let mut body = valid();
-        let mut at = &mut body;
-        for (i, key) in path.iter().enumerate() {
-            let next = if let Ok(index) = key.parse::<usize>() {
-                &mut at[index]
-            } else {
-                &mut at[*key]
-            };
-            if i == path.len() - 1 {
-                *next = value.clone();
-                break;
-            }
-            at = next;
-        }
-        body
-    }
-
-    #[test]
-    fn a_valid_operation_passes() {
-        let command: CreateOperation = serde_json::from_value(valid()).unwrap();
-        let op = command.validate(&rails).unwrap();
-        assert_eq!(op.items[0].amount.minor_units(), 1000);
-    }
-
-    #[test]
-    fn each_bad_field_is_named() {
-        let cases = [
-            (with(&["type"], json!("refund")), "type"),
-            (with(&["currency"], json!("clp")), "currency"),
-            (with(&["currency"], json!("")), "currency"),
-            (with(&["workflow"], json!("Two Step")), "workflow"),
-            (with(&["items"], json!([])), "items"),
-            (with(&["items", "0", "amount"], json!(0)), "items[0].amount"),
-            (with(&["items", "0", "amount"], json!(-1)), "items[0].amount"),
-            (
-                with(&["items", "0", "amount"], json!(MAX_ITEM_AMOUNT + 1)),
-                "items[0].amount",
-            ),
-            (
-                with(&["items", "0", "destination", "rail"], json!("swift")),
-                "items[0].destination.rail",
-            ),
-            (
-                with(&["items", "0", "destination", "rail"], json!("psp-local:mars")),
-                "items[0].destination.rail",
-            ),
-            (
-                with(&["items", "0", "destination", "account"], json!("")),
-                "items[0].destination.account",
-            ),
-            (
-                with(&["items", "0", "beneficiary", "id_type"], json!("R U T")),
-                "items[0].beneficiary.id_type",
-            ),
-            (
-                with(&["items", "0", "reference"], json!("x".repeat(141))),
-                "items[0].reference",
-            ),
-            (with(&["metadata"], json!({"k": "v".repeat(501)})), "metadata[k]"),
-            (with(&["metadata"], json!({"": "v"})), "metadata"),
-            (with(&["metadata"], json!({"k".repeat(41): "v"})), "metadata"),
-            (with(&["metadata"], json!({"a\u{202E}b": "v"})), "metadata"),
-        ];
-        for (body, param) in cases {
-            assert_eq!(param_of(body.clone()), param, "{body}");
-        }
-        let mut no_currency = valid();
-        no_currency.as_object_mut().unwrap().remove("currency");
-        assert_eq!(param_of(no_currency), "currency");
-    }
-
-    #[test]
-    fn emails_and_roles_are_checked() {
-        let user = |email: &str, roles: serde_json::Value| -> Result<_, DomainError> {
-            serde_json::from_value::<CreateUser>(json!({"name": "Ana", "email": email, "roles": roles}))
-                .unwrap()
-                .validate()
-        };
-        assert!(user("ana@example.com", json!(["maker"])).is_ok());
-        assert!(user("ana.example.com", json!(["maker"])).is_err());
-        assert!(user("ana@example.com", json!([])).is_err());
-        assert_eq!(
-            user("ana@example.com", json!(["maker", "maker"])).unwrap().2,
-            vec![Role::Maker]
-        );
-    }
-}
+#[path = "validate_tests.rs"]
+mod tests;

@@ -587,3 +587,10 @@ async fn a_transfer_posts_between_two_accounts_on_approval_with_no_rail() {
         (Some("completed"), &json!({"id_type": "RUT", "id": "1-9"}))
     );
 }
+
+#[tokio::test]
+async fn a_hold_that_expires_before_the_rail_window_fails_its_payout() {
+    let app = ops_tests::spawn_app().await;
+    ops_tests::scenarios::a_hold_that_expires_before_the_rail_window_fails_its_payout(&app, app.driver(), &app.clock)
+        .await;
+}

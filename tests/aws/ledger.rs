@@ -189,3 +189,14 @@ async fn the_largest_funded_operations_commit_in_one_dynamodb_transaction() {
     let refused = app.post("/v1/operations", &acme.key, too_many).await;
     assert_eq!(refused.error(400)["code"], "too_many_items_for_account");
 }
+
+#[tokio::test]
+async fn a_hold_that_expires_before_the_rail_window_fails_its_payout() {
+    let app = crate::spawn_aws_app().await;
+    ops_tests::scenarios::a_hold_that_expires_before_the_rail_window_fails_its_payout(
+        &app.api,
+        &app.driver,
+        &app.clock,
+    )
+    .await;
+}

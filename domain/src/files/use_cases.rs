@@ -292,6 +292,7 @@ impl Service {
                         ),
                         source_account_id: None,
                         destination_account_id: None,
+                        hold_ttl: None,
                         file_id: Some(file.id.clone()),
                     };
                     match self.draft_operation(&principal, command, None).await {

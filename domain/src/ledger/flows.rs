@@ -17,11 +17,32 @@ use std::collections::HashMap;
 use super::use_cases::{insufficient, reversal_of, MAX_FUNDED_ITEMS, MAX_TRANSFER_ITEMS};
 
 impl Service {
+    /// The accounts a new operation draws on and credits (see [`Self::accounts_of`]); a
+    /// `hold_ttl` needs one to hold the funds on.
+    pub(crate) async fn ledger_accounts(
+        &self,
+        customer_id: &CustomerId,
+        valid: &crate::validate::ValidOperation,
+    ) -> Result<(Option<AccountId>, Option<AccountId>), DomainError> {
+        let named = (valid.source_account_id.clone(), valid.destination_account_id.clone());
+        let accounts = self
+            .accounts_of(customer_id, valid.kind, &valid.currency, named, &valid.items)
+            .await?;
+        if valid.hold_ttl.is_some() && (valid.kind != OperationType::Payout || accounts.0.is_none()) {
+            return Err(DomainError::invalid(
+                "hold_ttl",
+                "no_hold",
+                "hold_ttl applies to a payout drawing on an account (source_account_id, or the customer's account in its currency): there is no hold to expire.",
+            ));
+        }
+        Ok(accounts)
+    }
+
     /// The accounts a new operation moves money on: a payout draws on its source account, a
     /// collection credits its destination account. Each is the one the operation names (the
     /// customer's own, in its currency), else the customer's account in that currency, else
     /// none (no ledger money moves, as before accounts existed).
-    pub(crate) async fn ledger_accounts(
+    async fn accounts_of(
         &self,
         customer_id: &CustomerId,
         kind: OperationType,

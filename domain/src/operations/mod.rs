@@ -258,6 +258,10 @@ pub struct Operation {
     /// The customer account a collection credits as its transactions are confirmed.
     #[serde(default)]
     pub destination_account_id: Option<crate::ids::AccountId>,
+    /// Seconds the funds held for its items may wait for the rail: a transaction not yet
+    /// handed to its rail by then fails (`hold_expired`) and its hold is voided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_ttl: Option<u32>,
     /// The payroll file whose chunk made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_id: Option<crate::ids::FileId>,

@@ -44,6 +44,7 @@ pub fn operation_in(status: OperationStatus) -> Operation {
         file_id: None,
         schedule_id: None,
         occurrence_at: None,
+        hold_ttl: None,
         decided_by_rule: None,
         limit_hold: None,
         version: 0,

@@ -111,15 +111,7 @@ impl Service {
             workflow.definition.evaluate(&facts),
             floor.definition.floor_verdict(&facts),
         );
-        let (source_account_id, destination_account_id) = self
-            .ledger_accounts(
-                &customer_id,
-                valid.kind,
-                &valid.currency,
-                (valid.source_account_id, valid.destination_account_id),
-                &valid.items,
-            )
-            .await?;
+        let (source_account_id, destination_account_id) = self.ledger_accounts(&customer_id, &valid).await?;
         let now = self.now();
         let (decided_by, source) = match decider {
             Decider::Workflow => (
@@ -265,6 +257,7 @@ impl Service {
             file_id: valid.file_id,
             schedule_id: made_by.map(|instruction| instruction.schedule_id.clone()),
             occurrence_at: made_by.map(|instruction| instruction.occurrence_at),
+            hold_ttl: valid.hold_ttl,
             decided_by_rule,
             limit_hold,
             version: 1,

@@ -167,6 +167,13 @@ pub struct Transaction {
     /// The hold its operation placed on an account for it, settled with its outcome.
     #[serde(default)]
     pub hold_id: Option<crate::ids::MovementId>,
+    /// When its hold expires: not yet handed to its rail by then, it fails (`hold_expired`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub hold_expires_at: Option<OffsetDateTime>,
     /// When the rail confirmed it (kept if it is returned later): statements are matched
     /// against the transactions confirmed in their period.
     #[serde(default, with = "time::serde::rfc3339::option")]
@@ -195,7 +202,21 @@ pub struct Transaction {
 
 time::serde::format_description!(banking_day, Date, "[year]-[month]-[day]");
 
+/// The cause of a transaction, and of an operation all of whose transactions, failed because
+/// their hold expired before they reached the rail.
+pub const HOLD_EXPIRED: &str = "hold_expired";
+
 impl Transaction {
+    /// Its hold has expired and it was never handed to its rail (nor is being), so it may
+    /// still be given up without asking anyone.
+    pub fn hold_expired(&self, now: OffsetDateTime) -> bool {
+        self.status == TransactionStatus::Pending
+            && self.submitting_since.is_none()
+            && self.submit_attempts == 0
+            && self.bank_file.is_none()
+            && self.hold_expires_at.is_some_and(|at| at <= now)
+    }
+
     pub fn apply(
         &mut self,
         transition: TransactionTransition,
@@ -507,6 +528,7 @@ pub(crate) mod tests {
             updated_at: at,
             environment: Environment::Test,
             hold_id: None,
+            hold_expires_at: None,
             direction: crate::rail::RailDirection::Credit,
             credit_account_id: None,
             cutoff_at: None,

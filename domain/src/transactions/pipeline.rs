@@ -330,6 +330,10 @@ impl Service {
                         .source_account_id
                         .as_ref()
                         .map(|_| crate::ids::MovementId::of_item(&item.id)),
+                    hold_expires_at: operation
+                        .hold_ttl
+                        .filter(|_| operation.source_account_id.is_some())
+                        .map(|ttl| now + Duration::seconds(i64::from(ttl))),
                     direction: match operation.kind {
                         crate::operations::OperationType::Collection => crate::rail::RailDirection::Debit,
                         _ => crate::rail::RailDirection::Credit,
@@ -425,6 +429,8 @@ pub fn settle(
         OperationTransition::StartProcessing(cause("transactions_in_progress"))
     } else if failed == 0 {
         OperationTransition::Complete(cause("all_transactions_confirmed"))
+    } else if confirmed == 0 && transactions.iter().all(|t| t.cause.code == super::HOLD_EXPIRED) {
+        OperationTransition::Fail(cause(super::HOLD_EXPIRED))
     } else if confirmed == 0 {
         OperationTransition::Fail(cause("all_transactions_failed"))
     } else {

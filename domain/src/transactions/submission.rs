@@ -11,7 +11,7 @@ use crate::ids::TransactionId;
 use crate::ports::{BatchOutcome, Changeset, QueueMessage, QueueTask, Write};
 use crate::rail::{Ack, Instruction, RailError, RailKind, RailState};
 use crate::service::{Handled, Service};
-use crate::transactions::{ReturnSweep, Transaction, TransactionStatus, TransactionTransition};
+use crate::transactions::{ReturnSweep, Transaction, TransactionStatus, TransactionTransition, HOLD_EXPIRED};
 use futures_util::StreamExt;
 
 impl Service {
@@ -55,6 +55,9 @@ impl Service {
             .transaction(transaction_id)
             .await?
             .ok_or_else(|| DomainError::not_found("transaction", transaction_id))?;
+        if found.hold_expired(self.now()) {
+            return self.fail_expired_hold(found).await;
+        }
         if let Some(adapter) = self.rails.get(&found.rail).filter(|a| a.kind() == RailKind::Files) {
             return self.submit_to_file_rail(found, adapter.clone()).await;
         }
@@ -70,7 +73,8 @@ impl Service {
                 txn.cutoff_at = cutoff.map(|c| c.cutoff_at);
                 txn.settlement_day = cutoff.map(|c| c.settlement_day);
                 txn.submit_after = Some(waits_until);
-                txn.next_poll_at = Some(waits_until);
+                // Its hold may expire first: the poll then finds it, and the submit fails it.
+                txn.next_poll_at = Some(txn.hold_expires_at.map_or(waits_until, |at| at.min(waits_until)));
                 Ok(Some(None))
             })
             .await?;
@@ -146,6 +150,23 @@ impl Service {
         };
         let result = adapter.submit(&instruction).await;
         self.record_submit_outcome(transaction, result).await
+    }
+
+    /// A transaction whose hold expired before it was handed to its rail: it fails, which
+    /// voids the hold with that cause, and nothing is sent.
+    async fn fail_expired_hold(&self, found: Transaction) -> Result<Handled, DomainError> {
+        self.update_transaction(&found.id.clone(), Some(found), |txn, now| {
+            if !txn.hold_expired(now) {
+                return Ok(None);
+            }
+            let expired_at = txn.hold_expires_at.unwrap_or(now);
+            let message = format!("Its hold expired at {expired_at} before it was handed to {}", txn.rail);
+            let cause = Cause::new(HOLD_EXPIRED, message, system(), now);
+            txn.next_poll_at = None;
+            txn.apply(TransactionTransition::Fail(cause)).map(|c| Some(Some(c)))
+        })
+        .await?;
+        Ok(Handled::Done)
     }
 
     /// Records the rail's answer on the transaction as the submit claim left it.

@@ -49,6 +49,7 @@ pub fn transaction(id: &str, rail: &str, confirmed_at: Option<OffsetDateTime>) -
         updated_at: at,
         environment: Environment::Test,
         hold_id: None,
+        hold_expires_at: None,
         direction: RailDirection::Credit,
         credit_account_id: None,
         cutoff_at: None,

@@ -49,6 +49,7 @@ pub fn operation(id: &str, customer: &str, status: OperationStatus) -> Operation
         file_id: None,
         schedule_id: None,
         occurrence_at: None,
+        hold_ttl: None,
         decided_by_rule: None,
         limit_hold: None,
         version: 1,
