@@ -54,6 +54,9 @@ pub struct CreateOperation {
     /// Set by a file's worker, never by a client's body.
     #[serde(skip)]
     pub file_id: Option<crate::ids::FileId>,
+    /// Set by a reversal, never by a client's body.
+    #[serde(skip)]
+    pub reversal_of: Option<crate::operations::ReversalOf>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -98,6 +101,7 @@ pub struct ValidOperation {
     pub destination_account_id: Option<crate::ids::AccountId>,
     pub hold_ttl: Option<u32>,
     pub file_id: Option<crate::ids::FileId>,
+    pub reversal_of: Option<crate::operations::ReversalOf>,
 }
 
 /// The shortest and longest `hold_ttl`: a minute and thirty days.
@@ -207,6 +211,7 @@ impl CreateOperation {
             destination_account_id,
             hold_ttl,
             file_id: self.file_id,
+            reversal_of: self.reversal_of,
         })
     }
 }

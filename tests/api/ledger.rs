@@ -594,3 +594,14 @@ async fn a_hold_that_expires_before_the_rail_window_fails_its_payout() {
     ops_tests::scenarios::a_hold_that_expires_before_the_rail_window_fails_its_payout(&app, app.driver(), &app.clock)
         .await;
 }
+
+#[tokio::test]
+async fn a_collection_is_reversed_by_item_or_amount_never_past_what_moved() {
+    let app = ops_tests::spawn_app().await;
+    ops_tests::scenarios::a_collection_is_reversed_by_item_or_amount_never_past_what_moved(
+        &app,
+        app.driver(),
+        &app.clock,
+    )
+    .await;
+}

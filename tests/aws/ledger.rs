@@ -200,3 +200,14 @@ async fn a_hold_that_expires_before_the_rail_window_fails_its_payout() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_collection_is_reversed_by_item_or_amount_never_past_what_moved() {
+    let app = crate::spawn_aws_app().await;
+    ops_tests::scenarios::a_collection_is_reversed_by_item_or_amount_never_past_what_moved(
+        &app.api,
+        &app.driver,
+        &app.clock,
+    )
+    .await;
+}

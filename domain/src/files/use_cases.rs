@@ -294,6 +294,7 @@ impl Service {
                         destination_account_id: None,
                         hold_ttl: None,
                         file_id: Some(file.id.clone()),
+                        reversal_of: None,
                     };
                     match self.draft_operation(&principal, command, None).await {
                         Ok(drafted) => Ok(drafted),

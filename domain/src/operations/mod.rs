@@ -2,6 +2,7 @@
 
 mod decisions;
 mod expiry;
+mod reversals;
 mod use_cases;
 
 pub(crate) use use_cases::StandingInstruction;
@@ -9,6 +10,7 @@ pub use use_cases::MAX_BULK_DECISIONS;
 
 pub use crate::operation_type::OperationType;
 pub use decisions::{not_the_creator, record_decision};
+pub use reversals::{ReversalOf, ReverseOperation, ReversedItem, ReversedItemInput};
 
 use crate::approvals::ApprovalRequirement;
 use crate::cause::Cause;
@@ -262,6 +264,12 @@ pub struct Operation {
     /// handed to its rail by then fails (`hold_expired`) and its hold is voided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_ttl: Option<u32>,
+    /// The operation whose money this one sends back, and how much of each item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reversal_of: Option<ReversalOf>,
+    /// The reversals made of it, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reversals: Vec<crate::ids::OperationId>,
     /// The payroll file whose chunk made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_id: Option<crate::ids::FileId>,

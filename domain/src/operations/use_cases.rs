@@ -258,6 +258,8 @@ impl Service {
             schedule_id: made_by.map(|instruction| instruction.schedule_id.clone()),
             occurrence_at: made_by.map(|instruction| instruction.occurrence_at),
             hold_ttl: valid.hold_ttl,
+            reversal_of: valid.reversal_of,
+            reversals: vec![],
             decided_by_rule,
             limit_hold,
             version: 1,
@@ -295,7 +297,11 @@ impl Service {
         self.visible_operation(principal, id).await
     }
 
-    async fn visible_operation(&self, principal: &Principal, id: &OperationId) -> Result<Operation, DomainError> {
+    pub(super) async fn visible_operation(
+        &self,
+        principal: &Principal,
+        id: &OperationId,
+    ) -> Result<Operation, DomainError> {
         self.store
             .operation(id)
             .await?

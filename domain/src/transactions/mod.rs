@@ -207,6 +207,11 @@ time::serde::format_description!(banking_day, Date, "[year]-[month]-[day]");
 pub const HOLD_EXPIRED: &str = "hold_expired";
 
 impl Transaction {
+    /// The rail took its money and has not sent it back (a return is `returned`).
+    pub fn is_confirmed(&self) -> bool {
+        self.status == TransactionStatus::Confirmed
+    }
+
     /// Its hold has expired and it was never handed to its rail (nor is being), so it may
     /// still be given up without asking anyone.
     pub fn hold_expired(&self, now: OffsetDateTime) -> bool {

@@ -167,6 +167,7 @@ endpoints! {
     ApproveOperation => (Api, "POST", "/v1/operations/{id}/approve", post(approve_operation)),
     RejectOperation => (Api, "POST", "/v1/operations/{id}/reject", post(reject_operation)),
     CancelOperation => (Api, "POST", "/v1/operations/{id}/cancel", post(cancel_operation)),
+    ReverseOperation => (Api, "POST", "/v1/operations/{id}/reversal", post(reverse_operation)),
     OperationHistory => (Api, "GET", "/v1/operations/{id}/history", get(operation_history)),
     OperationDeliveries => (Api, "GET", "/v1/operations/{id}/deliveries", get(operation_deliveries), query),
     ListTransactions => (Api, "GET", "/v1/transactions", get(list_transactions), query),

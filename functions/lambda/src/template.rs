@@ -185,6 +185,7 @@ pub fn grants(endpoint: Endpoint) -> (&'static [Grant], Option<Sizing>) {
         | ApproveOperation
         | RejectOperation
         | CancelOperation
+        | ReverseOperation
         | OperationHistory
         | OperationDeliveries
         | ListTransactions

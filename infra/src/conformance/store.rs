@@ -50,6 +50,8 @@ pub fn operation(id: &str, customer: &str, status: OperationStatus) -> Operation
         schedule_id: None,
         occurrence_at: None,
         hold_ttl: None,
+        reversal_of: None,
+        reversals: vec![],
         decided_by_rule: None,
         limit_hold: None,
         version: 1,

@@ -9,6 +9,7 @@ mod file_rail;
 mod holds;
 mod limits;
 mod reconciliations;
+mod reversals;
 mod webhook_endpoints;
 
 pub use access::*;
@@ -18,4 +19,5 @@ pub use file_rail::*;
 pub use holds::*;
 pub use limits::*;
 pub use reconciliations::*;
+pub use reversals::*;
 pub use webhook_endpoints::*;

@@ -26,6 +26,24 @@ pub async fn create_operation(State(app): State<App>, Caller(caller): Caller, re
     .await
 }
 
+/// A reversal makes an operation, so an `Idempotency-Key` makes retries safe, as for a create.
+pub async fn reverse_operation(
+    State(app): State<App>,
+    Caller(caller): Caller,
+    PathId(id): PathId<OperationId>,
+    request: CreateBody,
+) -> Answer {
+    let command = parse(&request.body)?;
+    create_once(
+        &app,
+        &caller,
+        caller.require(Scope::OperationsWrite),
+        &request,
+        |ticket| app.service.reverse_operation(&caller, &id, command, ticket),
+    )
+    .await
+}
+
 pub async fn get_operation(State(app): State<App>, Caller(caller): Caller, PathId(id): PathId<OperationId>) -> Answer {
     ok(app.service.get_operation(&caller, &id).await?)
 }
