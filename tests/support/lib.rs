@@ -336,6 +336,30 @@ impl Api {
             .await
     }
 
+    /// Opens the customer's account in `currency`, credited with `funds` (none if 0); its id.
+    pub async fn open_account(&self, customer: &Customer, currency: &str, funds: i64) -> String {
+        let opened = self
+            .post(
+                "/v1/accounts",
+                ADMIN_KEY,
+                json!({"customer_id": customer.id, "currency": currency}),
+            )
+            .await;
+        assert_eq!(opened.status, 201, "{}", opened.json());
+        let account = opened.id();
+        if funds > 0 {
+            let funded = self
+                .post(
+                    &format!("/v1/accounts/{account}/adjustments"),
+                    ADMIN_KEY,
+                    json!({"amount": funds, "direction": "credit", "reason": "wire received"}),
+                )
+                .await;
+            assert_eq!(funded.status, 201, "{}", funded.json());
+        }
+        account
+    }
+
     /// Defines the workflow `name` for the key's customer (or the platform's), asserting it saved.
     pub async fn put_workflow(&self, key: &str, name: &str, definition: Value) {
         let path = format!("/v1/workflows/{name}");

@@ -24,23 +24,7 @@ pub async fn a_hold_that_expires_before_the_rail_window_fails_its_payout(
     clock: &crate::TestClock,
 ) {
     let customer = app.create_customer().await;
-    let opened = app
-        .post(
-            "/v1/accounts",
-            ADMIN_KEY,
-            json!({"customer_id": customer.id, "currency": "CLP"}),
-        )
-        .await;
-    assert_eq!(opened.status, 201, "{}", opened.json());
-    let account = opened.id();
-    let funded = app
-        .post(
-            &format!("/v1/accounts/{account}/adjustments"),
-            ADMIN_KEY,
-            json!({"amount": 100_000, "direction": "credit", "reason": "wire received"}),
-        )
-        .await;
-    assert_eq!(funded.status, 201, "{}", funded.json());
+    let account = app.open_account(&customer, "CLP", 100_000).await;
     // The sandbox rail keeps one cut-off, 15:00 UTC, and waits after it for the next window.
     let calendar = app
         .post(

@@ -1,7 +1,7 @@
 //! Reversals: a completed collection refunded by a payout of its own, through its workflow,
 //! linked both ways, partial by item or amount, never more than moved.
 
-use crate::{Api, Customer, ADMIN_KEY};
+use crate::{Api, Customer};
 use futures_util::future::join_all;
 use ops_runtime::driver::Driver;
 use serde_json::{json, Value};
@@ -36,15 +36,7 @@ pub async fn a_collection_is_reversed_by_item_or_amount_never_past_what_moved(
 ) {
     let settle = || crate::settle(driver, clock, time::Duration::seconds(30), 6);
     let customer = app.create_customer().await;
-    let opened = app
-        .post(
-            "/v1/accounts",
-            ADMIN_KEY,
-            json!({"customer_id": customer.id, "currency": "CLP"}),
-        )
-        .await;
-    assert_eq!(opened.status, 201, "{}", opened.json());
-    let account = opened.id();
+    let account = app.open_account(&customer, "CLP", 0).await;
     let collected = app
         .post(
             "/v1/operations",

@@ -130,23 +130,10 @@ impl OperationStore for DynamoStore {
     async fn approvals_expiring(&self, now: OffsetDateTime, limit: usize) -> Result<Vec<Operation>, StoreError> {
         // The timer's queries of its shards, a constant each round, as the poll's are.
         self.meter.polled(u64::from(SHARDS));
-        let until = keys::poll_due_until(now);
-        let mut due = each_partition(keys::approval_expiry_partitions(), |key| {
-            self.query_entries(
-                Some("GSI2"),
-                "GSI2PK = :pk AND GSI2SK <= :until",
-                vec![(":pk", s(key)), (":until", s(until.clone()))],
-                None,
-                false,
-                limit,
-            )
-        })
-        .await?;
-        // `<due>#<operation id>`: the soonest across the shards first, then their operations
-        // in one read. One its marker outlived (a write that failed after) is left out.
+        let due = self.due_entries(keys::approval_expiry_partitions(), now, limit).await?;
+        // `<due>#<operation id>`: their operations in one read. One its marker outlived (a
+        // write that failed after) is left out.
         let sort_key = |entry: &Item| entry.get("GSI2SK").and_then(|k| k.as_s().ok()).cloned();
-        due.sort_by_key(sort_key);
-        due.truncate(limit);
         let ids: Vec<OperationId> = due
             .iter()
             .filter_map(|entry| sort_key(entry)?.split_once('#').map(|(_, id)| OperationId::from(id)))

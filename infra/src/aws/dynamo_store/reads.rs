@@ -317,6 +317,21 @@ impl DynamoStore {
         now: OffsetDateTime,
         limit: usize,
     ) -> Result<Vec<T>, StoreError> {
+        let due = self.due_entries(partitions, now, limit).await?;
+        let before = self.meter.requests();
+        let items = self.items_of(&due).await;
+        self.meter.polled(self.meter.requests() - before);
+        items
+    }
+
+    /// The entries of a sharded due index (GSI2: `<due>#<id>`) due at or before `now`, the
+    /// soonest `limit` across the shards.
+    pub(super) async fn due_entries(
+        &self,
+        partitions: Vec<String>,
+        now: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<Item>, StoreError> {
         let until = keys::poll_due_until(now);
         let mut due = each_partition(partitions, |key| {
             self.query_entries(
@@ -329,15 +344,10 @@ impl DynamoStore {
             )
         })
         .await?;
-        // The sort key is the due time, then the id: the earliest across the shards first,
-        // then one read of the items for them all.
-        let sort_key = |entry: &Item| entry.get("GSI2SK").and_then(|k| k.as_s().ok()).cloned();
-        due.sort_by_key(sort_key);
+        // The sort key is the due time, then the id: the earliest across the shards first.
+        due.sort_by_key(|entry| entry.get("GSI2SK").and_then(|k| k.as_s().ok()).cloned());
         due.truncate(limit);
-        let before = self.meter.requests();
-        let items = self.items_of(&due).await;
-        self.meter.polled(self.meter.requests() - before);
-        items
+        Ok(due)
     }
 
     /// Queries an index (or the table when `index` is `None`), following pages until `limit`
