@@ -110,26 +110,12 @@ async fn an_operator_works_every_view_of_the_console_in_chromium() {
 
     // The sandbox rail keeps cut-offs (every day, sending after the last): each transaction
     // shows the day it settles.
-    let calendar = app
-        .post(
-            "/v1/calendars",
-            ADMIN_KEY,
-            json!({"name": "Every day", "timezone": "UTC",
-                   "working_days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]}),
-        )
-        .await
-        .id();
-    let cutoffs = json!({"calendar_id": calendar, "cutoffs": ["12:00"], "after_last_cutoff": "send_now"});
-    let saved = app
-        .send(
-            reqwest::Method::PUT,
-            "/v1/rails/psp-local:sandbox/cutoffs",
-            Some(ADMIN_KEY),
-            None,
-            Some(&cutoffs),
-        )
-        .await;
-    assert_eq!(saved.status, 200, "{}", saved.json());
+    app.set_sandbox_cutoffs(
+        json!({"name": "Every day", "timezone": "UTC",
+               "working_days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]}),
+        json!({"cutoffs": ["12:00"], "after_last_cutoff": "send_now"}),
+    )
+    .await;
     // A payout whose outcome the rail lost (it times out on an amount ending in 08, and has no
     // such transaction when asked): unknown for the minute the service keeps asking, which the
     // page is looked at within.

@@ -266,25 +266,11 @@ async fn a_schedule_that_keeps_banking_days_sets_its_timer_to_each_next_run() {
 async fn a_transaction_after_the_last_cutoff_waits_in_the_due_index_for_its_window() {
     let app = spawn_aws_app().await;
     let acme = app.create_customer().await;
-    let calendar = app
-        .post(
-            "/v1/calendars",
-            ops_tests::ADMIN_KEY,
-            json!({"name": "Weekdays", "timezone": "UTC"}),
-        )
-        .await
-        .id();
-    let cutoffs = json!({"calendar_id": calendar, "cutoffs": ["15:00"], "after_last_cutoff": "wait"});
-    let saved = app
-        .send(
-            reqwest::Method::PUT,
-            "/v1/rails/psp-local:sandbox/cutoffs",
-            Some(ops_tests::ADMIN_KEY),
-            None,
-            Some(&cutoffs),
-        )
-        .await;
-    assert_eq!(saved.status, 200, "{}", saved.json());
+    app.set_sandbox_cutoffs(
+        json!({"name": "Weekdays", "timezone": "UTC"}),
+        json!({"cutoffs": ["15:00"], "after_last_cutoff": "wait"}),
+    )
+    .await;
     // The next Friday at 16:00 UTC: after its only cut-off.
     let now = app.clock.now();
     let days_to_friday = (5 + 7 - i64::from(now.weekday().number_from_monday())) % 7 + 7;

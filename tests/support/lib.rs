@@ -336,6 +336,19 @@ impl Api {
             .await
     }
 
+    /// Gives the sandbox rail a calendar (`calendar`, its create body) and cut-offs (`cutoffs`,
+    /// the rest of the rail's cut-offs body), asserting both saved.
+    pub async fn set_sandbox_cutoffs(&self, calendar: Value, mut cutoffs: Value) {
+        let calendar = self.post("/v1/calendars", ADMIN_KEY, calendar).await;
+        assert_eq!(calendar.status, 201, "{}", calendar.json());
+        cutoffs["calendar_id"] = json!(calendar.id());
+        let path = "/v1/rails/psp-local:sandbox/cutoffs";
+        let saved = self
+            .send(Method::PUT, path, Some(ADMIN_KEY), None, Some(&cutoffs))
+            .await;
+        assert_eq!(saved.status, 200, "{}", saved.json());
+    }
+
     /// Opens the customer's account in `currency`, credited with `funds` (none if 0); its id.
     pub async fn open_account(&self, customer: &Customer, currency: &str, funds: i64) -> String {
         let opened = self

@@ -11,19 +11,28 @@ async fn approve(app: &Api, member: &Member, id: &str) -> crate::Reply {
         .await
 }
 
-/// The role the open approvals item of `id` asks of whoever claims it.
-async fn item_role(app: &Api, customer: &Customer, id: &str) -> Value {
+/// The approvals item of operation `id` (the open one, or any with `status: None`).
+pub(crate) async fn approvals_item(app: &Api, customer: &Customer, id: &str, status: Option<&str>) -> Value {
+    let filter = status.map_or(String::new(), |status| format!("&status={status}"));
     let items = app
-        .get("/v1/work_items?queue=approvals&status=open&limit=100", &customer.key)
+        .get(
+            &format!("/v1/work_items?queue=approvals{filter}&limit=100"),
+            &customer.key,
+        )
         .await
         .json();
-    let item = items["data"]
+    let found = items["data"]
         .as_array()
         .unwrap_or_else(|| panic!("{items}"))
         .iter()
         .find(|item| item["subject"]["id"] == id)
-        .unwrap_or_else(|| panic!("no approvals item for {id}: {items}"));
-    item["required_role"].clone()
+        .cloned();
+    found.unwrap_or_else(|| panic!("no approvals item for {id}: {items}"))
+}
+
+/// The role the open approvals item of `id` asks of whoever claims it.
+async fn item_role(app: &Api, customer: &Customer, id: &str) -> Value {
+    approvals_item(app, customer, id, Some("open")).await["required_role"].clone()
 }
 
 /// `(count, role)` of each approval the operation still waits for, in order.
@@ -274,17 +283,12 @@ pub async fn approvals_not_given_in_time_expire(app: &Api, driver: &Driver, cloc
         .await
         .json();
     assert_eq!(events["data"][0]["data"]["operation_id"], late_id, "{events}");
-    let items = app
-        .get("/v1/work_items?queue=approvals&limit=100", &customer.key)
-        .await
-        .json();
-    let item = items["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|item| item["subject"]["id"] == late_id)
-        .unwrap_or_else(|| panic!("{items}"));
-    assert_eq!(item["status"], "done", "{item}");
+    let item = approvals_item(app, &customer, late_id, None).await;
+    assert_eq!(
+        (&item["status"], &item["cause"]["code"]),
+        (&json!("done"), &json!("approval_expired")),
+        "{item}"
+    );
 }
 
 /// A named signer hands their place to a colleague of their role for a period: the delegate

@@ -2,7 +2,7 @@
 //! waits for its rail; a transaction not handed to the rail by then fails (`hold_expired`),
 //! its hold is voided with that cause, and the operation fails with it.
 
-use crate::{payout, Api, ADMIN_KEY};
+use crate::{payout, Api};
 use ops_domain::ports::Clock;
 use ops_runtime::driver::Driver;
 use serde_json::{json, Value};
@@ -26,25 +26,11 @@ pub async fn a_hold_that_expires_before_the_rail_window_fails_its_payout(
     let customer = app.create_customer().await;
     let account = app.open_account(&customer, "CLP", 100_000).await;
     // The sandbox rail keeps one cut-off, 15:00 UTC, and waits after it for the next window.
-    let calendar = app
-        .post(
-            "/v1/calendars",
-            ADMIN_KEY,
-            json!({"name": "Weekdays", "timezone": "UTC"}),
-        )
-        .await
-        .id();
-    let cutoffs = json!({"calendar_id": calendar, "cutoffs": ["15:00"], "after_last_cutoff": "wait"});
-    let saved = app
-        .send(
-            reqwest::Method::PUT,
-            "/v1/rails/psp-local:sandbox/cutoffs",
-            Some(ADMIN_KEY),
-            None,
-            Some(&cutoffs),
-        )
-        .await;
-    assert_eq!(saved.status, 200, "{}", saved.json());
+    app.set_sandbox_cutoffs(
+        json!({"name": "Weekdays", "timezone": "UTC"}),
+        json!({"cutoffs": ["15:00"], "after_last_cutoff": "wait"}),
+    )
+    .await;
 
     let with_ttl = |ttl: Value| {
         let mut body = payout(&customer.id, "auto", &[30_000]);

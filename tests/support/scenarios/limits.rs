@@ -195,16 +195,7 @@ pub async fn payout_limits_refuse_or_escalate_what_would_pass_them(app: &Api, dr
     );
     // Its approvals item asks for the role the limit names.
     crate::drain(driver).await;
-    let items = app
-        .get("/v1/work_items?queue=approvals&status=open&limit=100", &customer.key)
-        .await
-        .json();
-    let item = items["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{items}"))
-        .iter()
-        .find(|item| item["subject"]["id"] == third.id())
-        .unwrap_or_else(|| panic!("no approvals item: {items}"));
+    let item = super::approval_chains::approvals_item(app, &customer, &third.id(), Some("open")).await;
     assert_eq!(item["required_role"], "admin", "{item}");
     let approver = app.add_member(&customer, &["approver"], &["operations:approve"]).await;
     let refused = app
